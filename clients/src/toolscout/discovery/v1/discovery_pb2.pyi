@@ -1,0 +1,153 @@
+from toolscout.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ManifestPlacement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MANIFEST_PLACEMENT_UNSPECIFIED: _ClassVar[ManifestPlacement]
+    MANIFEST_PLACEMENT_TOOL_DESCRIPTION: _ClassVar[ManifestPlacement]
+    MANIFEST_PLACEMENT_SYSTEM_MESSAGE: _ClassVar[ManifestPlacement]
+
+class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEARCH_MODE_UNSPECIFIED: _ClassVar[SearchMode]
+    SEARCH_MODE_TOOL_NAMES: _ClassVar[SearchMode]
+    SEARCH_MODE_SERVER: _ClassVar[SearchMode]
+    SEARCH_MODE_SERVER_QUERY: _ClassVar[SearchMode]
+    SEARCH_MODE_QUERY: _ClassVar[SearchMode]
+MANIFEST_PLACEMENT_UNSPECIFIED: ManifestPlacement
+MANIFEST_PLACEMENT_TOOL_DESCRIPTION: ManifestPlacement
+MANIFEST_PLACEMENT_SYSTEM_MESSAGE: ManifestPlacement
+SEARCH_MODE_UNSPECIFIED: SearchMode
+SEARCH_MODE_TOOL_NAMES: SearchMode
+SEARCH_MODE_SERVER: SearchMode
+SEARCH_MODE_SERVER_QUERY: SearchMode
+SEARCH_MODE_QUERY: SearchMode
+
+class PlanToolsRequest(_message.Message):
+    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names")
+    TOOLSET_FIELD_NUMBER: _ClassVar[int]
+    DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DEFERRED_NAMES_FIELD_NUMBER: _ClassVar[int]
+    toolset: str
+    discovered_tools: _containers.RepeatedScalarFieldContainer[str]
+    provider: str
+    include_deferred_names: bool
+    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ...) -> None: ...
+
+class PlanToolsResponse(_message.Message):
+    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools")
+    LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    HAS_SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_SYSTEM_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    LOADED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    loaded_tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
+    has_search_tool: bool
+    search_tool: _common_pb2.Tool
+    manifest: str
+    manifest_placement: ManifestPlacement
+    manifest_system_message: str
+    total_tools: int
+    loaded_count: int
+    deferred_count: int
+    catalog_version: str
+    tokens: _common_pb2.TokenAccounting
+    deferred_tool_names: _containers.RepeatedScalarFieldContainer[str]
+    dropped_tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SearchToolsRequest(_message.Message):
+    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset")
+    TOOLSET_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    toolset: str
+    query: str
+    server_name: str
+    tool_names: _containers.RepeatedScalarFieldContainer[str]
+    arguments_json: str
+    loaded_tools: _containers.RepeatedScalarFieldContainer[str]
+    max_results: int
+    offset: int
+    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ToolMatch(_message.Message):
+    __slots__ = ("tool", "already_loaded", "score")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_LOADED_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    tool: _common_pb2.Tool
+    already_loaded: bool
+    score: float
+    def __init__(self, tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., already_loaded: _Optional[bool] = ..., score: _Optional[float] = ...) -> None: ...
+
+class SearchToolsResponse(_message.Message):
+    __slots__ = ("mode", "matches", "newly_loaded", "result_text", "not_found", "total_matches", "catalog_version")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    NEWLY_LOADED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    mode: SearchMode
+    matches: _containers.RepeatedCompositeFieldContainer[ToolMatch]
+    newly_loaded: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
+    result_text: str
+    not_found: _containers.RepeatedCompositeFieldContainer[NameSuggestion]
+    total_matches: int
+    catalog_version: str
+    def __init__(self, mode: _Optional[_Union[SearchMode, str]] = ..., matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ..., newly_loaded: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., result_text: _Optional[str] = ..., not_found: _Optional[_Iterable[_Union[NameSuggestion, _Mapping]]] = ..., total_matches: _Optional[int] = ..., catalog_version: _Optional[str] = ...) -> None: ...
+
+class NameSuggestion(_message.Message):
+    __slots__ = ("name", "closest")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLOSEST_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    closest: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., closest: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetManifestRequest(_message.Message):
+    __slots__ = ("toolset", "provider")
+    TOOLSET_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    toolset: str
+    provider: str
+    def __init__(self, toolset: _Optional[str] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class GetManifestResponse(_message.Message):
+    __slots__ = ("manifest", "tokens", "budget_tokens", "deferred_servers", "deferred_tools", "catalog_version")
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    manifest: str
+    tokens: int
+    budget_tokens: int
+    deferred_servers: int
+    deferred_tools: int
+    catalog_version: str
+    def __init__(self, manifest: _Optional[str] = ..., tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., deferred_servers: _Optional[int] = ..., deferred_tools: _Optional[int] = ..., catalog_version: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,126 @@
+from toolscout.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ServerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SERVER_STATE_UNSPECIFIED: _ClassVar[ServerState]
+    SERVER_STATE_STARTING: _ClassVar[ServerState]
+    SERVER_STATE_READY: _ClassVar[ServerState]
+    SERVER_STATE_RECONNECTING: _ClassVar[ServerState]
+    SERVER_STATE_FAILED: _ClassVar[ServerState]
+    SERVER_STATE_IDLE: _ClassVar[ServerState]
+    SERVER_STATE_STOPPED: _ClassVar[ServerState]
+SERVER_STATE_UNSPECIFIED: ServerState
+SERVER_STATE_STARTING: ServerState
+SERVER_STATE_READY: ServerState
+SERVER_STATE_RECONNECTING: ServerState
+SERVER_STATE_FAILED: ServerState
+SERVER_STATE_IDLE: ServerState
+SERVER_STATE_STOPPED: ServerState
+
+class ServerStatus(_message.Message):
+    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_SINCE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    DEFER_LOADING_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_SERVICE_FIELD_NUMBER: _ClassVar[int]
+    SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    transport: str
+    state: ServerState
+    tool_count: int
+    restarts: int
+    last_error: str
+    state_since_unix: float
+    defer_loading: bool
+    health_service: str
+    server_info: str
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ...) -> None: ...
+
+class ListServersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListServersResponse(_message.Message):
+    __slots__ = ("servers",)
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    servers: _containers.RepeatedCompositeFieldContainer[ServerStatus]
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerStatus, _Mapping]]] = ...) -> None: ...
+
+class ListToolsRequest(_message.Message):
+    __slots__ = ("servers", "include_unavailable")
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    include_unavailable: bool
+    def __init__(self, servers: _Optional[_Iterable[str]] = ..., include_unavailable: _Optional[bool] = ...) -> None: ...
+
+class ListToolsResponse(_message.Message):
+    __slots__ = ("tools", "catalog_version")
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
+    catalog_version: str
+    def __init__(self, tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., catalog_version: _Optional[str] = ...) -> None: ...
+
+class CallToolRequest(_message.Message):
+    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    LLM_NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    META_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    tool: str
+    llm_name: str
+    arguments_json: str
+    meta_json: str
+    timeout_seconds: float
+    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class CallToolResponse(_message.Message):
+    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds")
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    content: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
+    structured_content_json: str
+    is_error: bool
+    truncated: bool
+    server: str
+    tool: str
+    duration_seconds: float
+    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ...) -> None: ...
+
+class WatchCatalogRequest(_message.Message):
+    __slots__ = ("known_version",)
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    known_version: str
+    def __init__(self, known_version: _Optional[str] = ...) -> None: ...
+
+class WatchCatalogResponse(_message.Message):
+    __slots__ = ("catalog_version", "tools", "changed_servers")
+    CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    catalog_version: str
+    tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
+    changed_servers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, catalog_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., changed_servers: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,416 @@
+"""The one configuration loader used by every toolscout service.
+
+It reads casual-mcp's ``casual_mcp_config.json`` unchanged (``clients``, ``models``, ``servers``,
+``tool_sets``, ``tool_discovery``) in JSON or YAML, expands ``${VAR}`` / ``${VAR:-default}`` from
+the environment, and validates with pydantic. toolscout's own settings live in an optional
+``toolscout`` section and in a few optional per-server keys; both are documented in the README's
+configuration reference. Every error names the file, the key path and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from toolscout_kit.errors import ConfigError
+
+__all__ = [
+    "CONFIG_ENV",
+    "ClientConfig",
+    "DiscoverySettings",
+    "ExcludeSpec",
+    "ModelConfig",
+    "OrchestratorSettings",
+    "PoolSettings",
+    "RemoteServerConfig",
+    "SecuritySettings",
+    "ServerConfig",
+    "StdioServerConfig",
+    "ToolDiscoveryConfig",
+    "ToolSetConfig",
+    "ToolSpec",
+    "ToolscoutConfig",
+    "ToolscoutSettings",
+    "load_config",
+    "parse_config",
+    "resolve_config_path",
+]
+
+CONFIG_ENV = "TOOLSCOUT_CONFIG"
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _Strict(BaseModel):
+    # Unknown keys are errors so that a typo ("defer_loadng") is reported instead of ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- casual-mcp sections -------------------------------------------------------------------
+
+
+class ClientConfig(_Strict):
+    """An LLM API client (casual-mcp ``clients.<name>``)."""
+
+    provider: Literal["openai", "anthropic", "ollama"]
+    base_url: str | None = None
+    # Prefer the environment (OPENAI_API_KEY / ANTHROPIC_API_KEY); never logged.
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=60.0, gt=0)
+    # toolscout: retries of provider 429/5xx before giving up (exponential backoff).
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+
+class ModelConfig(_Strict):
+    """A model (casual-mcp ``models.<name>``), referencing a client."""
+
+    client: str
+    model: str
+    template: str | None = None
+    temperature: float | None = None
+    # toolscout: cap on completion tokens (required by Anthropic; default 4096 there).
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class _ServerCommon(_Strict):
+    defer_loading: bool = False
+    # toolscout additions (seconds).
+    connect_timeout: float = Field(default=30.0, gt=0)
+    call_timeout: float = Field(default=60.0, gt=0)
+    # Concurrent calls allowed on this server's session.
+    max_concurrency: int = Field(default=16, ge=1, le=1024)
+    # Tools of this (deferred) server that are always loaded (their MCP names).
+    always_load: list[str] = Field(default_factory=list)
+
+
+class StdioServerConfig(_ServerCommon):
+    """An MCP server started as a subprocess speaking MCP over stdio."""
+
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    # Relative paths resolve against the config file's folder; unset = that folder.
+    cwd: str | None = None
+    transport: Literal["stdio"] = "stdio"
+    # toolscout: stop the process after this many idle seconds; restart on the next call.
+    idle_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_as_strings(cls, value: Any) -> Any:
+        # casual-mcp accepts any JSON value; a process environment only holds strings.
+        if isinstance(value, Mapping):
+            return {k: v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+        return value
+
+
+class RemoteServerConfig(_ServerCommon):
+    """An MCP server reached over SSE or streamable HTTP (casual-mcp's ``http``)."""
+
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    transport: Literal["streamable-http", "sse", "http"] | None = None
+
+    @property
+    def resolved_transport(self) -> Literal["streamable-http", "sse"]:
+        """``sse`` when configured or when the URL ends in ``/sse``; otherwise streamable HTTP."""
+        if self.transport == "sse" or (self.transport is None and self.url.rstrip("/").endswith("/sse")):
+            return "sse"
+        return "streamable-http"
+
+
+ServerConfig = StdioServerConfig | RemoteServerConfig
+
+
+class ExcludeSpec(_Strict):
+    exclude: list[str]
+
+
+ToolSpec = bool | list[str] | ExcludeSpec
+
+
+class ToolSetConfig(_Strict):
+    """A named toolset: which tools of which servers a chat may use."""
+
+    description: str = ""
+    servers: dict[str, ToolSpec] = Field(default_factory=dict)
+
+
+class ToolDiscoveryConfig(_Strict):
+    enabled: bool = False
+    defer_all: bool = False
+    max_search_results: int = Field(default=5, ge=1, le=100)
+
+
+# --- toolscout's own section ---------------------------------------------------------------
+
+
+class SecuritySettings(_Strict):
+    """TLS and bearer-token auth, shared by the three servers and their clients."""
+
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    # CA bundle clients use to verify the servers (when TLS is on).
+    tls_ca_file: str | None = None
+    # Name of the environment variable holding the bearer token; auth is on when it is set.
+    auth_token_env: str = "TOOLSCOUT_AUTH_TOKEN"
+
+    @model_validator(mode="after")
+    def _cert_and_key_together(self) -> SecuritySettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file must be set together")
+        return self
+
+
+class _ServiceSettings(_Strict):
+    listen: str
+    # Prometheus metrics HTTP port (0 = pick a free one, -1 = off).
+    metrics_port: int = Field(ge=-1, le=65535)
+    metrics_host: str = "127.0.0.1"
+    # Seconds in-flight RPCs get to finish on SIGTERM.
+    shutdown_grace: float = Field(default=10.0, ge=0)
+
+
+class PoolSettings(_ServiceSettings):
+    listen: str = "127.0.0.1:50051"
+    metrics_port: int = Field(default=9101, ge=-1, le=65535)
+    # Tool results larger than this (bytes of text + binary) are truncated or rejected.
+    max_result_bytes: int = Field(default=1_000_000, ge=1024)
+    result_overflow: Literal["truncate", "reject"] = "truncate"
+    # Re-list tools after this many seconds (0 = only on list_changed); default from
+    # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30.
+    tool_cache_ttl: float | None = None
+    # A server down this long has its tools dropped (until then they are marked unavailable).
+    unavailable_grace: float = Field(default=30.0, ge=0)
+    ping_interval: float = Field(default=15.0, gt=0)
+    initial_backoff: float = Field(default=0.5, gt=0)
+    max_backoff: float = Field(default=30.0, gt=0)
+    # More than crash_loop_restarts restarts within crash_loop_window seconds → FAILED.
+    crash_loop_restarts: int = Field(default=5, ge=1)
+    crash_loop_window: float = Field(default=60.0, gt=0)
+    failed_retry_interval: float = Field(default=300.0, gt=0)
+
+    @property
+    def effective_tool_cache_ttl(self) -> float:
+        """The TTL in seconds; ``MCP_TOOL_CACHE_TTL`` <= 0 means "cache until list_changed"."""
+        if self.tool_cache_ttl is not None:
+            return self.tool_cache_ttl
+        raw = os.environ.get("MCP_TOOL_CACHE_TTL")
+        if raw is None or not raw.strip():
+            return 30.0
+        try:
+            value = float(raw)
+        except ValueError as err:
+            raise ConfigError(f"MCP_TOOL_CACHE_TTL: expected a number of seconds, got {raw!r}") from err
+        return max(value, 0.0)
+
+
+class DiscoverySettings(_ServiceSettings):
+    listen: str = "127.0.0.1:50052"
+    metrics_port: int = Field(default=9102, ge=-1, le=65535)
+    pool_target: str = "127.0.0.1:50051"
+    # The manifest never exceeds this many tokens, however many tools.
+    manifest_budget_tokens: int = Field(default=2000, ge=50)
+    manifest_placement: Literal["tool_description", "system_message"] = "tool_description"
+    # A server browse (server_name alone) returns at most this many tools per page.
+    server_browse_limit: int = Field(default=20, ge=1)
+
+
+class OrchestratorSettings(_ServiceSettings):
+    listen: str = "127.0.0.1:50053"
+    metrics_port: int = Field(default=9103, ge=-1, le=65535)
+    pool_target: str = "127.0.0.1:50051"
+    discovery_target: str = "127.0.0.1:50052"
+    max_iterations: int = Field(default=50, ge=1, le=1000)
+    # casual-mcp's TOOL_RESULT_FORMAT; default from that env var, else "result".
+    tool_result_format: Literal["result", "function_result", "function_args_result"] | None = None
+    # Tool result text longer than this is cut with a visible marker before reaching the LLM.
+    max_tool_result_chars: int = Field(default=50_000, ge=256)
+    default_system_prompt: str | None = None
+    # Folder of Jinja2 system prompt templates (<name>.j2); relative to the config file.
+    templates_dir: str = "prompt-templates"
+
+
+class ToolscoutSettings(_Strict):
+    pool: PoolSettings = Field(default_factory=PoolSettings)
+    discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+# --- the whole file ------------------------------------------------------------------------
+
+
+def _server_kind(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "remote" if "url" in value else "stdio"
+    return "stdio" if getattr(value, "command", None) else "remote"
+
+
+class ToolscoutConfig(BaseModel):
+    """The whole configuration: casual-mcp's file plus the optional ``toolscout`` section."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # casual-mcp's flag; toolscout always namespaces LLM-facing names, so it is accepted and ignored.
+    namespace_tools: bool | None = None
+    clients: dict[str, ClientConfig] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    servers: dict[
+        str,
+        Annotated[
+            Annotated[StdioServerConfig, Tag("stdio")] | Annotated[RemoteServerConfig, Tag("remote")],
+            Discriminator(_server_kind),
+        ],
+    ] = Field(default_factory=dict)
+    tool_sets: dict[str, ToolSetConfig] = Field(default_factory=dict)
+    tool_discovery: ToolDiscoveryConfig = Field(default_factory=ToolDiscoveryConfig)
+    toolscout: ToolscoutSettings = Field(default_factory=ToolscoutSettings)
+    # Folder of the config file; relative paths in it resolve against this. Not read from the file.
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> ToolscoutConfig:
+        problems: list[str] = []
+        for name in self.servers:
+            if not name or len(name) > 64 or any(c.isspace() for c in name):
+                problems.append(f"servers.{name!r}: server names must be 1-64 characters without spaces")
+        for name, model in self.models.items():
+            if model.client not in self.clients:
+                known = ", ".join(sorted(self.clients)) or "none configured"
+                problems.append(f"models.{name}.client: unknown client {model.client!r} (clients: {known})")
+        for ts_name, toolset in self.tool_sets.items():
+            for server in toolset.servers:
+                if server not in self.servers:
+                    known = ", ".join(sorted(self.servers)) or "none configured"
+                    problems.append(
+                        f"tool_sets.{ts_name}.servers.{server}: unknown server {server!r} (servers: {known})"
+                    )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def resolve_path(self, path: str) -> Path:
+        """A path from the config, made absolute against the config file's folder."""
+        p = Path(os.path.expanduser(path))
+        return p if p.is_absolute() else (self.base_dir / p)
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def resolve_config_path(explicit: str | os.PathLike[str] | None) -> Path:
+    """The config path from ``--config`` or ``TOOLSCOUT_CONFIG`` (never the working directory).
+
+    Raises:
+        ConfigError: neither is given, or the file does not exist.
+    """
+    raw = os.fspath(explicit) if explicit else os.environ.get(CONFIG_ENV, "")
+    if not raw:
+        raise ConfigError(f"no configuration given: pass --config PATH or set {CONFIG_ENV}")
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{path}: configuration file not found")
+    return path.resolve()
+
+
+def _expand(value: Any, env: Mapping[str, str], where: str, missing: list[str]) -> Any:
+    if isinstance(value, str):
+
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            missing.append(f"{where or '<root>'}: environment variable ${{{name}}} is not set")
+            return ""
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, Mapping):
+        return {k: _expand(v, env, f"{where}.{k}" if where else str(k), missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, env, f"{where}[{i}]", missing) for i, v in enumerate(value)]
+    return value
+
+
+def _format_validation_error(source: str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
+        # Drop pydantic's union-member tags from the path: they are not keys in the file.
+        loc = re.sub(r"\.(stdio|remote|bool|list\[str\]|ExcludeSpec)(?=\.|$)", "", loc)
+        msg = e["msg"].removeprefix("Value error, ")
+        if loc:
+            lines.append(f"{source}: {loc}: {msg}")
+        else:
+            # Cross-reference problems already carry their own key paths, one per line.
+            lines.extend(f"{source}: {line}" for line in msg.splitlines())
+    return "\n".join(dict.fromkeys(lines))
+
+
+def parse_config(
+    data: Any,
+    *,
+    source: str = "<config>",
+    base_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ToolscoutConfig:
+    """Validate an already-parsed config document.
+
+    Raises:
+        ConfigError: naming ``source``, the key path and the problem.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the top level must be an object with keys such as 'servers'")
+    missing: list[str] = []
+    expanded = _expand(dict(data), os.environ if env is None else env, "", missing)
+    if missing:
+        raise ConfigError("\n".join(f"{source}: {m}" for m in missing))
+    expanded["base_dir"] = base_dir or Path.cwd()
+    try:
+        return ToolscoutConfig.model_validate(expanded)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(source, err)) from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> ToolscoutConfig:
+    """Load the config from ``path`` (or ``TOOLSCOUT_CONFIG``): JSON or YAML by extension.
+
+    Raises:
+        ConfigError: file missing or unreadable, syntax error (with line), or invalid contents.
+    """
+    resolved = resolve_config_path(path)
+    try:
+        text = resolved.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{resolved}: cannot read: {err.strerror}") from None
+    try:
+        if resolved.suffix.lower() in {".yaml", ".yml"}:
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{resolved}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{resolved}: invalid YAML{where}: {getattr(err, 'problem', err)}") from None
+    return parse_config(data, source=str(resolved), base_dir=resolved.parent)
