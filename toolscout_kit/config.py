@@ -169,7 +169,7 @@ class SecuritySettings(_Strict):
     # CA bundle clients use to verify the servers (when TLS is on).
     tls_ca_file: str | None = None
     # Name of the environment variable holding the bearer token; auth is on when it is set.
-    auth_token_env: str = "TOOLSCOUT_AUTH_TOKEN"
+    auth_token_env: str = "TOOLSCOUT_AUTH_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 
     @model_validator(mode="after")
     def _cert_and_key_together(self) -> SecuritySettings:
@@ -403,12 +403,11 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ToolscoutConfig:
     except OSError as err:
         raise ConfigError(f"{resolved}: cannot read: {err.strerror}") from None
     try:
-        if resolved.suffix.lower() in {".yaml", ".yml"}:
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
+        data = yaml.safe_load(text) if resolved.suffix.lower() in {".yaml", ".yml"} else json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{resolved}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+        raise ConfigError(
+            f"{resolved}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}"
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -1,0 +1,77 @@
+"""structlog JSON logging, configured once per process, with request-scoped context.
+
+Request id and RPC method are bound per request by the observability interceptor through
+``structlog.contextvars``; every log line written while handling that request carries them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+
+__all__ = ["bind_request_context", "clear_request_context", "configure_logging", "get_logger", "redact"]
+
+_configured = False
+
+# Values of keys like these are never written to logs, whatever logs them.
+_SECRET_KEY = re.compile(r"(api[_-]?key|authorization|token|secret|password|cookie)", re.IGNORECASE)
+# Bearer tokens and provider-style keys that might sneak into free text (error messages).
+_SECRET_TEXT = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|pk|key)-[A-Za-z0-9_-]{12,}")
+
+
+def redact(text: str) -> str:
+    """Masks bearer tokens and API-key-looking strings in free text."""
+    return _SECRET_TEXT.sub(lambda m: (m.group(1) or "") + "[REDACTED]", text)
+
+
+def _redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key, value in list(event_dict.items()):
+        if _SECRET_KEY.search(key) and key != "event":
+            event_dict[key] = "[REDACTED]"
+        elif isinstance(value, str):
+            event_dict[key] = redact(value)
+    return event_dict
+
+
+def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
+    """Configures structlog (and stdlib logging routed through it) once per process."""
+    global _configured  # noqa: PLW0603 - logging is process-wide by nature
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact_processor,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        cache_logger_on_first_use=False,
+    )
+    if not _configured:
+        # Third-party libraries log through stdlib; keep them quiet unless asked.
+        logging.basicConfig(
+            level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(name)s: %(message)s"
+        )
+    _configured = True
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger named for its module."""
+    return structlog.get_logger(name)
+
+
+def bind_request_context(**values: Any) -> None:
+    structlog.contextvars.bind_contextvars(**values)
+
+
+def clear_request_context() -> None:
+    structlog.contextvars.clear_contextvars()

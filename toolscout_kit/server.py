@@ -1,0 +1,211 @@
+"""Build, run and gracefully stop a toolscout ``grpc.aio`` server.
+
+Every service gets the same plumbing: health (per-service status, NOT_SERVING once shutdown
+starts), reflection listing every service, the observability / error / auth interceptors, a
+Prometheus endpoint on its own port, optional TLS, and cleanup callbacks run after the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from toolscout_kit.config import SecuritySettings
+from toolscout_kit.errors import ConfigError
+from toolscout_kit.interceptors import AuthInterceptor, ErrorInterceptor, ObservabilityInterceptor
+from toolscout_kit.logging import get_logger
+from toolscout_kit.metrics import MetricsEndpoint, start_metrics_endpoint
+
+__all__ = ["RunningServer", "ServiceBinding", "serve_until_signal", "start_server"]
+
+_log = get_logger(__name__)
+
+# Server-side keepalive: clients may ping every 20 s; idle connections stay open.
+_SERVER_OPTIONS = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+
+
+@dataclass(frozen=True)
+class ServiceBinding:
+    """One gRPC service to host: its full name, the generated ``add_*_to_server`` and the servicer."""
+
+    name: str
+    add_to_server: Callable[[Any, grpc.aio.Server], None]
+    servicer: object
+
+
+class _ServiceSettings(Protocol):
+    listen: str
+    metrics_port: int
+    metrics_host: str
+    shutdown_grace: float
+
+
+Cleanup = Callable[[], Awaitable[None]]
+
+
+class RunningServer:
+    """A started server. ``stop()`` is idempotent and runs the registered cleanups."""
+
+    def __init__(
+        self,
+        server: grpc.aio.Server,
+        health_servicer: health.aio.HealthServicer,
+        port: int,
+        metrics: MetricsEndpoint | None,
+        shutdown_grace: float,
+        service_names: Sequence[str],
+    ) -> None:
+        self._server = server
+        self.health = health_servicer
+        self.port = port
+        self.metrics_port: int | None = metrics.port if metrics else None
+        self._metrics = metrics
+        self.shutdown_grace = shutdown_grace
+        self.service_names = tuple(service_names)
+        self._cleanups: list[Cleanup] = []
+        self._stopped = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def set_status(self, service: str, serving: bool) -> None:
+        """Sets the health status of ``service`` (ignored once shutdown has started)."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        await self.health.set(service, status)
+
+    def add_cleanup(self, cleanup: Cleanup) -> None:
+        """Registers an async callback run after the gRPC server stops (last added runs first)."""
+        self._cleanups.append(cleanup)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Flips health to NOT_SERVING, drains in-flight RPCs for ``grace`` seconds, then cleans up."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        await self.health.enter_graceful_shutdown()
+        await self._server.stop(self.shutdown_grace if grace is None else grace)
+        for cleanup in reversed(self._cleanups):
+            try:
+                await cleanup()
+            except Exception:
+                _log.exception("cleanup failed")
+        if self._metrics:
+            self._metrics.close()
+        self._stopped.set()
+
+    async def wait_for_termination(self) -> None:
+        await self._stopped.wait()
+
+
+def _server_credentials(security: SecuritySettings) -> grpc.ServerCredentials | None:
+    if not security.tls_cert_file:
+        return None
+    try:
+        with open(security.tls_cert_file, "rb") as cert, open(security.tls_key_file or "", "rb") as key:
+            return grpc.ssl_server_credentials([(key.read(), cert.read())])
+    except OSError as err:
+        raise ConfigError(f"TLS: cannot read {err.filename}: {err.strerror}") from None
+
+
+async def start_server(
+    bindings: Sequence[ServiceBinding],
+    settings: _ServiceSettings,
+    security: SecuritySettings,
+    *,
+    listen: str | None = None,
+    metrics_port: int | None = None,
+) -> RunningServer:
+    """Starts a server hosting ``bindings`` plus health and reflection.
+
+    ``listen`` / ``metrics_port`` override the settings (tests pass ``127.0.0.1:0`` and 0).
+    Every service starts SERVING; call ``set_status`` to report otherwise.
+
+    Raises:
+        ConfigError: the address cannot be bound or TLS files cannot be read.
+    """
+    interceptors: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor()]
+    token = os.environ.get(security.auth_token_env, "")
+    if token:
+        interceptors.append(AuthInterceptor(token))
+    interceptors.append(ErrorInterceptor())
+
+    server = grpc.aio.server(interceptors=interceptors, options=_SERVER_OPTIONS)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for binding in bindings:
+        binding.add_to_server(binding.servicer, server)
+    names = [b.name for b in bindings]
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+
+    address = listen or settings.listen
+    credentials = _server_credentials(security)
+    try:
+        port = (
+            server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+        )
+    except RuntimeError as err:
+        raise ConfigError(f"cannot listen on {address}: {err}") from None
+    await server.start()
+
+    wanted_metrics = settings.metrics_port if metrics_port is None else metrics_port
+    metrics = None
+    if wanted_metrics >= 0:
+        try:
+            metrics = start_metrics_endpoint(settings.metrics_host, wanted_metrics)
+        except OSError as err:
+            await server.stop(0)
+            raise ConfigError(
+                f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
+            ) from None
+
+    running = RunningServer(server, health_servicer, port, metrics, settings.shutdown_grace, names)
+    await running.set_status("", True)
+    for name in names:
+        await running.set_status(name, True)
+    _log.info(
+        "server started",
+        address=address,
+        port=port,
+        metrics_port=running.metrics_port,
+        services=names,
+        auth=bool(token),
+    )
+    return running
+
+
+async def serve_until_signal(server: RunningServer) -> None:
+    """Runs until SIGTERM/SIGINT, then stops gracefully (health NOT_SERVING first)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.create_task(server.wait_for_termination())
+    signalled = asyncio.create_task(stop.wait())
+    await asyncio.wait({waiter, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    if stop.is_set():
+        _log.info("shutdown requested", grace_seconds=server.shutdown_grace)
+    await server.stop()
+    for task in (waiter, signalled):
+        task.cancel()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)

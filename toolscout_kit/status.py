@@ -1,0 +1,76 @@
+"""The one table between domain errors and gRPC status codes, in both directions.
+
+Servers use :func:`status_for` (through the error interceptor); code that calls another toolscout
+service uses :func:`error_from_rpc` at its seam so that domain code only ever sees domain errors.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from toolscout_kit.errors import (
+    CancelledError,
+    ConfigError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+    ToolscoutError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+
+__all__ = ["GENERIC_INTERNAL_MESSAGE", "STATUS_BY_CATEGORY", "error_from_rpc", "status_for"]
+
+GENERIC_INTERNAL_MESSAGE = "internal error; see the server logs for details"
+
+# Checked in order: the first category an exception is an instance of wins.
+STATUS_BY_CATEGORY: tuple[tuple[type[ToolscoutError], grpc.StatusCode], ...] = (
+    (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
+    (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
+    (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (UnavailableError, grpc.StatusCode.UNAVAILABLE),
+    (DeadlineExceededError, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+    (CancelledError, grpc.StatusCode.CANCELLED),
+)
+
+_ERROR_BY_STATUS: dict[grpc.StatusCode, type[ToolscoutError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.CANCELLED: CancelledError,
+}
+
+
+def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
+    """The status code for a domain error, or None when its class has no category (a bug)."""
+    for category, code in STATUS_BY_CATEGORY:
+        if isinstance(exc, category):
+            return code
+    return None
+
+
+def error_from_rpc(err: grpc.RpcError, what: str) -> ToolscoutError:
+    """Translates an RPC error from another toolscout service into a domain error.
+
+    ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT and NOT_FOUND keep
+    the peer's message as is, because it is written for the caller (often for the LLM).
+    """
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = (err.details() if hasattr(err, "details") else None) or ""
+    category = _ERROR_BY_STATUS.get(code)
+    if category is None:
+        return UnavailableError(f"{what} failed: {code.name.lower()}: {details}".rstrip(": "))
+    if category in (InvalidArgumentError, NotFoundError):
+        return category(details)
+    if category is UnavailableError:
+        return UnavailableError(f"{what} unavailable: {details}" if details else f"{what} unavailable")
+    return category(f"{what}: {details}" if details else what)
