@@ -1,0 +1,346 @@
+"""A local LLM provider speaking the OpenAI Chat Completions and Anthropic Messages wire formats.
+
+The real ``openai`` and ``anthropic`` SDKs talk to it through ``base_url`` (OpenAI: ``<url>/v1``,
+Anthropic: ``<url>``), so every byte of a test goes through the SDKs' own parsing, streaming and
+error handling. Replies are scripted (a queue, then an optional ``responder`` function of the
+request), can be errors with any status code, can be held until released (slow replies, deadlines,
+cancellation), and every request received is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = ["FakeProvider", "RecordedRequest", "Reply", "ScriptedCall"]
+
+Api = Literal["openai", "anthropic"]
+
+
+@dataclass
+class ScriptedCall:
+    """A tool call the fake model makes. ``arguments`` may be a string (possibly malformed JSON)."""
+
+    name: str
+    arguments: str | dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass
+class Reply:
+    """One scripted provider reply: an answer, tool calls, or an HTTP error."""
+
+    text: str = ""
+    reasoning: str = ""
+    # OpenAI-compatible servers disagree on the field name (vLLM/DeepSeek vs OpenRouter/Ollama).
+    reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
+    tool_calls: list[ScriptedCall] = field(default_factory=list)
+    status: int = 200
+    error_message: str = ""
+    # Seconds sent in Retry-After on errors (keeps retry tests fast); None = no header.
+    retry_after: float | None = 0.0
+    input_tokens: int = 10
+    output_tokens: int = 5
+    cached_tokens: int = 0
+    # The reply is sent only once this event is set (or the client disconnects).
+    hold: asyncio.Event | None = None
+    # Split streamed text into chunks of this many characters.
+    chunk_chars: int = 4
+
+    @classmethod
+    def answer(cls, text: str, **kw: Any) -> Reply:
+        return cls(text=text, **kw)
+
+    @classmethod
+    def calls(cls, *calls: ScriptedCall, **kw: Any) -> Reply:
+        return cls(tool_calls=list(calls), **kw)
+
+    @classmethod
+    def error(cls, status: int, message: str, **kw: Any) -> Reply:
+        return cls(status=status, error_message=message, **kw)
+
+    @classmethod
+    def tools_not_supported(cls) -> Reply:
+        # Ollama's wording for models without tool support.
+        return cls.error(400, "registry.ollama.ai/library/tiny:latest does not support tools")
+
+
+@dataclass
+class RecordedRequest:
+    api: Api
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def tool_names(self) -> list[str]:
+        tools = self.body.get("tools") or []
+        if self.api == "openai":
+            return [t["function"]["name"] for t in tools]
+        return [t["name"] for t in tools]
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+class FakeProvider:
+    """Serve on 127.0.0.1 with a free port: ``async with FakeProvider() as fake: fake.openai_base_url``."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.responder: Callable[[RecordedRequest], Reply] | None = None
+        self.requests: list[RecordedRequest] = []
+        self.disconnects = 0
+        self._changed = asyncio.Condition()
+        self._ids = itertools.count(1)
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeProvider:
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+            ]
+        )
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none", access_log=False
+        )
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        async with asyncio.timeout(10):
+            while not self._server.started:
+                await asyncio.sleep(0.005)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None and self._task is not None
+        self._server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(self._task, 10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    # --- scripting ---------------------------------------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.requests) >= count)
+
+    async def wait_for_disconnects(self, count: int, timeout: float = 10.0) -> None:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: self.disconnects >= count)
+
+    async def _record(self, api: Api, request: Request) -> tuple[RecordedRequest, Reply]:
+        body = json.loads(await request.body())
+        rec = RecordedRequest(api, request.url.path, dict(request.headers), body)
+        if self.replies:
+            reply = self.replies.pop(0)
+        elif self.responder is not None:
+            reply = self.responder(rec)
+        else:
+            reply = Reply.error(500, "fake provider: no scripted reply left")
+        async with self._changed:
+            self.requests.append(rec)
+            self._changed.notify_all()
+        return rec, reply
+
+    async def _hold(self, reply: Reply, request: Request) -> bool:
+        """Waits for the reply's release; False when the client went away first."""
+        if reply.hold is None:
+            return True
+
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        release = asyncio.create_task(reply.hold.wait())
+        gone = asyncio.create_task(disconnected())
+        done, pending = await asyncio.wait({release, gone}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        if gone in done:
+            async with self._changed:
+                self.disconnects += 1
+                self._changed.notify_all()
+            return False
+        return True
+
+    def _error(self, api: Api, reply: Reply) -> Response:
+        headers = {} if reply.retry_after is None else {"retry-after": str(reply.retry_after)}
+        if api == "openai":
+            body: dict[str, Any] = {
+                "error": {"message": reply.error_message, "type": "invalid_request_error", "code": None}
+            }
+        else:
+            kind = {429: "rate_limit_error", 400: "invalid_request_error", 529: "overloaded_error"}
+            body = {"type": "error", "error": {"type": kind.get(reply.status, "api_error"), "message": reply.error_message}}
+        return JSONResponse(body, status_code=reply.status, headers=headers)
+
+    # --- OpenAI Chat Completions -------------------------------------------------------------
+
+    async def _openai(self, request: Request) -> Response:
+        rec, reply = await self._record("openai", request)
+        if not await self._hold(reply, request):
+            return Response(status_code=499)
+        if reply.status != 200:
+            return self._error("openai", reply)
+        calls = [(c.id or f"call_{next(self._ids)}", c) for c in reply.tool_calls]
+        usage = {
+            "prompt_tokens": reply.input_tokens,
+            "completion_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+        }
+        base = {"id": f"chatcmpl-{next(self._ids)}", "created": int(time.time()), "model": rec.body["model"]}
+        finish = "tool_calls" if calls else "stop"
+        if not rec.streamed:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            if reply.reasoning:
+                message[reply.reasoning_field] = reply.reasoning
+            if calls:
+                message["tool_calls"] = [
+                    {"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.arguments_text()}}
+                    for cid, c in calls
+                ]
+            return JSONResponse(
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                    "usage": usage,
+                }
+            )
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
+            data = {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+            return f"data: {json.dumps(data)}\n\n"
+
+        async def events() -> AsyncIterator[str]:
+            yield chunk({"role": "assistant", "content": ""})
+            for piece in _pieces(reply.reasoning, reply.chunk_chars):
+                yield chunk({reply.reasoning_field: piece})
+            for piece in _pieces(reply.text, reply.chunk_chars):
+                yield chunk({"content": piece})
+            for index, (cid, c) in enumerate(calls):
+                args = c.arguments_text()
+                head = {"index": index, "id": cid, "type": "function", "function": {"name": c.name, "arguments": ""}}
+                yield chunk({"tool_calls": [head]})
+                for piece in _pieces(args, max(reply.chunk_chars, 8)):
+                    yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            yield chunk({}, finish)
+            if (rec.body.get("stream_options") or {}).get("include_usage"):
+                yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    # --- Anthropic Messages ------------------------------------------------------------------
+
+    async def _anthropic(self, request: Request) -> Response:
+        rec, reply = await self._record("anthropic", request)
+        if not await self._hold(reply, request):
+            return Response(status_code=499)
+        if reply.status != 200:
+            return self._error("anthropic", reply)
+        blocks: list[dict[str, Any]] = []
+        if reply.reasoning:
+            blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
+        if reply.text:
+            blocks.append({"type": "text", "text": reply.text})
+        for c in reply.tool_calls:
+            cid = c.id or f"toolu_{next(self._ids)}"
+            raw = c.arguments_text()
+            try:
+                parsed = json.loads(raw)
+            except json.JSONDecodeError:
+                parsed = None
+            blocks.append({"type": "tool_use", "id": cid, "name": c.name, "input": parsed, "_raw": raw})
+        usage = {
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "cache_read_input_tokens": reply.cached_tokens,
+            "cache_creation_input_tokens": 0,
+        }
+        stop = "tool_use" if reply.tool_calls else "end_turn"
+        message = {
+            "id": f"msg_{next(self._ids)}",
+            "type": "message",
+            "role": "assistant",
+            "model": rec.body["model"],
+            "stop_sequence": None,
+        }
+        if not rec.streamed:
+            clean = [{k: v for k, v in b.items() if k != "_raw"} for b in blocks]
+            for b in clean:
+                if b["type"] == "tool_use" and b["input"] is None:
+                    b["input"] = {}
+            return JSONResponse({**message, "content": clean, "stop_reason": stop, "usage": usage})
+
+        def event(name: str, data: dict[str, Any]) -> str:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
+
+        async def events() -> AsyncIterator[str]:
+            start_usage = {**usage, "output_tokens": 1}
+            yield event("message_start", {"message": {**message, "content": [], "stop_reason": None, "usage": start_usage}})
+            for index, b in enumerate(blocks):
+                if b["type"] == "thinking":
+                    yield event("content_block_start", {"index": index, "content_block": {"type": "thinking", "thinking": ""}})
+                    for piece in _pieces(b["thinking"], reply.chunk_chars):
+                        yield event("content_block_delta", {"index": index, "delta": {"type": "thinking_delta", "thinking": piece}})
+                    yield event("content_block_delta", {"index": index, "delta": {"type": "signature_delta", "signature": "sig"}})
+                elif b["type"] == "text":
+                    yield event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+                    for piece in _pieces(b["text"], reply.chunk_chars):
+                        yield event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}})
+                else:
+                    head = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
+                    yield event("content_block_start", {"index": index, "content_block": head})
+                    for piece in _pieces(b["_raw"], 8):
+                        yield event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+                yield event("content_block_stop", {"index": index})
+            yield event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}})
+            yield event("message_stop", {})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]

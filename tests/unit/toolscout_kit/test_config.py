@@ -1,0 +1,179 @@
+"""The config loader: casual-mcp's file unchanged, env expansion, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolscout_kit.config import (
+    ExcludeSpec,
+    RemoteServerConfig,
+    StdioServerConfig,
+    load_config,
+    parse_config,
+    resolve_config_path,
+)
+from toolscout_kit.errors import ConfigError
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+CASUAL_MCP_EXAMPLE = {
+    "clients": {
+        "openai": {"provider": "openai"},
+        "ollama": {"provider": "ollama", "base_url": "http://localhost:11434"},
+    },
+    "models": {
+        "gpt-4.1": {"client": "openai", "model": "gpt-4.1", "template": "default"},
+        "qwen": {"client": "ollama", "model": "qwen2.5:7b"},
+    },
+    "servers": {
+        "core-tools": {"command": "python", "args": ["servers/core.py"]},
+        "research-tools": {"command": "python", "args": ["servers/research.py"], "defer_loading": True},
+        "data-tools": {"url": "http://localhost:9000", "transport": "streamable-http", "defer_loading": True},
+        "legacy": {"url": "http://localhost:9001/sse", "transport": "sse"},
+        "plain-http": {"url": "http://localhost:9002/mcp", "transport": "http"},
+    },
+    "tool_sets": {
+        "research": {
+            "description": "Research tools",
+            "servers": {"research-tools": True, "core-tools": {"exclude": ["rm"]}, "data-tools": ["query"]},
+        }
+    },
+    "tool_discovery": {"enabled": True, "defer_all": False, "max_search_results": 5},
+}
+
+
+def _write(tmp_path: Path, data: object, name: str = "casual_mcp_config.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data) if name.endswith(".json") else str(data))
+    return path
+
+
+def test_casual_mcp_config_file_loads_unchanged(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, CASUAL_MCP_EXAMPLE))
+    assert isinstance(config.servers["core-tools"], StdioServerConfig)
+    assert isinstance(config.servers["data-tools"], RemoteServerConfig)
+    assert config.servers["research-tools"].defer_loading is True
+    assert config.tool_discovery.enabled and config.tool_discovery.max_search_results == 5
+    assert config.tool_sets["research"].servers["core-tools"] == ExcludeSpec(exclude=["rm"])
+    assert config.models["qwen"].client == "ollama"
+    assert config.base_dir == tmp_path
+
+
+def test_remote_transports_resolve_like_casual_mcp(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, CASUAL_MCP_EXAMPLE))
+    resolved = {n: s.resolved_transport for n, s in config.servers.items() if isinstance(s, RemoteServerConfig)}
+    assert resolved == {"data-tools": "streamable-http", "legacy": "sse", "plain-http": "streamable-http"}
+
+
+def test_example_config_in_repository_loads() -> None:
+    config = load_config(EXAMPLES / "casual_mcp_config.json")
+    assert config.servers
+    assert config.tool_discovery.enabled
+
+
+def test_yaml_config_loads(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("servers:\n  time:\n    command: uvx\n    args: [mcp-server-time]\n    defer_loading: true\n")
+    config = load_config(path)
+    assert config.servers["time"].defer_loading
+
+
+def test_environment_variables_expand_with_defaults(tmp_path: Path) -> None:
+    data = {
+        "clients": {"local": {"provider": "openai", "base_url": "${TS_TEST_URL:-http://localhost:1234/v1}"}},
+        "servers": {"s": {"command": "${TS_TEST_CMD}", "env": {"TOKEN": "${TS_TEST_CMD}"}}},
+    }
+    config = parse_config(data, env={"TS_TEST_CMD": "my-server"})
+    assert config.clients["local"].base_url == "http://localhost:1234/v1"
+    server = config.servers["s"]
+    assert isinstance(server, StdioServerConfig)
+    assert server.command == "my-server" and server.env == {"TOKEN": "my-server"}
+
+
+def test_missing_environment_variable_names_the_key_path() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"servers": {"s": {"command": "x", "args": ["${TS_NOT_SET}"]}}}, source="f.json", env={})
+    assert err.value.message == "f.json: servers.s.args[0]: environment variable ${TS_NOT_SET} is not set"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"servers": {"a": {"command": "x", "defer_loadng": True}}}, "servers.a.defer_loadng: Extra inputs"),
+        ({"servers": {"a": {"url": "ftp://x"}}}, "servers.a.url: String should match pattern"),
+        ({"servers": {"a": {"url": "http://x", "transport": "grpc"}}}, "servers.a.transport: Input should be"),
+        ({"servers": {"a": {"command": ""}}}, "servers.a.command: String should have at least 1 character"),
+        ({"models": {"m": {"client": "nope", "model": "x"}}}, "models.m.client: unknown client 'nope'"),
+        ({"tool_sets": {"t": {"servers": {"zz": True}}}}, "tool_sets.t.servers.zz: unknown server 'zz'"),
+        ({"clients": {"c": {"provider": "gemini"}}}, "clients.c.provider: Input should be 'openai'"),
+        ({"tool_discovery": {"max_search_results": 0}}, "tool_discovery.max_search_results: Input should be"),
+        ({"toolscout": {"pool": {"bogus": 1}}}, "toolscout.pool.bogus: Extra inputs are not permitted"),
+        ({"toolscout": {"security": {"tls_cert_file": "c.pem"}}}, "tls_cert_file and tls_key_file must be set"),
+        ([1, 2], "the top level must be an object"),
+    ],
+)
+def test_each_kind_of_bad_config_names_file_path_and_problem(data: object, expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, source="bad.json", env={})
+    assert err.value.message.startswith("bad.json: ")
+    assert expected in err.value.message
+
+
+def test_invalid_json_reports_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{\n  "servers": {,}\n}')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert f"{path}: invalid JSON at line 2" in err.value.message
+
+
+def test_invalid_yaml_reports_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yml"
+    path.write_text("servers:\n  a: [unclosed\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert f"{path}: invalid YAML at line" in err.value.message
+
+
+def test_config_path_comes_from_argument_or_environment_not_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, CASUAL_MCP_EXAMPLE)
+    monkeypatch.delenv("TOOLSCOUT_CONFIG", raising=False)
+    with pytest.raises(ConfigError, match="pass --config PATH or set TOOLSCOUT_CONFIG"):
+        resolve_config_path(None)
+    monkeypatch.setenv("TOOLSCOUT_CONFIG", str(tmp_path / "casual_mcp_config.json"))
+    assert resolve_config_path(None) == tmp_path / "casual_mcp_config.json"
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_config(tmp_path / "nope.json")
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, CASUAL_MCP_EXAMPLE))
+    assert config.resolve_path("servers/core.py") == tmp_path / "servers/core.py"
+    assert config.resolve_path("/abs/x") == Path("/abs/x")
+
+
+def test_mcp_tool_cache_ttl_is_honoured_as_in_casual_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = parse_config({})
+    monkeypatch.delenv("MCP_TOOL_CACHE_TTL", raising=False)
+    assert config.toolscout.pool.effective_tool_cache_ttl == 30.0
+    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "5")
+    assert config.toolscout.pool.effective_tool_cache_ttl == 5.0
+    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "-1")
+    assert config.toolscout.pool.effective_tool_cache_ttl == 0.0
+    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "soon")
+    with pytest.raises(ConfigError, match="MCP_TOOL_CACHE_TTL"):
+        _ = config.toolscout.pool.effective_tool_cache_ttl
+
+
+def test_api_key_is_never_shown_in_repr() -> None:
+    config = parse_config({"clients": {"c": {"provider": "openai", "api_key": "sk-very-secret-value"}}})
+    assert "sk-very-secret-value" not in repr(config)

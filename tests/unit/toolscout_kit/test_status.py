@@ -1,0 +1,82 @@
+"""Every domain error class maps to a status code, in one table."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import grpc
+import pytest
+
+import toolscout_kit.errors as errors
+from toolscout_kit.errors import ToolscoutError
+from toolscout_kit.status import error_from_rpc, status_for
+
+SERVICE_PACKAGES = ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc")
+
+
+def _import_all() -> None:
+    for name in SERVICE_PACKAGES:
+        package = importlib.import_module(name)
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{name}."):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+
+
+def _all_subclasses(cls: type[ToolscoutError]) -> set[type[ToolscoutError]]:
+    found: set[type[ToolscoutError]] = set()
+    for sub in cls.__subclasses__():
+        found.add(sub)
+        found |= _all_subclasses(sub)
+    return found
+
+
+def test_every_domain_error_class_in_every_package_has_a_status_code() -> None:
+    _import_all()
+    classes = _all_subclasses(ToolscoutError)
+    assert len(classes) >= len(errors.__all__) - 1
+    unmapped = sorted(c.__qualname__ for c in classes if status_for(c("x")) is None)
+    assert unmapped == []
+
+
+def test_the_bare_base_class_has_no_code_so_it_becomes_internal() -> None:
+    assert status_for(ToolscoutError("x")) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (errors.InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
+        (errors.NotFoundError, grpc.StatusCode.NOT_FOUND),
+        (errors.UnavailableError, grpc.StatusCode.UNAVAILABLE),
+        (errors.DeadlineExceededError, grpc.StatusCode.DEADLINE_EXCEEDED),
+        (errors.ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (errors.FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+        (errors.UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+        (errors.CancelledError, grpc.StatusCode.CANCELLED),
+        (errors.ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+)
+def test_categories_map_to_the_design_table(error: type[ToolscoutError], code: grpc.StatusCode) -> None:
+    assert status_for(error("x")) == code
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_rpc_errors_from_peers_become_domain_errors_keeping_llm_facing_text() -> None:
+    err = error_from_rpc(_RpcError(grpc.StatusCode.NOT_FOUND, "Unknown server 'x'. Valid servers: a, b"), "discovery")
+    assert isinstance(err, errors.NotFoundError)
+    assert err.message == "Unknown server 'x'. Valid servers: a, b"
+    down = error_from_rpc(_RpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"), "pool")
+    assert isinstance(down, errors.UnavailableError) and "pool unavailable" in down.message
+    odd = error_from_rpc(_RpcError(grpc.StatusCode.INTERNAL, "internal error"), "pool")
+    assert isinstance(odd, errors.UnavailableError)
