@@ -1,0 +1,337 @@
+"""BM25 search over a tool catalog: built once, immutable, fast candidate-only scoring.
+
+Each tool becomes one bag of words: its name (repeated, so a name hit outweighs a passing mention),
+its server, its description, and from its input schema the parameter names, parameter descriptions,
+enum values and nested properties. :mod:`discovery_svc.text` tokenizes both sides.
+
+BM25 statistics come from rank-bm25 (:class:`rank_bm25.BM25` does the corpus pass). Two things
+differ from its ``BM25Okapi``:
+
+* IDF is Lucene's ``log(1 + (N - n + 0.5) / (n + 0.5))``, always positive. Okapi's
+  ``log((N - n + 0.5) / (n + 0.5))`` is 0 for a term in half the documents and negative beyond
+  (every term of a 2-document corpus, 1-document corpora), which hid real matches in casual-mcp.
+* Scores are not computed by scanning every document: a term's contribution to a document depends
+  only on the term, the document's tf and length, so it is precomputed into postings
+  (term -> doc ids, weights) and a query adds up the postings of its terms. Documents sharing no
+  term with the query are never touched; results equal rank-bm25's full-scan formula.
+
+An exact tool-name match (the raw name or the LLM-facing key, case-insensitive, spaces/underscores/
+hyphens treated alike) always ranks first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from operator import add, itemgetter
+from typing import Any
+
+from rank_bm25 import BM25
+
+from discovery_svc.text import tokenize
+
+__all__ = ["SearchDoc", "SearchHit", "SearchIndex", "document_tokens", "normalize_name"]
+
+# One configuration for every catalog, chosen on all evaluation sets together (bench/retrieval.py).
+K1 = 1.5  # rank-bm25 and Lucene-classic default; 1.2-1.6 measured within 0.01 R@5
+B = 0.75
+NAME_WEIGHT = 3  # name tokens are counted this many times
+_MAX_SCHEMA_DEPTH = 4  # nested object properties indexed down to this depth
+_MAX_ENUM_VALUES = 50
+_TOP_WEIGHTS = 20  # per-term best weights kept for cheap MaxScore thresholds
+
+_NAME_NORM_RE = re.compile(r"[\s_\-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchDoc:
+    """One searchable tool."""
+
+    key: str  # the LLM-facing name (unique)
+    server: str
+    name: str  # tool name on its server
+    description: str
+    input_schema: Mapping[str, Any]  # JSON Schema dict
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    key: str
+    score: float
+
+
+def normalize_name(name: str) -> str:
+    """Case-insensitive form of a tool name with runs of spaces, ``_`` and ``-`` made one ``_``."""
+    return _NAME_NORM_RE.sub("_", name.strip().casefold()).strip("_")
+
+
+def _schema_text(schema: Any, depth: int = 0) -> Iterator[str]:
+    """Parameter names, descriptions, titles, enum values of a JSON Schema, nested objects included."""
+    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+        return
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for param, sub in properties.items():
+            yield str(param)
+            yield from _field_text(sub, depth)
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        yield from _schema_text(items, depth + 1)
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        variants = schema.get(combinator)
+        if isinstance(variants, list):
+            for variant in variants:
+                yield from _schema_text(variant, depth + 1)
+
+
+def _field_text(field: Any, depth: int) -> Iterator[str]:
+    if not isinstance(field, Mapping):
+        return
+    for attr in ("description", "title"):
+        value = field.get(attr)
+        if isinstance(value, str):
+            yield value
+    enum = field.get("enum")
+    if isinstance(enum, list):
+        yield from (str(v) for v in enum[:_MAX_ENUM_VALUES] if isinstance(v, str | int | float))
+    yield from _schema_text(field, depth + 1)
+
+
+def document_tokens(doc: SearchDoc, *, name_weight: int = NAME_WEIGHT) -> list[str]:
+    """The bag of words indexed for one tool."""
+    tokens = tokenize(doc.name) * name_weight
+    tokens += tokenize(doc.server)
+    tokens += tokenize(doc.description)
+    for text in _schema_text(doc.input_schema):
+        tokens += tokenize(text)
+    return tokens
+
+
+class _LuceneBM25(BM25):
+    """rank-bm25's corpus statistics with a strictly positive (Lucene/BM25+) IDF."""
+
+    idf: dict[str, float]
+    doc_freqs: list[dict[str, int]]
+    doc_len: list[int]
+    avgdl: float
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        n = self.corpus_size
+        for word, freq in nd.items():
+            self.idf[word] = math.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
+
+
+class SearchIndex:
+    """Immutable BM25 index over tools; safe to search from many threads."""
+
+    def __init__(
+        self,
+        docs: Sequence[SearchDoc],
+        *,
+        k1: float = K1,
+        b: float = B,
+        name_weight: int = NAME_WEIGHT,
+    ) -> None:
+        # Doc ids follow (server, key) order: ties break deterministically whatever the input
+        # order, and each server's tools form one contiguous id range (cheap server scoping).
+        ordered = sorted(docs, key=lambda d: (d.server, d.key))
+        self._keys: list[str] = [d.key for d in ordered]
+        if len(set(self._keys)) != len(self._keys):
+            raise ValueError("SearchDoc keys must be unique")
+        self._id_of: dict[str, int] = {key: i for i, key in enumerate(self._keys)}
+        self._server_range: dict[str, tuple[int, int]] = {}
+        for i, d in enumerate(ordered):
+            lo, _ = self._server_range.get(d.server, (i, i))
+            self._server_range[d.server] = (lo, i + 1)
+
+        self._exact: dict[str, list[int]] = {}
+        for i, d in enumerate(ordered):
+            for form in {normalize_name(d.name), normalize_name(d.key)}:
+                if form:
+                    self._exact.setdefault(form, []).append(i)
+
+        self._postings: dict[str, _Posting] = {}
+        if not ordered:
+            return
+        # rank-bm25 divides by the average length; an all-empty corpus gets one dummy token each.
+        corpus = [document_tokens(d, name_weight=name_weight) or ["\x00"] for d in ordered]
+        bm25 = _LuceneBM25(corpus)
+        doc_ints = list(range(len(ordered)))  # one int object per doc, shared by every posting
+        postings: dict[str, dict[int, float]] = {}
+        for doc_id, freqs in zip(doc_ints, bm25.doc_freqs, strict=True):
+            norm = k1 * (1.0 - b + b * bm25.doc_len[doc_id] / bm25.avgdl)
+            for term, tf in freqs.items():
+                weight = bm25.idf[term] * tf * (k1 + 1.0) / (tf + norm)
+                posting = postings.get(term)
+                if posting is None:
+                    postings[term] = {doc_id: weight}
+                else:
+                    posting[doc_id] = weight
+        self._postings = {
+            term: _Posting(w, tuple(heapq.nlargest(_TOP_WEIGHTS, w.values()))) for term, w in postings.items()
+        }
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def search(
+        self,
+        query: str,
+        limit: int,
+        *,
+        server: str | None = None,
+        skip: Collection[str] = (),
+        only: Collection[str] | None = None,
+    ) -> list[SearchHit]:
+        """Best matches first: exact name matches, then BM25 score (ties in (server, key) order).
+
+        Only documents with a real match are returned (a shared term or an exact name). ``server``
+        scopes to one server, ``only`` restricts to those keys, ``skip`` excludes keys. An empty or
+        all-stopword query matches nothing (unless it is a tool's exact name).
+        """
+        if limit <= 0 or not self._keys:
+            return []
+        scope: Collection[int] | None = None
+        if server is not None:
+            if server not in self._server_range:
+                return []
+            scope = range(*self._server_range[server])
+        if only is not None:
+            scope = {
+                i for k in only if (i := self._id_of.get(k)) is not None and (scope is None or i in scope)
+            }
+        banned = {i for k in skip if (i := self._id_of.get(k)) is not None}
+
+        exact = [
+            i
+            for i in self._exact.get(normalize_name(query), ())
+            if i not in banned and (scope is None or i in scope)
+        ]
+        postings = [p for t in dict.fromkeys(tokenize(query)) if (p := self._postings.get(t)) is not None]
+        if scope is not None and len(scope) * len(postings) <= sum(len(p.weights) for p in postings):
+            scores = _score_each(postings, [i for i in scope if i not in banned])
+        else:
+            # Enough BM25 hits to fill the page after the exact ones, which are ranked ahead anyway.
+            scores = _top_scores(postings, limit, banned, scope, must=exact)
+        top = max(scores.values(), default=0.0)
+        hits: list[SearchHit] = []
+        # Exact names outrank every BM25 score; among themselves, by their own BM25 score.
+        for doc_id in sorted(exact, key=lambda i: (-scores.get(i, 0.0), i))[:limit]:
+            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + scores.pop(doc_id, 0.0)))
+        best = _best(scores, limit - len(hits))
+        hits.extend(SearchHit(self._keys[doc_id], score) for doc_id, score in best)
+        return hits
+
+
+@dataclass(frozen=True, slots=True)
+class _Posting:
+    """The BM25 contribution of one term to each document holding it."""
+
+    weights: dict[int, float]  # doc id -> contribution; ints/floats only, so the GC never scans it
+    top: tuple[float, ...]  # the largest contributions, descending (top[0] bounds any document's)
+
+    def floor(self, limit: int) -> float:
+        """A lower bound of the ``limit``-th best score of any query containing this term."""
+        return self.top[limit - 1] if limit <= len(self.top) else 0.0
+
+
+def _rank_key(item: tuple[int, float]) -> tuple[float, int]:
+    return (-item[1], item[0])
+
+
+def _best(scores: dict[int, float], n: int) -> list[tuple[int, float]]:
+    """The ``n`` best (doc id, score) pairs, score descending then doc id ascending."""
+    if n <= 0 or not scores:
+        return []
+    top = heapq.nlargest(n, scores.items(), key=itemgetter(1))  # C-level key, no Python frames
+    cut = top[-1][1]
+    # nlargest breaks ties by dict order; when ties straddle the cut, settle them by doc id.
+    if len(scores) > n and list(scores.values()).count(cut) > sum(1 for _, s in top if s == cut):
+        above = [item for item in top if item[1] > cut]
+        tied = sorted(d for d, s in scores.items() if s == cut)
+        top = above + [(d, cut) for d in tied[: n - len(above)]]
+    return sorted(top, key=_rank_key)
+
+
+def _score_each(postings: list[_Posting], candidates: Iterable[int]) -> dict[int, float]:
+    """Scores of a small candidate set (one server, an ``only`` list), looked up term by term."""
+    scores: dict[int, float] = {}
+    for doc_id in candidates:
+        total = 0.0
+        for posting in postings:
+            total += posting.weights.get(doc_id, 0.0)
+        if total > 0.0:
+            scores[doc_id] = total
+    return scores
+
+
+def _merge(scores: dict[int, float], weights: dict[int, float]) -> None:
+    """``scores += weights`` with the loops in C (set algebra, map/zip), not in Python bytecode."""
+    common = list(scores.keys() & weights.keys())
+    fresh = weights.keys() - scores.keys()
+    sums = list(map(add, map(scores.__getitem__, common), map(weights.__getitem__, common)))
+    scores.update(zip(common, sums, strict=True))
+    scores.update(zip(fresh, map(weights.__getitem__, fresh), strict=True))
+
+
+def _top_scores(
+    postings: list[_Posting],
+    limit: int,
+    banned: set[int],
+    scope: Collection[int] | None,
+    must: Collection[int],
+) -> dict[int, float]:
+    """Exact BM25 scores of every document that can still reach the top ``limit`` (MaxScore).
+
+    Terms are merged in decreasing order of their best contribution. Once the terms left could not
+    lift a document holding none of the merged terms above the current ``limit``-th partial score,
+    no new document can enter the top: the remaining terms are only looked up for the surviving
+    candidates. Common terms ("get", "data") in a 50,000-tool catalog thus rarely cost a pass over
+    their postings, and the top results equal those of scoring every document.
+    """
+    postings = sorted(postings, key=lambda p: -p.top[0])
+    remaining = [0.0] * (len(postings) + 1)
+    for i in range(len(postings) - 1, -1, -1):
+        remaining[i] = remaining[i + 1] + postings[i].top[0]
+    scores: dict[int, float] = {}
+    floor = 0.0  # a cheap lower bound of the current limit-th score: no pass over the scores
+    for i, posting in enumerate(postings):
+        if remaining[i] < floor:
+            return _refine(scores, postings[i:], remaining[i], limit, must)
+        if len(scores) >= limit and len(scores) < len(posting.weights):
+            # Computing the exact threshold is cheaper than merging this posting: try it.
+            threshold = heapq.nlargest(limit, scores.values())[-1]
+            if remaining[i] < threshold:
+                return _refine(scores, postings[i:], remaining[i], limit, must)
+        if scores:
+            _merge(scores, posting.weights)
+        else:
+            scores = posting.weights.copy()
+        if scope is not None:
+            scores = {d: scores[d] for d in scores.keys() & scope}
+        for doc_id in banned:
+            scores.pop(doc_id, None)
+        if scope is None and not banned:
+            floor = max(floor, posting.floor(limit))
+    return scores
+
+
+def _refine(
+    scores: dict[int, float], rest: list[_Posting], bound: float, limit: int, must: Collection[int]
+) -> dict[int, float]:
+    """Finish scoring the candidates that may still make the top ``limit`` (and exact-name docs)."""
+    threshold = heapq.nlargest(limit, scores.values())[-1]
+    # A candidate whose partial score plus everything the remaining terms could add stays below
+    # the threshold cannot make the page. compress/map keep the pass over all candidates in C.
+    keep = compress(scores.keys(), map((threshold - bound).__le__, scores.values()))
+    survivors = {d: scores[d] for d in keep}
+    survivors.update((d, scores[d]) for d in must if d in scores)
+    for posting in rest:
+        weights = posting.weights
+        for doc_id in survivors.keys() & weights.keys():
+            survivors[doc_id] += weights[doc_id]
+    return survivors

@@ -1,0 +1,120 @@
+"""Which tools a request may use (toolset filter) and which of those are loaded vs deferred.
+
+The order is fixed by the PRD: all tools → toolset filter → loaded / deferred. Toolsets follow
+casual-mcp's ``tool_sets`` semantics (``true`` = every tool of the server, a list = only those
+tools, ``{exclude: [...]}`` = all but those) and are validated against the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from discovery_svc.catalog import Catalog, Tool
+from toolscout_kit.config import ExcludeSpec, ToolscoutConfig, ToolSetConfig
+from toolscout_kit.errors import NotFoundError
+
+__all__ = ["Partition", "ToolsetNotFoundError", "partition_tools", "select_toolset"]
+
+
+class ToolsetNotFoundError(NotFoundError):
+    """The toolset, or a server or tool it names, does not exist."""
+
+
+def _names(values: Sequence[str], limit: int = 50) -> str:
+    shown = ", ".join(values[:limit])
+    more = len(values) - limit
+    return f"{shown}, ... and {more} more" if more > 0 else shown
+
+
+def _validate(name: str, toolset: ToolSetConfig, catalog: Catalog, config: ToolscoutConfig) -> None:
+    problems: list[str] = []
+    for server, spec in toolset.servers.items():
+        if server not in config.servers:
+            known = _names(sorted(config.servers)) or "none configured"
+            problems.append(f"server '{server}' is not configured (servers: {known})")
+            continue
+        available = sorted({t.name for t in catalog.server_tools(server)})
+        if not available:
+            # The server is not connected yet (or is down past its grace period): its tools are
+            # simply absent. Failing every request of the toolset until it comes back would turn
+            # one flaky server into an outage, so named tools are only checked against a live list.
+            continue
+        listed = spec if isinstance(spec, list) else spec.exclude if isinstance(spec, ExcludeSpec) else []
+        where = " (in its exclude list)" if isinstance(spec, ExcludeSpec) else ""
+        problems.extend(
+            f"tool '{tool}'{where} not found in server '{server}' (tools: {_names(available)})"
+            for tool in listed
+            if tool not in available
+        )
+    if problems:
+        raise ToolsetNotFoundError(f"Toolset '{name}' is invalid: " + "; ".join(problems) + ".")
+
+
+def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: str) -> tuple[Tool, ...]:
+    """The catalog's tools allowed by ``toolset`` ("" = every tool), in catalog order.
+
+    Raises:
+        ToolsetNotFoundError: unknown toolset, or one naming a server or tool that does not exist;
+            the message lists what exists.
+    """
+    if not toolset:
+        return catalog.tools
+    spec_set = config.tool_sets.get(toolset)
+    if spec_set is None:
+        known = _names(sorted(config.tool_sets)) or "none configured"
+        raise ToolsetNotFoundError(f"Unknown toolset '{toolset}'. Toolsets: {known}.")
+    _validate(toolset, spec_set, catalog, config)
+    selected: list[Tool] = []
+    for server in sorted(spec_set.servers):
+        spec = spec_set.servers[server]
+        tools = catalog.server_tools(server)
+        if spec is True:
+            selected.extend(tools)
+        elif isinstance(spec, list):
+            wanted = set(spec)
+            selected.extend(t for t in tools if t.name in wanted)
+        elif isinstance(spec, ExcludeSpec):
+            excluded = set(spec.exclude)
+            selected.extend(t for t in tools if t.name not in excluded)
+        # `false` means the server is listed but contributes nothing.
+    return tuple(selected)
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A toolset's tools split into eagerly loaded and deferred, both in catalog order."""
+
+    tools: tuple[Tool, ...]
+    loaded: tuple[Tool, ...]
+    deferred: tuple[Tool, ...]
+
+    @property
+    def has_search_tool(self) -> bool:
+        """search_tools is offered only when something is deferred."""
+        return bool(self.deferred)
+
+
+def partition_tools(tools: Sequence[Tool], config: ToolscoutConfig) -> Partition:
+    """Splits already toolset-filtered ``tools`` into loaded and deferred.
+
+    With ``tool_discovery.enabled`` false everything loads. Otherwise a tool is deferred when its
+    server has ``defer_loading`` (or ``defer_all`` is on) and it is not in the server's
+    ``always_load`` list. Without ``defer_all``, tools of servers missing from the config load
+    eagerly, as in casual-mcp, so nothing is silently hidden.
+    """
+    discovery = config.tool_discovery
+    if not discovery.enabled:
+        all_tools = tuple(tools)
+        return Partition(tools=all_tools, loaded=all_tools, deferred=())
+    loaded: list[Tool] = []
+    deferred: list[Tool] = []
+    always: dict[str, frozenset[str]] = {s: frozenset(c.always_load) for s, c in config.servers.items()}
+    for tool in tools:
+        server_config = config.servers.get(tool.server)
+        defer = discovery.defer_all or (server_config is not None and server_config.defer_loading)
+        if defer and tool.name not in always.get(tool.server, frozenset()):
+            deferred.append(tool)
+        else:
+            loaded.append(tool)
+    return Partition(tools=tuple(tools), loaded=tuple(loaded), deferred=tuple(deferred))

@@ -1,0 +1,201 @@
+"""Everything derived from one (catalog version, toolset), built once, and PlanTools on top of it.
+
+A :class:`PreparedToolset` holds the partition, the BM25 index, the manifest, the search_tools
+definition and token totals. Building it is the expensive part (an index over every tool of the
+toolset); answering PlanTools from it only touches the tools the caller has discovered, so the
+cost does not grow with the catalog.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from discovery_svc.catalog import Tool
+from discovery_svc.index import SearchDoc, SearchIndex
+from discovery_svc.manifest import Manifest, build_manifest, search_tool_description, system_message
+from discovery_svc.partition import Partition
+from discovery_svc.search_tool import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS, SearchScope
+from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
+
+__all__ = ["IndexFactory", "Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]
+
+Placement = Literal["tool_description", "system_message"]
+IndexFactory = Callable[[Sequence[SearchDoc]], SearchIndex]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAccounting:
+    all_definitions: int
+    sent: int
+    saved: int
+    encoding: str
+    estimate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    all_definitions: int
+    eager: int
+    search_tool: int
+    system_message: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    loaded_tools: tuple[Tool, ...]
+    search_tool: Tool | None
+    manifest: str
+    placement: Placement
+    system_message: str
+    total_tools: int
+    loaded_count: int
+    deferred_count: int
+    catalog_version: str
+    tokens: TokenAccounting
+    deferred_tool_names: tuple[str, ...]
+    dropped_tools: tuple[str, ...]
+
+    @property
+    def has_search_tool(self) -> bool:
+        return self.search_tool is not None
+
+
+class PreparedToolset:
+    """Partition, index, manifest and token totals for one (catalog version, toolset)."""
+
+    def __init__(
+        self,
+        *,
+        catalog_version: str,
+        toolset: str,
+        partition: Partition,
+        counter: TokenCounter,
+        index_factory: IndexFactory,
+        manifest_budget: int,
+        placement: Placement,
+    ) -> None:
+        self.catalog_version = catalog_version
+        self.toolset = toolset
+        self.partition = partition
+        self.placement: Placement = placement
+        self._counter = counter
+        docs = [
+            SearchDoc(t.llm_name, t.server, t.name, t.description, t.input_schema) for t in partition.tools
+        ]
+        self.scope = SearchScope(partition.tools, index_factory(docs), [t.llm_name for t in partition.loaded])
+        # One text for every provider (prompt caches), so it must fit the budget in every encoding.
+        encodings = sorted({e.name for e in PROVIDERS.values()})
+        self.manifest: Manifest = build_manifest(
+            partition.deferred,
+            lambda text: max(counter.count_text(text, name) for name in encodings),
+            manifest_budget,
+        )
+        self.search_tool: Tool | None = None
+        self.system_message = ""
+        if partition.has_search_tool:
+            self.search_tool = Tool.create(
+                server="",
+                name=SEARCH_TOOL_NAME,
+                llm_name=SEARCH_TOOL_NAME,
+                description=search_tool_description(self.manifest, embed=placement == "tool_description"),
+                input_schema=SEARCH_TOOL_PARAMETERS,
+            )
+            if placement == "system_message":
+                self.system_message = system_message(self.manifest)
+        self.deferred_names: tuple[str, ...] = tuple(t.llm_name for t in partition.deferred)
+        self._deferred: dict[str, Tool] = {t.llm_name: t for t in partition.deferred}
+        self._eager = frozenset(t.llm_name for t in partition.loaded)
+        self._totals: dict[TokenEncoding, _Totals] = {}
+        self._lock = threading.Lock()
+
+    def has_totals(self, enc: TokenEncoding) -> bool:
+        return enc in self._totals
+
+    def totals(self, enc: TokenEncoding) -> _Totals:
+        """Token totals in ``enc``, counted on first use (seconds at 50k tools: call off-loop)."""
+        totals = self._totals.get(enc)
+        if totals is not None:
+            return totals
+        with self._lock:
+            totals = self._totals.get(enc)
+            if totals is None:
+                count = self._counter.count_tool
+                eager = sum(count(t, enc) for t in self.partition.loaded)
+                deferred = sum(count(t, enc) for t in self.partition.deferred)
+                search = 0
+                if self.search_tool is not None:
+                    search = count(self.search_tool, enc)
+                totals = _Totals(
+                    all_definitions=eager + deferred,
+                    eager=eager,
+                    search_tool=search,
+                    system_message=self._counter.count_text(self.system_message, enc.name),
+                )
+                self._totals[enc] = totals
+        return totals
+
+    def count_tool(self, tool: Tool, enc: TokenEncoding) -> int:
+        return self._counter.count_tool(tool, enc)
+
+    def is_deferred(self, llm_name: str) -> Tool | None:
+        return self._deferred.get(llm_name)
+
+    def is_eager(self, llm_name: str) -> bool:
+        return llm_name in self._eager
+
+
+def plan_tools(
+    prepared: PreparedToolset,
+    discovered: Sequence[str],
+    enc: TokenEncoding,
+    *,
+    include_deferred_names: bool = False,
+) -> Plan:
+    """What to send: eager tools, then discovered ones in the order given, plus search_tools.
+
+    Discovered names that are no longer in the toolset are reported as dropped; eager ones and
+    duplicates are ignored.
+    """
+    totals = prepared.totals(enc)
+    extra: list[Tool] = []
+    dropped: list[str] = []
+    seen: set[str] = set()
+    for name in discovered:
+        if name in seen or name == SEARCH_TOOL_NAME:
+            continue
+        seen.add(name)
+        tool = prepared.is_deferred(name)
+        if tool is not None:
+            extra.append(tool)
+        elif not prepared.is_eager(name):
+            dropped.append(name)
+    eager = prepared.partition.loaded
+    loaded = eager + tuple(extra) if extra else eager
+    sent = totals.eager + sum(prepared.count_tool(t, enc) for t in extra)
+    sent += totals.search_tool + totals.system_message
+    names: tuple[str, ...] = ()
+    if include_deferred_names:
+        names = tuple(n for n in prepared.deferred_names if n not in seen)
+    return Plan(
+        loaded_tools=loaded,
+        search_tool=prepared.search_tool,
+        manifest=prepared.manifest.text,
+        placement=prepared.placement,
+        system_message=prepared.system_message,
+        total_tools=len(prepared.partition.tools),
+        loaded_count=len(loaded),
+        deferred_count=len(prepared.partition.deferred) - len(extra),
+        catalog_version=prepared.catalog_version,
+        tokens=TokenAccounting(
+            all_definitions=totals.all_definitions,
+            sent=sent,
+            saved=max(totals.all_definitions - sent, 0),
+            encoding=enc.name,
+            estimate=enc.estimate,
+        ),
+        deferred_tool_names=names,
+        dropped_tools=tuple(dropped),
+    )

@@ -1,0 +1,153 @@
+"""search_tools arguments: the parameter schema the LLM sees and validation of what it sends.
+
+LLMs send malformed arguments often enough that every rule here has an error message written
+for them: a string where a list belongs is rejected rather than iterated per character, blank
+values count as absent, and queries are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolscout_kit.errors import InvalidArgumentError
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "SEARCH_TOOL_NAME",
+    "SEARCH_TOOL_PARAMETERS",
+    "SearchArgs",
+    "SearchArgumentError",
+    "parse_arguments_json",
+    "validate_arguments",
+]
+
+SEARCH_TOOL_NAME = "search_tools"
+MAX_QUERY_CHARS = 500
+_MAX_TOOL_NAMES = 50
+
+SEARCH_TOOL_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": (
+                "Natural language capability search across all deferred tools "
+                "(e.g. 'create a calendar event'). Uses keyword matching."
+            ),
+        },
+        "server_name": {
+            "type": "string",
+            "description": (
+                "Filter results to a specific server by name. Alone, it lists that server's tools."
+            ),
+        },
+        "tool_names": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": (
+                "Load specific tools by exact name. Most token-efficient when you know the tool "
+                "name from the manifest."
+            ),
+        },
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "When listing a server's tools, skip this many (to see the next page).",
+        },
+    },
+}
+
+
+class SearchArgumentError(InvalidArgumentError):
+    """The search_tools arguments are malformed; the message is written for the LLM."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchArgs:
+    query: str | None = None
+    server_name: str | None = None
+    tool_names: tuple[str, ...] | None = None
+    offset: int = 0
+
+
+def _opt_string(args: Mapping[str, Any], key: str) -> str | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SearchArgumentError(f"'{key}' must be a string, got {_json_type(value)}.")
+    return value.strip() or None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+def validate_arguments(
+    query: Any = None, server_name: Any = None, tool_names: Any = None, offset: Any = 0
+) -> SearchArgs:
+    """Validated, normalised arguments (blank strings and empty lists count as absent).
+
+    Raises:
+        SearchArgumentError: wrong types, nothing given, a query over 500 characters, too many names.
+    """
+    raw = {"query": query, "server_name": server_name}
+    q = _opt_string(raw, "query")
+    s = _opt_string(raw, "server_name")
+    names: tuple[str, ...] | None = None
+    if tool_names is not None:
+        # A string here is a classic LLM slip; iterating it would look up one name per character.
+        if not isinstance(tool_names, list | tuple):
+            raise SearchArgumentError(
+                f"'tool_names' must be a list of strings (e.g. [\"get_weather\"]), got {_json_type(tool_names)}."
+            )
+        bad = [n for n in tool_names if not isinstance(n, str)]
+        if bad:
+            raise SearchArgumentError(f"'tool_names' must contain only strings, got {_json_type(bad[0])}.")
+        cleaned = [n.strip() for n in tool_names if n.strip()]
+        if len(cleaned) > _MAX_TOOL_NAMES:
+            raise SearchArgumentError(f"'tool_names' may list at most {_MAX_TOOL_NAMES} names.")
+        names = tuple(dict.fromkeys(cleaned)) or None
+    if offset is None:
+        offset = 0
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise SearchArgumentError("'offset' must be a non-negative integer.")
+    if q is None and s is None and names is None:
+        raise SearchArgumentError("Provide at least one of: query, server_name, or tool_names.")
+    if q is not None and len(q) > MAX_QUERY_CHARS:
+        raise SearchArgumentError(
+            f"'query' is {len(q)} characters; keep it under {MAX_QUERY_CHARS} (a few keywords work best)."
+        )
+    return SearchArgs(query=q, server_name=s, tool_names=names, offset=offset)
+
+
+def parse_arguments_json(raw: str) -> SearchArgs:
+    """Arguments from the JSON the LLM sent (unknown keys are ignored).
+
+    Raises:
+        SearchArgumentError: not a JSON object, or invalid as :func:`validate_arguments` says.
+    """
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise SearchArgumentError(
+            'search_tools arguments must be a JSON object, e.g. {"query": "send an email"}.'
+        ) from None
+    if not isinstance(args, dict):
+        raise SearchArgumentError(f"search_tools arguments must be a JSON object, got {_json_type(args)}.")
+    return validate_arguments(
+        args.get("query"), args.get("server_name"), args.get("tool_names"), args.get("offset")
+    )

@@ -1,0 +1,78 @@
+"""Wiring: the discovery service, its gRPC server and the pool catalog follower."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from toolscout.discovery.v1 import discovery_pb2_grpc
+
+from discovery_svc.catalog import Catalog
+from discovery_svc.pool_client import PoolCatalogFollower
+from discovery_svc.service import DiscoveryService
+from discovery_svc.servicer import DiscoveryServicer
+from toolscout_kit.channels import create_channel
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.logging import get_logger
+from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+
+__all__ = ["SERVICE_NAME", "build_server"]
+
+SERVICE_NAME = "toolscout.discovery.v1.Discovery"
+
+_log = get_logger(__name__)
+
+
+async def build_server(
+    config: ToolscoutConfig,
+    *,
+    listen: str | None = None,
+    metrics_port: int | None = None,
+    pool_target: str | None = None,
+) -> RunningServer:
+    """Starts discovery: NOT_SERVING until the first catalog arrives from the pool.
+
+    Raises:
+        ConfigError: the address or metrics port cannot be bound, or TLS files cannot be read.
+    """
+    settings = config.toolscout.discovery
+    security = config.toolscout.security
+    service = DiscoveryService(config)
+    binding = ServiceBinding(
+        SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(service)
+    )
+    running = await start_server([binding], settings, security, listen=listen, metrics_port=metrics_port)
+    await running.set_status(SERVICE_NAME, False)
+    await running.set_status("", False)
+
+    background: set[asyncio.Task[None]] = set()
+
+    async def after_catalog() -> None:
+        await running.set_status(SERVICE_NAME, True)
+        await running.set_status("", True)
+        try:
+            # Build the all-tools state now so the first request does not pay for it.
+            await service.warm()
+        except Exception:
+            _log.exception("warming the discovery index failed")
+
+    def on_catalog(catalog: Catalog) -> None:
+        if service.set_catalog(catalog):
+            task = asyncio.create_task(after_catalog())
+            background.add(task)
+            task.add_done_callback(background.discard)
+
+    channel = create_channel(pool_target or settings.pool_target, security)
+    follower = PoolCatalogFollower(channel, on_catalog)
+    follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
+
+    async def cleanup() -> None:
+        for task in (follow_task, *background):
+            task.cancel()
+        for task in (follow_task, *background):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await channel.close()
+
+    running.add_cleanup(cleanup)
+    return running

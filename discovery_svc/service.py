@@ -1,0 +1,254 @@
+"""The discovery facade: PlanTools, SearchTools and GetManifest over the current catalog.
+
+One :class:`PreparedToolset` per (catalog version, toolset) is built off the event loop, kept in a
+small LRU and reused by every request until the pool reports a new catalog version. Requests carry
+the conversation's discovered tools, so nothing about a conversation lives here: after a rebuild
+the same names resolve against the new catalog and stay loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from discovery_svc import metrics
+from discovery_svc.catalog import Catalog, CatalogHolder
+from discovery_svc.index import SearchIndex
+from discovery_svc.partition import partition_tools, select_toolset
+from discovery_svc.planner import IndexFactory, Plan, PreparedToolset, plan_tools
+from discovery_svc.search_tool import (
+    SearchArgs,
+    SearchMode,
+    SearchResult,
+    execute_search,
+    parse_arguments_json,
+    validate_arguments,
+)
+from discovery_svc.tokens import TokenCounter
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.errors import ToolscoutError, UnavailableError
+from toolscout_kit.logging import get_logger
+
+__all__ = ["DiscoveryService", "ManifestInfo", "SearchRequest"]
+
+_log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    toolset: str = ""
+    query: str = ""
+    server_name: str = ""
+    tool_names: tuple[str, ...] = ()
+    # The raw JSON the LLM sent; when set it replaces the three fields above.
+    arguments_json: str = ""
+    loaded_tools: tuple[str, ...] = ()
+    max_results: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestInfo:
+    manifest: str
+    tokens: int
+    budget_tokens: int
+    deferred_servers: int
+    deferred_tools: int
+    catalog_version: str
+
+
+def _mode_of(args: SearchArgs) -> str:
+    if args.tool_names is not None:
+        return SearchMode.TOOL_NAMES.value
+    if args.server_name is not None:
+        return SearchMode.SERVER_QUERY.value if args.query is not None else SearchMode.SERVER.value
+    return SearchMode.QUERY.value
+
+
+class DiscoveryService:
+    """Domain entry point used by the servicer (and in-process by benchmarks and tests)."""
+
+    def __init__(
+        self,
+        config: ToolscoutConfig,
+        *,
+        holder: CatalogHolder | None = None,
+        counter: TokenCounter | None = None,
+        index_factory: IndexFactory = SearchIndex,
+        cache_size: int = 16,
+    ) -> None:
+        self._config = config
+        self._settings = config.toolscout.discovery
+        self.holder = holder or CatalogHolder()
+        self._counter = counter or TokenCounter()
+        self._index_factory = index_factory
+        self._cache: OrderedDict[tuple[str, str], PreparedToolset] = OrderedDict()
+        self._cache_size = cache_size
+        self._build_lock = asyncio.Lock()
+        self.builds = 0
+
+    # --- catalog ---------------------------------------------------------------------------
+
+    def set_catalog(self, catalog: Catalog) -> bool:
+        """Installs a catalog snapshot; returns False when the version is unchanged."""
+        if not self.holder.update(catalog):
+            return False
+        # Prepared states of older versions can never be hit again.
+        for key in [k for k in self._cache if k[0] != catalog.version]:
+            del self._cache[key]
+        self._counter.retain(frozenset(catalog.tools))
+        _log.info("catalog installed", catalog_version=catalog.version, tools=len(catalog))
+        return True
+
+    def _catalog(self) -> Catalog:
+        catalog = self.holder.current
+        if catalog is None:
+            raise UnavailableError("no tool catalog from the pool yet; retry shortly")
+        return catalog
+
+    async def prepared(self, toolset: str) -> PreparedToolset:
+        """The prepared state for ``toolset`` at the current catalog version (built at most once).
+
+        Raises:
+            UnavailableError: no catalog yet.
+            ToolsetNotFoundError: unknown or invalid toolset.
+        """
+        catalog = self._catalog()
+        key = (catalog.version, toolset)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        async with self._build_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            tools = select_toolset(catalog, self._config, toolset)
+            started = time.perf_counter()
+            prepared = await asyncio.to_thread(
+                PreparedToolset,
+                catalog_version=catalog.version,
+                toolset=toolset,
+                partition=partition_tools(tools, self._config),
+                counter=self._counter,
+                index_factory=self._index_factory,
+                manifest_budget=self._settings.manifest_budget_tokens,
+                placement=self._settings.manifest_placement,
+            )
+            elapsed = time.perf_counter() - started
+            self.builds += 1
+            metrics.INDEX_BUILDS.inc()
+            metrics.INDEX_BUILD_SECONDS.observe(elapsed)
+            _log.info(
+                "toolset prepared",
+                catalog_version=catalog.version,
+                toolset=toolset,
+                tools=len(tools),
+                deferred=len(prepared.partition.deferred),
+                manifest_tokens=prepared.manifest.tokens,
+                seconds=round(elapsed, 4),
+            )
+            if catalog.version == self._catalog().version:
+                self._cache[key] = prepared
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            return prepared
+
+    async def warm(self, toolset: str = "", provider: str = "openai") -> None:
+        """Builds the state and token totals for ``toolset`` ahead of the first request."""
+        prepared = await self.prepared(toolset)
+        enc = self._counter.encoding_for(provider)
+        if not prepared.has_totals(enc):
+            await asyncio.to_thread(prepared.totals, enc)
+
+    # --- RPCs ------------------------------------------------------------------------------
+
+    async def plan_tools(
+        self,
+        toolset: str = "",
+        discovered: Sequence[str] = (),
+        provider: str = "",
+        *,
+        include_deferred_names: bool = False,
+    ) -> Plan:
+        """Loaded definitions, search_tools, manifest and token accounting for one LLM call.
+
+        Raises:
+            InvalidArgumentError: unknown provider.
+            UnavailableError: no catalog yet.
+            ToolsetNotFoundError: unknown or invalid toolset.
+        """
+        enc = self._counter.encoding_for(provider)
+        prepared = await self.prepared(toolset)
+        if not prepared.has_totals(enc):
+            await asyncio.to_thread(prepared.totals, enc)
+        plan = plan_tools(prepared, discovered, enc, include_deferred_names=include_deferred_names)
+        label = metrics.toolset_label(toolset)
+        metrics.DEFINITION_TOKENS_SENT.labels(label).inc(plan.tokens.sent)
+        metrics.DEFINITION_TOKENS_DEFERRED.labels(label).inc(plan.tokens.saved)
+        return plan
+
+    async def search_tools(self, request: SearchRequest) -> SearchResult:
+        """Executes one search_tools call.
+
+        Raises:
+            SearchArgumentError: malformed arguments (message written for the LLM).
+            UnknownServerError: server_name not in the toolset (message lists valid servers).
+            UnavailableError: no catalog yet.
+            ToolsetNotFoundError: unknown or invalid toolset.
+        """
+        started = time.perf_counter()
+        mode = "unknown"
+        try:
+            if request.arguments_json:
+                args = parse_arguments_json(request.arguments_json)
+            else:
+                args = validate_arguments(
+                    request.query,
+                    request.server_name,
+                    list(request.tool_names) if request.tool_names else None,
+                    request.offset,
+                )
+            mode = _mode_of(args)
+            prepared = await self.prepared(request.toolset)
+            result = execute_search(
+                prepared.scope,
+                args,
+                loaded=request.loaded_tools,
+                max_results=request.max_results or self._config.tool_discovery.max_search_results,
+                browse_limit=self._settings.server_browse_limit,
+            )
+        except ToolscoutError:
+            metrics.SEARCHES.labels(mode, "error").inc()
+            metrics.SEARCH_SECONDS.labels(mode).observe(time.perf_counter() - started)
+            raise
+        result = dataclasses.replace(result, catalog_version=prepared.catalog_version)
+        mode = result.mode.value
+        metrics.SEARCHES.labels(mode, "found" if result.matches else "empty").inc()
+        metrics.SEARCH_SECONDS.labels(mode).observe(time.perf_counter() - started)
+        metrics.TOOLS_DISCOVERED.inc(len(result.newly_loaded))
+        return result
+
+    async def get_manifest(self, toolset: str = "", provider: str = "") -> ManifestInfo:
+        """The manifest for ``toolset`` and its size in ``provider``'s encoding.
+
+        Raises:
+            InvalidArgumentError: unknown provider.
+            UnavailableError: no catalog yet.
+            ToolsetNotFoundError: unknown or invalid toolset.
+        """
+        enc = self._counter.encoding_for(provider)
+        prepared = await self.prepared(toolset)
+        manifest = prepared.manifest
+        return ManifestInfo(
+            manifest=manifest.text,
+            tokens=self._counter.count_text(manifest.text, enc.name),
+            budget_tokens=self._settings.manifest_budget_tokens,
+            deferred_servers=manifest.deferred_servers,
+            deferred_tools=manifest.deferred_tools,
+            catalog_version=prepared.catalog_version,
+        )

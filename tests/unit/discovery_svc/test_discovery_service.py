@@ -1,0 +1,212 @@
+"""The facade: prepared state reused per (catalog version, toolset), rebuilt on change, PlanTools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from discovery_svc import metrics
+from discovery_svc.catalog import Catalog
+from discovery_svc.partition import ToolsetNotFoundError
+from discovery_svc.search_tool import SearchArgumentError, UnknownServerError
+from discovery_svc.service import DiscoveryService, SearchRequest
+from tests.support.discovery_catalogs import catalog, config, make_tool
+from toolscout_kit.errors import InvalidArgumentError, UnavailableError
+
+TOOLS = [
+    make_tool("weather", "forecast", "Weather forecast for a city.", {"city": {"type": "string"}}, ["city"]),
+    make_tool("weather", "alerts", "Severe weather alerts."),
+    make_tool("mail", "send_email", "Send an email.", {"to": {"type": "string"}}),
+    make_tool("time", "now", "Current time."),
+]
+DOC: dict[str, Any] = {
+    "servers": {
+        "weather": {"command": "w", "defer_loading": True},
+        "mail": {"command": "m", "defer_loading": True},
+        "time": {"command": "t"},
+    },
+    "tool_sets": {"no_mail": {"servers": {"weather": True, "time": True}}},
+    "tool_discovery": {"enabled": True},
+}
+
+
+def service(doc: dict[str, Any] | None = None, **discovery: Any) -> DiscoveryService:
+    svc = DiscoveryService(config(doc or DOC, **discovery))
+    svc.set_catalog(catalog(TOOLS, "v1"))
+    return svc
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_requests_before_the_first_catalog_are_unavailable() -> None:
+    with pytest.raises(UnavailableError):
+        await DiscoveryService(config(DOC)).plan_tools()
+
+
+async def test_plan_sends_eager_tools_and_search_tools_with_the_manifest() -> None:
+    plan = await service().plan_tools()
+    assert [t.llm_name for t in plan.loaded_tools] == ["time_now"]
+    assert plan.search_tool is not None
+    assert plan.search_tool.llm_name == "search_tools"
+    assert f"<manifest>\n{plan.manifest}\n</manifest>" in plan.search_tool.description
+    assert "- weather (2 tools): alerts, forecast" in plan.manifest
+    assert (plan.total_tools, plan.loaded_count, plan.deferred_count) == (4, 1, 3)
+    assert plan.catalog_version == "v1"
+    assert plan.placement == "tool_description"
+    assert plan.system_message == ""
+
+
+async def test_plan_token_accounting_adds_up() -> None:
+    svc = service()
+    plan = await svc.plan_tools(provider="anthropic")
+    prepared = await svc.prepared("")
+    enc = svc._counter.encoding_for("anthropic")
+    all_defs = sum(svc._counter.count_tool(t, enc) for t in TOOLS)
+    assert plan.search_tool is not None
+    sent = svc._counter.count_tool(prepared.partition.loaded[0], enc) + svc._counter.count_tool(
+        plan.search_tool, enc
+    )
+    assert (plan.tokens.all_definitions, plan.tokens.sent) == (all_defs, sent)
+    assert plan.tokens.saved == max(all_defs - sent, 0)
+    assert (plan.tokens.encoding, plan.tokens.estimate) == ("cl100k_base", True)
+
+
+async def test_system_message_placement_moves_the_manifest_out_of_the_tool() -> None:
+    plan = await service(manifest_placement="system_message").plan_tools()
+    assert plan.search_tool is not None
+    assert "<manifest>" not in plan.search_tool.description
+    assert plan.manifest in plan.system_message
+    assert plan.placement == "system_message"
+
+
+async def test_discovered_tools_are_appended_in_order_and_unknown_ones_dropped() -> None:
+    plan = await service().plan_tools(
+        discovered=["mail_send_email", "gone_tool", "weather_alerts", "time_now", "mail_send_email"]
+    )
+    assert [t.llm_name for t in plan.loaded_tools] == ["time_now", "mail_send_email", "weather_alerts"]
+    assert plan.dropped_tools == ("gone_tool",)
+    assert plan.deferred_count == 1
+    assert plan.search_tool is not None
+
+
+async def test_deferred_names_only_on_request() -> None:
+    svc = service()
+    assert (await svc.plan_tools()).deferred_tool_names == ()
+    plan = await svc.plan_tools(discovered=["mail_send_email"], include_deferred_names=True)
+    assert plan.deferred_tool_names == ("weather_alerts", "weather_forecast")
+
+
+async def test_discovery_disabled_plans_every_tool_without_search_tools() -> None:
+    plan = await service({**DOC, "tool_discovery": {"enabled": False}}).plan_tools()
+    assert plan.loaded_count == 4
+    assert plan.search_tool is None
+    assert plan.tokens.sent == plan.tokens.all_definitions
+
+
+async def test_toolset_is_filtered_before_the_partition() -> None:
+    plan = await service().plan_tools("no_mail")
+    assert plan.total_tools == 3
+    assert "mail" not in plan.manifest
+    with pytest.raises(UnknownServerError):
+        await service().search_tools(SearchRequest(toolset="no_mail", server_name="mail"))
+
+
+async def test_unknown_toolset_and_provider_are_errors() -> None:
+    with pytest.raises(ToolsetNotFoundError, match="Toolsets: no_mail"):
+        await service().plan_tools("nope")
+    with pytest.raises(InvalidArgumentError):
+        await service().plan_tools(provider="gemini")
+
+
+async def test_prepared_state_is_built_once_and_reused_across_requests() -> None:
+    svc = service()
+    builds = sample("toolscout_discovery_index_builds_total")
+    timed = sample("toolscout_discovery_index_build_duration_seconds_count")
+    first = await svc.prepared("")
+    await svc.plan_tools()
+    await svc.search_tools(SearchRequest(query="weather"))
+    await svc.get_manifest()
+    assert await svc.prepared("") is first
+    assert svc.builds == 1
+    assert sample("toolscout_discovery_index_builds_total") == builds + 1
+    assert sample("toolscout_discovery_index_build_duration_seconds_count") == timed + 1
+    await svc.plan_tools("no_mail")
+    assert svc.builds == 2
+
+
+async def test_catalog_change_rebuilds_and_discovered_tools_stay_loaded() -> None:
+    svc = service()
+    before = await svc.plan_tools(discovered=["mail_send_email"])
+    assert not svc.set_catalog(catalog(TOOLS, "v1"))  # same version: nothing to do
+    changed = [*TOOLS, make_tool("weather", "radar", "Rain radar images.")]
+    assert svc.set_catalog(catalog(changed, "v2"))
+    after = await svc.plan_tools(discovered=["mail_send_email"])
+    assert svc.builds == 2
+    assert after.catalog_version == "v2"
+    assert [t.llm_name for t in after.loaded_tools] == [t.llm_name for t in before.loaded_tools]
+    assert "- weather (3 tools)" in after.manifest
+    found = await svc.search_tools(SearchRequest(query="radar"))
+    assert found.matches[0].tool.llm_name == "weather_radar"
+    assert found.catalog_version == "v2"
+
+
+async def test_prepared_states_are_bounded_by_the_lru() -> None:
+    doc = {**DOC, "tool_sets": {f"ts{i}": {"servers": {"weather": True}} for i in range(4)}}
+    svc = DiscoveryService(config(doc), cache_size=2)
+    svc.set_catalog(catalog(TOOLS))
+    for name in ("ts0", "ts1", "ts2", "ts0"):
+        await svc.prepared(name)
+    assert svc.builds == 4
+    assert len(svc._cache) == 2
+
+
+async def test_manifest_is_byte_identical_across_requests_and_rebuilds() -> None:
+    first = (await service().get_manifest()).manifest
+    again = service()
+    again.set_catalog(Catalog("v9", list(reversed(TOOLS))))
+    assert (await again.get_manifest()).manifest.encode() == first.encode()
+
+
+async def test_get_manifest_reports_tokens_and_budget() -> None:
+    info = await service(manifest_budget_tokens=500).get_manifest(provider="openai")
+    assert info.budget_tokens == 500
+    assert 0 < info.tokens <= 500
+    assert (info.deferred_servers, info.deferred_tools) == (2, 3)
+
+
+async def test_search_metrics_count_outcomes_by_mode() -> None:
+    svc = service()
+    found = sample("toolscout_discovery_searches_total", mode="query", outcome="found")
+    empty = sample("toolscout_discovery_searches_total", mode="query", outcome="empty")
+    error = sample("toolscout_discovery_searches_total", mode="unknown", outcome="error")
+    discovered = sample("toolscout_discovery_tools_discovered_total")
+    observed = sample("toolscout_discovery_search_duration_seconds_count", mode="query")
+    await svc.search_tools(SearchRequest(arguments_json='{"query": "weather forecast"}', max_results=1))
+    await svc.search_tools(SearchRequest(arguments_json='{"query": "xylophone"}'))
+    with pytest.raises(SearchArgumentError):
+        await svc.search_tools(SearchRequest(arguments_json='{"tool_names": "x"}'))
+    assert sample("toolscout_discovery_searches_total", mode="query", outcome="found") == found + 1
+    assert sample("toolscout_discovery_searches_total", mode="query", outcome="empty") == empty + 1
+    assert sample("toolscout_discovery_searches_total", mode="unknown", outcome="error") == error + 1
+    assert sample("toolscout_discovery_tools_discovered_total") == discovered + 1
+    assert sample("toolscout_discovery_search_duration_seconds_count", mode="query") == observed + 2
+
+
+async def test_plan_metrics_count_tokens_sent_and_deferred_per_toolset() -> None:
+    svc = service()
+    sent = sample("toolscout_discovery_definition_tokens_sent_total", toolset="_all")
+    deferred = sample("toolscout_discovery_definition_tokens_deferred_total", toolset="no_mail")
+    plan = await svc.plan_tools()
+    other = await svc.plan_tools("no_mail")
+    assert (
+        sample("toolscout_discovery_definition_tokens_sent_total", toolset="_all") == sent + plan.tokens.sent
+    )
+    assert (
+        sample("toolscout_discovery_definition_tokens_deferred_total", toolset="no_mail")
+        == deferred + other.tokens.saved
+    )
+    assert metrics.toolset_label("") == "_all"
