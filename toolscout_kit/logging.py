@@ -19,7 +19,10 @@ __all__ = ["bind_request_context", "clear_request_context", "configure_logging",
 _configured = False
 
 # Values of keys like these are never written to logs, whatever logs them.
-_SECRET_KEY = re.compile(r"(api[_-]?key|authorization|token|secret|password|cookie)", re.IGNORECASE)
+# (Counts such as "manifest_tokens" are not secrets; only a key that *is* a credential matches.)
+_SECRET_KEY = re.compile(
+    r"^(?:.*[_-])?(api[_-]?key|authorization|token|secret|password|passwd|cookie|credentials?)$", re.IGNORECASE
+)
 # Bearer tokens and provider-style keys that might sneak into free text (error messages).
 _SECRET_TEXT = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|pk|key)-[A-Za-z0-9_-]{12,}")
 
@@ -31,7 +34,7 @@ def redact(text: str) -> str:
 
 def _redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event_dict.items()):
-        if _SECRET_KEY.search(key) and key != "event":
+        if key != "event" and _SECRET_KEY.match(key):
             event_dict[key] = "[REDACTED]"
         elif isinstance(value, str):
             event_dict[key] = redact(value)

