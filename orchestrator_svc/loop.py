@@ -1,0 +1,493 @@
+"""The tool loop: PlanTools → LLM → tool calls (concurrently) → results in call order → repeat.
+
+Discovered tools join the tool list from the next LLM call on, appended in a stable order so
+provider prompt caches keep hitting. The whole chat is bounded by the caller's deadline, and
+cancelling the task running :meth:`ChatLoop.run` cancels the in-flight LLM request and tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Literal, cast
+
+from orchestrator_svc.chat import (
+    AssistantMessageEvent,
+    ChatEvent,
+    ChatRequest,
+    ChatResult,
+    EventSink,
+    ReasoningDeltaEvent,
+    StopReason,
+    TextDeltaEvent,
+    ToolCallFinishedEvent,
+    ToolCallStartedEvent,
+    ToolsDiscoveredEvent,
+    UsageEvent,
+)
+from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
+from orchestrator_svc.history import (
+    SEARCH_TOOL_NAME,
+    not_loaded_error,
+    rebuild_discovered,
+    successful_searches,
+)
+from orchestrator_svc.metrics import OrchestratorMetrics
+from orchestrator_svc.model import Attachment, LLMRequest, Message, ToolCall, ToolDef, Usage
+from orchestrator_svc.prompts import SystemPrompts
+from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
+from orchestrator_svc.results import (
+    RESULT_FORMATS,
+    ResultFormat,
+    cap_text,
+    default_result_format,
+    format_result,
+    outcome_text,
+)
+from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
+from orchestrator_svc.stats import ChatStats
+from toolscout_kit.config import OrchestratorSettings
+from toolscout_kit.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    NotFoundError,
+    ToolscoutError,
+)
+from toolscout_kit.logging import get_logger
+
+__all__ = [
+    "AssistantMessageEvent",
+    "ChatEvent",
+    "ChatLoop",
+    "ChatRequest",
+    "ChatResult",
+    "EventSink",
+    "ReasoningDeltaEvent",
+    "TextDeltaEvent",
+    "ToolCallFinishedEvent",
+    "ToolCallStartedEvent",
+    "ToolsDiscoveredEvent",
+    "UsageEvent",
+]
+
+_log = get_logger(__name__)
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
+_PREVIEW_CHARS = 2000
+# A downstream deadline this close to the chat's is the chat's deadline.
+_DEADLINE_SLACK = 0.25
+_UNKNOWN_LIST_LIMIT = 30
+
+
+def _validate(request: ChatRequest) -> ResultFormat:
+    if not request.messages:
+        raise InvalidChatError("messages must not be empty")
+    for i, m in enumerate(request.messages):
+        if m.role not in _ROLES:
+            raise InvalidChatError(
+                f"messages[{i}].role: {m.role!r} is not one of system, user, assistant, tool"
+            )
+        if m.role == "tool" and not m.tool_call_id:
+            raise InvalidChatError(f"messages[{i}]: a tool message needs tool_call_id")
+    if request.max_iterations < 0:
+        raise InvalidChatError("max_iterations must not be negative")
+    if request.meta_json.strip():
+        try:
+            meta = json.loads(request.meta_json)
+        except json.JSONDecodeError as err:
+            raise InvalidChatError(f"meta_json is not valid JSON: {err.msg}") from None
+        if not isinstance(meta, dict):
+            raise InvalidChatError("meta_json must be a JSON object")
+    fmt = request.tool_result_format
+    if fmt and fmt not in RESULT_FORMATS:
+        raise InvalidChatError(f"tool_result_format {fmt!r} is not one of {', '.join(RESULT_FORMATS)}")
+    return cast(ResultFormat, fmt)
+
+
+def _arguments_problem(raw: str) -> str | None:
+    if not raw.strip():
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return f"the arguments are not valid JSON ({err.msg} at position {err.pos})"
+    if not isinstance(value, dict):
+        return f"the arguments must be a JSON object, not {type(value).__name__}"
+    return None
+
+
+class _Chat:
+    """The state of one running chat."""
+
+    def __init__(
+        self,
+        loop: ChatLoop,
+        request: ChatRequest,
+        resolved: ResolvedModel,
+        fmt: ResultFormat,
+        deadline: float | None,
+        events: EventSink | None,
+    ) -> None:
+        self.loop = loop
+        self.request = request
+        self.resolved = resolved
+        self.fmt = fmt
+        self.deadline = deadline
+        self.events = events
+        self.stats = ChatStats()
+        self.new_messages: list[Message] = []
+        # An explicit system prompt replaces system messages of the history.
+        history = request.messages
+        if request.system:
+            history = [m for m in history if m.role != "system"]
+        self.history_has_system = any(m.role == "system" for m in history)
+        self.conversation = list(history)
+        self.discovered: list[str] = []
+        self.deferred: frozenset[str] = frozenset()
+        self.plan = ToolPlan(loaded_tools=[])
+        self.tools_disabled = False
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    async def emit(self, event: ChatEvent) -> None:
+        if self.events is not None:
+            await self.events(event)
+
+    async def replan(self, *, with_deferred_names: bool = False) -> None:
+        self.plan = await self.loop.discovery.plan_tools(
+            toolset=self.request.toolset,
+            discovered=self.discovered,
+            provider=self.resolved.client.provider,
+            time_limit=self.remaining(),
+            with_deferred_names=with_deferred_names,
+        )
+
+    async def start(self) -> None:
+        # Nothing discovered yet: the deferred names are every deferred tool of the toolset.
+        await self.replan(with_deferred_names=True)
+        self.deferred = self.plan.deferred_names
+        found_by_search = await self._replay_searches() if self.deferred else {}
+        self.discovered = rebuild_discovered(
+            self.request.messages, self.request.discovered_tools, self.deferred, found_by_search
+        )
+        if self.discovered:
+            await self.replan()
+        loaded = {t.llm_name for t in self.plan.loaded_tools}
+        self.discovered = [n for n in self.discovered if n in loaded]
+
+    async def _replay_searches(self) -> dict[str, list[str]]:
+        """What each earlier successful search of the history loaded (same catalog, same answer)."""
+        calls = successful_searches(self.request.messages)
+
+        async def replay(call: ToolCall) -> list[str]:
+            try:
+                outcome = await self.loop.discovery.search_tools(
+                    toolset=self.request.toolset,
+                    arguments_json=call.arguments_json,
+                    loaded=[],
+                    time_limit=self.remaining(),
+                )
+            except (InvalidArgumentError, NotFoundError):
+                return []  # the catalog changed since; that search no longer loads anything
+            return [t.llm_name for t in outcome.newly_loaded]
+
+        found = await asyncio.gather(*(replay(c) for c in calls))
+        return {c.id: names for c, names in zip(calls, found, strict=True)}
+
+    def tools_to_send(self) -> list[ToolDef]:
+        # Eager tools, then search_tools, then discovered tools in discovery order: each call's
+        # tool list extends the previous one, so the provider's prompt-cache prefix survives.
+        discovered = set(self.discovered)
+        eager = [t for t in self.plan.loaded_tools if t.llm_name not in discovered]
+        found = [t for t in self.plan.loaded_tools if t.llm_name in discovered]
+        search = [self.plan.search_tool] if self.plan.search_tool is not None else []
+        return eager + search + found
+
+    def system_prompt(self, tools: list[ToolDef]) -> str:
+        if self.history_has_system and not self.request.system:
+            system = ""
+        else:
+            system = self.loop.prompts.resolve(
+                explicit=self.request.system, template=self.resolved.config.template, tools=tools
+            )
+        offers_search = any(t.llm_name == SEARCH_TOOL_NAME for t in tools)
+        manifest = self.plan.manifest_system_message if offers_search else ""
+        return "\n\n".join(p for p in (system, manifest) if p)
+
+    async def call_llm(self) -> Message:
+        tools = self.tools_to_send()
+        sent = [] if self.tools_disabled else tools
+        tokens = self.plan.tokens
+        disc = self.stats.discovery
+        disc.definition_tokens_sent += tokens.sent if sent else 0
+        disc.definition_tokens_all += tokens.all_definitions
+        disc.encoding, disc.estimate = tokens.encoding, tokens.estimate
+        model_cfg = self.resolved.config
+        request = LLMRequest(
+            model=model_cfg.model,
+            system=self.system_prompt(sent),
+            messages=self.conversation,
+            tools=sent,
+            max_tokens=model_cfg.max_tokens,
+            temperature=model_cfg.temperature,
+            timeout=self.remaining(),
+        )
+        provider = self.resolved.provider
+        metrics = self.loop.metrics
+
+        async def on_delta(kind: Literal["text", "reasoning"], text: str) -> None:
+            await self.emit(TextDeltaEvent(text) if kind == "text" else ReasoningDeltaEvent(text))
+
+        def on_error(reason: str) -> None:
+            metrics.record_llm_error(provider.provider, self.resolved.name, reason)
+
+        started = time.monotonic()
+        result = await provider.complete(request, stream=on_delta if self.events else None, on_error=on_error)
+        metrics.record_llm_call(
+            provider.provider, self.resolved.name, time.monotonic() - started, result.usage
+        )
+        self.stats.llm_calls += 1
+        self.stats.usage.add(result.usage)
+        self.tools_disabled = self.tools_disabled or result.tools_disabled
+        calls = self._unique_ids(result.tool_calls)
+        message = Message("assistant", result.text, calls, reasoning=result.reasoning)
+        self.append(message)
+        await self.emit(AssistantMessageEvent(message))
+        usage = self.stats.usage
+        await self.emit(UsageEvent(Usage(usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)))
+        return message
+
+    def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
+        # Some local servers send empty or repeated ids; results must map back to exactly one call.
+        seen = {c.id for m in self.conversation for c in m.tool_calls}
+        out = []
+        for i, c in enumerate(calls):
+            cid = c.id
+            if not cid or cid in seen:
+                cid = f"call_{self.stats.llm_calls}_{i}"
+            seen.add(cid)
+            out.append(ToolCall(cid, c.name, c.arguments_json))
+        return out
+
+    def append(self, message: Message) -> None:
+        self.conversation.append(message)
+        self.new_messages.append(message)
+
+    async def run_tools(self, calls: list[ToolCall]) -> None:
+        # Decided against the tool list the model saw, so a search in the same message does not
+        # let a sibling call of a not-yet-loaded tool through, whatever the order of the calls.
+        loaded = {t.llm_name: t for t in self.plan.loaded_tools}
+        discovered_before = set(self.discovered)
+        found: list[list[str]] = [[] for _ in calls]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [
+                    group.create_task(self._run_one(c, loaded, discovered_before, found[i]))
+                    for i, c in enumerate(calls)
+                ]
+        except BaseExceptionGroup as group:
+            # Only chat-ending errors escape a call (deadline, cancel, bugs): report the first as is.
+            raise group.exceptions[0] from None
+        for task in tasks:
+            self.append(task.result())
+        new = [n for names in found for n in names if n not in discovered_before]
+        new = list(dict.fromkeys(new))
+        if new:
+            self.discovered.extend(new)
+            self.stats.discovery.tools_discovered += len(new)
+            await self.replan()
+            await self.emit(ToolsDiscoveredEvent(new))
+
+    async def _run_one(
+        self, call: ToolCall, loaded: dict[str, ToolDef], discovered: set[str], found: list[str]
+    ) -> Message:
+        is_search = call.name == SEARCH_TOOL_NAME and self.plan.search_tool is not None
+        server = "" if is_search else (loaded[call.name].server if call.name in loaded else "")
+        await self.emit(ToolCallStartedEvent(call, server))
+        started = time.monotonic()
+        attachments: list[Attachment] = []
+        if is_search:
+            text, is_error = await self._search(call, loaded, found)
+        elif call.name in loaded:
+            text, attachments, is_error, server = await self._call_pool(call, server, call.name in discovered)
+        elif call.name in self.deferred:
+            text, is_error = not_loaded_error(call.name), True
+            self.stats.discovery.deferred_call_rejections += 1
+            self.loop.metrics.deferred_rejections.labels(self.resolved.name).inc()
+        else:
+            text, is_error = self._unknown_tool(call.name, loaded), True
+        self.stats.count_tool(call.name, server, error=is_error)
+        await self.emit(
+            ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
+        )
+        return Message(
+            "tool", text, tool_call_id=call.id, name=call.name, attachments=attachments, is_error=is_error
+        )
+
+    def _unknown_tool(self, name: str, loaded: dict[str, ToolDef]) -> str:
+        names = sorted(loaded)
+        listed = ", ".join(names[:_UNKNOWN_LIST_LIMIT]) + (
+            ", ..." if len(names) > _UNKNOWN_LIST_LIMIT else ""
+        )
+        hint = " Use 'search_tools' to find other tools." if self.plan.search_tool is not None else ""
+        return f"Error: Unknown tool '{name}'. Available tools: {listed or 'none'}.{hint}"
+
+    async def _search(self, call: ToolCall, loaded: dict[str, ToolDef], found: list[str]) -> tuple[str, bool]:
+        self.stats.discovery.search_calls += 1
+        self.loop.metrics.search_calls.labels(self.resolved.name).inc()
+        try:
+            outcome = await self.loop.discovery.search_tools(
+                toolset=self.request.toolset,
+                arguments_json=call.arguments_json,
+                loaded=list(loaded),
+                time_limit=self.remaining(),
+            )
+        except (InvalidArgumentError, NotFoundError) as err:
+            # Written for the LLM by discovery: it can correct its arguments and try again.
+            return f"Error: {err.message}", True
+        except CancelledError:
+            raise
+        except ToolscoutError as err:
+            self._raise_if_chat_deadline(err)
+            return f"Error: search_tools failed: {err.message}", True
+        found.extend(t.llm_name for t in outcome.newly_loaded)
+        return outcome.result_text, False
+
+    async def _call_pool(
+        self, call: ToolCall, server: str, was_discovered: bool
+    ) -> tuple[str, list[Attachment], bool, str]:
+        if was_discovered:
+            self.loop.metrics.discovered_tool_calls.labels(self.resolved.name).inc()
+        problem = _arguments_problem(call.arguments_json)
+        if problem is not None:
+            text = f"Error: invalid arguments for tool '{call.name}': {problem}. Call it again with a JSON object."
+            return text, [], True, server
+        try:
+            outcome = await self.loop.pool.call_tool(
+                llm_name=call.name,
+                arguments_json=call.arguments_json if call.arguments_json.strip() else "{}",
+                meta_json=self.request.meta_json,
+                time_limit=self.remaining(),
+            )
+        except CancelledError:
+            raise
+        except ToolscoutError as err:
+            self._raise_if_chat_deadline(err)
+            return self._format(call, f"Error: {err.message}"), [], True, server
+        text, attachments = outcome_text(outcome)
+        return self._format(call, text), attachments, outcome.is_error, outcome.server or server
+
+    def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
+        """A downstream deadline that is the chat's own deadline ends the chat, not just the call.
+
+        Calls get the chat's remaining time as their RPC deadline, so they can expire a moment
+        before the chat's own timer fires; the tool's server timeout stays an error result.
+        """
+        remaining = self.remaining()
+        if isinstance(err, DeadlineExceededError) and remaining is not None and remaining < _DEADLINE_SLACK:
+            raise ChatDeadlineError(f"chat exceeded its deadline during a tool call: {err.message}") from err
+
+    def _format(self, call: ToolCall, text: str) -> str:
+        return cap_text(format_result(self.fmt, call, text), self.loop.settings.max_tool_result_chars)
+
+    def result(self, stop: StopReason, error: str = "") -> ChatResult:
+        return ChatResult(
+            messages=self.new_messages,
+            loaded_tools=list(self.discovered),
+            stats=self.stats,
+            stop_reason=stop,
+            model=self.resolved.name,
+            error=error,
+            tools_disabled_fallback=self.tools_disabled,
+        )
+
+
+class ChatLoop:
+    """Runs chats; one instance serves every request (it holds no per-chat state)."""
+
+    def __init__(
+        self,
+        *,
+        models: ModelRegistry,
+        discovery: DiscoverySeam,
+        pool: PoolSeam,
+        prompts: SystemPrompts,
+        settings: OrchestratorSettings,
+        metrics: OrchestratorMetrics,
+    ) -> None:
+        self.models = models
+        self.discovery = discovery
+        self.pool = pool
+        self.prompts = prompts
+        self.settings = settings
+        self.metrics = metrics
+
+    async def run(
+        self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None
+    ) -> ChatResult:
+        """Runs the loop to an answer or the iteration limit.
+
+        Raises:
+            InvalidChatError, UnknownModelError, ChatDeadlineError, provider errors
+            (see :mod:`orchestrator_svc.errors`), and discovery errors (NotFoundError for an
+            unknown toolset). ``asyncio.CancelledError`` when the caller cancels.
+        """
+        fmt = _validate(request) or default_result_format(self.settings.tool_result_format)
+        resolved = self.models.resolve(request.model)
+        started = time.monotonic()
+        deadline = None if time_limit is None else started + time_limit
+        chat = _Chat(self, request, resolved, fmt, deadline, events)
+        outcome = "error"
+        try:
+            async with asyncio.timeout(time_limit):
+                result = await self._loop(chat, request.max_iterations or self.settings.max_iterations)
+            outcome = result.stop_reason
+            return result
+        except TimeoutError:
+            outcome = "deadline"
+            raise ChatDeadlineError(
+                f"chat exceeded its deadline after {chat.stats.llm_calls} LLM calls and "
+                f"{sum(c.calls for c in chat.stats.tool_calls.values())} tool calls"
+            ) from None
+        except ChatDeadlineError:
+            outcome = "deadline"
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            chat.stats.duration_seconds = time.monotonic() - started
+            disc = chat.stats.discovery
+            self.metrics.record_chat(
+                resolved.name,
+                request.toolset,
+                outcome,
+                chat.stats.iterations,
+                disc.definition_tokens_sent,
+                disc.definition_tokens_all,
+            )
+            _log.info(
+                "chat_finished",
+                model=resolved.name,
+                outcome=outcome,
+                llm_calls=chat.stats.llm_calls,
+                iterations=chat.stats.iterations,
+                seconds=round(chat.stats.duration_seconds, 4),
+            )
+
+    async def _loop(self, chat: _Chat, max_iterations: int) -> ChatResult:
+        await chat.start()
+        while True:
+            message = await chat.call_llm()
+            if not message.tool_calls:
+                return chat.result("completed")
+            chat.stats.iterations += 1
+            await chat.run_tools(message.tool_calls)
+            if chat.stats.iterations >= max_iterations:
+                error = (
+                    f"iteration limit reached: the model still asked for tools after {max_iterations} "
+                    "iterations; the messages so far are returned"
+                )
+                return chat.result("iteration_limit", error)

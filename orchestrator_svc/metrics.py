@@ -1,0 +1,105 @@
+"""The orchestrator's Prometheus metrics. Names are a contract: dashboards and alerts use them."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+
+from orchestrator_svc.model import Usage
+
+__all__ = ["OrchestratorMetrics", "default_metrics"]
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
+_ITERATION_BUCKETS = (0, 1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 100)
+
+
+def _toolset(name: str) -> str:
+    return name or "_all"
+
+
+class OrchestratorMetrics:
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        r = registry
+        self.llm_tokens = Counter(
+            "toolscout_llm_tokens", "Provider-reported LLM tokens.", ["provider", "model", "type"], registry=r
+        )
+        self.llm_call_duration = Histogram(
+            "toolscout_llm_call_duration_seconds",
+            "Duration of one LLM call (retries included).",
+            ["provider", "model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.llm_errors = Counter(
+            "toolscout_llm_errors",
+            "Failed LLM call attempts by reason.",
+            ["provider", "model", "reason"],
+            registry=r,
+        )
+        self.chat_iterations = Histogram(
+            "toolscout_chat_iterations",
+            "Tool-loop iterations per chat.",
+            buckets=_ITERATION_BUCKETS,
+            registry=r,
+        )
+        self.chats = Counter("toolscout_chats", "Chats by outcome.", ["model", "outcome"], registry=r)
+        self.deferred_rejections = Counter(
+            "toolscout_deferred_call_rejections",
+            "Calls of deferred tools rejected because they were not loaded yet.",
+            ["model"],
+            registry=r,
+        )
+        self.tokens_saved = Counter(
+            "toolscout_tokens_saved",
+            "Tool-definition tokens not sent thanks to discovery.",
+            ["model", "toolset"],
+            registry=r,
+        )
+        self.definition_tokens_sent = Counter(
+            "toolscout_definition_tokens_sent",
+            "Tool-definition tokens sent to LLMs.",
+            ["model", "toolset"],
+            registry=r,
+        )
+        self.definition_tokens_all = Counter(
+            "toolscout_definition_tokens_all",
+            "Tool-definition tokens that sending every definition would have cost.",
+            ["model", "toolset"],
+            registry=r,
+        )
+        self.search_calls = Counter(
+            "toolscout_search_calls", "search_tools calls made by models.", ["model"], registry=r
+        )
+        self.discovered_tool_calls = Counter(
+            "toolscout_discovered_tool_calls",
+            "Calls of tools that were loaded through search_tools (search-to-call conversion).",
+            ["model"],
+            registry=r,
+        )
+
+    def record_llm_call(self, provider: str, model: str, seconds: float, usage: Usage) -> None:
+        self.llm_call_duration.labels(provider, model).observe(seconds)
+        tokens = self.llm_tokens
+        tokens.labels(provider, model, "input").inc(usage.input_tokens)
+        tokens.labels(provider, model, "output").inc(usage.output_tokens)
+        tokens.labels(provider, model, "cached_input").inc(usage.cached_input_tokens)
+
+    def record_llm_error(self, provider: str, model: str, reason: str) -> None:
+        self.llm_errors.labels(provider, model, reason).inc()
+
+    def record_chat(
+        self, model: str, toolset: str, outcome: str, iterations: int, sent: int, all_: int
+    ) -> None:
+        self.chats.labels(model, outcome).inc()
+        self.chat_iterations.observe(iterations)
+        ts = _toolset(toolset)
+        self.definition_tokens_sent.labels(model, ts).inc(sent)
+        self.definition_tokens_all.labels(model, ts).inc(all_)
+        self.tokens_saved.labels(model, ts).inc(max(0, all_ - sent))
+
+
+@cache
+def default_metrics() -> OrchestratorMetrics:
+    """The process-wide instance on the default registry (servers in one process share it)."""
+    return OrchestratorMetrics()

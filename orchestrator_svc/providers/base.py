@@ -1,0 +1,228 @@
+"""The provider interface and the retry / tools-fallback policy every adapter shares.
+
+Adapters set their SDK's own ``max_retries=0`` and implement :meth:`SdkProvider._call_once` and
+:meth:`SdkProvider._classify`; retries on 429/5xx with backoff, the one retry without tools when a
+provider rejects tool calling, and the translation to domain errors happen here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from orchestrator_svc.errors import (
+    ChatDeadlineError,
+    ProviderAuthError,
+    ProviderRateLimitedError,
+    ProviderRejectedError,
+    ProviderUnavailableError,
+    UnknownModelError,
+)
+from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult
+from toolscout_kit.logging import get_logger, redact
+
+__all__ = [
+    "Failure",
+    "FailureKind",
+    "LLMProvider",
+    "ProviderErrorHook",
+    "SdkProvider",
+    "looks_like_tools_rejected",
+]
+
+_log = get_logger(__name__)
+
+FailureKind = Literal[
+    "rate_limited", "unavailable", "timeout", "tools_rejected", "bad_request", "auth", "not_found"
+]
+# Called for every failed provider attempt (metrics), with the failure kind as the reason.
+ProviderErrorHook = Callable[[str], None]
+
+_MAX_BACKOFF = 8.0
+_BASE_BACKOFF = 0.5
+_MAX_REASON = 300
+
+
+class LLMProvider(Protocol):
+    """One configured client (``clients.<name>``)."""
+
+    provider: str
+
+    async def complete(
+        self,
+        request: LLMRequest,
+        *,
+        stream: DeltaSink | None = None,
+        on_error: ProviderErrorHook | None = None,
+    ) -> LLMResult:
+        """Runs one LLM call. ``stream`` receives deltas when given (the call then streams).
+
+        Raises:
+            ProviderRateLimitedError, ProviderUnavailableError, ProviderRejectedError,
+            ProviderAuthError, ChatDeadlineError.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Closes the SDK client's connections."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    kind: FailureKind
+    # The provider's reason, already free of secrets.
+    reason: str
+    status: int | None = None
+    retry_after: float | None = None
+
+
+def looks_like_tools_rejected(status: int | None, message: str) -> bool:
+    """A 400 whose text is about tools: Ollama, vLLM, OpenRouter and LM Studio word it differently."""
+    return status == 400 and "tool" in message.lower()
+
+
+def clean_reason(text: str) -> str:
+    text = redact(" ".join(text.split()))
+    return text if len(text) <= _MAX_REASON else text[:_MAX_REASON] + "..."
+
+
+class SdkProvider(ABC):
+    """Retry, backoff and fallback around one SDK call."""
+
+    provider: str
+
+    def __init__(
+        self,
+        *,
+        client_name: str,
+        max_retries: int,
+        request_timeout: float,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client_name = client_name
+        self.max_retries = max_retries
+        self.request_timeout = request_timeout
+        self._sleep = sleep
+
+    @abstractmethod
+    async def _call_once(
+        self, request: LLMRequest, *, tools: bool, stream: DeltaSink | None, time_limit: float
+    ) -> LLMResult: ...
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    @abstractmethod
+    def _classify(self, exc: Exception) -> Failure | None:
+        """The failure an SDK exception stands for, or None when it is not a provider error."""
+
+    async def complete(
+        self,
+        request: LLMRequest,
+        *,
+        stream: DeltaSink | None = None,
+        on_error: ProviderErrorHook | None = None,
+    ) -> LLMResult:
+        tools = bool(request.tools)
+        tools_disabled = False
+        attempt = 0
+        started = time.monotonic()
+        emitted = False
+
+        async def tracking_sink(kind: Literal["text", "reasoning"], text: str) -> None:
+            nonlocal emitted
+            emitted = True
+            assert stream is not None
+            await stream(kind, text)
+
+        while True:
+            remaining = None if request.timeout is None else request.timeout - (time.monotonic() - started)
+            if remaining is not None and remaining <= 0:
+                raise ChatDeadlineError(f"deadline exceeded waiting for provider {self.client_name!r}")
+            limit = self.request_timeout if remaining is None else min(self.request_timeout, remaining)
+            try:
+                result = await self._call_once(
+                    request, tools=tools, stream=tracking_sink if stream else None, time_limit=limit
+                )
+            except Exception as exc:
+                failure = self._classify(exc)
+                if failure is None:
+                    raise
+                if failure.kind == "timeout" and remaining is not None and limit >= remaining:
+                    failure = Failure("timeout", "deadline exceeded waiting for the provider")
+                if on_error is not None:
+                    on_error(failure.kind)
+                _log.warning(
+                    "provider_call_failed",
+                    client=self.client_name,
+                    kind=failure.kind,
+                    status=failure.status,
+                    reason=failure.reason,
+                    attempt=attempt,
+                )
+                if failure.kind == "tools_rejected" and tools and not tools_disabled and not emitted:
+                    # Local models without tool support: answer without tools rather than fail.
+                    tools, tools_disabled = False, True
+                    continue
+                retryable = failure.kind in ("rate_limited", "unavailable") and not emitted
+                if retryable and attempt < self.max_retries:
+                    delay = self._backoff(attempt, failure.retry_after)
+                    left = None if request.timeout is None else request.timeout - (time.monotonic() - started)
+                    if left is None or delay < left:
+                        attempt += 1
+                        await self._sleep(delay)
+                        continue
+                raise self._to_error(failure, attempts=attempt + 1) from exc
+            result.tools_disabled = tools_disabled
+            return result
+
+    @staticmethod
+    def _backoff(attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return max(0.0, min(float(retry_after), _MAX_BACKOFF))
+        jitter = 0.5 + random.random() / 2  # noqa: S311 - backoff jitter, not cryptography
+        return float(min(_MAX_BACKOFF, _BASE_BACKOFF * 2**attempt) * jitter)
+
+    def _to_error(self, failure: Failure, *, attempts: int) -> Exception:
+        who = f"provider {self.client_name!r}"
+        if failure.kind == "rate_limited":
+            return ProviderRateLimitedError(f"{who} rate limited after {attempts} attempts: {failure.reason}")
+        if failure.kind == "unavailable":
+            return ProviderUnavailableError(f"{who} unavailable after {attempts} attempts: {failure.reason}")
+        if failure.kind == "timeout":
+            return ChatDeadlineError(f"{who}: {failure.reason}")
+        if failure.kind == "auth":
+            return ProviderAuthError(f"{who} rejected the credentials: {failure.reason}")
+        if failure.kind == "not_found":
+            return UnknownModelError(f"{who}: {failure.reason}")
+        return ProviderRejectedError(f"{who} rejected the request: {failure.reason}")
+
+
+def classify_status(status: int, reason: str, retry_after: float | None) -> Failure:
+    """The failure kind of an HTTP status from any provider."""
+    if status == 429:
+        return Failure("rate_limited", reason, status, retry_after)
+    if status >= 500 or status in (408, 409):
+        return Failure("unavailable", reason, status, retry_after)
+    if status in (401, 403):
+        return Failure("auth", reason, status)
+    if status == 404:
+        return Failure("not_found", reason, status)
+    if looks_like_tools_rejected(status, reason):
+        return Failure("tools_rejected", reason, status)
+    return Failure("bad_request", reason, status)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None

@@ -1,0 +1,191 @@
+"""OpenAI Chat Completions through the official SDK; with ``base_url`` also Ollama, OpenRouter, vLLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, Message, ToolCall, ToolDef, Usage
+from orchestrator_svc.providers.base import (
+    Failure,
+    SdkProvider,
+    classify_status,
+    clean_reason,
+    parse_retry_after,
+)
+from orchestrator_svc.reasoning import ThinkSplitter, split_reasoning
+
+__all__ = ["OpenAIProvider", "openai_messages", "openai_tools"]
+
+# OpenAI-compatible servers put reasoning under either name.
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def openai_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.llm_name, "description": t.description, "parameters": t.input_schema},
+        }
+        for t in tools
+    ]
+
+
+def _tool_content(message: Message) -> str:
+    # Chat Completions tool messages carry text only; say what was left out rather than drop it silently.
+    notes = [
+        f"[{a.type} attachment ({a.mime_type or 'unknown type'}, {len(a.data)} bytes) not shown: "
+        "this model API takes text tool results only]"
+        for a in message.attachments
+        if a.type in ("image", "audio")
+    ]
+    return "\n".join([message.content, *notes]) if notes else message.content
+
+
+def openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for m in messages:
+        if m.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            if m.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json},
+                    }
+                    for c in m.tool_calls
+                ]
+            out.append(entry)
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": _tool_content(m)})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def _extra_reasoning(obj: Any) -> str:
+    extra = getattr(obj, "model_extra", None) or {}
+    for name in _REASONING_FIELDS:
+        value = extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:
+        return Usage()
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached)
+
+
+class OpenAIProvider(SdkProvider):
+    provider = "openai"
+
+    def __init__(self, client: AsyncOpenAI, *, provider: str = "openai", **kw: Any) -> None:
+        super().__init__(**kw)
+        self._client = client
+        self.provider = provider
+
+    def _params(self, request: LLMRequest, tools: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": openai_messages(request.system, request.messages),
+        }
+        if tools and request.tools:
+            # Tool definitions are already wire-format JSON: sent as extra_body, they skip the SDK's
+            # recursive TypedDict transform, which costs milliseconds per call on large schemas.
+            params["extra_body"] = {"tools": openai_tools(request.tools)}
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        return params
+
+    async def _call_once(
+        self, request: LLMRequest, *, tools: bool, stream: DeltaSink | None, time_limit: float
+    ) -> LLMResult:
+        params = self._params(request, tools)
+        if stream is None:
+            response = await self._client.chat.completions.create(**params, timeout=time_limit)
+            choice = response.choices[0].message
+            answer, tagged = split_reasoning(choice.content or "")
+            reasoning = "\n".join(r for r in (_extra_reasoning(choice), tagged) if r)
+            calls = [
+                ToolCall(c.id, c.function.name, c.function.arguments or "")
+                for c in (choice.tool_calls or [])
+                if c.type == "function"
+            ]
+            return LLMResult(answer, reasoning, calls, _usage(response.usage))
+        return await self._stream(params, stream, time_limit)
+
+    async def _stream(self, params: dict[str, Any], sink: DeltaSink, time_limit: float) -> LLMResult:
+        chunks = await self._client.chat.completions.create(
+            **params, stream=True, stream_options={"include_usage": True}, timeout=time_limit
+        )
+        splitter = ThinkSplitter()
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, list[str]] = {}
+        usage = Usage()
+
+        async def emit(pieces: list[tuple[Any, str]]) -> None:
+            for kind, piece in pieces:
+                (text if kind == "text" else reasoning).append(piece)
+                await sink(kind, piece)
+
+        async with chunks:
+            async for chunk in chunks:
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    extra = _extra_reasoning(delta)
+                    if extra:
+                        await emit([("reasoning", extra)])
+                    if delta.content:
+                        await emit(splitter.feed(delta.content))
+                    for tc in delta.tool_calls or []:
+                        slot = calls.setdefault(tc.index, ["", "", ""])
+                        if tc.id:
+                            slot[0] = tc.id
+                        if tc.function is not None:
+                            slot[1] += tc.function.name or ""
+                            slot[2] += tc.function.arguments or ""
+            await emit(splitter.flush())
+        return LLMResult(
+            "".join(text).strip(),
+            "".join(reasoning).strip(),
+            [ToolCall(cid, name, args) for _, (cid, name, args) in sorted(calls.items())],
+            usage,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        if isinstance(exc, openai.APITimeoutError):
+            return Failure("timeout", "the provider did not answer in time")
+        if isinstance(exc, openai.APIConnectionError):
+            return Failure("unavailable", clean_reason(f"connection error: {exc.message}"))
+        if isinstance(exc, openai.APIStatusError):
+            reason = _error_message(exc.body) or exc.message
+            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+            return classify_status(exc.status_code, clean_reason(f"{exc.status_code} {reason}"), retry_after)
+        if isinstance(exc, openai.OpenAIError):
+            return Failure("unavailable", clean_reason(str(exc)))
+        return None
+
+
+def _error_message(body: object) -> str:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    return ""

@@ -1,0 +1,121 @@
+"""Models and clients from the config: resolves a model name to its provider adapter."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
+
+from orchestrator_svc.errors import ProviderAuthError, UnknownModelError
+from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
+from orchestrator_svc.providers.base import LLMProvider
+from orchestrator_svc.providers.openai_provider import OpenAIProvider
+from toolscout_kit.config import ClientConfig, ModelConfig, ToolscoutConfig
+
+__all__ = ["OLLAMA_DEFAULT_BASE_URL", "ModelRegistry", "ResolvedModel", "build_provider"]
+
+OLLAMA_DEFAULT_BASE_URL = "http://localhost:11434/v1"
+
+ProviderFactory = Callable[[str, ClientConfig], LLMProvider]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    name: str
+    config: ModelConfig
+    client_name: str
+    client: ClientConfig
+    provider: LLMProvider
+
+
+def _api_key(client_name: str, client: ClientConfig, env_var: str, required: bool) -> str:
+    if client.api_key is not None:
+        return client.api_key.get_secret_value()
+    key = os.environ.get(env_var, "")
+    if key:
+        return key
+    if required:
+        raise ProviderAuthError(
+            f"client {client_name!r}: no API key: set {env_var} or clients.{client_name}.api_key"
+        )
+    # Local OpenAI-compatible servers accept any key; the SDK insists on one.
+    return "not-needed"
+
+
+def _ollama_base_url(url: str | None) -> str:
+    if not url:
+        return OLLAMA_DEFAULT_BASE_URL
+    # casual-mcp's ollama base_url is the server root; the OpenAI-compatible API lives under /v1.
+    return url if url.rstrip("/").endswith("/v1") else url.rstrip("/") + "/v1"
+
+
+def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
+    """The adapter for one configured client, with the SDK's own retries off (we retry).
+
+    Raises:
+        ProviderAuthError: the provider needs a key and none is configured.
+    """
+    if client.provider == "anthropic":
+        key = _api_key(client_name, client, "ANTHROPIC_API_KEY", required=True)
+        sdk = AsyncAnthropic(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
+        return AnthropicProvider(
+            sdk, client_name=client_name, max_retries=client.max_retries, request_timeout=client.timeout
+        )
+    if client.provider == "ollama":
+        key = _api_key(client_name, client, "OPENAI_API_KEY", required=False)
+        oai = AsyncOpenAI(
+            api_key=key, base_url=_ollama_base_url(client.base_url), max_retries=0, timeout=client.timeout
+        )
+        return OpenAIProvider(
+            oai,
+            provider="ollama",
+            client_name=client_name,
+            max_retries=client.max_retries,
+            request_timeout=client.timeout,
+        )
+    key = _api_key(client_name, client, "OPENAI_API_KEY", required=client.base_url is None)
+    oai = AsyncOpenAI(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
+    return OpenAIProvider(
+        oai,
+        provider="openai",
+        client_name=client_name,
+        max_retries=client.max_retries,
+        request_timeout=client.timeout,
+    )
+
+
+class ModelRegistry:
+    """Resolves model names; provider adapters are built on first use and shared per client."""
+
+    def __init__(self, config: ToolscoutConfig, factory: ProviderFactory = build_provider) -> None:
+        self._config = config
+        self._factory = factory
+        self._providers: dict[str, LLMProvider] = {}
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        return dict(self._config.models)
+
+    def client(self, name: str) -> ClientConfig:
+        return self._config.clients[name]
+
+    def resolve(self, name: str) -> ResolvedModel:
+        """Raises UnknownModelError (listing the models) or ProviderAuthError (no key)."""
+        model = self._config.models.get(name)
+        if model is None:
+            known = ", ".join(sorted(self._config.models)) or "none configured"
+            raise UnknownModelError(f"unknown model {name!r}; configured models: {known}")
+        client = self._config.clients[model.client]
+        provider = self._providers.get(model.client)
+        if provider is None:
+            provider = self._providers[model.client] = self._factory(model.client, client)
+        return ResolvedModel(name, model, model.client, client, provider)
+
+    async def aclose(self) -> None:
+        """Closes every provider client built so far."""
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            await provider.aclose()

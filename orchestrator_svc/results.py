@@ -1,0 +1,71 @@
+"""Tool result text for the LLM: casual-mcp's result formats and the size cap."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Literal
+
+from orchestrator_svc.model import Attachment, ToolCall
+from orchestrator_svc.seams import ToolOutcome
+
+__all__ = [
+    "RESULT_FORMATS",
+    "ResultFormat",
+    "cap_text",
+    "default_result_format",
+    "format_result",
+    "outcome_text",
+]
+
+ResultFormat = Literal["result", "function_result", "function_args_result"]
+RESULT_FORMATS: tuple[ResultFormat, ...] = ("result", "function_result", "function_args_result")
+
+
+def default_result_format(configured: str | None) -> ResultFormat:
+    """casual-mcp's TOOL_RESULT_FORMAT environment variable wins, then the config, then ``result``."""
+    env = os.environ.get("TOOL_RESULT_FORMAT", "").strip()
+    for candidate in (env, configured):
+        for fmt in RESULT_FORMATS:
+            if candidate == fmt:
+                return fmt
+    return "result"
+
+
+def format_result(fmt: ResultFormat, call: ToolCall, text: str) -> str:
+    if fmt == "result":
+        return text
+    if fmt == "function_result":
+        return f"{call.name} → {text}"
+    try:
+        args = json.loads(call.arguments_json) if call.arguments_json.strip() else {}
+    except json.JSONDecodeError:
+        args = None
+    if isinstance(args, dict):
+        rendered = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    else:
+        rendered = call.arguments_json
+    return f"{call.name}({rendered}) → {text}"
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Cuts text past ``limit`` characters and says so, so the LLM knows the result is partial."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... truncated: {len(text) - limit} more characters not shown]"
+
+
+def outcome_text(outcome: ToolOutcome) -> tuple[str, list[Attachment]]:
+    """(text for the LLM, non-text blocks to attach) of a pool result."""
+    texts: list[str] = []
+    attachments: list[Attachment] = []
+    for block in outcome.content:
+        if block.type == "text" or (block.type == "resource" and block.text):
+            texts.append(block.text)
+        elif block.type == "resource_link":
+            texts.append(f"[resource: {block.name or block.uri} <{block.uri}>]")
+        else:
+            attachments.append(block)
+    if not texts and outcome.structured_content_json:
+        texts.append(outcome.structured_content_json)
+    return "\n".join(texts), attachments

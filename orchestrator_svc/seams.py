@@ -1,0 +1,83 @@
+"""What the loop needs from discovery and the pool, as plain-Python interfaces.
+
+The gRPC adapters live in :mod:`orchestrator_svc.downstream`; unit tests use in-memory fakes.
+Both raise toolscout_kit domain errors only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from orchestrator_svc.model import Attachment, ToolDef
+
+__all__ = ["DiscoverySeam", "PoolSeam", "SearchOutcome", "TokenCounts", "ToolOutcome", "ToolPlan"]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCounts:
+    all_definitions: int = 0
+    sent: int = 0
+    encoding: str = ""
+    estimate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    # Eagerly loaded tools first, then discovered ones in the order given (stable for prompt caches).
+    loaded_tools: list[ToolDef]
+    search_tool: ToolDef | None = None
+    # Non-empty when discovery puts the manifest in a system message instead of the tool description.
+    manifest_system_message: str = ""
+    # Every deferred tool of the toolset (including discovered ones when asked with none discovered).
+    deferred_names: frozenset[str] = frozenset()
+    tokens: TokenCounts = field(default_factory=TokenCounts)
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    result_text: str
+    newly_loaded: list[ToolDef] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    # Every content block (text blocks included, in order).
+    content: list[Attachment]
+    structured_content_json: str = ""
+    is_error: bool = False
+    server: str = ""
+    truncated: bool = False
+
+
+class DiscoverySeam(Protocol):
+    async def plan_tools(
+        self,
+        *,
+        toolset: str,
+        discovered: Sequence[str],
+        provider: str,
+        time_limit: float | None,
+        with_deferred_names: bool = False,
+    ) -> ToolPlan:
+        """``deferred_names`` is filled only ``with_deferred_names`` (it can be large).
+
+        Raises NotFoundError (unknown toolset), UnavailableError.
+        """
+        ...
+
+    async def search_tools(
+        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+    ) -> SearchOutcome:
+        """Raises InvalidArgumentError / NotFoundError with a message written for the LLM."""
+        ...
+
+
+class PoolSeam(Protocol):
+    async def call_tool(
+        self, *, llm_name: str, arguments_json: str, meta_json: str, time_limit: float | None
+    ) -> ToolOutcome:
+        """A failing tool is data (``is_error``); raises NotFoundError, UnavailableError, ..."""
+        ...

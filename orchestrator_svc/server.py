@@ -1,0 +1,63 @@
+"""Wires the orchestrator: config → providers, prompts, gRPC seams → loop → servicer → server."""
+
+from __future__ import annotations
+
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
+
+from orchestrator_svc.downstream import GrpcDiscovery, GrpcPool
+from orchestrator_svc.loop import ChatLoop
+from orchestrator_svc.metrics import default_metrics
+from orchestrator_svc.prompts import SystemPrompts
+from orchestrator_svc.providers.registry import ModelRegistry
+from orchestrator_svc.servicer import OrchestratorServicer
+from toolscout_kit.channels import create_channel
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+
+__all__ = ["SERVICE_NAME", "build_server"]
+
+SERVICE_NAME = "toolscout.orchestrator.v1.Orchestrator"
+
+
+async def build_server(
+    config: ToolscoutConfig,
+    *,
+    listen: str | None = None,
+    metrics_port: int | None = None,
+    pool_target: str | None = None,
+    discovery_target: str | None = None,
+) -> RunningServer:
+    """Starts the orchestrator; the overrides replace the config's settings (tests use port 0).
+
+    Raises:
+        ConfigError: the address cannot be bound.
+    """
+    settings = config.toolscout.orchestrator
+    security = config.toolscout.security
+    pool_channel = create_channel(pool_target or settings.pool_target, security)
+    discovery_channel = create_channel(discovery_target or settings.discovery_target, security)
+    models = ModelRegistry(config)
+    loop = ChatLoop(
+        models=models,
+        discovery=GrpcDiscovery(discovery_channel),
+        pool=GrpcPool(pool_channel),
+        prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
+        settings=settings,
+        metrics=default_metrics(),
+    )
+    servicer = OrchestratorServicer(loop, models, config)
+    binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)
+    try:
+        server = await start_server([binding], settings, security, listen=listen, metrics_port=metrics_port)
+    except BaseException:
+        await pool_channel.close()
+        await discovery_channel.close()
+        raise
+
+    async def close_clients() -> None:
+        await models.aclose()
+        await pool_channel.close()
+        await discovery_channel.close()
+
+    server.add_cleanup(close_clients)
+    return server

@@ -1,0 +1,216 @@
+"""In-memory fakes of the orchestrator's discovery and pool seams (fakes, not mocks).
+
+``FakeDiscovery`` partitions a small catalog into eager and deferred tools and answers
+``search_tools`` by exact names or keyword containment; ``FakePool`` runs per-tool async handlers
+and records every call. Both follow the real services' contracts closely enough for the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from orchestrator_svc.loop import ChatLoop
+from orchestrator_svc.metrics import OrchestratorMetrics
+from orchestrator_svc.model import Attachment, ToolDef
+from orchestrator_svc.prompts import SystemPrompts
+from orchestrator_svc.providers.registry import ModelRegistry
+from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
+from tests.support.fake_provider import FakeProvider
+from toolscout_kit.config import ToolscoutConfig, parse_config
+from toolscout_kit.errors import InvalidArgumentError, NotFoundError
+
+__all__ = [
+    "FakeDiscovery",
+    "FakePool",
+    "Harness",
+    "PoolCall",
+    "make_config",
+    "make_loop",
+    "text_result",
+    "tool",
+]
+
+SEARCH_TOOL = ToolDef(
+    "search_tools",
+    "Search for and load tool definitions.",
+    {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "server_name": {"type": "string"},
+            "tool_names": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+)
+TOKENS_PER_TOOL = 100
+
+
+def tool(server: str, name: str, description: str = "", **properties: str) -> ToolDef:
+    schema = {"type": "object", "properties": {k: {"type": v} for k, v in properties.items()}}
+    return ToolDef(f"{server}_{name}", description or f"{name} on {server}", schema, server, name)
+
+
+def text_result(text: str, *, is_error: bool = False, server: str = "") -> ToolOutcome:
+    return ToolOutcome([Attachment("text", text=text)], is_error=is_error, server=server)
+
+
+@dataclass
+class FakeDiscovery:
+    eager: list[ToolDef]
+    deferred: list[ToolDef]
+    plans: list[list[str]] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)
+
+    def _by_name(self) -> dict[str, ToolDef]:
+        return {t.llm_name: t for t in self.eager + self.deferred}
+
+    async def plan_tools(
+        self,
+        *,
+        toolset: str,
+        discovered: Sequence[str],
+        provider: str,
+        time_limit: float | None,
+        with_deferred_names: bool = False,
+    ) -> ToolPlan:
+        if toolset not in ("", "all"):
+            raise NotFoundError(f"unknown toolset {toolset!r}; toolsets: all")
+        self.plans.append(list(discovered))
+        deferred = {t.llm_name: t for t in self.deferred}
+        found = [deferred[n] for n in dict.fromkeys(discovered) if n in deferred]
+        loaded = self.eager + found
+        sent = TOKENS_PER_TOOL * (len(loaded) + (1 if self.deferred else 0))
+        return ToolPlan(
+            loaded_tools=loaded,
+            search_tool=SEARCH_TOOL if self.deferred else None,
+            deferred_names=frozenset(deferred) if with_deferred_names else frozenset(),
+            tokens=TokenCounts(TOKENS_PER_TOOL * (len(self.eager) + len(self.deferred)), sent, "o200k_base"),
+        )
+
+    async def search_tools(
+        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+    ) -> SearchOutcome:
+        self.searches.append(arguments_json)
+        try:
+            args = json.loads(arguments_json or "{}")
+        except json.JSONDecodeError as err:
+            raise InvalidArgumentError(f"search_tools arguments are not valid JSON: {err.msg}") from None
+        if not isinstance(args, dict) or not (args.get("query") or args.get("tool_names")):
+            raise InvalidArgumentError("search_tools needs 'query' or 'tool_names'")
+        names = args.get("tool_names")
+        if names is not None and not isinstance(names, list):
+            raise InvalidArgumentError("tool_names must be a list of strings")
+        if names:
+            matches = [t for t in self.deferred if t.llm_name in names]
+        else:
+            words = str(args["query"]).lower().split()
+            matches = [
+                t
+                for t in self.deferred
+                if any(w in (t.llm_name + " " + t.description).lower() for w in words)
+            ]
+        if not matches:
+            return SearchOutcome("No tools found matching the search. Try different keywords.")
+        lines = [f"Found {len(matches)} tools:"]
+        for t in matches:
+            mark = " (already loaded)" if t.llm_name in loaded else ""
+            lines.append(f"- {t.llm_name} [{t.server}]{mark}: {t.description}")
+        lines.append("These tools are now loaded and available to call.")
+        return SearchOutcome("\n".join(lines), [t for t in matches if t.llm_name not in loaded])
+
+
+@dataclass
+class PoolCall:
+    llm_name: str
+    arguments_json: str
+    meta_json: str
+    time_limit: float | None
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
+
+
+@dataclass
+class FakePool:
+    handlers: dict[str, Handler] = field(default_factory=dict)
+    calls: list[PoolCall] = field(default_factory=list)
+    started: asyncio.Condition = field(default_factory=asyncio.Condition)
+    cancelled: list[str] = field(default_factory=list)
+
+    async def wait_for_calls(self, count: int, within: float = 10.0) -> None:
+        async with asyncio.timeout(within), self.started:
+            await self.started.wait_for(lambda: len(self.calls) >= count)
+
+    async def call_tool(
+        self, *, llm_name: str, arguments_json: str, meta_json: str, time_limit: float | None
+    ) -> ToolOutcome:
+        async with self.started:
+            self.calls.append(PoolCall(llm_name, arguments_json, meta_json, time_limit))
+            self.started.notify_all()
+        handler = self.handlers.get(llm_name)
+        if handler is None:
+            return text_result(f"ok from {llm_name}", server=llm_name.split("_", 1)[0])
+        try:
+            return await handler(json.loads(arguments_json or "{}"))
+        except asyncio.CancelledError:
+            self.cancelled.append(llm_name)
+            raise
+
+
+@dataclass
+class Harness:
+    fake: FakeProvider
+    discovery: FakeDiscovery
+    pool: FakePool
+    loop: ChatLoop
+    registry: CollectorRegistry
+    config: ToolscoutConfig
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+
+def make_config(fake: FakeProvider, templates: Path, **orchestrator: object) -> ToolscoutConfig:
+    return parse_config(
+        {
+            "clients": {
+                "oai": {
+                    "provider": "openai",
+                    "base_url": fake.openai_base_url,
+                    "api_key": "sk-test-secret-key-123456",
+                },
+                "claude": {
+                    "provider": "anthropic",
+                    "base_url": fake.anthropic_base_url,
+                    "api_key": "ak-test",
+                },
+            },
+            "models": {
+                "gpt": {"client": "oai", "model": "gpt-test"},
+                "sonnet": {"client": "claude", "model": "claude-test"},
+                "templated": {"client": "oai", "model": "gpt-test", "template": "tools"},
+            },
+            "toolscout": {"orchestrator": {"templates_dir": str(templates), **orchestrator}},
+        }
+    )
+
+
+def make_loop(
+    config: ToolscoutConfig, discovery: FakeDiscovery, pool: FakePool, registry: CollectorRegistry
+) -> ChatLoop:
+    settings = config.toolscout.orchestrator
+    return ChatLoop(
+        models=ModelRegistry(config),
+        discovery=discovery,
+        pool=pool,
+        prompts=SystemPrompts(Path(settings.templates_dir), settings.default_system_prompt),
+        settings=settings,
+        metrics=OrchestratorMetrics(registry),
+    )
