@@ -56,7 +56,8 @@ def test_casual_mcp_config_file_loads_unchanged(tmp_path: Path) -> None:
     assert isinstance(config.servers["core-tools"], StdioServerConfig)
     assert isinstance(config.servers["data-tools"], RemoteServerConfig)
     assert config.servers["research-tools"].defer_loading is True
-    assert config.tool_discovery.enabled and config.tool_discovery.max_search_results == 5
+    assert config.tool_discovery.enabled
+    assert config.tool_discovery.max_search_results == 5
     assert config.tool_sets["research"].servers["core-tools"] == ExcludeSpec(exclude=["rm"])
     assert config.models["qwen"].client == "ollama"
     assert config.base_dir == tmp_path
@@ -90,7 +91,8 @@ def test_environment_variables_expand_with_defaults(tmp_path: Path) -> None:
     assert config.clients["local"].base_url == "http://localhost:1234/v1"
     server = config.servers["s"]
     assert isinstance(server, StdioServerConfig)
-    assert server.command == "my-server" and server.env == {"TOKEN": "my-server"}
+    assert server.command == "my-server"
+    assert server.env == {"TOKEN": "my-server"}
 
 
 def test_missing_environment_variable_names_the_key_path() -> None:

@@ -77,6 +77,7 @@ def test_rpc_errors_from_peers_become_domain_errors_keeping_llm_facing_text() ->
     assert isinstance(err, errors.NotFoundError)
     assert err.message == "Unknown server 'x'. Valid servers: a, b"
     down = error_from_rpc(_RpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"), "pool")
-    assert isinstance(down, errors.UnavailableError) and "pool unavailable" in down.message
+    assert isinstance(down, errors.UnavailableError)
+    assert "pool unavailable" in down.message
     odd = error_from_rpc(_RpcError(grpc.StatusCode.INTERNAL, "internal error"), "pool")
     assert isinstance(odd, errors.UnavailableError)
