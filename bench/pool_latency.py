@@ -1,0 +1,202 @@
+"""Latency the pool adds to a tool call, and whether concurrent calls really run concurrently.
+
+Measures, against the same stdio server (examples/servers/text.py):
+  * direct: the MCP SDK's ClientSession calling ``reverse`` on its own subprocess;
+  * pool:   McpPool.call_tool in process (supervision, catalog lookup, limits, conversion);
+  * grpc:   CallTool on the service itself (``python -m mcp_pool_svc`` in its own process, as
+            deployed) over 127.0.0.1: what other services pay;
+  * floor:  ListServers on that service, an RPC without MCP work (the cost of gRPC itself).
+Calls alternate between the three so that drift hits them equally. Then 32 concurrent calls of
+``wait`` (0.1 s each) through gRPC: one shared session should finish them in about 0.1 s (the same
+burst straight through the SDK is measured alongside, as the server's own floor).
+
+Run: uv run --frozen python bench/pool_latency.py [--calls 1000] [--log-level INFO]
+Prints the results (after the service's own log lines) and writes bench/results/pool_latency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+
+from mcp_pool_svc.pool import McpPool
+from toolscout_kit.config import parse_config
+from toolscout_kit.logging import configure_logging
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = ROOT / "examples" / "servers" / "text.py"
+RESULTS = ROOT / "bench" / "results" / "pool_latency.json"
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _summary(ms: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(_pct(ms, 0.50), 4),
+        "p90_ms": round(_pct(ms, 0.90), 4),
+        "p99_ms": round(_pct(ms, 0.99), 4),
+        "mean_ms": round(statistics.fmean(ms), 4),
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def main(calls: int, warmup: int, log_level: str, workdir: Path) -> dict[str, Any]:
+    # max_concurrency above 32: the default per-server limit (16) would run the burst in two waves.
+    server_entry = {"command": sys.executable, "args": [str(SERVER)], "max_concurrency": 64}
+    pool = McpPool(parse_config({"servers": {"text": server_entry}}, base_dir=ROOT))
+    await pool.start(wait=60)
+    # The service as deployed: its own process (python -m mcp_pool_svc), this one is the client.
+    port = _free_port()
+    service_config = workdir / "pool_latency_config.json"
+    service_config.write_text(
+        json.dumps(
+            {
+                "servers": {"text": server_entry},
+                "toolscout": {
+                    "log_level": log_level,
+                    "pool": {"listen": f"127.0.0.1:{port}", "metrics_port": -1},
+                },
+            }
+        )
+    )
+    service = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mcp_pool_svc",
+        "--config",
+        str(service_config),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
+    direct_ms: list[float] = []
+    pool_ms: list[float] = []
+    grpc_ms: list[float] = []
+    rpc_floor_ms: list[float] = []
+    try:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            await session.initialize()
+            stub = mcp_pool_pb2_grpc.McpPoolStub(channel)
+            request = mcp_pool_pb2.CallToolRequest(
+                server="text", tool="reverse", arguments_json='{"text": "abc"}'
+            )
+            list_servers = mcp_pool_pb2.ListServersRequest()
+            await stub.CallTool(request, timeout=60, wait_for_ready=True)
+            for i in range(warmup + calls):
+                t0 = time.perf_counter()
+                await session.call_tool("reverse", {"text": "abc"})
+                t1 = time.perf_counter()
+                await pool.call_tool(server="text", tool="reverse", arguments={"text": "abc"})
+                t2 = time.perf_counter()
+                await stub.CallTool(request, timeout=10)
+                t3 = time.perf_counter()
+                await stub.ListServers(list_servers, timeout=10)
+                t4 = time.perf_counter()
+                if i >= warmup:
+                    direct_ms.append((t1 - t0) * 1000)
+                    pool_ms.append((t2 - t1) * 1000)
+                    grpc_ms.append((t3 - t2) * 1000)
+                    rpc_floor_ms.append((t4 - t3) * 1000)
+
+            concurrent: list[float] = []
+            concurrent_direct: list[float] = []
+            wait = mcp_pool_pb2.CallToolRequest(server="text", tool="wait", arguments_json='{"seconds": 0.1}')
+            for _ in range(5):
+                t0 = time.perf_counter()
+                await asyncio.gather(*(stub.CallTool(wait, timeout=30) for _ in range(32)))
+                concurrent.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                await asyncio.gather(*(session.call_tool("wait", {"seconds": 0.1}) for _ in range(32)))
+                concurrent_direct.append(time.perf_counter() - t0)
+    finally:
+        await pool.stop()
+        service.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(service.wait(), 30)
+
+    direct, via_pool, via_grpc = _summary(direct_ms), _summary(pool_ms), _summary(grpc_ms)
+    return {
+        "command": " ".join(["uv run --frozen python bench/pool_latency.py", *sys.argv[1:]]),
+        "calls": calls,
+        "server": "examples/servers/text.py (tool: reverse), stdio",
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            # Other work on the machine inflates every figure; recorded so runs can be compared.
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+        },
+        "direct_sdk": direct,
+        "pool_in_process": via_pool,
+        "pool_via_grpc": via_grpc,
+        # A unary RPC that touches no MCP server (ListServers): the cost of gRPC + interceptors alone.
+        "grpc_rpc_floor_list_servers": _summary(rpc_floor_ms),
+        # Median of per-iteration differences: robust to load spikes that hit one call of a triple.
+        "added_ms_paired_median": {
+            "pool_in_process": round(
+                statistics.median(p - d for p, d in zip(pool_ms, direct_ms, strict=True)), 4
+            ),
+            "grpc": round(statistics.median(g - d for g, d in zip(grpc_ms, direct_ms, strict=True)), 4),
+        },
+        "added_ms": {
+            "pool_in_process_p50": round(via_pool["p50_ms"] - direct["p50_ms"], 4),
+            "pool_in_process_p99": round(via_pool["p99_ms"] - direct["p99_ms"], 4),
+            "grpc_p50": round(via_grpc["p50_ms"] - direct["p50_ms"], 4),
+            "grpc_p99": round(via_grpc["p99_ms"] - direct["p99_ms"], 4),
+        },
+        "concurrent_32_x_100ms_sleep_seconds": {
+            "runs": [round(s, 4) for s in concurrent],
+            "median": round(statistics.median(concurrent), 4),
+            # The same 32 calls straight through the SDK: what the server itself allows.
+            "direct_sdk_runs": [round(s, 4) for s in concurrent_direct],
+            "direct_sdk_median": round(statistics.median(concurrent_direct), 4),
+            "serial_would_take": 3.2,
+        },
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        help="the service's log level; INFO (its default) logs one line per RPC",
+    )
+    args = parser.parse_args()
+    # The in-process pool logs like the service does (state changes only; no per-call lines).
+    configure_logging(args.log_level)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = asyncio.run(main(args.calls, args.warmup, args.log_level, Path(tmp)))
+    result["log_level"] = args.log_level
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))

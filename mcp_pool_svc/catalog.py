@@ -1,0 +1,220 @@
+"""The merged tool catalog of every server, its version hash and change watchers.
+
+Plain data: the supervisors tell it what each server listed and whether the server is usable; it
+keeps the tools sorted by ``(server, name)``, names them for the LLM, hashes the contents into a
+``catalog_version`` and wakes watchers with the names of the servers that changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_pool_svc.naming import NameTable
+
+__all__ = ["Catalog", "CatalogSnapshot", "CatalogTool", "CatalogUpdate", "ToolDef", "tool_def_from_mcp"]
+
+
+def _json_or_empty(value: Any) -> str:
+    if value is None:
+        return ""
+    # Key order as the server sent it; no sorting, so `$defs` and friends stay as they were.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One tool as its server listed it (JSON documents kept as JSON strings)."""
+
+    name: str
+    title: str = ""
+    description: str = ""
+    input_schema_json: str = '{"type":"object"}'
+    output_schema_json: str = ""
+    annotations_json: str = ""
+
+
+def tool_def_from_mcp(tool: Any) -> ToolDef:
+    """A :class:`ToolDef` from an ``mcp_types.Tool``."""
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+    title = tool.title or (annotations or {}).get("title") or ""
+    return ToolDef(
+        name=tool.name,
+        title=title,
+        description=tool.description or "",
+        input_schema_json=_json_or_empty(tool.input_schema) or '{"type":"object"}',
+        output_schema_json=_json_or_empty(tool.output_schema),
+        annotations_json=_json_or_empty(annotations),
+    )
+
+
+@dataclass(frozen=True)
+class CatalogTool:
+    """One tool in the catalog."""
+
+    server: str
+    llm_name: str
+    available: bool
+    tool: ToolDef
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    version: str
+    tools: tuple[CatalogTool, ...]
+
+
+@dataclass(frozen=True)
+class CatalogUpdate:
+    snapshot: CatalogSnapshot
+    changed_servers: tuple[str, ...]
+
+
+@dataclass
+class _Watcher:
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Entry:
+    tools: tuple[ToolDef, ...]
+    available: bool = True
+
+
+class Catalog:
+    """Per-server tool listings merged into one versioned catalog."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._names = NameTable()
+        self._tools: tuple[CatalogTool, ...] = ()
+        self._by_pair: dict[tuple[str, str], CatalogTool] = {}
+        self._version = self._hash(())
+        self._watchers: list[_Watcher] = []
+
+    # --- updates (each returns whether anything changed) ---------------------------------
+
+    def set_tools(self, server: str, tools: Iterable[ToolDef]) -> bool:
+        """Records a fresh listing of ``server``; its tools become available."""
+        # A server may list a name twice; the first definition wins so lookups stay unambiguous.
+        unique: dict[str, ToolDef] = {}
+        for tool in tools:
+            unique.setdefault(tool.name, tool)
+        entry = _Entry(tuple(sorted(unique.values(), key=lambda t: t.name)), True)
+        if self._entries.get(server) == entry:
+            return False
+        self._entries[server] = entry
+        self._rebuild([server])
+        return True
+
+    def set_available(self, server: str, available: bool) -> bool:
+        """Marks the tools of ``server`` (un)available without forgetting them."""
+        entry = self._entries.get(server)
+        if entry is None or entry.available == available:
+            return False
+        entry.available = available
+        self._rebuild([server])
+        return True
+
+    def drop(self, server: str) -> bool:
+        """Forgets every tool of ``server``."""
+        if self._entries.pop(server, None) is None:
+            return False
+        self._rebuild([server])
+        return True
+
+    # --- reads --------------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def snapshot(
+        self, *, include_unavailable: bool = True, servers: Iterable[str] | None = None
+    ) -> CatalogSnapshot:
+        wanted = set(servers) if servers is not None else None
+        tools = tuple(
+            t
+            for t in self._tools
+            if (include_unavailable or t.available) and (wanted is None or t.server in wanted)
+        )
+        return CatalogSnapshot(self._version, tools)
+
+    def lookup(self, server: str, tool: str) -> CatalogTool | None:
+        return self._by_pair.get((server, tool))
+
+    def resolve(self, llm_name: str) -> CatalogTool | None:
+        pair = self._names.resolve(llm_name)
+        return self._by_pair.get(pair) if pair else None
+
+    def has_listing(self, server: str) -> bool:
+        return server in self._entries
+
+    def tool_count(self, server: str) -> int:
+        entry = self._entries.get(server)
+        return len(entry.tools) if entry else 0
+
+    def counts(self) -> Mapping[str, int]:
+        return {server: len(entry.tools) for server, entry in self._entries.items()}
+
+    async def watch(self, known_version: str = "") -> AsyncGenerator[CatalogUpdate, None]:
+        """The current snapshot (unless still ``known_version``), then one per change.
+
+        A slow consumer never queues snapshots: it gets the latest one, with the union of the
+        servers that changed since the one it saw last.
+        """
+        watcher = _Watcher()
+        self._watchers.append(watcher)
+        try:
+            if self._version != known_version:
+                yield CatalogUpdate(self.snapshot(), ())
+            while True:
+                await watcher.wake.wait()
+                watcher.wake.clear()
+                changed = tuple(sorted(watcher.changed))
+                watcher.changed.clear()
+                yield CatalogUpdate(self.snapshot(), changed)
+        finally:
+            self._watchers.remove(watcher)
+
+    # --- internals ----------------------------------------------------------------------
+
+    @staticmethod
+    def _hash(tools: tuple[CatalogTool, ...]) -> str:
+        digest = hashlib.sha256()
+        for t in tools:
+            d = t.tool
+            for part in (t.server, d.name, t.llm_name, str(t.available), d.title, d.description):
+                digest.update(part.encode())
+                digest.update(b"\x00")
+            for part in (d.input_schema_json, d.output_schema_json, d.annotations_json):
+                digest.update(part.encode())
+                digest.update(b"\x00")
+        return digest.hexdigest()[:16]
+
+    def _rebuild(self, changed: list[str]) -> None:
+        self._names = NameTable((server, t.name) for server, e in self._entries.items() for t in e.tools)
+        tools = tuple(
+            CatalogTool(server, self._names.name_for(server, t.name), e.available, t)
+            for server in sorted(self._entries)
+            for e in (self._entries[server],)
+            for t in e.tools
+        )
+        self._tools = tools
+        self._by_pair = {(t.server, t.name): t for t in tools}
+        version = self._hash(tools)
+        if version == self._version:
+            return
+        self._version = version
+        for watcher in self._watchers:
+            watcher.changed.update(changed)
+            watcher.wake.set()

@@ -1,0 +1,84 @@
+"""LLM-facing tool names: sanitized, at most 64 characters, collision-free and stable.
+
+A name is a pure function of its own ``(server, tool)`` pair, so adding or removing another server
+never renames an existing tool. The readable form is ``<server>__<tool>``; whenever that form could
+be ambiguous or invalid (characters replaced, a server name containing ``__`` or ending in ``_``,
+too long) a short hash of the exact pair is appended instead, which keeps distinct pairs distinct.
+Names are resolved through :class:`NameTable`, never by splitting them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "NameTable", "llm_name"]
+
+MAX_NAME_LENGTH = 64
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_SEPARATOR = "__"
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _sanitize(part: str) -> str:
+    return _INVALID.sub("_", part)
+
+
+def _hashed(server: str, tool: str, digits: int) -> str:
+    digest = hashlib.sha256(f"{server}\x00{tool}".encode()).hexdigest()[:digits]
+    base = f"{_sanitize(server)}{_SEPARATOR}{_sanitize(tool)}"
+    keep = MAX_NAME_LENGTH - digits - 1
+    return f"{base[:keep]}_{digest}"
+
+
+def _plain_is_unambiguous(server: str, tool: str) -> bool:
+    # With a server that has no "__" and does not end in "_", the first "__" in the name marks
+    # the separator, so two different pairs can never produce the same plain name.
+    return (
+        bool(server)
+        and bool(tool)
+        and _sanitize(server) == server
+        and _sanitize(tool) == tool
+        and _SEPARATOR not in server
+        and not server.endswith("_")
+        and len(server) + len(_SEPARATOR) + len(tool) <= MAX_NAME_LENGTH
+    )
+
+
+def llm_name(server: str, tool: str, *, hash_digits: int = 8) -> str:
+    """The LLM-facing name of ``tool`` on ``server`` (depends on nothing else)."""
+    if _plain_is_unambiguous(server, tool):
+        return f"{server}{_SEPARATOR}{tool}"
+    return _hashed(server, tool, hash_digits)
+
+
+class NameTable:
+    """Both directions between ``(server, tool)`` and LLM-facing names for one catalog."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]] = ()) -> None:
+        self._by_pair: dict[tuple[str, str], str] = {}
+        self._by_name: dict[str, tuple[str, str]] = {}
+        # Sorted so that the (astronomically unlikely) hash-collision fallback is deterministic.
+        for pair in sorted(set(pairs)):
+            self._add(pair)
+
+    def _add(self, pair: tuple[str, str]) -> None:
+        name = llm_name(*pair)
+        digits = 8
+        while name in self._by_name and self._by_name[name] != pair:
+            digits += 8
+            name = _hashed(pair[0], pair[1], digits)
+        self._by_pair[pair] = name
+        self._by_name[name] = pair
+
+    def name_for(self, server: str, tool: str) -> str:
+        """The name of a pair in this table (computed on the fly for a pair not in it)."""
+        return self._by_pair.get((server, tool)) or llm_name(server, tool)
+
+    def resolve(self, name: str) -> tuple[str, str] | None:
+        """The ``(server, tool)`` pair behind a name, or None when no tool has that name."""
+        return self._by_name.get(name)
+
+    def __len__(self) -> int:
+        return len(self._by_pair)

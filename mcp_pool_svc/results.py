@@ -1,0 +1,150 @@
+"""Tool results as the pool returns them: every content block kept, with a size cap.
+
+MCP content blocks become :class:`ContentItem` (text, decoded bytes, MIME type, URI, name, and the
+rest of the block as JSON). A result larger than the cap is rejected or truncated with a visible
+marker, never cut silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from mcp_pool_svc.errors import ResultTooLargeError
+
+__all__ = ["ContentItem", "ToolResult", "apply_size_cap", "content_from_mcp", "error_result_content"]
+
+TRUNCATION_MARKER = "[toolscout: result truncated: {total} bytes exceed the {cap}-byte limit{extra}]"
+# Room kept for the marker itself when truncating.
+_MARKER_RESERVE = 256
+
+
+@dataclass(frozen=True)
+class ContentItem:
+    """One content block. ``raw_json`` holds the block minus the payload already in text/data."""
+
+    type: str
+    text: str = ""
+    data: bytes = b""
+    mime_type: str = ""
+    uri: str = ""
+    name: str = ""
+    raw_json: str = ""
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode()) + len(self.data)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    server: str
+    tool: str
+    content: tuple[ContentItem, ...]
+    structured_content_json: str
+    is_error: bool
+    truncated: bool
+    duration_seconds: float
+
+
+def _b64(value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=False)
+    except (binascii.Error, ValueError):
+        return value.encode()
+
+
+def _raw(block: dict[str, Any]) -> str:
+    return json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+
+
+def content_from_mcp(block: Any) -> ContentItem:
+    """A :class:`ContentItem` from any MCP content block model."""
+    raw: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
+    kind = str(raw.get("type", ""))
+    if kind == "text":
+        text = str(raw.pop("text", ""))
+        return ContentItem("text", text=text, raw_json=_raw(raw))
+    if kind in ("image", "audio"):
+        data = _b64(str(raw.pop("data", "")))
+        return ContentItem(kind, data=data, mime_type=str(raw.get("mimeType", "")), raw_json=_raw(raw))
+    if kind == "resource_link":
+        return ContentItem(
+            kind,
+            uri=str(raw.get("uri", "")),
+            name=str(raw.get("name", "")),
+            mime_type=str(raw.get("mimeType", "")),
+            raw_json=_raw(raw),
+        )
+    if kind == "resource":
+        resource = dict(raw.get("resource") or {})
+        text = str(resource.pop("text", "")) if "text" in resource else ""
+        data = _b64(str(resource.pop("blob", ""))) if "blob" in resource else b""
+        raw["resource"] = resource
+        return ContentItem(
+            "resource",
+            text=text,
+            data=data,
+            uri=str(resource.get("uri", "")),
+            mime_type=str(resource.get("mimeType", "")),
+            raw_json=_raw(raw),
+        )
+    # A block type from a newer protocol revision: pass it through whole.
+    return ContentItem(kind or "unknown", raw_json=_raw(raw))
+
+
+def error_result_content(message: str) -> tuple[ContentItem, ...]:
+    return (ContentItem("text", text=message, raw_json='{"type":"text"}'),)
+
+
+def _cut_text(text: str, max_bytes: int) -> str:
+    return text.encode()[: max(max_bytes, 0)].decode(errors="ignore")
+
+
+def apply_size_cap(
+    content: tuple[ContentItem, ...],
+    structured_json: str,
+    *,
+    max_bytes: int,
+    mode: Literal["truncate", "reject"],
+    what: str,
+) -> tuple[tuple[ContentItem, ...], str, bool]:
+    """Returns ``(content, structured_json, truncated)`` within ``max_bytes``.
+
+    Raises:
+        ResultTooLargeError: the result is too large and ``mode`` is ``"reject"``.
+    """
+    total = sum(item.size for item in content) + len(structured_json.encode())
+    if total <= max_bytes:
+        return content, structured_json, False
+    if mode == "reject":
+        raise ResultTooLargeError(
+            f"the result of {what} is {total} bytes, more than the {max_bytes}-byte limit (max_result_bytes)"
+        )
+    budget = max(max_bytes - _MARKER_RESERVE, 0)
+    kept: list[ContentItem] = []
+    used = 0
+    for item in content:
+        if used + item.size <= budget:
+            kept.append(item)
+            used += item.size
+            continue
+        if item.text and not item.data:
+            kept.append(replace(item, text=_cut_text(item.text, budget - used)))
+        break
+    omitted = len(content) - len(kept)
+    structured = structured_json if used + len(structured_json.encode()) <= budget else ""
+    extras = []
+    if omitted:
+        extras.append(f"; {omitted} content block(s) omitted")
+    if structured_json and not structured:
+        extras.append("; structured content omitted")
+    marker = TRUNCATION_MARKER.format(total=total, cap=max_bytes, extra="".join(extras))
+    if kept and kept[-1].type == "text":
+        kept[-1] = replace(kept[-1], text=f"{kept[-1].text}\n{marker}")
+    else:
+        kept.extend(error_result_content(marker))
+    return tuple(kept), structured, True

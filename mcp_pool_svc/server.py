@@ -1,0 +1,66 @@
+"""Wires the pool into a gRPC server: McpPool service, per-server health, shutdown cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
+
+from mcp_pool_svc.metrics import PrometheusPoolMetrics
+from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.servicer import McpPoolServicer
+from mcp_pool_svc.supervisor import HEALTH_PREFIX
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+
+__all__ = ["SERVICE_NAME", "build_server"]
+
+SERVICE_NAME = "toolscout.mcp_pool.v1.McpPool"
+# How long start-up waits for the servers' first connection before serving anyway.
+_STARTUP_WAIT = 10.0
+
+
+async def build_server(
+    config: ToolscoutConfig,
+    *,
+    listen: str | None = None,
+    metrics_port: int | None = None,
+    pool: McpPool | None = None,
+) -> RunningServer:
+    """Starts the pool and a server hosting it; ``stop()`` on the result also stops the pool.
+
+    Servers are connected in parallel; the gRPC port opens once each has connected or failed
+    once (bounded), so the first ListTools already has what is reachable.
+    """
+    pool = pool or McpPool(config, metrics=PrometheusPoolMetrics())
+    await pool.start(wait=_STARTUP_WAIT)
+    settings = config.toolscout.pool
+    try:
+        running = await start_server(
+            [
+                ServiceBinding(
+                    SERVICE_NAME, mcp_pool_pb2_grpc.add_McpPoolServicer_to_server, McpPoolServicer(pool)
+                )
+            ],
+            settings,
+            config.toolscout.security,
+            listen=listen,
+            metrics_port=metrics_port,
+        )
+    except BaseException:
+        await pool.stop()
+        raise
+    running.add_cleanup(pool.stop)
+
+    pending: set[asyncio.Task[None]] = set()
+
+    def report(server: str) -> None:
+        # Health updates are async; keep a reference so the task is not collected mid-flight.
+        task = asyncio.create_task(running.set_status(HEALTH_PREFIX + server, pool.is_serving(server)))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    for name in pool.server_names:
+        await running.set_status(HEALTH_PREFIX + name, pool.is_serving(name))
+    pool.add_listener(report)
+    return running

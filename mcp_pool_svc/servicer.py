@@ -1,0 +1,137 @@
+"""gRPC adapter for :class:`mcp_pool_svc.pool.McpPool`: protobuf in, domain call, protobuf out.
+
+Domain errors propagate unchanged; the kit's error interceptor maps them to status codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from toolscout.common.v1 import common_pb2
+from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+
+from mcp_pool_svc.catalog import CatalogSnapshot, CatalogTool
+from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.results import ContentItem, ToolResult
+from mcp_pool_svc.supervisor import ServerState, ServerStatus
+
+__all__ = ["McpPoolServicer", "content_to_proto", "tool_to_proto"]
+
+_STATES = {
+    ServerState.STARTING: mcp_pool_pb2.SERVER_STATE_STARTING,
+    ServerState.READY: mcp_pool_pb2.SERVER_STATE_READY,
+    ServerState.RECONNECTING: mcp_pool_pb2.SERVER_STATE_RECONNECTING,
+    ServerState.FAILED: mcp_pool_pb2.SERVER_STATE_FAILED,
+    ServerState.IDLE: mcp_pool_pb2.SERVER_STATE_IDLE,
+    ServerState.STOPPED: mcp_pool_pb2.SERVER_STATE_STOPPED,
+}
+
+
+def tool_to_proto(tool: CatalogTool) -> common_pb2.Tool:
+    d = tool.tool
+    return common_pb2.Tool(
+        server=tool.server,
+        name=d.name,
+        llm_name=tool.llm_name,
+        title=d.title,
+        description=d.description,
+        input_schema_json=d.input_schema_json,
+        output_schema_json=d.output_schema_json,
+        annotations_json=d.annotations_json,
+        available=tool.available,
+    )
+
+
+def content_to_proto(item: ContentItem) -> common_pb2.ContentBlock:
+    return common_pb2.ContentBlock(
+        type=item.type,
+        text=item.text,
+        data=item.data,
+        mime_type=item.mime_type,
+        uri=item.uri,
+        name=item.name,
+        raw_json=item.raw_json,
+    )
+
+
+def _status_to_proto(status: ServerStatus) -> mcp_pool_pb2.ServerStatus:
+    return mcp_pool_pb2.ServerStatus(
+        name=status.name,
+        transport=status.transport,
+        state=_STATES[status.state],
+        tool_count=status.tool_count,
+        restarts=status.restarts,
+        last_error=status.last_error,
+        state_since_unix=status.state_since_unix,
+        defer_loading=status.defer_loading,
+        health_service=status.health_service,
+        server_info=status.server_info,
+    )
+
+
+def _tools(snapshot: CatalogSnapshot) -> list[common_pb2.Tool]:
+    return [tool_to_proto(t) for t in snapshot.tools]
+
+
+def _result_to_proto(result: ToolResult) -> mcp_pool_pb2.CallToolResponse:
+    return mcp_pool_pb2.CallToolResponse(
+        content=[content_to_proto(c) for c in result.content],
+        structured_content_json=result.structured_content_json,
+        is_error=result.is_error,
+        truncated=result.truncated,
+        server=result.server,
+        tool=result.tool,
+        duration_seconds=result.duration_seconds,
+    )
+
+
+class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
+    """``toolscout.mcp_pool.v1.McpPool`` over an :class:`McpPool`."""
+
+    def __init__(self, pool: McpPool) -> None:
+        self._pool = pool
+
+    async def ListServers(
+        self, request: mcp_pool_pb2.ListServersRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.ListServersResponse:
+        return mcp_pool_pb2.ListServersResponse(
+            servers=[_status_to_proto(s) for s in self._pool.list_servers()]
+        )
+
+    async def ListTools(
+        self, request: mcp_pool_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.ListToolsResponse:
+        snapshot = self._pool.list_tools(
+            list(request.servers), include_unavailable=request.include_unavailable
+        )
+        return mcp_pool_pb2.ListToolsResponse(tools=_tools(snapshot), catalog_version=snapshot.version)
+
+    async def CallTool(
+        self, request: mcp_pool_pb2.CallToolRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.CallToolResponse:
+        remaining = context.time_remaining()
+        # Finish (and cancel on the MCP server) a little before the caller's deadline so the
+        # caller gets our DEADLINE_EXCEEDED rather than its own.
+        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        result = await self._pool.call_tool(
+            server=request.server,
+            tool=request.tool,
+            llm_name=request.llm_name,
+            arguments=request.arguments_json,
+            meta=request.meta_json,
+            timeout_seconds=max(request.timeout_seconds, 0.0),
+            deadline=deadline,
+        )
+        return _result_to_proto(result)
+
+    async def WatchCatalog(
+        self, request: mcp_pool_pb2.WatchCatalogRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
+        async for update in self._pool.watch_catalog(request.known_version):
+            yield mcp_pool_pb2.WatchCatalogResponse(
+                catalog_version=update.snapshot.version,
+                tools=_tools(update.snapshot),
+                changed_servers=list(update.changed_servers),
+            )

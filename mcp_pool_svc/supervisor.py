@@ -1,0 +1,378 @@
+"""Supervision of one MCP server: connect, watch, restart with backoff, give up slowly.
+
+One :class:`Supervisor` per configured server runs :meth:`Supervisor.run` as its own task. It keeps
+one initialized session open, re-lists tools on ``list_changed`` and on the TTL, pings to find a
+hung server, stops an idle stdio server when ``idle_timeout`` is set, and reconnects after any
+loss with exponential backoff and jitter. Too many restarts inside the crash-loop window park the
+server in FAILED, from where it is retried every ``failed_retry_interval``. Leaving a connection
+always goes through the transport's own shutdown, which kills the stdio server's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+import mcp_types
+from mcp.shared.exceptions import MCPError
+
+from mcp_pool_svc.catalog import Catalog
+from mcp_pool_svc.errors import ServerUnavailableError
+from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
+from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
+from toolscout_kit.logging import get_logger, redact
+
+__all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay", "describe_error"]
+
+log = get_logger(__name__)
+
+HEALTH_PREFIX = "toolscout.mcp_pool.v1.server."
+
+
+class ServerState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    RECONNECTING = "reconnecting"
+    FAILED = "failed"
+    IDLE = "idle"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    transport: str
+    state: ServerState
+    tool_count: int
+    restarts: int
+    last_error: str
+    state_since_unix: float
+    defer_loading: bool
+    health_service: str
+    server_info: str
+
+
+def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:
+    """Exponential backoff with "equal jitter": between half and all of the capped delay."""
+    capped = min(maximum, initial * (2 ** min(attempt, 30)))
+    return float(capped / 2 + rng.uniform(0, capped / 2))
+
+
+def describe_error(err: BaseException) -> str:
+    """A one-line, secret-free description of why a connection failed."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    if isinstance(err, TimeoutError) and not str(err):
+        return "timed out"
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return redact(f"{type(err).__name__}: {text}" if text else type(err).__name__)[:500]
+
+
+_Exit = Literal["stop", "idle"]
+
+
+class Supervisor:
+    """Keeps one server connected and reports its state."""
+
+    def __init__(
+        self,
+        name: str,
+        config: StdioServerConfig | RemoteServerConfig,
+        settings: PoolSettings,
+        *,
+        connector: Connector,
+        catalog: Catalog,
+        metrics: PoolMetrics,
+        on_change: Callable[[str], None],
+        rng: random.Random,
+        blip_grace: float,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._settings = settings
+        self._connector = connector
+        self._catalog = catalog
+        self._metrics = metrics
+        self._on_change = on_change
+        self._rng = rng
+        self._blip_grace = min(blip_grace, settings.unavailable_grace)
+        self._ttl = settings.effective_tool_cache_ttl
+        self._state = ServerState.STARTING
+        self._state_since = time.time()
+        self._changed = asyncio.Event()
+        self._poke = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._refresh = False
+        self._conn: Connection | None = None
+        self._restarts = 0
+        self._last_error = ""
+        self._stream_error = ""
+        self._exit_detail = ""
+        self._server_info = ""
+        self._inflight = 0
+        self._last_activity = time.monotonic()
+        self._grace_task: asyncio.Task[None] | None = None
+        self._attempt: anyio.CancelScope | None = None
+        self.semaphore = asyncio.Semaphore(config.max_concurrency)
+
+    # --- what the pool reads --------------------------------------------------------------
+
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    def status(self) -> ServerStatus:
+        return ServerStatus(
+            name=self.name,
+            transport=transport_name(self.config),
+            state=self._state,
+            tool_count=self._catalog.tool_count(self.name),
+            restarts=self._restarts,
+            last_error=self._last_error,
+            state_since_unix=self._state_since,
+            defer_loading=self.config.defer_loading,
+            health_service=HEALTH_PREFIX + self.name,
+            server_info=self._server_info,
+        )
+
+    async def connection_for_call(self) -> Connection:
+        """The live connection, starting an idle server and waiting out a first start.
+
+        Raises:
+            ServerUnavailableError: the server is reconnecting, failed or stopped.
+        """
+        while True:
+            if self._state is ServerState.READY and self._conn is not None:
+                return self._conn
+            if self._state is ServerState.IDLE:
+                self._wake.set()
+            elif self._state is not ServerState.STARTING:
+                detail = f": {self._last_error}" if self._last_error else ""
+                raise ServerUnavailableError(f"MCP server {self.name!r} is {self._state.value}{detail}")
+            changed = self._changed
+            await changed.wait()
+
+    def call_started(self) -> None:
+        self._inflight += 1
+        self._last_activity = time.monotonic()
+
+    def call_finished(self) -> None:
+        self._inflight -= 1
+        self._last_activity = time.monotonic()
+        if self._inflight == 0 and self._idle_timeout is not None:
+            self._poke.set()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        self._poke.set()
+        self._wake.set()
+        if self._attempt is not None and self._state is not ServerState.READY:
+            self._attempt.cancel()
+
+    @property
+    def _idle_timeout(self) -> float | None:
+        return self.config.idle_timeout if isinstance(self.config, StdioServerConfig) else None
+
+    # --- state ---------------------------------------------------------------------------
+
+    def _set_state(self, state: ServerState) -> None:
+        if state is self._state:
+            return
+        log.info("mcp_server_state", server=self.name, state=state.value, previous=self._state.value)
+        self._state = state
+        self._state_since = time.time()
+        self._metrics.server_up(self.name, state is ServerState.READY)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+        self._on_change(self.name)
+
+    def _catalog_changed(self) -> None:
+        self._metrics.catalog_tools(self.name, self._catalog.tool_count(self.name))
+        self._on_change(self.name)
+
+    def _on_event(self, event: ConnectionEvent, detail: str) -> None:
+        if event == "tools_changed":
+            self._refresh = True
+        elif event == "exited":
+            self._exit_detail = detail
+        elif event == "stream_error":
+            self._stream_error = detail
+            self._last_error = detail
+        self._poke.set()
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        attempt = 0
+        restarts: deque[float] = deque()
+        try:
+            while not self._stop.is_set():
+                outcome = await self._connect_and_watch()
+                if self._stop.is_set() or outcome == "stop":
+                    break
+                if outcome == "idle":
+                    await self._idle_until_needed()
+                    continue
+                if outcome == "ready_then_lost":
+                    attempt = 0
+                attempt = await self._wait_before_restart(restarts, attempt)
+                if self._stop.is_set():
+                    break
+                self._restarts += 1
+                self._metrics.server_restarted(self.name)
+        finally:
+            if self._grace_task is not None:
+                self._grace_task.cancel()
+            self._set_state(ServerState.STOPPED)
+
+    async def _connect_and_watch(self) -> _Exit | Literal["lost", "ready_then_lost"]:
+        """One connection, from spawn/dial to loss (or to stop / idle)."""
+        self._exit_detail = ""
+        was_ready = False
+        try:
+            # Stop cancels this scope, so a server stuck in initialize does not hold up
+            # shutdown; the transport's own teardown is shielded and still runs.
+            with anyio.CancelScope() as self._attempt:
+                async with self._connector(self.name, self.config, self._on_event) as conn:
+                    await self._became_ready(conn)
+                    was_ready = True
+                    return await self._monitor(conn)
+        except Exception as err:
+            self._last_error = self._explain(err)
+            log.warning("mcp_server_lost", server=self.name, error=self._last_error)
+        finally:
+            self._conn = None
+            self._attempt = None
+        if self._stop.is_set():
+            return "stop"
+        return "ready_then_lost" if was_ready else "lost"
+
+    async def _idle_until_needed(self) -> None:
+        # Its tools stay in the catalog: the next call starts it again.
+        self._wake.clear()
+        self._set_state(ServerState.IDLE)
+        await self._wake.wait()
+        if not self._stop.is_set():
+            self._set_state(ServerState.STARTING)
+
+    async def _wait_before_restart(self, restarts: deque[float], attempt: int) -> int:
+        """Backs off (or parks in FAILED when crash-looping); returns the next attempt number."""
+        self._went_down()
+        now = time.monotonic()
+        restarts.append(now)
+        while restarts and now - restarts[0] > self._settings.crash_loop_window:
+            restarts.popleft()
+        if len(restarts) > self._settings.crash_loop_restarts:
+            self._set_state(ServerState.FAILED)
+            await self._sleep(self._settings.failed_retry_interval)
+            restarts.clear()
+            if not self._stop.is_set():
+                self._set_state(ServerState.RECONNECTING)
+            return 0
+        self._set_state(ServerState.RECONNECTING)
+        s = self._settings
+        await self._sleep(backoff_delay(attempt, s.initial_backoff, s.max_backoff, self._rng))
+        return attempt + 1
+
+    def _explain(self, err: BaseException) -> str:
+        text = describe_error(err)
+        starting = self._state is not ServerState.READY
+        if text == "timed out" and starting:
+            text = f"no answer to initialize within {self.config.connect_timeout:g}s"
+        elif text == "MCPError: Connection closed" and starting:
+            text = "the server closed the connection while starting"
+        if self._exit_detail and ("closed" in text or "timed out" in text):
+            text = f"{text}: {self._exit_detail}"
+        if self._stream_error and self._stream_error not in text:
+            text = f"{text} ({self._stream_error})"
+        return text
+
+    async def _sleep(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            await self._stop.wait()
+
+    async def _became_ready(self, conn: Connection) -> None:
+        with anyio.fail_after(self.config.connect_timeout):
+            tools = await conn.list_tools()
+        if self._grace_task is not None:
+            self._grace_task.cancel()
+            self._grace_task = None
+        self._server_info = conn.server_info
+        self._stream_error = ""
+        self._last_activity = time.monotonic()
+        self._refresh = False
+        if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
+            self._catalog_changed()
+        self._conn = conn
+        self._set_state(ServerState.READY)
+
+    def _went_down(self) -> None:
+        self._metrics.server_up(self.name, False)
+        if self._grace_task is None and self._catalog.has_listing(self.name):
+            self._grace_task = asyncio.create_task(self._grace(), name=f"grace-{self.name}")
+
+    async def _grace(self) -> None:
+        # A blip shorter than blip_grace changes nothing in the catalog.
+        await anyio.sleep(self._blip_grace)
+        if self._catalog.set_available(self.name, False):
+            self._catalog_changed()
+        await anyio.sleep(max(self._settings.unavailable_grace - self._blip_grace, 0.0))
+        if self._catalog.drop(self.name):
+            self._catalog_changed()
+        self._grace_task = None
+
+    async def _relist(self, conn: Connection) -> None:
+        try:
+            with anyio.fail_after(self.config.call_timeout):
+                tools = await conn.list_tools()
+        except MCPError as err:
+            if err.code == mcp_types.CONNECTION_CLOSED:
+                raise
+            # The server refused this listing but is otherwise alive: keep the last one.
+            log.warning("mcp_server_list_failed", server=self.name, error=describe_error(err))
+            return
+        if self._catalog.set_tools(self.name, tools):
+            log.info("mcp_server_tools_changed", server=self.name, tools=len(tools))
+            self._catalog_changed()
+
+    async def _monitor(self, conn: Connection) -> _Exit:
+        """Returns when asked to stop or to go idle; raises when the connection is lost."""
+        interval = self._settings.ping_interval
+        next_ping = time.monotonic() + interval
+        next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
+        while True:
+            self._poke.clear()
+            if self._stop.is_set():
+                return "stop"
+            if conn.closed.is_set():
+                raise ConnectionError("connection closed by the server")
+            now = time.monotonic()
+            if self._refresh or now >= next_list:
+                self._refresh = False
+                next_list = now + self._ttl if self._ttl > 0 else float("inf")
+                await self._relist(conn)
+            idle_at = float("inf")
+            if self._idle_timeout is not None and self._inflight == 0:
+                idle_at = self._last_activity + self._idle_timeout
+                if now >= idle_at:
+                    return "idle"
+            if now >= next_ping:
+                try:
+                    with anyio.fail_after(interval):
+                        await conn.ping()
+                except TimeoutError as err:
+                    raise TimeoutError(f"no answer to ping within {interval:g}s") from err
+                next_ping = time.monotonic() + interval
+            wait = min(next_ping, next_list, idle_at) - time.monotonic()
+            if wait > 0 and not self._poke.is_set():
+                with anyio.move_on_after(wait):
+                    await self._poke.wait()

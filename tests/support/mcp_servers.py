@@ -1,0 +1,248 @@
+"""Real MCP servers for tests: our examples, the misbehaving fixture, mcp-server-time, server-everything.
+
+Everything here starts real processes. Waits are bounded; HTTP servers get a free port on
+127.0.0.1 and are polled until they answer. Import from here rather than hard-coding paths.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev group
+
+__all__ = [
+    "EVERYTHING_PACKAGE",
+    "EVERYTHING_VERSION",
+    "EXAMPLE_SERVERS",
+    "MISBEHAVING_SERVER",
+    "REPO_ROOT",
+    "HttpServer",
+    "everything_bin",
+    "example_server_config",
+    "free_port",
+    "live_descendants",
+    "misbehaving_config",
+    "running_everything",
+    "running_example_http",
+    "time_server_config",
+    "wait_for_lines",
+    "wait_until_gone",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES_DIR = REPO_ROOT / "examples" / "servers"
+EXAMPLE_SERVERS: dict[str, Path] = {
+    name: EXAMPLES_DIR / f"{name}.py" for name in ("notes", "weather", "text", "media")
+}
+MISBEHAVING_SERVER = REPO_ROOT / "tests" / "fixtures" / "misbehaving" / "server.py"
+
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
+EVERYTHING_VERSION = "2026.8.31"
+NPM_PREFIX = REPO_ROOT / ".cache" / "npm"
+
+
+def example_server_config(name: str, **extra: Any) -> dict[str, Any]:
+    """A stdio server config entry (as in the config file) for one of ``examples/servers``."""
+    return {"command": sys.executable, "args": [str(EXAMPLE_SERVERS[name])], **extra}
+
+
+def misbehaving_config(*flags: str, **extra: Any) -> dict[str, Any]:
+    """A stdio server config entry for the misbehaving fixture with the given flags."""
+    return {"command": sys.executable, "args": [str(MISBEHAVING_SERVER), *flags], **extra}
+
+
+def time_server_config(**extra: Any) -> dict[str, Any]:
+    """``mcp-server-time`` (PyPI, installed in the venv) over stdio."""
+    return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"], **extra}
+
+
+def everything_bin(timeout: float = 300.0) -> Path:
+    """The ``mcp-server-everything`` executable, installed at the pinned version on first use.
+
+    Installs with ``npm install --prefix <repo>/.cache/npm`` (a no-op when already there).
+
+    Raises:
+        RuntimeError: npm is missing or the install failed.
+    """
+    exe = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-everything"
+    manifest = NPM_PREFIX / "node_modules" / "@modelcontextprotocol" / "server-everything" / "package.json"
+    if exe.exists() and manifest.exists() and f'"version": "{EVERYTHING_VERSION}"' in manifest.read_text():
+        return exe
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("npm is not installed; it is needed for @modelcontextprotocol/server-everything")
+    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(NPM_PREFIX),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            f"{EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0 or not exe.exists():
+        raise RuntimeError(
+            f"npm install {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION} failed: {done.stderr[-2000:]}"
+        )
+    return exe
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with status {process.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            # Polling a port is the only readiness signal these servers give; the wait is bounded.
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout}s")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+@contextmanager
+def _running(
+    argv: list[str], *, port: int, path: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
+) -> Iterator[HttpServer]:
+    process = subprocess.Popen(
+        argv,
+        env={**os.environ, "PORT": str(port), **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_port(port, process, timeout)
+        yield HttpServer(url=f"http://127.0.0.1:{port}{path}", port=port, process=process)
+    finally:
+        _stop(process)
+
+
+@contextmanager
+def running_everything(mode: Literal["sse", "streamableHttp"], timeout: float = 30.0) -> Iterator[HttpServer]:
+    """server-everything over SSE (``/sse``) or streamable HTTP (``/mcp``) on a free port.
+
+    Its HTTP modes bind every interface; only the port is ours to choose (``PORT``).
+    """
+    exe = everything_bin()
+    port = free_port()
+    path = "/sse" if mode == "sse" else "/mcp"
+    with _running([str(exe), mode], port=port, path=path, timeout=timeout) as server:
+        yield server
+
+
+@contextmanager
+def running_example_http(
+    name: str, transport: Literal["sse", "streamable-http"], timeout: float = 30.0, port: int | None = None
+) -> Iterator[HttpServer]:
+    """One of our example servers over SSE (``/sse``) or streamable HTTP (``/mcp``) on 127.0.0.1."""
+    port = port or free_port()
+    path = "/sse" if transport == "sse" else "/mcp"
+    argv = [sys.executable, str(EXAMPLE_SERVERS[name]), transport, "--port", str(port)]
+    with _running(argv, port=port, path=path, timeout=timeout) as server:
+        yield server
+
+
+def live_descendants() -> set[int]:
+    """Pids of this process's live (non-zombie) descendants."""
+    alive = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+async def wait_until_gone(pids: set[int] | list[int], within: float = 10.0) -> set[int]:
+    """Waits (bounded) until none of ``pids`` is alive; returns those still alive at the end.
+
+    Async on purpose: the pool kills processes from the event loop, which must keep running.
+    """
+    import asyncio
+
+    def alive() -> set[int]:
+        out = set()
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    out.add(pid)
+            except psutil.NoSuchProcess:
+                continue
+        return out
+
+    deadline = time.monotonic() + within
+    remaining = alive()
+    while remaining and time.monotonic() < deadline:
+        # Process exit gives no event we can wait on from here; poll, bounded by the deadline.
+        await asyncio.sleep(0.05)
+        remaining = alive()
+    return remaining
+
+
+async def wait_for_lines(path: Path, count: int, within: float = 10.0) -> list[str]:
+    """The file's lines once it has ``count`` of them, or what it has after ``within`` seconds.
+
+    The misbehaving fixture appends to such files from its own process, which gives us no event
+    to wait on, so this polls, bounded by ``within``.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        apath = anyio.Path(path)
+        lines = (await apath.read_text()).splitlines() if await apath.exists() else []
+        if len(lines) >= count or loop.time() > deadline:
+            return lines
+        await asyncio.sleep(0.02)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from mcp_pool_svc import errors
+from toolscout_kit.status import status_for
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (errors.UnknownServerError, grpc.StatusCode.NOT_FOUND),
+        (errors.UnknownToolError, grpc.StatusCode.NOT_FOUND),
+        (errors.ServerUnavailableError, grpc.StatusCode.UNAVAILABLE),
+        (errors.ToolCallTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
+        (errors.ResultTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (errors.InvalidToolArgumentsError, grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+)
+def test_every_pool_error_maps_to_its_status_code(
+    error: type[errors.UnknownServerError], code: grpc.StatusCode
+) -> None:
+    assert status_for(error("x")) == code
+
+
+def test_every_exported_pool_error_is_covered() -> None:
+    assert set(errors.__all__) == {
+        "InvalidToolArgumentsError",
+        "ResultTooLargeError",
+        "ServerUnavailableError",
+        "ToolCallTimeoutError",
+        "UnknownServerError",
+        "UnknownToolError",
+    }

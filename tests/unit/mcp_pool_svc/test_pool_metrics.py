@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+
+from mcp_pool_svc.metrics import OUTCOMES, PrometheusPoolMetrics
+
+
+def _value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_metrics_are_exported_under_their_documented_names() -> None:
+    metrics = PrometheusPoolMetrics()
+    server = "metrics-test-server"
+    before = _value("toolscout_pool_tool_calls_total", server=server, outcome="timeout")
+    metrics.tool_call(server, "timeout", 0.25)
+    metrics.server_up(server, True)
+    metrics.server_restarted(server)
+    metrics.catalog_tools(server, 7)
+    assert _value("toolscout_pool_tool_calls_total", server=server, outcome="timeout") == before + 1
+    assert _value("toolscout_pool_tool_call_duration_seconds_count", server=server, outcome="timeout") >= 1
+    assert _value("toolscout_pool_server_up", server=server) == 1
+    assert _value("toolscout_pool_server_restarts_total", server=server) >= 1
+    assert _value("toolscout_pool_catalog_tools", server=server) == 7
+    metrics.server_up(server, False)
+    assert _value("toolscout_pool_server_up", server=server) == 0
+
+
+def test_the_outcomes_are_the_documented_set() -> None:
+    assert OUTCOMES == ("ok", "tool_error", "timeout", "unavailable", "cancelled", "error")

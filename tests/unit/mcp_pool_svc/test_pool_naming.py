@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from mcp_pool_svc.naming import NAME_PATTERN, NameTable, llm_name
+
+
+def test_plain_names_join_server_and_tool_with_a_double_underscore() -> None:
+    assert llm_name("weather", "get_forecast") == "weather__get_forecast"
+
+
+@pytest.mark.parametrize(
+    ("server", "tool"),
+    [
+        ("my.server", "tool"),
+        ("files", "read file"),
+        ("üñí", "çødé"),
+        ("a" * 60, "b" * 60),
+        ("x", "ツール"),
+        ("srv__x", "t"),
+        ("srv_", "t"),
+    ],
+)
+def test_every_name_matches_the_llm_name_pattern(server: str, tool: str) -> None:
+    assert NAME_PATTERN.match(llm_name(server, tool))
+
+
+def test_names_that_would_collide_after_joining_stay_distinct() -> None:
+    # "a" + "__" + "_b" and "a_" + "__" + "b" both read "a___b" when joined naively.
+    table = NameTable([("a", "_b"), ("a_", "b"), ("a.b", "c"), ("a_b", "c")])
+    names = {table.name_for(*pair) for pair in [("a", "_b"), ("a_", "b"), ("a.b", "c"), ("a_b", "c")]}
+    assert len(names) == 4
+
+
+def test_a_name_does_not_change_when_another_server_is_added() -> None:
+    before = NameTable([("github", "create_issue"), ("my.srv", "x")])
+    after = NameTable(
+        [("github", "create_issue"), ("my.srv", "x"), ("github_enterprise", "create_issue"), ("my_srv", "x")]
+    )
+    assert before.name_for("github", "create_issue") == after.name_for("github", "create_issue")
+    assert before.name_for("my.srv", "x") == after.name_for("my.srv", "x")
+
+
+def test_long_names_are_cut_to_64_characters_and_stay_unique() -> None:
+    long_server = "s" * 50
+    a = llm_name(long_server, "t" * 40 + "_one")
+    b = llm_name(long_server, "t" * 40 + "_two")
+    assert len(a) <= 64
+    assert len(b) <= 64
+    assert a != b
+
+
+def test_names_resolve_by_lookup_even_when_the_server_name_contains_underscores() -> None:
+    table = NameTable([("my_server", "do_thing"), ("my", "server__do_thing")])
+    for pair in [("my_server", "do_thing"), ("my", "server__do_thing")]:
+        assert table.resolve(table.name_for(*pair)) == pair
+    assert table.resolve("nope") is None
