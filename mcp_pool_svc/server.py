@@ -32,7 +32,9 @@ async def build_server(
     Servers are connected in parallel; the gRPC port opens once each has connected or failed
     once (bounded), so the first ListTools already has what is reachable.
     """
-    pool = pool or McpPool(config, metrics=PrometheusPoolMetrics())
+    pool = pool or McpPool(
+        config, metrics=PrometheusPoolMetrics(), blip_grace=config.toolscout.pool.blip_grace
+    )
     await pool.start(wait=_STARTUP_WAIT)
     settings = config.toolscout.pool
     try:

@@ -196,6 +196,8 @@ class PoolSettings(_ServiceSettings):
     # Re-list tools after this many seconds (0 = only on list_changed); default from
     # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30.
     tool_cache_ttl: float | None = None
+    # A server back within this many seconds leaves the catalog untouched (no churn on a blip).
+    blip_grace: float = Field(default=2.0, ge=0)
     # A server down this long has its tools dropped (until then they are marked unavailable).
     unavailable_grace: float = Field(default=30.0, ge=0)
     ping_interval: float = Field(default=15.0, gt=0)
