@@ -1,0 +1,71 @@
+"""What the async and sync clients share: default deadlines and the channel arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption
+
+__all__ = ["DEFAULT_DEADLINES", "ChannelSettings", "Deadlines"]
+
+# Seconds per method. Every call has a deadline (a hung server must not hang its callers); chat
+# runs a whole LLM tool loop, so it gets minutes. WatchCatalog is a long-lived stream: no default.
+DEFAULT_DEADLINES: Mapping[str, float | None] = {
+    "ListServers": 10.0,
+    "ListTools": 30.0,
+    "CallTool": 120.0,
+    "WatchCatalog": None,
+    "PlanTools": 30.0,
+    "SearchTools": 30.0,
+    "GetManifest": 30.0,
+    "Chat": 600.0,
+    "StreamChat": 600.0,
+    "ListModels": 10.0,
+    "ListToolsets": 10.0,
+}
+# A CallTool deadline leaves the pool this long after the tool's own timeout to answer.
+CALL_TOOL_MARGIN = 5.0
+
+
+class Deadlines:
+    """Default deadline per method name, with per-client overrides."""
+
+    def __init__(self, overrides: Mapping[str, float | None] | None = None) -> None:
+        unknown = set(overrides or {}) - set(DEFAULT_DEADLINES)
+        if unknown:
+            raise ValueError(f"unknown methods in deadlines: {', '.join(sorted(unknown))}")
+        self._values = {**DEFAULT_DEADLINES, **(overrides or {})}
+
+    def resolve(self, method: str, explicit: float | None) -> float | None:
+        """``explicit`` when given, else the default for ``method``."""
+        return explicit if explicit is not None else self._values[method]
+
+    def call_tool(self, explicit: float | None, tool_timeout: float) -> float | None:
+        if explicit is not None:
+            return explicit
+        default = self._values["CallTool"]
+        if tool_timeout > 0 and default is not None:
+            return max(default, tool_timeout + CALL_TOOL_MARGIN)
+        return default
+
+
+@dataclass(frozen=True)
+class ChannelSettings:
+    """Keyword arguments for :func:`toolscout.client.create_channel`, kept by ``connect``."""
+
+    tls: bool = False
+    root_certificates: bytes | None = None
+    token: str | None = None
+    options: Sequence[ChannelOption] = field(default_factory=tuple)
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "tls": self.tls,
+            "root_certificates": self.root_certificates,
+            "token": self.token,
+            "options": self.options,
+            "max_attempts": self.max_attempts,
+        }

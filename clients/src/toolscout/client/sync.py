@@ -1,0 +1,447 @@
+"""Sync (blocking) clients for the three toolscout services: the same API as :mod:`toolscout.client.aio`.
+
+Each client wraps a channel; ``connect(target, ...)`` opens one with :func:`create_channel` and
+closes it with the client (``with``). Every method has a default deadline (see
+``DEFAULT_DEADLINES``; ``deadline=`` seconds overrides it) and raises the :mod:`toolscout.client.errors`
+tree instead of ``grpc.RpcError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+
+from toolscout.client import _convert as conv
+from toolscout.client import types as t
+from toolscout.client._base import ChannelSettings, Deadlines
+from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
+from toolscout.client.errors import translate_rpc_error
+from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
+from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+
+__all__ = ["DiscoveryClient", "OrchestratorClient", "PoolClient", "ToolscoutClient"]
+
+Metadata = Sequence[tuple[str, str]] | None
+
+
+class _SyncClient:
+    _service = ""
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        *,
+        deadlines: Mapping[str, float | None] | None = None,
+        owns_channel: bool = False,
+    ) -> None:
+        """Wrap an open channel (not closed by ``close()`` unless ``owns_channel``)."""
+        self._channel = channel
+        self._deadlines = Deadlines(deadlines)
+        self._owns_channel = owns_channel
+
+    @classmethod
+    def connect(
+        cls,
+        target: str,
+        *,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        token: str | None = None,
+        options: Sequence[ChannelOption] = (),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        deadlines: Mapping[str, float | None] | None = None,
+    ) -> Self:
+        """A client on a new channel to ``target`` (see :func:`create_channel` for the arguments)."""
+        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
+        channel = create_channel(target, aio=False, **settings.kwargs())
+        return cls(channel, deadlines=deadlines, owns_channel=True)
+
+    @property
+    def channel(self) -> grpc.Channel:
+        return self._channel
+
+    def close(self) -> None:
+        if self._owns_channel:
+            self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _unary(self, method: str, rpc: Any, request: Any, deadline: float | None, metadata: Metadata) -> Any:
+        try:
+            return rpc(request, timeout=deadline, metadata=metadata)
+        except grpc.RpcError as err:
+            raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
+
+    def _stream(
+        self,
+        method: str,
+        rpc: Any,
+        request: Any,
+        deadline: float | None,
+        metadata: Metadata,
+        convert: Callable[[Any], Any],
+    ) -> Generator[Any, None, None]:
+        call = rpc(request, timeout=deadline, metadata=metadata)
+        try:
+            for message in call:
+                item = convert(message)
+                if item is not None:
+                    yield item
+        except grpc.RpcError as err:
+            raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
+        finally:
+            # The consumer stopped early (break, aclose, cancellation): end the RPC on the server too.
+            call.cancel()
+
+
+class PoolClient(_SyncClient):
+    """The MCP pool: server states, the tool catalog and tool calls."""
+
+    _service = "toolscout.mcp_pool.v1.McpPool"
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        *,
+        deadlines: Mapping[str, float | None] | None = None,
+        owns_channel: bool = False,
+    ) -> None:
+        super().__init__(channel, deadlines=deadlines, owns_channel=owns_channel)
+        self._stub = mcp_pool_pb2_grpc.McpPoolStub(channel)
+
+    def list_servers(
+        self, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> tuple[t.ServerStatus, ...]:
+        """State of every configured MCP server, sorted by name."""
+        resp = self._unary(
+            "ListServers",
+            self._stub.ListServers,
+            mcp_pool_pb2.ListServersRequest(),
+            self._deadlines.resolve("ListServers", deadline),
+            metadata,
+        )
+        return tuple(conv.server_status(s) for s in resp.servers)
+
+    def list_tools(
+        self,
+        servers: Sequence[str] = (),
+        *,
+        include_unavailable: bool = False,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.ToolCatalog:
+        """The catalog (all servers, or only ``servers``). Raises NotFoundError for an unknown server."""
+        req = mcp_pool_pb2.ListToolsRequest(servers=list(servers), include_unavailable=include_unavailable)
+        resp = self._unary(
+            "ListTools", self._stub.ListTools, req, self._deadlines.resolve("ListTools", deadline), metadata
+        )
+        return conv.tool_catalog(resp)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        server: str = "",
+        meta: Mapping[str, Any] | str | None = None,
+        timeout_seconds: float = 0.0,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.CallToolResult:
+        """Call a tool by LLM name, or by its own ``name`` on ``server``.
+
+        A tool that fails is a result with ``is_error``. Raises InvalidArgumentError (arguments not
+        a JSON object), NotFoundError, UnavailableError (server down), DeadlineExceededError,
+        ResourceExhaustedError (result too large).
+        """
+        req = conv.call_tool_request(
+            name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
+        )
+        resp = self._unary(
+            "CallTool",
+            self._stub.CallTool,
+            req,
+            self._deadlines.call_tool(deadline, timeout_seconds),
+            metadata,
+        )
+        return conv.call_tool_result(resp)
+
+    def watch_catalog(
+        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
+    ) -> Generator[t.CatalogSnapshot, None, None]:
+        """The catalog now, then again on every change, until the caller stops iterating."""
+        req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
+        return self._stream(
+            "WatchCatalog",
+            self._stub.WatchCatalog,
+            req,
+            self._deadlines.resolve("WatchCatalog", deadline),
+            metadata,
+            conv.catalog_snapshot,
+        )
+
+
+class DiscoveryClient(_SyncClient):
+    """Discovery: the loaded/deferred plan, the manifest and search_tools."""
+
+    _service = "toolscout.discovery.v1.Discovery"
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        *,
+        deadlines: Mapping[str, float | None] | None = None,
+        owns_channel: bool = False,
+    ) -> None:
+        super().__init__(channel, deadlines=deadlines, owns_channel=owns_channel)
+        self._stub = discovery_pb2_grpc.DiscoveryStub(channel)
+
+    def plan_tools(
+        self,
+        toolset: str = "",
+        *,
+        discovered_tools: Sequence[str] = (),
+        provider: str = "",
+        include_deferred_names: bool = False,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.ToolPlan:
+        """What to send the LLM for ``toolset``. Raises NotFoundError, UnavailableError (no catalog yet)."""
+        req = discovery_pb2.PlanToolsRequest(
+            toolset=toolset,
+            discovered_tools=list(discovered_tools),
+            provider=provider,
+            include_deferred_names=include_deferred_names,
+        )
+        resp = self._unary(
+            "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata
+        )
+        return conv.tool_plan(resp)
+
+    def search_tools(
+        self,
+        query: str = "",
+        *,
+        toolset: str = "",
+        server_name: str = "",
+        tool_names: Sequence[str] = (),
+        arguments_json: str = "",
+        loaded_tools: Sequence[str] = (),
+        max_results: int = 0,
+        offset: int = 0,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.SearchResult:
+        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server)."""
+        req = discovery_pb2.SearchToolsRequest(
+            toolset=toolset,
+            query=query,
+            server_name=server_name,
+            tool_names=list(tool_names),
+            arguments_json=arguments_json,
+            loaded_tools=list(loaded_tools),
+            max_results=max_results,
+            offset=offset,
+        )
+        resp = self._unary(
+            "SearchTools",
+            self._stub.SearchTools,
+            req,
+            self._deadlines.resolve("SearchTools", deadline),
+            metadata,
+        )
+        return conv.search_result(resp)
+
+    def get_manifest(
+        self,
+        toolset: str = "",
+        *,
+        provider: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.Manifest:
+        """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
+        req = discovery_pb2.GetManifestRequest(toolset=toolset, provider=provider)
+        resp = self._unary(
+            "GetManifest",
+            self._stub.GetManifest,
+            req,
+            self._deadlines.resolve("GetManifest", deadline),
+            metadata,
+        )
+        return conv.manifest(resp)
+
+
+class OrchestratorClient(_SyncClient):
+    """The orchestrator: chat with tools (whole or streamed), models and toolsets."""
+
+    _service = "toolscout.orchestrator.v1.Orchestrator"
+
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        *,
+        deadlines: Mapping[str, float | None] | None = None,
+        owns_channel: bool = False,
+    ) -> None:
+        super().__init__(channel, deadlines=deadlines, owns_channel=owns_channel)
+        self._stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+
+    def chat(
+        self,
+        messages: str | Sequence[t.ChatMessage],
+        *,
+        model: str,
+        toolset: str = "",
+        system: str = "",
+        discovered_tools: Sequence[str] = (),
+        meta: Mapping[str, Any] | str | None = None,
+        max_iterations: int = 0,
+        tool_result_format: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.ChatResult:
+        """Run the tool loop to the answer. ``messages`` may be a single user message string.
+
+        Pass the result's ``loaded_tools`` as ``discovered_tools`` on the next turn. Raises
+        NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
+        UnavailableError, DeadlineExceededError.
+        """
+        req = conv.chat_request(
+            messages,
+            model=model,
+            system=system,
+            toolset=toolset,
+            meta=meta,
+            discovered_tools=discovered_tools,
+            max_iterations=max_iterations,
+            tool_result_format=tool_result_format,
+        )
+        resp = self._unary("Chat", self._stub.Chat, req, self._deadlines.resolve("Chat", deadline), metadata)
+        return conv.chat_result(resp)
+
+    def stream_chat(
+        self,
+        messages: str | Sequence[t.ChatMessage],
+        *,
+        model: str,
+        toolset: str = "",
+        system: str = "",
+        discovered_tools: Sequence[str] = (),
+        meta: Mapping[str, Any] | str | None = None,
+        max_iterations: int = 0,
+        tool_result_format: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> Generator[t.ChatEvent, None, None]:
+        """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
+
+        Stopping the iteration early (``break``) cancels the chat on the server (call ``.close()`` on the iterator, or let it be collected).
+        """
+        req = conv.chat_request(
+            messages,
+            model=model,
+            system=system,
+            toolset=toolset,
+            meta=meta,
+            discovered_tools=discovered_tools,
+            max_iterations=max_iterations,
+            tool_result_format=tool_result_format,
+        )
+        return self._stream(
+            "StreamChat",
+            self._stub.StreamChat,
+            req,
+            self._deadlines.resolve("StreamChat", deadline),
+            metadata,
+            conv.chat_event,
+        )
+
+    def list_models(
+        self, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> tuple[t.ModelInfo, ...]:
+        resp = self._unary(
+            "ListModels",
+            self._stub.ListModels,
+            orchestrator_pb2.ListModelsRequest(),
+            self._deadlines.resolve("ListModels", deadline),
+            metadata,
+        )
+        return tuple(conv.model_info(m) for m in resp.models)
+
+    def list_toolsets(
+        self, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> tuple[t.ToolsetInfo, ...]:
+        resp = self._unary(
+            "ListToolsets",
+            self._stub.ListToolsets,
+            orchestrator_pb2.ListToolsetsRequest(),
+            self._deadlines.resolve("ListToolsets", deadline),
+            metadata,
+        )
+        return tuple(conv.toolset_info(x) for x in resp.toolsets)
+
+
+class ToolscoutClient:
+    """The three sync clients together: ``.pool``, ``.discovery``, ``.orchestrator``.
+
+    Services at the same target share one channel.
+    """
+
+    def __init__(
+        self, pool: PoolClient, discovery: DiscoveryClient, orchestrator: OrchestratorClient
+    ) -> None:
+        self.pool = pool
+        self.discovery = discovery
+        self.orchestrator = orchestrator
+        self._channels: list[grpc.Channel] = []
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        pool: str,
+        discovery: str,
+        orchestrator: str,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        token: str | None = None,
+        options: Sequence[ChannelOption] = (),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        deadlines: Mapping[str, float | None] | None = None,
+    ) -> ToolscoutClient:
+        """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``)."""
+        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
+        channels: dict[str, grpc.Channel] = {}
+        for target in (pool, discovery, orchestrator):
+            if target not in channels:
+                channels[target] = create_channel(target, aio=False, **settings.kwargs())
+        client = cls(
+            PoolClient(channels[pool], deadlines=deadlines),
+            DiscoveryClient(channels[discovery], deadlines=deadlines),
+            OrchestratorClient(channels[orchestrator], deadlines=deadlines),
+        )
+        client._channels = list(channels.values())
+        return client
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

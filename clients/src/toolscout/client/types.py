@@ -1,0 +1,402 @@
+"""Typed results of every toolscout RPC: plain frozen dataclasses, independent of protobuf.
+
+JSON documents (schemas, arguments, structured content) keep their wire form as ``*_json``
+strings, with a property that parses them on demand. Enums become lowercase strings
+(``"ready"``, ``"deferred"``), so ``dataclasses.asdict`` of any result is JSON-serialisable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AssistantMessage",
+    "CallToolResult",
+    "CatalogSnapshot",
+    "ChatEvent",
+    "ChatFinished",
+    "ChatMessage",
+    "ChatResult",
+    "ChatStats",
+    "ContentBlock",
+    "DiscoveryStats",
+    "Manifest",
+    "ModelInfo",
+    "NameSuggestion",
+    "ReasoningDelta",
+    "SearchResult",
+    "ServerStatus",
+    "TextDelta",
+    "TokenAccounting",
+    "TokenUsage",
+    "Tool",
+    "ToolCall",
+    "ToolCallCount",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolCatalog",
+    "ToolMatch",
+    "ToolPlan",
+    "ToolsDiscovered",
+    "ToolsetInfo",
+    "ToolsetServer",
+    "UsageUpdate",
+]
+
+
+def _parse_object(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+# --- common -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One MCP tool in the catalog. ``llm_name`` is the stable name the LLM sees."""
+
+    server: str
+    name: str
+    llm_name: str
+    title: str = ""
+    description: str = ""
+    input_schema_json: str = ""
+    output_schema_json: str = ""
+    annotations_json: str = ""
+    available: bool = True
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return _parse_object(self.input_schema_json)
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        return _parse_object(self.output_schema_json)
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return _parse_object(self.annotations_json)
+
+
+@dataclass(frozen=True, slots=True)
+class ContentBlock:
+    """One MCP content block: ``type`` is text, image, audio, resource_link or resource."""
+
+    type: str
+    text: str = ""
+    data: bytes = b""
+    mime_type: str = ""
+    uri: str = ""
+    name: str = ""
+    raw_json: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAccounting:
+    """Tokens of all tool definitions vs what is sent (offline BPE counts in ``encoding``)."""
+
+    all_definitions_tokens: int = 0
+    sent_tokens: int = 0
+    saved_tokens: int = 0
+    encoding: str = ""
+    estimate: bool = False
+
+
+# --- McpPool ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """State of one MCP server; ``state`` is starting, ready, reconnecting, failed, idle or stopped."""
+
+    name: str
+    transport: str
+    state: str
+    tool_count: int = 0
+    restarts: int = 0
+    last_error: str = ""
+    state_since_unix: float = 0.0
+    defer_loading: bool = False
+    health_service: str = ""
+    server_info: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCatalog:
+    """The pool's catalog (``ListTools``): tools sorted by (server, name) and the catalog version."""
+
+    tools: tuple[Tool, ...]
+    catalog_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogSnapshot:
+    """One ``WatchCatalog`` message: the whole catalog and the servers that changed."""
+
+    catalog_version: str
+    tools: tuple[Tool, ...]
+    changed_servers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallToolResult:
+    """A tool's result. A tool that failed is data: ``is_error`` with the server's text."""
+
+    content: tuple[ContentBlock, ...]
+    structured_content_json: str = ""
+    is_error: bool = False
+    truncated: bool = False
+    server: str = ""
+    tool: str = ""
+    duration_seconds: float = 0.0
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (what a person or an LLM reads)."""
+        return "\n".join(b.text for b in self.content if b.type in ("text", "resource") and b.text)
+
+    @property
+    def structured_content(self) -> dict[str, Any]:
+        return _parse_object(self.structured_content_json)
+
+
+# --- Discovery ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """What to send to the LLM for a toolset (``PlanTools``)."""
+
+    loaded_tools: tuple[Tool, ...]
+    has_search_tool: bool
+    search_tool: Tool | None
+    manifest: str
+    manifest_placement: str
+    manifest_system_message: str
+    total_tools: int
+    loaded_count: int
+    deferred_count: int
+    catalog_version: str
+    tokens: TokenAccounting
+    deferred_tool_names: tuple[str, ...] = ()
+    dropped_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMatch:
+    tool: Tool
+    already_loaded: bool = False
+    score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NameSuggestion:
+    name: str
+    closest: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A ``search_tools`` answer; ``mode`` is tool_names, server, server_query or query."""
+
+    mode: str
+    matches: tuple[ToolMatch, ...]
+    newly_loaded: tuple[Tool, ...]
+    result_text: str
+    not_found: tuple[NameSuggestion, ...] = ()
+    total_matches: int = 0
+    catalog_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    manifest: str
+    tokens: int
+    budget_tokens: int
+    deferred_servers: int
+    deferred_tools: int
+    catalog_version: str
+
+
+# --- Orchestrator -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments_json: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One message; ``role`` is system, user, assistant or tool."""
+
+    role: str
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+    reasoning: str = ""
+    attachments: tuple[ContentBlock, ...] = ()
+    is_error: bool = False
+
+    @classmethod
+    def user(cls, content: str) -> ChatMessage:
+        return cls(role="user", content=content)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallCount:
+    tool: str
+    server: str = ""
+    calls: int = 0
+    errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryStats:
+    search_calls: int = 0
+    tools_discovered: int = 0
+    definition_tokens_sent: int = 0
+    definition_tokens_all: int = 0
+    tokens_saved: int = 0
+    encoding: str = ""
+    estimate: bool = False
+    deferred_call_rejections: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ChatStats:
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    llm_calls: int = 0
+    tool_calls: tuple[ToolCallCount, ...] = ()
+    discovery: DiscoveryStats = field(default_factory=DiscoveryStats)
+    iterations: int = 0
+    duration_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """A finished chat; pass ``loaded_tools`` back as ``discovered_tools`` on the next turn.
+
+    ``stop_reason`` is completed or iteration_limit (then ``error`` explains).
+    """
+
+    messages: tuple[ChatMessage, ...]
+    loaded_tools: tuple[str, ...]
+    stats: ChatStats
+    stop_reason: str
+    error: str = ""
+    tools_disabled_fallback: bool = False
+    model: str = ""
+
+    @property
+    def text(self) -> str:
+        """The final assistant answer (the last assistant message's content)."""
+        for message in reversed(self.messages):
+            if message.role == "assistant" and message.content:
+                return message.content
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    name: str
+    client: str
+    provider: str
+    model: str
+    base_url: str = ""
+    template: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetServer:
+    server: str
+    mode: str
+    tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetInfo:
+    name: str
+    description: str = ""
+    servers: tuple[ToolsetServer, ...] = ()
+
+
+# --- StreamChat events --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """A complete assistant message (after its deltas), with the tool calls it asks for."""
+
+    message: ChatMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    call: ToolCall
+    server: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    call: ToolCall
+    server: str = ""
+    duration_seconds: float = 0.0
+    is_error: bool = False
+    result_preview: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsDiscovered:
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageUpdate:
+    """Cumulative provider-reported usage after each LLM call."""
+
+    usage: TokenUsage
+
+
+@dataclass(frozen=True, slots=True)
+class ChatFinished:
+    """The last event of a stream: the same result ``chat`` returns."""
+
+    result: ChatResult
+
+
+ChatEvent = (
+    TextDelta
+    | ReasoningDelta
+    | AssistantMessage
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolsDiscovered
+    | UsageUpdate
+    | ChatFinished
+)

@@ -1,0 +1,137 @@
+"""`toolscout up` and `toolscout serve` as real processes: progress, endpoints, clean shutdown."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.cli_stack import CLI, UpProcess, run_cli, stack_config, wait_gone
+from tests.support.mcp_servers import REPO_ROOT, example_server_config, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def _descendants(pid: int) -> set[int]:
+    return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+
+
+def test_up_reports_each_server_serves_metrics_and_stops_on_ctrl_c_leaving_no_process(tmp_path: Path) -> None:
+    broken = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}
+    config = stack_config(tmp_path / "config.json", metrics_port=0, extra_servers={"broken": broken})
+    up = UpProcess(config)
+    try:
+        ready = up.next_event("ready")
+        servers = up.server_states({"notes", "time", "weather", "broken"})
+        children = _descendants(up.process.pid)
+        with urllib.request.urlopen(ready["metrics"]["pool"], timeout=10) as response:  # noqa: S310 - local URL
+            assert b"toolscout_" in response.read()
+    finally:
+        code = up.stop(signal.SIGINT)
+    assert code == 0, up.stderr
+    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator"}
+    assert set(ready["metrics"]) == {"pool", "discovery", "orchestrator"}
+    assert {name: s["state"] for name, s in servers.items() if name != "broken"} == {
+        "notes": "ready",
+        "time": "ready",
+        "weather": "ready",
+    }
+    # A server that cannot start is reported with its error and does not stop the others.
+    assert servers["broken"]["state"] in {"reconnecting", "failed"}
+    assert servers["broken"]["error"]
+    assert len(children) >= 3  # the stdio MCP servers
+    assert wait_gone(children) == set()
+    assert up.lines[-1].strip() == '{"event": "stopped"}'
+    assert "Traceback" not in up.stderr
+
+
+def test_up_stops_cleanly_on_sigterm_leaving_no_process(tmp_path: Path) -> None:
+    up = UpProcess(stack_config(tmp_path / "config.json"))
+    try:
+        up.wait_ready()
+        children = _descendants(up.process.pid)
+    finally:
+        code = up.stop(signal.SIGTERM)
+    assert code == 0, up.stderr
+    assert children
+    assert wait_gone(children) == set()
+    assert "Traceback" not in up.stderr
+
+
+def test_up_with_a_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("servers:\n  x: {command: python, defer_loadng: true}\n")
+    done = run_cli("up", "-c", str(bad))
+    assert done.returncode == 2
+    assert "defer_loadng" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = run_cli("up")
+    assert done.returncode == 2
+    assert "no configuration given" in done.stderr
+
+
+def _marked(marker: str) -> set[int]:
+    found = set()
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TS_CLI_TEST_MARKER") == marker:
+                found.add(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def test_up_on_a_port_in_use_exits_2_and_stops_the_servers_it_started(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    notes = example_server_config("notes", env={"TS_CLI_TEST_MARKER": marker})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # The pool (and its MCP servers) start first; discovery then cannot bind.
+        config = stack_config(tmp_path / "config.json", ports=(0, port, 0), extra_servers={"notes": notes})
+        done = run_cli("up", "-c", str(config), timeout=90)
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _marked(marker) == set()
+
+
+def test_serve_runs_one_service_until_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    config = stack_config(tmp_path / "config.json")
+    process = subprocess.Popen(
+        [*CLI, "serve", "pool", "-c", str(config), "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
+    try:
+        # The service logs JSON to stdout (like python -m mcp_pool_svc); wait for its start line.
+        deadline = time.monotonic() + 90
+        while '"server started"' not in lines.get(timeout=max(deadline - time.monotonic(), 0.01)):
+            pass
+        done = run_cli("servers", "--json", "--pool-target", f"127.0.0.1:{port}")
+        assert done.returncode == 0, done.stderr
+        assert {s["name"] for s in json.loads(done.stdout)["servers"]} == {"notes", "time", "weather"}
+        children = _descendants(process.pid)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert children
+    assert wait_gone(children) == set()

@@ -1,0 +1,125 @@
+"""Protobuf ⇄ dataclass conversion and default deadlines."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from toolscout.client import _convert as conv
+from toolscout.client import types as t
+from toolscout.client._base import DEFAULT_DEADLINES, Deadlines
+from toolscout.mcp_pool.v1 import mcp_pool_pb2
+from toolscout.orchestrator.v1 import orchestrator_pb2
+
+
+def test_enums_become_lowercase_names_and_unknown_numbers_survive() -> None:
+    status = conv.server_status(
+        mcp_pool_pb2.ServerStatus(name="a", state=mcp_pool_pb2.SERVER_STATE_RECONNECTING)
+    )
+    assert status.state == "reconnecting"
+    assert conv._enum_name(mcp_pool_pb2.ServerState, 99, "SERVER_STATE_") == "99"
+
+
+def test_call_tool_request_uses_llm_name_unless_a_server_is_given() -> None:
+    by_llm = conv.call_tool_request("time_now", {"tz": "UTC"}, server="", meta=None, timeout_seconds=0)
+    assert (by_llm.llm_name, by_llm.server, by_llm.tool) == ("time_now", "", "")
+    assert json.loads(by_llm.arguments_json) == {"tz": "UTC"}
+    by_server = conv.call_tool_request("now", '{"tz": 1}', server="time", meta={"k": 1}, timeout_seconds=3)
+    assert (by_server.llm_name, by_server.server, by_server.tool) == ("", "time", "now")
+    assert by_server.arguments_json == '{"tz": 1}'
+    assert json.loads(by_server.meta_json) == {"k": 1}
+    assert by_server.timeout_seconds == 3
+
+
+def test_chat_request_accepts_a_plain_string_as_one_user_message() -> None:
+    req = conv.chat_request(
+        "hi",
+        model="m",
+        system="",
+        toolset="ts",
+        meta=None,
+        discovered_tools=["a"],
+        max_iterations=0,
+        tool_result_format="",
+    )
+    assert [(m.role, m.content) for m in req.messages] == [("user", "hi")]
+    assert list(req.discovered_tools) == ["a"]
+    assert req.toolset == "ts"
+
+
+def test_messages_round_trip_through_protobuf() -> None:
+    msg = t.ChatMessage(
+        role="assistant",
+        content="x",
+        tool_calls=(t.ToolCall(id="1", name="n", arguments_json="{}"),),
+        reasoning="r",
+        attachments=(t.ContentBlock(type="image", data=b"\x89PNG", mime_type="image/png"),),
+    )
+    assert conv.chat_message(conv.chat_message_pb(msg)) == msg
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (orchestrator_pb2.ChatEvent(text_delta=orchestrator_pb2.TextDelta(text="a")), t.TextDelta("a")),
+        (
+            orchestrator_pb2.ChatEvent(reasoning_delta=orchestrator_pb2.ReasoningDelta(text="r")),
+            t.ReasoningDelta("r"),
+        ),
+        (
+            orchestrator_pb2.ChatEvent(tools_discovered=orchestrator_pb2.ToolsDiscovered(tools=["x"])),
+            t.ToolsDiscovered(("x",)),
+        ),
+        (
+            orchestrator_pb2.ChatEvent(usage=orchestrator_pb2.TokenUsage(input_tokens=3)),
+            t.UsageUpdate(t.TokenUsage(input_tokens=3)),
+        ),
+        (
+            orchestrator_pb2.ChatEvent(
+                tool_call_started=orchestrator_pb2.ToolCallStarted(
+                    call=orchestrator_pb2.ToolCall(id="1", name="n"), server="s"
+                )
+            ),
+            t.ToolCallStarted(t.ToolCall("1", "n"), "s"),
+        ),
+        (orchestrator_pb2.ChatEvent(), None),
+    ],
+)
+def test_each_chat_event_kind_converts_to_its_dataclass(
+    event: orchestrator_pb2.ChatEvent, expected: object
+) -> None:
+    assert conv.chat_event(event) == expected
+
+
+def test_final_event_carries_the_whole_chat_result_and_its_answer_text() -> None:
+    final = orchestrator_pb2.ChatResponse(
+        messages=[orchestrator_pb2.Message(role="assistant", content="done")],
+        loaded_tools=["a"],
+        stop_reason=orchestrator_pb2.STOP_REASON_ITERATION_LIMIT,
+        stats=orchestrator_pb2.ChatStats(discovery=orchestrator_pb2.DiscoveryStats(tokens_saved=5)),
+    )
+    event = conv.chat_event(orchestrator_pb2.ChatEvent(final=final))
+    assert isinstance(event, t.ChatFinished)
+    assert event.result.stop_reason == "iteration_limit"
+    assert event.result.text == "done"
+    assert event.result.stats.discovery.tokens_saved == 5
+    json.dumps(dataclasses.asdict(event.result))
+
+
+def test_tool_json_fields_parse_on_demand() -> None:
+    tool = t.Tool(server="s", name="n", llm_name="s_n", input_schema_json='{"type":"object"}')
+    assert tool.input_schema == {"type": "object"}
+    assert tool.output_schema == {}
+
+
+def test_default_deadlines_cover_every_method_and_chat_gets_the_longest() -> None:
+    finite = {k: v for k, v in DEFAULT_DEADLINES.items() if v is not None}
+    assert max(finite, key=lambda k: finite[k]) in {"Chat", "StreamChat"}
+    assert DEFAULT_DEADLINES["WatchCatalog"] is None
+    deadlines = Deadlines({"ListTools": 1.0})
+    assert deadlines.resolve("ListTools", None) == 1.0
+    assert deadlines.resolve("ListTools", 7.0) == 7.0
+    assert deadlines.call_tool(None, 300.0) == 305.0
+    with pytest.raises(ValueError, match="Nope"):
+        Deadlines({"Nope": 1.0})

@@ -1,0 +1,208 @@
+"""The ``toolscout`` command line: run the stack, inspect it, search, call tools and chat.
+
+Exit codes: 0 ok · 1 other failure (a tool that reported an error, an internal error) ·
+2 usage or bad config · 3 not found (tool, server, model, toolset) · 4 stack unreachable.
+Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from toolscout.client import ToolscoutClientError, UnavailableError
+
+from toolscout_cli.chat import run_chat
+from toolscout_cli.commands import COMMANDS
+from toolscout_cli.connection import (
+    EXIT_ERROR,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    CliError,
+    Targets,
+    exit_code_for,
+    resolve_targets,
+)
+from toolscout_cli.output import Output
+from toolscout_kit.config import CONFIG_ENV, load_config
+from toolscout_kit.errors import ConfigError
+
+__all__ = ["build_parser", "main"]
+
+_SERVICES = {
+    "toolscout.mcp_pool.v1.McpPool": "pool",
+    "toolscout.discovery.v1.Discovery": "discovery",
+    "toolscout.orchestrator.v1.Orchestrator": "orchestrator",
+}
+_CONNECT_FAILURES = (
+    "failed to connect",
+    "connection refused",
+    "dns resolution failed",
+    "unreachable",
+    "no healthy",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line and exit 2, like every other usage error of this CLI (argparse prints usage too).
+        self.exit(EXIT_USAGE, f"toolscout: {message} (see `{self.prog} --help`)\n")
+
+
+def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # On subcommands the defaults are SUPPRESS, so `toolscout -c x tools` and `toolscout tools -c x`
+    # both work and the later one wins.
+    d: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    g = parser.add_argument_group("stack")
+    g.add_argument("-c", "--config", help=f"config file (JSON or YAML); default ${CONFIG_ENV}", **d)
+    g.add_argument("--target", metavar="HOST:PORT", help="address for all three services", **d)
+    for service in ("pool", "discovery", "orchestrator"):
+        g.add_argument(f"--{service}-target", metavar="HOST:PORT", help=f"address of the {service}", **d)
+    g.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --ca-file)", **d)
+    g.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the servers (implies --tls)", **d)
+    g.add_argument("--json", action="store_true", help="machine-readable JSON output", **d)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="toolscout",
+        description="Deferred MCP tool loading for LLMs: run the toolscout stack and talk to it.",
+        epilog=(
+            "Commands other than up/serve talk to a running stack: the config's listen addresses, or "
+            "--target.\nExit codes: 0 ok, 1 failure (e.g. the tool reported an error), 2 usage or bad "
+            "config, 3 not found, 4 stack unreachable."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _common(p, top=False)
+        return p
+
+    p = command("up", "run the whole stack (pool, discovery, orchestrator) from one config until Ctrl-C")
+    p.add_argument("--log-level", default="WARNING", help="service log level on stderr (default WARNING)")
+    p.add_argument(
+        "--walkthrough", action="store_true", help="once up, show servers, tools, a search, a call, savings"
+    )
+    p = command("serve", "run one service in the foreground (logs JSON to stdout)")
+    p.add_argument("service", choices=("pool", "discovery", "orchestrator"))
+    p.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
+    p.add_argument("--log-level", default=None, help="override toolscout.log_level")
+    command("servers", "MCP servers: state, tools, restarts, last error")
+    p = command("tools", "the tool catalog, with loaded/deferred status")
+    p.add_argument("--server", help="only this server's tools")
+    p.add_argument("--toolset", help="only the tools of this toolset")
+    command("toolsets", "the configured toolsets")
+    command("models", "the configured models")
+    p = command("manifest", "the manifest of deferred tools the LLM sees")
+    p.add_argument("--toolset", help="toolset (default: every tool)")
+    p.add_argument("--provider", help="token encoding: openai (default), anthropic, ollama")
+    p = command("search", "search the tools like the LLM's search_tools does")
+    p.add_argument("query", nargs="?", default="", help="keywords")
+    p.add_argument("--server", help="browse or scope to this server")
+    p.add_argument("--toolset", help="search only this toolset")
+    p.add_argument("--tool", action="append", help="exact tool name to load (repeatable)")
+    p.add_argument("--limit", type=int, help="maximum results (default: the config's max_search_results)")
+    p.add_argument("--offset", type=int, help="skip results of a server browse")
+    p.add_argument("--llm-text", action="store_true", help="print the text the LLM receives")
+    p = command("call", "call one tool")
+    p.add_argument("tool", help="LLM name (e.g. time_get_current_time), or the tool's own name with --server")
+    p.add_argument("--args", default="", metavar="JSON", help="arguments as a JSON object")
+    p.add_argument("--server", help="the tool's server (then TOOL is its own name)")
+    p.add_argument("--call-timeout", type=float, metavar="SECONDS", help="tool call timeout")
+    p = command("chat", "chat with a model using the tools (one-shot or interactive)")
+    p.add_argument("message", nargs="?", help="one message; without it, read messages from the terminal")
+    p.add_argument("-m", "--model", help="model name from the config's models")
+    p.add_argument("--toolset", help="toolset the chat may use")
+    p.add_argument("--system", help="system prompt (overrides the model's template)")
+    p.add_argument("--show-reasoning", action="store_true", help="show the model's reasoning as it streams")
+    p = command("tokens", "tool-definition tokens with and without discovery, per server")
+    p.add_argument("--toolset", help="toolset (default: every tool)")
+    p.add_argument("--provider", help="token encoding: openai (default), anthropic, ollama")
+    return parser
+
+
+def _normalise(args: argparse.Namespace) -> None:
+    for name in ("config", "target", "pool_target", "discovery_target", "orchestrator_target", "ca_file"):
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    for name in ("tls", "json"):
+        if not hasattr(args, name):
+            setattr(args, name, False)
+
+
+def _unreachable_message(err: UnavailableError, targets: Targets | None) -> str | None:
+    text = err.message.lower()
+    if not any(marker in text for marker in _CONNECT_FAILURES):
+        return None
+    service = _SERVICES.get(err.method.split("/")[1] if err.method.count("/") >= 2 else "", "")
+    where = f" at {targets.describe(service)}" if targets and service else ""
+    return (
+        f"cannot reach the {service or 'stack'}{where}: is the stack running? "
+        "Start it with `toolscout up -c CONFIG`, or pass --target HOST:PORT"
+    )
+
+
+def _run(args: argparse.Namespace, out: Output) -> int:
+    if args.command in ("up", "serve"):
+        try:
+            config = load_config(args.config)
+        except ConfigError as err:
+            raise CliError(err.message, EXIT_USAGE) from None
+        # Lazily, after the config is known to be good: the services pull in the MCP and provider
+        # SDKs (seconds of imports), which the query commands never need.
+        from toolscout_cli.stack import run_serve, run_up  # noqa: PLC0415
+
+        source = args.config or os.environ.get(CONFIG_ENV, "")
+        if args.command == "up":
+            return run_up(config, out, source=source, log_level=args.log_level, walkthrough=args.walkthrough)
+        return run_serve(
+            args.service, config, listen=args.listen, log_level=args.log_level or config.toolscout.log_level
+        )
+    targets = resolve_targets(args)
+    handler = run_chat if args.command == "chat" else COMMANDS[args.command]
+    try:
+        with targets.connect() as ts:
+            return handler(args, ts, targets, out)
+    except UnavailableError as err:
+        message = _unreachable_message(err, targets)
+        if message is None:
+            raise
+        raise CliError(message, EXIT_UNREACHABLE) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``toolscout`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _normalise(args)
+    out = Output(json_mode=args.json)
+    try:
+        return _run(args, out)
+    except CliError as err:
+        out.note(f"toolscout: {err.message}")
+        return err.code
+    except ToolscoutClientError as err:
+        out.note(f"toolscout: {err.message}")
+        return exit_code_for(err)
+    except KeyboardInterrupt:
+        out.note("toolscout: interrupted")
+        return 130
+    except BrokenPipeError:
+        # `toolscout tools | head`: the reader went away; that is not an error.
+        sys.stderr.close()
+        return 0
+    except Exception as err:
+        out.note(f"toolscout: internal error: {type(err).__name__}: {err}")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""``toolscout chat``: one message or an interactive conversation, streamed as it happens.
+
+Discovered tools are carried across turns (each turn sends the previous turn's ``loaded_tools``
+and the whole history), and the token savings are summed over the conversation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+
+from toolscout.client import (
+    ChatEvent,
+    ChatFinished,
+    ChatMessage,
+    ChatResult,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolscoutClient,
+    ToolsDiscovered,
+)
+
+from toolscout_cli.connection import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Targets
+from toolscout_cli.output import Output, to_jsonable, truncate
+
+__all__ = ["Conversation", "run_chat"]
+
+_EXIT_WORDS = {"exit", "quit", "/exit", "/quit"}
+
+
+@dataclass
+class Conversation:
+    """The history and discovered tools carried from turn to turn, and the running token totals."""
+
+    model: str
+    toolset: str = ""
+    system: str = ""
+    history: list[ChatMessage] = field(default_factory=list)
+    discovered: tuple[str, ...] = ()
+    turns: int = 0
+    tokens_sent: int = 0
+    tokens_all: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def record(self, user: ChatMessage, result: ChatResult) -> None:
+        self.history.extend([user, *result.messages])
+        self.discovered = result.loaded_tools
+        self.turns += 1
+        d = result.stats.discovery
+        self.tokens_sent += d.definition_tokens_sent
+        self.tokens_all += d.definition_tokens_all
+        self.input_tokens += result.stats.usage.input_tokens
+        self.output_tokens += result.stats.usage.output_tokens
+
+    @property
+    def tokens_saved(self) -> int:
+        return max(self.tokens_all - self.tokens_sent, 0)
+
+    def savings_line(self) -> str:
+        pct = 100.0 * self.tokens_saved / self.tokens_all if self.tokens_all else 0.0
+        turns = f"{self.turns} turn{'s' if self.turns != 1 else ''}"
+        return (
+            f"[{turns} · tool definitions sent {self.tokens_sent} of {self.tokens_all} tokens, "
+            f"saved {self.tokens_saved} ({pct:.0f}%) · provider usage {self.input_tokens} in / "
+            f"{self.output_tokens} out · {len(self.discovered)} discovered tools kept]"
+        )
+
+
+class _Renderer:
+    """Shows stream events to a person: answer text on stdout, tool activity on stderr."""
+
+    def __init__(self, out: Output, *, show_reasoning: bool) -> None:
+        self.out = out
+        self.show_reasoning = show_reasoning
+        self.at_line_start = True
+
+    def _break_line(self) -> None:
+        if not self.at_line_start:
+            self.out.line()
+            self.at_line_start = True
+
+    def show(self, event: ChatEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.out.write(event.text)
+            self.at_line_start = event.text.endswith("\n")
+        elif isinstance(event, ReasoningDelta):
+            if self.show_reasoning:
+                self.out.note(f"  (thinking) {truncate(event.text, 200)}")
+        elif isinstance(event, ToolCallStarted):
+            self._break_line()
+            where = f" on {event.server}" if event.server else ""
+            self.out.note(f"  → {event.call.name}({truncate(event.call.arguments_json, 160)}){where}")
+        elif isinstance(event, ToolCallFinished):
+            mark = "✗" if event.is_error else "✓"
+            preview = truncate(event.result_preview, 160)
+            self.out.note(f"  {mark} {event.call.name} {event.duration_seconds:.2f}s: {preview}")
+        elif isinstance(event, ToolsDiscovered):
+            self.out.note(f"  + discovered {len(event.tools)} tools: {', '.join(event.tools)}")
+        # AssistantMessage repeats the deltas; usage is summed from the final result.
+
+    def finish(self) -> None:
+        self._break_line()
+
+
+def _turn(
+    ts: ToolscoutClient, conv: Conversation, text: str, out: Output, *, show_reasoning: bool
+) -> ChatResult:
+    user = ChatMessage.user(text)
+    stream = ts.orchestrator.stream_chat(
+        [*conv.history, user],
+        model=conv.model,
+        toolset=conv.toolset,
+        system=conv.system,
+        discovered_tools=conv.discovered,
+    )
+    renderer = _Renderer(out, show_reasoning=show_reasoning)
+    result: ChatResult | None = None
+    for event in stream:
+        if isinstance(event, ChatFinished):
+            result = event.result
+        elif not out.json_mode:
+            renderer.show(event)
+    if result is None:
+        raise CliError("the chat stream ended without a final result", EXIT_ERROR)
+    conv.record(user, result)
+    if out.json_mode:
+        out.json({**to_jsonable(result), "conversation_tokens_saved": conv.tokens_saved})
+        return result
+    renderer.finish()
+    if result.stop_reason != "completed":
+        out.note(f"toolscout: stopped early ({result.stop_reason}): {result.error}")
+    if result.tools_disabled_fallback:
+        out.note("toolscout: the provider rejected tool calling; answered without tools")
+    out.note(conv.savings_line())
+    return result
+
+
+def run_chat(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    """One-shot with MESSAGE; otherwise a REPL reading lines (``exit`` or EOF ends it)."""
+    model = args.model or _default_model(targets)
+    conv = Conversation(model=model, toolset=args.toolset or "", system=args.system or "")
+    if args.message:
+        result = _turn(ts, conv, args.message, out, show_reasoning=args.show_reasoning)
+        return EXIT_OK if result.stop_reason == "completed" else EXIT_ERROR
+    interactive = sys.stdin.isatty()
+    if interactive and not out.json_mode:
+        out.note(
+            f"Chatting with {model}{f' (toolset {conv.toolset})' if conv.toolset else ''}. 'exit' or Ctrl-D ends."
+        )
+    while True:
+        try:
+            text = input("you> " if interactive else "")
+        except EOFError:
+            break
+        text = text.strip()
+        if not text:
+            continue
+        if text.lower() in _EXIT_WORDS:
+            break
+        _turn(ts, conv, text, out, show_reasoning=args.show_reasoning)
+    return EXIT_OK
+
+
+def _default_model(targets: Targets) -> str:
+    config = targets.config
+    if config is not None and len(config.models) == 1:
+        return next(iter(config.models))
+    raise CliError("chat needs --model NAME (see `toolscout models`)", EXIT_USAGE)

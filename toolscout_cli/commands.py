@@ -1,0 +1,308 @@
+"""The commands that query a running stack: servers, tools, toolsets, models, manifest, search,
+call and tokens. Each returns its exit code; failures raise and are reported by ``__main__``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from typing import Any
+
+from toolscout.client import CallToolResult, Tool, ToolscoutClient
+
+from toolscout_cli.connection import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Targets
+from toolscout_cli.output import Output, truncate
+
+__all__ = ["COMMANDS"]
+
+
+def _servers(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    servers = ts.pool.list_servers()
+    if out.json_mode:
+        out.json({"servers": servers})
+        return EXIT_OK
+    if not servers:
+        out.line("No MCP servers configured.")
+        return EXIT_OK
+    rows = [
+        (
+            s.name,
+            s.transport,
+            s.state,
+            s.tool_count,
+            s.restarts,
+            "yes" if s.defer_loading else "no",
+            truncate(s.last_error, 200) or "-",
+        )
+        for s in servers
+    ]
+    out.table(("Server", "Transport", "State", "Tools", "Restarts", "Deferred", "Last error"), rows)
+    return EXIT_OK
+
+
+def _discovery_enabled(targets: Targets, deferred: int) -> bool:
+    # casual-mcp shows the Status column only when discovery is on; without a config, infer it.
+    if targets.config is not None:
+        return targets.config.tool_discovery.enabled
+    return deferred > 0
+
+
+def _toolset_tools(ts: ToolscoutClient, toolset: str, server: str) -> tuple[list[Tool], dict[str, str], Any]:
+    """Every tool of the toolset (catalog order) with its status, and the plan it came from."""
+    plan = ts.discovery.plan_tools(toolset, include_deferred_names=True)
+    catalog = ts.pool.list_tools([server] if server else [])
+    status = {t.llm_name: "loaded" for t in plan.loaded_tools}
+    status.update({name: "deferred" for name in plan.deferred_tool_names})
+    tools = [t for t in catalog.tools if t.llm_name in status]
+    return tools, status, plan
+
+
+def _tools(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    tools, status, plan = _toolset_tools(ts, args.toolset or "", args.server or "")
+    show_status = _discovery_enabled(targets, plan.deferred_count)
+    if out.json_mode:
+        out.json(
+            {
+                "tools": [
+                    {
+                        "name": t.llm_name,
+                        "server": t.server,
+                        "tool": t.name,
+                        "status": status[t.llm_name],
+                        "available": t.available,
+                        "description": t.description,
+                    }
+                    for t in tools
+                ],
+                "loaded": sum(1 for t in tools if status[t.llm_name] == "loaded"),
+                "deferred": sum(1 for t in tools if status[t.llm_name] == "deferred"),
+                "catalog_version": plan.catalog_version,
+            }
+        )
+        return EXIT_OK
+    if not tools:
+        out.line("No tools.")
+        return EXIT_OK
+    headers = ["Name", "Server"] + (["Status"] if show_status else []) + ["Description"]
+    rows = [
+        [t.llm_name, t.server]
+        + ([status[t.llm_name]] if show_status else [])
+        + [t.description if t.available else f"(unavailable) {t.description}"]
+        for t in tools
+    ]
+    out.table(headers, rows)
+    loaded = sum(1 for t in tools if status[t.llm_name] == "loaded")
+    out.note(f"{len(tools)} tools: {loaded} loaded, {len(tools) - loaded} deferred")
+    return EXIT_OK
+
+
+def _toolsets(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    toolsets = ts.orchestrator.list_toolsets()
+    if out.json_mode:
+        out.json({"toolsets": toolsets})
+        return EXIT_OK
+    if not toolsets:
+        out.line("No toolsets configured (every tool is available to every chat).")
+        return EXIT_OK
+
+    def servers(info: Any) -> str:
+        parts = []
+        for s in info.servers:
+            parts.append(s.server if s.mode == "all" else f"{s.server} ({s.mode}: {', '.join(s.tools)})")
+        return "; ".join(parts)
+
+    out.table(
+        ("Toolset", "Description", "Servers"), [(t.name, t.description or "-", servers(t)) for t in toolsets]
+    )
+    return EXIT_OK
+
+
+def _models(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    models = ts.orchestrator.list_models()
+    if out.json_mode:
+        out.json({"models": models})
+        return EXIT_OK
+    if not models:
+        out.line("No models configured.")
+        return EXIT_OK
+    rows = [(m.name, m.provider, m.model, m.client, m.template or "-", m.base_url or "-") for m in models]
+    out.table(("Model", "Provider", "Provider model", "Client", "Template", "Endpoint"), rows)
+    return EXIT_OK
+
+
+def _manifest(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    manifest = ts.discovery.get_manifest(args.toolset or "", provider=args.provider or "")
+    if out.json_mode:
+        out.json(manifest)
+        return EXIT_OK
+    out.line(manifest.manifest or "(nothing is deferred: every tool is loaded, no manifest is sent)")
+    out.note(
+        f"{manifest.tokens} tokens (budget {manifest.budget_tokens}) · {manifest.deferred_tools} deferred tools "
+        f"on {manifest.deferred_servers} servers · catalog {manifest.catalog_version[:12]}"
+    )
+    return EXIT_OK
+
+
+def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    if not (args.query or args.server or args.tool):
+        raise CliError("search needs a QUERY, --server or --tool", EXIT_USAGE)
+    result = ts.discovery.search_tools(
+        args.query or "",
+        toolset=args.toolset or "",
+        server_name=args.server or "",
+        tool_names=args.tool or (),
+        max_results=args.limit or 0,
+        offset=args.offset or 0,
+    )
+    if out.json_mode:
+        out.json(result)
+        return EXIT_OK
+    if args.llm_text:
+        out.line(result.result_text)
+        return EXIT_OK
+    for missing in result.not_found:
+        hint = f" (closest: {', '.join(missing.closest)})" if missing.closest else ""
+        out.note(f"not found: {missing.name}{hint}")
+    if not result.matches:
+        out.line("No tools found.")
+        return EXIT_OK
+    rows = [
+        (
+            i,
+            m.tool.llm_name,
+            m.tool.server,
+            f"{m.score:.2f}",
+            ("(loaded) " if m.already_loaded else "") + m.tool.description,
+        )
+        for i, m in enumerate(result.matches, 1)
+    ]
+    out.table(("#", "Tool", "Server", "Score", "Description"), rows)
+    out.note(f"{len(result.matches)} of {result.total_matches} matches · mode {result.mode}")
+    return EXIT_OK
+
+
+def _render_result(result: CallToolResult, out: Output) -> None:
+    for block in result.content:
+        if block.type == "text":
+            out.line(block.text)
+        elif block.type == "resource" and block.text:
+            out.line(f"[resource {block.uri}]\n{block.text}")
+        elif block.type == "resource_link":
+            out.line(f"[resource link {block.name or ''} {block.uri}]".replace("  ", " "))
+        else:
+            out.line(f"[{block.type} {block.mime_type or ''} {len(block.data)} bytes]".replace("  ", " "))
+    if not result.content and result.structured_content_json:
+        out.line(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+    if result.truncated:
+        out.note("(the result was truncated by the pool's size limit)")
+
+
+def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    try:
+        arguments = json.loads(args.args) if args.args else {}
+    except json.JSONDecodeError as err:
+        raise CliError(f"--args is not valid JSON: {err.msg} at column {err.colno}", EXIT_USAGE) from None
+    if not isinstance(arguments, dict):
+        raise CliError('--args must be a JSON object, e.g. \'{"timezone": "UTC"}\'', EXIT_USAGE)
+    result = ts.pool.call_tool(
+        args.tool, arguments, server=args.server or "", timeout_seconds=args.call_timeout or 0
+    )
+    if out.json_mode:
+        out.json(result)
+    else:
+        _render_result(result, out)
+    if result.is_error:
+        out.note(f"toolscout: the tool {args.tool} reported an error")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
+    # Per-server figures are counted here with discovery's own counter over the pool's catalog, so
+    # they add up to the totals discovery reports (which also include search_tools and the manifest).
+    from discovery_svc.tokens import TokenCounter  # noqa: PLC0415 - only this command needs the BPE tables
+
+    tools, status, plan = _toolset_tools(ts, args.toolset or "", "")
+    counter = TokenCounter()
+    try:
+        encoding = counter.encoding_for(args.provider or "")
+    except Exception as err:
+        raise CliError(str(getattr(err, "message", err)), EXIT_USAGE) from None
+    per_server: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"tools": 0, "deferred": 0, "all": 0, "sent": 0}
+    )
+    for tool in tools:
+        n = counter.count_definition(tool.llm_name, tool.description, tool.input_schema_json, encoding)
+        row = per_server[tool.server]
+        row["tools"] += 1
+        row["all"] += n
+        if status[tool.llm_name] == "loaded":
+            row["sent"] += n
+        else:
+            row["deferred"] += 1
+    loaded_sent = sum(r["sent"] for r in per_server.values())
+    overhead = max(plan.tokens.sent_tokens - loaded_sent, 0)
+    totals = plan.tokens
+    if out.json_mode:
+        out.json(
+            {
+                "toolset": args.toolset or "",
+                "encoding": totals.encoding,
+                "estimate": totals.estimate,
+                "servers": [
+                    {
+                        "server": name,
+                        "tools": r["tools"],
+                        "deferred_tools": r["deferred"],
+                        "tokens_without_discovery": r["all"],
+                        "tokens_with_discovery": r["sent"],
+                        "tokens_saved": r["all"] - r["sent"],
+                    }
+                    for name, r in sorted(per_server.items())
+                ],
+                "discovery_overhead_tokens": overhead,
+                "total": {
+                    "tokens_without_discovery": totals.all_definitions_tokens,
+                    "tokens_with_discovery": totals.sent_tokens,
+                    "tokens_saved": totals.saved_tokens,
+                },
+            }
+        )
+        return EXIT_OK
+    rows: list[tuple[Any, ...]] = [
+        (name, r["tools"], r["deferred"], r["all"], r["sent"], r["all"] - r["sent"])
+        for name, r in sorted(per_server.items())
+    ]
+    if plan.has_search_tool:
+        rows.append(("search_tools + manifest", "-", "-", 0, overhead, -overhead))
+    pct = (
+        100.0 * totals.saved_tokens / totals.all_definitions_tokens if totals.all_definitions_tokens else 0.0
+    )
+    rows.append(
+        (
+            "TOTAL",
+            len(tools),
+            plan.deferred_count,
+            totals.all_definitions_tokens,
+            totals.sent_tokens,
+            f"{totals.saved_tokens} ({pct:.0f}%)",
+        )
+    )
+    out.table(
+        ("Server", "Tools", "Deferred", "Without discovery", "With discovery", "Saved"), rows, wrap_last=False
+    )
+    approx = " (estimate: not the provider's own tokenizer)" if totals.estimate else ""
+    out.note(f"tool-definition tokens per LLM call, {totals.encoding}{approx}")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "servers": _servers,
+    "tools": _tools,
+    "toolsets": _toolsets,
+    "models": _models,
+    "manifest": _manifest,
+    "search": _search,
+    "call": _call,
+    "tokens": _tokens,
+}

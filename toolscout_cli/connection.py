@@ -1,0 +1,177 @@
+"""Where the stack is (config or explicit targets), and how CLI failures become exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolscout.client import (
+    InvalidArgumentError,
+    NotFoundError,
+    ToolscoutClient,
+    ToolscoutClientError,
+    UnavailableError,
+)
+
+from toolscout_kit.config import (
+    CONFIG_ENV,
+    DiscoverySettings,
+    OrchestratorSettings,
+    PoolSettings,
+    ToolscoutConfig,
+    load_config,
+)
+from toolscout_kit.errors import ConfigError
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "CliError",
+    "Targets",
+    "exit_code_for",
+    "load_optional_config",
+    "resolve_targets",
+    "targets_for",
+]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_UNREACHABLE = 4
+DEFAULT_TOKEN_ENV = "TOOLSCOUT_AUTH_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+
+
+class CliError(Exception):
+    """A failure the CLI reports in one line, with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def exit_code_for(err: ToolscoutClientError) -> int:
+    if isinstance(err, NotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(err, UnavailableError):
+        return EXIT_UNREACHABLE
+    if isinstance(err, InvalidArgumentError):
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def client_target(listen: str) -> str:
+    """The address a local client dials for a server's ``listen`` address (wildcards → loopback)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep:
+        return listen
+    if host in ("", "0.0.0.0", "[::]", "::", "*"):  # noqa: S104 - translating a wildcard, not binding one
+        return f"127.0.0.1:{port}"
+    return listen
+
+
+def load_optional_config(path: str | None) -> ToolscoutConfig | None:
+    """The config from ``--config`` or ``TOOLSCOUT_CONFIG``, or ``None`` when neither is given.
+
+    Raises:
+        CliError: the config is invalid (exit 2).
+    """
+    if not path and not os.environ.get(CONFIG_ENV):
+        return None
+    try:
+        return load_config(path)
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
+
+
+@dataclass(frozen=True)
+class Targets:
+    pool: str
+    discovery: str
+    orchestrator: str
+    tls: bool = False
+    root_certificates: bytes | None = None
+    token: str | None = None
+    config: ToolscoutConfig | None = None
+
+    def connect(self) -> ToolscoutClient:
+        return ToolscoutClient.connect(
+            pool=self.pool,
+            discovery=self.discovery,
+            orchestrator=self.orchestrator,
+            tls=self.tls,
+            root_certificates=self.root_certificates,
+            token=self.token,
+        )
+
+    def describe(self, service: str) -> str:
+        return {"pool": self.pool, "discovery": self.discovery, "orchestrator": self.orchestrator}[service]
+
+
+def targets_for(
+    config: ToolscoutConfig | None,
+    pool: str,
+    discovery: str,
+    orchestrator: str,
+    *,
+    tls: bool = False,
+    ca_file: str | None = None,
+) -> Targets:
+    """Targets with the config's TLS and token settings (token from its ``auth_token_env``).
+
+    Raises:
+        CliError: the CA file cannot be read (exit 2).
+    """
+    security = config.toolscout.security if config else None
+    if not ca_file and config is not None and security is not None and security.tls_ca_file:
+        ca_file = str(config.resolve_path(security.tls_ca_file))
+    use_tls = bool(tls or ca_file or (security and security.tls_cert_file))
+    root: bytes | None = None
+    if ca_file:
+        try:
+            root = Path(ca_file).read_bytes()
+        except OSError as err:
+            raise CliError(f"cannot read CA file {ca_file}: {err.strerror}", EXIT_USAGE) from None
+    token_env = security.auth_token_env if security else DEFAULT_TOKEN_ENV
+    return Targets(
+        pool=pool,
+        discovery=discovery,
+        orchestrator=orchestrator,
+        tls=use_tls,
+        root_certificates=root,
+        token=os.environ.get(token_env) or None,
+        config=config,
+    )
+
+
+def resolve_targets(args: argparse.Namespace) -> Targets:
+    """Targets from ``--pool-target`` & co, else ``--target``, else the config's listen addresses.
+
+    Raises:
+        CliError: bad config or unreadable CA file (exit 2).
+    """
+    config = load_optional_config(args.config)
+    settings = config.toolscout if config else None
+    defaults = {
+        "pool": (settings.pool if settings else PoolSettings()).listen,
+        "discovery": (settings.discovery if settings else DiscoverySettings()).listen,
+        "orchestrator": (settings.orchestrator if settings else OrchestratorSettings()).listen,
+    }
+    chosen = {
+        name: getattr(args, f"{name}_target", None) or args.target or client_target(listen)
+        for name, listen in defaults.items()
+    }
+    return targets_for(
+        config,
+        chosen["pool"],
+        chosen["discovery"],
+        chosen["orchestrator"],
+        tls=args.tls,
+        ca_file=args.ca_file,
+    )

@@ -1,0 +1,205 @@
+"""``toolscout up`` (the whole stack in this process) and ``toolscout serve SERVICE``.
+
+Both stop on SIGINT/SIGTERM: health goes NOT_SERVING, in-flight calls drain for the configured
+grace, then the pool stops its MCP server processes — nothing is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from discovery_svc.server import build_server as build_discovery
+from mcp_pool_svc.metrics import PrometheusPoolMetrics
+from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.server import build_server as build_pool
+from orchestrator_svc.server import build_server as build_orchestrator
+from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, targets_for
+from toolscout_cli.output import Output
+from toolscout_cli.walkthrough import run_walkthrough
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.errors import ConfigError
+from toolscout_kit.logging import configure_logging
+from toolscout_kit.server import serve_until_signal
+
+__all__ = ["run_serve", "run_up"]
+
+_SYMBOL = {"ready": "✓", "failed": "✗", "reconnecting": "…", "idle": "·", "stopped": "·"}
+
+
+def _quiet_logging(level: str) -> None:
+    # The services log JSON; in the CLI it goes to stderr so stdout stays the CLI's own output.
+    configure_logging(level)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+
+
+def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def _until_stopped_or_done(stop: asyncio.Event, task: asyncio.Task[Any]) -> bool:
+    """Waits for ``task``; returns False (having cancelled it) if a stop signal came first."""
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if task in done:
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bool) -> int:
+    stop = asyncio.Event()
+    _install_stop(asyncio.get_running_loop(), stop)
+    pool = McpPool(config, metrics=PrometheusPoolMetrics())
+    reported: dict[str, str] = {}
+
+    def progress(name: str) -> None:
+        if stop.is_set():
+            return  # shutting down: every server is about to report "stopped"
+        status = pool.server_status(name)
+        state = status.state.value
+        if state == "starting" or reported.get(name) == state:
+            return
+        reported[name] = state
+        if out.json_mode:
+            out.json(
+                {
+                    "event": "server",
+                    "name": name,
+                    "state": state,
+                    "tools": status.tool_count,
+                    "transport": status.transport,
+                    "error": status.last_error,
+                }
+            )
+            return
+        detail = f"{status.tool_count} tools" if state == "ready" else status.last_error
+        deferred = " (deferred)" if status.defer_loading else ""
+        out.line(f"  {_SYMBOL.get(state, '?')} {name:<20} {state:<12} {detail}{deferred}")
+
+    pool.add_listener(progress)
+    servers: list[tuple[str, Any]] = []
+
+    async def start() -> None:
+        if not out.json_mode:
+            names = ", ".join(sorted(config.servers)) or "none"
+            out.line(f"toolscout: starting the stack from {source}")
+            out.line(f"connecting {len(config.servers)} MCP servers ({names})")
+        running = await build_pool(config, pool=pool)
+        servers.append(("pool", running))
+        discovery = await build_discovery(config, pool_target=running.address)
+        servers.append(("discovery", discovery))
+        orchestrator = await build_orchestrator(
+            config, pool_target=running.address, discovery_target=discovery.address
+        )
+        servers.append(("orchestrator", orchestrator))
+
+    try:
+        started = await _until_stopped_or_done(stop, asyncio.create_task(start()))
+        if started:
+            cli = _announce(out, servers, config, source)
+            if walkthrough and not out.json_mode:
+                await _walkthrough(stop, servers, config, out, cli)
+            await stop.wait()
+        if not out.json_mode:
+            out.line("stopping…")
+    finally:
+        for _, running in reversed(servers):
+            await running.stop()
+        await pool.stop()
+    if out.json_mode:
+        out.json({"event": "stopped"})
+    else:
+        out.line("stopped.")
+    return EXIT_OK
+
+
+def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConfig, source: str) -> str:
+    """Prints the endpoints; returns the CLI prefix that reaches this stack."""
+    endpoints = {name: running.address for name, running in servers}
+    metrics = {
+        name: f"http://127.0.0.1:{running.metrics_port}/metrics"
+        for name, running in servers
+        if running.metrics_port is not None
+    }
+    settings = config.toolscout
+    listens = (settings.pool.listen, settings.discovery.listen, settings.orchestrator.listen)
+    if any(listen.endswith(":0") for listen in listens):
+        # Ports were picked at random: the config alone does not lead back here.
+        cli = "toolscout " + " ".join(f"--{name}-target {address}" for name, address in endpoints.items())
+    else:
+        cli = f"toolscout -c {source}"
+    if out.json_mode:
+        out.json({"event": "ready", "endpoints": endpoints, "metrics": metrics})
+        return cli
+    out.line("")
+    for name, address in endpoints.items():
+        extra = f"   metrics {metrics[name]}" if name in metrics else ""
+        out.line(f"{name:<13} {address}{extra}")
+    out.line("")
+    out.line(f"Ready. In another terminal: {cli} servers | tools | manifest | search QUERY | chat")
+    out.line("Ctrl-C stops everything.")
+    return cli
+
+
+async def _walkthrough(
+    stop: asyncio.Event, servers: list[tuple[str, Any]], config: ToolscoutConfig, out: Output, cli: str
+) -> None:
+    addresses = dict((name, running.address) for name, running in servers)
+    targets = targets_for(config, addresses["pool"], addresses["discovery"], addresses["orchestrator"])
+    # The sync client blocks, and this event loop serves the stack: run it in a worker thread.
+    # Its summaries go to stdout too: here they are part of the story, not side notes.
+    story = Output(json_mode=False, out=out.out, err=out.out)
+    task = asyncio.create_task(asyncio.to_thread(run_walkthrough, targets, story, cli))
+    try:
+        await _until_stopped_or_done(stop, task)
+    except Exception as err:
+        out.line(f"(walkthrough stopped: {type(err).__name__}: {err})")
+    out.line("The stack keeps running. Ctrl-C stops everything.")
+
+
+def run_up(
+    config: ToolscoutConfig, out: Output, *, source: str, log_level: str, walkthrough: bool = False
+) -> int:
+    """The whole stack in this process until SIGINT/SIGTERM; exit code 0 after a clean stop."""
+    _quiet_logging(log_level)
+    try:
+        return asyncio.run(_up(config, out, source, walkthrough))
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
+
+
+BuildServer = Callable[..., Awaitable[Any]]
+
+
+_BUILDERS: dict[str, BuildServer] = {
+    "pool": build_pool,
+    "discovery": build_discovery,
+    "orchestrator": build_orchestrator,
+}
+
+
+async def _serve(build: BuildServer, config: ToolscoutConfig, listen: str | None) -> int:
+    running = await build(config, listen=listen)
+    await serve_until_signal(running)
+    return EXIT_OK
+
+
+def run_serve(service: str, config: ToolscoutConfig, *, listen: str | None, log_level: str) -> int:
+    """One service in the foreground, logging JSON to stdout like ``python -m <service>``."""
+    configure_logging(log_level)
+    try:
+        return asyncio.run(_serve(_BUILDERS[service], config, listen))
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
