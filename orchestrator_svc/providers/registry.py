@@ -6,13 +6,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from anthropic import AsyncAnthropic
-from openai import AsyncOpenAI
-
 from orchestrator_svc.errors import ProviderAuthError, UnknownModelError
-from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
 from orchestrator_svc.providers.base import LLMProvider
-from orchestrator_svc.providers.openai_provider import OpenAIProvider
 from toolscout_kit.config import ClientConfig, ModelConfig, ToolscoutConfig
 
 __all__ = ["OLLAMA_DEFAULT_BASE_URL", "ModelRegistry", "ResolvedModel", "build_provider"]
@@ -58,12 +53,21 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
     Raises:
         ProviderAuthError: the provider needs a key and none is configured.
     """
+    # SDKs are imported here, on first use, to keep start-up fast (see providers/__init__.py).
     if client.provider == "anthropic":
+        from anthropic import AsyncAnthropic
+
+        from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
+
         key = _api_key(client_name, client, "ANTHROPIC_API_KEY", required=True)
         sdk = AsyncAnthropic(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
         return AnthropicProvider(
             sdk, client_name=client_name, max_retries=client.max_retries, request_timeout=client.timeout
         )
+    from openai import AsyncOpenAI
+
+    from orchestrator_svc.providers.openai_provider import OpenAIProvider
+
     if client.provider == "ollama":
         key = _api_key(client_name, client, "OPENAI_API_KEY", required=False)
         oai = AsyncOpenAI(
