@@ -35,7 +35,10 @@ def create_channel(target: str, security: SecuritySettings) -> grpc.aio.Channel:
     token = os.environ.get(security.auth_token_env) or None
     try:
         return _create_client_channel(
-            target, tls=bool(security.tls_ca_file or security.tls_cert_file), root_certificates=root, token=token
+            target,
+            tls=bool(security.tls_ca_file or security.tls_cert_file),
+            root_certificates=root,
+            token=token,
         )
     except ValueError as err:
         raise ConfigError(f"cannot connect to {target!r}: {err}") from None

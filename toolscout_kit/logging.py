@@ -21,7 +21,8 @@ _configured = False
 # Values of keys like these are never written to logs, whatever logs them.
 # (Counts such as "manifest_tokens" are not secrets; only a key that *is* a credential matches.)
 _SECRET_KEY = re.compile(
-    r"^(?:.*[_-])?(api[_-]?key|authorization|token|secret|password|passwd|cookie|credentials?)$", re.IGNORECASE
+    r"^(?:.*[_-])?(api[_-]?key|authorization|token|secret|password|passwd|cookie|credentials?)$",
+    re.IGNORECASE,
 )
 # Bearer tokens and provider-style keys that might sneak into free text (error messages).
 _SECRET_TEXT = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|pk|key)-[A-Za-z0-9_-]{12,}")

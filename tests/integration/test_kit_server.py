@@ -33,7 +33,9 @@ class _Servicer(mcp_pool_pb2_grpc.McpPoolServicer):
     async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
         raise RuntimeError("secret detail /etc/passwd at line 42")
 
-    async def WatchCatalog(self, request: Any, context: Any) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
+    async def WatchCatalog(
+        self, request: Any, context: Any
+    ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
         yield mcp_pool_pb2.WatchCatalogResponse(catalog_version="v1")
         raise NotFoundError("catalog went away")
 
@@ -122,12 +124,17 @@ async def test_metrics_endpoint_serves_grpc_counters_after_calls(server: Running
             await stub.ListTools(mcp_pool_pb2.ListToolsRequest(), timeout=5)
     assert server.metrics_port
     text = await asyncio.to_thread(_scrape, server.metrics_port)
-    assert f'grpc_server_handled_total{{grpc_code="OK",grpc_method="ListServers",grpc_service="{SERVICE}"}}' in text
+    assert (
+        f'grpc_server_handled_total{{grpc_code="OK",grpc_method="ListServers",grpc_service="{SERVICE}"}}'
+        in text
+    )
     assert f'grpc_code="NOT_FOUND",grpc_method="ListTools",grpc_service="{SERVICE}"' in text
     assert f'grpc_server_handling_seconds_count{{grpc_method="ListServers",grpc_service="{SERVICE}"}}' in text
 
 
-async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(TOKEN_ENV, "s3cret-token")
     running = await _start()
     try:
@@ -138,7 +145,9 @@ async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(mon
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await stub.ListServers(request, metadata=metadata, timeout=5)
                 assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            reply = await stub.ListServers(request, metadata=(("authorization", "Bearer s3cret-token"),), timeout=5)
+            reply = await stub.ListServers(
+                request, metadata=(("authorization", "Bearer s3cret-token"),), timeout=5
+            )
             assert reply.servers[0].name == "ok"
             health = health_pb2_grpc.HealthStub(channel)
             status = await health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
@@ -172,7 +181,9 @@ async def test_tls_server_accepts_a_tls_client(tmp_path: Any) -> None:
     cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     (tmp_path / "c.pem").write_bytes(cert_pem)
     (tmp_path / "k.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
     )
     running = await _start(tls_cert_file=str(tmp_path / "c.pem"), tls_key_file=str(tmp_path / "k.pem"))
     try:

@@ -65,7 +65,9 @@ def test_casual_mcp_config_file_loads_unchanged(tmp_path: Path) -> None:
 
 def test_remote_transports_resolve_like_casual_mcp(tmp_path: Path) -> None:
     config = load_config(_write(tmp_path, CASUAL_MCP_EXAMPLE))
-    resolved = {n: s.resolved_transport for n, s in config.servers.items() if isinstance(s, RemoteServerConfig)}
+    resolved = {
+        n: s.resolved_transport for n, s in config.servers.items() if isinstance(s, RemoteServerConfig)
+    }
     assert resolved == {"data-tools": "streamable-http", "legacy": "sse", "plain-http": "streamable-http"}
 
 
@@ -77,7 +79,9 @@ def test_example_config_in_repository_loads() -> None:
 
 def test_yaml_config_loads(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("servers:\n  time:\n    command: uvx\n    args: [mcp-server-time]\n    defer_loading: true\n")
+    path.write_text(
+        "servers:\n  time:\n    command: uvx\n    args: [mcp-server-time]\n    defer_loading: true\n"
+    )
     config = load_config(path)
     assert config.servers["time"].defer_loading
 
@@ -106,14 +110,20 @@ def test_missing_environment_variable_names_the_key_path() -> None:
     [
         ({"servers": {"a": {"command": "x", "defer_loadng": True}}}, "servers.a.defer_loadng: Extra inputs"),
         ({"servers": {"a": {"url": "ftp://x"}}}, "servers.a.url: String should match pattern"),
-        ({"servers": {"a": {"url": "http://x", "transport": "grpc"}}}, "servers.a.transport: Input should be"),
+        (
+            {"servers": {"a": {"url": "http://x", "transport": "grpc"}}},
+            "servers.a.transport: Input should be",
+        ),
         ({"servers": {"a": {"command": ""}}}, "servers.a.command: String should have at least 1 character"),
         ({"models": {"m": {"client": "nope", "model": "x"}}}, "models.m.client: unknown client 'nope'"),
         ({"tool_sets": {"t": {"servers": {"zz": True}}}}, "tool_sets.t.servers.zz: unknown server 'zz'"),
         ({"clients": {"c": {"provider": "gemini"}}}, "clients.c.provider: Input should be 'openai'"),
         ({"tool_discovery": {"max_search_results": 0}}, "tool_discovery.max_search_results: Input should be"),
         ({"toolscout": {"pool": {"bogus": 1}}}, "toolscout.pool.bogus: Extra inputs are not permitted"),
-        ({"toolscout": {"security": {"tls_cert_file": "c.pem"}}}, "tls_cert_file and tls_key_file must be set"),
+        (
+            {"toolscout": {"security": {"tls_cert_file": "c.pem"}}},
+            "tls_cert_file and tls_key_file must be set",
+        ),
         ([1, 2], "the top level must be an object"),
     ],
 )

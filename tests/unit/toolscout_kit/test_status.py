@@ -8,7 +8,7 @@ import pkgutil
 import grpc
 import pytest
 
-import toolscout_kit.errors as errors
+from toolscout_kit import errors
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.status import error_from_rpc, status_for
 
@@ -73,7 +73,9 @@ class _RpcError(grpc.RpcError):
 
 
 def test_rpc_errors_from_peers_become_domain_errors_keeping_llm_facing_text() -> None:
-    err = error_from_rpc(_RpcError(grpc.StatusCode.NOT_FOUND, "Unknown server 'x'. Valid servers: a, b"), "discovery")
+    err = error_from_rpc(
+        _RpcError(grpc.StatusCode.NOT_FOUND, "Unknown server 'x'. Valid servers: a, b"), "discovery"
+    )
     assert isinstance(err, errors.NotFoundError)
     assert err.message == "Unknown server 'x'. Valid servers: a, b"
     down = error_from_rpc(_RpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"), "pool")
