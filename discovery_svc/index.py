@@ -12,8 +12,9 @@ differ from its ``BM25Okapi``:
   (every term of a 2-document corpus, 1-document corpora), which hid real matches in casual-mcp.
 * Scores are not computed by scanning every document: a term's contribution to a document depends
   only on the term, the document's tf and length, so it is precomputed into postings
-  (term -> doc ids, weights) and a query adds up the postings of its terms. Documents sharing no
-  term with the query are never touched; results equal rank-bm25's full-scan formula.
+  (term -> {doc id: contribution}) and a query adds up the postings of its terms, skipping with
+  MaxScore the work that cannot change the top results. Documents sharing no term with the query
+  are never touched; the hits equal a full scan's (a unit test checks it against one).
 
 An exact tool-name match (the raw name or the LLM-facing key, case-insensitive, spaces/underscores/
 hyphens treated alike) always ranks first.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -43,6 +45,7 @@ NAME_WEIGHT = 3  # name tokens are counted this many times
 _MAX_SCHEMA_DEPTH = 4  # nested object properties indexed down to this depth
 _MAX_ENUM_VALUES = 50
 _TOP_WEIGHTS = 20  # per-term best weights kept for cheap MaxScore thresholds
+_RANKED_MIN_DOCS = 256  # terms in more documents also keep their best documents in rank order
 
 _NAME_NORM_RE = re.compile(r"[\s_\-]+")
 
@@ -161,19 +164,13 @@ class SearchIndex:
         corpus = [document_tokens(d, name_weight=name_weight) or ["\x00"] for d in ordered]
         bm25 = _LuceneBM25(corpus)
         doc_ints = list(range(len(ordered)))  # one int object per doc, shared by every posting
-        postings: dict[str, dict[int, float]] = {}
-        for doc_id, freqs in zip(doc_ints, bm25.doc_freqs, strict=True):
-            norm = k1 * (1.0 - b + b * bm25.doc_len[doc_id] / bm25.avgdl)
+        postings: defaultdict[str, dict[int, float]] = defaultdict(dict)
+        idf, k1_plus_1 = bm25.idf, k1 + 1.0
+        for doc_id, freqs, length in zip(doc_ints, bm25.doc_freqs, bm25.doc_len, strict=True):
+            norm = k1 * (1.0 - b + b * length / bm25.avgdl)
             for term, tf in freqs.items():
-                weight = bm25.idf[term] * tf * (k1 + 1.0) / (tf + norm)
-                posting = postings.get(term)
-                if posting is None:
-                    postings[term] = {doc_id: weight}
-                else:
-                    posting[doc_id] = weight
-        self._postings = {
-            term: _Posting(w, tuple(heapq.nlargest(_TOP_WEIGHTS, w.values()))) for term, w in postings.items()
-        }
+                postings[term][doc_id] = idf[term] * tf * k1_plus_1 / (tf + norm)
+        self._postings = {term: _Posting.of(w) for term, w in postings.items()}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -233,6 +230,18 @@ class _Posting:
 
     weights: dict[int, float]  # doc id -> contribution; ints/floats only, so the GC never scans it
     top: tuple[float, ...]  # the largest contributions, descending (top[0] bounds any document's)
+    # For common terms, their best documents in rank order: a one-term query ("get", "search") over
+    # a big catalog is answered without touching tens of thousands of postings.
+    ranked: tuple[tuple[int, float], ...] | None
+
+    @classmethod
+    def of(cls, weights: dict[int, float]) -> _Posting:
+        if len(weights) <= _TOP_WEIGHTS:
+            return cls(weights, tuple(sorted(weights.values(), reverse=True)), None)
+        if len(weights) <= _RANKED_MIN_DOCS:
+            return cls(weights, tuple(heapq.nlargest(_TOP_WEIGHTS, weights.values())), None)
+        ranked = tuple(heapq.nsmallest(_TOP_WEIGHTS, weights.items(), key=_rank_key))
+        return cls(weights, tuple(w for _, w in ranked), ranked)
 
     def floor(self, limit: int) -> float:
         """A lower bound of the ``limit``-th best score of any query containing this term."""
@@ -272,10 +281,9 @@ def _score_each(postings: list[_Posting], candidates: Iterable[int]) -> dict[int
 def _merge(scores: dict[int, float], weights: dict[int, float]) -> None:
     """``scores += weights`` with the loops in C (set algebra, map/zip), not in Python bytecode."""
     common = list(scores.keys() & weights.keys())
-    fresh = weights.keys() - scores.keys()
     sums = list(map(add, map(scores.__getitem__, common), map(weights.__getitem__, common)))
+    scores.update(weights)  # new documents get the weight; shared ones are fixed on the next line
     scores.update(zip(common, sums, strict=True))
-    scores.update(zip(fresh, map(weights.__getitem__, fresh), strict=True))
 
 
 def _top_scores(
@@ -293,6 +301,11 @@ def _top_scores(
     candidates. Common terms ("get", "data") in a 50,000-tool catalog thus rarely cost a pass over
     their postings, and the top results equal those of scoring every document.
     """
+    if len(postings) == 1 and scope is None and postings[0].ranked is not None:
+        weights = postings[0].weights
+        best = [(d, w) for d, w in postings[0].ranked if d not in banned]
+        if len(best) >= limit:  # a prefix of the term's full ranking: exact
+            return dict(best[:limit]) | {d: weights[d] for d in must if d in weights}
     postings = sorted(postings, key=lambda p: -p.top[0])
     remaining = [0.0] * (len(postings) + 1)
     for i in range(len(postings) - 1, -1, -1):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from itertools import chain
 
 __all__ = ["STOPWORDS", "stem", "tokenize"]
 
@@ -153,7 +154,7 @@ def _cjk_tokens(run: str) -> list[str]:
     return grams
 
 
-@lru_cache(maxsize=262144)
+@lru_cache(maxsize=65536)  # bounded: queries are arbitrary text
 def _word_tokens(run: str) -> tuple[str, ...]:
     """Terms of one letter/digit run; cached because catalogs repeat the same words endlessly."""
     parts = _split_identifier(run)
@@ -167,6 +168,8 @@ def _word_tokens(run: str) -> tuple[str, ...]:
 
 def tokenize(text: str) -> list[str]:
     """Turn text (an identifier, a description, a query) into search terms, in order."""
+    if text.isascii():  # the common case: NFKC changes nothing, no CJK; loop in C
+        return list(chain.from_iterable(map(_word_tokens, _RUN_RE.findall(text))))
     out: list[str] = []
     for run in _RUN_RE.findall(unicodedata.normalize("NFKC", text)):
         if run.isascii():

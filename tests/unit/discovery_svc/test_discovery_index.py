@@ -292,3 +292,15 @@ def test_pruned_scoring_returns_the_same_top_hits_as_a_full_scan() -> None:
         skip = {f"srv{i % 7}__tool{i}" for i in rng.sample(range(300), rng.choice([0, 0, 5, 50]))}
         limit = rng.choice([1, 5, 10])
         assert keys(index.search(query, limit, skip=skip)) == reference.top(query, limit, skip), query
+
+
+def test_one_common_term_query_uses_the_precomputed_ranking_and_matches_a_full_scan() -> None:
+    # 600 documents all holding "common": past the size where a term keeps its ranked best list.
+    rng = random.Random(9)  # noqa: S311 - test data, not cryptography
+    catalog = [
+        doc("srv", f"tool{i:03}", "common " * rng.randint(1, 3) + " ".join(["pad"] * rng.randint(0, 12)))
+        for i in range(600)
+    ]
+    index, reference = SearchIndex(catalog), _FullScan(catalog)
+    for limit, skip in [(5, set()), (10, set()), (5, set(reference.top("common", 3, set()))), (50, set())]:
+        assert keys(index.search("common", limit, skip=skip)) == reference.top("common", limit, skip)

@@ -1,0 +1,218 @@
+"""Retrieval quality of tool search: ours (discovery_svc.index) vs casual-mcp 1.0 and FastMCP 4 BM25.
+
+    uv run --frozen python bench/retrieval.py --tools T.jsonl --queries Q.jsonl [--k 5] \
+        [--baseline casual-mcp|fastmcp] --json
+    uv run --frozen python bench/retrieval.py --all      # every set in ../shared/data, all engines
+
+Tools get the LLM-facing names the pool gives them (mcp_pool_svc.naming) before any engine sees
+them; baselines run in isolated uv environments with pinned versions (bench/_baselines/) and return
+rankings, so all engines are scored by the same code here:
+
+* R@k: per query, the share of required tool groups (``gold_groups``, else each gold tool is its
+  own group) with any member in the top k; averaged over queries.
+* Hit@5: any gold tool in the top 5.  MRR: 1 / rank of the first gold tool within the top 10.
+* nDCG@10: binary relevance (gold tools), ideal = all gold tools first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from discovery_svc.index import SearchDoc, SearchIndex  # noqa: E402
+
+DATA_DIR = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "bench" / "results" / "retrieval.json"
+DEPTH = 10
+# Exact pins: the baselines are reproducible measurements, not moving targets.
+BASELINES: dict[str, tuple[list[str], str]] = {
+    "casual-mcp": (["casual-mcp==1.0.0", "rank-bm25==0.2.2"], "casual.py"),
+    "fastmcp": (["fastmcp==4.1.2"], "fastmcp_bm25.py"),
+}
+METRICS = ("R@1", "R@3", "R@5", "Hit@5", "MRR", "nDCG@10")
+
+
+def _llm_namer() -> Callable[[Sequence[tuple[str, str]]], Callable[[str, str], str]]:
+    """The pool's naming when available, else the historical ``{server}_{name}`` sanitised."""
+    try:
+        from mcp_pool_svc.naming import NameTable
+    except ImportError:  # pragma: no cover - only before the pool's naming module existed
+        import re
+
+        def fallback(_pairs: Sequence[tuple[str, str]]) -> Callable[[str, str], str]:
+            return lambda server, name: re.sub(r"[^a-zA-Z0-9_-]", "_", f"{server}_{name}")[:64]
+
+        return fallback
+
+    def namer(pairs: Sequence[tuple[str, str]]) -> Callable[[str, str], str]:
+        return NameTable(pairs).name_for
+
+    return namer
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_tools(path: Path) -> list[dict[str, Any]]:
+    tools = read_jsonl(path)
+    name_for = _llm_namer()([(t["server"], t["name"]) for t in tools])
+    for t in tools:
+        t["key"] = name_for(t["server"], t["name"])
+    return tools
+
+
+def gold_keys(query: dict[str, Any], key_of: dict[tuple[str, str], str]) -> tuple[set[str], list[set[str]]]:
+    gold = {key_of[(g["server"], g["name"])] for g in query["gold"]}
+    raw_groups = query.get("gold_groups") or [[g] for g in query["gold"]]
+    groups = [{key_of[(g["server"], g["name"])] for g in group} for group in raw_groups]
+    return gold, groups
+
+
+def score(
+    rankings: Sequence[Sequence[str]],
+    queries: Sequence[dict[str, Any]],
+    key_of: dict[tuple[str, str], str],
+    extra_k: Sequence[int] = (),
+) -> dict[str, float]:
+    recall_ks = sorted({1, 3, 5, *extra_k})
+    sums = dict.fromkeys([f"R@{k}" for k in recall_ks] + list(METRICS[3:]), 0.0)
+    for ranking, query in zip(rankings, queries, strict=True):
+        gold, groups = gold_keys(query, key_of)
+        for k in recall_ks:
+            top = set(ranking[:k])
+            sums[f"R@{k}"] += sum(1 for g in groups if g & top) / len(groups)
+        sums["Hit@5"] += 1.0 if gold & set(ranking[:5]) else 0.0
+        first = next((i for i, key in enumerate(ranking[:DEPTH]) if key in gold), None)
+        sums["MRR"] += 0.0 if first is None else 1.0 / (first + 1)
+        dcg = sum(1.0 / math.log2(i + 2) for i, key in enumerate(ranking[:DEPTH]) if key in gold)
+        ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(gold), DEPTH)))
+        sums["nDCG@10"] += dcg / ideal
+    n = len(queries)
+    result = {m: round(v / n, 4) for m, v in sums.items()}
+    result["n"] = n
+    return result
+
+
+def run_ours(tools: list[dict[str, Any]], queries: list[dict[str, Any]], **params: Any) -> list[list[str]]:
+    docs = [
+        SearchDoc(t["key"], t["server"], t["name"], t["description"] or "", t["input_schema"] or {})
+        for t in tools
+    ]
+    index = SearchIndex(docs, **params)
+    return [[hit.key for hit in index.search(q["query"], DEPTH)] for q in queries]
+
+
+def run_baseline(name: str, tools: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[list[str]]:
+    packages, script = BASELINES[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        tools_path, queries_path = Path(tmp, "tools.jsonl"), Path(tmp, "queries.jsonl")
+        tools_path.write_text("".join(json.dumps(t) + "\n" for t in tools), encoding="utf-8")
+        queries_path.write_text(
+            "".join(json.dumps({"query": q["query"]}) + "\n" for q in queries), encoding="utf-8"
+        )
+        command = ["uv", "run", "--isolated", "--no-project", "--quiet"]
+        for package in packages:
+            command += ["--with", package]
+        command += ["python", str(ROOT / "bench" / "_baselines" / script)]
+        command += ["--tools", str(tools_path), "--queries", str(queries_path), "--depth", str(DEPTH)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"baseline {name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    rankings: list[list[str]] = json.loads(done.stdout)["rankings"]
+    return rankings
+
+
+def evaluate(
+    tools_path: Path,
+    queries_path: Path,
+    baseline: str | None,
+    extra_k: Sequence[int] = (),
+    **params: Any,
+) -> dict[str, float]:
+    tools = load_tools(tools_path)
+    queries = read_jsonl(queries_path)
+    key_of = {(t["server"], t["name"]): t["key"] for t in tools}
+    rankings = (
+        run_ours(tools, queries, **params) if baseline is None else run_baseline(baseline, tools, queries)
+    )
+    return score(rankings, queries, key_of, extra_k)
+
+
+def datasets() -> list[str]:
+    return sorted(p.name.removesuffix(".queries.jsonl") for p in DATA_DIR.glob("*.queries.jsonl"))
+
+
+def run_all() -> dict[str, Any]:
+    engines: list[str | None] = [None, "casual-mcp", "fastmcp"]
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for name in datasets():
+        table[name] = {}
+        for engine in engines:
+            started = time.perf_counter()
+            result = evaluate(DATA_DIR / f"{name}.tools.jsonl", DATA_DIR / f"{name}.queries.jsonl", engine)
+            print(
+                f"  {name:10} {engine or 'toolscout':11} {time.perf_counter() - started:6.1f}s",
+                file=sys.stderr,
+            )
+            table[name][engine or "toolscout"] = result
+    return {"metrics_depth": DEPTH, "baselines": {k: v[0] for k, v in BASELINES.items()}, "results": table}
+
+
+def print_table(report: dict[str, Any]) -> None:
+    header = f"{'set':10} {'engine':11} " + " ".join(f"{m:>8}" for m in METRICS) + f" {'n':>6}"
+    print(header)
+    print("-" * len(header))
+    for name, engines in report["results"].items():
+        for engine, result in engines.items():
+            cells = " ".join(f"{result[m]:8.3f}" for m in METRICS)
+            print(f"{name:10} {engine:11} {cells} {result['n']:6d}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tools", type=Path)
+    parser.add_argument("--queries", type=Path)
+    parser.add_argument(
+        "--k", type=int, default=5, choices=range(1, DEPTH + 1), metavar="K", help="also report R@K (K <= 10)"
+    )
+    parser.add_argument("--baseline", choices=sorted(BASELINES))
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--all", action="store_true", help="every data set, ours and both baselines")
+    args = parser.parse_args()
+    if args.all:
+        report = run_all()
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        if args.json:
+            print(json.dumps(report))
+        else:
+            print_table(report)
+            print(f"\nsaved {RESULTS.relative_to(ROOT)}")
+        return
+    if args.tools is None or args.queries is None:
+        parser.error("--tools and --queries are required (or --all)")
+    result = evaluate(args.tools, args.queries, args.baseline, extra_k=(args.k,))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for metric, value in result.items():
+            print(f"{metric:8} {value}")
+
+
+if __name__ == "__main__":
+    main()
