@@ -1,0 +1,54 @@
+"""Runs every benchmark in turn (``make bench``); each prints its table and saves bench/results/*.json.
+
+    uv run --frozen python bench/run_all.py [--quick]
+
+Baselines (casual-mcp 1.0.0, FastMCP 4) run in isolated uv environments created on first use, so
+the first run needs the package registry; later runs use uv's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+# (script, arguments, arguments added by --quick)
+RUNS: list[tuple[str, list[str], list[str]]] = [
+    ("retrieval.py", ["--all"], []),
+    ("search_latency.py", [], ["--sizes", "5000", "--queries", "500"]),
+    ("discovery_bench.py", [], ["--quick"]),
+    ("pool_latency.py", [], ["--calls", "200", "--warmup", "20"]),
+    ("orchestrator_bench.py", [], ["--quick"]),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller runs (a smoke test, not figures to quote)"
+    )
+    args = parser.parse_args()
+    failed: list[str] = []
+    for script, extra, quick in RUNS:
+        command = [sys.executable, str(BENCH / script), *extra, *(quick if args.quick else [])]
+        print(f"\n=== {script} {' '.join(command[2:])}", flush=True)
+        started = time.monotonic()
+        done = subprocess.run(command, check=False)
+        print(f"=== {script}: exit {done.returncode} after {time.monotonic() - started:.0f}s", flush=True)
+        if done.returncode != 0:
+            failed.append(script)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print(f"\nall benchmarks done; figures in {BENCH / 'results'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
