@@ -34,6 +34,7 @@ from discovery_svc.catalog import Catalog, Tool  # noqa: E402
 from discovery_svc.service import DiscoveryService, SearchRequest  # noqa: E402
 from discovery_svc.tokens import TokenCounter, definition_json  # noqa: E402
 from tests.support.discovery_catalogs import config, synthetic_tools  # noqa: E402
+from toolscout_kit.logging import configure_logging  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "bench" / "results" / "discovery.json"
@@ -268,6 +269,8 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     parser.add_argument("--no-casual", action="store_true", help="skip the isolated casual-mcp run")
     args = parser.parse_args()
+    # As a deployed service logs: JSON at the default INFO level (successful RPCs are DEBUG).
+    configure_logging("INFO")
     iters = 200 if args.quick else 2000
     results: dict[str, Any] = {"python": sys.version.split()[0], "cpu_count": os.cpu_count()}
     results["plan_tools_50k"] = await bench_plan(50_000, iters)

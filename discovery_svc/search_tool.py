@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -284,6 +285,9 @@ def _parameters(schema: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+# A tool's text only changes with the tool itself, and the same tools are found again and again:
+# formatting dominated a search's cost before this cache (bench/discovery_bench.py).
+@functools.lru_cache(maxsize=8192)
 def format_tool(tool: Tool) -> str:
     """One tool as the LLM reads it: name to call, server, description, parameters."""
     lines = [f"- {tool.llm_name} (server: {tool.server}, tool: {tool.name})"]

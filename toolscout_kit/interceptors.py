@@ -96,7 +96,10 @@ class ObservabilityInterceptor(_WrappingInterceptor):
             GRPC_HANDLED.labels(service, name, code.name).inc()
             GRPC_HANDLING_SECONDS.labels(service, name).observe(elapsed)
             if not method.startswith(OPEN_METHOD_PREFIXES):
-                _log.info("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
+                # Successful RPCs are counted in metrics; a log line each would cost more than the
+                # RPC itself on hot paths (search, calls), so they are DEBUG. Failures are INFO.
+                log = _log.debug if code == grpc.StatusCode.OK else _log.info
+                log("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
             clear_request_context()
 
         def code_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.StatusCode:
