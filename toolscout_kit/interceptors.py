@@ -5,6 +5,7 @@ Each wraps the method handler's behaviour; all three handle unary and streaming 
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import hmac
 import inspect
@@ -63,9 +64,17 @@ def _split(method: str) -> tuple[str, str]:
     return service, name
 
 
-class _WrappingInterceptor(grpc.aio.ServerInterceptor):
+class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
+    """Wraps each method's behaviour once; the wrapped handler is reused for every later call."""
+
+    def __init__(self) -> None:
+        # method -> (the handler gRPC gave us, our wrapped copy). Rewrapping per call cost more
+        # than the interceptors' own work on hot RPCs (bench/pool_latency.py).
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    @abc.abstractmethod
     def _around(self, behavior: Behavior, method: str) -> Behavior:
-        raise NotImplementedError  # each subclass defines how it wraps a behaviour
+        """Returns ``behavior`` wrapped with this interceptor's work."""
 
     async def intercept_service(
         self,
@@ -75,7 +84,13 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        return _rewrap(handler, self._around, handler_call_details.method)
+        method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = _rewrap(handler, self._around, method)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
 
 class ObservabilityInterceptor(_WrappingInterceptor):
@@ -85,8 +100,10 @@ class ObservabilityInterceptor(_WrappingInterceptor):
         service, name = _split(method)
 
         def begin(context: grpc.aio.ServicerContext) -> float:
-            metadata = dict(context.invocation_metadata() or ())
-            request_id = str(metadata.get("x-request-id") or uuid.uuid4().hex[:16])
+            request_id = next(
+                (str(v) for k, v in context.invocation_metadata() or () if k == "x-request-id"), ""
+            )
+            request_id = request_id or uuid.uuid4().hex[:16]
             clear_request_context()
             bind_request_context(request_id=request_id, rpc=method)
             return time.perf_counter()
@@ -183,6 +200,7 @@ class AuthInterceptor(_WrappingInterceptor):
     """Requires ``authorization: Bearer <token>`` on every RPC except health and reflection."""
 
     def __init__(self, token: str) -> None:
+        super().__init__()
         self._expected = f"Bearer {token}".encode()
 
     def _authorized(self, context: grpc.aio.ServicerContext) -> bool:
