@@ -74,11 +74,7 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
             self.tools, self.version = tools, version
             self._changed.notify_all()
 
-    async def ListServers(self, request: Any, context: Any) -> mcp_pool_pb2.ListServersResponse:
-        raise NotImplementedError  # discovery only follows the catalog
-
-    async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
-        raise NotImplementedError
+    # ListServers and CallTool stay the generated UNIMPLEMENTED: discovery only follows the catalog.
 
     async def ListTools(self, request: Any, context: Any) -> mcp_pool_pb2.ListToolsResponse:
         return mcp_pool_pb2.ListToolsResponse(tools=self.tools, catalog_version=self.version)
