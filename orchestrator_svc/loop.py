@@ -233,6 +233,7 @@ class _Chat:
             max_tokens=model_cfg.max_tokens,
             temperature=model_cfg.temperature,
             timeout=self.remaining(),
+            vision=model_cfg.vision,
         )
         provider = self.resolved.provider
         metrics = self.loop.metrics

@@ -87,6 +87,8 @@ class LLMRequest:
     temperature: float | None = None
     # Seconds left for this call (the chat's deadline), or None.
     timeout: float | None = None
+    # The model accepts images (ModelConfig.vision).
+    vision: bool = False
 
 
 @dataclass(slots=True)

@@ -86,6 +86,9 @@ class ModelConfig(_Strict):
     temperature: float | None = None
     # toolscout: cap on completion tokens (required by Anthropic; default 4096 there).
     max_tokens: int | None = Field(default=None, gt=0)
+    # toolscout: the model accepts images. OpenAI-compatible tool messages carry text only, so image
+    # results of tools then follow as a user message; Anthropic always receives them in the result.
+    vision: bool = False
 
 
 class _ServerCommon(_Strict):

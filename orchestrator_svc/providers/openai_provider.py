@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import openai
 from openai import AsyncOpenAI
 
-from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, Message, ToolCall, ToolDef, Usage
+from orchestrator_svc.model import (
+    Attachment,
+    DeltaSink,
+    LLMRequest,
+    LLMResult,
+    Message,
+    ToolCall,
+    ToolDef,
+    Usage,
+)
 from orchestrator_svc.providers.base import (
     Failure,
     SdkProvider,
@@ -33,20 +43,48 @@ def openai_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
     ]
 
 
-def _tool_content(message: Message) -> str:
-    # Chat Completions tool messages carry text only; say what was left out rather than drop it silently.
+def _shown_as_image(attachment: Attachment, vision: bool) -> bool:
+    return vision and attachment.type == "image" and bool(attachment.data)
+
+
+def _tool_content(message: Message, vision: bool) -> str:
+    # Chat Completions tool messages carry text only; say where each attachment went rather than
+    # drop it silently (images reach vision models in the user message that follows).
     notes = [
-        f"[{a.type} attachment ({a.mime_type or 'unknown type'}, {len(a.data)} bytes) not shown: "
-        "this model API takes text tool results only]"
+        f"[image attachment ({a.mime_type or 'unknown type'}) follows in the next message]"
+        if _shown_as_image(a, vision)
+        else f"[{a.type} attachment ({a.mime_type or 'unknown type'}, {len(a.data)} bytes) not shown: "
+        "this model takes text tool results only]"
         for a in message.attachments
         if a.type in ("image", "audio")
     ]
     return "\n".join([message.content, *notes]) if notes else message.content
 
 
-def openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+def _image_message(tool_messages: list[Message]) -> dict[str, Any] | None:
+    """A user message carrying the images of a run of tool results, for vision models."""
+    parts: list[dict[str, Any]] = []
+    for m in tool_messages:
+        images = [a for a in m.attachments if _shown_as_image(a, True)]
+        if images:
+            parts.append(
+                {"type": "text", "text": f"Images returned by {m.name or 'a tool'} ({m.tool_call_id}):"}
+            )
+        for a in images:
+            url = f"data:{a.mime_type or 'image/png'};base64,{base64.b64encode(a.data).decode()}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts} if parts else None
+
+
+def openai_messages(system: str, messages: list[Message], *, vision: bool = False) -> list[dict[str, Any]]:
+    """Provider-neutral messages as Chat Completions messages.
+
+    With ``vision``, tool-result images follow each run of tool messages as one user message
+    (tool messages must stay contiguous after the assistant message that called them).
+    """
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for m in messages:
+    pending: list[Message] = []
+    for i, m in enumerate(messages):
         if m.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": m.content or None}
             if m.tool_calls:
@@ -60,7 +98,15 @@ def openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]
                 ]
             out.append(entry)
         elif m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": _tool_content(m)})
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": _tool_content(m, vision)})
+            pending.append(m)
+            run_ends = i + 1 == len(messages) or messages[i + 1].role != "tool"
+            if run_ends and vision:
+                images = _image_message(pending)
+                if images is not None:
+                    out.append(images)
+            if run_ends:
+                pending = []
         else:
             out.append({"role": m.role, "content": m.content})
     return out
@@ -94,7 +140,7 @@ class OpenAIProvider(SdkProvider):
     def _params(self, request: LLMRequest, tools: bool) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": request.model,
-            "messages": openai_messages(request.system, request.messages),
+            "messages": openai_messages(request.system, request.messages, vision=request.vision),
         }
         if tools and request.tools:
             # Tool definitions are already wire-format JSON: sent as extra_body, they skip the SDK's

@@ -64,6 +64,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
                 },
                 "models": {
                     "gpt": {"client": "oai", "model": "gpt-e2e"},
+                    "gpt-vision": {"client": "oai", "model": "gpt-e2e-vision", "vision": True},
                     "sonnet": {"client": "claude", "model": "c"},
                 },
                 "servers": {
@@ -378,13 +379,45 @@ async def test_images_from_tools_reach_anthropic_as_image_blocks(stack: Stack, f
     assert blocks[1]["source"]["media_type"] == "image/png"
 
 
+async def test_images_from_tools_reach_openai_vision_models_in_a_user_message_after_the_results(
+    stack: Stack, fake: FakeProvider
+) -> None:
+    fake.script(
+        Reply.calls(ScriptedCall("media__swatch_image", {"color": "#00ff00", "size": 4})),
+        Reply.answer("A green square."),
+    )
+    await stack.stub.Chat(
+        chat("show green", "gpt-vision", discovered_tools=["media__swatch_image"]), timeout=WAIT
+    )
+    messages = fake.requests[1].body["messages"]
+    assert [m["role"] for m in messages[-3:]] == ["assistant", "tool", "user"]
+    assert "follows in the next message" in messages[-2]["content"]
+    parts = messages[-1]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url"]
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+async def test_images_from_tools_are_named_not_sent_to_models_without_vision(
+    stack: Stack, fake: FakeProvider
+) -> None:
+    fake.script(
+        Reply.calls(ScriptedCall("media__swatch_image", {"color": "#0000ff", "size": 4})),
+        Reply.answer("A blue square."),
+    )
+    await stack.stub.Chat(chat("show blue", "gpt", discovered_tools=["media__swatch_image"]), timeout=WAIT)
+    messages = fake.requests[1].body["messages"]
+    assert messages[-1]["role"] == "tool"
+    assert "image attachment (image/png" in messages[-1]["content"]
+    assert "not shown" in messages[-1]["content"]
+
+
 async def test_unknown_model_and_toolset_are_not_found_listing_what_exists(
     stack: Stack, fake: FakeProvider
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stack.stub.Chat(chat("hi", "gpt-9"), timeout=WAIT)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
-    assert "gpt, sonnet" in (info.value.details() or "")
+    assert "gpt, gpt-vision, sonnet" in (info.value.details() or "")
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stack.stub.Chat(chat("hi", toolset="nope"), timeout=WAIT)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
@@ -400,6 +433,7 @@ async def test_list_models_and_toolsets(stack: Stack, fake: FakeProvider) -> Non
     models = await stack.stub.ListModels(pb.ListModelsRequest(), timeout=WAIT)
     assert [(m.name, m.provider, m.model) for m in models.models] == [
         ("gpt", "openai", "gpt-e2e"),
+        ("gpt-vision", "openai", "gpt-e2e-vision"),
         ("sonnet", "anthropic", "c"),
     ]
     assert models.models[0].base_url == fake.openai_base_url
