@@ -114,7 +114,9 @@ async def test_chat_deadline_is_passed_down_to_tool_calls(running: Running) -> N
     assert response.messages[1].content == "fast result"
     [deadline] = running.downstream.call_deadlines
     assert deadline is not None
-    assert 0 < deadline <= 5
+    # Bounded by the chat's 5 s deadline, not a tool default (60 s); gRPC's deadline encoding and
+    # timers may round up by a few milliseconds.
+    assert 0 < deadline <= 5.1
 
 
 async def test_client_cancel_of_chat_cancels_the_in_flight_tool_call(running: Running) -> None:
