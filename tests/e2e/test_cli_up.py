@@ -119,7 +119,8 @@ def test_serve_runs_one_service_until_sigterm(tmp_path: Path) -> None:
         cwd=REPO_ROOT,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True).start()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True)
+    reader.start()
     try:
         # The service logs JSON to stdout (like python -m mcp_pool_svc); wait for its start line.
         deadline = time.monotonic() + 90
@@ -131,7 +132,13 @@ def test_serve_runs_one_service_until_sigterm(tmp_path: Path) -> None:
         children = _descendants(process.pid)
     finally:
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        # The reader owns stdout until EOF; closing it under the thread (communicate) races with it.
+        reader.join(timeout=10)
+        err = process.stderr.read() if process.stderr else ""
+        for pipe in (process.stdout, process.stderr):
+            if pipe:
+                pipe.close()
     assert process.returncode == 0, err
     assert children
     assert wait_gone(children) == set()
