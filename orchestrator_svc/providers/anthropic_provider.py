@@ -13,11 +13,12 @@ from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, Message, To
 from orchestrator_svc.providers.base import (
     Failure,
     SdkProvider,
+    StreamCollector,
     classify_status,
     clean_reason,
     parse_retry_after,
 )
-from orchestrator_svc.reasoning import ThinkSplitter, split_reasoning
+from orchestrator_svc.reasoning import split_reasoning
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "anthropic_messages", "anthropic_tools"]
 
@@ -144,40 +145,24 @@ class AnthropicProvider(SdkProvider):
 
     async def _stream(self, params: dict[str, Any], sink: DeltaSink, time_limit: float) -> LLMResult:
         events = await self._client.messages.create(**params, stream=True, timeout=time_limit)
-        splitter = ThinkSplitter()
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, list[str]] = {}
-        usage = Usage()
-
-        async def emit(pieces: list[tuple[Any, str]]) -> None:
-            for kind, piece in pieces:
-                (text if kind == "text" else reasoning).append(piece)
-                await sink(kind, piece)
-
+        reply = StreamCollector(sink)
         async with events:
             async for event in events:
                 if event.type == "message_start":
-                    usage = _usage(event.message.usage)
+                    reply.usage = _usage(event.message.usage)
                 elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                    calls[event.index] = [event.content_block.id, event.content_block.name, ""]
+                    reply.call(event.index)[:2] = [event.content_block.id, event.content_block.name]
                 elif event.type == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
-                        await emit(splitter.feed(delta.text))
+                        await reply.answer(delta.text)
                     elif delta.type == "thinking_delta":
-                        await emit([("reasoning", delta.thinking)])
-                    elif delta.type == "input_json_delta" and event.index in calls:
-                        calls[event.index][2] += delta.partial_json
+                        await reply.reasoning(delta.thinking)
+                    elif delta.type == "input_json_delta" and event.index in reply.calls:
+                        reply.calls[event.index][2] += delta.partial_json
                 elif event.type == "message_delta" and event.usage is not None:
-                    usage.output_tokens = event.usage.output_tokens or usage.output_tokens
-            await emit(splitter.flush())
-        return LLMResult(
-            "".join(text).strip(),
-            "".join(reasoning).strip(),
-            [ToolCall(cid, name, args or "{}") for _, (cid, name, args) in sorted(calls.items())],
-            usage,
-        )
+                    reply.usage.output_tokens = event.usage.output_tokens or reply.usage.output_tokens
+            return await reply.finish(empty_arguments="{}")
 
     async def aclose(self) -> None:
         await self._client.close()

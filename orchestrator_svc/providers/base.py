@@ -23,7 +23,8 @@ from orchestrator_svc.errors import (
     ProviderUnavailableError,
     UnknownModelError,
 )
-from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult
+from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, ToolCall, Usage
+from orchestrator_svc.reasoning import ThinkSplitter
 from toolscout_kit.logging import get_logger, redact
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "LLMProvider",
     "ProviderErrorHook",
     "SdkProvider",
+    "StreamCollector",
     "looks_like_tools_rejected",
 ]
 
@@ -202,6 +204,51 @@ class SdkProvider(ABC):
         if failure.kind == "not_found":
             return UnknownModelError(f"{who}: {failure.reason}")
         return ProviderRejectedError(f"{who} rejected the request: {failure.reason}")
+
+
+class StreamCollector:
+    """Accumulates one streamed reply, whatever the wire format: answer text (with ``<think>`` tags
+    split out as reasoning), reasoning, tool calls by index, and usage; every piece also goes to
+    the caller's sink as it arrives."""
+
+    def __init__(self, sink: DeltaSink) -> None:
+        self._sink = sink
+        self._splitter = ThinkSplitter()
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        # index -> [id, name, arguments JSON so far]
+        self.calls: dict[int, list[str]] = {}
+        self.usage = Usage()
+
+    async def _emit(self, pieces: list[tuple[Literal["text", "reasoning"], str]]) -> None:
+        for kind, piece in pieces:
+            (self._text if kind == "text" else self._reasoning).append(piece)
+            await self._sink(kind, piece)
+
+    async def answer(self, piece: str) -> None:
+        """A piece of answer text (may contain or continue ``<think>`` tags)."""
+        await self._emit(self._splitter.feed(piece))
+
+    async def reasoning(self, piece: str) -> None:
+        """A piece the provider marked as reasoning."""
+        await self._emit([("reasoning", piece)])
+
+    def call(self, index: int) -> list[str]:
+        """The tool call being streamed at ``index`` (created empty on first sight)."""
+        return self.calls.setdefault(index, ["", "", ""])
+
+    async def finish(self, *, empty_arguments: str = "") -> LLMResult:
+        """Flushes held-back text and returns the whole reply."""
+        await self._emit(self._splitter.flush())
+        return LLMResult(
+            "".join(self._text).strip(),
+            "".join(self._reasoning).strip(),
+            [
+                ToolCall(cid, name, args or empty_arguments)
+                for _, (cid, name, args) in sorted(self.calls.items())
+            ],
+            self.usage,
+        )
 
 
 def classify_status(status: int, reason: str, retry_after: float | None) -> Failure:

@@ -21,11 +21,12 @@ from orchestrator_svc.model import (
 from orchestrator_svc.providers.base import (
     Failure,
     SdkProvider,
+    StreamCollector,
     classify_status,
     clean_reason,
     parse_retry_after,
 )
-from orchestrator_svc.reasoning import ThinkSplitter, split_reasoning
+from orchestrator_svc.reasoning import split_reasoning
 
 __all__ = ["OpenAIProvider", "openai_messages", "openai_tools"]
 
@@ -173,42 +174,26 @@ class OpenAIProvider(SdkProvider):
         chunks = await self._client.chat.completions.create(
             **params, stream=True, stream_options={"include_usage": True}, timeout=time_limit
         )
-        splitter = ThinkSplitter()
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, list[str]] = {}
-        usage = Usage()
-
-        async def emit(pieces: list[tuple[Any, str]]) -> None:
-            for kind, piece in pieces:
-                (text if kind == "text" else reasoning).append(piece)
-                await sink(kind, piece)
-
+        reply = StreamCollector(sink)
         async with chunks:
             async for chunk in chunks:
                 if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
+                    reply.usage = _usage(chunk.usage)
                 for choice in chunk.choices:
                     delta = choice.delta
                     extra = _extra_reasoning(delta)
                     if extra:
-                        await emit([("reasoning", extra)])
+                        await reply.reasoning(extra)
                     if delta.content:
-                        await emit(splitter.feed(delta.content))
+                        await reply.answer(delta.content)
                     for tc in delta.tool_calls or []:
-                        slot = calls.setdefault(tc.index, ["", "", ""])
+                        slot = reply.call(tc.index)
                         if tc.id:
                             slot[0] = tc.id
                         if tc.function is not None:
                             slot[1] += tc.function.name or ""
                             slot[2] += tc.function.arguments or ""
-            await emit(splitter.flush())
-        return LLMResult(
-            "".join(text).strip(),
-            "".join(reasoning).strip(),
-            [ToolCall(cid, name, args) for _, (cid, name, args) in sorted(calls.items())],
-            usage,
-        )
+            return await reply.finish()
 
     async def aclose(self) -> None:
         await self._client.close()
