@@ -30,6 +30,9 @@ Metadata = Sequence[tuple[str, str]] | None
 
 class _SyncClient:
     _service = ""
+    # The generated stub class of the service; each client names its own.
+    _stub_type: Callable[[Any], Any]
+    _stub: Any
 
     def __init__(
         self,
@@ -42,6 +45,7 @@ class _SyncClient:
         self._channel = channel
         self._deadlines = Deadlines(deadlines)
         self._owns_channel = owns_channel
+        self._stub = self._stub_type(channel)
 
     @classmethod
     def connect(
@@ -109,15 +113,8 @@ class PoolClient(_SyncClient):
 
     _service = "toolscout.mcp_pool.v1.McpPool"
 
-    def __init__(
-        self,
-        channel: grpc.Channel,
-        *,
-        deadlines: Mapping[str, float | None] | None = None,
-        owns_channel: bool = False,
-    ) -> None:
-        super().__init__(channel, deadlines=deadlines, owns_channel=owns_channel)
-        self._stub = mcp_pool_pb2_grpc.McpPoolStub(channel)
+    _stub: mcp_pool_pb2_grpc.McpPoolStub
+    _stub_type = mcp_pool_pb2_grpc.McpPoolStub
 
     def list_servers(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -196,15 +193,8 @@ class DiscoveryClient(_SyncClient):
 
     _service = "toolscout.discovery.v1.Discovery"
 
-    def __init__(
-        self,
-        channel: grpc.Channel,
-        *,
-        deadlines: Mapping[str, float | None] | None = None,
-        owns_channel: bool = False,
-    ) -> None:
-        super().__init__(channel, deadlines=deadlines, owns_channel=owns_channel)
-        self._stub = discovery_pb2_grpc.DiscoveryStub(channel)
+    _stub: discovery_pb2_grpc.DiscoveryStub
+    _stub_type = discovery_pb2_grpc.DiscoveryStub
 
     def plan_tools(
         self,
@@ -287,15 +277,8 @@ class OrchestratorClient(_SyncClient):
 
     _service = "toolscout.orchestrator.v1.Orchestrator"
 
-    def __init__(
-        self,
-        channel: grpc.Channel,
-        *,
-        deadlines: Mapping[str, float | None] | None = None,
-        owns_channel: bool = False,
-    ) -> None:
-        super().__init__(channel, deadlines=deadlines, owns_channel=owns_channel)
-        self._stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
+    _stub: orchestrator_pb2_grpc.OrchestratorStub
+    _stub_type = orchestrator_pb2_grpc.OrchestratorStub
 
     def chat(
         self,
