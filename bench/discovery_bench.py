@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from discovery_svc.catalog import Catalog, Tool  # noqa: E402
-from discovery_svc.service import DiscoveryService, SearchRequest  # noqa: E402
+from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
 from discovery_svc.tokens import TokenCounter, definition_json  # noqa: E402
 from tests.support.discovery_catalogs import config, synthetic_tools  # noqa: E402
 from toolscout_kit.logging import configure_logging  # noqa: E402
@@ -90,14 +90,14 @@ def livemcp_tools() -> list[Tool]:
 
 
 async def bench_plan(n_tools: int, iterations: int) -> dict[str, Any]:
-    svc = DiscoveryService(config({"tool_discovery": {"enabled": True, "defer_all": True}}))
+    svc = DiscoveryEngine(config({"tool_discovery": {"enabled": True, "defer_all": True}}))
     started = time.perf_counter()
     svc.set_catalog(Catalog("synthetic", synthetic_tools(n_tools)))
     catalog_s = time.perf_counter() - started
     started = time.perf_counter()
     await svc.warm()
     warm_s = time.perf_counter() - started
-    discovered = [t.llm_name for t in svc.holder.current.tools[:: n_tools // 5]][:5]  # type: ignore[union-attr]
+    discovered = [t.llm_name for t in svc.catalog.tools[:: n_tools // 5]][:5]  # type: ignore[union-attr]
     out: dict[str, Any] = {
         "tools": n_tools,
         "catalog_build_s": round(catalog_s, 3),
@@ -123,7 +123,7 @@ async def bench_search_grpc(n_tools: int, iterations: int) -> dict[str, Any]:
     from toolscout_kit.server import ServiceBinding, start_server
 
     cfg = config({"tool_discovery": {"enabled": True, "defer_all": True}})
-    svc = DiscoveryService(cfg)
+    svc = DiscoveryEngine(cfg)
     svc.set_catalog(Catalog("synthetic", synthetic_tools(n_tools)))
     await svc.warm()
     binding = ServiceBinding(
@@ -179,7 +179,7 @@ def casual_first_call(tools: list[Tool]) -> dict[str, Any] | None:
 
 async def bench_tokens(with_casual: bool) -> dict[str, Any]:
     tools = livemcp_tools()
-    svc = DiscoveryService(config({"tool_discovery": {"enabled": True, "defer_all": True}}))
+    svc = DiscoveryEngine(config({"tool_discovery": {"enabled": True, "defer_all": True}}))
     svc.set_catalog(Catalog("livemcpbench", tools))
     out: dict[str, Any] = {"tools": len(tools), "servers": len({t.server for t in tools})}
     counter = TokenCounter()
@@ -228,7 +228,7 @@ def casual_system_message_tokens(tools: list[Tool], counter: TokenCounter) -> in
 
 async def bench_manifest(n_tools: int) -> dict[str, Any]:
     tools = synthetic_tools(n_tools)
-    svc = DiscoveryService(config({"tool_discovery": {"enabled": True, "defer_all": True}}))
+    svc = DiscoveryEngine(config({"tool_discovery": {"enabled": True, "defer_all": True}}))
     svc.set_catalog(Catalog("synthetic", tools))
     started = time.perf_counter()
     prepared = await svc.prepared("")

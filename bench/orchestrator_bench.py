@@ -48,10 +48,10 @@ from toolscout.orchestrator.v1 import orchestrator_pb2 as pb  # noqa: E402
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
 
 from discovery_svc.catalog import Catalog, Tool  # noqa: E402
-from discovery_svc.service import DiscoveryService, SearchRequest  # noqa: E402
+from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
 from orchestrator_svc.loop import ChatLoop, ChatRequest  # noqa: E402
+from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
 from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
-from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
 from orchestrator_svc.prompts import SystemPrompts  # noqa: E402
 from orchestrator_svc.providers.base import LLMProvider, ProviderErrorHook  # noqa: E402
 from orchestrator_svc.providers.registry import ModelRegistry, build_provider  # noqa: E402
@@ -306,7 +306,7 @@ def _def(t: Tool) -> ToolDef:
 class LocalDiscovery:
     """The real discovery domain service behind the orchestrator's seam, in process."""
 
-    def __init__(self, service: DiscoveryService) -> None:
+    def __init__(self, service: DiscoveryEngine) -> None:
         self.service = service
 
     async def plan_tools(
@@ -355,8 +355,8 @@ async def bench_tokens() -> dict[str, Any]:
 
     with_discovery = {"tool_discovery": {"enabled": True, "defer_all": True}}
     services = {
-        "with_discovery": DiscoveryService(parse_config(with_discovery)),
-        "without_discovery": DiscoveryService(parse_config({})),
+        "with_discovery": DiscoveryEngine(parse_config(with_discovery)),
+        "without_discovery": DiscoveryEngine(parse_config({})),
     }
     for service in services.values():
         service.set_catalog(catalog)

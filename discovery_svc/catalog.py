@@ -7,27 +7,17 @@ indexes, manifests, token counts) can be cached per version.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Catalog", "CatalogHolder", "Tool", "parse_json_object"]
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, parse_json_object
 
-_EMPTY_SCHEMA: Mapping[str, Any] = MappingProxyType({"type": "object", "properties": {}})
+__all__ = ["Catalog", "Tool"]
 
-
-def parse_json_object(text: str) -> Mapping[str, Any] | None:
-    """The JSON object in ``text``, or None when it is empty, invalid or not an object."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+_EMPTY_SCHEMA: Mapping[str, Any] = MappingProxyType(json.loads(EMPTY_INPUT_SCHEMA_JSON))
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +28,7 @@ class Tool:
     name: str
     llm_name: str
     description: str = ""
-    input_schema_json: str = '{"type":"object","properties":{}}'
+    input_schema_json: str = EMPTY_INPUT_SCHEMA_JSON
     title: str = ""
     output_schema_json: str = ""
     annotations_json: str = ""
@@ -111,41 +101,3 @@ class Catalog:
 
     def server_tools(self, server: str) -> tuple[Tool, ...]:
         return self._by_server.get(server, ())
-
-
-CatalogListener = Callable[[Catalog], None]
-
-
-class CatalogHolder:
-    """The current catalog; waiters can block until the first one arrives."""
-
-    def __init__(self) -> None:
-        self._current: Catalog | None = None
-        self._ready = asyncio.Event()
-        self._listeners: list[CatalogListener] = []
-
-    @property
-    def current(self) -> Catalog | None:
-        return self._current
-
-    def subscribe(self, listener: CatalogListener) -> None:
-        """Calls ``listener`` with every new catalog (and at once if one is already here)."""
-        self._listeners.append(listener)
-        if self._current is not None:
-            listener(self._current)
-
-    def update(self, catalog: Catalog) -> bool:
-        """Installs ``catalog``; returns False (and does nothing) when its version is unchanged."""
-        if self._current is not None and self._current.version == catalog.version:
-            return False
-        self._current = catalog
-        self._ready.set()
-        for listener in self._listeners:
-            listener(catalog)
-        return True
-
-    async def wait_ready(self) -> Catalog:
-        """The catalog, waiting for the first one (callers bound the wait with asyncio.timeout)."""
-        await self._ready.wait()
-        assert self._current is not None
-        return self._current

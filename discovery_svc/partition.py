@@ -11,14 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.errors import ToolsetNotFoundError
 from toolscout_kit.config import ExcludeSpec, ToolscoutConfig, ToolSetConfig
-from toolscout_kit.errors import NotFoundError
 
 __all__ = ["Partition", "ToolsetNotFoundError", "partition_tools", "select_toolset"]
-
-
-class ToolsetNotFoundError(NotFoundError):
-    """The toolset, or a server or tool it names, does not exist."""
 
 
 def _names(values: Sequence[str], limit: int = 50) -> str:

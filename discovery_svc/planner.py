@@ -17,7 +17,8 @@ from discovery_svc.catalog import Tool
 from discovery_svc.index import SearchDoc, SearchIndex
 from discovery_svc.manifest import Manifest, build_manifest, search_tool_description, system_message
 from discovery_svc.partition import Partition
-from discovery_svc.search_tool import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS, SearchScope
+from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
+from discovery_svc.search_tool import SearchScope
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
 __all__ = ["IndexFactory", "Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]

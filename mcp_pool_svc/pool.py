@@ -41,7 +41,7 @@ from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger, redact
 
-__all__ = ["McpPool", "parse_json_object"]
+__all__ = ["McpPool", "require_json_object"]
 
 log = get_logger(__name__)
 
@@ -49,7 +49,7 @@ log = get_logger(__name__)
 _STOP_TIMEOUT = 15.0
 
 
-def parse_json_object(text: str | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+def require_json_object(text: str | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
     """A JSON object from a string (empty = ``{}``).
 
     Raises:
@@ -239,8 +239,8 @@ class McpPool:
             ToolCallTimeoutError: no result within the timeout (the server was sent a cancel).
             ResultTooLargeError: the result is over the cap and the pool is set to reject.
         """
-        args = parse_json_object(arguments, "arguments")
-        meta_obj = parse_json_object(meta, "_meta")
+        args = require_json_object(arguments, "arguments")
+        meta_obj = require_json_object(meta, "_meta")
         server, tool = self.resolve(server=server, tool=tool, llm_name=llm_name)
         sup = self._supervisors[server]
         limit = timeout_seconds if timeout_seconds > 0 else sup.config.call_timeout

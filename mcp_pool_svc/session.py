@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
-from mcp_pool_svc.catalog import ToolDef, tool_def_from_mcp
+from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 
@@ -61,14 +61,14 @@ class Connection:
     server_info: str
     closed: anyio.Event
 
-    async def list_tools(self) -> list[ToolDef]:
+    async def list_tools(self) -> list[ListedTool]:
         """Every tool of the server, following pagination cursors."""
-        tools: list[ToolDef] = []
+        tools: list[ListedTool] = []
         cursor: str | None = None
         while True:
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await self.session.list_tools(params=params)
-            tools.extend(tool_def_from_mcp(t) for t in page.tools)
+            tools.extend(listed_tool_from_mcp(t) for t in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from orchestrator_svc.model import Message, ToolCall, Usage
+from orchestrator_svc.messages import Message, ToolCall, Usage
 from orchestrator_svc.stats import ChatStats
 
 __all__ = [

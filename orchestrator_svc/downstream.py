@@ -16,7 +16,7 @@ from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
-from orchestrator_svc.model import Attachment, ToolDef
+from orchestrator_svc.messages import Attachment, ToolDef
 from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
 from toolscout_kit.status import error_from_rpc
 

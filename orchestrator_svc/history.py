@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestrator_svc.model import Message, ToolCall
+from orchestrator_svc.messages import Message, ToolCall
 
 __all__ = ["SEARCH_TOOL_NAME", "not_loaded_error", "rebuild_discovered", "successful_searches"]
 

@@ -29,31 +29,25 @@ from orchestrator_svc.chat import (
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
 from orchestrator_svc.history import (
     SEARCH_TOOL_NAME,
-    not_loaded_error,
     rebuild_discovered,
     successful_searches,
 )
+from orchestrator_svc.messages import LLMRequest, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.metrics import OrchestratorMetrics
-from orchestrator_svc.model import Attachment, LLMRequest, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
 from orchestrator_svc.results import (
     RESULT_FORMATS,
     ResultFormat,
-    cap_text,
     default_result_format,
-    format_result,
-    outcome_text,
 )
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
 from orchestrator_svc.stats import ChatStats
+from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
 from toolscout_kit.config import OrchestratorSettings
 from toolscout_kit.errors import (
-    CancelledError,
-    DeadlineExceededError,
     InvalidArgumentError,
     NotFoundError,
-    ToolscoutError,
 )
 from toolscout_kit.logging import get_logger
 
@@ -74,10 +68,6 @@ __all__ = [
 
 _log = get_logger(__name__)
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
-_PREVIEW_CHARS = 2000
-# A downstream deadline this close to the chat's is the chat's deadline.
-_DEADLINE_SLACK = 0.25
-_UNKNOWN_LIST_LIMIT = 30
 
 
 def _validate(request: ChatRequest) -> ResultFormat:
@@ -103,18 +93,6 @@ def _validate(request: ChatRequest) -> ResultFormat:
     if fmt and fmt not in RESULT_FORMATS:
         raise InvalidChatError(f"tool_result_format {fmt!r} is not one of {', '.join(RESULT_FORMATS)}")
     return cast(ResultFormat, fmt)
-
-
-def _arguments_problem(raw: str) -> str | None:
-    if not raw.strip():
-        return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as err:
-        return f"the arguments are not valid JSON ({err.msg} at position {err.pos})"
-    if not isinstance(value, dict):
-        return f"the arguments must be a JSON object, not {type(value).__name__}"
-    return None
 
 
 class _Chat:
@@ -147,6 +125,17 @@ class _Chat:
         self.deferred: frozenset[str] = frozenset()
         self.plan = ToolPlan(loaded_tools=[])
         self.tools_disabled = False
+        context = ChatContext(
+            model=resolved.name,
+            toolset=request.toolset,
+            meta_json=request.meta_json,
+            result_format=fmt,
+            max_result_chars=loop.settings.max_tool_result_chars,
+            stats=self.stats,
+            remaining=self.remaining,
+            emit=self.emit,
+        )
+        self.tools = ToolCallRunner(context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -277,121 +266,15 @@ class _Chat:
         self.new_messages.append(message)
 
     async def run_tools(self, calls: list[ToolCall]) -> None:
-        # Decided against the tool list the model saw, so a search in the same message does not
-        # let a sibling call of a not-yet-loaded tool through, whatever the order of the calls.
-        loaded = {t.llm_name: t for t in self.plan.loaded_tools}
-        discovered_before = set(self.discovered)
-        found: list[list[str]] = [[] for _ in calls]
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [
-                    group.create_task(self._run_one(c, loaded, discovered_before, found[i]))
-                    for i, c in enumerate(calls)
-                ]
-        except BaseExceptionGroup as group:
-            # Only chat-ending errors escape a call (deadline, cancel, bugs): report the first as is.
-            raise group.exceptions[0] from None
-        for task in tasks:
-            self.append(task.result())
-        new = [n for names in found for n in names if n not in discovered_before]
-        new = list(dict.fromkeys(new))
+        messages, found = await self.tools.run(calls, self.plan, self.discovered, self.deferred)
+        for message in messages:
+            self.append(message)
+        new = [n for n in dict.fromkeys(found) if n not in self.discovered]
         if new:
             self.discovered.extend(new)
             self.stats.discovery.tools_discovered += len(new)
             await self.replan()
             await self.emit(ToolsDiscoveredEvent(new))
-
-    async def _run_one(
-        self, call: ToolCall, loaded: dict[str, ToolDef], discovered: set[str], found: list[str]
-    ) -> Message:
-        is_search = call.name == SEARCH_TOOL_NAME and self.plan.search_tool is not None
-        server = "" if is_search else (loaded[call.name].server if call.name in loaded else "")
-        await self.emit(ToolCallStartedEvent(call, server))
-        started = time.monotonic()
-        attachments: list[Attachment] = []
-        if is_search:
-            text, is_error = await self._search(call, loaded, found)
-        elif call.name in loaded:
-            text, attachments, is_error, server = await self._call_pool(call, server, call.name in discovered)
-        elif call.name in self.deferred:
-            text, is_error = not_loaded_error(call.name), True
-            self.stats.discovery.deferred_call_rejections += 1
-            self.loop.metrics.deferred_rejections.labels(self.resolved.name).inc()
-        else:
-            text, is_error = self._unknown_tool(call.name, loaded), True
-        self.stats.count_tool(call.name, server, error=is_error)
-        await self.emit(
-            ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
-        )
-        return Message(
-            "tool", text, tool_call_id=call.id, name=call.name, attachments=attachments, is_error=is_error
-        )
-
-    def _unknown_tool(self, name: str, loaded: dict[str, ToolDef]) -> str:
-        names = sorted(loaded)
-        listed = ", ".join(names[:_UNKNOWN_LIST_LIMIT]) + (
-            ", ..." if len(names) > _UNKNOWN_LIST_LIMIT else ""
-        )
-        hint = " Use 'search_tools' to find other tools." if self.plan.search_tool is not None else ""
-        return f"Error: Unknown tool '{name}'. Available tools: {listed or 'none'}.{hint}"
-
-    async def _search(self, call: ToolCall, loaded: dict[str, ToolDef], found: list[str]) -> tuple[str, bool]:
-        self.stats.discovery.search_calls += 1
-        self.loop.metrics.search_calls.labels(self.resolved.name).inc()
-        try:
-            outcome = await self.loop.discovery.search_tools(
-                toolset=self.request.toolset,
-                arguments_json=call.arguments_json,
-                loaded=list(loaded),
-                time_limit=self.remaining(),
-            )
-        except (InvalidArgumentError, NotFoundError) as err:
-            # Written for the LLM by discovery: it can correct its arguments and try again.
-            return f"Error: {err.message}", True
-        except CancelledError:
-            raise
-        except ToolscoutError as err:
-            self._raise_if_chat_deadline(err)
-            return f"Error: search_tools failed: {err.message}", True
-        found.extend(t.llm_name for t in outcome.newly_loaded)
-        return outcome.result_text, False
-
-    async def _call_pool(
-        self, call: ToolCall, server: str, was_discovered: bool
-    ) -> tuple[str, list[Attachment], bool, str]:
-        if was_discovered:
-            self.loop.metrics.discovered_tool_calls.labels(self.resolved.name).inc()
-        problem = _arguments_problem(call.arguments_json)
-        if problem is not None:
-            text = f"Error: invalid arguments for tool '{call.name}': {problem}. Call it again with a JSON object."
-            return text, [], True, server
-        try:
-            outcome = await self.loop.pool.call_tool(
-                llm_name=call.name,
-                arguments_json=call.arguments_json if call.arguments_json.strip() else "{}",
-                meta_json=self.request.meta_json,
-                time_limit=self.remaining(),
-            )
-        except CancelledError:
-            raise
-        except ToolscoutError as err:
-            self._raise_if_chat_deadline(err)
-            return self._format(call, f"Error: {err.message}"), [], True, server
-        text, attachments = outcome_text(outcome)
-        return self._format(call, text), attachments, outcome.is_error, outcome.server or server
-
-    def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
-        """A downstream deadline that is the chat's own deadline ends the chat, not just the call.
-
-        Calls get the chat's remaining time as their RPC deadline, so they can expire a moment
-        before the chat's own timer fires; the tool's server timeout stays an error result.
-        """
-        remaining = self.remaining()
-        if isinstance(err, DeadlineExceededError) and remaining is not None and remaining < _DEADLINE_SLACK:
-            raise ChatDeadlineError(f"chat exceeded its deadline during a tool call: {err.message}") from err
-
-    def _format(self, call: ToolCall, text: str) -> str:
-        return cap_text(format_result(self.fmt, call, text), self.loop.settings.max_tool_result_chars)
 
     def result(self, stop: StopReason, error: str = "") -> ChatResult:
         return ChatResult(

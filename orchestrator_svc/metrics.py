@@ -6,7 +6,7 @@ from functools import cache
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
-from orchestrator_svc.model import Usage
+from orchestrator_svc.messages import Usage
 
 __all__ = ["OrchestratorMetrics", "default_metrics"]
 

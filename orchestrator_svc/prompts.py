@@ -8,7 +8,7 @@ from typing import Any
 import jinja2
 
 from orchestrator_svc.errors import TemplateError
-from orchestrator_svc.model import ToolDef
+from orchestrator_svc.messages import ToolDef
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "SystemPrompts"]
 

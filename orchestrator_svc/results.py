@@ -6,7 +6,7 @@ import json
 import os
 from typing import Literal
 
-from orchestrator_svc.model import Attachment, ToolCall
+from orchestrator_svc.messages import Attachment, ToolCall
 from orchestrator_svc.seams import ToolOutcome
 
 __all__ = [

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from orchestrator_svc.model import Attachment, ToolDef
+from orchestrator_svc.messages import Attachment, ToolDef
 
 __all__ = ["DiscoverySeam", "PoolSeam", "SearchOutcome", "TokenCounts", "ToolOutcome", "ToolPlan"]
 

@@ -25,7 +25,7 @@ from orchestrator_svc.loop import (
     ToolsDiscoveredEvent,
     UsageEvent,
 )
-from orchestrator_svc.model import Attachment, Message, Role, ToolCall, Usage
+from orchestrator_svc.messages import Attachment, Message, Role, ToolCall, Usage
 from orchestrator_svc.providers.registry import ModelRegistry
 from toolscout_kit.config import ToolscoutConfig, ToolSpec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator_svc.model import Usage
+from orchestrator_svc.messages import Usage
 
 __all__ = ["ChatStats", "DiscoveryStats", "ToolCallCount"]
 

@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 from anthropic import AsyncAnthropic
 
-from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, Message, ToolCall, ToolDef, Usage
+from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.providers.base import (
     Failure,
     SdkProvider,

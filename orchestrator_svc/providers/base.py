@@ -23,7 +23,7 @@ from orchestrator_svc.errors import (
     ProviderUnavailableError,
     UnknownModelError,
 )
-from orchestrator_svc.model import DeltaSink, LLMRequest, LLMResult, ToolCall, Usage
+from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, ToolCall, Usage
 from orchestrator_svc.reasoning import ThinkSplitter
 from toolscout_kit.logging import get_logger, redact
 

@@ -8,7 +8,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
-from orchestrator_svc.model import (
+from orchestrator_svc.messages import (
     Attachment,
     DeltaSink,
     LLMRequest,

@@ -15,9 +15,9 @@ from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.pool_client import PoolCatalogFollower
 from discovery_svc.server import SERVICE_NAME, build_server
-from discovery_svc.service import DiscoveryService
 from discovery_svc.servicer import DiscoveryServicer
 from toolscout_kit.config import ToolscoutConfig, parse_config
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
@@ -233,8 +233,8 @@ async def test_get_manifest_over_grpc_stays_within_budget(discovery: Any) -> Non
 
 async def _follow(
     port: int,
-) -> tuple[DiscoveryService, asyncio.Queue[Catalog], asyncio.Task[None], grpc.aio.Channel]:
-    service = DiscoveryService(make_config())
+) -> tuple[DiscoveryEngine, asyncio.Queue[Catalog], asyncio.Task[None], grpc.aio.Channel]:
+    service = DiscoveryEngine(make_config())
     seen: asyncio.Queue[Catalog] = asyncio.Queue()
 
     def on_catalog(catalog: Catalog) -> None:

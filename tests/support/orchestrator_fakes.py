@@ -17,8 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from orchestrator_svc.loop import ChatLoop
+from orchestrator_svc.messages import Attachment, ToolDef
 from orchestrator_svc.metrics import OrchestratorMetrics
-from orchestrator_svc.model import Attachment, ToolDef
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan

@@ -5,8 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from discovery_svc.partition import ToolsetNotFoundError
-from discovery_svc.search_tool import SearchArgumentError, UnknownServerError
+from discovery_svc.errors import SearchArgumentError, ToolsetNotFoundError, UnknownServerError
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.status import status_for
 

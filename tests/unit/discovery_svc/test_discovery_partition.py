@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from discovery_svc.partition import ToolsetNotFoundError, partition_tools, select_toolset
+from discovery_svc.errors import ToolsetNotFoundError
+from discovery_svc.partition import partition_tools, select_toolset
 from tests.support.discovery_catalogs import catalog, config, make_tool
 from toolscout_kit.errors import NotFoundError
 

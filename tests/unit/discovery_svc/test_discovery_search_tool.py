@@ -8,18 +8,10 @@ from collections.abc import Sequence
 import pytest
 
 from discovery_svc.catalog import Tool
+from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchDoc, SearchIndex
-from discovery_svc.search_tool import (
-    SearchArgs,
-    SearchArgumentError,
-    SearchMode,
-    SearchResult,
-    SearchScope,
-    UnknownServerError,
-    execute_search,
-    parse_arguments_json,
-    validate_arguments,
-)
+from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json, validate_arguments
+from discovery_svc.search_tool import SearchResult, SearchScope, execute_search
 from tests.support.discovery_catalogs import catalog, make_tool
 from toolscout_kit.errors import InvalidArgumentError, NotFoundError
 

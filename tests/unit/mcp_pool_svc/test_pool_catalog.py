@@ -4,11 +4,11 @@ import asyncio
 
 import mcp_types
 
-from mcp_pool_svc.catalog import Catalog, ToolDef, tool_def_from_mcp
+from mcp_pool_svc.catalog import Catalog, ListedTool, listed_tool_from_mcp
 
 
-def _tools(*names: str) -> list[ToolDef]:
-    return [ToolDef(name=n, description=f"does {n}") for n in names]
+def _tools(*names: str) -> list[ListedTool]:
+    return [ListedTool(name=n, description=f"does {n}") for n in names]
 
 
 def test_the_version_changes_with_the_contents_and_only_then() -> None:
@@ -19,7 +19,7 @@ def test_the_version_changes_with_the_contents_and_only_then() -> None:
     assert v1 != empty
     assert not catalog.set_tools("a", _tools("y", "x"))
     assert catalog.version == v1
-    assert catalog.set_tools("a", [ToolDef(name="x", description="changed"), *_tools("y")])
+    assert catalog.set_tools("a", [ListedTool(name="x", description="changed"), *_tools("y")])
     assert catalog.version != v1
 
 
@@ -54,7 +54,7 @@ def test_tool_definitions_keep_defs_additional_properties_and_missing_descriptio
     tool = mcp_types.Tool(
         name="t", input_schema=schema, annotations=mcp_types.ToolAnnotations(read_only_hint=True)
     )
-    d = tool_def_from_mcp(tool)
+    d = listed_tool_from_mcp(tool)
     assert d.description == ""
     assert '"$defs":{"Loc"' in d.input_schema_json
     assert '"additionalProperties":false' in d.input_schema_json

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_pool_svc.catalog import ToolDef
+from mcp_pool_svc.catalog import ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.session import Connection, ConnectionEvent
@@ -25,9 +25,9 @@ class FakeConnection(Connection):
         super().__init__(session=None, server_info="fake 1.0", closed=anyio.Event())  # type: ignore[arg-type]
         self.server = server
 
-    async def list_tools(self) -> list[ToolDef]:
+    async def list_tools(self) -> list[ListedTool]:
         self.server.listings += 1
-        return [ToolDef(name=n) for n in self.server.tools]
+        return [ListedTool(name=n) for n in self.server.tools]
 
     async def ping(self) -> None:
         if self.server.hang_ping:

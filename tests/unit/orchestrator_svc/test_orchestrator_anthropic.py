@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator_svc.errors import ProviderRateLimitedError, ProviderUnavailableError
 from orchestrator_svc.loop import ChatEvent, ChatRequest, ReasoningDeltaEvent, TextDeltaEvent
-from orchestrator_svc.model import Attachment, Message
+from orchestrator_svc.messages import Attachment, Message
 from orchestrator_svc.seams import ToolOutcome
 from tests.support.fake_provider import Reply, ScriptedCall
 from tests.support.orchestrator_fakes import Harness

@@ -25,7 +25,7 @@ from orchestrator_svc.loop import (
     ToolCallFinishedEvent,
     ToolsDiscoveredEvent,
 )
-from orchestrator_svc.model import Message, ToolCall
+from orchestrator_svc.messages import Message, ToolCall
 from orchestrator_svc.seams import ToolOutcome
 from tests.support.fake_provider import Reply, ScriptedCall
 from tests.support.orchestrator_fakes import Harness, text_result

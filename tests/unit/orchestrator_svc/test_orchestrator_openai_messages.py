@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator_svc.model import Attachment, Message, ToolCall
+from orchestrator_svc.messages import Attachment, Message, ToolCall
 from orchestrator_svc.providers.openai_provider import openai_messages
 
 PNG = Attachment("image", data=b"\x89PNG\r\n", mime_type="image/png")

@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 from orchestrator_svc import errors as orch_errors
 from orchestrator_svc.errors import ProviderAuthError, TemplateError
 from orchestrator_svc.history import not_loaded_error, rebuild_discovered, successful_searches
+from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.metrics import OrchestratorMetrics
-from orchestrator_svc.model import Attachment, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts
 from orchestrator_svc.providers.base import looks_like_tools_rejected
 from orchestrator_svc.providers.registry import OLLAMA_DEFAULT_BASE_URL, ModelRegistry, build_provider

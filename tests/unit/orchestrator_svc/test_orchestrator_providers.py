@@ -6,7 +6,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from orchestrator_svc.errors import ProviderUnavailableError
-from orchestrator_svc.model import LLMRequest, Message
+from orchestrator_svc.messages import LLMRequest, Message
 from orchestrator_svc.providers.openai_provider import OpenAIProvider
 from tests.support.fake_provider import FakeProvider, Reply
 

@@ -47,6 +47,8 @@ from toolscout.client.errors import (
 )
 from toolscout.client.sync import DiscoveryClient, OrchestratorClient, PoolClient, ToolscoutClient
 from toolscout.client.types import (
+    EMPTY_INPUT_SCHEMA_JSON,
+    SEARCH_TOOL_NAME,
     AssistantMessage,
     CallToolResult,
     CatalogSnapshot,
@@ -78,11 +80,14 @@ from toolscout.client.types import (
     ToolsetInfo,
     ToolsetServer,
     UsageUpdate,
+    parse_json_object,
 )
 
 __all__ = [
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
+    "EMPTY_INPUT_SCHEMA_JSON",
+    "SEARCH_TOOL_NAME",
     "AbortedError",
     "AlreadyExistsError",
     "AssistantMessage",
@@ -142,6 +147,7 @@ __all__ = [
     "create_channel",
     "default_channel_options",
     "error_for_code",
+    "parse_json_object",
     "service_config",
     "translate_rpc_error",
 ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "EMPTY_INPUT_SCHEMA_JSON",
+    "SEARCH_TOOL_NAME",
     "AssistantMessage",
     "CallToolResult",
     "CatalogSnapshot",
@@ -43,14 +45,29 @@ __all__ = [
     "ToolsetInfo",
     "ToolsetServer",
     "UsageUpdate",
+    "parse_json_object",
 ]
+
+# The name of discovery's synthetic search tool; its definition (with the manifest) comes in every
+# plan that defers something.
+SEARCH_TOOL_NAME = "search_tools"
+# The input schema of a tool that takes no arguments (and what an invalid schema is read as).
+EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
+
+
+def parse_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object in ``text``; None when it is empty, not valid JSON, or not an object."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _parse_object(text: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {}
+    return parse_json_object(text) or {}
 
 
 # --- common -------------------------------------------------------------------------------------

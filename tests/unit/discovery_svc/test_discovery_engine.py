@@ -9,9 +9,8 @@ from prometheus_client import REGISTRY
 
 from discovery_svc import metrics
 from discovery_svc.catalog import Catalog
-from discovery_svc.partition import ToolsetNotFoundError
-from discovery_svc.search_tool import SearchArgumentError, UnknownServerError
-from discovery_svc.service import DiscoveryService, SearchRequest
+from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.errors import SearchArgumentError, ToolsetNotFoundError, UnknownServerError
 from tests.support.discovery_catalogs import catalog, config, make_tool
 from toolscout_kit.errors import InvalidArgumentError, UnavailableError
 
@@ -32,8 +31,8 @@ DOC: dict[str, Any] = {
 }
 
 
-def service(doc: dict[str, Any] | None = None, **discovery: Any) -> DiscoveryService:
-    svc = DiscoveryService(config(doc or DOC, **discovery))
+def service(doc: dict[str, Any] | None = None, **discovery: Any) -> DiscoveryEngine:
+    svc = DiscoveryEngine(config(doc or DOC, **discovery))
     svc.set_catalog(catalog(TOOLS, "v1"))
     return svc
 
@@ -44,7 +43,7 @@ def sample(name: str, **labels: str) -> float:
 
 async def test_requests_before_the_first_catalog_are_unavailable() -> None:
     with pytest.raises(UnavailableError):
-        await DiscoveryService(config(DOC)).plan_tools()
+        await DiscoveryEngine(config(DOC)).plan_tools()
 
 
 async def test_plan_sends_eager_tools_and_search_tools_with_the_manifest() -> None:
@@ -156,7 +155,7 @@ async def test_catalog_change_rebuilds_and_discovered_tools_stay_loaded() -> Non
 
 async def test_prepared_states_are_bounded_by_the_lru() -> None:
     doc = {**DOC, "tool_sets": {f"ts{i}": {"servers": {"weather": True}} for i in range(4)}}
-    svc = DiscoveryService(config(doc), cache_size=2)
+    svc = DiscoveryEngine(config(doc), cache_size=2)
     svc.set_catalog(catalog(TOOLS))
     for name in ("ts0", "ts1", "ts2", "ts0"):
         await svc.prepared(name)

@@ -16,24 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from discovery_svc import metrics
-from discovery_svc.catalog import Catalog, CatalogHolder
+from discovery_svc.catalog import Catalog
 from discovery_svc.index import SearchIndex
 from discovery_svc.partition import partition_tools, select_toolset
 from discovery_svc.planner import IndexFactory, Plan, PreparedToolset, plan_tools
-from discovery_svc.search_tool import (
-    SearchArgs,
-    SearchMode,
-    SearchResult,
-    execute_search,
-    parse_arguments_json,
-    validate_arguments,
-)
+from discovery_svc.search_args import parse_arguments_json, validate_arguments
+from discovery_svc.search_tool import SearchResult, execute_search
 from discovery_svc.tokens import TokenCounter
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
 
-__all__ = ["DiscoveryService", "ManifestInfo", "SearchRequest"]
+__all__ = ["DiscoveryEngine", "ManifestInfo", "SearchRequest"]
 
 _log = get_logger(__name__)
 
@@ -61,29 +55,20 @@ class ManifestInfo:
     catalog_version: str
 
 
-def _mode_of(args: SearchArgs) -> str:
-    if args.tool_names is not None:
-        return SearchMode.TOOL_NAMES.value
-    if args.server_name is not None:
-        return SearchMode.SERVER_QUERY.value if args.query is not None else SearchMode.SERVER.value
-    return SearchMode.QUERY.value
-
-
-class DiscoveryService:
+class DiscoveryEngine:
     """Domain entry point used by the servicer (and in-process by benchmarks and tests)."""
 
     def __init__(
         self,
         config: ToolscoutConfig,
         *,
-        holder: CatalogHolder | None = None,
         counter: TokenCounter | None = None,
         index_factory: IndexFactory = SearchIndex,
         cache_size: int = 16,
     ) -> None:
         self._config = config
         self._settings = config.toolscout.discovery
-        self.holder = holder or CatalogHolder()
+        self._current: Catalog | None = None
         self._counter = counter or TokenCounter()
         self._index_factory = index_factory
         self._cache: OrderedDict[tuple[str, str], PreparedToolset] = OrderedDict()
@@ -95,8 +80,9 @@ class DiscoveryService:
 
     def set_catalog(self, catalog: Catalog) -> bool:
         """Installs a catalog snapshot; returns False when the version is unchanged."""
-        if not self.holder.update(catalog):
+        if self._current is not None and self._current.version == catalog.version:
             return False
+        self._current = catalog
         # Prepared states of older versions can never be hit again.
         for key in [k for k in self._cache if k[0] != catalog.version]:
             del self._cache[key]
@@ -104,8 +90,14 @@ class DiscoveryService:
         _log.info("catalog installed", catalog_version=catalog.version, tools=len(catalog))
         return True
 
-    def _catalog(self) -> Catalog:
-        catalog = self.holder.current
+    @property
+    def catalog(self) -> Catalog:
+        """The current catalog.
+
+        Raises:
+            UnavailableError: none has arrived from the pool yet.
+        """
+        catalog = self._current
         if catalog is None:
             raise UnavailableError("no tool catalog from the pool yet; retry shortly")
         return catalog
@@ -117,7 +109,7 @@ class DiscoveryService:
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
-        catalog = self._catalog()
+        catalog = self.catalog
         key = (catalog.version, toolset)
         hit = self._cache.get(key)
         if hit is not None:
@@ -152,7 +144,7 @@ class DiscoveryService:
                 manifest_tokens=prepared.manifest.tokens,
                 seconds=round(elapsed, 4),
             )
-            if catalog.version == self._catalog().version:
+            if catalog.version == self.catalog.version:
                 self._cache[key] = prepared
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
@@ -213,7 +205,7 @@ class DiscoveryService:
                     list(request.tool_names) if request.tool_names else None,
                     request.offset,
                 )
-            mode = _mode_of(args)
+            mode = args.mode.value
             prepared = await self.prepared(request.toolset)
             result = execute_search(
                 prepared.scope,

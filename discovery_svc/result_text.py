@@ -1,0 +1,157 @@
+"""What the LLM reads from ``search_tools``: each found tool with its parameters, and the hints.
+
+This text is the product: the orchestrator hands it to the model verbatim, so its wording is
+tested exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from discovery_svc.catalog import Tool
+from discovery_svc.search_args import SearchArgs, SearchMode
+
+__all__ = ["Missing", "format_tool", "result_text"]
+
+# A name that was asked for and not found, with the closest existing names.
+Missing = tuple[str, Sequence[str]]
+
+_DESCRIPTION_CHARS = 400
+_PARAM_DESCRIPTION_CHARS = 160
+_WS = re.compile(r"\s+")
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = _WS.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _type_of(schema: Any) -> str:
+    if not isinstance(schema, Mapping):
+        return "any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        result = "|".join(str(k) for k in kind)
+    elif kind == "array":
+        items = schema.get("items")
+        inner = _type_of(items) if isinstance(items, Mapping) else "any"
+        result = f"array of {inner}" if inner != "any" else "array"
+    elif isinstance(kind, str):
+        result = kind
+    else:
+        variants = schema.get("anyOf") or schema.get("oneOf")
+        if isinstance(variants, list) and variants:
+            result = "|".join(dict.fromkeys(_type_of(v) for v in variants))
+        elif "enum" in schema:
+            result = "enum"
+        else:
+            result = "object" if "$ref" in schema or "properties" in schema else "any"
+    return result
+
+
+def _parameters(schema: Mapping[str, Any]) -> list[str]:
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return []
+    required = schema.get("required")
+    required_set = set(required) if isinstance(required, list) else set()
+    lines = []
+    for name, prop in props.items():
+        flag = ", required" if name in required_set else ""
+        desc = prop.get("description") if isinstance(prop, Mapping) else None
+        text = (
+            f": {_one_line(desc, _PARAM_DESCRIPTION_CHARS)}" if isinstance(desc, str) and desc.strip() else ""
+        )
+        lines.append(f"    - {name} ({_type_of(prop)}{flag}){text}")
+    return lines
+
+
+# A tool's text only changes with the tool itself, and the same tools are found again and again:
+# formatting dominated a search's cost before this cache (bench/discovery_bench.py).
+@functools.lru_cache(maxsize=8192)
+def format_tool(tool: Tool) -> str:
+    """One tool as the LLM reads it: name to call, server, description, parameters."""
+    lines = [f"- {tool.llm_name} (server: {tool.server}, tool: {tool.name})"]
+    lines.append(f"  {_one_line(tool.description, _DESCRIPTION_CHARS) or '(no description)'}")
+    params = _parameters(tool.input_schema)
+    if params:
+        lines.append("  Parameters:")
+        lines.extend(params)
+    else:
+        lines.append("  Parameters: none")
+    return "\n".join(lines)
+
+
+def _not_found_line(missing: Sequence[Missing]) -> str:
+    parts = []
+    for name, suggestions in missing:
+        closest = f"closest: {', '.join(suggestions)}" if suggestions else "no similar names"
+        parts.append(f"'{name}' ({closest})")
+    return "Not found: " + "; ".join(parts) + "."
+
+
+def _empty_text(args: SearchArgs, mode: SearchMode, missing: Sequence[Missing]) -> str:
+    server = args.server_name
+    if mode is SearchMode.TOOL_NAMES:
+        where = f" in server '{server}'" if server else ""
+        return (
+            f"No tools found with those names{where}. {_not_found_line(missing)} "
+            "Use exact names from the manifest, or search with a query."
+        )
+    parts = [f"No tools found matching '{args.query}'"]
+    if server:
+        parts.append(
+            f" in server '{server}'. Try other keywords, or call search_tools with only "
+            f'server_name="{server}" to list its tools.'
+        )
+    else:
+        parts.append(
+            ". Try fewer or different keywords (an action and an object, e.g. 'send email'), "
+            "or list a server's tools with server_name."
+        )
+    text = "".join(parts)
+    return f"{text} {_not_found_line(missing)}" if missing else text
+
+
+def result_text(
+    args: SearchArgs,
+    mode: SearchMode,
+    new: Sequence[Tool],
+    old: Sequence[Tool],
+    missing: Sequence[Missing],
+    page: tuple[int, int, int] | None,
+) -> str:
+    """The text the LLM reads for one search: ``new`` tools in full, ``old`` (already loaded) by name.
+
+    ``page`` is ``(start, end, total)`` when a server's tools are being browsed.
+    """
+    if not new and not old:
+        return _empty_text(args, mode, missing)
+    sections: list[str] = []
+    if page is not None:
+        start, end, total = page
+        sections.append(f"Server '{args.server_name}' has {total} tools; showing {start + 1}-{end}:")
+    else:
+        count = len(new) + len(old)
+        word = "tool" if count == 1 else "tools"
+        sections.append(f"Found {count} {word}:")
+    if new:
+        sections.append("\n\n".join(format_tool(t) for t in new))
+    if old:
+        sections.append("Already loaded (call directly): " + ", ".join(t.llm_name for t in old))
+    if missing:
+        sections.append(_not_found_line(missing))
+    if new:
+        sections.append("These tools are now loaded and available to call.")
+    else:
+        sections.append("No new tools were loaded: every match is already available to call.")
+    if page is not None and page[1] < page[2]:
+        start, end, total = page
+        sections.append(
+            f"Showing {start + 1}-{end} of {total}. Call search_tools again with "
+            f'server_name="{args.server_name}" and offset={end} for more.'
+        )
+    return "\n\n".join(sections)

@@ -1,0 +1,215 @@
+"""Running the tool calls of one assistant message: search_tools via discovery, the rest via the pool.
+
+Every call of a message runs concurrently; the results come back in call order. Tool failures,
+malformed arguments, deferred tools called before they were loaded and unknown tools all become
+error *results* the model can act on; only chat-ending errors (the chat's deadline, cancellation,
+bugs) escape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
+from orchestrator_svc.errors import ChatDeadlineError
+from orchestrator_svc.history import SEARCH_TOOL_NAME, not_loaded_error
+from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef
+from orchestrator_svc.metrics import OrchestratorMetrics
+from orchestrator_svc.results import ResultFormat, cap_text, format_result, outcome_text
+from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
+from orchestrator_svc.stats import ChatStats
+from toolscout_kit.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    NotFoundError,
+    ToolscoutError,
+)
+
+__all__ = ["ChatContext", "ToolCallRunner"]
+
+_PREVIEW_CHARS = 2000
+# A downstream deadline this close to the chat's is the chat's deadline.
+_DEADLINE_SLACK = 0.25
+_UNKNOWN_LIST_LIMIT = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ChatContext:
+    """What tool calls need to know about the chat they run in."""
+
+    model: str
+    toolset: str
+    meta_json: str
+    result_format: ResultFormat
+    max_result_chars: int
+    stats: ChatStats
+    # Seconds left before the chat's deadline (None: no deadline).
+    remaining: Callable[[], float | None]
+    emit: Callable[[ChatEvent], Awaitable[None]]
+
+
+def _arguments_problem(raw: str) -> str | None:
+    if not raw.strip():
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return f"the arguments are not valid JSON ({err.msg} at position {err.pos})"
+    if not isinstance(value, dict):
+        return f"the arguments must be a JSON object, not {type(value).__name__}"
+    return None
+
+
+class ToolCallRunner:
+    """Runs tool calls for one chat."""
+
+    def __init__(
+        self,
+        chat: ChatContext,
+        *,
+        discovery: DiscoverySeam,
+        pool: PoolSeam,
+        metrics: OrchestratorMetrics,
+    ) -> None:
+        self._chat = chat
+        self._discovery = discovery
+        self._pool = pool
+        self._metrics = metrics
+
+    async def run(
+        self,
+        calls: Sequence[ToolCall],
+        plan: ToolPlan,
+        discovered: Sequence[str],
+        deferred: frozenset[str],
+    ) -> tuple[list[Message], list[str]]:
+        """The result messages in call order, and the tools the searches among them loaded.
+
+        Which tools may be called is decided against ``plan`` (the tool list the model saw), so a
+        search in the same message does not let a sibling call of a not-yet-loaded tool through,
+        whatever the order of the calls.
+        """
+        loaded = {t.llm_name: t for t in plan.loaded_tools}
+        has_search = plan.search_tool is not None
+        discovered_before = frozenset(discovered)
+        found: list[list[str]] = [[] for _ in calls]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [
+                    group.create_task(
+                        self._run_one(c, loaded, has_search, discovered_before, deferred, found[i])
+                    )
+                    for i, c in enumerate(calls)
+                ]
+        except BaseExceptionGroup as group:
+            # Only chat-ending errors escape a call (deadline, cancel, bugs): report the first as is.
+            raise group.exceptions[0] from None
+        return [task.result() for task in tasks], [n for names in found for n in names]
+
+    async def _run_one(
+        self,
+        call: ToolCall,
+        loaded: dict[str, ToolDef],
+        has_search: bool,
+        discovered: frozenset[str],
+        deferred: frozenset[str],
+        found: list[str],
+    ) -> Message:
+        chat = self._chat
+        is_search = call.name == SEARCH_TOOL_NAME and has_search
+        server = "" if is_search else (loaded[call.name].server if call.name in loaded else "")
+        await chat.emit(ToolCallStartedEvent(call, server))
+        started = time.monotonic()
+        attachments: list[Attachment] = []
+        if is_search:
+            text, is_error = await self._search(call, loaded, found)
+        elif call.name in loaded:
+            text, attachments, is_error, server = await self._call_pool(call, server, call.name in discovered)
+        elif call.name in deferred:
+            text, is_error = not_loaded_error(call.name), True
+            chat.stats.discovery.deferred_call_rejections += 1
+            self._metrics.deferred_rejections.labels(chat.model).inc()
+        else:
+            text, is_error = self._unknown_tool(call.name, loaded, has_search), True
+        chat.stats.count_tool(call.name, server, error=is_error)
+        await chat.emit(
+            ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
+        )
+        return Message(
+            "tool", text, tool_call_id=call.id, name=call.name, attachments=attachments, is_error=is_error
+        )
+
+    @staticmethod
+    def _unknown_tool(name: str, loaded: dict[str, ToolDef], has_search: bool) -> str:
+        names = sorted(loaded)
+        listed = ", ".join(names[:_UNKNOWN_LIST_LIMIT]) + (
+            ", ..." if len(names) > _UNKNOWN_LIST_LIMIT else ""
+        )
+        hint = " Use 'search_tools' to find other tools." if has_search else ""
+        return f"Error: Unknown tool '{name}'. Available tools: {listed or 'none'}.{hint}"
+
+    async def _search(self, call: ToolCall, loaded: dict[str, ToolDef], found: list[str]) -> tuple[str, bool]:
+        chat = self._chat
+        chat.stats.discovery.search_calls += 1
+        self._metrics.search_calls.labels(chat.model).inc()
+        try:
+            outcome = await self._discovery.search_tools(
+                toolset=chat.toolset,
+                arguments_json=call.arguments_json,
+                loaded=list(loaded),
+                time_limit=chat.remaining(),
+            )
+        except (InvalidArgumentError, NotFoundError) as err:
+            # Written for the LLM by discovery: it can correct its arguments and try again.
+            return f"Error: {err.message}", True
+        except CancelledError:
+            raise
+        except ToolscoutError as err:
+            self._raise_if_chat_deadline(err)
+            return f"Error: search_tools failed: {err.message}", True
+        found.extend(t.llm_name for t in outcome.newly_loaded)
+        return outcome.result_text, False
+
+    async def _call_pool(
+        self, call: ToolCall, server: str, was_discovered: bool
+    ) -> tuple[str, list[Attachment], bool, str]:
+        chat = self._chat
+        if was_discovered:
+            self._metrics.discovered_tool_calls.labels(chat.model).inc()
+        problem = _arguments_problem(call.arguments_json)
+        if problem is not None:
+            text = f"Error: invalid arguments for tool '{call.name}': {problem}. Call it again with a JSON object."
+            return text, [], True, server
+        try:
+            outcome = await self._pool.call_tool(
+                llm_name=call.name,
+                arguments_json=call.arguments_json if call.arguments_json.strip() else "{}",
+                meta_json=chat.meta_json,
+                time_limit=chat.remaining(),
+            )
+        except CancelledError:
+            raise
+        except ToolscoutError as err:
+            self._raise_if_chat_deadline(err)
+            return self._format(call, f"Error: {err.message}"), [], True, server
+        text, attachments = outcome_text(outcome)
+        return self._format(call, text), attachments, outcome.is_error, outcome.server or server
+
+    def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
+        """A downstream deadline that is the chat's own deadline ends the chat, not just the call.
+
+        Calls get the chat's remaining time as their RPC deadline, so they can expire a moment
+        before the chat's own timer fires; the tool's server timeout stays an error result.
+        """
+        remaining = self._chat.remaining()
+        if isinstance(err, DeadlineExceededError) and remaining is not None and remaining < _DEADLINE_SLACK:
+            raise ChatDeadlineError(f"chat exceeded its deadline during a tool call: {err.message}") from err
+
+    def _format(self, call: ToolCall, text: str) -> str:
+        chat = self._chat
+        return cap_text(format_result(chat.result_format, call, text), chat.max_result_chars)
