@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from toolscout.client import SEARCH_TOOL_NAME
+
 from orchestrator_svc.messages import Message, ToolCall
 
 __all__ = ["SEARCH_TOOL_NAME", "not_loaded_error", "rebuild_discovered", "successful_searches"]
-
-SEARCH_TOOL_NAME = "search_tools"
 
 
 def not_loaded_error(name: str) -> str:
