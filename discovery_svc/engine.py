@@ -15,9 +15,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from discovery_svc import metrics
 from discovery_svc.catalog import Catalog
 from discovery_svc.index import SearchIndex
+from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import partition_tools, select_toolset
 from discovery_svc.planner import IndexFactory, Plan, PreparedToolset, plan_tools
 from discovery_svc.search_args import parse_arguments_json, validate_arguments
@@ -65,6 +65,7 @@ class DiscoveryEngine:
         counter: TokenCounter | None = None,
         index_factory: IndexFactory = SearchIndex,
         cache_size: int = 16,
+        metrics: DiscoveryMetrics | None = None,
     ) -> None:
         self._config = config
         self._settings = config.toolscout.discovery
@@ -74,6 +75,7 @@ class DiscoveryEngine:
         self._cache: OrderedDict[tuple[str, str], PreparedToolset] = OrderedDict()
         self._cache_size = cache_size
         self._build_lock = asyncio.Lock()
+        self._metrics = metrics or DiscoveryMetrics()
         self.builds = 0
 
     # --- catalog ---------------------------------------------------------------------------
@@ -133,8 +135,7 @@ class DiscoveryEngine:
             )
             elapsed = time.perf_counter() - started
             self.builds += 1
-            metrics.INDEX_BUILDS.inc()
-            metrics.INDEX_BUILD_SECONDS.observe(elapsed)
+            self._metrics.index_built(elapsed)
             _log.info(
                 "toolset prepared",
                 catalog_version=catalog.version,
@@ -178,11 +179,7 @@ class DiscoveryEngine:
         prepared = await self.prepared(toolset)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
-        plan = plan_tools(prepared, discovered, enc, include_deferred_names=include_deferred_names)
-        label = metrics.toolset_label(toolset)
-        metrics.DEFINITION_TOKENS_SENT.labels(label).inc(plan.tokens.sent)
-        metrics.DEFINITION_TOKENS_DEFERRED.labels(label).inc(plan.tokens.saved)
-        return plan
+        return plan_tools(prepared, discovered, enc, include_deferred_names=include_deferred_names)
 
     async def search_tools(self, request: SearchRequest) -> SearchResult:
         """Executes one search_tools call.
@@ -215,14 +212,12 @@ class DiscoveryEngine:
                 browse_limit=self._settings.server_browse_limit,
             )
         except ToolscoutError:
-            metrics.SEARCHES.labels(mode, "error").inc()
-            metrics.SEARCH_SECONDS.labels(mode).observe(time.perf_counter() - started)
+            self._metrics.search(mode, "error", time.perf_counter() - started)
             raise
         result = dataclasses.replace(result, catalog_version=prepared.catalog_version)
         mode = result.mode.value
-        metrics.SEARCHES.labels(mode, "found" if result.matches else "empty").inc()
-        metrics.SEARCH_SECONDS.labels(mode).observe(time.perf_counter() - started)
-        metrics.TOOLS_DISCOVERED.inc(len(result.newly_loaded))
+        self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
+        self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
 
     async def get_manifest(self, toolset: str = "", provider: str = "") -> ManifestInfo:

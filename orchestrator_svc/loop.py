@@ -36,15 +36,10 @@ from orchestrator_svc.messages import LLMRequest, Message, ToolCall, ToolDef, Us
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
-from orchestrator_svc.results import (
-    RESULT_FORMATS,
-    ResultFormat,
-    default_result_format,
-)
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
 from orchestrator_svc.stats import ChatStats
 from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
-from toolscout_kit.config import OrchestratorSettings
+from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat
 from toolscout_kit.errors import (
     InvalidArgumentError,
     NotFoundError,
@@ -318,7 +313,7 @@ class ChatLoop:
             (see :mod:`orchestrator_svc.errors`), and discovery errors (NotFoundError for an
             unknown toolset). ``asyncio.CancelledError`` when the caller cancels.
         """
-        fmt = _validate(request) or default_result_format(self.settings.tool_result_format)
+        fmt = _validate(request) or self.settings.result_format
         resolved = self.models.resolve(request.model)
         started = time.monotonic()
         deadline = None if time_limit is None else started + time_limit

@@ -19,9 +19,10 @@ from orchestrator_svc.errors import ChatDeadlineError
 from orchestrator_svc.history import SEARCH_TOOL_NAME, not_loaded_error
 from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef
 from orchestrator_svc.metrics import OrchestratorMetrics
-from orchestrator_svc.results import ResultFormat, cap_text, format_result, outcome_text
+from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
 from orchestrator_svc.stats import ChatStats
+from toolscout_kit.config import ResultFormat
 from toolscout_kit.errors import (
     CancelledError,
     DeadlineExceededError,

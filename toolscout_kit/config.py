@@ -33,6 +33,7 @@ from toolscout_kit.errors import ConfigError
 
 __all__ = [
     "CONFIG_ENV",
+    "RESULT_FORMATS",
     "ClientConfig",
     "DiscoverySettings",
     "ExcludeSpec",
@@ -40,6 +41,7 @@ __all__ = [
     "OrchestratorSettings",
     "PoolSettings",
     "RemoteServerConfig",
+    "ResultFormat",
     "SecuritySettings",
     "ServerConfig",
     "StdioServerConfig",
@@ -54,6 +56,9 @@ __all__ = [
 ]
 
 CONFIG_ENV = "TOOLSCOUT_CONFIG"
+ResultFormat = Literal["result", "function_result", "function_args_result"]
+RESULT_FORMATS: tuple[ResultFormat, ...] = ("result", "function_result", "function_args_result")
+_DEFAULT_TOOL_CACHE_TTL = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -213,17 +218,8 @@ class PoolSettings(_ServiceSettings):
 
     @property
     def effective_tool_cache_ttl(self) -> float:
-        """The TTL in seconds; ``MCP_TOOL_CACHE_TTL`` <= 0 means "cache until list_changed"."""
-        if self.tool_cache_ttl is not None:
-            return self.tool_cache_ttl
-        raw = os.environ.get("MCP_TOOL_CACHE_TTL")
-        if raw is None or not raw.strip():
-            return 30.0
-        try:
-            value = float(raw)
-        except ValueError as err:
-            raise ConfigError(f"MCP_TOOL_CACHE_TTL: expected a number of seconds, got {raw!r}") from err
-        return max(value, 0.0)
+        """The TTL in seconds (``MCP_TOOL_CACHE_TTL`` was applied when the config loaded)."""
+        return self.tool_cache_ttl if self.tool_cache_ttl is not None else _DEFAULT_TOOL_CACHE_TTL
 
 
 class DiscoverySettings(_ServiceSettings):
@@ -243,13 +239,18 @@ class OrchestratorSettings(_ServiceSettings):
     pool_target: str = "127.0.0.1:50051"
     discovery_target: str = "127.0.0.1:50052"
     max_iterations: int = Field(default=50, ge=1, le=1000)
-    # casual-mcp's TOOL_RESULT_FORMAT; default from that env var, else "result".
-    tool_result_format: Literal["result", "function_result", "function_args_result"] | None = None
+    # casual-mcp's TOOL_RESULT_FORMAT environment variable wins over this when the config loads.
+    tool_result_format: ResultFormat | None = None
     # Tool result text longer than this is cut with a visible marker before reaching the LLM.
     max_tool_result_chars: int = Field(default=50_000, ge=256)
     default_system_prompt: str | None = None
     # Folder of Jinja2 system prompt templates (<name>.j2); relative to the config file.
     templates_dir: str = "prompt-templates"
+
+    @property
+    def result_format(self) -> ResultFormat:
+        """The format of tool results (``TOOL_RESULT_FORMAT`` was applied when the config loaded)."""
+        return self.tool_result_format or "result"
 
 
 class ToolscoutSettings(_Strict):
@@ -391,9 +392,44 @@ def parse_config(
         raise ConfigError("\n".join(f"{source}: {m}" for m in missing))
     expanded["base_dir"] = base_dir or Path.cwd()
     try:
-        return ToolscoutConfig.model_validate(expanded)
+        config = ToolscoutConfig.model_validate(expanded)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(source, err)) from None
+    return _apply_environment(config, os.environ if env is None else env)
+
+
+def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> ToolscoutConfig:
+    """casual-mcp's environment variables, resolved once here rather than on every use.
+
+    ``MCP_TOOL_CACHE_TTL`` applies when the file sets no ``pool.tool_cache_ttl`` (<= 0 means "cache
+    until list_changed"); ``TOOL_RESULT_FORMAT`` wins over ``orchestrator.tool_result_format``.
+
+    Raises:
+        ConfigError: a variable holds a value that is not valid.
+    """
+    settings = config.toolscout
+    ttl = settings.pool.tool_cache_ttl
+    raw_ttl = env.get("MCP_TOOL_CACHE_TTL", "").strip()
+    if ttl is None and raw_ttl:
+        try:
+            ttl = max(float(raw_ttl), 0.0)
+        except ValueError:
+            raise ConfigError(f"MCP_TOOL_CACHE_TTL: expected a number of seconds, got {raw_ttl!r}") from None
+    fmt = settings.orchestrator.tool_result_format
+    raw_fmt = env.get("TOOL_RESULT_FORMAT", "").strip()
+    if raw_fmt:
+        if raw_fmt not in RESULT_FORMATS:
+            raise ConfigError(
+                f"TOOL_RESULT_FORMAT: expected one of {', '.join(RESULT_FORMATS)}, got {raw_fmt!r}"
+            )
+        fmt = raw_fmt
+    pool = settings.pool.model_copy(
+        update={"tool_cache_ttl": ttl if ttl is not None else _DEFAULT_TOOL_CACHE_TTL}
+    )
+    orchestrator = settings.orchestrator.model_copy(update={"tool_result_format": fmt or "result"})
+    return config.model_copy(
+        update={"toolscout": settings.model_copy(update={"pool": pool, "orchestrator": orchestrator})}
+    )
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> ToolscoutConfig:

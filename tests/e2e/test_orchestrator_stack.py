@@ -14,7 +14,6 @@ import grpc
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import REGISTRY
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
@@ -130,13 +129,13 @@ def forecast_call(city: str = "Berlin") -> ScriptedCall:
     return ScriptedCall("weather__get_forecast", {"location": {"city": city}, "days": 2})
 
 
-def _calls_cancelled() -> float:
+def _calls_cancelled(pool: RunningServer) -> float:
     labels = {
         "grpc_service": "toolscout.mcp_pool.v1.McpPool",
         "grpc_method": "CallTool",
         "grpc_code": "CANCELLED",
     }
-    return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
+    return pool.registry.get_sample_value("grpc_server_handled_total", labels) or 0.0
 
 
 async def _until(predicate: Any) -> None:
@@ -297,13 +296,13 @@ async def test_tools_rejected_falls_back_to_no_tools_and_says_so(stack: Stack, f
 
 async def test_cancel_during_a_slow_tool_cancels_the_pool_call(stack: Stack, fake: FakeProvider) -> None:
     fake.script(Reply.calls(ScriptedCall("text__wait", {"seconds": 30})))
-    before = _calls_cancelled()
+    before = _calls_cancelled(stack.servers[0])
     call = stack.stub.StreamChat(chat("wait"), timeout=WAIT)
     async for event in call:
         if event.WhichOneof("event") == "tool_call_started":
             break
     call.cancel()
-    await _until(lambda: _calls_cancelled() > before)
+    await _until(lambda: _calls_cancelled(stack.servers[0]) > before)
     assert len(fake.requests) == 1
 
 

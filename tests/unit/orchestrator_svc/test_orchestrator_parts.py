@@ -16,7 +16,7 @@ from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts
 from orchestrator_svc.providers.base import looks_like_tools_rejected
 from orchestrator_svc.providers.registry import OLLAMA_DEFAULT_BASE_URL, ModelRegistry, build_provider
 from orchestrator_svc.reasoning import ThinkSplitter, split_reasoning
-from orchestrator_svc.results import cap_text, default_result_format, format_result, outcome_text
+from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import ToolOutcome
 from toolscout_kit.config import ClientConfig, parse_config
 from toolscout_kit.errors import ToolscoutError
@@ -106,14 +106,6 @@ def test_result_formats_follow_casual_mcp() -> None:
     assert format_result("result", call, "3") == "3"
     assert format_result("function_result", call, "3") == "add → 3"
     assert format_result("function_args_result", call, "3") == "add(a=1, b='x') → 3"
-
-
-def test_result_format_default_comes_from_env_then_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOOL_RESULT_FORMAT", raising=False)
-    assert default_result_format(None) == "result"
-    assert default_result_format("function_result") == "function_result"
-    monkeypatch.setenv("TOOL_RESULT_FORMAT", "function_args_result")
-    assert default_result_format("function_result") == "function_args_result"
 
 
 def test_cap_marks_truncation_visibly() -> None:
