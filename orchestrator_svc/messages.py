@@ -52,6 +52,9 @@ class Message:
     reasoning: str = ""
     attachments: list[Attachment] = field(default_factory=list)
     is_error: bool = False
+    # On the result of a search_tools call: the tools that search loaded (None: not recorded, e.g.
+    # a history from another client).
+    loaded_tools: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from toolscout.client import AsyncDiscoveryClient, AsyncPoolClient
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
-from orchestrator_svc.downstream import GrpcDiscovery, GrpcPool
+from orchestrator_svc.downstream import ClientDiscovery, ClientPool
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
@@ -35,14 +36,22 @@ async def build_server(
     """
     settings = config.toolscout.orchestrator
     security = config.toolscout.security
-    pool_channel = create_channel(pool_target or settings.pool_target, security)
-    discovery_channel = create_channel(discovery_target or settings.discovery_target, security)
+    # Each tool call is bounded by its server's call_timeout in the pool and by the chat's deadline;
+    # the client library's default CallTool deadline would cut servers configured for longer calls.
+    pool = AsyncPoolClient(
+        create_channel(pool_target or settings.pool_target, security),
+        deadlines={"CallTool": None},
+        owns_channel=True,
+    )
+    discovery = AsyncDiscoveryClient(
+        create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
+    )
     registry = new_registry()
     models = ModelRegistry(config)
     loop = ChatLoop(
         models=models,
-        discovery=GrpcDiscovery(discovery_channel),
-        pool=GrpcPool(pool_channel),
+        discovery=ClientDiscovery(discovery),
+        pool=ClientPool(pool),
         prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
         settings=settings,
         metrics=OrchestratorMetrics(registry),
@@ -54,14 +63,14 @@ async def build_server(
             [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
         )
     except BaseException:
-        await pool_channel.close()
-        await discovery_channel.close()
+        await pool.close()
+        await discovery.close()
         raise
 
     async def close_clients() -> None:
         await models.aclose()
-        await pool_channel.close()
-        await discovery_channel.close()
+        await pool.close()
+        await discovery.close()
 
     server.add_cleanup(close_clients)
     return server

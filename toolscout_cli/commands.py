@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from typing import Any
 
 from toolscout.client import CallToolResult, Tool, ToolscoutClient
@@ -218,28 +217,21 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
 
 
 def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    # Per-server figures are counted here with discovery's own counter over the pool's catalog, so
-    # they add up to the totals discovery reports (which also include search_tools and the manifest).
-    from discovery_svc.tokens import TokenCounter  # noqa: PLC0415 - only this command needs the BPE tables
-
-    tools, status, plan = _toolset_tools(ts, args.toolset or "", "")
-    counter = TokenCounter()
-    try:
-        encoding = counter.encoding_for(args.provider or "")
-    except Exception as err:
-        raise CliError(str(getattr(err, "message", err)), EXIT_USAGE) from None
-    per_server: dict[str, dict[str, int]] = defaultdict(
-        lambda: {"tools": 0, "deferred": 0, "all": 0, "sent": 0}
-    )
-    for tool in tools:
-        n = counter.count_definition(tool.llm_name, tool.description, tool.input_schema_json, encoding)
-        row = per_server[tool.server]
-        row["tools"] += 1
-        row["all"] += n
-        if status[tool.llm_name] == "loaded":
-            row["sent"] += n
-        else:
-            row["deferred"] += 1
+    # Every figure comes from discovery, counted in one encoding (the --provider's), so the
+    # per-server rows add up to the totals (which also include search_tools and the manifest).
+    provider = args.provider or ""
+    plan = ts.discovery.plan_tools(args.toolset or "", provider=provider)
+    manifest = ts.discovery.get_manifest(args.toolset or "", provider=provider)
+    per_server = {
+        s.server: {
+            "tools": s.tools,
+            "deferred": s.deferred_tools,
+            "all": s.all_tokens,
+            "sent": s.loaded_tokens,
+        }
+        for s in manifest.servers
+    }
+    tool_count = sum(s.tools for s in manifest.servers)
     loaded_sent = sum(r["sent"] for r in per_server.values())
     overhead = max(plan.tokens.sent_tokens - loaded_sent, 0)
     totals = plan.tokens
@@ -281,7 +273,7 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     rows.append(
         (
             "TOTAL",
-            len(tools),
+            tool_count,
             plan.deferred_count,
             totals.all_definitions_tokens,
             totals.sent_tokens,

@@ -201,3 +201,45 @@ async def test_search_metrics_count_outcomes_by_mode() -> None:
 
 def test_the_empty_toolset_is_labelled_all() -> None:
     assert toolset_label("") == "_all"
+
+
+async def test_a_search_can_answer_with_the_plan_for_the_next_call() -> None:
+    svc = service()
+    result = await svc.search_tools(
+        SearchRequest(
+            query="weather forecast city",
+            loaded_tools=("time_now", "mail_send_email"),
+            include_plan=True,
+            discovered_tools=("mail_send_email",),
+            provider="anthropic",
+        )
+    )
+    assert result.plan is not None
+    newly = [t.llm_name for t in result.newly_loaded]
+    assert "weather_forecast" in newly
+    assert result.plan.discovered == ("mail_send_email", *newly)
+    expected = await svc.plan_tools("", ["mail_send_email", *newly], "anthropic")
+    assert result.plan == expected
+    plain = await svc.search_tools(SearchRequest(query="weather forecast city"))
+    assert plain.plan is None
+
+
+async def test_plan_reports_which_discovered_names_are_deferred_tools() -> None:
+    plan = await service().plan_tools("", ["weather_alerts", "time_now", "gone_tool", "weather_alerts"])
+    assert plan.discovered == ("weather_alerts",)
+    assert plan.dropped_tools == ("gone_tool",)
+
+
+async def test_manifest_breaks_definition_tokens_down_per_server_in_one_encoding() -> None:
+    svc = service()
+    info = await svc.get_manifest("", "anthropic")
+    enc = svc._counter.encoding_for("anthropic")
+    plan = await svc.plan_tools("", [], "anthropic")
+    assert (info.encoding, info.estimate) == ("cl100k_base", True)
+    by_server = {s.server: s for s in info.servers}
+    assert [s.server for s in info.servers] == ["mail", "time", "weather"]
+    assert (by_server["weather"].tools, by_server["weather"].deferred_tools) == (2, 2)
+    assert by_server["weather"].loaded_tokens == 0
+    time_tokens = svc._counter.count_tool(TOOLS[3], enc)
+    assert by_server["time"].all_tokens == by_server["time"].loaded_tokens == time_tokens
+    assert sum(s.all_tokens for s in info.servers) == plan.tokens.all_definitions

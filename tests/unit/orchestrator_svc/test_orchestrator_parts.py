@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from orchestrator_svc import errors as orch_errors
 from orchestrator_svc.errors import ProviderAuthError, TemplateError
-from orchestrator_svc.history import not_loaded_error, rebuild_discovered, successful_searches
+from orchestrator_svc.history import discovery_candidates, not_loaded_error, recorded_searches
 from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts
@@ -50,6 +50,22 @@ def test_think_tags_split_across_chunks_never_leak_into_the_answer() -> None:
 DEFERRED = frozenset({"weather_forecast", "weather_alerts", "files_read"})
 
 
+def rebuild_discovered(
+    messages: list[Message],
+    explicit: list[str],
+    deferred: frozenset[str],
+    found: dict[str, list[str]] | None = None,
+) -> list[str]:
+    # Discovery keeps the candidates that are deferred tools of the toolset, in order.
+    return [n for n in discovery_candidates(messages, explicit, found) if n in deferred]
+
+
+def successful_searches(messages: list[Message]) -> list[ToolCall]:
+    recorded, unrecorded = recorded_searches(messages)
+    assert recorded == {}
+    return unrecorded
+
+
 def test_history_rebuild_uses_explicit_names_calls_and_search_results_in_order() -> None:
     messages = [
         Message("user", "hi"),
@@ -68,6 +84,20 @@ def test_history_rebuild_uses_explicit_names_calls_and_search_results_in_order()
         "weather_alerts",
         "files_read",
     ]
+
+
+def test_recorded_search_results_need_no_replay() -> None:
+    messages = [
+        Message("assistant", "", [ToolCall("s1", "search_tools", '{"query": "x"}')]),
+        Message("tool", "Found weather_alerts", tool_call_id="s1", loaded_tools=["weather_alerts"]),
+        Message("assistant", "", [ToolCall("s2", "search_tools", '{"query": "y"}')]),
+        Message("tool", "Found nothing new", tool_call_id="s2", loaded_tools=[]),
+        Message("assistant", "", [ToolCall("s3", "search_tools", '{"query": "z"}')]),
+        Message("tool", "Found files_read", tool_call_id="s3"),
+    ]
+    recorded, unrecorded = recorded_searches(messages)
+    assert recorded == {"s1": ["weather_alerts"], "s2": []}
+    assert unrecorded == [messages[4].tool_calls[0]]
 
 
 def test_history_rebuild_ignores_failed_searches_and_rejected_calls() -> None:
