@@ -9,7 +9,9 @@ Starts the fleet (1,000 servers × 50 tools by default) in its own process and m
     pool does today), one session per worker on distinct servers;
   * every: a handshake-era SDK session (initialize + tools/list) to all servers, held open at once,
     as a pool opens them at start: time, the fleet's RSS with all open, the client's RSS and CPU per
-    session, with one HTTP client per session (the SDK default) and with one shared HTTP client;
+    session, with one HTTP client per session (the SDK default) and with one shared HTTP client,
+    and over 2026-07-28 (discover, no server-side session) with a shared client;
+  * placement: servers per shard over the fleet's names for 1, 2, 4 and 5 shards, and moves 4 → 5;
   * the fleet's RSS and CPU seconds after each phase: requests per fleet CPU-second is its capacity
     when the client is not competing for the same cores.
 
@@ -42,6 +44,8 @@ import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev grou
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
+
+from mcp_pool_svc.placement import Placement, ServerRule, moved_servers
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "bench" / "mcp_fleet.py"
@@ -248,8 +252,13 @@ async def session_load(
     return _load_figures(latencies, errors, ended - deadline + seconds)
 
 
-async def open_every_session(fleet: FleetView, concurrency: int, *, shared_http: bool) -> dict[str, Any]:
-    """A handshake-era SDK session (initialize + tools/list) to every server, all held open at once.
+async def open_every_session(
+    fleet: FleetView, concurrency: int, *, shared_http: bool, modern: bool = False
+) -> dict[str, Any]:
+    """An SDK session (initialize + tools/list) to every server, all held open at once.
+
+    ``modern``: ``server/discover`` instead of ``initialize``, i.e. 2026-07-28, where a session is
+    only client-side state (no server session, no standing GET stream).
 
     What a pool does at start. Also reports this process's RSS growth and CPU time per open
     session, a proxy for what each session costs a pool shard. ``shared_http``: every session uses
@@ -284,7 +293,7 @@ async def open_every_session(fleet: FleetView, concurrency: int, *, shared_http:
             ):
                 async with gate:
                     with anyio.fail_after(120):
-                        await session.initialize()
+                        await (session.discover() if modern else session.initialize())
                         await session.list_tools()
                 opened += 1
                 if opened + errors == fleet.servers:
@@ -308,6 +317,7 @@ async def open_every_session(fleet: FleetView, concurrency: int, *, shared_http:
     if shared is not None:
         await shared.aclose()
     return {
+        "protocol": "2026-07-28" if modern else "2025-11-25",
         "shared_http_client": shared_http,
         "seconds": round(elapsed, 3),
         "sessions": opened,
@@ -320,7 +330,7 @@ async def open_every_session(fleet: FleetView, concurrency: int, *, shared_http:
     }
 
 
-def _open_every_session_in_child(fleet: Fleet, shared_http: bool) -> dict[str, Any]:
+def _open_every_session_in_child(fleet: Fleet, shared_http: bool, modern: bool) -> dict[str, Any]:
     argv = [
         sys.executable,
         __file__,
@@ -330,9 +340,22 @@ def _open_every_session_in_child(fleet: Fleet, shared_http: bool) -> dict[str, A
         str(fleet.process.pid),
     ]
     argv += ["--servers", str(fleet.servers), *(["--shared-http-client"] if shared_http else [])]
+    argv += ["--modern"] if modern else []
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=True)
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
+
+
+def placement_figures(servers: int) -> dict[str, Any]:
+    """Servers per shard for 1, 2, 4 and 5 shards over the fleet's names, and how many move 4 → 5."""
+    rules = {f"sim-{i:04d}": ServerRule() for i in range(servers)}
+    by_count = {n: Placement(n, rules) for n in (1, 2, 4, 5)}
+    moved = moved_servers(by_count[4], by_count[5])
+    return {
+        "servers_per_shard": {n: [len(p.servers_for(k)) for k in range(n)] for n, p in by_count.items()},
+        "moved_4_to_5": len(moved),
+        "moved_fraction_4_to_5": round(len(moved) / servers, 3),
+    }
 
 
 def _load_figures(latencies: dict[str, list[float]], errors: int, seconds: float) -> dict[str, Any]:
@@ -388,16 +411,19 @@ async def main(servers: int, tools: int, seconds: float, workers: int) -> dict[s
         )
         print(f"SDK sessions 2025-11-25: {json.dumps(sessions)}", flush=True)
         every = []
-        for shared_http in (False, True):
+        for shared_http, modern in ((False, False), (True, False), (True, True)):
             before = fleet.sample()
-            opened = _open_every_session_in_child(fleet, shared_http)
+            opened = _open_every_session_in_child(fleet, shared_http, modern)
             every.append(_with_fleet_cost(opened, before, fleet.sample()))
             print(f"every server, one SDK session each: {json.dumps(every[-1])}", flush=True)
         tracebacks = fleet.tracebacks()
     finally:
         fleet.stop()
         fleet.stderr.unlink(missing_ok=True)
+    placement = placement_figures(servers)
+    print(f"placement: {json.dumps(placement)}", flush=True)
     return {
+        "placement": placement,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -428,12 +454,15 @@ if __name__ == "__main__":
     parser.add_argument("--open-sessions", metavar="FLEET_URL", help=argparse.SUPPRESS)
     parser.add_argument("--fleet-pid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--shared-http-client", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--modern", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # Closing 32 sessions at once makes the SDK log each GET stream's teardown as an error; noise here.
     logging.getLogger("mcp.client.streamable_http").setLevel(logging.CRITICAL)
     if args.open_sessions:
         view = FleetView(args.open_sessions, args.servers, args.fleet_pid)
-        opened = anyio.run(partial(open_every_session, view, 64, shared_http=args.shared_http_client))
+        opened = anyio.run(
+            partial(open_every_session, view, 64, shared_http=args.shared_http_client, modern=args.modern)
+        )
         print(json.dumps(opened))
         sys.exit(0)
     figures = anyio.run(main, args.servers, args.tools, args.seconds, args.workers)
