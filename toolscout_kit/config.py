@@ -44,6 +44,7 @@ __all__ = [
     "ResultFormat",
     "SecuritySettings",
     "ServerConfig",
+    "ShardSettings",
     "StdioServerConfig",
     "ToolDiscoveryConfig",
     "ToolSetConfig",
@@ -105,6 +106,12 @@ class _ServerCommon(_Strict):
     max_concurrency: int = Field(default=16, ge=1, le=1024)
     # Tools of this (deferred) server that are always loaded (their MCP names).
     always_load: list[str] = Field(default_factory=list)
+    # Which pool shards run this server: "owner" = exactly one (the rendezvous-hash owner of the
+    # name, or ``shard`` when set); "all" = every shard (stateless servers, for throughput).
+    placement: Literal["owner", "all"] = "owner"
+    # Pin the server to this shard (0-based, below toolscout.pool.shards.count), e.g. so a stateful
+    # server never moves when the shard count changes.
+    shard: int | None = Field(default=None, ge=0)
 
 
 class StdioServerConfig(_ServerCommon):
@@ -195,6 +202,48 @@ class _ServiceSettings(_Strict):
     shutdown_grace: float = Field(default=10.0, ge=0)
 
 
+class ShardSettings(_Strict):
+    """How the pool is split into shards, and where each shard is reached.
+
+    ``count`` pool processes (1 = unsharded) each run only the servers placed on them (per-server
+    ``placement`` / ``shard``; see :mod:`mcp_pool_svc.placement`). A pool process learns its index
+    from ``--shard K/N`` or, in Kubernetes, from its StatefulSet pod name ``<statefulset>-<K>``.
+
+    Callers (discovery, the orchestrator, ``toolscout.client``'s sharded client) reach shard K at
+    ``addresses[K]`` when a list is given, else at ``address_pattern`` with ``{ordinal}`` replaced by
+    K, e.g. ``dns:///toolscout-pool-{ordinal}.toolscout-pool.toolscout.svc:50051`` for one pod of a
+    StatefulSet behind a headless Service (a ``dns:///`` name per ordinal, so each channel is pinned
+    to its shard rather than balanced across them). With neither, an unsharded pool is reached at
+    the callers' ``pool_target``.
+    """
+
+    count: int = Field(default=1, ge=1, le=1024)
+    addresses: list[str] = Field(default_factory=list)
+    address_pattern: str | None = None
+    # The StatefulSet whose pod names give a shard its index.
+    statefulset: str = Field(default="toolscout-pool", min_length=1)
+
+    @model_validator(mode="after")
+    def _addresses_match_count(self) -> ShardSettings:
+        if self.addresses and self.address_pattern:
+            raise ValueError("give either addresses or address_pattern, not both")
+        if self.addresses and len(self.addresses) != self.count:
+            raise ValueError(f"addresses lists {len(self.addresses)} shards but count is {self.count}")
+        if self.address_pattern is not None and "{ordinal}" not in self.address_pattern:
+            raise ValueError("address_pattern must contain {ordinal} (the shard index)")
+        return self
+
+    def address(self, ordinal: int) -> str | None:
+        """Where shard ``ordinal`` is reached, or None when only ``pool_target`` is configured."""
+        if not 0 <= ordinal < self.count:
+            raise ValueError(f"shard {ordinal} does not exist (count is {self.count})")
+        if self.addresses:
+            return self.addresses[ordinal]
+        if self.address_pattern is not None:
+            return self.address_pattern.replace("{ordinal}", str(ordinal))
+        return None
+
+
 class PoolSettings(_ServiceSettings):
     listen: str = "127.0.0.1:50051"
     metrics_port: int = Field(default=9101, ge=-1, le=65535)
@@ -215,6 +264,7 @@ class PoolSettings(_ServiceSettings):
     crash_loop_restarts: int = Field(default=5, ge=1)
     crash_loop_window: float = Field(default=60.0, gt=0)
     failed_retry_interval: float = Field(default=300.0, gt=0)
+    shards: ShardSettings = Field(default_factory=ShardSettings)
 
     @property
     def effective_tool_cache_ttl(self) -> float:
@@ -309,6 +359,24 @@ class ToolscoutConfig(BaseModel):
                     problems.append(
                         f"tool_sets.{ts_name}.servers.{server}: unknown server {server!r} (servers: {known})"
                     )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> ToolscoutConfig:
+        count = self.toolscout.pool.shards.count
+        problems: list[str] = []
+        for name, server in self.servers.items():
+            if server.shard is None:
+                continue
+            if server.placement == "all":
+                problems.append(f"servers.{name}.shard: a server with placement 'all' cannot be pinned")
+            elif server.shard >= count:
+                problems.append(
+                    f"servers.{name}.shard: shard {server.shard} does not exist "
+                    f"(toolscout.pool.shards.count is {count}: shards 0-{count - 1})"
+                )
         if problems:
             raise ValueError("\n".join(problems))
         return self
