@@ -158,6 +158,10 @@ class SdkProvider(ABC):
                     raise
                 if failure.kind == "timeout" and remaining is not None and limit >= remaining:
                     failure = Failure("timeout", "deadline exceeded waiting for the provider")
+                if failure.kind == "tools_rejected" and request.deferral == "native":
+                    # Native deferral uses tools the provider documents (defer_loading, tool
+                    # search): a 400 about them is our bug or a limit, never a model without tools.
+                    failure = Failure("bad_request", failure.reason, failure.status)
                 if on_error is not None:
                     on_error(failure.kind)
                 _log.warning(
