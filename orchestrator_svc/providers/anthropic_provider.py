@@ -71,6 +71,7 @@ def _result(
 
 class AnthropicProvider(SdkProvider):
     provider = "anthropic"
+    tools_fallback = False
 
     def __init__(self, client: AsyncAnthropic, **kw: Any) -> None:
         super().__init__(**kw)
