@@ -82,14 +82,15 @@ def _arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _tool_result(m: Message, references: bool) -> dict[str, Any]:
+def _tool_result(m: Message, referable: frozenset[str]) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": m.content or "(empty result)"}]
     for a in m.attachments:
         if a.type == "image" and a.mime_type in _IMAGE_TYPES:
             source = {"type": "base64", "media_type": a.mime_type, "data": base64.b64encode(a.data).decode()}
             content.append({"type": "image", "source": source})
-    if references and not m.is_error:
-        content += [{"type": "tool_reference", "tool_name": name} for name in m.loaded_tools]
+    if not m.is_error:
+        # Only deferred tools need loading; an eager one is in the prompt already.
+        content += [{"type": "tool_reference", "tool_name": n} for n in m.loaded_tools if n in referable]
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": content}
     if m.is_error:
         block["is_error"] = True
@@ -109,13 +110,18 @@ def _native_blocks(m: Message) -> list[dict[str, Any]] | None:
 
 
 def anthropic_messages(
-    system: str, messages: list[Message], *, native: bool = False, provider_search: bool = False
+    system: str,
+    messages: list[Message],
+    *,
+    native: bool = False,
+    referable: frozenset[str] = frozenset(),
 ) -> tuple[str, list[dict[str, Any]]]:
     """(system, messages): system messages of the history join the system prompt, tool results
     become user turns, and consecutive turns of one role are merged (the API wants alternation).
 
-    Native mode adds ``tool_reference`` blocks to search results (with our search) and replays
-    recorded provider blocks of assistant turns verbatim.
+    Native mode replays recorded provider blocks of assistant turns verbatim, and search results
+    get a ``tool_reference`` block for each tool they loaded that is in ``referable`` (the
+    request's deferred tools; empty with Anthropic's own search).
     """
     systems = [system] if system else []
     out: list[dict[str, Any]] = []
@@ -136,7 +142,7 @@ def anthropic_messages(
                 # Anthropic ran that call itself; answering it is a 400.
                 _log.warning("server_tool_result_dropped", tool_call_id=m.tool_call_id)
                 continue
-            push("user", [_tool_result(m, references=native and not provider_search)])
+            push("user", [_tool_result(m, referable if native else frozenset())])
         else:
             replay = _native_blocks(m) if native else None
             if replay is not None:
@@ -180,9 +186,12 @@ def anthropic_body(request: LLMRequest, *, tools: bool = True) -> dict[str, Any]
         # Anthropic's search tool has no description to carry our manifest: it joins the system.
         manifest = next((t.description for t in request.tools if t.llm_name == SEARCH_TOOL_NAME), "")
         system = "\n\n".join(p for p in (system, manifest) if p)
-    system, messages = anthropic_messages(
-        system, request.messages, native=native, provider_search=provider_search
+    referable = (
+        frozenset(t.llm_name for t in request.tools if t.deferred)
+        if native and not provider_search
+        else frozenset()
     )
+    system, messages = anthropic_messages(system, request.messages, native=native, referable=referable)
     body: dict[str, Any] = {
         "model": request.model,
         "messages": messages,

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator_svc.messages import DeferralMode, LLMRequest
+from orchestrator_svc.messages import DeferralMode, LLMRequest, Message
 from toolscout_kit.config import ClientConfig, ModelConfig, OrchestratorSettings
 from toolscout_kit.errors import ResourceExhaustedError
 
@@ -55,6 +55,7 @@ __all__ = [
     "NativeLimitProblem",
     "ProviderApi",
     "api_of",
+    "history_loaded_tools",
     "is_strict",
     "native_limit_problem",
     "native_supported",
@@ -210,11 +211,12 @@ class NativeLimitProblem:
     detail: str
 
 
-def _referenced_names(request: LLMRequest) -> list[str]:
-    """Every tool name the request's history references: searches' loaded tools, and the
-    tool_reference blocks of Anthropic server-side search results."""
+def history_loaded_tools(messages: Sequence[Message]) -> list[str]:
+    """Every tool the history's searches loaded, in order: ``loaded_tools`` of tool messages and
+    the references of Anthropic server-side search results (``search: provider``). The loop
+    rebuilds a conversation's loaded set from these; native requests must declare them all."""
     names: list[str] = []
-    for m in request.messages:
+    for m in messages:
         names += m.loaded_tools
         for item in m.native_items:
             if item.provider == "anthropic" and item.type == "tool_search_tool_result":
@@ -229,13 +231,13 @@ def native_limit_problem(
 ) -> NativeLimitProblem | None:
     """The first documented limit ``request`` would break in native mode, or None.
 
-    ``body`` is the wire body when the caller already built it (its compact JSON size is checked
-    against the 32 MB limit); without it the size is estimated from the request's tools and
-    messages. Only Anthropic documents the tool-count and size limits; for every API a
-    referenced tool must be declared.
+    The size is estimated cheaply (tool definitions from a sample, texts and attachments by
+    length); only an estimate past half the limit pays for serialising ``body`` (the wire body,
+    when the caller has built it) to measure it exactly. Only Anthropic documents the tool-count
+    and size limits; for every API a referenced tool must be declared.
     """
     names = {t.llm_name for t in request.tools}
-    unknown = [n for n in dict.fromkeys(_referenced_names(request)) if n not in names]
+    unknown = [n for n in dict.fromkeys(history_loaded_tools(request.messages)) if n not in names]
     if unknown:
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         return NativeLimitProblem("unknown_reference", f"referenced tools not in tools: {shown}")
@@ -248,9 +250,11 @@ def native_limit_problem(
         return NativeLimitProblem(
             "too_many_deferred", f"{deferred} deferred tools; at most {MAX_DEFERRED_TOOLS}"
         )
-    size = _json_size(body) if body is not None else _estimated_size(request)
+    size = _estimated_size(request)
+    if size > MAX_REQUEST_BYTES // 2 and body is not None:
+        size = _json_size(body)
     if size > MAX_REQUEST_BYTES:
-        return NativeLimitProblem("too_large", f"request of {size} bytes; at most {MAX_REQUEST_BYTES}")
+        return NativeLimitProblem("too_large", f"request of about {size} bytes; at most {MAX_REQUEST_BYTES}")
     return None
 
 
@@ -258,12 +262,17 @@ def _json_size(value: object) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
+_SIZE_SAMPLE = 64
+
+
 def _estimated_size(request: LLMRequest) -> int:
-    """The request's JSON size without building the wire body: tools, texts and attachments
-    (base64 grows binary data by 4/3). Wire framing adds a little; the limit is far away."""
-    size = len(request.system.encode())
-    for t in request.tools:
-        size += _json_size([t.llm_name, t.description, t.input_schema]) + 40
+    """The request's JSON size without building the wire body: tool definitions extrapolated from
+    an evenly spread sample, texts and attachments by length (base64 grows binary data by 4/3)."""
+    tools = request.tools
+    step = max(1, len(tools) // _SIZE_SAMPLE)
+    sample = tools[::step]
+    per_tool = sum(_json_size([t.llm_name, t.description, t.input_schema]) + 60 for t in sample)
+    size = len(request.system.encode()) + (per_tool * len(tools) // len(sample) if sample else 0)
     for m in request.messages:
         size += len(m.content.encode()) + len(m.reasoning.encode()) + 40
         size += sum(len(c.arguments_json.encode()) + len(c.name) + len(c.id) + 40 for c in m.tool_calls)

@@ -382,3 +382,10 @@ async def test_usage_counts_cache_reads_and_writes_within_input_tokens(
     usage = result.usage
     assert (usage.input_tokens, usage.cached_input_tokens, usage.cache_write_tokens) == (160, 100, 50)
     assert usage.output_tokens == 3
+
+
+async def test_only_deferred_tools_get_a_reference(fake: FakeProvider, provider: AnthropicProvider) -> None:
+    fake.script(Reply.answer("ok"))
+    await provider.complete(request(search_turn(["clock_now", "files_read"])))
+    [tool_result] = _tool_results(fake.requests[0].body)
+    assert [b.get("tool_name") for b in tool_result["content"]] == [None, "files_read"]

@@ -10,6 +10,7 @@ from orchestrator_svc.providers.deferral import (
     MAX_DEFERRED_TOOLS,
     ModelRule,
     ProviderApi,
+    history_loaded_tools,
     is_strict,
     native_limit_problem,
     resolve_deferral,
@@ -251,3 +252,21 @@ def test_usage_adds_cache_writes_apart_from_reads() -> None:
     total = Usage(10, 1, 4, 2)
     total.add(Usage(5, 1, 0, 3))
     assert (total.input_tokens, total.cached_input_tokens, total.cache_write_tokens) == (15, 4, 5)
+
+
+def test_the_loaded_set_comes_from_search_results_and_server_search_blocks() -> None:
+    server_result = {
+        "type": "tool_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": {
+            "type": "tool_search_tool_search_result",
+            "tool_references": [{"type": "tool_reference", "tool_name": "c"}],
+        },
+    }
+    history = [
+        Message("user", "hi"),
+        Message("tool", "found", tool_call_id="s1", loaded_tools=["a", "b"]),
+        Message("assistant", "", native_items=[NativeItem("anthropic", server_result)]),
+        Message("tool", "again", tool_call_id="s2", loaded_tools=["a"]),
+    ]
+    assert history_loaded_tools(history) == ["a", "b", "c", "a"]
