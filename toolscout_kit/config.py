@@ -72,7 +72,12 @@ class _Strict(BaseModel):
 
 
 class ClientConfig(_Strict):
-    """An LLM API client (casual-mcp ``clients.<name>``)."""
+    """An LLM API client (casual-mcp ``clients.<name>``).
+
+    toolscout's ``api`` picks the OpenAI API a ``provider: openai`` client speaks:
+    ``chat_completions`` (default; also every OpenAI-compatible server) or ``responses`` (the
+    Responses API, needed for OpenAI's native tool search). Other providers reject ``responses``.
+    """
 
     provider: Literal["openai", "anthropic", "ollama"]
     base_url: str | None = None
@@ -81,6 +86,17 @@ class ClientConfig(_Strict):
     timeout: float = Field(default=60.0, gt=0)
     # toolscout: retries of provider 429/5xx before giving up (exponential backoff).
     max_retries: int = Field(default=2, ge=0, le=10)
+    # toolscout: which OpenAI API (provider openai only).
+    api: Literal["chat_completions", "responses"] = "chat_completions"
+
+    @model_validator(mode="after")
+    def _responses_only_for_openai(self) -> ClientConfig:
+        if self.api == "responses" and self.provider != "openai":
+            raise ValueError(
+                f"api 'responses' is only for provider 'openai', not {self.provider!r} "
+                "(Ollama and other OpenAI-compatible servers speak chat_completions)"
+            )
+        return self
 
 
 class ModelConfig(_Strict):
@@ -95,6 +111,23 @@ class ModelConfig(_Strict):
     # toolscout: the model accepts images. OpenAI-compatible tool messages carry text only, so image
     # results of tools then follow as a user message; Anthropic always receives them in the result.
     vision: bool = False
+    # toolscout: how discovered tools reach the model. ``append``: added to ``tools`` in a stable
+    # order (works everywhere). ``native``: every tool of the toolset is declared on every request,
+    # deferred ones with ``defer_loading: true``, and searches answer with the provider's own
+    # mechanism (Anthropic ``tool_reference``; OpenAI Responses ``tool_search``), so ``tools`` never
+    # changes. ``auto``: native where the provider and model support it (the table in
+    # orchestrator_svc/providers/deferral.py, extended by
+    # ``toolscout.orchestrator.native_deferral_models``), else append.
+    deferral: Literal["auto", "native", "append"] = "auto"
+    # toolscout: mark the stable prefix (tools, system, the previous turn) with prompt-cache
+    # breakpoints where the provider wants explicit ones (Anthropic). OpenAI caches on its own.
+    prompt_cache: bool = True
+    # toolscout, native mode on Anthropic only: ``ours`` (our BM25 ``search_tools`` answering with
+    # tool_reference blocks) or ``provider`` (Anthropic's ``tool_search_tool_bm25_20251119``).
+    search: Literal["ours", "provider"] = "ours"
+    # toolscout: the model rejects any change to ``tools`` within a conversation (true/false);
+    # unset: decided by the same table (and ``toolscout.orchestrator.strict_tools_models``).
+    strict_tools: bool | None = None
 
 
 class _ServerCommon(_Strict):
@@ -296,6 +329,23 @@ class OrchestratorSettings(_ServiceSettings):
     default_system_prompt: str | None = None
     # Folder of Jinja2 system prompt templates (<name>.j2); relative to the config file.
     templates_dir: str = "prompt-templates"
+    # Regular expressions (searched in the model id, case-insensitive) of models that support
+    # native deferral beyond the built-in table: ``deferral: auto`` resolves to native for them
+    # on Anthropic and on OpenAI's Responses API (never on Chat Completions).
+    native_deferral_models: list[str] = Field(default_factory=list)
+    # Regular expressions of models that reject changes to ``tools`` mid-conversation, beyond
+    # the built-in table (e.g. every model, ``".*"``, for Anthropic accounts that enforce it).
+    strict_tools_models: list[str] = Field(default_factory=list)
+
+    @field_validator("native_deferral_models", "strict_tools_models")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from None
+        return patterns
 
     @property
     def result_format(self) -> ResultFormat:
@@ -312,6 +362,29 @@ class ToolscoutSettings(_Strict):
 
 
 # --- the whole file ------------------------------------------------------------------------
+
+
+def _deferral_problems(name: str, model: ModelConfig, client: ClientConfig) -> list[str]:
+    """Deferral settings the model's client cannot honour."""
+    problems = []
+    native_capable = client.provider == "anthropic" or (
+        client.provider == "openai" and client.api == "responses"
+    )
+    if model.deferral == "native" and not native_capable:
+        problems.append(
+            f"models.{name}.deferral: 'native' needs a client with native tool search "
+            f"(provider 'anthropic', or provider 'openai' with api 'responses'); client "
+            f"{model.client!r} is provider {client.provider!r}"
+            + (f" with api {client.api!r}" if client.provider == "openai" else "")
+        )
+    if model.search == "provider" and client.provider != "anthropic":
+        problems.append(
+            f"models.{name}.search: 'provider' (Anthropic's own tool search) needs a provider "
+            f"'anthropic' client; client {model.client!r} is provider {client.provider!r}"
+        )
+    if model.search == "provider" and model.deferral == "append":
+        problems.append(f"models.{name}.search: 'provider' needs deferral 'native' or 'auto', not 'append'")
+    return problems
 
 
 def _server_kind(value: Any) -> str:
@@ -352,6 +425,8 @@ class ToolscoutConfig(BaseModel):
             if model.client not in self.clients:
                 known = ", ".join(sorted(self.clients)) or "none configured"
                 problems.append(f"models.{name}.client: unknown client {model.client!r} (clients: {known})")
+                continue
+            problems.extend(_deferral_problems(name, model, self.clients[model.client]))
         for ts_name, toolset in self.tool_sets.items():
             for server in toolset.servers:
                 if server not in self.servers:
