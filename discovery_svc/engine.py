@@ -186,8 +186,12 @@ class DiscoveryEngine:
         provider: str = "",
         *,
         include_deferred_names: bool = False,
+        include_deferred_tools: bool = False,
     ) -> Plan:
         """Loaded definitions, search_tools, manifest and token accounting for one LLM call.
+
+        ``include_deferred_names`` / ``include_deferred_tools`` add the names / definitions of
+        every deferred tool (the list can be long; native deferral declares them all).
 
         Raises:
             InvalidArgumentError: unknown provider.
@@ -195,7 +199,11 @@ class DiscoveryEngine:
             ToolsetNotFoundError: unknown or invalid toolset.
         """
         return await self._plan(
-            await self.prepared(toolset), discovered, provider, include_deferred_names=include_deferred_names
+            await self.prepared(toolset),
+            discovered,
+            provider,
+            include_deferred_names=include_deferred_names,
+            include_deferred_tools=include_deferred_tools,
         )
 
     async def _plan(
@@ -205,11 +213,18 @@ class DiscoveryEngine:
         provider: str,
         *,
         include_deferred_names: bool = False,
+        include_deferred_tools: bool = False,
     ) -> Plan:
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
-        return plan_tools(prepared, discovered, enc, include_deferred_names=include_deferred_names)
+        return plan_tools(
+            prepared,
+            discovered,
+            enc,
+            include_deferred_names=include_deferred_names,
+            include_deferred_tools=include_deferred_tools,
+        )
 
     async def search_tools(self, request: SearchRequest) -> SearchResult:
         """Executes one search_tools call.

@@ -60,6 +60,8 @@ class Plan:
     dropped_tools: tuple[str, ...]
     # The discovered names that are deferred tools of the toolset (now loaded), in order.
     discovered: tuple[str, ...] = ()
+    # With include_deferred_tools: every deferred tool of the toolset, catalog order.
+    deferred_tools: tuple[Tool, ...] = ()
 
     @property
     def has_search_tool(self) -> bool:
@@ -156,6 +158,7 @@ def plan_tools(
     enc: TokenEncoding,
     *,
     include_deferred_names: bool = False,
+    include_deferred_tools: bool = False,
 ) -> Plan:
     """What to send: eager tools, then discovered ones in the order given, plus search_tools.
 
@@ -202,4 +205,5 @@ def plan_tools(
         deferred_tool_names=names,
         dropped_tools=tuple(dropped),
         discovered=tuple(t.llm_name for t in extra),
+        deferred_tools=prepared.partition.deferred if include_deferred_tools else (),
     )

@@ -95,6 +95,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             deferred_tool_names=plan.deferred_tool_names,
             dropped_tools=plan.dropped_tools,
             discovered_tools=plan.discovered,
+            deferred_tools=self._protos.convert(plan.catalog_version, plan.deferred_tools),
         )
         if plan.search_tool is not None:
             response.search_tool.CopyFrom(tool_to_proto(plan.search_tool))
@@ -108,6 +109,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             list(request.discovered_tools),
             request.provider,
             include_deferred_names=request.include_deferred_names,
+            include_deferred_tools=request.include_deferred_tools,
         )
         return self._plan_to_proto(plan)
 

@@ -54,13 +54,14 @@ class _Schemas:
 _SCHEMAS = _Schemas()
 
 
-def tool_def(tool: ClientTool) -> ToolDef:
+def tool_def(tool: ClientTool, *, deferred: bool = False) -> ToolDef:
     return ToolDef(
         llm_name=tool.llm_name,
         description=tool.description,
         input_schema=_SCHEMAS.parse(tool.input_schema_json),
         server=tool.server,
         name=tool.name,
+        deferred=deferred,
     )
 
 
@@ -89,6 +90,8 @@ def _plan(plan: ClientPlan) -> ToolPlan:
         dropped=list(plan.dropped_tools),
         discovered=list(plan.discovered_tools),
         catalog_version=plan.catalog_version,
+        deferred_tools=[tool_def(t, deferred=True) for t in plan.deferred_tools],
+        deferred_count=plan.deferred_count,
     )
 
 
@@ -106,6 +109,7 @@ class ClientDiscovery:
         provider: str,
         time_limit: float | None,
         with_deferred_names: bool = False,
+        with_deferred_tools: bool = False,
     ) -> ToolPlan:
         try:
             plan = await self._client.plan_tools(
@@ -113,6 +117,7 @@ class ClientDiscovery:
                 discovered_tools=discovered,
                 provider=provider,
                 include_deferred_names=with_deferred_names,
+                include_deferred_tools=with_deferred_tools,
                 deadline=time_limit,
             )
         except ToolscoutClientError as err:

@@ -8,8 +8,11 @@ cancelling the task running :meth:`ChatLoop.run` cancels the in-flight LLM reque
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import json
 import time
+from collections.abc import Sequence
 from typing import Literal, cast
 
 from toolscout.client import SEARCH_TOOL_NAME
@@ -28,12 +31,19 @@ from orchestrator_svc.chat import (
     ToolsDiscoveredEvent,
     UsageEvent,
 )
-from orchestrator_svc.deferred import DeferredNames
+from orchestrator_svc.deferred import DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
 from orchestrator_svc.history import discovery_candidates, recorded_searches
-from orchestrator_svc.messages import LLMRequest, Message, ToolCall, ToolDef, Usage
+from orchestrator_svc.messages import DeferralMode, LLMRequest, Message, ToolCall, ToolDef
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
+from orchestrator_svc.providers.deferral import (
+    MAX_DEFERRED_TOOLS,
+    NativeDeferralLimitError,
+    NativeLimitProblem,
+    history_loaded_tools,
+    native_limit_problem,
+)
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
 from orchestrator_svc.stats import ChatStats
@@ -118,6 +128,16 @@ class _Chat:
         self.discovered: list[str] = []
         self.plan = ToolPlan(loaded_tools=[])
         self.tools_disabled = False
+        # Native deferral declares every deferred definition (flagged) on every request, so that
+        # `tools` never changes; a documented provider limit sends the chat back to append.
+        self.deferral: DeferralMode = resolved.deferral
+        self.native_tools: tuple[ToolDef, ...] = ()
+        self.stats.discovery.deferral = self.deferral
+        # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
+        # from what stays the same across its turns, never from user ids.
+        first = next((m.content for m in request.messages if m.role == "user"), "")
+        seed = "\x00".join((resolved.name, request.toolset, first))
+        self.cache_key = hashlib.sha256(seed.encode()).hexdigest()[:32]
         context = ChatContext(
             model=resolved.name,
             toolset=request.toolset,
@@ -160,7 +180,10 @@ class _Chat:
         candidates = discovery_candidates(
             self.request.messages, self.request.discovered_tools, found_by_search
         )
+        # Tools the provider's own search loaded (native `search: provider`) count too.
+        candidates += [n for n in history_loaded_tools(self.request.messages) if n not in candidates]
         await self.replan(candidates)
+        await self.prepare_native()
 
     async def _replay(self, calls: list[ToolCall]) -> dict[str, list[str]]:
         """What each of these earlier searches loaded (same catalog, same answer)."""
@@ -182,22 +205,69 @@ class _Chat:
 
     async def is_deferred(self, name: str) -> bool:
         """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
-        names = await self.loop.deferred_names.get(
+        deferred = await self.loop.deferred_tools.get(
             toolset=self.request.toolset,
             catalog_version=self.plan.catalog_version,
             provider=self.resolved.client.provider,
             time_limit=self.remaining(),
         )
-        return name in names
+        return name in deferred.names
 
-    def tools_to_send(self) -> list[ToolDef]:
-        # Eager tools, then search_tools, then discovered tools in discovery order: each call's
-        # tool list extends the previous one, so the provider's prompt-cache prefix survives.
+    async def prepare_native(self) -> None:
+        """Fetches the deferred definitions native mode declares (once per catalog version)."""
+        if self.deferral != "native" or self.plan.search_tool is None:
+            return  # nothing deferred: the plan is the whole toolset either way
+        if self.plan.deferred_count + len(self.discovered) > MAX_DEFERRED_TOOLS:
+            detail = f"{self.plan.deferred_count + len(self.discovered)} deferred tools; at most {MAX_DEFERRED_TOOLS}"
+            self.fall_back(NativeLimitProblem("too_many_deferred", detail))
+            return
+        deferred = await self.loop.deferred_tools.get(
+            toolset=self.request.toolset,
+            catalog_version=self.plan.catalog_version,
+            provider=self.resolved.client.provider,
+            time_limit=self.remaining(),
+            definitions=True,
+        )
+        self.native_tools = deferred.definitions or ()
+
+    def fall_back(self, problem: NativeLimitProblem) -> None:
+        """Append mode for the rest of this chat; a strict model cannot take it (its tools may
+        not change), so its chat stops with the reason.
+
+        Raises:
+            NativeDeferralLimitError: the model is strict.
+        """
+        model = self.resolved.name
+        if self.resolved.strict_tools:
+            raise NativeDeferralLimitError(
+                f"model {model!r} needs native tool deferral (it rejects changes to its tools), but "
+                f"this conversation exceeds a provider limit: {problem.detail}"
+            )
+        _log.warning("native_deferral_fallback", model=model, reason=problem.reason, detail=problem.detail)
+        self.loop.metrics.native_fallbacks.labels(model, problem.reason).inc()
+        self.deferral = "append"
+        self.native_tools = ()
+        disc = self.stats.discovery
+        disc.deferral, disc.native_fallback_reason = "append", problem.reason
+
+    def loaded_tools(self) -> list[ToolDef]:
+        """What the model can call: eager tools, then search_tools, then discovered tools in
+        discovery order (each call's list extends the previous one, so prompt caches survive)."""
         discovered = set(self.discovered)
         eager = [t for t in self.plan.loaded_tools if t.llm_name not in discovered]
         found = [t for t in self.plan.loaded_tools if t.llm_name in discovered]
         search = [self.plan.search_tool] if self.plan.search_tool is not None else []
         return eager + search + found
+
+    def tools_to_send(self) -> list[ToolDef]:
+        """Append mode: the loaded tools. Native mode: the eager tools and search_tools, then every
+        deferred tool (catalog order, discovered ones too), flagged: the same list all chat."""
+        if not self.native_tools:
+            return self.loaded_tools()
+        discovered = set(self.discovered)
+        eager = [t for t in self.plan.loaded_tools if t.llm_name not in discovered]
+        search = [self.plan.search_tool] if self.plan.search_tool is not None else []
+        return eager + search + list(self.native_tools)
 
     def system_prompt(self, tools: list[ToolDef]) -> str:
         if self.history_has_system and not self.request.system:
@@ -210,25 +280,38 @@ class _Chat:
         manifest = self.plan.manifest_system_message if offers_search else ""
         return "\n\n".join(p for p in (system, manifest) if p)
 
-    async def call_llm(self) -> Message:
-        tools = self.tools_to_send()
-        sent = [] if self.tools_disabled else tools
-        tokens = self.plan.tokens
-        disc = self.stats.discovery
-        disc.definition_tokens_sent += tokens.sent if sent else 0
-        disc.definition_tokens_all += tokens.all_definitions
-        disc.encoding, disc.estimate = tokens.encoding, tokens.estimate
+    def llm_request(self) -> LLMRequest:
+        sent = [] if self.tools_disabled else self.tools_to_send()
         model_cfg = self.resolved.config
-        request = LLMRequest(
+        # The template sees what is in the model's context: deferred definitions are not.
+        in_context = [] if self.tools_disabled else self.loaded_tools()
+        return LLMRequest(
             model=model_cfg.model,
-            system=self.system_prompt(sent),
+            system=self.system_prompt(in_context),
             messages=self.conversation,
             tools=sent,
             max_tokens=model_cfg.max_tokens,
             temperature=model_cfg.temperature,
             timeout=self.remaining(),
             vision=model_cfg.vision,
+            deferral="native" if self.native_tools else "append",
+            search=model_cfg.search,
+            prompt_cache=model_cfg.prompt_cache,
+            cache_key=self.cache_key,
         )
+
+    async def call_llm(self) -> Message:
+        request = self.llm_request()
+        if request.deferral == "native":
+            problem = native_limit_problem(request, self.resolved.api)
+            if problem is not None:
+                self.fall_back(problem)
+                request = self.llm_request()
+        tokens = self.plan.tokens
+        disc = self.stats.discovery
+        disc.definition_tokens_sent += tokens.sent if request.tools else 0
+        disc.definition_tokens_all += tokens.all_definitions
+        disc.encoding, disc.estimate = tokens.encoding, tokens.estimate
         provider = self.resolved.provider
         metrics = self.loop.metrics
 
@@ -247,11 +330,15 @@ class _Chat:
         self.stats.usage.add(result.usage)
         self.tools_disabled = self.tools_disabled or result.tools_disabled
         calls = self._unique_ids(result.tool_calls)
-        message = Message("assistant", result.text, calls, reasoning=result.reasoning)
+        message = Message(
+            "assistant", result.text, calls, reasoning=result.reasoning, native_items=result.native_items
+        )
         self.append(message)
         await self.emit(AssistantMessageEvent(message))
-        usage = self.stats.usage
-        await self.emit(UsageEvent(Usage(usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)))
+        await self.emit(UsageEvent(dataclasses.replace(self.stats.usage)))
+        if result.loaded_tools:
+            # The provider's own search loaded these during the call: callable from now on.
+            await self.add_discovered(result.loaded_tools, None)
         return message
 
     def _unique_ids(self, calls: list[ToolCall]) -> list[ToolCall]:
@@ -274,18 +361,23 @@ class _Chat:
         done = await self.tools.run(calls, self.plan, self.discovered)
         for message in done.messages:
             self.append(message)
-        new = [n for n in dict.fromkeys(done.found) if n not in self.discovered]
-        if new:
-            wanted = [*self.discovered, *new]
-            if done.plan is not None and done.plan.discovered == wanted:
-                # The search already answered with the plan for the next call: no extra round trip.
-                self.plan = done.plan
-                self.discovered = list(done.plan.discovered)
-            else:
-                # Several searches of one message loaded tools: plan their union once.
-                await self.replan(wanted)
-            self.stats.discovery.tools_discovered += len(new)
-            await self.emit(ToolsDiscoveredEvent(new))
+        await self.add_discovered(done.found, done.plan)
+
+    async def add_discovered(self, found: Sequence[str], plan: ToolPlan | None) -> None:
+        """Loads newly found tools; ``plan`` is a search's answer for exactly these, if any."""
+        new = [n for n in dict.fromkeys(found) if n not in self.discovered]
+        if not new:
+            return
+        wanted = [*self.discovered, *new]
+        if plan is not None and plan.discovered == wanted:
+            # The search already answered with the plan for the next call: no extra round trip.
+            self.plan = plan
+            self.discovered = list(plan.discovered)
+        else:
+            # Several searches of one message loaded tools: plan their union once.
+            await self.replan(wanted)
+        self.stats.discovery.tools_discovered += len(new)
+        await self.emit(ToolsDiscoveredEvent(new))
 
     def result(self, stop: StopReason, error: str = "") -> ChatResult:
         return ChatResult(
@@ -318,7 +410,7 @@ class ChatLoop:
         self.prompts = prompts
         self.settings = settings
         self.metrics = metrics
-        self.deferred_names = DeferredNames(discovery)
+        self.deferred_tools = DeferredToolsCache(discovery)
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None

@@ -72,6 +72,12 @@ class OrchestratorMetrics:
             ["model", "toolset"],
             registry=r,
         )
+        self.native_fallbacks = Counter(
+            "toolscout_native_deferral_fallbacks",
+            "Conversations of a model configured for native deferral sent in append mode instead, by reason.",
+            ["model", "reason"],
+            registry=r,
+        )
         self.search_calls = Counter(
             "toolscout_search_calls", "search_tools calls made by models.", ["model"], registry=r
         )
@@ -88,6 +94,7 @@ class OrchestratorMetrics:
         tokens.labels(provider, model, "input").inc(usage.input_tokens)
         tokens.labels(provider, model, "output").inc(usage.output_tokens)
         tokens.labels(provider, model, "cached_input").inc(usage.cached_input_tokens)
+        tokens.labels(provider, model, "cache_write").inc(usage.cache_write_tokens)
 
     def record_llm_error(self, provider: str, model: str, reason: str) -> None:
         self.llm_errors.labels(provider, model, reason).inc()

@@ -37,6 +37,10 @@ class ToolPlan:
     # The discovered tools asked for that are deferred tools of the toolset (now loaded), in order.
     discovered: list[str] = field(default_factory=list)
     catalog_version: str = ""
+    # Filled only when asked for: every deferred tool of the toolset (flagged ``deferred``).
+    deferred_tools: list[ToolDef] = field(default_factory=list)
+    # Deferred tools of the toolset not among ``discovered``.
+    deferred_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +70,9 @@ class DiscoverySeam(Protocol):
         provider: str,
         time_limit: float | None,
         with_deferred_names: bool = False,
+        with_deferred_tools: bool = False,
     ) -> ToolPlan:
-        """``deferred_names`` is filled only ``with_deferred_names`` (it can be large).
+        """``deferred_names`` / ``deferred_tools`` are filled only when asked for (they can be large).
 
         Raises NotFoundError (unknown toolset), UnavailableError.
         """

@@ -12,6 +12,7 @@ from toolscout.common.v1 import common_pb2
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
+from orchestrator_svc.errors import InvalidChatError
 from orchestrator_svc.loop import (
     AssistantMessageEvent,
     ChatEvent,
@@ -25,7 +26,7 @@ from orchestrator_svc.loop import (
     ToolsDiscoveredEvent,
     UsageEvent,
 )
-from orchestrator_svc.messages import Attachment, Message, Role, ToolCall, Usage
+from orchestrator_svc.messages import Attachment, Message, NativeItem, Role, ToolCall, Usage
 from orchestrator_svc.providers.registry import ModelRegistry
 from toolscout_kit.config import ToolscoutConfig, ToolSpec
 
@@ -60,6 +61,13 @@ def _attachment_out(a: Attachment) -> common_pb2.ContentBlock:
     )
 
 
+def _native_item_in(text: str, index: int) -> NativeItem:
+    try:
+        return NativeItem.from_json(text)
+    except ValueError as err:
+        raise InvalidChatError(f"native_items_json[{index}]: {err}") from None
+
+
 def message_in(m: pb.Message) -> Message:
     return Message(
         role=cast(Role, m.role),
@@ -71,6 +79,7 @@ def message_in(m: pb.Message) -> Message:
         attachments=[_attachment_in(a) for a in m.attachments],
         is_error=m.is_error,
         loaded_tools=list(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
+        native_items=[_native_item_in(i, n) for n, i in enumerate(m.native_items_json)],
     )
 
 
@@ -85,6 +94,7 @@ def message_out(m: Message) -> pb.Message:
         attachments=[_attachment_out(a) for a in m.attachments],
         is_error=m.is_error,
         loaded_tools=None if m.loaded_tools is None else pb.LoadedTools(names=m.loaded_tools),
+        native_items_json=[i.to_json() for i in m.native_items],
     )
 
 
@@ -103,7 +113,10 @@ def request_in(r: pb.ChatRequest) -> ChatRequest:
 
 def _usage_out(u: Usage) -> pb.TokenUsage:
     return pb.TokenUsage(
-        input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cached_input_tokens=u.cached_input_tokens,
+        cache_write_input_tokens=u.cache_write_tokens,
     )
 
 
@@ -129,6 +142,8 @@ def response_out(r: ChatResult) -> pb.ChatResponse:
                 encoding=d.encoding,
                 estimate=d.estimate,
                 deferred_call_rejections=d.deferred_call_rejections,
+                deferral=d.deferral,
+                native_fallback_reason=d.native_fallback_reason,
             ),
             iterations=s.iterations,
             duration_seconds=s.duration_seconds,

@@ -26,6 +26,9 @@ class DiscoveryStats:
     encoding: str = ""
     estimate: bool = False
     deferred_call_rejections: int = 0
+    # "native" or "append" (see providers/deferral.py); the reason when native fell back.
+    deferral: str = ""
+    native_fallback_reason: str = ""
 
     @property
     def tokens_saved(self) -> int:

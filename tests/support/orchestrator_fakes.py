@@ -8,6 +8,7 @@ and records every call. Both follow the real services' contracts closely enough 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -80,12 +81,19 @@ class FakeDiscovery:
         provider: str,
         time_limit: float | None,
         with_deferred_names: bool = False,
+        with_deferred_tools: bool = False,
     ) -> ToolPlan:
         self.plans.append(list(discovered))
         self.deferred_name_fetches += with_deferred_names
-        return self._plan(toolset, discovered, with_deferred_names)
+        return self._plan(toolset, discovered, with_deferred_names, with_deferred_tools)
 
-    def _plan(self, toolset: str, discovered: Sequence[str], with_deferred_names: bool) -> ToolPlan:
+    def _plan(
+        self,
+        toolset: str,
+        discovered: Sequence[str],
+        with_deferred_names: bool,
+        with_deferred_tools: bool = False,
+    ) -> ToolPlan:
         if toolset not in ("", "all"):
             raise NotFoundError(f"unknown toolset {toolset!r}; toolsets: all")
         deferred = {t.llm_name: t for t in self.deferred}
@@ -99,6 +107,10 @@ class FakeDiscovery:
             tokens=TokenCounts(TOKENS_PER_TOOL * (len(self.eager) + len(self.deferred)), sent, "o200k_base"),
             discovered=[t.llm_name for t in found],
             catalog_version="v1",
+            deferred_tools=[dataclasses.replace(t, deferred=True) for t in self.deferred]
+            if with_deferred_tools
+            else [],
+            deferred_count=len(self.deferred) - len(found),
         )
 
     async def search_tools(

@@ -26,7 +26,10 @@ async def test_plain_answer_separates_thinking_and_reports_cache_reads(harness: 
     assert result.stats.usage.cached_input_tokens == 7
     body = harness.fake.requests[0].body
     assert body["max_tokens"] == 4096
-    assert body["system"].startswith("You are a helpful assistant")
+    # prompt_cache (on by default) sends the system prompt as a block with a cache breakpoint.
+    [system] = body["system"]
+    assert system["text"].startswith("You are a helpful assistant")
+    assert system["cache_control"] == {"type": "ephemeral"}
     assert [t["name"] for t in body["tools"]] == ["clock_now", "search_tools"]
     headers = harness.fake.requests[0].headers
     # This SDK version sends the key as a bearer token; older ones used x-api-key.

@@ -73,7 +73,12 @@ def test_target_sets_all_three_and_per_service_targets_win(monkeypatch: pytest.M
 def test_to_jsonable_handles_dataclasses_tuples_and_bytes() -> None:
     value = {"usage": TokenUsage(input_tokens=3), "blob": b"\x00\x01", "names": ("a",)}
     assert to_jsonable(value) == {
-        "usage": {"input_tokens": 3, "output_tokens": 0, "cached_input_tokens": 0},
+        "usage": {
+            "input_tokens": 3,
+            "output_tokens": 0,
+            "cached_input_tokens": 0,
+            "cache_write_input_tokens": 0,
+        },
         "blob": "AAE=",
         "names": ["a"],
     }

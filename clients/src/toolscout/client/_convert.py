@@ -169,6 +169,7 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         deferred_tool_names=tuple(m.deferred_tool_names),
         dropped_tools=tuple(m.dropped_tools),
         discovered_tools=tuple(m.discovered_tools),
+        deferred_tools=tools(m.deferred_tools),
     )
 
 
@@ -257,6 +258,7 @@ def chat_message(m: orchestrator_pb2.Message) -> t.ChatMessage:
         attachments=tuple(content_block(b) for b in m.attachments),
         is_error=m.is_error,
         loaded_tools=tuple(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
+        native_items_json=tuple(m.native_items_json),
     )
 
 
@@ -275,12 +277,16 @@ def chat_message_pb(msg: t.ChatMessage) -> orchestrator_pb2.Message:
         attachments=[content_block_pb(b) for b in msg.attachments],
         is_error=msg.is_error,
         loaded_tools=loaded,
+        native_items_json=list(msg.native_items_json),
     )
 
 
 def token_usage(m: orchestrator_pb2.TokenUsage) -> t.TokenUsage:
     return t.TokenUsage(
-        input_tokens=m.input_tokens, output_tokens=m.output_tokens, cached_input_tokens=m.cached_input_tokens
+        input_tokens=m.input_tokens,
+        output_tokens=m.output_tokens,
+        cached_input_tokens=m.cached_input_tokens,
+        cache_write_input_tokens=m.cache_write_input_tokens,
     )
 
 
@@ -306,6 +312,8 @@ def chat_result(m: orchestrator_pb2.ChatResponse) -> t.ChatResult:
                 encoding=d.encoding,
                 estimate=d.estimate,
                 deferred_call_rejections=d.deferred_call_rejections,
+                deferral=d.deferral,
+                native_fallback_reason=d.native_fallback_reason,
             ),
             iterations=s.iterations,
             duration_seconds=s.duration_seconds,

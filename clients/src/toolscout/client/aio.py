@@ -222,6 +222,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         discovered_tools: Sequence[str] = (),
         provider: str = "",
         include_deferred_names: bool = False,
+        include_deferred_tools: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.ToolPlan:
@@ -231,6 +232,7 @@ class AsyncDiscoveryClient(_AsyncClient):
             discovered_tools=list(discovered_tools),
             provider=provider,
             include_deferred_names=include_deferred_names,
+            include_deferred_tools=include_deferred_tools,
         )
         resp = await self._unary(
             "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata

@@ -203,6 +203,7 @@ class DiscoveryClient(_SyncClient):
         discovered_tools: Sequence[str] = (),
         provider: str = "",
         include_deferred_names: bool = False,
+        include_deferred_tools: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.ToolPlan:
@@ -212,6 +213,7 @@ class DiscoveryClient(_SyncClient):
             discovered_tools=list(discovered_tools),
             provider=provider,
             include_deferred_names=include_deferred_names,
+            include_deferred_tools=include_deferred_tools,
         )
         resp = self._unary(
             "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata

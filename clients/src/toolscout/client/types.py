@@ -205,6 +205,8 @@ class ToolPlan:
     dropped_tools: tuple[str, ...] = ()
     # The requested discovered tools that are deferred tools of the toolset (now loaded), in order.
     discovered_tools: tuple[str, ...] = ()
+    # With ``include_deferred_tools``: the definition of every deferred tool (catalog order).
+    deferred_tools: tuple[Tool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +286,8 @@ class ChatMessage:
     # On a search_tools result from the orchestrator: the tools that search loaded. Keep it when
     # sending the history back, so the next turn needs no replay of the search.
     loaded_tools: tuple[str, ...] | None = None
+    # On an assistant message: provider-native output items (JSON) to send back unchanged.
+    native_items_json: tuple[str, ...] = ()
 
     @classmethod
     def user(cls, content: str) -> ChatMessage:
@@ -295,6 +299,7 @@ class TokenUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +320,8 @@ class DiscoveryStats:
     encoding: str = ""
     estimate: bool = False
     deferred_call_rejections: int = 0
+    deferral: str = ""
+    native_fallback_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

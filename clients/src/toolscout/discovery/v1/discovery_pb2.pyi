@@ -31,19 +31,21 @@ SEARCH_MODE_SERVER_QUERY: SearchMode
 SEARCH_MODE_QUERY: SearchMode
 
 class PlanToolsRequest(_message.Message):
-    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names")
+    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names", "include_deferred_tools")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DEFERRED_NAMES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
     provider: str
     include_deferred_names: bool
-    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ...) -> None: ...
+    include_deferred_tools: bool
+    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ..., include_deferred_tools: _Optional[bool] = ...) -> None: ...
 
 class PlanToolsResponse(_message.Message):
-    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools")
+    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools", "deferred_tools")
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     HAS_SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
     SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +60,7 @@ class PlanToolsResponse(_message.Message):
     DEFERRED_TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
     DROPPED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     loaded_tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
     has_search_tool: bool
     search_tool: _common_pb2.Tool
@@ -72,7 +75,8 @@ class PlanToolsResponse(_message.Message):
     deferred_tool_names: _containers.RepeatedScalarFieldContainer[str]
     dropped_tools: _containers.RepeatedScalarFieldContainer[str]
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    deferred_tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
+    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., deferred_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ...) -> None: ...
 
 class SearchToolsRequest(_message.Message):
     __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider")

@@ -28,7 +28,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools")
+    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools", "native_items_json")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class Message(_message.Message):
     ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_ITEMS_JSON_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
@@ -47,7 +48,8 @@ class Message(_message.Message):
     attachments: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
     is_error: bool
     loaded_tools: LoadedTools
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ...) -> None: ...
+    native_items_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ..., native_items_json: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LoadedTools(_message.Message):
     __slots__ = ("names",)
@@ -76,14 +78,16 @@ class ChatRequest(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., model: _Optional[str] = ..., system: _Optional[str] = ..., toolset: _Optional[str] = ..., meta_json: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., tool_result_format: _Optional[str] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
-    __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens")
+    __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ...) -> None: ...
+    cache_write_input_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ...) -> None: ...
 
 class ToolCallCount(_message.Message):
     __slots__ = ("tool", "server", "calls", "errors")
@@ -98,7 +102,7 @@ class ToolCallCount(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., server: _Optional[str] = ..., calls: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class DiscoveryStats(_message.Message):
-    __slots__ = ("search_calls", "tools_discovered", "definition_tokens_sent", "definition_tokens_all", "tokens_saved", "encoding", "estimate", "deferred_call_rejections")
+    __slots__ = ("search_calls", "tools_discovered", "definition_tokens_sent", "definition_tokens_all", "tokens_saved", "encoding", "estimate", "deferred_call_rejections", "deferral", "native_fallback_reason")
     SEARCH_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_DISCOVERED_FIELD_NUMBER: _ClassVar[int]
     DEFINITION_TOKENS_SENT_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +111,8 @@ class DiscoveryStats(_message.Message):
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_CALL_REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRAL_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     search_calls: int
     tools_discovered: int
     definition_tokens_sent: int
@@ -115,7 +121,9 @@ class DiscoveryStats(_message.Message):
     encoding: str
     estimate: bool
     deferred_call_rejections: int
-    def __init__(self, search_calls: _Optional[int] = ..., tools_discovered: _Optional[int] = ..., definition_tokens_sent: _Optional[int] = ..., definition_tokens_all: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., encoding: _Optional[str] = ..., estimate: _Optional[bool] = ..., deferred_call_rejections: _Optional[int] = ...) -> None: ...
+    deferral: str
+    native_fallback_reason: str
+    def __init__(self, search_calls: _Optional[int] = ..., tools_discovered: _Optional[int] = ..., definition_tokens_sent: _Optional[int] = ..., definition_tokens_all: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., encoding: _Optional[str] = ..., estimate: _Optional[bool] = ..., deferred_call_rejections: _Optional[int] = ..., deferral: _Optional[str] = ..., native_fallback_reason: _Optional[str] = ...) -> None: ...
 
 class ChatStats(_message.Message):
     __slots__ = ("usage", "llm_calls", "tool_calls", "discovery", "iterations", "duration_seconds")
