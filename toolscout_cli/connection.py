@@ -76,8 +76,9 @@ def program() -> str:
     script = Path(sysconfig.get_path("scripts")) / "toolscout"
     if not script.is_file():
         return f"{sys.executable} -m toolscout_cli"
-    if script.resolve().is_relative_to(Path.cwd().resolve()):
-        return str(script.resolve().relative_to(Path.cwd().resolve()))
+    here = Path.cwd().resolve()
+    if script.resolve().parent.parent.parent == here:  # ./<venv>/bin/toolscout: the project's own
+        return str(script.resolve().relative_to(here))
     on_path = shutil.which("toolscout")
     if sys.prefix == sys.base_prefix and on_path and Path(on_path).resolve() == script.resolve():
         return "toolscout"

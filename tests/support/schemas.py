@@ -6,9 +6,14 @@ from typing import Any
 
 __all__ = ["FORECAST_SCHEMA"]
 
+
 # examples/servers/weather.py get_forecast, as pydantic writes it: the nested model under $defs,
 # optional fields as anyOf [X, null] with a null default.
-_OPTIONAL_NUMBER: dict[str, Any] = {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None}
+def _optional_number(low: int, high: int, title: str) -> dict[str, Any]:
+    number = {"maximum": high, "minimum": low, "type": "number"}
+    return {"anyOf": [number, {"type": "null"}], "default": None, "title": title}
+
+
 FORECAST_SCHEMA: dict[str, Any] = {
     "$defs": {
         "Location": {
@@ -20,8 +25,8 @@ FORECAST_SCHEMA: dict[str, Any] = {
                     "description": "City name, e.g. 'Berlin'",
                     "title": "City",
                 },
-                "latitude": {**_OPTIONAL_NUMBER, "title": "Latitude"},
-                "longitude": {**_OPTIONAL_NUMBER, "title": "Longitude"},
+                "latitude": _optional_number(-90, 90, "Latitude"),
+                "longitude": _optional_number(-180, 180, "Longitude"),
             },
             "title": "Location",
             "type": "object",
