@@ -99,7 +99,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("docs-stack")
     with ThreadedProvider() as fake:
         _answering(fake)
-        up = UpProcess(example_config_copy(tmp / "casual_mcp_config.json"), env=provider_env(fake))
+        # Started like `.venv/bin/toolscout up` from a plain terminal: the config's "python" servers
+        # must still get the Python that has the MCP SDK.
+        env = {**provider_env(fake), "PATH": reader_env()["PATH"]}
+        up = UpProcess(example_config_copy(tmp / "casual_mcp_config.json"), env=env)
         try:
             endpoints = up.wait_ready(timeout=120)
             states = up.server_states(EXAMPLE_SERVERS, timeout=120)

@@ -30,6 +30,7 @@ def stack_config(
     metrics_port: int = -1,
     provider_url: str = "http://127.0.0.1:9/v1",
     extra_servers: Mapping[str, Any] | None = None,
+    extra_tool_sets: Mapping[str, Any] | None = None,
 ) -> Path:
     """A config with our example servers (weather deferred), mcp-server-time (deferred) and a model."""
     pool, discovery, orchestrator = ports
@@ -42,7 +43,10 @@ def stack_config(
             "time": time_server_config(defer_loading=True),
             **(extra_servers or {}),
         },
-        "tool_sets": {"weather_only": {"description": "just the weather", "servers": {"weather": True}}},
+        "tool_sets": {
+            "weather_only": {"description": "just the weather", "servers": {"weather": True}},
+            **(extra_tool_sets or {}),
+        },
         "tool_discovery": {"enabled": True},
         "toolscout": {
             "pool": {"listen": f"127.0.0.1:{pool}", "metrics_port": metrics_port},
