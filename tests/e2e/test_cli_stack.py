@@ -38,7 +38,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
             ports=fixed_ports(),
             provider_url=provider.openai_base_url,
             # One small tool behind search_tools: discovery costs more than it saves here.
-            extra_tool_sets={"cities": {"description": "the city list", "servers": {"weather": ["list_cities"]}}},
+            extra_tool_sets={
+                "cities": {"description": "the city list", "servers": {"weather": ["list_cities"]}}
+            },
         )
         up = UpProcess(config)
         try:
