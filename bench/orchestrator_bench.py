@@ -49,6 +49,7 @@ from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
 
 from discovery_svc.catalog import Catalog, Tool  # noqa: E402
 from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
+from discovery_svc.planner import Plan  # noqa: E402
 from orchestrator_svc.loop import ChatLoop, ChatRequest  # noqa: E402
 from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
 from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
@@ -321,22 +322,43 @@ class LocalDiscovery:
         plan = await self.service.plan_tools(
             toolset, discovered, provider, include_deferred_names=with_deferred_names
         )
-        t = plan.tokens
-        return ToolPlan(
-            loaded_tools=[_def(x) for x in plan.loaded_tools],
-            search_tool=_def(plan.search_tool) if plan.search_tool else None,
-            manifest_system_message=plan.system_message,
-            deferred_names=frozenset(plan.deferred_tool_names),
-            tokens=TokenCounts(t.all_definitions, t.sent, t.encoding, t.estimate),
-        )
+        return _plan(plan)
 
     async def search_tools(
-        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+        self,
+        *,
+        toolset: str,
+        arguments_json: str,
+        loaded: Sequence[str],
+        time_limit: float | None,
+        discovered: Sequence[str] = (),
+        provider: str = "",
     ) -> SearchOutcome:
         result = await self.service.search_tools(
-            SearchRequest(toolset=toolset, arguments_json=arguments_json, loaded_tools=tuple(loaded))
+            SearchRequest(
+                toolset=toolset,
+                arguments_json=arguments_json,
+                loaded_tools=tuple(loaded),
+                include_plan=bool(provider),
+                discovered_tools=tuple(discovered),
+                provider=provider,
+            )
         )
-        return SearchOutcome(result.text, [_def(x) for x in result.newly_loaded])
+        plan = _plan(result.plan) if result.plan is not None else None
+        return SearchOutcome(result.text, [_def(x) for x in result.newly_loaded], plan)
+
+
+def _plan(plan: Plan) -> ToolPlan:
+    t = plan.tokens
+    return ToolPlan(
+        loaded_tools=[_def(x) for x in plan.loaded_tools],
+        search_tool=_def(plan.search_tool) if plan.search_tool else None,
+        manifest_system_message=plan.system_message,
+        deferred_names=frozenset(plan.deferred_tool_names),
+        tokens=TokenCounts(t.all_definitions, t.sent, t.encoding, t.estimate),
+        discovered=list(plan.discovered),
+        catalog_version=plan.catalog_version,
+    )
 
 
 TASKS: list[tuple[str, dict[str, Any]]] = [

@@ -15,14 +15,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from discovery_svc import metrics
 from discovery_svc.catalog import Catalog
 from discovery_svc.index import SearchIndex
+from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import partition_tools, select_toolset
 from discovery_svc.planner import IndexFactory, Plan, PreparedToolset, plan_tools
 from discovery_svc.search_args import parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import SearchResult, execute_search
-from discovery_svc.tokens import TokenCounter
+from discovery_svc.tokens import TokenCounter, TokenEncoding
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
@@ -43,6 +43,22 @@ class SearchRequest:
     loaded_tools: tuple[str, ...] = ()
     max_results: int = 0
     offset: int = 0
+    # Answer with the plan after the search too (one round trip per search iteration): the plan of
+    # ``discovered_tools`` plus what the search loaded, counted in ``provider``'s encoding.
+    include_plan: bool = False
+    discovered_tools: tuple[str, ...] = ()
+    provider: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTokens:
+    """One server's share of a toolset's tool-definition tokens."""
+
+    server: str
+    tools: int
+    deferred_tools: int
+    all_tokens: int
+    loaded_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +69,9 @@ class ManifestInfo:
     deferred_servers: int
     deferred_tools: int
     catalog_version: str
+    servers: tuple[ServerTokens, ...] = ()
+    encoding: str = ""
+    estimate: bool = False
 
 
 class DiscoveryEngine:
@@ -65,6 +84,7 @@ class DiscoveryEngine:
         counter: TokenCounter | None = None,
         index_factory: IndexFactory = SearchIndex,
         cache_size: int = 16,
+        metrics: DiscoveryMetrics | None = None,
     ) -> None:
         self._config = config
         self._settings = config.toolscout.discovery
@@ -74,6 +94,7 @@ class DiscoveryEngine:
         self._cache: OrderedDict[tuple[str, str], PreparedToolset] = OrderedDict()
         self._cache_size = cache_size
         self._build_lock = asyncio.Lock()
+        self._metrics = metrics or DiscoveryMetrics()
         self.builds = 0
 
     # --- catalog ---------------------------------------------------------------------------
@@ -133,8 +154,7 @@ class DiscoveryEngine:
             )
             elapsed = time.perf_counter() - started
             self.builds += 1
-            metrics.INDEX_BUILDS.inc()
-            metrics.INDEX_BUILD_SECONDS.observe(elapsed)
+            self._metrics.index_built(elapsed)
             _log.info(
                 "toolset prepared",
                 catalog_version=catalog.version,
@@ -174,22 +194,32 @@ class DiscoveryEngine:
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
+        return await self._plan(
+            await self.prepared(toolset), discovered, provider, include_deferred_names=include_deferred_names
+        )
+
+    async def _plan(
+        self,
+        prepared: PreparedToolset,
+        discovered: Sequence[str],
+        provider: str,
+        *,
+        include_deferred_names: bool = False,
+    ) -> Plan:
         enc = self._counter.encoding_for(provider)
-        prepared = await self.prepared(toolset)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
-        plan = plan_tools(prepared, discovered, enc, include_deferred_names=include_deferred_names)
-        label = metrics.toolset_label(toolset)
-        metrics.DEFINITION_TOKENS_SENT.labels(label).inc(plan.tokens.sent)
-        metrics.DEFINITION_TOKENS_DEFERRED.labels(label).inc(plan.tokens.saved)
-        return plan
+        return plan_tools(prepared, discovered, enc, include_deferred_names=include_deferred_names)
 
     async def search_tools(self, request: SearchRequest) -> SearchResult:
         """Executes one search_tools call.
 
+        With ``include_plan`` the result carries the plan for the next LLM call.
+
         Raises:
             SearchArgumentError: malformed arguments (message written for the LLM).
             UnknownServerError: server_name not in the toolset (message lists valid servers).
+            InvalidArgumentError: unknown provider (with ``include_plan``).
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
@@ -215,14 +245,16 @@ class DiscoveryEngine:
                 browse_limit=self._settings.server_browse_limit,
             )
         except ToolscoutError:
-            metrics.SEARCHES.labels(mode, "error").inc()
-            metrics.SEARCH_SECONDS.labels(mode).observe(time.perf_counter() - started)
+            self._metrics.search(mode, "error", time.perf_counter() - started)
             raise
-        result = dataclasses.replace(result, catalog_version=prepared.catalog_version)
+        plan = None
+        if request.include_plan:
+            discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
+            plan = await self._plan(prepared, discovered, request.provider)
+        result = dataclasses.replace(result, catalog_version=prepared.catalog_version, plan=plan)
         mode = result.mode.value
-        metrics.SEARCHES.labels(mode, "found" if result.matches else "empty").inc()
-        metrics.SEARCH_SECONDS.labels(mode).observe(time.perf_counter() - started)
-        metrics.TOOLS_DISCOVERED.inc(len(result.newly_loaded))
+        self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
+        self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
 
     async def get_manifest(self, toolset: str = "", provider: str = "") -> ManifestInfo:
@@ -236,6 +268,7 @@ class DiscoveryEngine:
         enc = self._counter.encoding_for(provider)
         prepared = await self.prepared(toolset)
         manifest = prepared.manifest
+        servers = await asyncio.to_thread(self._server_tokens, prepared, enc)
         return ManifestInfo(
             manifest=manifest.text,
             tokens=self._counter.count_text(manifest.text, enc.name),
@@ -243,4 +276,20 @@ class DiscoveryEngine:
             deferred_servers=manifest.deferred_servers,
             deferred_tools=manifest.deferred_tools,
             catalog_version=prepared.catalog_version,
+            servers=servers,
+            encoding=enc.name,
+            estimate=enc.estimate,
         )
+
+    def _server_tokens(self, prepared: PreparedToolset, enc: TokenEncoding) -> tuple[ServerTokens, ...]:
+        # Counts are cached per tool, so this costs a dictionary lookup per tool after the first time.
+        rows: dict[str, list[int]] = {}
+        for tool in prepared.partition.tools:
+            row = rows.setdefault(tool.server, [0, 0, 0, 0])
+            tokens = prepared.count_tool(tool, enc)
+            deferred = prepared.is_deferred(tool.llm_name) is not None
+            row[0] += 1
+            row[1] += deferred
+            row[2] += tokens
+            row[3] += 0 if deferred else tokens
+        return tuple(ServerTokens(server, *row) for server, row in sorted(rows.items()))

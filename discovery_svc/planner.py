@@ -17,8 +17,8 @@ from discovery_svc.catalog import Tool
 from discovery_svc.index import SearchDoc, SearchIndex
 from discovery_svc.manifest import Manifest, build_manifest, search_tool_description, system_message
 from discovery_svc.partition import Partition
+from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
-from discovery_svc.search_tool import SearchScope
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
 __all__ = ["IndexFactory", "Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]
@@ -58,6 +58,8 @@ class Plan:
     tokens: TokenAccounting
     deferred_tool_names: tuple[str, ...]
     dropped_tools: tuple[str, ...]
+    # The discovered names that are deferred tools of the toolset (now loaded), in order.
+    discovered: tuple[str, ...] = ()
 
     @property
     def has_search_tool(self) -> bool:
@@ -199,4 +201,5 @@ def plan_tools(
         ),
         deferred_tool_names=names,
         dropped_tools=tuple(dropped),
+        discovered=tuple(t.llm_name for t in extra),
     )

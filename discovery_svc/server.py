@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from toolscout.client import AsyncPoolClient
 from toolscout.discovery.v1 import discovery_pb2_grpc
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.catalog_follower import PoolCatalogFollower
 from discovery_svc.engine import DiscoveryEngine
-from discovery_svc.pool_client import PoolCatalogFollower
+from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.servicer import DiscoveryServicer
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
+from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 
 __all__ = ["SERVICE_NAME", "build_server"]
@@ -37,11 +40,14 @@ async def build_server(
     """
     settings = config.toolscout.discovery
     security = config.toolscout.security
-    service = DiscoveryEngine(config)
+    registry = new_registry()
+    service = DiscoveryEngine(config, metrics=DiscoveryMetrics(registry))
     binding = ServiceBinding(
         SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(service)
     )
-    running = await start_server([binding], settings, security, listen=listen, metrics_port=metrics_port)
+    running = await start_server(
+        [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
+    )
     await running.set_status(SERVICE_NAME, False)
     await running.set_status("", False)
 
@@ -62,8 +68,8 @@ async def build_server(
             background.add(task)
             task.add_done_callback(background.discard)
 
-    channel = create_channel(pool_target or settings.pool_target, security)
-    follower = PoolCatalogFollower(channel, on_catalog)
+    pool = AsyncPoolClient(create_channel(pool_target or settings.pool_target, security), owns_channel=True)
+    follower = PoolCatalogFollower(pool, on_catalog)
     follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
 
     async def cleanup() -> None:
@@ -72,7 +78,7 @@ async def build_server(
         for task in (follow_task, *background):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await channel.close()
+        await pool.close()
 
     running.add_cleanup(cleanup)
     return running

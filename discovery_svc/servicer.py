@@ -14,6 +14,7 @@ from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 
 from discovery_svc.catalog import Tool
 from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.planner import Plan
 from discovery_svc.search_args import SearchMode
 
 __all__ = ["DiscoveryServicer", "tool_to_proto"]
@@ -73,15 +74,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         self._service = service
         self._protos = _ProtoCache()
 
-    async def PlanTools(
-        self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
-    ) -> discovery_pb2.PlanToolsResponse:
-        plan = await self._service.plan_tools(
-            request.toolset,
-            list(request.discovered_tools),
-            request.provider,
-            include_deferred_names=request.include_deferred_names,
-        )
+    def _plan_to_proto(self, plan: Plan) -> discovery_pb2.PlanToolsResponse:
         response = discovery_pb2.PlanToolsResponse(
             loaded_tools=self._protos.convert(plan.catalog_version, plan.loaded_tools),
             has_search_tool=plan.has_search_tool,
@@ -101,10 +94,22 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             ),
             deferred_tool_names=plan.deferred_tool_names,
             dropped_tools=plan.dropped_tools,
+            discovered_tools=plan.discovered,
         )
         if plan.search_tool is not None:
             response.search_tool.CopyFrom(tool_to_proto(plan.search_tool))
         return response
+
+    async def PlanTools(
+        self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> discovery_pb2.PlanToolsResponse:
+        plan = await self._service.plan_tools(
+            request.toolset,
+            list(request.discovered_tools),
+            request.provider,
+            include_deferred_names=request.include_deferred_names,
+        )
+        return self._plan_to_proto(plan)
 
     async def SearchTools(
         self, request: discovery_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext[object, object]
@@ -119,11 +124,14 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
                 loaded_tools=tuple(request.loaded_tools),
                 max_results=request.max_results,
                 offset=request.offset,
+                include_plan=request.include_plan,
+                discovered_tools=tuple(request.discovered_tools),
+                provider=request.provider,
             )
         )
         matched = self._protos.convert(result.catalog_version, [m.tool for m in result.matches])
         by_name = {t.llm_name: t for t in matched}
-        return discovery_pb2.SearchToolsResponse(
+        response = discovery_pb2.SearchToolsResponse(
             mode=_MODES[result.mode],
             matches=[
                 discovery_pb2.ToolMatch(tool=pb, already_loaded=m.already_loaded, score=m.score)
@@ -137,6 +145,9 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             total_matches=result.total_matches,
             catalog_version=result.catalog_version,
         )
+        if result.plan is not None:
+            response.plan.CopyFrom(self._plan_to_proto(result.plan))
+        return response
 
     async def GetManifest(
         self, request: discovery_pb2.GetManifestRequest, context: grpc.aio.ServicerContext[object, object]
@@ -149,4 +160,16 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             deferred_servers=info.deferred_servers,
             deferred_tools=info.deferred_tools,
             catalog_version=info.catalog_version,
+            servers=[
+                discovery_pb2.ServerTokens(
+                    server=x.server,
+                    tools=x.tools,
+                    deferred_tools=x.deferred_tools,
+                    all_tokens=x.all_tokens,
+                    loaded_tokens=x.loaded_tokens,
+                )
+                for x in info.servers
+            ],
+            encoding=info.encoding,
+            estimate=info.estimate,
         )

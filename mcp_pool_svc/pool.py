@@ -79,7 +79,6 @@ class McpPool:
         connector: Connector | None = None,
         rng: random.Random | None = None,
         errlog: TextIO | None = None,
-        blip_grace: float = 2.0,
     ) -> None:
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
@@ -98,7 +97,6 @@ class McpPool:
                 metrics=self._metrics,
                 on_change=self._notify,
                 rng=shared_rng,
-                blip_grace=blip_grace,
             )
             for name, server in sorted(config.servers.items())
         }

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
-from mcp_pool_svc.metrics import PrometheusPoolMetrics
+from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.servicer import McpPoolServicer
-from mcp_pool_svc.supervisor import HEALTH_PREFIX
+from mcp_pool_svc.supervisor import HEALTH_PREFIX, ServerStatus
 from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 
 __all__ = ["SERVICE_NAME", "build_server"]
@@ -26,18 +28,25 @@ async def build_server(
     listen: str | None = None,
     metrics_port: int | None = None,
     pool: McpPool | None = None,
+    on_server_change: Callable[[ServerStatus], None] | None = None,
 ) -> RunningServer:
     """Starts the pool and a server hosting it; ``stop()`` on the result also stops the pool.
 
     Servers are connected in parallel; the gRPC port opens once each has connected or failed
-    once (bounded), so the first ListTools already has what is reachable.
+    once (bounded), so the first ListTools already has what is reachable. ``on_server_change``
+    receives a server's status on each of its state or catalog changes, from the first
+    connection attempt on (``toolscout up`` prints progress with it). ``pool`` lets tests
+    inspect the pool they serve.
     """
-    pool = pool or McpPool(
-        config, metrics=PrometheusPoolMetrics(), blip_grace=config.toolscout.pool.blip_grace
-    )
-    await pool.start(wait=_STARTUP_WAIT)
+    registry = new_registry()
+    pool = pool or McpPool(config, metrics=PoolMetrics(registry))
+    if on_server_change is not None:
+        hook = on_server_change
+        pool.add_listener(lambda server: hook(pool.server_status(server)))
     settings = config.toolscout.pool
     try:
+        # Cancelled or failed at any point (Ctrl-C during start-up): no MCP server process stays.
+        await pool.start(wait=_STARTUP_WAIT)
         running = await start_server(
             [
                 ServiceBinding(
@@ -46,6 +55,7 @@ async def build_server(
             ],
             settings,
             config.toolscout.security,
+            registry=registry,
             listen=listen,
             metrics_port=metrics_port,
         )

@@ -93,7 +93,6 @@ class Supervisor:
         metrics: PoolMetrics,
         on_change: Callable[[str], None],
         rng: random.Random,
-        blip_grace: float,
     ) -> None:
         self.name = name
         self.config = config
@@ -103,7 +102,7 @@ class Supervisor:
         self._metrics = metrics
         self._on_change = on_change
         self._rng = rng
-        self._blip_grace = min(blip_grace, settings.unavailable_grace)
+        self._blip_grace = min(settings.blip_grace, settings.unavailable_grace)
         self._ttl = settings.effective_tool_cache_ttl
         self._state = ServerState.STARTING
         self._state_since = time.time()

@@ -1,8 +1,10 @@
-"""gRPC adapters of the discovery and pool seams (the only domain-facing code that imports grpc).
+"""The discovery and pool seams over the client library (``toolscout.client``).
 
-Every AioRpcError is translated once, here, with the kit's ``error_from_rpc``; the deadline left
-for the chat is passed down as the RPC timeout, and cancelling the awaiting task cancels the RPC
-(the pool then sends ``notifications/cancelled`` to the MCP server).
+The orchestrator calls the other services the way any caller does: typed async clients, the
+library's channel policy and deadlines. Client errors become domain errors here, once, with the
+kit's :func:`~toolscout_kit.status.error_from_client`; the deadline left for the chat is passed
+down as the call's deadline, and cancelling the awaiting task cancels the call (the pool then
+sends ``notifications/cancelled`` to the MCP server).
 """
 
 from __future__ import annotations
@@ -11,18 +13,23 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import grpc
-from toolscout.common.v1 import common_pb2
-from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
-from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+from toolscout.client import (
+    EMPTY_INPUT_SCHEMA_JSON,
+    AsyncDiscoveryClient,
+    AsyncPoolClient,
+    ContentBlock,
+    ToolscoutClientError,
+    parse_json_object,
+)
+from toolscout.client import Tool as ClientTool
+from toolscout.client import ToolPlan as ClientPlan
 
 from orchestrator_svc.messages import Attachment, ToolDef
 from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
-from toolscout_kit.status import error_from_rpc
+from toolscout_kit.status import error_from_client
 
-__all__ = ["GrpcDiscovery", "GrpcPool", "tool_def"]
+__all__ = ["ClientDiscovery", "ClientPool", "tool_def"]
 
-_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _SCHEMA_CACHE_LIMIT = 20_000
 
 
@@ -31,16 +38,13 @@ class _Schemas:
 
     def __init__(self) -> None:
         self._cache: dict[str, dict[str, Any]] = {}
+        self._empty: dict[str, Any] = json.loads(EMPTY_INPUT_SCHEMA_JSON)
 
     def parse(self, text: str) -> dict[str, Any]:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        try:
-            value = json.loads(text) if text else _EMPTY_SCHEMA
-        except json.JSONDecodeError:
-            value = _EMPTY_SCHEMA
-        schema = value if isinstance(value, dict) else _EMPTY_SCHEMA
+        schema = parse_json_object(text) or self._empty
         if len(self._cache) >= _SCHEMA_CACHE_LIMIT:
             self._cache.clear()
         self._cache[text] = schema
@@ -50,7 +54,7 @@ class _Schemas:
 _SCHEMAS = _Schemas()
 
 
-def tool_def(tool: common_pb2.Tool) -> ToolDef:
+def tool_def(tool: ClientTool) -> ToolDef:
     return ToolDef(
         llm_name=tool.llm_name,
         description=tool.description,
@@ -60,7 +64,7 @@ def tool_def(tool: common_pb2.Tool) -> ToolDef:
     )
 
 
-def attachment(block: common_pb2.ContentBlock) -> Attachment:
+def attachment(block: ContentBlock) -> Attachment:
     return Attachment(
         type=block.type,
         text=block.text,
@@ -72,9 +76,27 @@ def attachment(block: common_pb2.ContentBlock) -> Attachment:
     )
 
 
-class GrpcDiscovery:
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._stub = discovery_pb2_grpc.DiscoveryStub(channel)
+def _plan(plan: ClientPlan) -> ToolPlan:
+    tokens = plan.tokens
+    return ToolPlan(
+        loaded_tools=[tool_def(t) for t in plan.loaded_tools],
+        search_tool=tool_def(plan.search_tool) if plan.search_tool is not None else None,
+        manifest_system_message=plan.manifest_system_message,
+        deferred_names=frozenset(plan.deferred_tool_names),
+        tokens=TokenCounts(
+            tokens.all_definitions_tokens, tokens.sent_tokens, tokens.encoding, tokens.estimate
+        ),
+        dropped=list(plan.dropped_tools),
+        discovered=list(plan.discovered_tools),
+        catalog_version=plan.catalog_version,
+    )
+
+
+class ClientDiscovery:
+    """:class:`~orchestrator_svc.seams.DiscoverySeam` over an :class:`AsyncDiscoveryClient`."""
+
+    def __init__(self, client: AsyncDiscoveryClient) -> None:
+        self._client = client
 
     async def plan_tools(
         self,
@@ -85,59 +107,66 @@ class GrpcDiscovery:
         time_limit: float | None,
         with_deferred_names: bool = False,
     ) -> ToolPlan:
-        request = discovery_pb2.PlanToolsRequest(
-            toolset=toolset,
-            discovered_tools=list(discovered),
-            provider=provider,
-            include_deferred_names=with_deferred_names,
-        )
         try:
-            resp = await self._stub.PlanTools(request, timeout=time_limit)
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err, "discovery") from err
-        tokens = resp.tokens
-        return ToolPlan(
-            loaded_tools=[tool_def(t) for t in resp.loaded_tools],
-            search_tool=tool_def(resp.search_tool) if resp.has_search_tool else None,
-            manifest_system_message=resp.manifest_system_message,
-            deferred_names=frozenset(resp.deferred_tool_names),
-            tokens=TokenCounts(
-                tokens.all_definitions_tokens, tokens.sent_tokens, tokens.encoding, tokens.estimate
-            ),
-            dropped=list(resp.dropped_tools),
-        )
+            plan = await self._client.plan_tools(
+                toolset,
+                discovered_tools=discovered,
+                provider=provider,
+                include_deferred_names=with_deferred_names,
+                deadline=time_limit,
+            )
+        except ToolscoutClientError as err:
+            raise error_from_client(err, "discovery") from err
+        return _plan(plan)
 
     async def search_tools(
-        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+        self,
+        *,
+        toolset: str,
+        arguments_json: str,
+        loaded: Sequence[str],
+        time_limit: float | None,
+        discovered: Sequence[str] = (),
+        provider: str = "",
     ) -> SearchOutcome:
-        request = discovery_pb2.SearchToolsRequest(
-            toolset=toolset, arguments_json=arguments_json or "{}", loaded_tools=list(loaded)
-        )
         try:
-            resp = await self._stub.SearchTools(request, timeout=time_limit)
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err, "discovery") from err
-        return SearchOutcome(resp.result_text, [tool_def(t) for t in resp.newly_loaded])
+            result = await self._client.search_tools(
+                toolset=toolset,
+                arguments_json=arguments_json or "{}",
+                loaded_tools=loaded,
+                include_plan=bool(provider),
+                discovered_tools=discovered,
+                provider=provider,
+                deadline=time_limit,
+            )
+        except ToolscoutClientError as err:
+            raise error_from_client(err, "discovery") from err
+        return SearchOutcome(
+            result.result_text,
+            [tool_def(t) for t in result.newly_loaded],
+            _plan(result.plan) if result.plan is not None else None,
+        )
 
 
-class GrpcPool:
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._stub = mcp_pool_pb2_grpc.McpPoolStub(channel)
+class ClientPool:
+    """:class:`~orchestrator_svc.seams.PoolSeam` over an :class:`AsyncPoolClient`."""
+
+    def __init__(self, client: AsyncPoolClient) -> None:
+        self._client = client
 
     async def call_tool(
         self, *, llm_name: str, arguments_json: str, meta_json: str, time_limit: float | None
     ) -> ToolOutcome:
-        request = mcp_pool_pb2.CallToolRequest(
-            llm_name=llm_name, arguments_json=arguments_json, meta_json=meta_json
-        )
         try:
-            resp = await self._stub.CallTool(request, timeout=time_limit)
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err, "pool") from err
+            result = await self._client.call_tool(
+                llm_name, arguments_json, meta=meta_json or None, deadline=time_limit
+            )
+        except ToolscoutClientError as err:
+            raise error_from_client(err, "pool") from err
         return ToolOutcome(
-            content=[attachment(b) for b in resp.content],
-            structured_content_json=resp.structured_content_json,
-            is_error=resp.is_error,
-            server=resp.server,
-            truncated=resp.truncated,
+            content=[attachment(b) for b in result.content],
+            structured_content_json=result.structured_content_json,
+            is_error=result.is_error,
+            server=result.server,
+            truncated=result.truncated,
         )

@@ -2,8 +2,10 @@
 
 No server-side state: a conversation's discovered tools are the union of what the caller says it
 has (``discovered_tools``, from a previous response) and what the history shows — deferred tools
-the assistant called, and the tools earlier successful ``search_tools`` calls loaded (replayed
-against discovery). casual-mcp forgets them every turn, so the model would have to search again.
+the assistant called, and the tools earlier successful ``search_tools`` calls loaded. The
+orchestrator records the latter on each search result (``Message.loaded_tools``); searches in a
+history from another client, which lacks the record, are replayed against discovery. casual-mcp
+forgets discovered tools every turn, so the model would have to search again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import Message, ToolCall
 
-__all__ = ["SEARCH_TOOL_NAME", "not_loaded_error", "rebuild_discovered", "successful_searches"]
+__all__ = ["discovery_candidates", "not_loaded_error", "recorded_searches"]
 
 
 def not_loaded_error(name: str) -> str:
@@ -25,42 +27,44 @@ def not_loaded_error(name: str) -> str:
     )
 
 
-def successful_searches(messages: Sequence[Message]) -> list[ToolCall]:
-    """The history's search_tools calls whose result was not an error, in order."""
-    failed = {m.tool_call_id for m in messages if m.role == "tool" and m.is_error}
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    return [
-        c
-        for m in messages
-        if m.role == "assistant"
-        for c in m.tool_calls
-        if c.name == SEARCH_TOOL_NAME and c.id in answered and c.id not in failed
-    ]
+def recorded_searches(messages: Sequence[Message]) -> tuple[dict[str, list[str]], list[ToolCall]]:
+    """The history's successful search_tools calls: what each loaded, by call id, where its result
+    recorded it; and, in order, those whose result did not (to be replayed)."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    recorded: dict[str, list[str]] = {}
+    unrecorded: list[ToolCall] = []
+    for m in messages:
+        if m.role != "assistant":
+            continue
+        for call in m.tool_calls:
+            result = results.get(call.id)
+            if call.name != SEARCH_TOOL_NAME or result is None or result.is_error:
+                continue
+            if result.loaded_tools is not None:
+                recorded[call.id] = list(result.loaded_tools)
+            else:
+                unrecorded.append(call)
+    return recorded, unrecorded
 
 
-def rebuild_discovered(
+def discovery_candidates(
     messages: Sequence[Message],
     explicit: Sequence[str],
-    deferred: frozenset[str],
     found_by_search: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
-    """Deferred tools this conversation already loaded, in first-seen order.
+    """Tools this conversation may already have loaded, in first-seen order.
 
     ``explicit`` (the caller's ``discovered_tools``) comes first so a client echoing the previous
     ``loaded_tools`` keeps the exact tool order, and with it the provider's prompt cache. Then, in
-    history order, deferred tools the assistant called and the tools each earlier search loaded
-    (``found_by_search``: call id → names, from replaying the search; its result text is not
-    parsed because it also names tools it did *not* load, e.g. closest matches).
+    history order, tools the assistant called and the tools each earlier search loaded
+    (``found_by_search``: call id → names; a search's result text is never parsed, since it also
+    names tools it did *not* load, e.g. closest matches). Discovery keeps the deferred ones of
+    these (``ToolPlan.discovered``); eager tools and names no longer in the catalog fall away there.
     """
     found: dict[str, None] = {}
     by_search = found_by_search or {}
-
-    def add(name: str) -> None:
-        if name in deferred:
-            found.setdefault(name, None)
-
     for name in explicit:
-        add(name)
+        found.setdefault(name, None)
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     for m in messages:
         if m.role != "assistant":
@@ -68,10 +72,10 @@ def rebuild_discovered(
         for call in m.tool_calls:
             if call.name == SEARCH_TOOL_NAME:
                 for name in by_search.get(call.id, ()):
-                    add(name)
+                    found.setdefault(name, None)
                 continue
             result = results.get(call.id)
             # A call we rejected as "not yet loaded" does not mean the tool was ever loaded.
             if result is None or result.content != not_loaded_error(call.name):
-                add(call.name)
+                found.setdefault(call.name, None)
     return list(found)

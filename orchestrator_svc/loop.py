@@ -12,6 +12,8 @@ import json
 import time
 from typing import Literal, cast
 
+from toolscout.client import SEARCH_TOOL_NAME
+
 from orchestrator_svc.chat import (
     AssistantMessageEvent,
     ChatEvent,
@@ -26,25 +28,17 @@ from orchestrator_svc.chat import (
     ToolsDiscoveredEvent,
     UsageEvent,
 )
+from orchestrator_svc.deferred import DeferredNames
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
-from orchestrator_svc.history import (
-    SEARCH_TOOL_NAME,
-    rebuild_discovered,
-    successful_searches,
-)
+from orchestrator_svc.history import discovery_candidates, recorded_searches
 from orchestrator_svc.messages import LLMRequest, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
-from orchestrator_svc.results import (
-    RESULT_FORMATS,
-    ResultFormat,
-    default_result_format,
-)
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
 from orchestrator_svc.stats import ChatStats
 from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
-from toolscout_kit.config import OrchestratorSettings
+from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat
 from toolscout_kit.errors import (
     InvalidArgumentError,
     NotFoundError,
@@ -122,7 +116,6 @@ class _Chat:
         self.history_has_system = any(m.role == "system" for m in history)
         self.conversation = list(history)
         self.discovered: list[str] = []
-        self.deferred: frozenset[str] = frozenset()
         self.plan = ToolPlan(loaded_tools=[])
         self.tools_disabled = False
         context = ChatContext(
@@ -132,8 +125,10 @@ class _Chat:
             result_format=fmt,
             max_result_chars=loop.settings.max_tool_result_chars,
             stats=self.stats,
+            provider=resolved.client.provider,
             remaining=self.remaining,
             emit=self.emit,
+            is_deferred=self.is_deferred,
         )
         self.tools = ToolCallRunner(context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics)
 
@@ -144,31 +139,31 @@ class _Chat:
         if self.events is not None:
             await self.events(event)
 
-    async def replan(self, *, with_deferred_names: bool = False) -> None:
+    async def replan(self, discovered: list[str] | None = None) -> None:
+        """Plans the tool list for ``discovered`` (default: the chat's) and keeps what discovery kept."""
         self.plan = await self.loop.discovery.plan_tools(
             toolset=self.request.toolset,
-            discovered=self.discovered,
+            discovered=self.discovered if discovered is None else discovered,
             provider=self.resolved.client.provider,
             time_limit=self.remaining(),
-            with_deferred_names=with_deferred_names,
         )
+        self.discovered = list(self.plan.discovered)
 
     async def start(self) -> None:
-        # Nothing discovered yet: the deferred names are every deferred tool of the toolset.
-        await self.replan(with_deferred_names=True)
-        self.deferred = self.plan.deferred_names
-        found_by_search = await self._replay_searches() if self.deferred else {}
-        self.discovered = rebuild_discovered(
-            self.request.messages, self.request.discovered_tools, self.deferred, found_by_search
-        )
-        if self.discovered:
-            await self.replan()
-        loaded = {t.llm_name for t in self.plan.loaded_tools}
-        self.discovered = [n for n in self.discovered if n in loaded]
+        """One PlanTools for the tools this conversation already discovered.
 
-    async def _replay_searches(self) -> dict[str, list[str]]:
-        """What each earlier successful search of the history loaded (same catalog, same answer)."""
-        calls = successful_searches(self.request.messages)
+        Searches of the history recorded what they loaded; only another client's history, without
+        those records, costs a replay per search.
+        """
+        recorded, unrecorded = recorded_searches(self.request.messages)
+        found_by_search = {**recorded, **await self._replay(unrecorded)}
+        candidates = discovery_candidates(
+            self.request.messages, self.request.discovered_tools, found_by_search
+        )
+        await self.replan(candidates)
+
+    async def _replay(self, calls: list[ToolCall]) -> dict[str, list[str]]:
+        """What each of these earlier searches loaded (same catalog, same answer)."""
 
         async def replay(call: ToolCall) -> list[str]:
             try:
@@ -184,6 +179,16 @@ class _Chat:
 
         found = await asyncio.gather(*(replay(c) for c in calls))
         return {c.id: names for c, names in zip(calls, found, strict=True)}
+
+    async def is_deferred(self, name: str) -> bool:
+        """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
+        names = await self.loop.deferred_names.get(
+            toolset=self.request.toolset,
+            catalog_version=self.plan.catalog_version,
+            provider=self.resolved.client.provider,
+            time_limit=self.remaining(),
+        )
+        return name in names
 
     def tools_to_send(self) -> list[ToolDef]:
         # Eager tools, then search_tools, then discovered tools in discovery order: each call's
@@ -266,14 +271,20 @@ class _Chat:
         self.new_messages.append(message)
 
     async def run_tools(self, calls: list[ToolCall]) -> None:
-        messages, found = await self.tools.run(calls, self.plan, self.discovered, self.deferred)
-        for message in messages:
+        done = await self.tools.run(calls, self.plan, self.discovered)
+        for message in done.messages:
             self.append(message)
-        new = [n for n in dict.fromkeys(found) if n not in self.discovered]
+        new = [n for n in dict.fromkeys(done.found) if n not in self.discovered]
         if new:
-            self.discovered.extend(new)
+            wanted = [*self.discovered, *new]
+            if done.plan is not None and done.plan.discovered == wanted:
+                # The search already answered with the plan for the next call: no extra round trip.
+                self.plan = done.plan
+                self.discovered = list(done.plan.discovered)
+            else:
+                # Several searches of one message loaded tools: plan their union once.
+                await self.replan(wanted)
             self.stats.discovery.tools_discovered += len(new)
-            await self.replan()
             await self.emit(ToolsDiscoveredEvent(new))
 
     def result(self, stop: StopReason, error: str = "") -> ChatResult:
@@ -307,6 +318,7 @@ class ChatLoop:
         self.prompts = prompts
         self.settings = settings
         self.metrics = metrics
+        self.deferred_names = DeferredNames(discovery)
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None
@@ -318,7 +330,7 @@ class ChatLoop:
             (see :mod:`orchestrator_svc.errors`), and discovery errors (NotFoundError for an
             unknown toolset). ``asyncio.CancelledError`` when the caller cancels.
         """
-        fmt = _validate(request) or default_result_format(self.settings.tool_result_format)
+        fmt = _validate(request) or self.settings.result_format
         resolved = self.models.resolve(request.model)
         started = time.monotonic()
         deadline = None if time_limit is None else started + time_limit

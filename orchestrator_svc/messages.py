@@ -1,24 +1,45 @@
-"""Provider-neutral chat types shared by the loop, the providers and the servicer."""
+"""Provider-neutral chat types shared by the loop, the providers and the servicer.
+
+Deferral modes (see :mod:`orchestrator_svc.providers.deferral`) add three things here:
+
+* ``ToolDef.deferred``: in *native* mode every tool of the toolset is sent on every request and
+  the deferred ones carry this flag (sent as ``defer_loading: true``);
+* ``Message.loaded_tools``: on the tool message answering a search, the names of the tools that
+  search loaded (Anthropic: ``tool_reference`` blocks; OpenAI Responses: the ``tool_search_output``);
+* ``Message.native_items``: provider-native history (Anthropic server-tool blocks, Responses
+  output items) kept verbatim so the next request of the conversation can send it back unchanged.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 __all__ = [
     "Attachment",
+    "DeferralMode",
     "DeltaSink",
     "LLMRequest",
     "LLMResult",
     "Message",
+    "NativeItem",
+    "NativeProvider",
     "Role",
+    "SearchMode",
     "ToolCall",
     "ToolDef",
     "Usage",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+# How found tools reach the model: appended to ``tools`` or declared up front as deferred.
+DeferralMode = Literal["append", "native"]
+# Who answers searches in native mode: our ``search_tools`` or the provider's own tool search.
+SearchMode = Literal["ours", "provider"]
+# The wire format a NativeItem belongs to.
+NativeProvider = Literal["anthropic", "openai_responses"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +63,50 @@ class ToolCall:
     arguments_json: str
 
 
+@dataclass(frozen=True, slots=True)
+class NativeItem:
+    """One provider-native history item, kept as the provider's wire JSON.
+
+    On an assistant message, ``native_items`` is the *whole* ordered output of that LLM call in
+    ``provider``'s wire format (Anthropic content blocks, Responses output items), recorded when
+    the output holds something the neutral fields cannot express (``server_tool_use`` /
+    ``tool_search_tool_result`` blocks, reasoning items, ``tool_search_call`` items). The adapter
+    of the same provider sends it back verbatim; any other adapter uses the neutral fields.
+    Over gRPC each item travels as the string :meth:`to_json` returns.
+    """
+
+    provider: NativeProvider
+    data: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        """The item's wire ``type`` (``server_tool_use``, ``reasoning``, ``tool_search_call``, ...)."""
+        return str(self.data.get("type", ""))
+
+    def to_json(self) -> str:
+        return json.dumps({"provider": self.provider, "item": self.data}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> NativeItem:
+        """Parses :meth:`to_json` output.
+
+        Raises:
+            ValueError: not such an object (bad JSON, unknown provider, item not an object).
+        """
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"native item is not valid JSON: {err.msg}") from None
+        if not isinstance(value, dict):
+            raise ValueError("native item must be a JSON object")
+        provider, item = value.get("provider"), value.get("item")
+        if provider not in get_args(NativeProvider):
+            raise ValueError(f"native item: unknown provider {provider!r}")
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ValueError("native item: 'item' must be an object with a string 'type'")
+        return cls(cast(NativeProvider, provider), item)
+
+
 @dataclass(slots=True)
 class Message:
     role: Role
@@ -52,6 +117,12 @@ class Message:
     reasoning: str = ""
     attachments: list[Attachment] = field(default_factory=list)
     is_error: bool = False
+    # On the result of a search_tools call: the LLM-facing names of the tools that search loaded,
+    # in order (None: not recorded, e.g. a history from another client). In native mode they
+    # become tool_reference blocks / a tool_search_output.
+    loaded_tools: list[str] | None = None
+    # Assistant message: the provider's whole output, verbatim (see NativeItem).
+    native_items: list[NativeItem] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +134,31 @@ class ToolDef:
     input_schema: dict[str, Any]
     server: str = ""
     name: str = ""
+    # Native deferral: declared on every request but withheld from the model's context until a
+    # search loads it (``defer_loading: true``). Ignored in append mode.
+    deferred: bool = False
 
 
 @dataclass(slots=True)
 class Usage:
+    """Provider-reported tokens of one or more LLM calls.
+
+    ``input_tokens`` is every input token of the call, whatever the cache did with it (Anthropic
+    reports uncached, cache-read and cache-written tokens apart; they are added up here).
+    ``cached_input_tokens`` are the input tokens read from the prompt cache, and
+    ``cache_write_tokens`` those written to it (billed above the base price by Anthropic).
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cached_input_tokens += other.cached_input_tokens
+        self.cache_write_tokens += other.cache_write_tokens
 
 
 @dataclass(slots=True)
@@ -89,6 +173,19 @@ class LLMRequest:
     timeout: float | None = None
     # The model accepts images (ModelConfig.vision).
     vision: bool = False
+    # "native": every tool of the toolset is in ``tools`` (deferred ones flagged) and searches are
+    # answered natively; "append": ``tools`` holds only loaded tools (see providers/deferral.py).
+    deferral: DeferralMode = "append"
+    # Native mode only: "provider" declares the provider's own tool search instead of ours.
+    search: SearchMode = "ours"
+    # Put prompt-cache breakpoints on the stable prefix (providers with explicit caching).
+    prompt_cache: bool = False
+    # Identifies the conversation for the provider's cache routing (OpenAI ``prompt_cache_key``);
+    # empty: not sent. Never a secret or a user id.
+    cache_key: str = ""
+    # Native mode, Responses API: the description of each server's namespace (server -> text);
+    # servers missing here get a generic one.
+    namespace_descriptions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -99,6 +196,12 @@ class LLMResult:
     usage: Usage = field(default_factory=Usage)
     # True when the provider rejected tool calling and this call was retried without tools.
     tools_disabled: bool = False
+    # Tools the provider's own tool search loaded during this call (``search: provider``): the
+    # model may call them from now on, like tools our search loaded.
+    loaded_tools: list[str] = field(default_factory=list)
+    # The provider's whole output when it must be sent back verbatim (see NativeItem); the loop
+    # copies it to the assistant Message.
+    native_items: list[NativeItem] = field(default_factory=list)
 
 
 # Receives streamed pieces: kind is "text" or "reasoning".

@@ -1,14 +1,16 @@
-"""The orchestrator's Prometheus metrics. Names are a contract: dashboards and alerts use them."""
+"""The orchestrator's Prometheus metrics. Names are a contract: dashboards and alerts use them.
+
+``server.py`` passes the service's own registry (the one its metrics endpoint serves); tests pass a
+fresh one. Definition-token figures are counted here, once per LLM call actually made.
+"""
 
 from __future__ import annotations
 
-from functools import cache
-
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orchestrator_svc.messages import Usage
 
-__all__ = ["OrchestratorMetrics", "default_metrics"]
+__all__ = ["OrchestratorMetrics"]
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 _ITERATION_BUCKETS = (0, 1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 100)
@@ -19,8 +21,10 @@ def _toolset(name: str) -> str:
 
 
 class OrchestratorMetrics:
-    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        r = registry
+    """The orchestrator's metrics, registered in ``registry`` (a throwaway one when None)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = registry if registry is not None else CollectorRegistry()
         self.llm_tokens = Counter(
             "toolscout_llm_tokens", "Provider-reported LLM tokens.", ["provider", "model", "type"], registry=r
         )
@@ -97,9 +101,3 @@ class OrchestratorMetrics:
         self.definition_tokens_sent.labels(model, ts).inc(sent)
         self.definition_tokens_all.labels(model, ts).inc(all_)
         self.tokens_saved.labels(model, ts).inc(max(0, all_ - sent))
-
-
-@cache
-def default_metrics() -> OrchestratorMetrics:
-    """The process-wide instance on the default registry (servers in one process share it)."""
-    return OrchestratorMetrics()

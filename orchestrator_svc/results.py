@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-from typing import Literal
 
 from orchestrator_svc.messages import Attachment, ToolCall
 from orchestrator_svc.seams import ToolOutcome
+from toolscout_kit.config import ResultFormat
 
 __all__ = [
-    "RESULT_FORMATS",
-    "ResultFormat",
     "cap_text",
-    "default_result_format",
     "format_result",
     "outcome_text",
 ]
-
-ResultFormat = Literal["result", "function_result", "function_args_result"]
-RESULT_FORMATS: tuple[ResultFormat, ...] = ("result", "function_result", "function_args_result")
-
-
-def default_result_format(configured: str | None) -> ResultFormat:
-    """casual-mcp's TOOL_RESULT_FORMAT environment variable wins, then the config, then ``result``."""
-    env = os.environ.get("TOOL_RESULT_FORMAT", "").strip()
-    for candidate in (env, configured):
-        for fmt in RESULT_FORMATS:
-            if candidate == fmt:
-                return fmt
-    return "result"
 
 
 def format_result(fmt: ResultFormat, call: ToolCall, text: str) -> str:

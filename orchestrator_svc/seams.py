@@ -1,7 +1,7 @@
 """What the loop needs from discovery and the pool, as plain-Python interfaces.
 
-The gRPC adapters live in :mod:`orchestrator_svc.downstream`; unit tests use in-memory fakes.
-Both raise toolscout_kit domain errors only.
+The adapters over the client library live in :mod:`orchestrator_svc.downstream`; unit tests use
+in-memory fakes. Both raise toolscout_kit domain errors only.
 """
 
 from __future__ import annotations
@@ -30,16 +30,21 @@ class ToolPlan:
     search_tool: ToolDef | None = None
     # Non-empty when discovery puts the manifest in a system message instead of the tool description.
     manifest_system_message: str = ""
-    # Every deferred tool of the toolset (including discovered ones when asked with none discovered).
+    # Every deferred tool of the toolset; filled only when asked for (it can be large).
     deferred_names: frozenset[str] = frozenset()
     tokens: TokenCounts = field(default_factory=TokenCounts)
     dropped: list[str] = field(default_factory=list)
+    # The discovered tools asked for that are deferred tools of the toolset (now loaded), in order.
+    discovered: list[str] = field(default_factory=list)
+    catalog_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class SearchOutcome:
     result_text: str
     newly_loaded: list[ToolDef] = field(default_factory=list)
+    # The plan after this search (the discovered tools given, then the ones it loaded).
+    plan: ToolPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +74,19 @@ class DiscoverySeam(Protocol):
         ...
 
     async def search_tools(
-        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+        self,
+        *,
+        toolset: str,
+        arguments_json: str,
+        loaded: Sequence[str],
+        time_limit: float | None,
+        discovered: Sequence[str] = (),
+        provider: str = "",
     ) -> SearchOutcome:
-        """Raises InvalidArgumentError / NotFoundError with a message written for the LLM."""
+        """One search; with ``provider`` the outcome carries the plan after it (one round trip).
+
+        Raises InvalidArgumentError / NotFoundError with a message written for the LLM.
+        """
         ...
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from toolscout.client import AsyncDiscoveryClient, AsyncPoolClient
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
-from orchestrator_svc.downstream import GrpcDiscovery, GrpcPool
+from orchestrator_svc.downstream import ClientDiscovery, ClientPool
 from orchestrator_svc.loop import ChatLoop
-from orchestrator_svc.metrics import default_metrics
+from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.servicer import OrchestratorServicer
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 
 __all__ = ["SERVICE_NAME", "build_server"]
@@ -34,30 +36,41 @@ async def build_server(
     """
     settings = config.toolscout.orchestrator
     security = config.toolscout.security
-    pool_channel = create_channel(pool_target or settings.pool_target, security)
-    discovery_channel = create_channel(discovery_target or settings.discovery_target, security)
+    # Each tool call is bounded by its server's call_timeout in the pool and by the chat's deadline;
+    # the client library's default CallTool deadline would cut servers configured for longer calls.
+    pool = AsyncPoolClient(
+        create_channel(pool_target or settings.pool_target, security),
+        deadlines={"CallTool": None},
+        owns_channel=True,
+    )
+    discovery = AsyncDiscoveryClient(
+        create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
+    )
+    registry = new_registry()
     models = ModelRegistry(config)
     loop = ChatLoop(
         models=models,
-        discovery=GrpcDiscovery(discovery_channel),
-        pool=GrpcPool(pool_channel),
+        discovery=ClientDiscovery(discovery),
+        pool=ClientPool(pool),
         prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
         settings=settings,
-        metrics=default_metrics(),
+        metrics=OrchestratorMetrics(registry),
     )
     servicer = OrchestratorServicer(loop, models, config)
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)
     try:
-        server = await start_server([binding], settings, security, listen=listen, metrics_port=metrics_port)
+        server = await start_server(
+            [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
+        )
     except BaseException:
-        await pool_channel.close()
-        await discovery_channel.close()
+        await pool.close()
+        await discovery.close()
         raise
 
     async def close_clients() -> None:
         await models.aclose()
-        await pool_channel.close()
-        await discovery_channel.close()
+        await pool.close()
+        await discovery.close()
 
     server.add_cleanup(close_clients)
     return server

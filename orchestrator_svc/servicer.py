@@ -70,6 +70,7 @@ def message_in(m: pb.Message) -> Message:
         reasoning=m.reasoning,
         attachments=[_attachment_in(a) for a in m.attachments],
         is_error=m.is_error,
+        loaded_tools=list(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
     )
 
 
@@ -83,6 +84,7 @@ def message_out(m: Message) -> pb.Message:
         reasoning=m.reasoning,
         attachments=[_attachment_out(a) for a in m.attachments],
         is_error=m.is_error,
+        loaded_tools=None if m.loaded_tools is None else pb.LoadedTools(names=m.loaded_tools),
     )
 
 

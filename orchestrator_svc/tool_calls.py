@@ -14,14 +14,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from toolscout.client import SEARCH_TOOL_NAME
+
 from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
 from orchestrator_svc.errors import ChatDeadlineError
-from orchestrator_svc.history import SEARCH_TOOL_NAME, not_loaded_error
+from orchestrator_svc.history import not_loaded_error
 from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef
 from orchestrator_svc.metrics import OrchestratorMetrics
-from orchestrator_svc.results import ResultFormat, cap_text, format_result, outcome_text
+from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
 from orchestrator_svc.stats import ChatStats
+from toolscout_kit.config import ResultFormat
 from toolscout_kit.errors import (
     CancelledError,
     DeadlineExceededError,
@@ -30,7 +33,7 @@ from toolscout_kit.errors import (
     ToolscoutError,
 )
 
-__all__ = ["ChatContext", "ToolCallRunner"]
+__all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
 
 _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
@@ -48,9 +51,25 @@ class ChatContext:
     result_format: ResultFormat
     max_result_chars: int
     stats: ChatStats
+    # The chat's provider: plans returned by searches count tokens in its encoding.
+    provider: str
     # Seconds left before the chat's deadline (None: no deadline).
     remaining: Callable[[], float | None]
     emit: Callable[[ChatEvent], Awaitable[None]]
+    # Whether a name is a deferred tool of the toolset (for calls of tools not loaded).
+    is_deferred: Callable[[str], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRound:
+    """The outcome of running one assistant message's tool calls."""
+
+    # One result message per call, in call order.
+    messages: list[Message]
+    # Tools the searches among the calls loaded, in call order.
+    found: list[str]
+    # The plan a search answered with, when exactly one search loaded tools (else None).
+    plan: ToolPlan | None
 
 
 def _arguments_problem(raw: str) -> str | None:
@@ -81,44 +100,42 @@ class ToolCallRunner:
         self._pool = pool
         self._metrics = metrics
 
-    async def run(
-        self,
-        calls: Sequence[ToolCall],
-        plan: ToolPlan,
-        discovered: Sequence[str],
-        deferred: frozenset[str],
-    ) -> tuple[list[Message], list[str]]:
-        """The result messages in call order, and the tools the searches among them loaded.
+    async def run(self, calls: Sequence[ToolCall], plan: ToolPlan, discovered: Sequence[str]) -> ToolRound:
+        """Runs every call of one assistant message concurrently.
 
         Which tools may be called is decided against ``plan`` (the tool list the model saw), so a
         search in the same message does not let a sibling call of a not-yet-loaded tool through,
-        whatever the order of the calls.
+        whatever the order of the calls. ``discovered`` are the chat's discovered tools so far.
         """
         loaded = {t.llm_name: t for t in plan.loaded_tools}
         has_search = plan.search_tool is not None
-        discovered_before = frozenset(discovered)
         found: list[list[str]] = [[] for _ in calls]
+        plans: list[ToolPlan | None] = [None for _ in calls]
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [
-                    group.create_task(
-                        self._run_one(c, loaded, has_search, discovered_before, deferred, found[i])
-                    )
+                    group.create_task(self._run_one(c, loaded, has_search, discovered, found[i], plans, i))
                     for i, c in enumerate(calls)
                 ]
         except BaseExceptionGroup as group:
             # Only chat-ending errors escape a call (deadline, cancel, bugs): report the first as is.
             raise group.exceptions[0] from None
-        return [task.result() for task in tasks], [n for names in found for n in names]
+        loading = [i for i, names in enumerate(found) if names]
+        return ToolRound(
+            [task.result() for task in tasks],
+            [n for names in found for n in names],
+            plans[loading[0]] if len(loading) == 1 else None,
+        )
 
     async def _run_one(
         self,
         call: ToolCall,
         loaded: dict[str, ToolDef],
         has_search: bool,
-        discovered: frozenset[str],
-        deferred: frozenset[str],
+        discovered: Sequence[str],
         found: list[str],
+        plans: list[ToolPlan | None],
+        index: int,
     ) -> Message:
         chat = self._chat
         is_search = call.name == SEARCH_TOOL_NAME and has_search
@@ -126,11 +143,13 @@ class ToolCallRunner:
         await chat.emit(ToolCallStartedEvent(call, server))
         started = time.monotonic()
         attachments: list[Attachment] = []
+        loaded_by_search: list[str] | None = None
         if is_search:
-            text, is_error = await self._search(call, loaded, found)
+            text, is_error, plans[index] = await self._search(call, loaded, discovered, found)
+            loaded_by_search = None if is_error else list(found)
         elif call.name in loaded:
             text, attachments, is_error, server = await self._call_pool(call, server, call.name in discovered)
-        elif call.name in deferred:
+        elif await chat.is_deferred(call.name):
             text, is_error = not_loaded_error(call.name), True
             chat.stats.discovery.deferred_call_rejections += 1
             self._metrics.deferred_rejections.labels(chat.model).inc()
@@ -141,7 +160,13 @@ class ToolCallRunner:
             ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
         )
         return Message(
-            "tool", text, tool_call_id=call.id, name=call.name, attachments=attachments, is_error=is_error
+            "tool",
+            text,
+            tool_call_id=call.id,
+            name=call.name,
+            attachments=attachments,
+            is_error=is_error,
+            loaded_tools=loaded_by_search,
         )
 
     @staticmethod
@@ -153,7 +178,10 @@ class ToolCallRunner:
         hint = " Use 'search_tools' to find other tools." if has_search else ""
         return f"Error: Unknown tool '{name}'. Available tools: {listed or 'none'}.{hint}"
 
-    async def _search(self, call: ToolCall, loaded: dict[str, ToolDef], found: list[str]) -> tuple[str, bool]:
+    async def _search(
+        self, call: ToolCall, loaded: dict[str, ToolDef], discovered: Sequence[str], found: list[str]
+    ) -> tuple[str, bool, ToolPlan | None]:
+        """The result text, whether it is an error, and the plan after the search."""
         chat = self._chat
         chat.stats.discovery.search_calls += 1
         self._metrics.search_calls.labels(chat.model).inc()
@@ -163,17 +191,19 @@ class ToolCallRunner:
                 arguments_json=call.arguments_json,
                 loaded=list(loaded),
                 time_limit=chat.remaining(),
+                discovered=discovered,
+                provider=chat.provider,
             )
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the LLM by discovery: it can correct its arguments and try again.
-            return f"Error: {err.message}", True
+            return f"Error: {err.message}", True, None
         except CancelledError:
             raise
         except ToolscoutError as err:
             self._raise_if_chat_deadline(err)
-            return f"Error: search_tools failed: {err.message}", True
+            return f"Error: search_tools failed: {err.message}", True, None
         found.extend(t.llm_name for t in outcome.newly_loaded)
-        return outcome.result_text, False
+        return outcome.result_text, False, outcome.plan
 
     async def _call_pool(
         self, call: ToolCall, server: str, was_discovered: bool

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections import defaultdict
 from typing import Any
 
 from toolscout.client import CallToolResult, Tool, ToolscoutClient
@@ -50,11 +49,9 @@ def _discovery_enabled(targets: Targets, deferred: int) -> bool:
     return deferred > 0
 
 
-def _toolset_tools(
-    ts: ToolscoutClient, toolset: str, server: str, provider: str = ""
-) -> tuple[list[Tool], dict[str, str], Any]:
+def _toolset_tools(ts: ToolscoutClient, toolset: str, server: str) -> tuple[list[Tool], dict[str, str], Any]:
     """Every tool of the toolset (catalog order) with its status, and the plan it came from."""
-    plan = ts.discovery.plan_tools(toolset, provider=provider, include_deferred_names=True)
+    plan = ts.discovery.plan_tools(toolset, include_deferred_names=True)
     catalog = ts.pool.list_tools([server] if server else [])
     status = {t.llm_name: "loaded" for t in plan.loaded_tools}
     status.update({name: "deferred" for name in plan.deferred_tool_names})
@@ -233,31 +230,22 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
 
 
 def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    # Per-server figures are counted here with discovery's own counter over the pool's catalog, in
-    # the encoding discovery uses for the same provider, so they add up to the totals discovery
-    # reports (which also include search_tools and the manifest). One encoding for the whole run.
-    from discovery_svc.tokens import TokenCounter  # noqa: PLC0415 - only this command needs the BPE tables
-
-    counter = TokenCounter()
+    # Every figure comes from discovery, counted in one encoding (the --provider's), so the
+    # per-server rows add up to the totals (which also include search_tools and the manifest).
     provider = args.provider or "openai"
-    try:
-        encoding = counter.encoding_for(provider)
-    except Exception as err:
-        raise CliError(str(getattr(err, "message", err)), EXIT_USAGE) from None
-    tools, status, plan = _toolset_tools(ts, args.toolset or "", "", provider)
+    plan = ts.discovery.plan_tools(args.toolset or "", provider=provider)
+    manifest = ts.discovery.get_manifest(args.toolset or "", provider=provider)
+    per_server = {
+        s.server: {
+            "tools": s.tools,
+            "deferred": s.deferred_tools,
+            "all": s.all_tokens,
+            "sent": s.loaded_tokens,
+        }
+        for s in manifest.servers
+    }
+    tool_count = sum(s.tools for s in manifest.servers)
     totals = plan.tokens
-    per_server: dict[str, dict[str, int]] = defaultdict(
-        lambda: {"tools": 0, "deferred": 0, "all": 0, "sent": 0}
-    )
-    for tool in tools:
-        n = counter.count_definition(tool.llm_name, tool.description, tool.input_schema_json, encoding)
-        row = per_server[tool.server]
-        row["tools"] += 1
-        row["all"] += n
-        if status[tool.llm_name] == "loaded":
-            row["sent"] += n
-        else:
-            row["deferred"] += 1
     loaded_sent = sum(r["sent"] for r in per_server.values())
     overhead = max(totals.sent_tokens - loaded_sent, 0)
     # Negative when search_tools and the manifest cost more than the deferred definitions.
@@ -299,7 +287,7 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     rows.append(
         (
             "TOTAL (estimate)" if totals.estimate else "TOTAL",
-            len(tools),
+            tool_count,
             plan.deferred_count,
             totals.all_definitions_tokens,
             totals.sent_tokens,

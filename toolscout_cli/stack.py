@@ -21,9 +21,8 @@ from typing import Any, TextIO
 import structlog
 
 from discovery_svc.server import build_server as build_discovery
-from mcp_pool_svc.metrics import PrometheusPoolMetrics
-from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server as build_pool
+from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
 from toolscout_cli.output import Output
@@ -67,16 +66,15 @@ async def _until_stopped_or_done(stop: asyncio.Event, task: asyncio.Task[Any]) -
     return False
 
 
-async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bool, errlog: TextIO) -> int:
+async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bool) -> int:
     stop = asyncio.Event()
     _install_stop(asyncio.get_running_loop(), stop)
-    pool = McpPool(config, metrics=PrometheusPoolMetrics(), errlog=errlog)
     reported: dict[str, str] = {}
 
-    def progress(name: str) -> None:
+    def progress(status: ServerStatus) -> None:
         if stop.is_set():
             return  # shutting down: every server is about to report "stopped"
-        status = pool.server_status(name)
+        name = status.name
         state = status.state.value
         if state == "starting" or reported.get(name) == state:
             return
@@ -97,7 +95,6 @@ async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bo
         deferred = " (deferred)" if status.defer_loading else ""
         out.line(f"  {_SYMBOL.get(state, '?')} {name:<20} {state:<12} {detail}{deferred}")
 
-    pool.add_listener(progress)
     servers: list[tuple[str, Any]] = []
 
     async def start() -> None:
@@ -105,7 +102,7 @@ async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bo
             names = ", ".join(sorted(config.servers)) or "none"
             out.line(f"toolscout: starting the stack from {source}")
             out.line(f"connecting {len(config.servers)} MCP servers ({names})")
-        running = await build_pool(config, pool=pool)
+        running = await build_pool(config, on_server_change=progress)
         servers.append(("pool", running))
         discovery = await build_discovery(config, pool_target=running.address)
         servers.append(("discovery", discovery))
@@ -124,9 +121,9 @@ async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bo
         if not out.json_mode:
             out.line("stopping…")
     finally:
+        # Stopping the pool's server also stops its MCP servers.
         for _, running in reversed(servers):
             await running.stop()
-        await pool.stop()
     if out.json_mode:
         out.json({"event": "stopped"})
     else:
@@ -209,8 +206,12 @@ def run_up(
             if not out.json_mode:
                 out.line(f"logs ({log_level.upper()} and up, MCP servers' stderr): {path}")
         _quiet_logging(log_level, stream)
+        if stream is not sys.stderr:
+            # The pool hands the MCP servers sys.stderr as theirs: they write into the log too.
+            # (`out` keeps the terminal's stderr for the CLI's own messages.)
+            files.enter_context(contextlib.redirect_stderr(stream))
         try:
-            return asyncio.run(_up(config, out, source, walkthrough, stream))
+            return asyncio.run(_up(config, out, source, walkthrough))
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         finally:

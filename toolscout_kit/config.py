@@ -33,6 +33,7 @@ from toolscout_kit.errors import ConfigError
 
 __all__ = [
     "CONFIG_ENV",
+    "RESULT_FORMATS",
     "ClientConfig",
     "DiscoverySettings",
     "ExcludeSpec",
@@ -40,8 +41,10 @@ __all__ = [
     "OrchestratorSettings",
     "PoolSettings",
     "RemoteServerConfig",
+    "ResultFormat",
     "SecuritySettings",
     "ServerConfig",
+    "ShardSettings",
     "StdioServerConfig",
     "ToolDiscoveryConfig",
     "ToolSetConfig",
@@ -54,6 +57,9 @@ __all__ = [
 ]
 
 CONFIG_ENV = "TOOLSCOUT_CONFIG"
+ResultFormat = Literal["result", "function_result", "function_args_result"]
+RESULT_FORMATS: tuple[ResultFormat, ...] = ("result", "function_result", "function_args_result")
+_DEFAULT_TOOL_CACHE_TTL = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -66,7 +72,12 @@ class _Strict(BaseModel):
 
 
 class ClientConfig(_Strict):
-    """An LLM API client (casual-mcp ``clients.<name>``)."""
+    """An LLM API client (casual-mcp ``clients.<name>``).
+
+    toolscout's ``api`` picks the OpenAI API a ``provider: openai`` client speaks:
+    ``chat_completions`` (default; also every OpenAI-compatible server) or ``responses`` (the
+    Responses API, needed for OpenAI's native tool search). Other providers reject ``responses``.
+    """
 
     provider: Literal["openai", "anthropic", "ollama"]
     base_url: str | None = None
@@ -75,6 +86,17 @@ class ClientConfig(_Strict):
     timeout: float = Field(default=60.0, gt=0)
     # toolscout: retries of provider 429/5xx before giving up (exponential backoff).
     max_retries: int = Field(default=2, ge=0, le=10)
+    # toolscout: which OpenAI API (provider openai only).
+    api: Literal["chat_completions", "responses"] = "chat_completions"
+
+    @model_validator(mode="after")
+    def _responses_only_for_openai(self) -> ClientConfig:
+        if self.api == "responses" and self.provider != "openai":
+            raise ValueError(
+                f"api 'responses' is only for provider 'openai', not {self.provider!r} "
+                "(Ollama and other OpenAI-compatible servers speak chat_completions)"
+            )
+        return self
 
 
 class ModelConfig(_Strict):
@@ -89,6 +111,23 @@ class ModelConfig(_Strict):
     # toolscout: the model accepts images. OpenAI-compatible tool messages carry text only, so image
     # results of tools then follow as a user message; Anthropic always receives them in the result.
     vision: bool = False
+    # toolscout: how discovered tools reach the model. ``append``: added to ``tools`` in a stable
+    # order (works everywhere). ``native``: every tool of the toolset is declared on every request,
+    # deferred ones with ``defer_loading: true``, and searches answer with the provider's own
+    # mechanism (Anthropic ``tool_reference``; OpenAI Responses ``tool_search``), so ``tools`` never
+    # changes. ``auto``: native where the provider and model support it (the table in
+    # orchestrator_svc/providers/deferral.py, extended by
+    # ``toolscout.orchestrator.native_deferral_models``), else append.
+    deferral: Literal["auto", "native", "append"] = "auto"
+    # toolscout: mark the stable prefix (tools, system, the previous turn) with prompt-cache
+    # breakpoints where the provider wants explicit ones (Anthropic). OpenAI caches on its own.
+    prompt_cache: bool = True
+    # toolscout, native mode on Anthropic only: ``ours`` (our BM25 ``search_tools`` answering with
+    # tool_reference blocks) or ``provider`` (Anthropic's ``tool_search_tool_bm25_20251119``).
+    search: Literal["ours", "provider"] = "ours"
+    # toolscout: the model rejects any change to ``tools`` within a conversation (true/false);
+    # unset: decided by the same table (and ``toolscout.orchestrator.strict_tools_models``).
+    strict_tools: bool | None = None
 
 
 class _ServerCommon(_Strict):
@@ -100,6 +139,12 @@ class _ServerCommon(_Strict):
     max_concurrency: int = Field(default=16, ge=1, le=1024)
     # Tools of this (deferred) server that are always loaded (their MCP names).
     always_load: list[str] = Field(default_factory=list)
+    # Which pool shards run this server: "owner" = exactly one (the rendezvous-hash owner of the
+    # name, or ``shard`` when set); "all" = every shard (stateless servers, for throughput).
+    placement: Literal["owner", "all"] = "owner"
+    # Pin the server to this shard (0-based, below toolscout.pool.shards.count), e.g. so a stateful
+    # server never moves when the shard count changes.
+    shard: int | None = Field(default=None, ge=0)
 
 
 class StdioServerConfig(_ServerCommon):
@@ -190,6 +235,48 @@ class _ServiceSettings(_Strict):
     shutdown_grace: float = Field(default=10.0, ge=0)
 
 
+class ShardSettings(_Strict):
+    """How the pool is split into shards, and where each shard is reached.
+
+    ``count`` pool processes (1 = unsharded) each run only the servers placed on them (per-server
+    ``placement`` / ``shard``; see :mod:`mcp_pool_svc.placement`). A pool process learns its index
+    from ``--shard K/N`` or, in Kubernetes, from its StatefulSet pod name ``<statefulset>-<K>``.
+
+    Callers (discovery, the orchestrator, ``toolscout.client``'s sharded client) reach shard K at
+    ``addresses[K]`` when a list is given, else at ``address_pattern`` with ``{ordinal}`` replaced by
+    K, e.g. ``dns:///toolscout-pool-{ordinal}.toolscout-pool.toolscout.svc:50051`` for one pod of a
+    StatefulSet behind a headless Service (a ``dns:///`` name per ordinal, so each channel is pinned
+    to its shard rather than balanced across them). With neither, an unsharded pool is reached at
+    the callers' ``pool_target``.
+    """
+
+    count: int = Field(default=1, ge=1, le=1024)
+    addresses: list[str] = Field(default_factory=list)
+    address_pattern: str | None = None
+    # The StatefulSet whose pod names give a shard its index.
+    statefulset: str = Field(default="toolscout-pool", min_length=1)
+
+    @model_validator(mode="after")
+    def _addresses_match_count(self) -> ShardSettings:
+        if self.addresses and self.address_pattern:
+            raise ValueError("give either addresses or address_pattern, not both")
+        if self.addresses and len(self.addresses) != self.count:
+            raise ValueError(f"addresses lists {len(self.addresses)} shards but count is {self.count}")
+        if self.address_pattern is not None and "{ordinal}" not in self.address_pattern:
+            raise ValueError("address_pattern must contain {ordinal} (the shard index)")
+        return self
+
+    def address(self, ordinal: int) -> str | None:
+        """Where shard ``ordinal`` is reached, or None when only ``pool_target`` is configured."""
+        if not 0 <= ordinal < self.count:
+            raise ValueError(f"shard {ordinal} does not exist (count is {self.count})")
+        if self.addresses:
+            return self.addresses[ordinal]
+        if self.address_pattern is not None:
+            return self.address_pattern.replace("{ordinal}", str(ordinal))
+        return None
+
+
 class PoolSettings(_ServiceSettings):
     listen: str = "127.0.0.1:50051"
     metrics_port: int = Field(default=9101, ge=-1, le=65535)
@@ -210,20 +297,12 @@ class PoolSettings(_ServiceSettings):
     crash_loop_restarts: int = Field(default=5, ge=1)
     crash_loop_window: float = Field(default=60.0, gt=0)
     failed_retry_interval: float = Field(default=300.0, gt=0)
+    shards: ShardSettings = Field(default_factory=ShardSettings)
 
     @property
     def effective_tool_cache_ttl(self) -> float:
-        """The TTL in seconds; ``MCP_TOOL_CACHE_TTL`` <= 0 means "cache until list_changed"."""
-        if self.tool_cache_ttl is not None:
-            return self.tool_cache_ttl
-        raw = os.environ.get("MCP_TOOL_CACHE_TTL")
-        if raw is None or not raw.strip():
-            return 30.0
-        try:
-            value = float(raw)
-        except ValueError as err:
-            raise ConfigError(f"MCP_TOOL_CACHE_TTL: expected a number of seconds, got {raw!r}") from err
-        return max(value, 0.0)
+        """The TTL in seconds (``MCP_TOOL_CACHE_TTL`` was applied when the config loaded)."""
+        return self.tool_cache_ttl if self.tool_cache_ttl is not None else _DEFAULT_TOOL_CACHE_TTL
 
 
 class DiscoverySettings(_ServiceSettings):
@@ -243,13 +322,35 @@ class OrchestratorSettings(_ServiceSettings):
     pool_target: str = "127.0.0.1:50051"
     discovery_target: str = "127.0.0.1:50052"
     max_iterations: int = Field(default=50, ge=1, le=1000)
-    # casual-mcp's TOOL_RESULT_FORMAT; default from that env var, else "result".
-    tool_result_format: Literal["result", "function_result", "function_args_result"] | None = None
+    # casual-mcp's TOOL_RESULT_FORMAT environment variable wins over this when the config loads.
+    tool_result_format: ResultFormat | None = None
     # Tool result text longer than this is cut with a visible marker before reaching the LLM.
     max_tool_result_chars: int = Field(default=50_000, ge=256)
     default_system_prompt: str | None = None
     # Folder of Jinja2 system prompt templates (<name>.j2); relative to the config file.
     templates_dir: str = "prompt-templates"
+    # Regular expressions (searched in the model id, case-insensitive) of models that support
+    # native deferral beyond the built-in table: ``deferral: auto`` resolves to native for them
+    # on Anthropic and on OpenAI's Responses API (never on Chat Completions).
+    native_deferral_models: list[str] = Field(default_factory=list)
+    # Regular expressions of models that reject changes to ``tools`` mid-conversation, beyond
+    # the built-in table (e.g. every model, ``".*"``, for Anthropic accounts that enforce it).
+    strict_tools_models: list[str] = Field(default_factory=list)
+
+    @field_validator("native_deferral_models", "strict_tools_models")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {err}") from None
+        return patterns
+
+    @property
+    def result_format(self) -> ResultFormat:
+        """The format of tool results (``TOOL_RESULT_FORMAT`` was applied when the config loaded)."""
+        return self.tool_result_format or "result"
 
 
 class ToolscoutSettings(_Strict):
@@ -261,6 +362,29 @@ class ToolscoutSettings(_Strict):
 
 
 # --- the whole file ------------------------------------------------------------------------
+
+
+def _deferral_problems(name: str, model: ModelConfig, client: ClientConfig) -> list[str]:
+    """Deferral settings the model's client cannot honour."""
+    problems = []
+    native_capable = client.provider == "anthropic" or (
+        client.provider == "openai" and client.api == "responses"
+    )
+    if model.deferral == "native" and not native_capable:
+        problems.append(
+            f"models.{name}.deferral: 'native' needs a client with native tool search "
+            f"(provider 'anthropic', or provider 'openai' with api 'responses'); client "
+            f"{model.client!r} is provider {client.provider!r}"
+            + (f" with api {client.api!r}" if client.provider == "openai" else "")
+        )
+    if model.search == "provider" and client.provider != "anthropic":
+        problems.append(
+            f"models.{name}.search: 'provider' (Anthropic's own tool search) needs a provider "
+            f"'anthropic' client; client {model.client!r} is provider {client.provider!r}"
+        )
+    if model.search == "provider" and model.deferral == "append":
+        problems.append(f"models.{name}.search: 'provider' needs deferral 'native' or 'auto', not 'append'")
+    return problems
 
 
 def _server_kind(value: Any) -> str:
@@ -301,6 +425,8 @@ class ToolscoutConfig(BaseModel):
             if model.client not in self.clients:
                 known = ", ".join(sorted(self.clients)) or "none configured"
                 problems.append(f"models.{name}.client: unknown client {model.client!r} (clients: {known})")
+                continue
+            problems.extend(_deferral_problems(name, model, self.clients[model.client]))
         for ts_name, toolset in self.tool_sets.items():
             for server in toolset.servers:
                 if server not in self.servers:
@@ -308,6 +434,24 @@ class ToolscoutConfig(BaseModel):
                     problems.append(
                         f"tool_sets.{ts_name}.servers.{server}: unknown server {server!r} (servers: {known})"
                     )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> ToolscoutConfig:
+        count = self.toolscout.pool.shards.count
+        problems: list[str] = []
+        for name, server in self.servers.items():
+            if server.shard is None:
+                continue
+            if server.placement == "all":
+                problems.append(f"servers.{name}.shard: a server with placement 'all' cannot be pinned")
+            elif server.shard >= count:
+                problems.append(
+                    f"servers.{name}.shard: shard {server.shard} does not exist "
+                    f"(toolscout.pool.shards.count is {count}: shards 0-{count - 1})"
+                )
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -391,9 +535,44 @@ def parse_config(
         raise ConfigError("\n".join(f"{source}: {m}" for m in missing))
     expanded["base_dir"] = base_dir or Path.cwd()
     try:
-        return ToolscoutConfig.model_validate(expanded)
+        config = ToolscoutConfig.model_validate(expanded)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(source, err)) from None
+    return _apply_environment(config, os.environ if env is None else env)
+
+
+def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> ToolscoutConfig:
+    """casual-mcp's environment variables, resolved once here rather than on every use.
+
+    ``MCP_TOOL_CACHE_TTL`` applies when the file sets no ``pool.tool_cache_ttl`` (<= 0 means "cache
+    until list_changed"); ``TOOL_RESULT_FORMAT`` wins over ``orchestrator.tool_result_format``.
+
+    Raises:
+        ConfigError: a variable holds a value that is not valid.
+    """
+    settings = config.toolscout
+    ttl = settings.pool.tool_cache_ttl
+    raw_ttl = env.get("MCP_TOOL_CACHE_TTL", "").strip()
+    if ttl is None and raw_ttl:
+        try:
+            ttl = max(float(raw_ttl), 0.0)
+        except ValueError:
+            raise ConfigError(f"MCP_TOOL_CACHE_TTL: expected a number of seconds, got {raw_ttl!r}") from None
+    fmt = settings.orchestrator.tool_result_format
+    raw_fmt = env.get("TOOL_RESULT_FORMAT", "").strip()
+    if raw_fmt:
+        if raw_fmt not in RESULT_FORMATS:
+            raise ConfigError(
+                f"TOOL_RESULT_FORMAT: expected one of {', '.join(RESULT_FORMATS)}, got {raw_fmt!r}"
+            )
+        fmt = raw_fmt
+    pool = settings.pool.model_copy(
+        update={"tool_cache_ttl": ttl if ttl is not None else _DEFAULT_TOOL_CACHE_TTL}
+    )
+    orchestrator = settings.orchestrator.model_copy(update={"tool_result_format": fmt or "result"})
+    return config.model_copy(
+        update={"toolscout": settings.model_copy(update={"pool": pool, "orchestrator": orchestrator})}
+    )
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> ToolscoutConfig:

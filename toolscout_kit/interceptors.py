@@ -18,7 +18,7 @@ import grpc
 
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import bind_request_context, clear_request_context, get_logger, redact
-from toolscout_kit.metrics import GRPC_HANDLED, GRPC_HANDLING_SECONDS
+from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import GENERIC_INTERNAL_MESSAGE, status_for
 
 __all__ = ["OPEN_METHOD_PREFIXES", "AuthInterceptor", "ErrorInterceptor", "ObservabilityInterceptor"]
@@ -96,6 +96,10 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
 class ObservabilityInterceptor(_WrappingInterceptor):
     """Binds request id + method to the log context and records the gRPC server metrics."""
 
+    def __init__(self, metrics: GrpcServerMetrics) -> None:
+        super().__init__()
+        self._metrics = metrics
+
     def _around(self, behavior: Behavior, method: str) -> Behavior:
         service, name = _split(method)
 
@@ -110,8 +114,8 @@ class ObservabilityInterceptor(_WrappingInterceptor):
 
         def finish(context: grpc.aio.ServicerContext, started: float, code: grpc.StatusCode) -> None:
             elapsed = time.perf_counter() - started
-            GRPC_HANDLED.labels(service, name, code.name).inc()
-            GRPC_HANDLING_SECONDS.labels(service, name).observe(elapsed)
+            self._metrics.handled.labels(service, name, code.name).inc()
+            self._metrics.handling_seconds.labels(service, name).observe(elapsed)
             if not method.startswith(OPEN_METHOD_PREFIXES):
                 # Successful RPCs are counted in metrics; a log line each would cost more than the
                 # RPC itself on hot paths (search, calls), so they are DEBUG. Failures are INFO.

@@ -57,7 +57,9 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        # No file given: each line goes to whatever sys.stdout is at that moment, so replacing it
+        # (test capture, a redirect) never leaves the logger writing to a closed stream.
+        logger_factory=structlog.PrintLoggerFactory(),
         cache_logger_on_first_use=False,
     )
     if not _configured:

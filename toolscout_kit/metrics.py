@@ -1,7 +1,9 @@
-"""Prometheus metrics shared by every server: the gRPC server metrics and the scrape endpoint.
+"""Prometheus plumbing shared by every server: one registry per service, the gRPC server metrics and
+the scrape endpoint.
 
-Service-specific metrics live in each service's own ``metrics.py``; all of them register in the
-default registry, which the endpoint started here serves.
+Each service builds its registry with :func:`new_registry` in its ``server.py``, hands it to its own
+metrics class and to :func:`toolscout_kit.server.start_server`, which serves exactly that registry.
+Services sharing a process (``toolscout up``) therefore never report each other's figures.
 """
 
 from __future__ import annotations
@@ -9,21 +11,63 @@ from __future__ import annotations
 import threading
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import Counter, Histogram, start_http_server
-
-__all__ = ["GRPC_HANDLED", "GRPC_HANDLING_SECONDS", "MetricsEndpoint", "start_metrics_endpoint"]
-
-GRPC_HANDLED = Counter(
-    "grpc_server_handled",
-    "RPCs completed on the server, by status code.",
-    ["grpc_service", "grpc_method", "grpc_code"],
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
 )
-GRPC_HANDLING_SECONDS = Histogram(
-    "grpc_server_handling_seconds",
-    "Time to handle an RPC on the server (for streams: until the stream ends).",
-    ["grpc_service", "grpc_method"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-)
+
+__all__ = ["GrpcServerMetrics", "MetricsEndpoint", "new_registry", "start_metrics_endpoint"]
+
+
+def new_registry() -> CollectorRegistry:
+    """An empty registry with the standard process, platform and GC collectors."""
+    registry = CollectorRegistry(auto_describe=True)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+class GrpcServerMetrics:
+    """``grpc_server_handled_total`` and ``grpc_server_handling_seconds`` (names dashboards use)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.handled = Counter(
+            "grpc_server_handled",
+            "RPCs completed on the server, by status code.",
+            ["grpc_service", "grpc_method", "grpc_code"],
+            registry=registry,
+        )
+        self.handling_seconds = Histogram(
+            "grpc_server_handling_seconds",
+            "Time to handle an RPC on the server (for streams: until the stream ends).",
+            ["grpc_service", "grpc_method"],
+            buckets=(
+                0.0005,
+                0.001,
+                0.0025,
+                0.005,
+                0.01,
+                0.025,
+                0.05,
+                0.1,
+                0.25,
+                0.5,
+                1,
+                2.5,
+                5,
+                10,
+                30,
+                60,
+                120,
+            ),
+            registry=registry,
+        )
 
 
 class MetricsEndpoint:
@@ -40,7 +84,7 @@ class MetricsEndpoint:
         self._thread.join(timeout=5)
 
 
-def start_metrics_endpoint(host: str, port: int) -> MetricsEndpoint:
-    """Serves the default registry on ``host:port`` (0 = a free port) in a daemon thread."""
-    server, thread = start_http_server(port, addr=host)
+def start_metrics_endpoint(host: str, port: int, registry: CollectorRegistry) -> MetricsEndpoint:
+    """Serves ``registry`` on ``host:port`` (0 = a free port) in a daemon thread."""
+    server, thread = start_http_server(port, addr=host, registry=registry)
     return MetricsEndpoint(server, thread)

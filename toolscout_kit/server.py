@@ -17,12 +17,13 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
 
 from toolscout_kit.config import SecuritySettings
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.interceptors import AuthInterceptor, ErrorInterceptor, ObservabilityInterceptor
 from toolscout_kit.logging import get_logger
-from toolscout_kit.metrics import MetricsEndpoint, start_metrics_endpoint
+from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry, start_metrics_endpoint
 
 __all__ = ["RunningServer", "ServiceBinding", "serve_until_signal", "start_server"]
 
@@ -69,8 +70,11 @@ class RunningServer:
         metrics: MetricsEndpoint | None,
         shutdown_grace: float,
         service_names: Sequence[str],
+        registry: CollectorRegistry,
     ) -> None:
         self._server = server
+        # What this server's metrics endpoint serves (tests read figures from it).
+        self.registry = registry
         self.health = health_servicer
         self.port = port
         self.metrics_port: int | None = metrics.port if metrics else None
@@ -132,18 +136,22 @@ async def start_server(
     settings: _ServiceSettings,
     security: SecuritySettings,
     *,
+    registry: CollectorRegistry | None = None,
     listen: str | None = None,
     metrics_port: int | None = None,
 ) -> RunningServer:
     """Starts a server hosting ``bindings`` plus health and reflection.
 
-    ``listen`` / ``metrics_port`` override the settings (tests pass ``127.0.0.1:0`` and 0).
-    Every service starts SERVING; call ``set_status`` to report otherwise.
+    ``registry`` is the service's own (from :func:`new_registry`, with its metrics already
+    registered); the gRPC server metrics join it and the metrics endpoint serves it. ``listen`` /
+    ``metrics_port`` override the settings (tests pass ``127.0.0.1:0`` and 0). Every service starts
+    SERVING; call ``set_status`` to report otherwise.
 
     Raises:
         ConfigError: the address cannot be bound or TLS files cannot be read.
     """
-    interceptors: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor()]
+    registry = registry if registry is not None else new_registry()
+    interceptors: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor(GrpcServerMetrics(registry))]
     token = os.environ.get(security.auth_token_env, "")
     if token:
         interceptors.append(AuthInterceptor(token))
@@ -171,14 +179,14 @@ async def start_server(
     metrics = None
     if wanted_metrics >= 0:
         try:
-            metrics = start_metrics_endpoint(settings.metrics_host, wanted_metrics)
+            metrics = start_metrics_endpoint(settings.metrics_host, wanted_metrics, registry)
         except OSError as err:
             await server.stop(0)
             raise ConfigError(
                 f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
             ) from None
 
-    running = RunningServer(server, health_servicer, port, metrics, settings.shutdown_grace, names)
+    running = RunningServer(server, health_servicer, port, metrics, settings.shutdown_grace, names, registry)
     await running.set_status("", True)
     for name in names:
         await running.set_status(name, True)

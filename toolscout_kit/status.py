@@ -1,12 +1,16 @@
 """The one table between domain errors and gRPC status codes, in both directions.
 
-Servers use :func:`status_for` (through the error interceptor); code that calls another toolscout
-service uses :func:`error_from_rpc` at its seam so that domain code only ever sees domain errors.
+Servers use :func:`status_for` (through the error interceptor). A service calling another one does
+so through the client library ``toolscout.client`` and turns its errors into domain errors with
+:func:`error_from_client`, at one seam, so that domain code only ever sees domain errors.
 """
 
 from __future__ import annotations
 
+import re
+
 import grpc
+from toolscout.client import ToolscoutClientError
 
 from toolscout_kit.errors import (
     CancelledError,
@@ -21,7 +25,7 @@ from toolscout_kit.errors import (
     UnavailableError,
 )
 
-__all__ = ["GENERIC_INTERNAL_MESSAGE", "STATUS_BY_CATEGORY", "error_from_rpc", "status_for"]
+__all__ = ["GENERIC_INTERNAL_MESSAGE", "STATUS_BY_CATEGORY", "error_from_client", "status_for"]
 
 GENERIC_INTERNAL_MESSAGE = "internal error; see the server logs for details"
 
@@ -58,14 +62,24 @@ def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
     return None
 
 
-def error_from_rpc(err: grpc.RpcError, what: str) -> ToolscoutError:
-    """Translates an RPC error from another toolscout service into a domain error.
+# What gRPC itself writes when it cannot reach a peer: addresses and transport internals, which
+# must never reach a caller (or an LLM) as the reason.
+_TRANSPORT_DETAIL = re.compile(
+    r"failed to connect|\b(?:ipv4|ipv6|unix|dns):|connections to all backends", re.I
+)
+
+
+def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
+    """Translates a client-library error from another toolscout service into a domain error.
 
     ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT and NOT_FOUND keep
-    the peer's message as is, because it is written for the caller (often for the LLM).
+    the peer's message as is, because it is written for the caller (often for the LLM). A peer that
+    cannot be reached is reported without the channel's addresses.
     """
-    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
-    details = (err.details() if hasattr(err, "details") else None) or ""
+    code = err.code if isinstance(err.code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
+    details = err.message or ""
+    if _TRANSPORT_DETAIL.search(details):
+        details = "not reachable"
     category = _ERROR_BY_STATUS.get(code)
     if category is None:
         return UnavailableError(f"{what} failed: {code.name.lower()}: {details}".rstrip(": "))

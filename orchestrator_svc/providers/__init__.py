@@ -1,4 +1,5 @@
-"""LLM provider adapters (OpenAI-compatible and Anthropic) behind one interface.
+"""LLM provider adapters (OpenAI Chat Completions and compatibles, OpenAI Responses, Anthropic)
+behind one interface.
 
 The SDK-backed adapters are imported on first use: importing ``anthropic`` alone costs seconds of
 CPU, which every ``toolscout`` command and service start would otherwise pay.
@@ -14,12 +15,14 @@ from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel, bu
 if TYPE_CHECKING:
     from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
     from orchestrator_svc.providers.openai_provider import OpenAIProvider
+    from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider
 
 __all__ = [
     "AnthropicProvider",
     "LLMProvider",
     "ModelRegistry",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "ResolvedModel",
     "SdkProvider",
     "build_provider",
@@ -35,4 +38,8 @@ def __getattr__(name: str) -> Any:
         from orchestrator_svc.providers.openai_provider import OpenAIProvider
 
         return OpenAIProvider
+    if name == "OpenAIResponsesProvider":
+        from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider
     raise AttributeError(name)

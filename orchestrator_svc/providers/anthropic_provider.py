@@ -1,15 +1,20 @@
-"""Anthropic Messages through the official SDK."""
+"""Anthropic Messages through the official SDK (request bodies: :mod:`.anthropic_wire`)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 import anthropic
 from anthropic import AsyncAnthropic
 
-from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolCall, ToolDef, Usage
+from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, NativeItem, ToolCall, Usage
+from orchestrator_svc.providers.anthropic_wire import (
+    DEFAULT_MAX_TOKENS,
+    anthropic_body,
+    anthropic_messages,
+    anthropic_tools,
+)
 from orchestrator_svc.providers.base import (
     Failure,
     SdkProvider,
@@ -18,107 +23,73 @@ from orchestrator_svc.providers.base import (
     clean_reason,
     parse_retry_after,
 )
+from orchestrator_svc.providers.deferral import NativeDeferralLimitError, native_limit_problem
 from orchestrator_svc.reasoning import split_reasoning
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "anthropic_messages", "anthropic_tools"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "AnthropicProvider",
+    "anthropic_messages",
+    "anthropic_tools",
+    "anthropic_usage",
+]
 
-# The Messages API requires max_tokens; used when the model config sets none.
-DEFAULT_MAX_TOKENS = 4096
-_IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
-
-
-def anthropic_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
-    out = []
-    for t in tools:
-        schema = (
-            t.input_schema if t.input_schema.get("type") == "object" else {"type": "object", "properties": {}}
-        )
-        out.append({"name": t.llm_name, "description": t.description, "input_schema": schema})
-    return out
+# Output blocks the neutral Message cannot express: when one is present the whole output is
+# kept as native items and sent back verbatim.
+_SERVER_BLOCKS = {"server_tool_use", "tool_search_tool_result"}
 
 
-def _arguments(raw: str) -> dict[str, Any]:
-    # The history may hold malformed arguments the model produced; the API needs an object.
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _tool_result(m: Message) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": m.content or "(empty result)"}]
-    for a in m.attachments:
-        if a.type == "image" and a.mime_type in _IMAGE_TYPES:
-            source = {"type": "base64", "media_type": a.mime_type, "data": base64.b64encode(a.data).decode()}
-            content.append({"type": "image", "source": source})
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": content}
-    if m.is_error:
-        block["is_error"] = True
-    return block
-
-
-def anthropic_messages(system: str, messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
-    """(system, messages): system messages of the history join the system prompt, tool results
-    become user turns, and consecutive turns of one role are merged (the API wants alternation)."""
-    systems = [system] if system else []
-    out: list[dict[str, Any]] = []
-
-    def push(role: str, blocks: list[dict[str, Any]]) -> None:
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
-    for m in messages:
-        if m.role == "system":
-            systems.append(m.content)
-        elif m.role == "user":
-            push("user", [{"type": "text", "text": m.content}])
-        elif m.role == "tool":
-            push("user", [_tool_result(m)])
-        else:
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
-            blocks += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments_json)}
-                for c in m.tool_calls
-            ]
-            push("assistant", blocks or [{"type": "text", "text": "(no content)"}])
-    return "\n\n".join(s for s in systems if s), out
-
-
-def _usage(raw: Any) -> Usage:
+def anthropic_usage(raw: Any) -> Usage:
+    """Usage with Anthropic's three input counts (uncached, cache read, cache written) added up."""
     if raw is None:
         return Usage()
-    return Usage(
-        getattr(raw, "input_tokens", 0) or 0,
-        getattr(raw, "output_tokens", 0) or 0,
-        getattr(raw, "cache_read_input_tokens", 0) or 0,
-    )
+    uncached = getattr(raw, "input_tokens", 0) or 0
+    read = getattr(raw, "cache_read_input_tokens", 0) or 0
+    written = getattr(raw, "cache_creation_input_tokens", 0) or 0
+    return Usage(uncached + read + written, getattr(raw, "output_tokens", 0) or 0, read, written)
+
+
+def _loaded_by_server_search(blocks: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for b in blocks:
+        if b.get("type") == "tool_search_tool_result":
+            content = b.get("content") or {}
+            names += [r["tool_name"] for r in content.get("tool_references") or [] if "tool_name" in r]
+    return list(dict.fromkeys(names))
+
+
+def _result(
+    text: str, reasoning: list[str], calls: list[ToolCall], usage: Usage, blocks: list[dict[str, Any]]
+) -> LLMResult:
+    answer, tagged = split_reasoning(text)
+    result = LLMResult(answer, "\n".join(r for r in [*reasoning, tagged] if r), calls, usage)
+    if any(b.get("type") in _SERVER_BLOCKS for b in blocks):
+        result.native_items = [NativeItem("anthropic", b) for b in blocks]
+        result.loaded_tools = _loaded_by_server_search(blocks)
+    return result
 
 
 class AnthropicProvider(SdkProvider):
     provider = "anthropic"
+    tools_fallback = False
 
     def __init__(self, client: AsyncAnthropic, **kw: Any) -> None:
         super().__init__(**kw)
         self._client = client
 
     def _params(self, request: LLMRequest, tools: bool) -> dict[str, Any]:
-        system, messages = anthropic_messages(request.system, request.messages)
-        params: dict[str, Any] = {
-            "model": request.model,
-            "messages": messages,
-            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-        }
-        if system:
-            params["system"] = system
-        if tools and request.tools:
+        body = anthropic_body(request, tools=tools)
+        if request.deferral == "native" and tools:
+            problem = native_limit_problem(request, "messages", body=body)
+            if problem is not None:
+                raise NativeDeferralLimitError(
+                    f"provider {self.client_name!r}: native deferral limit: {problem.detail}"
+                )
+        params = {k: v for k, v in body.items() if k != "tools"}
+        if "tools" in body:
             # Tool definitions are already wire-format JSON: sent as extra_body, they skip the SDK's
             # recursive TypedDict transform, which costs milliseconds per call on large schemas.
-            params["extra_body"] = {"tools": anthropic_tools(request.tools)}
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+            params["extra_body"] = {"tools": body["tools"]}
         return params
 
     async def _call_once(
@@ -138,20 +109,22 @@ class AnthropicProvider(SdkProvider):
                 reasoning.append(block.thinking)
             elif block.type == "tool_use":
                 calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
-        answer, tagged = split_reasoning("".join(text))
-        return LLMResult(
-            answer, "\n".join(r for r in [*reasoning, tagged] if r), calls, _usage(response.usage)
-        )
+            # server_tool_use / tool_search_tool_result: Anthropic ran the search; kept below.
+        blocks = [b.model_dump(mode="json", exclude_none=True) for b in response.content]
+        return _result("".join(text), reasoning, calls, anthropic_usage(response.usage), blocks)
 
     async def _stream(self, params: dict[str, Any], sink: DeltaSink, time_limit: float) -> LLMResult:
         events = await self._client.messages.create(**params, stream=True, timeout=time_limit)
         reply = StreamCollector(sink)
+        blocks = _BlockRecorder()
         async with events:
             async for event in events:
                 if event.type == "message_start":
-                    reply.usage = _usage(event.message.usage)
-                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                    reply.call(event.index)[:2] = [event.content_block.id, event.content_block.name]
+                    reply.usage = anthropic_usage(event.message.usage)
+                elif event.type == "content_block_start":
+                    blocks.start(event.index, event.content_block.model_dump(mode="json", exclude_none=True))
+                    if event.content_block.type == "tool_use":
+                        reply.call(event.index)[:2] = [event.content_block.id, event.content_block.name]
                 elif event.type == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
@@ -160,9 +133,17 @@ class AnthropicProvider(SdkProvider):
                         await reply.reasoning(delta.thinking)
                     elif delta.type == "input_json_delta" and event.index in reply.calls:
                         reply.calls[event.index][2] += delta.partial_json
+                    blocks.delta(event.index, delta.model_dump(mode="json"))
+                elif event.type == "content_block_stop":
+                    blocks.stop(event.index)
                 elif event.type == "message_delta" and event.usage is not None:
                     reply.usage.output_tokens = event.usage.output_tokens or reply.usage.output_tokens
-            return await reply.finish(empty_arguments="{}")
+            streamed = await reply.finish(empty_arguments="{}")
+        ordered = blocks.ordered()
+        if any(b.get("type") in _SERVER_BLOCKS for b in ordered):
+            streamed.native_items = [NativeItem("anthropic", b) for b in ordered]
+            streamed.loaded_tools = _loaded_by_server_search(ordered)
+        return streamed
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -182,3 +163,42 @@ class AnthropicProvider(SdkProvider):
         if isinstance(exc, anthropic.AnthropicError):
             return Failure("unavailable", clean_reason(str(exc)))
         return None
+
+
+class _BlockRecorder:
+    """Rebuilds the streamed content blocks as the API would have returned them whole, so they
+    can be sent back verbatim (text, thinking with its signature, tool inputs, server blocks)."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, str] = {}
+
+    def start(self, index: int, block: dict[str, Any]) -> None:
+        self._blocks[index] = block
+
+    def delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self._blocks.setdefault(index, {})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+        elif kind == "signature_delta":
+            block["signature"] = delta["signature"]
+        elif kind == "input_json_delta":
+            self._json[index] = self._json.get(index, "") + delta["partial_json"]
+
+    def stop(self, index: int) -> None:
+        if index in self._json:
+            self._blocks[index]["input"] = _object(self._json.pop(index))
+
+    def ordered(self) -> list[dict[str, Any]]:
+        return [self._blocks[i] for i in sorted(self._blocks)]
+
+
+def _object(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -98,6 +98,10 @@ class SdkProvider(ABC):
     """Retry, backoff and fallback around one SDK call."""
 
     provider: str
+    # Retry once without tools when the provider rejects them (local models without tool
+    # support). Off for providers whose every model takes tools: there a 400 about tools is a
+    # request the retry would only hide (e.g. a strict model refusing a changed tool list).
+    tools_fallback = True
 
     def __init__(
         self,
@@ -158,6 +162,12 @@ class SdkProvider(ABC):
                     raise
                 if failure.kind == "timeout" and remaining is not None and limit >= remaining:
                     failure = Failure("timeout", "deadline exceeded waiting for the provider")
+                if failure.kind == "tools_rejected" and (
+                    request.deferral == "native" or not self.tools_fallback
+                ):
+                    # Native deferral uses tools the provider documents (defer_loading, tool
+                    # search): a 400 about them is our bug or a limit, never a model without tools.
+                    failure = Failure("bad_request", failure.reason, failure.status)
                 if on_error is not None:
                     on_error(failure.kind)
                 _log.warning(

@@ -9,7 +9,6 @@ import openai
 from openai import AsyncOpenAI
 
 from orchestrator_svc.messages import (
-    Attachment,
     DeltaSink,
     LLMRequest,
     LLMResult,
@@ -26,6 +25,7 @@ from orchestrator_svc.providers.base import (
     clean_reason,
     parse_retry_after,
 )
+from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
 from orchestrator_svc.reasoning import split_reasoning
 
 __all__ = ["OpenAIProvider", "openai_messages", "openai_tools"]
@@ -44,29 +44,11 @@ def openai_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
     ]
 
 
-def _shown_as_image(attachment: Attachment, vision: bool) -> bool:
-    return vision and attachment.type == "image" and bool(attachment.data)
-
-
-def _tool_content(message: Message, vision: bool) -> str:
-    # Chat Completions tool messages carry text only; say where each attachment went rather than
-    # drop it silently (images reach vision models in the user message that follows).
-    notes = [
-        f"[image attachment ({a.mime_type or 'unknown type'}) follows in the next message]"
-        if _shown_as_image(a, vision)
-        else f"[{a.type} attachment ({a.mime_type or 'unknown type'}, {len(a.data)} bytes) not shown: "
-        "this model takes text tool results only]"
-        for a in message.attachments
-        if a.type in ("image", "audio")
-    ]
-    return "\n".join([message.content, *notes]) if notes else message.content
-
-
 def _image_message(tool_messages: list[Message]) -> dict[str, Any] | None:
     """A user message carrying the images of a run of tool results, for vision models."""
     parts: list[dict[str, Any]] = []
     for m in tool_messages:
-        images = [a for a in m.attachments if _shown_as_image(a, True)]
+        images = [a for a in m.attachments if shown_as_image(a, True)]
         if images:
             parts.append(
                 {"type": "text", "text": f"Images returned by {m.name or 'a tool'} ({m.tool_call_id}):"}
@@ -99,7 +81,9 @@ def openai_messages(system: str, messages: list[Message], *, vision: bool = Fals
                 ]
             out.append(entry)
         elif m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": _tool_content(m, vision)})
+            out.append(
+                {"role": "tool", "tool_call_id": m.tool_call_id, "content": tool_result_text(m, vision)}
+            )
             pending.append(m)
             run_ends = i + 1 == len(messages) or messages[i + 1].role != "tool"
             if run_ends and vision:

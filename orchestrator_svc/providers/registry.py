@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator_svc.errors import ProviderAuthError, UnknownModelError
+from orchestrator_svc.messages import DeferralMode
 from orchestrator_svc.providers.base import LLMProvider
+from orchestrator_svc.providers.deferral import ProviderApi, api_of, resolve_for_model
 from toolscout_kit.config import ClientConfig, ModelConfig, ToolscoutConfig
 
 __all__ = ["OLLAMA_DEFAULT_BASE_URL", "ModelRegistry", "ResolvedModel", "build_provider"]
@@ -24,6 +26,11 @@ class ResolvedModel:
     client_name: str
     client: ClientConfig
     provider: LLMProvider
+    # The wire API (messages, chat_completions, responses), the deferral mode ``auto`` resolved
+    # to (see providers/deferral.py), and whether the model rejects changes to ``tools``.
+    api: ProviderApi = "chat_completions"
+    deferral: DeferralMode = "append"
+    strict_tools: bool = False
 
 
 def _api_key(client_name: str, client: ClientConfig, env_var: str, required: bool) -> str:
@@ -67,6 +74,18 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
     from openai import AsyncOpenAI
 
     from orchestrator_svc.providers.openai_provider import OpenAIProvider
+
+    if client.provider == "openai" and client.api == "responses":
+        from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider
+
+        key = _api_key(client_name, client, "OPENAI_API_KEY", required=client.base_url is None)
+        sdk_client = AsyncOpenAI(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
+        return OpenAIResponsesProvider(
+            sdk_client,
+            client_name=client_name,
+            max_retries=client.max_retries,
+            request_timeout=client.timeout,
+        )
 
     if client.provider == "ollama":
         key = _api_key(client_name, client, "OPENAI_API_KEY", required=False)
@@ -116,7 +135,8 @@ class ModelRegistry:
         provider = self._providers.get(model.client)
         if provider is None:
             provider = self._providers[model.client] = self._factory(model.client, client)
-        return ResolvedModel(name, model, model.client, client, provider)
+        deferral, strict = resolve_for_model(model, client, self._config.toolscout.orchestrator)
+        return ResolvedModel(name, model, model.client, client, provider, api_of(client), deferral, strict)
 
     async def aclose(self) -> None:
         """Closes every provider client built so far."""

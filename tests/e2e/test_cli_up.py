@@ -158,3 +158,35 @@ def test_up_with_a_model_template_that_does_not_load_exits_2_before_starting_any
     )
     assert "Traceback" not in done.stderr
     assert _marked(marker) == set()  # no MCP server was started
+
+
+def test_up_applies_the_configured_blip_grace(tmp_path: Path) -> None:
+    from toolscout.client import PoolClient, ToolscoutClientError
+
+    from tests.support.mcp_servers import misbehaving_config
+
+    path = stack_config(tmp_path / "config.json", extra_servers={"flaky": misbehaving_config()})
+    config = json.loads(path.read_text())
+    # No grace at all: a crash marks the server's tools unavailable at once. With the default
+    # (2 s) a restart in well under a second would leave the catalog untouched.
+    config["toolscout"]["pool"]["blip_grace"] = 0
+    path.write_text(json.dumps(config))
+    up = UpProcess(path)
+    try:
+        endpoints = up.wait_ready()
+        up.server_states({"flaky"})
+        with PoolClient.connect(endpoints["pool"]) as pool:
+            before = pool.list_tools(["flaky"])
+            assert before.tools
+            assert all(t.available for t in before.tools)
+            with pytest.raises(ToolscoutClientError):
+                pool.call_tool("crash", server="flaky")
+            marked_unavailable = False
+            for snapshot in pool.watch_catalog(before.catalog_version, deadline=20):
+                flaky = [t for t in snapshot.tools if t.server == "flaky"]
+                if flaky and not any(t.available for t in flaky):
+                    marked_unavailable = True
+                    break
+    finally:
+        up.stop(signal.SIGINT)
+    assert marked_unavailable

@@ -14,7 +14,6 @@ import grpc
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import REGISTRY
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
@@ -130,13 +129,13 @@ def forecast_call(city: str = "Berlin") -> ScriptedCall:
     return ScriptedCall("weather__get_forecast", {"location": {"city": city}, "days": 2})
 
 
-def _calls_cancelled() -> float:
+def _calls_cancelled(pool: RunningServer) -> float:
     labels = {
         "grpc_service": "toolscout.mcp_pool.v1.McpPool",
         "grpc_method": "CallTool",
         "grpc_code": "CANCELLED",
     }
-    return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
+    return pool.registry.get_sample_value("grpc_server_handled_total", labels) or 0.0
 
 
 async def _until(predicate: Any) -> None:
@@ -297,13 +296,13 @@ async def test_tools_rejected_falls_back_to_no_tools_and_says_so(stack: Stack, f
 
 async def test_cancel_during_a_slow_tool_cancels_the_pool_call(stack: Stack, fake: FakeProvider) -> None:
     fake.script(Reply.calls(ScriptedCall("text__wait", {"seconds": 30})))
-    before = _calls_cancelled()
+    before = _calls_cancelled(stack.servers[0])
     call = stack.stub.StreamChat(chat("wait"), timeout=WAIT)
     async for event in call:
         if event.WhichOneof("event") == "tool_call_started":
             break
     call.cancel()
-    await _until(lambda: _calls_cancelled() > before)
+    await _until(lambda: _calls_cancelled(stack.servers[0]) > before)
     assert len(fake.requests) == 1
 
 
@@ -452,3 +451,56 @@ async def test_api_keys_never_reach_responses_or_errors(stack: Stack, fake: Fake
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "sk-e2e-0123456789abc" not in (info.value.details() or "")
     assert json.dumps(fake.requests[0].body).find("sk-e2e") == -1
+
+
+def _discovery_rpcs(stack: Stack) -> int:
+    """PlanTools + SearchTools calls discovery has answered so far (its own metrics)."""
+    registry = stack.servers[1].registry
+    total = 0.0
+    for method in ("PlanTools", "SearchTools", "GetManifest"):
+        for code in ("OK", "NOT_FOUND", "INVALID_ARGUMENT", "UNAVAILABLE"):
+            labels = {"grpc_service": DISCOVERY_SERVICE, "grpc_method": method, "grpc_code": code}
+            total += registry.get_sample_value("grpc_server_handled_total", labels) or 0.0
+    return int(total)
+
+
+async def test_one_discovery_round_trip_per_search_and_one_per_later_turn(
+    stack: Stack, fake: FakeProvider
+) -> None:
+    # Turn 1: plan, one search (which answers with the next plan), one call, the answer.
+    fake.script(
+        Reply.calls(ScriptedCall("search_tools", {"query": "weather forecast"})),
+        Reply.calls(forecast_call()),
+        Reply.answer("Berlin looks fine."),
+    )
+    before = _discovery_rpcs(stack)
+    first = await stack.stub.Chat(chat("weather in Berlin?"), timeout=WAIT)
+    turn_one = _discovery_rpcs(stack) - before
+    assert first.stop_reason == pb.STOP_REASON_COMPLETED
+    search_result = next(m for m in first.messages if m.role == "tool" and m.name == "search_tools")
+    assert "weather__get_forecast" in search_result.loaded_tools.names
+
+    # Turn 2: the history and discovered_tools sent back, no tool use.
+    history = [pb.Message(role="user", content="weather in Berlin?"), *first.messages]
+    history.append(pb.Message(role="user", content="thanks"))
+    fake.script(Reply.answer("You're welcome."))
+    before = _discovery_rpcs(stack)
+    second = await stack.stub.Chat(
+        pb.ChatRequest(messages=history, model="gpt", discovered_tools=first.loaded_tools), timeout=WAIT
+    )
+    turn_two = _discovery_rpcs(stack) - before
+    assert list(second.loaded_tools) == list(first.loaded_tools)
+
+    # A turn whose history holds three earlier searches (recorded, so never replayed).
+    searches = [ScriptedCall("search_tools", {"query": q}) for q in ("weather forecast", "alerts", "reverse")]
+    fake.script(*(Reply.calls(s) for s in searches), Reply.answer("ok"))
+    third = await stack.stub.Chat(chat("find things"), timeout=WAIT)
+    history = [pb.Message(role="user", content="find things"), *third.messages]
+    history.append(pb.Message(role="user", content="and now?"))
+    fake.script(Reply.answer("done"))
+    before = _discovery_rpcs(stack)
+    fourth = await stack.stub.Chat(pb.ChatRequest(messages=history, model="gpt"), timeout=WAIT)
+    turn_with_three_searches = _discovery_rpcs(stack) - before
+    assert list(fourth.loaded_tools) == list(third.loaded_tools)
+
+    assert (turn_one, turn_two, turn_with_three_searches) == (2, 1, 1)

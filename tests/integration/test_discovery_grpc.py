@@ -10,13 +10,14 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from toolscout.client import AsyncPoolClient
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.catalog_follower import PoolCatalogFollower
 from discovery_svc.engine import DiscoveryEngine
-from discovery_svc.pool_client import PoolCatalogFollower
 from discovery_svc.server import SERVICE_NAME, build_server
 from discovery_svc.servicer import DiscoveryServicer
 from toolscout_kit.config import ToolscoutConfig, parse_config
@@ -233,7 +234,7 @@ async def test_get_manifest_over_grpc_stays_within_budget(discovery: Any) -> Non
 
 async def _follow(
     port: int,
-) -> tuple[DiscoveryEngine, asyncio.Queue[Catalog], asyncio.Task[None], grpc.aio.Channel]:
+) -> tuple[DiscoveryEngine, asyncio.Queue[Catalog], asyncio.Task[None], AsyncPoolClient]:
     service = DiscoveryEngine(make_config())
     seen: asyncio.Queue[Catalog] = asyncio.Queue()
 
@@ -241,16 +242,16 @@ async def _follow(
         service.set_catalog(catalog)
         seen.put_nowait(catalog)
 
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    follower = PoolCatalogFollower(channel, on_catalog, initial_backoff=0.05, max_backoff=0.2)
-    return service, seen, asyncio.create_task(follower.run()), channel
+    pool = AsyncPoolClient.connect(f"127.0.0.1:{port}")
+    follower = PoolCatalogFollower(pool, on_catalog, initial_backoff=0.05, max_backoff=0.2)
+    return service, seen, asyncio.create_task(follower.run()), pool
 
 
 async def test_catalog_changes_from_the_pool_rebuild_and_keep_discovered_tools(
     pool: tuple[FakePool, int],
 ) -> None:
     fake, port = pool
-    service, seen, task, channel = await _follow(port)
+    service, seen, task, pool_client = await _follow(port)
     try:
         assert (await asyncio.wait_for(seen.get(), WAIT)).version == "v1"
         running = await start_server(
@@ -280,12 +281,12 @@ async def test_catalog_changes_from_the_pool_rebuild_and_keep_discovered_tools(
         await running.stop(0)
     finally:
         task.cancel()
-        await channel.close()
+        await pool_client.close()
 
 
 async def test_follower_reconnects_when_the_pool_restarts() -> None:
     first_server, port = await start_pool(FakePool(list(TOOLS), "v1"))
-    service, seen, task, channel = await _follow(port)
+    service, seen, task, pool_client = await _follow(port)
     try:
         assert (await asyncio.wait_for(seen.get(), WAIT)).version == "v1"
         await first_server.stop(0)
@@ -300,4 +301,4 @@ async def test_follower_reconnects_when_the_pool_restarts() -> None:
             await second_server.stop(0)
     finally:
         task.cancel()
-        await channel.close()
+        await pool_client.close()

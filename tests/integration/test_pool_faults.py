@@ -39,12 +39,13 @@ async def make_pool() -> AsyncIterator[PoolFactory]:
                         "crash_loop_restarts": 3,
                         "failed_retry_interval": 300,
                         "ping_interval": 5,
+                        "blip_grace": 0.2,
                         **settings,
                     }
                 },
             }
         )
-        pool = McpPool(config, blip_grace=0.2)
+        pool = McpPool(config)
         pools.append(pool)
         await pool.start(wait=wait)
         return pool

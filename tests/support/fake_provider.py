@@ -1,10 +1,28 @@
-"""A local LLM provider speaking the OpenAI Chat Completions and Anthropic Messages wire formats.
+"""A local LLM provider speaking the OpenAI Chat Completions, OpenAI Responses and Anthropic
+Messages wire formats.
 
 The real ``openai`` and ``anthropic`` SDKs talk to it through ``base_url`` (OpenAI: ``<url>/v1``,
 Anthropic: ``<url>``), so every byte of a test goes through the SDKs' own parsing, streaming and
 error handling. Replies are scripted (a queue, then an optional ``responder`` function of the
 request), can be errors with any status code, can be held until released (slow replies, deadlines,
-cancellation), and every request received is recorded.
+cancellation), and every request received is recorded (parsed, and its raw bytes).
+
+It enforces what the real APIs document for native deferral and prompt caching
+(:mod:`tests.support.fake_provider_rules`), answering 400 without consuming a scripted reply:
+
+* Anthropic: no ``cache_control`` on a tool with ``defer_loading``; at least one tool not deferred;
+  at most 10,000 deferred tools and 4 cache breakpoints; every ``tool_reference`` names a tool in
+  ``tools``; no ``tool_result`` for a ``srvtoolu_`` id; server search blocks only with the search
+  tool declared. A model in ``strict_models`` also rejects any change to ``tools`` within a
+  conversation (told apart by model and first user message) other than adding deferred tools
+  nothing references yet.
+* Responses: a ``tool_search_output`` must answer an open client ``tool_search_call``; every call
+  in the input must be answered; a deferred function may appear in a call (the model's, scripted,
+  or one the client sends back) only after a ``tool_search_output`` returned it.
+
+Anthropic replies may carry scripted server-side searches (``server_tool_use`` +
+``tool_search_tool_result`` blocks); Responses replies may carry reasoning items and client
+``tool_search_call`` items.
 """
 
 from __future__ import annotations
@@ -24,9 +42,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["FakeProvider", "RecordedRequest", "Reply", "ScriptedCall"]
+from tests.support.fake_anthropic import AnthropicAnswer
+from tests.support.fake_provider_rules import (
+    anthropic_conversation_key,
+    anthropic_request_violation,
+    anthropic_strict_violation,
+    responses_call_violation,
+    responses_input_violation,
+)
+from tests.support.fake_responses import responses_events, responses_json
 
-Api = Literal["openai", "anthropic"]
+__all__ = ["FakeProvider", "RecordedRequest", "Reply", "ScriptedCall", "ScriptedSearch", "ServerSearch"]
+
+Api = Literal["openai", "anthropic", "responses"]
 
 
 @dataclass
@@ -39,6 +67,23 @@ class ScriptedCall:
 
     def arguments_text(self) -> str:
         return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass
+class ScriptedSearch:
+    """Responses API: a client-executed ``tool_search_call`` the fake model makes."""
+
+    arguments: dict[str, Any]
+    call_id: str | None = None
+
+
+@dataclass
+class ServerSearch:
+    """Anthropic: a search the API runs itself (``server_tool_use`` + ``tool_search_tool_result``)."""
+
+    query: str
+    found: list[str]
+    id: str | None = None
 
 
 @dataclass
@@ -57,6 +102,12 @@ class Reply:
     input_tokens: int = 10
     output_tokens: int = 5
     cached_tokens: int = 0
+    # Anthropic cache_creation_input_tokens / Responses input_tokens_details.cache_write_tokens.
+    cache_write_tokens: int = 0
+    # Responses API: client tool_search_call items, before the function calls.
+    searches: list[ScriptedSearch] = field(default_factory=list)
+    # Anthropic: server-side searches, before the tool_use blocks.
+    server_searches: list[ServerSearch] = field(default_factory=list)
     # The reply is sent only once this event is set (or the client disconnects).
     hold: asyncio.Event | None = None
     # Split streamed text into chunks of this many characters.
@@ -86,12 +137,25 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    # The body exactly as the SDK sent it.
+    raw: bytes = b""
+    # The 400 message the fake answered with when the request broke a documented rule.
+    rejected: str = ""
 
     @property
     def tool_names(self) -> list[str]:
+        """Declared tool names (Responses: functions, namespaced ones included, and ``tool_search``)."""
         tools = self.body.get("tools") or []
         if self.api == "openai":
             return [t["function"]["name"] for t in tools]
+        if self.api == "responses":
+            names: list[str] = []
+            for t in tools:
+                if t.get("type") == "namespace":
+                    names += [f["name"] for f in t.get("tools") or []]
+                else:
+                    names.append(t.get("name") or t["type"])
+            return names
         return [t["name"] for t in tools]
 
     @property
@@ -107,6 +171,9 @@ class FakeProvider:
         self.responder: Callable[[RecordedRequest], Reply] | None = None
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
+        # Anthropic model ids that reject changes to tools mid-conversation.
+        self.strict_models: set[str] = set()
+        self._conversation_tools: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
         self._server: uvicorn.Server | None = None
@@ -119,6 +186,7 @@ class FakeProvider:
         app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
             ]
         )
@@ -166,10 +234,17 @@ class FakeProvider:
         async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: self.disconnects >= count)
 
-    async def _record(self, api: Api, request: Request) -> tuple[RecordedRequest, Reply]:
-        body = json.loads(await request.body())
-        rec = RecordedRequest(api, request.url.path, dict(request.headers), body)
-        if self.replies:
+    async def _record(
+        self, api: Api, request: Request, check: Callable[[RecordedRequest], str | None] | None = None
+    ) -> tuple[RecordedRequest, Reply]:
+        """Records the request; a request breaking a rule of ``check`` gets a 400 and leaves the
+        scripted replies untouched (the real API rejects it before any model runs)."""
+        raw = await request.body()
+        rec = RecordedRequest(api, request.url.path, dict(request.headers), json.loads(raw), raw)
+        rec.rejected = (check(rec) if check is not None else None) or ""
+        if rec.rejected:
+            reply = Reply.error(400, rec.rejected)
+        elif self.replies:
             reply = self.replies.pop(0)
         elif self.responder is not None:
             reply = self.responder(rec)
@@ -288,98 +363,50 @@ class FakeProvider:
 
     # --- Anthropic Messages ------------------------------------------------------------------
 
+    def _anthropic_rules(self, rec: RecordedRequest) -> str | None:
+        body = rec.body
+        violation = anthropic_request_violation(body)
+        key = anthropic_conversation_key(body)
+        if violation is not None or key is None or body.get("model") not in self.strict_models:
+            return violation
+        tools = body.get("tools") or []
+        previous = self._conversation_tools.get(key)
+        if previous is not None and len(body.get("messages") or []) > 1:
+            violation = anthropic_strict_violation(previous, tools, body["messages"])
+        if violation is None:
+            self._conversation_tools[key] = tools
+        return violation
+
     async def _anthropic(self, request: Request) -> Response:
-        rec, reply = await self._record("anthropic", request)
+        rec, reply = await self._record("anthropic", request, self._anthropic_rules)
         if not await self._hold(reply, request):
             return Response(status_code=499)
         if reply.status != 200:
             return self._error("anthropic", reply)
-        blocks: list[dict[str, Any]] = []
-        if reply.reasoning:
-            blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
-        if reply.text:
-            blocks.append({"type": "text", "text": reply.text})
-        for c in reply.tool_calls:
-            cid = c.id or f"toolu_{next(self._ids)}"
-            raw = c.arguments_text()
-            try:
-                parsed = json.loads(raw)
-            except json.JSONDecodeError:
-                parsed = None
-            blocks.append({"type": "tool_use", "id": cid, "name": c.name, "input": parsed, "_raw": raw})
-        usage = {
-            "input_tokens": reply.input_tokens,
-            "output_tokens": reply.output_tokens,
-            "cache_read_input_tokens": reply.cached_tokens,
-            "cache_creation_input_tokens": 0,
-        }
-        stop = "tool_use" if reply.tool_calls else "end_turn"
-        message = {
-            "id": f"msg_{next(self._ids)}",
-            "type": "message",
-            "role": "assistant",
-            "model": rec.body["model"],
-            "stop_sequence": None,
-        }
+        answer = AnthropicAnswer(reply, rec.body["model"], self._ids)
         if not rec.streamed:
-            clean = [{k: v for k, v in b.items() if k != "_raw"} for b in blocks]
-            for b in clean:
-                if b["type"] == "tool_use" and b["input"] is None:
-                    b["input"] = {}
-            return JSONResponse({**message, "content": clean, "stop_reason": stop, "usage": usage})
+            return JSONResponse(answer.whole())
+        return StreamingResponse(answer.events(), media_type="text/event-stream")
 
-        def event(name: str, data: dict[str, Any]) -> str:
-            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
+    # --- OpenAI Responses --------------------------------------------------------------------
 
-        async def events() -> AsyncIterator[str]:
-            start_usage = {**usage, "output_tokens": 1}
-            yield event(
-                "message_start",
-                {"message": {**message, "content": [], "stop_reason": None, "usage": start_usage}},
-            )
-            for index, b in enumerate(blocks):
-                if b["type"] == "thinking":
-                    yield event(
-                        "content_block_start",
-                        {"index": index, "content_block": {"type": "thinking", "thinking": ""}},
-                    )
-                    for piece in _pieces(b["thinking"], reply.chunk_chars):
-                        yield event(
-                            "content_block_delta",
-                            {"index": index, "delta": {"type": "thinking_delta", "thinking": piece}},
-                        )
-                    yield event(
-                        "content_block_delta",
-                        {"index": index, "delta": {"type": "signature_delta", "signature": "sig"}},
-                    )
-                elif b["type"] == "text":
-                    yield event(
-                        "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}
-                    )
-                    for piece in _pieces(b["text"], reply.chunk_chars):
-                        yield event(
-                            "content_block_delta",
-                            {"index": index, "delta": {"type": "text_delta", "text": piece}},
-                        )
-                else:
-                    head = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
-                    yield event("content_block_start", {"index": index, "content_block": head})
-                    for piece in _pieces(b["_raw"], 8):
-                        yield event(
-                            "content_block_delta",
-                            {"index": index, "delta": {"type": "input_json_delta", "partial_json": piece}},
-                        )
-                yield event("content_block_stop", {"index": index})
-            yield event(
-                "message_delta",
-                {
-                    "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": usage["output_tokens"]},
-                },
-            )
-            yield event("message_stop", {})
+    def _responses_rules(self, rec: RecordedRequest) -> str | None:
+        return responses_input_violation(rec.body)
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+    async def _responses(self, request: Request) -> Response:
+        rec, reply = await self._record("responses", request, self._responses_rules)
+        if not await self._hold(reply, request):
+            return Response(status_code=499)
+        if reply.status == 200:
+            bad_script = responses_call_violation(rec.body, [c.name for c in reply.tool_calls])
+            if bad_script is not None:
+                rec.rejected = bad_script
+                reply = Reply.error(400, bad_script)
+        if reply.status != 200:
+            return self._error("openai", reply)
+        if not rec.streamed:
+            return JSONResponse(responses_json(reply, rec.body, self._ids))
+        return StreamingResponse(responses_events(reply, rec.body, self._ids), media_type="text/event-stream")
 
 
 def _pieces(text: str, size: int) -> list[str]:

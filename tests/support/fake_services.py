@@ -188,6 +188,16 @@ class _Discovery(discovery_pb2_grpc.DiscoveryServicer):
             deferred_servers=1,
             deferred_tools=1,
             catalog_version="v1",
+            # time is loaded, weather deferred; the plan's 120 sent = 100 + search_tools/manifest.
+            servers=[
+                discovery_pb2.ServerTokens(
+                    server="time", tools=1, deferred_tools=0, all_tokens=100, loaded_tokens=100
+                ),
+                discovery_pb2.ServerTokens(
+                    server="weather", tools=1, deferred_tools=1, all_tokens=200, loaded_tokens=0
+                ),
+            ],
+            encoding="o200k_base",
         )
 
 

@@ -67,6 +67,7 @@ class FakeDiscovery:
     deferred: list[ToolDef]
     plans: list[list[str]] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)
+    deferred_name_fetches: int = 0
 
     def _by_name(self) -> dict[str, ToolDef]:
         return {t.llm_name: t for t in self.eager + self.deferred}
@@ -80,9 +81,13 @@ class FakeDiscovery:
         time_limit: float | None,
         with_deferred_names: bool = False,
     ) -> ToolPlan:
+        self.plans.append(list(discovered))
+        self.deferred_name_fetches += with_deferred_names
+        return self._plan(toolset, discovered, with_deferred_names)
+
+    def _plan(self, toolset: str, discovered: Sequence[str], with_deferred_names: bool) -> ToolPlan:
         if toolset not in ("", "all"):
             raise NotFoundError(f"unknown toolset {toolset!r}; toolsets: all")
-        self.plans.append(list(discovered))
         deferred = {t.llm_name: t for t in self.deferred}
         found = [deferred[n] for n in dict.fromkeys(discovered) if n in deferred]
         loaded = self.eager + found
@@ -92,11 +97,28 @@ class FakeDiscovery:
             search_tool=SEARCH_TOOL if self.deferred else None,
             deferred_names=frozenset(deferred) if with_deferred_names else frozenset(),
             tokens=TokenCounts(TOKENS_PER_TOOL * (len(self.eager) + len(self.deferred)), sent, "o200k_base"),
+            discovered=[t.llm_name for t in found],
+            catalog_version="v1",
         )
 
     async def search_tools(
-        self, *, toolset: str, arguments_json: str, loaded: Sequence[str], time_limit: float | None
+        self,
+        *,
+        toolset: str,
+        arguments_json: str,
+        loaded: Sequence[str],
+        time_limit: float | None,
+        discovered: Sequence[str] = (),
+        provider: str = "",
     ) -> SearchOutcome:
+        outcome = await self._search(arguments_json, loaded)
+        if not provider:
+            return outcome
+        wanted = [*discovered, *(t.llm_name for t in outcome.newly_loaded)]
+        plan = self._plan(toolset, wanted, with_deferred_names=False)
+        return SearchOutcome(outcome.result_text, outcome.newly_loaded, plan)
+
+    async def _search(self, arguments_json: str, loaded: Sequence[str]) -> SearchOutcome:
         self.searches.append(arguments_json)
         try:
             args = json.loads(arguments_json or "{}")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
-from discovery_svc import metrics
 from discovery_svc.catalog import Catalog
 from discovery_svc.engine import DiscoveryEngine, SearchRequest
 from discovery_svc.errors import SearchArgumentError, ToolsetNotFoundError, UnknownServerError
+from discovery_svc.metrics import DiscoveryMetrics, toolset_label
 from tests.support.discovery_catalogs import catalog, config, make_tool
 from toolscout_kit.errors import InvalidArgumentError, UnavailableError
 
@@ -31,8 +31,12 @@ DOC: dict[str, Any] = {
 }
 
 
+REGISTRY = CollectorRegistry()
+METRICS = DiscoveryMetrics(REGISTRY)
+
+
 def service(doc: dict[str, Any] | None = None, **discovery: Any) -> DiscoveryEngine:
-    svc = DiscoveryEngine(config(doc or DOC, **discovery))
+    svc = DiscoveryEngine(config(doc or DOC, **discovery), metrics=METRICS)
     svc.set_catalog(catalog(TOOLS, "v1"))
     return svc
 
@@ -195,17 +199,47 @@ async def test_search_metrics_count_outcomes_by_mode() -> None:
     assert sample("toolscout_discovery_search_duration_seconds_count", mode="query") == observed + 2
 
 
-async def test_plan_metrics_count_tokens_sent_and_deferred_per_toolset() -> None:
+def test_the_empty_toolset_is_labelled_all() -> None:
+    assert toolset_label("") == "_all"
+
+
+async def test_a_search_can_answer_with_the_plan_for_the_next_call() -> None:
     svc = service()
-    sent = sample("toolscout_discovery_definition_tokens_sent_total", toolset="_all")
-    deferred = sample("toolscout_discovery_definition_tokens_deferred_total", toolset="no_mail")
-    plan = await svc.plan_tools()
-    other = await svc.plan_tools("no_mail")
-    assert (
-        sample("toolscout_discovery_definition_tokens_sent_total", toolset="_all") == sent + plan.tokens.sent
+    result = await svc.search_tools(
+        SearchRequest(
+            query="weather forecast city",
+            loaded_tools=("time_now", "mail_send_email"),
+            include_plan=True,
+            discovered_tools=("mail_send_email",),
+            provider="anthropic",
+        )
     )
-    assert (
-        sample("toolscout_discovery_definition_tokens_deferred_total", toolset="no_mail")
-        == deferred + other.tokens.saved
-    )
-    assert metrics.toolset_label("") == "_all"
+    assert result.plan is not None
+    newly = [t.llm_name for t in result.newly_loaded]
+    assert "weather_forecast" in newly
+    assert result.plan.discovered == ("mail_send_email", *newly)
+    expected = await svc.plan_tools("", ["mail_send_email", *newly], "anthropic")
+    assert result.plan == expected
+    plain = await svc.search_tools(SearchRequest(query="weather forecast city"))
+    assert plain.plan is None
+
+
+async def test_plan_reports_which_discovered_names_are_deferred_tools() -> None:
+    plan = await service().plan_tools("", ["weather_alerts", "time_now", "gone_tool", "weather_alerts"])
+    assert plan.discovered == ("weather_alerts",)
+    assert plan.dropped_tools == ("gone_tool",)
+
+
+async def test_manifest_breaks_definition_tokens_down_per_server_in_one_encoding() -> None:
+    svc = service()
+    info = await svc.get_manifest("", "anthropic")
+    enc = svc._counter.encoding_for("anthropic")
+    plan = await svc.plan_tools("", [], "anthropic")
+    assert (info.encoding, info.estimate) == ("cl100k_base", True)
+    by_server = {s.server: s for s in info.servers}
+    assert [s.server for s in info.servers] == ["mail", "time", "weather"]
+    assert (by_server["weather"].tools, by_server["weather"].deferred_tools) == (2, 2)
+    assert by_server["weather"].loaded_tokens == 0
+    time_tokens = svc._counter.count_tool(TOOLS[3], enc)
+    assert by_server["time"].all_tokens == by_server["time"].loaded_tokens == time_tokens
+    assert sum(s.all_tokens for s in info.servers) == plan.tokens.all_definitions

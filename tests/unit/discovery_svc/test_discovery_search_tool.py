@@ -10,8 +10,9 @@ import pytest
 from discovery_svc.catalog import Tool
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchDoc, SearchIndex
+from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json, validate_arguments
-from discovery_svc.search_tool import SearchResult, SearchScope, execute_search
+from discovery_svc.search_tool import SearchResult, execute_search
 from tests.support.discovery_catalogs import catalog, make_tool
 from toolscout_kit.errors import InvalidArgumentError, NotFoundError
 

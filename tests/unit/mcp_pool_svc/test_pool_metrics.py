@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
 
-from mcp_pool_svc.metrics import OUTCOMES, PrometheusPoolMetrics
+from mcp_pool_svc.metrics import OUTCOMES, PoolMetrics
+
+REGISTRY = CollectorRegistry()
 
 
 def _value(name: str, **labels: str) -> float:
@@ -10,7 +12,7 @@ def _value(name: str, **labels: str) -> float:
 
 
 def test_metrics_are_exported_under_their_documented_names() -> None:
-    metrics = PrometheusPoolMetrics()
+    metrics = PoolMetrics(REGISTRY)
     server = "metrics-test-server"
     before = _value("toolscout_pool_tool_calls_total", server=server, outcome="timeout")
     metrics.tool_call(server, "timeout", 0.25)

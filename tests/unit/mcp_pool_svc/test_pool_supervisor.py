@@ -78,6 +78,7 @@ def make_pool(servers: dict[str, FakeServer], extra: dict[str, Any] | None = Non
         "max_backoff": 0.02,
         "ping_interval": 30,
         "tool_cache_ttl": 0,
+        "blip_grace": 0.3,
         **pool,
     }
     config = parse_config(
@@ -87,7 +88,7 @@ def make_pool(servers: dict[str, FakeServer], extra: dict[str, Any] | None = Non
         }
     )
     rng = random.Random(1)  # noqa: S311 - deterministic jitter for the test
-    return McpPool(config, connector=fake_connector(servers), rng=rng, blip_grace=0.3)
+    return McpPool(config, connector=fake_connector(servers), rng=rng)
 
 
 def state(pool: McpPool, name: str) -> ServerState:

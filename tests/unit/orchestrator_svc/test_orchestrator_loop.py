@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -448,3 +449,35 @@ async def test_empty_or_repeated_tool_call_ids_are_made_unique(harness: Harness)
     ids = [c.id for c in result.messages[0].tool_calls]
     assert len(set(ids)) == 2
     assert [m.tool_call_id for m in result.messages[1:3]] == ids
+
+
+async def test_search_results_record_what_they_loaded_so_later_turns_need_no_replay(harness: Harness) -> None:
+    harness.fake.script(
+        Reply.calls(ScriptedCall("search_tools", {"query": "forecast"}, id="s1")),
+        Reply.answer("Found a forecast tool."),
+    )
+    first = await harness.loop.run(ask())
+    search_result = first.messages[1]
+    assert search_result.loaded_tools == ["weather_forecast"]
+    history = [Message("user", "weather in Paris?"), *first.messages, Message("user", "and tomorrow?")]
+    searches_before = len(harness.discovery.searches)
+    harness.fake.script(Reply.answer("Rain."))
+    second = await harness.loop.run(ChatRequest(messages=history, model="gpt"))
+    assert second.loaded_tools == ["weather_forecast"]
+    assert len(harness.discovery.searches) == searches_before  # nothing replayed
+    # A history from another client, without the record, is replayed once.
+    history[2] = dataclasses.replace(search_result, loaded_tools=None)
+    harness.fake.script(Reply.answer("Rain."))
+    third = await harness.loop.run(ChatRequest(messages=history, model="gpt"))
+    assert third.loaded_tools == ["weather_forecast"]
+    assert len(harness.discovery.searches) == searches_before + 1
+
+
+async def test_deferred_names_are_fetched_once_per_catalog_version_not_per_chat(harness: Harness) -> None:
+    for _ in range(3):
+        harness.fake.script(
+            Reply.calls(ScriptedCall("weather_forecast", {"city": "Paris"})), Reply.answer("x")
+        )
+        result = await harness.loop.run(ask())
+        assert result.messages[1].content == NOT_LOADED
+    assert harness.discovery.deferred_name_fetches == 1

@@ -9,14 +9,14 @@ from prometheus_client import CollectorRegistry
 
 from orchestrator_svc import errors as orch_errors
 from orchestrator_svc.errors import ProviderAuthError, TemplateError
-from orchestrator_svc.history import not_loaded_error, rebuild_discovered, successful_searches
+from orchestrator_svc.history import discovery_candidates, not_loaded_error, recorded_searches
 from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef, Usage
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts
 from orchestrator_svc.providers.base import looks_like_tools_rejected
 from orchestrator_svc.providers.registry import OLLAMA_DEFAULT_BASE_URL, ModelRegistry, build_provider
 from orchestrator_svc.reasoning import ThinkSplitter, split_reasoning
-from orchestrator_svc.results import cap_text, default_result_format, format_result, outcome_text
+from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import ToolOutcome
 from toolscout_kit.config import ClientConfig, parse_config
 from toolscout_kit.errors import ToolscoutError
@@ -50,6 +50,22 @@ def test_think_tags_split_across_chunks_never_leak_into_the_answer() -> None:
 DEFERRED = frozenset({"weather_forecast", "weather_alerts", "files_read"})
 
 
+def rebuild_discovered(
+    messages: list[Message],
+    explicit: list[str],
+    deferred: frozenset[str],
+    found: dict[str, list[str]] | None = None,
+) -> list[str]:
+    # Discovery keeps the candidates that are deferred tools of the toolset, in order.
+    return [n for n in discovery_candidates(messages, explicit, found) if n in deferred]
+
+
+def successful_searches(messages: list[Message]) -> list[ToolCall]:
+    recorded, unrecorded = recorded_searches(messages)
+    assert recorded == {}
+    return unrecorded
+
+
 def test_history_rebuild_uses_explicit_names_calls_and_search_results_in_order() -> None:
     messages = [
         Message("user", "hi"),
@@ -68,6 +84,20 @@ def test_history_rebuild_uses_explicit_names_calls_and_search_results_in_order()
         "weather_alerts",
         "files_read",
     ]
+
+
+def test_recorded_search_results_need_no_replay() -> None:
+    messages = [
+        Message("assistant", "", [ToolCall("s1", "search_tools", '{"query": "x"}')]),
+        Message("tool", "Found weather_alerts", tool_call_id="s1", loaded_tools=["weather_alerts"]),
+        Message("assistant", "", [ToolCall("s2", "search_tools", '{"query": "y"}')]),
+        Message("tool", "Found nothing new", tool_call_id="s2", loaded_tools=[]),
+        Message("assistant", "", [ToolCall("s3", "search_tools", '{"query": "z"}')]),
+        Message("tool", "Found files_read", tool_call_id="s3"),
+    ]
+    recorded, unrecorded = recorded_searches(messages)
+    assert recorded == {"s1": ["weather_alerts"], "s2": []}
+    assert unrecorded == [messages[4].tool_calls[0]]
 
 
 def test_history_rebuild_ignores_failed_searches_and_rejected_calls() -> None:
@@ -106,14 +136,6 @@ def test_result_formats_follow_casual_mcp() -> None:
     assert format_result("result", call, "3") == "3"
     assert format_result("function_result", call, "3") == "add → 3"
     assert format_result("function_args_result", call, "3") == "add(a=1, b='x') → 3"
-
-
-def test_result_format_default_comes_from_env_then_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOOL_RESULT_FORMAT", raising=False)
-    assert default_result_format(None) == "result"
-    assert default_result_format("function_result") == "function_result"
-    monkeypatch.setenv("TOOL_RESULT_FORMAT", "function_args_result")
-    assert default_result_format("function_result") == "function_args_result"
 
 
 def test_cap_marks_truncation_visibly() -> None:

@@ -173,17 +173,39 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> Non
     assert config.resolve_path("/abs/x") == Path("/abs/x")
 
 
-def test_mcp_tool_cache_ttl_is_honoured_as_in_casual_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = parse_config({})
-    monkeypatch.delenv("MCP_TOOL_CACHE_TTL", raising=False)
-    assert config.toolscout.pool.effective_tool_cache_ttl == 30.0
-    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "5")
-    assert config.toolscout.pool.effective_tool_cache_ttl == 5.0
-    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "-1")
-    assert config.toolscout.pool.effective_tool_cache_ttl == 0.0
-    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "soon")
+def test_mcp_tool_cache_ttl_is_honoured_as_in_casual_mcp() -> None:
+    assert parse_config({}, env={}).toolscout.pool.effective_tool_cache_ttl == 30.0
+    assert parse_config({}, env={"MCP_TOOL_CACHE_TTL": "5"}).toolscout.pool.effective_tool_cache_ttl == 5.0
+    assert parse_config({}, env={"MCP_TOOL_CACHE_TTL": "-1"}).toolscout.pool.effective_tool_cache_ttl == 0.0
     with pytest.raises(ConfigError, match="MCP_TOOL_CACHE_TTL"):
-        _ = config.toolscout.pool.effective_tool_cache_ttl
+        parse_config({}, env={"MCP_TOOL_CACHE_TTL": "soon"})
+
+
+def test_environment_overrides_are_resolved_once_when_the_config_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "5")
+    monkeypatch.setenv("TOOL_RESULT_FORMAT", "function_result")
+    config = parse_config({})
+    monkeypatch.setenv("MCP_TOOL_CACHE_TTL", "soon")
+    monkeypatch.delenv("TOOL_RESULT_FORMAT")
+    assert config.toolscout.pool.effective_tool_cache_ttl == 5.0
+    assert config.toolscout.orchestrator.result_format == "function_result"
+
+
+def test_a_configured_tool_cache_ttl_wins_over_the_environment() -> None:
+    config = parse_config({"toolscout": {"pool": {"tool_cache_ttl": 7}}}, env={"MCP_TOOL_CACHE_TTL": "5"})
+    assert config.toolscout.pool.effective_tool_cache_ttl == 7.0
+
+
+def test_result_format_default_comes_from_env_then_config() -> None:
+    configured = {"toolscout": {"orchestrator": {"tool_result_format": "function_result"}}}
+    assert parse_config({}, env={}).toolscout.orchestrator.result_format == "result"
+    assert parse_config(configured, env={}).toolscout.orchestrator.result_format == "function_result"
+    env = {"TOOL_RESULT_FORMAT": "function_args_result"}
+    assert parse_config(configured, env=env).toolscout.orchestrator.result_format == "function_args_result"
+    with pytest.raises(ConfigError, match="TOOL_RESULT_FORMAT"):
+        parse_config({}, env={"TOOL_RESULT_FORMAT": "xml"})
 
 
 def test_api_key_is_never_shown_in_repr() -> None:

@@ -7,10 +7,11 @@ import pkgutil
 
 import grpc
 import pytest
+from toolscout.client import error_for_code
 
 from toolscout_kit import errors
 from toolscout_kit.errors import ToolscoutError
-from toolscout_kit.status import error_from_rpc, status_for
+from toolscout_kit.status import error_from_client, status_for
 
 SERVICE_PACKAGES = ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc")
 
@@ -61,25 +62,25 @@ def test_categories_map_to_the_design_table(error: type[ToolscoutError], code: g
     assert status_for(error("x")) == code
 
 
-class _RpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-def test_rpc_errors_from_peers_become_domain_errors_keeping_llm_facing_text() -> None:
-    err = error_from_rpc(
-        _RpcError(grpc.StatusCode.NOT_FOUND, "Unknown server 'x'. Valid servers: a, b"), "discovery"
+def test_client_errors_from_peers_become_domain_errors_keeping_llm_facing_text() -> None:
+    err = error_from_client(
+        error_for_code(grpc.StatusCode.NOT_FOUND, "Unknown server 'x'. Valid servers: a, b"), "discovery"
     )
     assert isinstance(err, errors.NotFoundError)
     assert err.message == "Unknown server 'x'. Valid servers: a, b"
-    down = error_from_rpc(_RpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"), "pool")
+    down = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, "connection refused"), "pool")
     assert isinstance(down, errors.UnavailableError)
     assert "pool unavailable" in down.message
-    odd = error_from_rpc(_RpcError(grpc.StatusCode.INTERNAL, "internal error"), "pool")
+    odd = error_from_client(error_for_code(grpc.StatusCode.INTERNAL, "internal error"), "pool")
     assert isinstance(odd, errors.UnavailableError)
+
+
+def test_an_unreachable_peer_is_reported_without_its_address() -> None:
+    channel_text = (
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:52205: "
+        "Failed to connect to remote host: Connection refused"
+    )
+    err = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, channel_text), "pool")
+    assert isinstance(err, errors.UnavailableError)
+    assert err.message == "pool unavailable: not reachable"
+    assert "127.0.0.1" not in err.message

@@ -168,6 +168,36 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         tokens=token_accounting(m.tokens),
         deferred_tool_names=tuple(m.deferred_tool_names),
         dropped_tools=tuple(m.dropped_tools),
+        discovered_tools=tuple(m.discovered_tools),
+    )
+
+
+def search_tools_request(
+    query: str,
+    *,
+    toolset: str,
+    server_name: str,
+    tool_names: Sequence[str],
+    arguments_json: str,
+    loaded_tools: Sequence[str],
+    max_results: int,
+    offset: int,
+    include_plan: bool,
+    discovered_tools: Sequence[str],
+    provider: str,
+) -> discovery_pb2.SearchToolsRequest:
+    return discovery_pb2.SearchToolsRequest(
+        toolset=toolset,
+        query=query,
+        server_name=server_name,
+        tool_names=list(tool_names),
+        arguments_json=arguments_json,
+        loaded_tools=list(loaded_tools),
+        max_results=max_results,
+        offset=offset,
+        include_plan=include_plan,
+        discovered_tools=list(discovered_tools),
+        provider=provider,
     )
 
 
@@ -182,6 +212,7 @@ def search_result(m: discovery_pb2.SearchToolsResponse) -> t.SearchResult:
         not_found=tuple(t.NameSuggestion(name=n.name, closest=tuple(n.closest)) for n in m.not_found),
         total_matches=m.total_matches,
         catalog_version=m.catalog_version,
+        plan=tool_plan(m.plan) if m.HasField("plan") else None,
     )
 
 
@@ -193,6 +224,18 @@ def manifest(m: discovery_pb2.GetManifestResponse) -> t.Manifest:
         deferred_servers=m.deferred_servers,
         deferred_tools=m.deferred_tools,
         catalog_version=m.catalog_version,
+        servers=tuple(
+            t.ServerTokens(
+                server=x.server,
+                tools=x.tools,
+                deferred_tools=x.deferred_tools,
+                all_tokens=x.all_tokens,
+                loaded_tokens=x.loaded_tokens,
+            )
+            for x in m.servers
+        ),
+        encoding=m.encoding,
+        estimate=m.estimate,
     )
 
 
@@ -213,10 +256,12 @@ def chat_message(m: orchestrator_pb2.Message) -> t.ChatMessage:
         reasoning=m.reasoning,
         attachments=tuple(content_block(b) for b in m.attachments),
         is_error=m.is_error,
+        loaded_tools=tuple(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
     )
 
 
 def chat_message_pb(msg: t.ChatMessage) -> orchestrator_pb2.Message:
+    loaded = None if msg.loaded_tools is None else orchestrator_pb2.LoadedTools(names=msg.loaded_tools)
     return orchestrator_pb2.Message(
         role=msg.role,
         content=msg.content,
@@ -229,6 +274,7 @@ def chat_message_pb(msg: t.ChatMessage) -> orchestrator_pb2.Message:
         reasoning=msg.reasoning,
         attachments=[content_block_pb(b) for b in msg.attachments],
         is_error=msg.is_error,
+        loaded_tools=loaded,
     )
 
 

@@ -82,10 +82,16 @@ class _AsyncClient:
         await self.close()
 
     async def _unary(
-        self, method: str, rpc: Any, request: Any, deadline: float | None, metadata: Metadata
+        self,
+        method: str,
+        rpc: Any,
+        request: Any,
+        deadline: float | None,
+        metadata: Metadata,
+        wait_for_ready: bool | None = None,
     ) -> Any:
         try:
-            return await rpc(request, timeout=deadline, metadata=metadata)
+            return await rpc(request, timeout=deadline, metadata=metadata, wait_for_ready=wait_for_ready)
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
@@ -137,13 +143,23 @@ class AsyncPoolClient(_AsyncClient):
         servers: Sequence[str] = (),
         *,
         include_unavailable: bool = False,
+        wait_for_ready: bool | None = None,
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.ToolCatalog:
-        """The catalog (all servers, or only ``servers``). Raises NotFoundError for an unknown server."""
+        """The catalog (all servers, or only ``servers``). Raises NotFoundError for an unknown server.
+
+        ``wait_for_ready`` waits (within the deadline) for the pool to be reachable instead of
+        failing at once while it starts.
+        """
         req = mcp_pool_pb2.ListToolsRequest(servers=list(servers), include_unavailable=include_unavailable)
         resp = await self._unary(
-            "ListTools", self._stub.ListTools, req, self._deadlines.resolve("ListTools", deadline), metadata
+            "ListTools",
+            self._stub.ListTools,
+            req,
+            self._deadlines.resolve("ListTools", deadline),
+            metadata,
+            wait_for_ready,
         )
         return conv.tool_catalog(resp)
 
@@ -232,19 +248,29 @@ class AsyncDiscoveryClient(_AsyncClient):
         loaded_tools: Sequence[str] = (),
         max_results: int = 0,
         offset: int = 0,
+        include_plan: bool = False,
+        discovered_tools: Sequence[str] = (),
+        provider: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.SearchResult:
-        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server)."""
-        req = discovery_pb2.SearchToolsRequest(
+        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
+
+        With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
+        tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
+        """
+        req = conv.search_tools_request(
+            query,
             toolset=toolset,
-            query=query,
             server_name=server_name,
-            tool_names=list(tool_names),
+            tool_names=tool_names,
             arguments_json=arguments_json,
-            loaded_tools=list(loaded_tools),
+            loaded_tools=loaded_tools,
             max_results=max_results,
             offset=offset,
+            include_plan=include_plan,
+            discovered_tools=discovered_tools,
+            provider=provider,
         )
         resp = await self._unary(
             "SearchTools",

@@ -229,19 +229,29 @@ class DiscoveryClient(_SyncClient):
         loaded_tools: Sequence[str] = (),
         max_results: int = 0,
         offset: int = 0,
+        include_plan: bool = False,
+        discovered_tools: Sequence[str] = (),
+        provider: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.SearchResult:
-        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server)."""
-        req = discovery_pb2.SearchToolsRequest(
+        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
+
+        With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
+        tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
+        """
+        req = conv.search_tools_request(
+            query,
             toolset=toolset,
-            query=query,
             server_name=server_name,
-            tool_names=list(tool_names),
+            tool_names=tool_names,
             arguments_json=arguments_json,
-            loaded_tools=list(loaded_tools),
+            loaded_tools=loaded_tools,
             max_results=max_results,
             offset=offset,
+            include_plan=include_plan,
+            discovered_tools=discovered_tools,
+            provider=provider,
         )
         resp = self._unary(
             "SearchTools",

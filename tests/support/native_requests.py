@@ -1,0 +1,85 @@
+"""Shared pieces of the provider-level native-deferral tests: a small toolset with one search
+tool, deferred tools on two servers, and requests in either mode."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from orchestrator_svc.messages import DeferralMode, LLMRequest, LLMResult, Message, ToolCall, ToolDef
+from orchestrator_svc.providers.base import SdkProvider
+
+__all__ = ["SEARCH", "TOOLS", "collect", "deferred", "eager", "request", "search_turn"]
+
+
+def _tool(server: str, name: str, description: str, *, deferred: bool, **props: str) -> ToolDef:
+    schema = {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}
+    return ToolDef(f"{server}_{name}", description, schema, server, name, deferred)
+
+
+SEARCH = ToolDef(
+    "search_tools",
+    "Search deferred tools. Servers: weather (2 tools), files (1 tool).",
+    {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "server_name": {"type": "string"},
+            "tool_names": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+)
+# Every tool of the toolset, in the stable order native mode sends them.
+TOOLS = [
+    _tool("clock", "now", "Current time", deferred=False, tz="string"),
+    SEARCH,
+    _tool("weather", "forecast", "Weather forecast for a city", deferred=True, city="string"),
+    _tool("weather", "alerts", "Severe weather alerts", deferred=True, region="string"),
+    _tool("files", "read", "Read a file", deferred=True, path="string"),
+]
+
+
+def eager() -> list[ToolDef]:
+    return [t for t in TOOLS if not t.deferred]
+
+
+def deferred(name: str) -> ToolDef:
+    return next(t for t in TOOLS if t.llm_name == name)
+
+
+def request(
+    messages: list[Message],
+    *,
+    mode: DeferralMode = "native",
+    tools: list[ToolDef] | None = None,
+    model: str = "claude-opus-4-7",
+    **kw: Any,
+) -> LLMRequest:
+    """A request as the loop sends it: native mode declares every tool, append only the loaded."""
+    chosen = tools if tools is not None else (TOOLS if mode == "native" else eager())
+    return LLMRequest(model, "You are helpful.", messages, chosen, deferral=mode, **kw)
+
+
+def search_turn(loaded: list[str], *, call_id: str = "toolu_s1", query: str = "weather") -> list[Message]:
+    """A user question, the model's search_tools call and its result loading ``loaded``."""
+    return [
+        Message("user", "weather in Paris?"),
+        Message("assistant", "", [ToolCall(call_id, "search_tools", f'{{"query": "{query}"}}')]),
+        Message(
+            "tool",
+            f"Found {len(loaded)} tools.",
+            tool_call_id=call_id,
+            name="search_tools",
+            loaded_tools=loaded,
+        ),
+    ]
+
+
+async def collect(provider: SdkProvider, req: LLMRequest, *, stream: bool) -> tuple[LLMResult, list[str]]:
+    """Runs one call, streamed or not; returns the result and the streamed pieces."""
+    pieces: list[str] = []
+
+    async def sink(kind: Literal["text", "reasoning"], text: str) -> None:
+        pieces.append(f"{kind}:{text}")
+
+    result = await provider.complete(req, stream=sink if stream else None)
+    return result, pieces

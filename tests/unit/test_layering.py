@@ -1,0 +1,59 @@
+"""The layering the design promises, checked on the source: only servers and servicers speak gRPC.
+
+Domain modules are plain Python; services reach each other through the client library
+(``toolscout.client``), never through hand-built stubs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICE_PACKAGES = ("mcp_pool_svc", "discovery_svc", "orchestrator_svc", "toolscout_cli")
+GRPC_ALLOWED = {"server.py", "servicer.py"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _speaks_grpc(name: str) -> bool:
+    return (
+        name == "grpc"
+        or name.startswith("grpc.")
+        or name.rsplit(".", maxsplit=1)[-1].endswith(("_pb2", "_pb2_grpc"))
+    )
+
+
+@pytest.mark.parametrize("package", SERVICE_PACKAGES)
+def test_only_servers_and_servicers_import_grpc_or_generated_code(package: str) -> None:
+    offenders = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / package).rglob("*.py")
+        if path.name not in GRPC_ALLOWED
+        for name in _imports(path)
+        if _speaks_grpc(name)
+    )
+    assert offenders == []
+
+
+def test_services_never_import_each_other() -> None:
+    services = {"mcp_pool_svc", "discovery_svc", "orchestrator_svc"}
+    offenders = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for package in services
+        for path in (ROOT / package).rglob("*.py")
+        for name in _imports(path)
+        if name.split(".")[0] in services - {package}
+    )
+    assert offenders == []
