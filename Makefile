@@ -1,5 +1,6 @@
 # toolscout — developer tasks. Everything runs through uv with the committed lock.
-# `make up` runs the demo stack; `make test` installs everything the tests need and runs them all.
+# `make up` installs the runtime and the example servers only and runs the demo stack;
+# `make test` installs everything the tests need (the dev group too) and runs them all.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -10,14 +11,19 @@ PROTOS := $(shell find protos -name '*.proto' | sort)
 CONFIG ?= examples/casual_mcp_config.json
 PYTEST_ARGS ?=
 
-.PHONY: install uv proto proto-check fmt lint test test-unit test-e2e test-deps bench up
+.PHONY: install install-runtime uv proto proto-check fmt lint test test-unit test-e2e test-deps bench plots up
 
 uv:
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 || \
 	  { echo "installing uv $(UV_VERSION) with pip"; $(PYTHON) -m pip install --quiet "uv==$(UV_VERSION)"; }
 
+# Everything: runtime, example MCP servers and the dev group (tests, lint, types, plots).
 install: uv
 	$(UV) sync --frozen
+
+# Runtime and example MCP servers, no dev group. --inexact: a dev install already there stays.
+install-runtime: uv
+	$(UV) sync --frozen --no-dev --inexact
 
 proto: install
 	$(UV) run --frozen python -m grpc_tools.protoc -Iprotos \
@@ -55,5 +61,9 @@ test-e2e: test-deps
 bench: install
 	$(UV) run --frozen python bench/run_all.py
 
-up: install
-	$(UV) run --frozen toolscout up --config $(CONFIG) --walkthrough
+plots: install
+	$(UV) run --frozen python bench/plots.py
+
+# --no-sync: `uv run` would otherwise install the default groups, dev included.
+up: install-runtime
+	$(UV) run --no-sync toolscout up --config $(CONFIG) --walkthrough

@@ -171,6 +171,15 @@ async def main(calls: int, warmup: int, log_level: str, workdir: Path) -> dict[s
             "grpc_p50": round(via_grpc["p50_ms"] - direct["p50_ms"], 4),
             "grpc_p99": round(via_grpc["p99_ms"] - direct["p99_ms"], 4),
         },
+        # Percentiles 0, 1, ..., 100 of each series: the latency CDF (bench/plots.py draws it).
+        "cdf_ms": {
+            name: [round(_pct(ms, i / 100), 4) for i in range(101)]
+            for name, ms in (
+                ("direct_sdk", direct_ms),
+                ("pool_in_process", pool_ms),
+                ("pool_via_grpc", grpc_ms),
+            )
+        },
         "concurrent_32_x_100ms_sleep_seconds": {
             "runs": [round(s, 4) for s in concurrent],
             "median": round(statistics.median(concurrent), 4),

@@ -1,4 +1,5 @@
-"""Runs every benchmark in turn (``make bench``); each prints its table and saves bench/results/*.json.
+"""Runs every benchmark in turn (``make bench``); each prints its table and saves bench/results/*.json,
+then bench/plots.py draws the PNG plots from them (bench/results/*.png).
 
     uv run --frozen python bench/run_all.py [--quick]
 
@@ -19,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 # (script, arguments, arguments added by --quick)
 RUNS: list[tuple[str, list[str], list[str]]] = [
     ("retrieval.py", ["--all"], []),
-    ("search_latency.py", [], ["--sizes", "5000", "--queries", "500"]),
+    ("search_latency.py", [], ["--sizes", "500", "5000", "--queries", "500"]),
     ("discovery_bench.py", [], ["--quick"]),
     ("pool_latency.py", [], ["--calls", "200", "--warmup", "20"]),
     ("orchestrator_bench.py", [], ["--quick"]),
@@ -43,10 +44,14 @@ def main() -> int:
         print(f"=== {script}: exit {done.returncode} after {time.monotonic() - started:.0f}s", flush=True)
         if done.returncode != 0:
             failed.append(script)
+    print("\n=== plots.py", flush=True)
+    plotted = subprocess.run([sys.executable, str(BENCH / "plots.py")], check=False)
+    if plotted.returncode != 0:
+        failed.append("plots.py")
     if failed:
         print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    print(f"\nall benchmarks done; figures in {BENCH / 'results'}")
+    print(f"\nall benchmarks done; figures and plots in {BENCH / 'results'}")
     return 0
 
 

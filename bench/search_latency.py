@@ -1,6 +1,6 @@
-"""In-process search latency of discovery_svc.index at 5,000 and 50,000 tools, beside casual-mcp 1.0.
+"""In-process search latency of discovery_svc.index from 500 to 50,000 tools, beside casual-mcp 1.0.
 
-    uv run --frozen python bench/search_latency.py [--sizes 5000 50000] [--queries 2000] [--no-baseline]
+    uv run --frozen python bench/search_latency.py [--sizes 500 ... 50000] [--queries 2000] [--no-baseline]
 
 Synthetic catalogs recombine the real catalogues in ../shared/data (every tool of every set,
 re-served under numbered server copies, each copy's description extended with a sentence from
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import random
 import statistics
@@ -155,7 +156,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
+    # Roughly evenly spaced on a log scale, for the latency-against-size plot (bench/plots.py).
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 5000, 10000, 20000, 50000])
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument(
         "--baseline-queries", type=int, default=300, help="casual-mcp scans every tool per query"
@@ -170,6 +172,8 @@ def main() -> None:
         "machine": platform.machine(),
         "limit": LIMIT,
         "query_words": "1-8",
+        # Other work on the machine inflates every wall-clock figure; recorded so runs compare.
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
         "sizes": {},
     }
     for size in args.sizes:
@@ -198,6 +202,7 @@ def main() -> None:
                 f" p99 x{row['casual_over_toolscout']['p99']}"
             )
         print(line, flush=True)
+    report["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"saved {RESULTS.relative_to(ROOT)}")

@@ -21,6 +21,9 @@ Missing = tuple[str, Sequence[str]]
 
 _DESCRIPTION_CHARS = 400
 _PARAM_DESCRIPTION_CHARS = 160
+# Nested fields of object parameters: levels below a parameter, and lines per tool at most.
+_MAX_NESTING = 3
+_NESTED_LINES = 40
 _WS = re.compile(r"\s+")
 
 
@@ -52,20 +55,69 @@ def _type_of(schema: Any) -> str:
     return result
 
 
-def _parameters(schema: Mapping[str, Any]) -> list[str]:
+def _resolve(node: Any, root: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``node`` with a local ``$ref`` (``#/$defs/Location``) followed, bounded against cycles."""
+    for _ in range(_MAX_NESTING * 4):
+        ref = node.get("$ref") if isinstance(node, Mapping) else None
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            break
+        target: Any = root
+        for key in ref[2:].split("/"):
+            target = (
+                target.get(key.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
+            )
+        if not isinstance(target, Mapping):
+            break
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node if isinstance(node, Mapping) else {}
+
+
+def _object_inside(prop: Any, root: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object schema a parameter holds (through ``$ref``, ``anyOf [X, null]`` and array items)."""
+    node = _resolve(prop, root)
+    for _ in range(2):
+        variants = node.get("anyOf") or node.get("oneOf")
+        if isinstance(variants, list):
+            objects = [_resolve(v, root) for v in variants]
+            objects = [v for v in objects if isinstance(v.get("properties"), Mapping)]
+            node = objects[0] if len(objects) == 1 else node
+        if node.get("type") == "array":
+            node = _resolve(node.get("items"), root)
+    return node if isinstance(node.get("properties"), Mapping) and node.get("properties") else None
+
+
+def _parameters(
+    schema: Mapping[str, Any],
+    root: Mapping[str, Any] | None = None,
+    depth: int = 0,
+    budget: list[int] | None = None,
+) -> list[str]:
     props = schema.get("properties")
     if not isinstance(props, Mapping):
         return []
+    root = schema if root is None else root
+    budget = [_NESTED_LINES] if budget is None else budget
     required = schema.get("required")
     required_set = set(required) if isinstance(required, list) else set()
+    indent = "    " + "  " * depth
     lines = []
-    for name, prop in props.items():
+    for i, (name, prop) in enumerate(props.items()):
+        if depth:
+            if budget[0] <= 0:
+                lines.append(f"{indent}- ... and {len(props) - i} more")
+                break
+            budget[0] -= 1
         flag = ", required" if name in required_set else ""
         desc = prop.get("description") if isinstance(prop, Mapping) else None
         text = (
             f": {_one_line(desc, _PARAM_DESCRIPTION_CHARS)}" if isinstance(desc, str) and desc.strip() else ""
         )
-        lines.append(f"    - {name} ({_type_of(prop)}{flag}){text}")
+        lines.append(f"{indent}- {name} ({_type_of(prop)}{flag}){text}")
+        # An object parameter lists its own fields below it: "location (object)" alone does not
+        # tell the model that it wants {"location": {"city": ...}}.
+        inner = _object_inside(prop, root) if depth < _MAX_NESTING else None
+        if inner is not None:
+            lines.extend(_parameters(inner, root, depth + 1, budget))
     return lines
 
 

@@ -9,8 +9,10 @@ import jinja2
 
 from orchestrator_svc.errors import TemplateError
 from orchestrator_svc.messages import ToolDef
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.errors import ConfigError
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "SystemPrompts"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "SystemPrompts", "check_templates"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the available tools when they help you answer; "
@@ -32,18 +34,26 @@ class SystemPrompts:
             keep_trailing_newline=False,
         )
 
+    def load(self, template: str) -> jinja2.Template:
+        """The compiled ``<template>.j2``.
+
+        Raises:
+            TemplateError: missing, or not valid Jinja2.
+        """
+        try:
+            return self._env.get_template(f"{template}.j2")
+        except jinja2.TemplateNotFound:
+            raise TemplateError(f"system prompt template {template!r} not found in {self._dir}") from None
+        except jinja2.TemplateError as err:
+            raise TemplateError(f"system prompt template {template!r} is invalid: {err}") from None
+
     def resolve(self, *, explicit: str, template: str | None, tools: list[ToolDef]) -> str:
         """Raises TemplateError when the model's template is missing or fails to render."""
         if explicit:
             return explicit
         if not template:
             return self._default
-        try:
-            compiled = self._env.get_template(f"{template}.j2")
-        except jinja2.TemplateNotFound:
-            raise TemplateError(f"system prompt template {template!r} not found in {self._dir}") from None
-        except jinja2.TemplateError as err:
-            raise TemplateError(f"system prompt template {template!r} is invalid: {err}") from None
+        compiled = self.load(template)
         try:
             return compiled.render(tools=[_tool_view(t) for t in tools]).strip()
         except jinja2.TemplateError as err:
@@ -59,3 +69,23 @@ def _tool_view(tool: ToolDef) -> dict[str, Any]:
         "server": tool.server,
         "tool": tool.name,
     }
+
+
+def check_templates(config: ToolscoutConfig) -> None:
+    """Loads every model's template once, so that a missing or broken one stops the start-up
+    instead of the model's first chat.
+
+    Raises:
+        ConfigError: naming each model whose template cannot be loaded.
+    """
+    settings = config.toolscout.orchestrator
+    prompts = SystemPrompts(config.resolve_path(settings.templates_dir))
+    problems = []
+    for name, model in config.models.items():
+        if model.template:
+            try:
+                prompts.load(model.template)
+            except TemplateError as err:
+                problems.append(f"models.{name}.template: {err.message}")
+    if problems:
+        raise ConfigError("\n".join(problems))

@@ -1,24 +1,33 @@
 """The ``toolscout`` command line: run the stack, inspect it, search, call tools and chat.
 
 Exit codes: 0 ok · 1 other failure (a tool that reported an error, an internal error) ·
-2 usage or bad config · 3 not found (tool, server, model, toolset) · 4 stack unreachable.
+2 usage or bad config · 3 not found (tool, server, model, toolset) · 4 stack unreachable ·
+5 the LLM provider failed (unreachable, rate limited, or refused the key).
 Errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+
+# gRPC's C core logs TLS handshake failures itself ("I1122 ... ssl_transport_security.cc ...");
+# the CLI reports them in its own one line. Set before grpc is imported; a user's choice wins.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+import argparse
 import sys
+import sysconfig
 from collections.abc import Sequence
 from typing import Any
 
-from toolscout.client import ToolscoutClientError, UnavailableError
+from toolscout.client import NotFoundError, ToolscoutClientError, UnavailableError
 
 from toolscout_cli.chat import run_chat
 from toolscout_cli.commands import COMMANDS
 from toolscout_cli.connection import (
     EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_PROVIDER,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     CliError,
@@ -26,8 +35,9 @@ from toolscout_cli.connection import (
     exit_code_for,
     resolve_targets,
 )
+from toolscout_cli.not_found import explain_not_found
 from toolscout_cli.output import Output
-from toolscout_kit.config import CONFIG_ENV, load_config
+from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 
 __all__ = ["build_parser", "main"]
@@ -72,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deferred MCP tool loading for LLMs: run the toolscout stack and talk to it.",
         epilog=(
             "Commands other than up/serve talk to a running stack: the config's listen addresses, or "
-            "--target.\nExit codes: 0 ok, 1 failure (e.g. the tool reported an error), 2 usage or bad "
-            "config, 3 not found, 4 stack unreachable."
+            "--target (or TOOLSCOUT_TARGET).\nExit codes: 0 ok, 1 failure (e.g. the tool reported an "
+            "error), 2 usage or bad config, 3 not found, 4 stack unreachable, 5 LLM provider failed."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -87,7 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = command("up", "run the whole stack (pool, discovery, orchestrator) from one config until Ctrl-C")
-    p.add_argument("--log-level", default="WARNING", help="service log level on stderr (default WARNING)")
+    p.add_argument("--log-level", default="WARNING", help="service log level (default WARNING)")
+    p.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="where logs and the MCP servers' stderr go (default: stderr with --json, else a temporary file)",
+    )
     p.add_argument(
         "--walkthrough", action="store_true", help="once up, show servers, tools, a search, a call, savings"
     )
@@ -99,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("tools", "the tool catalog, with loaded/deferred status")
     p.add_argument("--server", help="only this server's tools")
     p.add_argument("--toolset", help="only the tools of this toolset")
+    p = command("describe", "one tool: description, every argument (nested ones too) and an example call")
+    p.add_argument("tool", help="LLM name (e.g. weather__get_forecast), or the tool's own name with --server")
+    p.add_argument("--server", help="the tool's server (then TOOL is its own name)")
     command("toolsets", "the configured toolsets")
     command("models", "the configured models")
     p = command("manifest", "the manifest of deferred tools the LLM sees")
@@ -113,8 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, help="skip results of a server browse")
     p.add_argument("--llm-text", action="store_true", help="print the text the LLM receives")
     p = command("call", "call one tool")
-    p.add_argument("tool", help="LLM name (e.g. time_get_current_time), or the tool's own name with --server")
-    p.add_argument("--args", default="", metavar="JSON", help="arguments as a JSON object")
+    p.add_argument(
+        "tool", help="LLM name (e.g. time__get_current_time), or the tool's own name with --server"
+    )
+    p.add_argument(
+        "--args",
+        default="",
+        metavar="JSON",
+        help="arguments as a JSON object (`toolscout describe TOOL` shows them)",
+    )
     p.add_argument("--server", help="the tool's server (then TOOL is its own name)")
     p.add_argument("--call-timeout", type=float, metavar="SECONDS", help="tool call timeout")
     p = command("chat", "chat with a model using the tools (one-shot or interactive)")
@@ -125,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-reasoning", action="store_true", help="show the model's reasoning as it streams")
     p = command("tokens", "tool-definition tokens with and without discovery, per server")
     p.add_argument("--toolset", help="toolset (default: every tool)")
-    p.add_argument("--provider", help="token encoding: openai (default), anthropic, ollama")
+    p.add_argument(
+        "--provider", help="count as this provider does: openai (default, o200k), anthropic (cl100k), ollama"
+    )
     return parser
 
 
@@ -140,14 +167,48 @@ def _normalise(args: argparse.Namespace) -> None:
 
 def _unreachable_message(err: UnavailableError, targets: Targets | None) -> str | None:
     text = err.message.lower()
-    if not any(marker in text for marker in _CONNECT_FAILURES):
+    tls_failed = "handshake failed" in text
+    if not tls_failed and not any(marker in text for marker in _CONNECT_FAILURES):
         return None
     service = _SERVICES.get(err.method.split("/")[1] if err.method.count("/") >= 2 else "", "")
     where = f" at {targets.describe(service)}" if targets and service else ""
+    if tls_failed:
+        return (
+            f"cannot reach the {service or 'stack'}{where} over TLS: the TLS handshake failed. "
+            "Does the stack serve TLS? Without `security.tls_cert_file` it serves plaintext: drop --tls"
+        )
     return (
         f"cannot reach the {service or 'stack'}{where}: is the stack running? "
         "Start it with `toolscout up -c CONFIG`, or pass --target HOST:PORT"
     )
+
+
+def _provider_failed(err: ToolscoutClientError) -> bool:
+    # The orchestrator words every provider failure "provider '<client>' ..." (after its retries).
+    return err.method.endswith(("/Chat", "/StreamChat")) and err.message.startswith("provider ")
+
+
+def _own_scripts_on_path() -> None:
+    # Servers configured as "python ..." (the example config's are) need the Python that runs
+    # toolscout, which has the MCP SDK: `uv run` and an activated venv put it first on PATH; so
+    # does this, for `.venv/bin/toolscout up` started from a plain shell.
+    scripts = sysconfig.get_path("scripts")
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    if scripts not in parts:
+        os.environ["PATH"] = os.pathsep.join([scripts, *parts])
+
+
+def _check_templates(config: ToolscoutConfig, path: str | None) -> None:
+    # A model whose system prompt template is missing or broken would fail at its first chat.
+    from orchestrator_svc.prompts import check_templates  # noqa: PLC0415 - jinja2 only for up/serve
+
+    try:
+        check_templates(config)
+    except ConfigError as err:
+        source = resolve_config_path(path)
+        raise CliError(
+            "\n".join(f"{source}: {line}" for line in err.message.splitlines()), EXIT_USAGE
+        ) from None
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
@@ -156,13 +217,23 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             config = load_config(args.config)
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
+        if args.command == "up" or args.service == "orchestrator":
+            _check_templates(config, args.config)
+        _own_scripts_on_path()
         # Lazily, after the config is known to be good: the services pull in the MCP and provider
         # SDKs (seconds of imports), which the query commands never need.
         from toolscout_cli.stack import run_serve, run_up  # noqa: PLC0415
 
         source = args.config or os.environ.get(CONFIG_ENV, "")
         if args.command == "up":
-            return run_up(config, out, source=source, log_level=args.log_level, walkthrough=args.walkthrough)
+            return run_up(
+                config,
+                out,
+                source=source,
+                log_level=args.log_level,
+                walkthrough=args.walkthrough,
+                log_file=args.log_file,
+            )
         return run_serve(
             args.service, config, listen=args.listen, log_level=args.log_level or config.toolscout.log_level
         )
@@ -170,9 +241,14 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     handler = run_chat if args.command == "chat" else COMMANDS[args.command]
     try:
         with targets.connect() as ts:
-            return handler(args, ts, targets, out)
-    except UnavailableError as err:
-        message = _unreachable_message(err, targets)
+            try:
+                return handler(args, ts, targets, out)
+            except NotFoundError as err:
+                raise CliError(explain_not_found(ts, args, err), EXIT_NOT_FOUND) from None
+    except ToolscoutClientError as err:
+        if _provider_failed(err):
+            raise CliError(err.message, EXIT_PROVIDER) from None
+        message = _unreachable_message(err, targets) if isinstance(err, UnavailableError) else None
         if message is None:
             raise
         raise CliError(message, EXIT_UNREACHABLE) from None

@@ -58,7 +58,8 @@ class Conversation:
 
     @property
     def tokens_saved(self) -> int:
-        return max(self.tokens_all - self.tokens_sent, 0)
+        # Negative when search_tools and its manifest cost more than the definitions they held back.
+        return self.tokens_all - self.tokens_sent
 
     def savings_line(self) -> str:
         pct = 100.0 * self.tokens_saved / self.tokens_all if self.tokens_all else 0.0

@@ -4,13 +4,16 @@ call and tokens. Each returns its exit code; failures raise and are reported by 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
 from toolscout.client import CallToolResult, Tool, ToolscoutClient
 
-from toolscout_cli.connection import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Targets
+from toolscout_cli.connection import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Targets
+from toolscout_cli.not_found import unknown
 from toolscout_cli.output import Output, truncate
+from toolscout_cli.tool_help import describe, show_expected_shape
 
 __all__ = ["COMMANDS"]
 
@@ -70,6 +73,7 @@ def _tools(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out:
                         "status": status[t.llm_name],
                         "available": t.available,
                         "description": t.description,
+                        "input_schema": t.input_schema,
                     }
                     for t in tools
                 ],
@@ -153,18 +157,23 @@ def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
         max_results=args.limit or 0,
         offset=args.offset or 0,
     )
+    matches = result.matches
+    if args.limit and result.mode == "server" and len(matches) > args.limit:
+        # A server browse pages by the service's browse limit, not by max_results.
+        matches = matches[: args.limit]
+        result = dataclasses.replace(result, matches=matches)
+    code = EXIT_NOT_FOUND if result.not_found else EXIT_OK
     if out.json_mode:
         out.json(result)
-        return EXIT_OK
+        return code
     if args.llm_text:
         out.line(result.result_text)
-        return EXIT_OK
+        return code
     for missing in result.not_found:
-        hint = f" (closest: {', '.join(missing.closest)})" if missing.closest else ""
-        out.note(f"not found: {missing.name}{hint}")
-    if not result.matches:
+        out.note(f"toolscout: {unknown('tool', missing.name, (), missing.closest)}")
+    if not matches:
         out.line("No tools found.")
-        return EXIT_OK
+        return code
     rows = [
         (
             i,
@@ -173,11 +182,13 @@ def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
             f"{m.score:.2f}",
             ("(loaded) " if m.already_loaded else "") + m.tool.description,
         )
-        for i, m in enumerate(result.matches, 1)
+        for i, m in enumerate(matches, 1)
     ]
     out.table(("#", "Tool", "Server", "Score", "Description"), rows)
-    out.note(f"{len(result.matches)} of {result.total_matches} matches · mode {result.mode}")
-    return EXIT_OK
+    first = (args.offset or 0) + 1 if result.mode == "server" else 1
+    shown = f"{first}-{first + len(matches) - 1}" if first > 1 else str(len(matches))
+    out.note(f"{shown} of {result.total_matches} matches · mode {result.mode}")
+    return code
 
 
 def _render_result(result: CallToolResult, out: Output) -> None:
@@ -212,6 +223,8 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
         _render_result(result, out)
     if result.is_error:
         out.note(f"toolscout: the tool {args.tool} reported an error")
+        if not out.json_mode:
+            show_expected_shape(args, ts, arguments, result, out)
         return EXIT_ERROR
     return EXIT_OK
 
@@ -219,7 +232,7 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
 def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
     # Every figure comes from discovery, counted in one encoding (the --provider's), so the
     # per-server rows add up to the totals (which also include search_tools and the manifest).
-    provider = args.provider or ""
+    provider = args.provider or "openai"
     plan = ts.discovery.plan_tools(args.toolset or "", provider=provider)
     manifest = ts.discovery.get_manifest(args.toolset or "", provider=provider)
     per_server = {
@@ -232,13 +245,16 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
         for s in manifest.servers
     }
     tool_count = sum(s.tools for s in manifest.servers)
-    loaded_sent = sum(r["sent"] for r in per_server.values())
-    overhead = max(plan.tokens.sent_tokens - loaded_sent, 0)
     totals = plan.tokens
+    loaded_sent = sum(r["sent"] for r in per_server.values())
+    overhead = max(totals.sent_tokens - loaded_sent, 0)
+    # Negative when search_tools and the manifest cost more than the deferred definitions.
+    saved = totals.all_definitions_tokens - totals.sent_tokens
     if out.json_mode:
         out.json(
             {
                 "toolset": args.toolset or "",
+                "provider": provider,
                 "encoding": totals.encoding,
                 "estimate": totals.estimate,
                 "servers": [
@@ -256,7 +272,7 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
                 "total": {
                     "tokens_without_discovery": totals.all_definitions_tokens,
                     "tokens_with_discovery": totals.sent_tokens,
-                    "tokens_saved": totals.saved_tokens,
+                    "tokens_saved": saved,
                 },
             }
         )
@@ -267,30 +283,29 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     ]
     if plan.has_search_tool:
         rows.append(("search_tools + manifest", "-", "-", 0, overhead, -overhead))
-    pct = (
-        100.0 * totals.saved_tokens / totals.all_definitions_tokens if totals.all_definitions_tokens else 0.0
-    )
+    pct = 100.0 * saved / totals.all_definitions_tokens if totals.all_definitions_tokens else 0.0
     rows.append(
         (
-            "TOTAL",
+            "TOTAL (estimate)" if totals.estimate else "TOTAL",
             tool_count,
             plan.deferred_count,
             totals.all_definitions_tokens,
             totals.sent_tokens,
-            f"{totals.saved_tokens} ({pct:.0f}%)",
+            f"{saved} ({pct:.0f}%)",
         )
     )
     out.table(
         ("Server", "Tools", "Deferred", "Without discovery", "With discovery", "Saved"), rows, wrap_last=False
     )
-    approx = " (estimate: not the provider's own tokenizer)" if totals.estimate else ""
-    out.note(f"tool-definition tokens per LLM call, {totals.encoding}{approx}")
+    approx = " · an estimate: not the provider's own tokenizer" if totals.estimate else ""
+    out.note(f"tool-definition tokens per LLM call for {provider}, counted in {totals.encoding}{approx}")
     return EXIT_OK
 
 
 COMMANDS = {
     "servers": _servers,
     "tools": _tools,
+    "describe": describe,
     "toolsets": _toolsets,
     "models": _models,
     "manifest": _manifest,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,12 +32,15 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_NOT_FOUND",
     "EXIT_OK",
+    "EXIT_PROVIDER",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "TARGET_ENV",
     "CliError",
     "Targets",
     "exit_code_for",
     "load_optional_config",
+    "program",
     "resolve_targets",
     "targets_for",
 ]
@@ -44,7 +50,11 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_UNREACHABLE = 4
+EXIT_PROVIDER = 5
 DEFAULT_TOKEN_ENV = "TOOLSCOUT_AUTH_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+# Where the stack is, when neither the flags nor the config say: TOOLSCOUT_TARGET for all three,
+# TOOLSCOUT_<SERVICE>_TARGET for one (like --target and --<service>-target).
+TARGET_ENV = "TOOLSCOUT_TARGET"
 
 
 class CliError(Exception):
@@ -54,6 +64,25 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def program() -> str:
+    """How to run this command again from this directory, in another terminal.
+
+    ``make up`` runs the command from the project's virtual environment, whose ``bin`` a new
+    terminal does not have on PATH, so the answer there is ``.venv/bin/toolscout``. Plain
+    ``toolscout`` only for an installation outside any virtual environment that PATH finds.
+    """
+    script = Path(sysconfig.get_path("scripts")) / "toolscout"
+    if not script.is_file():
+        return f"{sys.executable} -m toolscout_cli"
+    here = Path.cwd().resolve()
+    if script.resolve().parent.parent.parent == here:  # ./<venv>/bin/toolscout: the project's own
+        return str(script.resolve().relative_to(here))
+    on_path = shutil.which("toolscout")
+    if sys.prefix == sys.base_prefix and on_path and Path(on_path).resolve() == script.resolve():
+        return "toolscout"
+    return str(script)
 
 
 def exit_code_for(err: ToolscoutClientError) -> int:
@@ -151,7 +180,8 @@ def targets_for(
 
 
 def resolve_targets(args: argparse.Namespace) -> Targets:
-    """Targets from ``--pool-target`` & co, else ``--target``, else the config's listen addresses.
+    """Targets from ``--pool-target`` & co, else ``--target``, else ``TOOLSCOUT_POOL_TARGET`` & co, else
+    ``TOOLSCOUT_TARGET``, else the config's listen addresses.
 
     Raises:
         CliError: bad config or unreadable CA file (exit 2).
@@ -163,8 +193,13 @@ def resolve_targets(args: argparse.Namespace) -> Targets:
         "discovery": (settings.discovery if settings else DiscoverySettings()).listen,
         "orchestrator": (settings.orchestrator if settings else OrchestratorSettings()).listen,
     }
+    # Flags first, then the environment, then the config (or the default ports).
     chosen = {
-        name: getattr(args, f"{name}_target", None) or args.target or client_target(listen)
+        name: getattr(args, f"{name}_target", None)
+        or args.target
+        or os.environ.get(f"TOOLSCOUT_{name.upper()}_TARGET")
+        or os.environ.get(TARGET_ENV)
+        or client_target(listen)
         for name, listen in defaults.items()
     }
     return targets_for(

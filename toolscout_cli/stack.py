@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
+import shlex
 import signal
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import structlog
 
@@ -19,7 +24,7 @@ from discovery_svc.server import build_server as build_discovery
 from mcp_pool_svc.server import build_server as build_pool
 from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
-from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, targets_for
+from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
 from toolscout_cli.output import Output
 from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import ToolscoutConfig
@@ -32,10 +37,14 @@ __all__ = ["run_serve", "run_up"]
 _SYMBOL = {"ready": "✓", "failed": "✗", "reconnecting": "…", "idle": "·", "stopped": "·"}
 
 
-def _quiet_logging(level: str) -> None:
-    # The services log JSON; in the CLI it goes to stderr so stdout stays the CLI's own output.
+def _quiet_logging(level: str, stream: TextIO) -> None:
+    # The services log JSON; in the CLI it goes to ``stream`` (stderr, or the log file of a person's
+    # terminal session) so that stdout stays the CLI's own output.
     configure_logging(level)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=stream))
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
+            handler.setStream(stream)
 
 
 def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -134,9 +143,9 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
     listens = (settings.pool.listen, settings.discovery.listen, settings.orchestrator.listen)
     if any(listen.endswith(":0") for listen in listens):
         # Ports were picked at random: the config alone does not lead back here.
-        cli = "toolscout " + " ".join(f"--{name}-target {address}" for name, address in endpoints.items())
+        cli = f"{program()} " + " ".join(f"--{name}-target {address}" for name, address in endpoints.items())
     else:
-        cli = f"toolscout -c {source}"
+        cli = f"{program()} -c {shlex.quote(source)}"
     if out.json_mode:
         out.json({"event": "ready", "endpoints": endpoints, "metrics": metrics})
         return cli
@@ -145,7 +154,11 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
         extra = f"   metrics {metrics[name]}" if name in metrics else ""
         out.line(f"{name:<13} {address}{extra}")
     out.line("")
-    out.line(f"Ready. In another terminal: {cli} servers | tools | manifest | search QUERY | chat")
+    out.line("Ready. In another terminal, from this directory:")
+    out.line(f"$ {cli} servers")
+    out.line(
+        "  (and tools, describe TOOL, manifest, search QUERY, call TOOL --args JSON, chat, tokens; --help)"
+    )
     out.line("Ctrl-C stops everything.")
     return cli
 
@@ -167,14 +180,43 @@ async def _walkthrough(
 
 
 def run_up(
-    config: ToolscoutConfig, out: Output, *, source: str, log_level: str, walkthrough: bool = False
+    config: ToolscoutConfig,
+    out: Output,
+    *,
+    source: str,
+    log_level: str,
+    walkthrough: bool = False,
+    log_file: str | None = None,
 ) -> int:
-    """The whole stack in this process until SIGINT/SIGTERM; exit code 0 after a clean stop."""
-    _quiet_logging(log_level)
-    try:
-        return asyncio.run(_up(config, out, source, walkthrough))
-    except ConfigError as err:
-        raise CliError(err.message, EXIT_USAGE) from None
+    """The whole stack in this process until SIGINT/SIGTERM; exit code 0 after a clean stop.
+
+    Logs and the MCP servers' stderr go to ``log_file`` if given, else to stderr in JSON mode and
+    to a temporary file for a person, whose terminal then shows one line per state change.
+    """
+    path = Path(log_file) if log_file else None
+    if path is None and not out.json_mode:
+        path = Path(tempfile.gettempdir()) / f"toolscout-up-{os.getpid()}.log"
+    with contextlib.ExitStack() as files:
+        stream: TextIO = sys.stderr
+        if path is not None:
+            try:
+                stream = files.enter_context(path.open("a", encoding="utf-8", buffering=1))
+            except OSError as err:
+                raise CliError(f"cannot write the log file {path}: {err.strerror}", EXIT_USAGE) from None
+            if not out.json_mode:
+                out.line(f"logs ({log_level.upper()} and up, MCP servers' stderr): {path}")
+        _quiet_logging(log_level, stream)
+        if stream is not sys.stderr:
+            # The pool hands the MCP servers sys.stderr as theirs: they write into the log too.
+            # (`out` keeps the terminal's stderr for the CLI's own messages.)
+            files.enter_context(contextlib.redirect_stderr(stream))
+        try:
+            return asyncio.run(_up(config, out, source, walkthrough))
+        except ConfigError as err:
+            raise CliError(err.message, EXIT_USAGE) from None
+        finally:
+            if path is not None and not log_file and path.exists() and path.stat().st_size == 0:
+                path.unlink()  # nothing was logged: leave no empty file behind
 
 
 BuildServer = Callable[..., Awaitable[Any]]

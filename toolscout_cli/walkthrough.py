@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 
-from toolscout.client import Tool, ToolscoutClient, ToolscoutClientError
+from toolscout.client import ModelInfo, Tool, ToolscoutClient, ToolscoutClientError
 
 from toolscout_cli.commands import COMMANDS
 from toolscout_cli.connection import Targets
@@ -89,6 +90,14 @@ def run_walkthrough(targets: Targets, out: Output, cli: str) -> None:
             _ns(query=query),
         )
         hits = ts.discovery.search_tools(query).matches
+        if hits:
+            found = hits[0].tool.llm_name
+            step(
+                "What a tool takes: every argument, nested ones too, and an example call",
+                f"describe {found}",
+                COMMANDS["describe"],
+                _ns(tool=found, invocation=cli),
+            )
         picked = _pick_call(ts, [m.tool for m in hits])
         if picked is not None:
             tool, arguments = picked
@@ -103,15 +112,35 @@ def run_walkthrough(targets: Targets, out: Output, cli: str) -> None:
         models = ts.orchestrator.list_models()
     out.line("")
     out.line("── Chat")
-    if models:
-        name = models[0].name
-        out.line(f'$ {cli} chat "What time is it in Tokyo?" --model {name}')
-        out.line(
-            "  needs the model's provider key in the environment (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY)"
-        )
-        out.line(
-            "  or a local OpenAI-compatible endpoint (Ollama, vLLM, LM Studio) as the client's base_url."
-        )
-    else:
+    if not models:
         out.line("No models configured: add `clients` and `models` to the config to chat.")
+        out.line("")
+        return
+    model, key_env = _chat_model(models, targets)
+    out.line(f'$ {cli} chat "What time is it in Tokyo?" --model {model.name}')
+    if key_env and not os.environ.get(key_env):
+        # The stack, not the CLI, calls the provider: the key belongs in the stack's environment.
+        out.line(f"  {model.name} needs {key_env} in the environment of the stack: set it in this terminal")
+        out.line("  before starting the stack (or point the model's client at a local OpenAI-compatible")
+        out.line("  server, e.g. Ollama, with its base_url).")
     out.line("")
+
+
+_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+def _chat_model(models: Sequence[ModelInfo], targets: Targets) -> tuple[ModelInfo, str]:
+    """The model to suggest, and the environment variable its key comes from ("" when none is
+    needed or the config holds it)."""
+
+    def key_env(model: ModelInfo) -> str:
+        client = targets.config.clients.get(model.client) if targets.config else None
+        if client is not None and client.api_key is not None:
+            return ""
+        return _KEY_ENV.get(model.provider, "")
+
+    # A model with a key at hand runs as shown; otherwise the OpenAI one (the key most people have).
+    ready = [m for m in models if key_env(m) and os.environ.get(key_env(m))]
+    openai = [m for m in models if m.provider == "openai"]
+    model = (ready or openai or list(models))[0]
+    return model, key_env(model)

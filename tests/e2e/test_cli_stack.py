@@ -8,6 +8,7 @@ config's listen addresses (ports picked free by the test).
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,15 @@ class RunningStack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     tmp = tmp_path_factory.mktemp("cli-stack")
     with ThreadedProvider() as provider:
-        config = stack_config(tmp / "config.json", ports=fixed_ports(), provider_url=provider.openai_base_url)
+        config = stack_config(
+            tmp / "config.json",
+            ports=fixed_ports(),
+            provider_url=provider.openai_base_url,
+            # One small tool behind search_tools: discovery costs more than it saves here.
+            extra_tool_sets={
+                "cities": {"description": "the city list", "servers": {"weather": ["list_cities"]}}
+            },
+        )
         up = UpProcess(config)
         try:
             endpoints = up.wait_ready()
@@ -78,7 +87,7 @@ def test_tools_marks_deferred_servers_tools_as_deferred(stack: RunningStack) -> 
 def test_toolsets_and_models_come_from_the_config(stack: RunningStack) -> None:
     code, out, _ = cli(stack, "toolsets", "--json")
     assert code == 0
-    assert [t["name"] for t in json.loads(out)["toolsets"]] == ["weather_only"]
+    assert sorted(t["name"] for t in json.loads(out)["toolsets"]) == ["cities", "weather_only"]
     code, out, _ = cli(stack, "models")
     assert code == 0
     assert out.splitlines()[2].split()[:3] == ["fake", "openai", "fake-model"]
@@ -201,3 +210,123 @@ def test_a_stack_that_is_not_running_exits_4_with_a_hint() -> None:
     assert done.returncode == 4
     assert "is the stack running?" in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_describe_expands_nested_arguments_and_its_example_call_runs(stack: RunningStack) -> None:
+    code, out, _ = cli(stack, "describe", "weather__get_forecast")
+    assert code == 0
+    lines = out.splitlines()
+    assert "  location (object, required): A place: either a known city name or coordinates." in lines
+    assert "    city (string|null): City name, e.g. 'Berlin'" in lines
+    example = lines[lines.index("Example:") + 1].strip()
+    assert example.endswith("""call weather__get_forecast --args '{"location": {"city": "Berlin"}}'""")
+    code, out, _ = cli(stack, *shlex.split(example)[3:])  # after the program and its -c CONFIG
+    assert code == 0
+    assert out.startswith("Berlin forecast")
+    code, out, _ = cli(stack, "describe", "get_forecast", "--server", "weather", "--json")
+    described = json.loads(out)
+    assert described["example_arguments"] == {"location": {"city": "Berlin"}}
+    assert described["input_schema"]["required"] == ["location"]
+    assert described["status"].startswith("deferred")
+
+
+def test_tools_json_includes_each_input_schema(stack: RunningStack) -> None:
+    code, out, _ = cli(stack, "tools", "--json", "--server", "weather")
+    assert code == 0
+    schemas = {t["name"]: t["input_schema"] for t in json.loads(out)["tools"]}
+    assert schemas["weather__get_forecast"]["properties"]["location"] == {"$ref": "#/$defs/Location"}
+
+
+def test_call_with_arguments_of_the_wrong_shape_prints_what_the_tool_takes(stack: RunningStack) -> None:
+    code, out, err = cli(
+        stack, "call", "weather__get_forecast", "--args", '{"location": "Berlin", "days": 2}'
+    )
+    assert code == 1
+    assert "validation error" in out  # the tool's own message, unchanged
+    assert "toolscout: the arguments do not fit what weather__get_forecast takes:" in err
+    assert "  location: expected object, got string" in err
+    assert "    city (string|null): City name, e.g. 'Berlin'" in err
+    assert """call weather__get_forecast --args '{"location": {"city": "Berlin"}}'""" in err
+
+
+def test_a_tool_error_that_is_not_about_arguments_prints_no_shape(stack: RunningStack) -> None:
+    code, _, err = cli(stack, "call", "weather__get_forecast", "--args", '{"location": {"city": "Atlantis"}}')
+    assert code == 1
+    assert "unknown city" in _
+    assert "expected arguments" not in err
+
+
+def test_a_misspelt_tool_is_not_found_with_the_closest_names_everywhere(stack: RunningStack) -> None:
+    expected = "toolscout: unknown tool 'weather__get_forcast' (closest: weather__get_forecast"
+    for command in (["call"], ["describe"], ["search", "--tool"]):
+        code, _, err = cli(stack, *command, "weather__get_forcast")
+        assert code == 3, command
+        assert err.splitlines()[0].startswith(expected), (command, err)
+    code, _, err = cli(stack, "call", "get_forcast", "--server", "weather")
+    assert code == 3
+    assert err == "toolscout: unknown tool 'get_forcast' on server 'weather' (closest: get_forecast)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tools", "--toolset", "nope"], "unknown toolset 'nope' (toolsets: cities, weather_only)"),
+        (["manifest", "--toolset", "weather_onyl"], "unknown toolset 'weather_onyl' (closest: weather_only)"),
+        (["search", "x", "--server", "wether"], "unknown server 'wether' (closest: weather)"),
+        (["tools", "--server", "wether"], "unknown server 'wether' (closest: weather)"),
+        (["chat", "hi", "--model", "fak"], "unknown model 'fak' (closest: fake)"),
+    ],
+)
+def test_every_kind_of_not_found_has_one_wording_and_exit_3(
+    stack: RunningStack, args: list[str], message: str
+) -> None:
+    code, out, err = cli(stack, *args)
+    assert (code, out, err) == (3, "", f"toolscout: {message}\n")
+
+
+def test_search_limit_also_caps_a_server_browse(stack: RunningStack) -> None:
+    code, out, err = cli(stack, "search", "--server", "weather", "--limit", "2")
+    assert code == 0
+    assert len(out.splitlines()) == 2 + 2
+    assert "2 of 4 matches" in err
+    code, out, _ = cli(stack, "search", "--server", "weather", "--limit", "2", "--json")
+    assert len(json.loads(out)["matches"]) == 2
+
+
+def test_tokens_for_anthropic_counts_every_row_in_one_labelled_estimate(stack: RunningStack) -> None:
+    code, out, err = cli(stack, "tokens", "--provider", "anthropic", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["encoding"], data["estimate"]) == ("cl100k_base", True)
+    servers = {s["server"]: s for s in data["servers"]}
+    total = data["total"]
+    assert total["tokens_without_discovery"] == sum(s["tokens_without_discovery"] for s in servers.values())
+    code, out, err = cli(stack, "tokens", "--provider", "anthropic")
+    assert out.splitlines()[-1].startswith("TOTAL (estimate)")
+    assert "for anthropic, counted in cl100k_base · an estimate" in err
+
+
+def test_tokens_show_a_negative_saving_when_discovery_costs_more(stack: RunningStack) -> None:
+    code, out, _ = cli(stack, "tokens", "--toolset", "cities", "--json")
+    assert code == 0
+    total = json.loads(out)["total"]
+    assert total["tokens_with_discovery"] > total["tokens_without_discovery"]
+    assert total["tokens_saved"] == total["tokens_without_discovery"] - total["tokens_with_discovery"] < 0
+    code, out, _ = cli(stack, "tokens", "--toolset", "cities")
+    assert out.splitlines()[-1].split()[-2] == str(total["tokens_saved"])
+
+
+def test_a_chat_whose_provider_keeps_failing_exits_5_not_4(stack: RunningStack) -> None:
+    stack.provider.script(*[Reply.error(503, "overloaded") for _ in range(3)])
+    code, _, err = cli(stack, "chat", "hi", "--model", "fake")
+    assert code == 5, err
+    assert err.startswith("toolscout: provider 'local' unavailable")
+    assert len(err.splitlines()) == 1
+
+
+def test_tls_against_a_plaintext_stack_is_one_line_and_exit_4(stack: RunningStack) -> None:
+    code, _, err = cli(stack, "servers", "--tls")
+    assert code == 4
+    assert len(err.splitlines()) == 1, err
+    assert "the TLS handshake failed" in err
+    assert "drop --tls" in err

@@ -144,6 +144,22 @@ def test_serve_runs_one_service_until_sigterm(tmp_path: Path) -> None:
     assert wait_gone(children) == set()
 
 
+def test_up_with_a_model_template_that_does_not_load_exits_2_before_starting_anything(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    notes = example_server_config("notes", env={"TS_CLI_TEST_MARKER": marker})
+    config = stack_config(tmp_path / "config.json", extra_servers={"notes": notes})
+    data = json.loads(config.read_text())
+    data["models"]["fake"]["template"] = "nope"
+    config.write_text(json.dumps(data))
+    done = run_cli("up", "-c", str(config))
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"toolscout: {config}: models.fake.template: system prompt template 'nope' not found"
+    )
+    assert "Traceback" not in done.stderr
+    assert _marked(marker) == set()  # no MCP server was started
+
+
 def test_up_applies_the_configured_blip_grace(tmp_path: Path) -> None:
     from toolscout.client import PoolClient, ToolscoutClientError
 

@@ -104,12 +104,13 @@ async def test_call_prints_the_result_and_rejects_bad_json(
     assert "must be a JSON object" in err
 
 
-async def test_unknown_tool_exits_3_with_the_servers_message(
+async def test_unknown_tool_exits_3_in_the_clis_one_wording_listing_the_tools(
     stack: FakeStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _out, err = await run(capsys, "call", "nope", "--target", stack.target)
     assert code == 3
-    assert err.strip() == "toolscout: Unknown tool 'nope'"
+    # The service said "Unknown tool 'nope'"; the CLI words every not-found the same way.
+    assert err.strip() == "toolscout: unknown tool 'nope' (tools: time_get_current_time, weather_forecast)"
     assert "Traceback" not in err
 
 

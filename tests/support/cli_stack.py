@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ def stack_config(
     metrics_port: int = -1,
     provider_url: str = "http://127.0.0.1:9/v1",
     extra_servers: Mapping[str, Any] | None = None,
+    extra_tool_sets: Mapping[str, Any] | None = None,
 ) -> Path:
     """A config with our example servers (weather deferred), mcp-server-time (deferred) and a model."""
     pool, discovery, orchestrator = ports
@@ -42,7 +43,10 @@ def stack_config(
             "time": time_server_config(defer_loading=True),
             **(extra_servers or {}),
         },
-        "tool_sets": {"weather_only": {"description": "just the weather", "servers": {"weather": True}}},
+        "tool_sets": {
+            "weather_only": {"description": "just the weather", "servers": {"weather": True}},
+            **(extra_tool_sets or {}),
+        },
         "tool_discovery": {"enabled": True},
         "toolscout": {
             "pool": {"listen": f"127.0.0.1:{pool}", "metrics_port": metrics_port},
@@ -79,15 +83,20 @@ def run_cli(
 
 
 class UpProcess:
-    """``toolscout up -c CONFIG --json`` in the background; its JSON events arrive on a queue."""
+    """``toolscout up -c CONFIG --json`` in the background; its JSON events arrive on a queue.
 
-    def __init__(self, config: Path, *extra: str, env: Mapping[str, str] | None = None) -> None:
+    With ``json_output=False`` it prints for a person; ``wait_for_line`` reads that.
+    """
+
+    def __init__(
+        self, config: Path, *extra: str, env: Mapping[str, str] | None = None, json_output: bool = True
+    ) -> None:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         # Every event in order, including those next_event() skipped.
         self.seen: list[dict[str, Any]] = []
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [*CLI, "up", "-c", str(config), "--json", *extra],
+            [*CLI, "up", "-c", str(config), *(["--json"] if json_output else []), *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -141,6 +150,27 @@ class UpProcess:
                 raise RuntimeError(
                     f"toolscout up exited ({self.process.returncode}) before {kind!r}: {self.stderr}"
                 )
+
+    def wait_for_line(self, text: str | Callable[[str], bool], timeout: float = 60.0) -> list[str]:
+        """Every line printed up to the first one containing ``text`` (or for which it is true),
+        waiting at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        wanted = text if callable(text) else (lambda line: text in line)
+        while True:
+            for i, line in enumerate(self.lines):
+                if wanted(line):
+                    return [printed.rstrip("\n") for printed in self.lines[: i + 1]]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no line with {text!r} within {timeout}s; output so far: {self.lines}")
+            try:
+                event = self.events.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if event.get("event") == "eof":
+                self.process.wait(timeout=10)
+                self._close()
+                raise RuntimeError(f"toolscout up exited ({self.process.returncode}): {self.stderr}")
 
     def server_states(self, names: set[str], timeout: float = 60.0) -> dict[str, dict[str, Any]]:
         """The first reported state of each server in ``names``, waiting (bounded) for the missing ones.

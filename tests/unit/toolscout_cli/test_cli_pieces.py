@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sysconfig
+from pathlib import Path
 
 import grpc
 import pytest
 from toolscout.client import ChatMessage, ChatResult, ChatStats, DiscoveryStats, TokenUsage, error_for_code
 
-from toolscout_cli.__main__ import build_parser
+from toolscout_cli.__main__ import _provider_failed, build_parser
 from toolscout_cli.chat import Conversation
-from toolscout_cli.connection import client_target, exit_code_for, resolve_targets
+from toolscout_cli.connection import client_target, exit_code_for, program, resolve_targets
+from toolscout_cli.not_found import unknown
 from toolscout_cli.output import Output, to_jsonable, truncate
 
 
@@ -129,3 +132,65 @@ def test_conversation_carries_history_and_tools_and_sums_savings() -> None:
     assert conv.savings_line().startswith(
         "[2 turns · tool definitions sent 250 of 800 tokens, saved 550 (69%)"
     )
+
+
+def test_a_conversation_where_discovery_costs_more_than_it_saves_shows_a_negative_saving() -> None:
+    conv = Conversation(model="m")
+    conv.record(ChatMessage.user("one"), _result(3938, 3717, ()))
+    assert conv.tokens_saved == -221
+    assert "sent 3938 of 3717 tokens, saved -221 (-6%)" in conv.savings_line()
+
+
+@pytest.mark.parametrize(
+    "code",
+    [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION],
+)
+def test_a_provider_failure_in_a_chat_is_told_apart_from_a_failing_stack(code: grpc.StatusCode) -> None:
+    chat = "/toolscout.orchestrator.v1.Orchestrator/StreamChat"
+    assert _provider_failed(
+        error_for_code(code, "provider 'openai' unavailable after 3 attempts: x", method=chat)
+    )
+    assert not _provider_failed(error_for_code(code, "discovery unavailable", method=chat))
+    assert not _provider_failed(
+        error_for_code(code, "provider 'x'", method="/toolscout.mcp_pool.v1.McpPool/CallTool")
+    )
+
+
+def test_environment_targets_sit_between_the_flags_and_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOOLSCOUT_CONFIG", raising=False)
+    monkeypatch.setenv("TOOLSCOUT_TARGET", "env:1")
+    monkeypatch.setenv("TOOLSCOUT_POOL_TARGET", "envpool:2")
+    targets = resolve_targets(_args())
+    assert (targets.pool, targets.discovery, targets.orchestrator) == ("envpool:2", "env:1", "env:1")
+    targets = resolve_targets(_args("--discovery-target", "flag:3"))
+    assert (targets.pool, targets.discovery) == ("envpool:2", "flag:3")
+
+
+def test_the_command_to_run_again_is_the_venv_path_relative_to_the_project(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scripts = Path(sysconfig.get_path("scripts"))
+    monkeypatch.chdir(scripts.parent.parent)  # the project holding .venv/
+    assert program() == str(Path(scripts.parent.name) / "bin" / "toolscout")
+    monkeypatch.chdir("/")
+    assert program() == str(scripts / "toolscout")
+
+
+def test_not_found_names_the_kind_and_the_closest_names_or_all_of_them() -> None:
+    assert unknown("tool", "get_forcast", ["get_forecast", "list_cities"]) == (
+        "unknown tool 'get_forcast' (closest: get_forecast)"
+    )
+    assert (
+        unknown("toolset", "nope", ["planning", "writing"])
+        == "unknown toolset 'nope' (toolsets: planning, writing)"
+    )
+    assert unknown("model", "x", []) == "unknown model 'x' (no models configured)"
+    assert unknown("tool", "zzz", [], closest=[]) == "unknown tool 'zzz' (no similar names)"
+    assert unknown("tool", "t", [f"n{i:02}" for i in range(20)]).endswith("n11, ... 8 more)")
+    assert unknown("tool", "x", ["y"], where=" on server 's'") == "unknown tool 'x' on server 's' (tools: y)"
+
+
+def test_call_help_shows_an_llm_name_with_the_double_underscore() -> None:
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert "time__get_current_time" in subparsers.choices["call"].format_help()
+    assert "describe" in subparsers.choices

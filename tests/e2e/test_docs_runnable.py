@@ -1,0 +1,204 @@
+"""The documentation runs as written: every block marked runnable in README.md, clients/README.md
+and deploy/README.md, and every command `toolscout up --walkthrough` (what `make up` runs) prints.
+
+The stack is `toolscout up` on the example config itself, on free ports, with the LLM providers'
+base URLs pointed at the fake provider through the variables the example config already reads
+(`OPENAI_BASE_URL`, `OLLAMA_BASE_URL`) or the SDK reads (`ANTHROPIC_BASE_URL`). The commands then
+run like in a reader's second terminal: bash from the repository root, with the project's virtual
+environment *not* on PATH, reaching the stack through `TOOLSCOUT_*_TARGET` (which is how the
+documented `-c examples/casual_mcp_config.json` finds a stack that is not on the default ports).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_stack import ThreadedProvider, UpProcess, fixed_ports, stack_config
+from tests.support.doc_blocks import DOCS, DocBlock, blocks
+from tests.support.fake_provider import FakeProvider, Reply
+from tests.support.mcp_servers import REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE_CONFIG = REPO_ROOT / "examples" / "casual_mcp_config.json"
+EXAMPLE_SERVERS = {"notes", "time", "weather", "text", "media"}
+RUNNABLE = [b for path in DOCS for b in blocks(REPO_ROOT, path) if b.marker == "runnable"]
+
+
+def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> Path:
+    """examples/casual_mcp_config.json as it is, except where it listens (and, being elsewhere now,
+    its relative paths made absolute)."""
+    config = json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
+    for server in config["servers"].values():
+        if "command" in server:
+            server["cwd"] = str(EXAMPLE_CONFIG.parent / server.get("cwd", "."))
+    settings = config.setdefault("toolscout", {})
+    for name, port in zip(("pool", "discovery", "orchestrator"), ports, strict=True):
+        settings.setdefault(name, {}).update(listen=f"127.0.0.1:{port}", metrics_port=-1)
+    orchestrator = settings["orchestrator"]
+    orchestrator["templates_dir"] = str(
+        EXAMPLE_CONFIG.parent / orchestrator.get("templates_dir", "prompt-templates")
+    )
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return path
+
+
+def provider_env(fake: FakeProvider) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": fake.openai_base_url,
+        "OPENAI_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake.anthropic_base_url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "OLLAMA_BASE_URL": fake.openai_base_url,
+    }
+
+
+def reader_env(targets: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A second terminal: no virtual environment active or on PATH, no toolscout settings."""
+    scripts = Path(sysconfig.get_path("scripts")).resolve()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"VIRTUAL_ENV", "UV_RUN_RECURSION_DEPTH", "PYTHONPATH"} and not k.startswith("TOOLSCOUT_")
+    }
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != scripts
+    )
+    for service, address in (targets or {}).items():
+        env[f"TOOLSCOUT_{service.upper()}_TARGET"] = address
+    return env
+
+
+def run_shell(script: str, env: Mapping[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=REPO_ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _answering(fake: FakeProvider) -> None:
+    fake.responder = lambda _request: Reply.answer("It is 9 in the evening in Tokyo.")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("docs-stack")
+    with ThreadedProvider() as fake:
+        _answering(fake)
+        # Started like `.venv/bin/toolscout up` from a plain terminal: the config's "python" servers
+        # must still get the Python that has the MCP SDK.
+        env = {**provider_env(fake), "PATH": reader_env()["PATH"]}
+        up = UpProcess(example_config_copy(tmp / "casual_mcp_config.json"), env=env)
+        try:
+            endpoints = up.wait_ready(timeout=120)
+            states = up.server_states(EXAMPLE_SERVERS, timeout=120)
+            assert {s["state"] for s in states.values()} == {"ready"}, states
+            yield endpoints
+        finally:
+            code = up.stop()
+        assert code == 0, up.stderr
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_a_runnable_documentation_block_runs_as_written(
+    block: DocBlock, stack: dict[str, str], tmp_path: Path
+) -> None:
+    env = reader_env(stack)
+    if block.detail == "app-venv":
+        # The reader's own application's environment, activated.
+        venv = tmp_path / "app-venv"
+        made = subprocess.run(
+            ["uv", "venv", "--quiet", "--python", sys.executable, str(venv)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert made.returncode == 0, made.stderr
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    if block.language == "python":
+        script = tmp_path / "example.py"
+        script.write_text(block.body, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    else:
+        assert block.language in ("bash", "sh", "shell"), f"{block.id}: cannot run a {block.language!r} block"
+        done = run_shell(block.body, env)
+    report = f"{block.id} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    assert done.returncode == 0, report
+    assert "Traceback" not in done.stderr, report
+
+
+def _printed_commands(lines: list[str]) -> list[str]:
+    """The `$ command` lines, and the command under each "Example:" heading."""
+    commands = [line[2:] for line in lines if line.startswith("$ ")]
+    commands += [lines[i + 1].strip() for i, line in enumerate(lines[:-1]) if line == "Example:"]
+    return commands
+
+
+def test_every_command_the_walkthrough_prints_runs_as_printed(tmp_path: Path) -> None:
+    with ThreadedProvider() as fake:
+        _answering(fake)
+        # Fixed (free) ports, like `make up`: the printed commands then find the stack through the
+        # config, exactly as a reader's would.
+        config = example_config_copy(tmp_path / "casual_mcp_config.json", fixed_ports())
+        up = UpProcess(config, "--walkthrough", env=provider_env(fake), json_output=False)
+        try:
+            printed = up.wait_for_line("The stack keeps running", timeout=180)
+            commands = _printed_commands(printed)
+            program = shlex.split(commands[0])[0]
+            assert program == ".venv/bin/toolscout", printed  # what a new terminal can run
+            assert {shlex.split(c)[3] for c in commands} >= {
+                "servers", "tools", "manifest", "search", "describe", "call", "tokens", "chat"
+            }  # fmt: skip
+            results = {command: run_shell(command, reader_env(), timeout=60) for command in commands}
+        finally:
+            code = up.stop()
+    assert code == 0, up.stderr
+    failed = {c: f"{r.returncode}: {r.stderr}" for c, r in results.items() if r.returncode != 0}
+    assert failed == {}, "\n".join(printed)
+    assert "It is 9 in the evening in Tokyo." in next(r.stdout for c, r in results.items() if " chat " in c)
+
+
+def test_up_for_a_person_prints_state_lines_and_keeps_logs_out_of_the_terminal(tmp_path: Path) -> None:
+    broken = {
+        "command": sys.executable,
+        "args": ["-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"],
+    }
+    config = stack_config(tmp_path / "config.json", extra_servers={"broken": broken})
+    log = tmp_path / "up.log"
+    up = UpProcess(config, "--log-file", str(log), json_output=False)
+    try:
+        up.wait_for_line("Ctrl-C stops everything", timeout=120)
+        # The pool retries the server with backoff; the terminal shows the state, not each retry.
+        lines = up.wait_for_line(lambda line: line.split()[1:3] == ["broken", "reconnecting"], timeout=60)
+    finally:
+        code = up.stop()
+    assert code == 0, up.stderr
+    assert not [line for line in up.lines if line.lstrip().startswith("{")], up.lines
+    assert up.stderr == ""
+    assert lines[-1].split()[0] == "…"
+    logged = log.read_text()
+    assert "boom" in logged  # the server's own stderr
+    assert '"level": "warning"' in logged

@@ -1,0 +1,66 @@
+"""The code blocks of the documentation, with the marker that says whether a test runs them.
+
+Every fenced block in a checked Markdown file is preceded by one HTML comment (invisible when
+rendered):
+
+* ``<!-- runnable -->``: a test runs it, as written, against a stack started from the example
+  config (bash blocks in bash from the repository root, python blocks with the project's Python);
+* ``<!-- runnable: app-venv -->``: the same, inside a fresh, activated virtual environment standing
+  for the reader's own application (install instructions);
+* ``<!-- not runnable: WHY -->``: says why no test runs it (a cluster, fixed ports, a listing).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DOCS", "DocBlock", "blocks"]
+
+DOCS = ("README.md", "clients/README.md", "deploy/README.md")
+
+_FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<info>[^`]*)$")
+_MARKER = re.compile(r"^<!--\s*(?P<kind>runnable|not runnable)\s*(?::\s*(?P<detail>.*?))?\s*-->$")
+
+
+@dataclass(frozen=True)
+class DocBlock:
+    path: str  # relative to the repository root
+    line: int  # 1-based line of the opening fence
+    language: str
+    body: str
+    marker: str  # "runnable", "not runnable" or "" (unmarked)
+    detail: str  # runnable's option ("app-venv") or not runnable's reason
+
+    @property
+    def id(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def blocks(root: Path, path: str) -> list[DocBlock]:
+    """The fenced code blocks of ``root/path`` in order, each with the marker right above it."""
+    lines = (root / path).read_text(encoding="utf-8").splitlines()
+    found: list[DocBlock] = []
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i].strip())
+        if not opening:
+            i += 1
+            continue
+        fence = opening["fence"]
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence)), len(lines))
+        previous = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = _MARKER.match(previous)
+        found.append(
+            DocBlock(
+                path=path,
+                line=i + 1,
+                language=opening["info"].strip().split(" ")[0],
+                body="\n".join(lines[i + 1 : end]) + "\n",
+                marker=marker["kind"] if marker else "",
+                detail=(marker["detail"] or "") if marker else "",
+            )
+        )
+        i = end + 1
+    return found

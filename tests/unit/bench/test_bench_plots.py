@@ -1,0 +1,61 @@
+"""bench/plots.py draws each plot from saved results: a PNG of the fixed pixel size, not empty."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import struct
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.support.mcp_servers import REPO_ROOT
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "bench"
+
+
+def _plots() -> ModuleType:
+    # bench/ holds scripts, not a package: load the module from its file.
+    spec = importlib.util.spec_from_file_location("bench_plots", REPO_ROOT / "bench" / "plots.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+plots = _plots()
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.mark.parametrize("name", sorted(plots.PLOTS))
+def test_each_plot_renders_from_a_saved_result_as_a_png_of_the_fixed_size(name: str, tmp_path: Path) -> None:
+    source, plot = plots.PLOTS[name]
+    path = plot(json.loads((FIXTURES / source).read_text()), tmp_path / name)
+    assert _png_size(path) == (plots.WIDTH, plots.HEIGHT)
+    assert path.stat().st_size > 20_000  # axes, bars or lines, labels: far more than a blank canvas
+
+
+def test_render_all_writes_every_plot_and_skips_missing_inputs(tmp_path: Path) -> None:
+    written = plots.render_all(FIXTURES, tmp_path / "out")
+    assert sorted(p.name for p in written) == sorted(plots.PLOTS)
+    (tmp_path / "partial").mkdir()
+    (tmp_path / "partial" / "retrieval.json").write_text((FIXTURES / "retrieval.json").read_text())
+    assert [p.name for p in plots.render_all(tmp_path / "partial", tmp_path / "out2")] == [
+        "retrieval_recall.png"
+    ]
+
+
+def test_a_series_added_to_the_retrieval_results_is_drawn_too() -> None:
+    results = json.loads((FIXTURES / "retrieval.json").read_text())["results"]
+    assert plots.engines_in(results) == ["toolscout", "hybrid", "casual-mcp", "fastmcp"]
+    results["bfcl"]["dense-only"] = results["bfcl"]["toolscout"]
+    assert plots.engines_in(results)[-1] == "dense-only"

@@ -1,0 +1,22 @@
+"""Every code block of the READMEs says whether a test runs it (tests/e2e/test_docs_runnable.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.doc_blocks import DOCS, blocks
+from tests.support.mcp_servers import REPO_ROOT
+
+
+@pytest.mark.parametrize("path", DOCS)
+def test_every_code_block_is_marked_runnable_or_says_why_not(path: str) -> None:
+    found = blocks(REPO_ROOT, path)
+    assert found
+    assert [b.id for b in found if not b.marker] == []
+    assert [b.id for b in found if b.marker == "not runnable" and not b.detail] == []
+
+
+@pytest.mark.parametrize("path", DOCS)
+def test_runnable_blocks_are_shell_or_python(path: str) -> None:
+    runnable = [b for b in blocks(REPO_ROOT, path) if b.marker == "runnable"]
+    assert {(b.language, b.detail) for b in runnable} <= {("bash", ""), ("python", ""), ("bash", "app-venv")}
