@@ -15,6 +15,7 @@ from toolscout_kit.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    OutcomeUnknownError,
     ResourceExhaustedError,
     ToolscoutError,
     UnauthenticatedError,
@@ -24,6 +25,10 @@ from toolscout_kit.errors import (
 __all__ = ["GENERIC_INTERNAL_MESSAGE", "STATUS_BY_CATEGORY", "error_from_rpc", "status_for"]
 
 GENERIC_INTERNAL_MESSAGE = "internal error; see the server logs for details"
+
+# "Sent, outcome unknown" is ABORTED: no retry policy of ours lists it, and unlike UNKNOWN (which
+# gRPC itself reports for unhandled exceptions and undecodable messages) gRPC never produces it on
+# its own, so a caller can trust that ABORTED from a toolscout service means exactly this.
 
 # Checked in order: the first category an exception is an instance of wins.
 STATUS_BY_CATEGORY: tuple[tuple[type[ToolscoutError], grpc.StatusCode], ...] = (
@@ -36,6 +41,7 @@ STATUS_BY_CATEGORY: tuple[tuple[type[ToolscoutError], grpc.StatusCode], ...] = (
     (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
     (CancelledError, grpc.StatusCode.CANCELLED),
+    (OutcomeUnknownError, grpc.StatusCode.ABORTED),
 )
 
 _ERROR_BY_STATUS: dict[grpc.StatusCode, type[ToolscoutError]] = {
@@ -47,6 +53,7 @@ _ERROR_BY_STATUS: dict[grpc.StatusCode, type[ToolscoutError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.CANCELLED: CancelledError,
+    grpc.StatusCode.ABORTED: OutcomeUnknownError,
 }
 
 
@@ -61,15 +68,16 @@ def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
 def error_from_rpc(err: grpc.RpcError, what: str) -> ToolscoutError:
     """Translates an RPC error from another toolscout service into a domain error.
 
-    ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT and NOT_FOUND keep
-    the peer's message as is, because it is written for the caller (often for the LLM).
+    ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT, NOT_FOUND and
+    ABORTED (outcome unknown) keep the peer's message as is, because it is written for the caller
+    (often for the LLM).
     """
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = (err.details() if hasattr(err, "details") else None) or ""
     category = _ERROR_BY_STATUS.get(code)
     if category is None:
         return UnavailableError(f"{what} failed: {code.name.lower()}: {details}".rstrip(": "))
-    if category in (InvalidArgumentError, NotFoundError):
+    if category in (InvalidArgumentError, NotFoundError, OutcomeUnknownError):
         return category(details)
     if category is UnavailableError:
         return UnavailableError(f"{what} unavailable: {details}" if details else f"{what} unavailable")

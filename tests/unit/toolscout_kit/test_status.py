@@ -55,6 +55,7 @@ def test_the_bare_base_class_has_no_code_so_it_becomes_internal() -> None:
         (errors.UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
         (errors.CancelledError, grpc.StatusCode.CANCELLED),
         (errors.ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
+        (errors.OutcomeUnknownError, grpc.StatusCode.ABORTED),
     ],
 )
 def test_categories_map_to_the_design_table(error: type[ToolscoutError], code: grpc.StatusCode) -> None:
@@ -83,3 +84,12 @@ def test_rpc_errors_from_peers_become_domain_errors_keeping_llm_facing_text() ->
     assert "pool unavailable" in down.message
     odd = error_from_rpc(_RpcError(grpc.StatusCode.INTERNAL, "internal error"), "pool")
     assert isinstance(odd, errors.UnavailableError)
+
+
+def test_an_outcome_unknown_from_a_peer_stays_outcome_unknown_with_its_message() -> None:
+    text = (
+        "MCP server 'notes' closed the connection during the call of 'add'; the tool may or may not have run"
+    )
+    err = error_from_rpc(_RpcError(grpc.StatusCode.ABORTED, text), "pool")
+    assert isinstance(err, errors.OutcomeUnknownError)
+    assert err.message == text
