@@ -88,8 +88,8 @@ from toolscout.client.types import (
 __all__ = [
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
-    "RETRIED_METHODS",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "RETRIED_METHODS",
     "SEARCH_TOOL_NAME",
     "AbortedError",
     "AlreadyExistsError",
