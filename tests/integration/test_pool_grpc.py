@@ -87,7 +87,7 @@ async def test_list_servers_reports_each_server_with_its_state_and_health_servic
     assert by_name["fixture"].state == pb.SERVER_STATE_READY
     assert by_name["fixture"].transport == "stdio"
     assert by_name["fixture"].server_info == "misbehaving 1.0"
-    assert by_name["fixture"].tool_count == 8
+    assert by_name["fixture"].tool_count == 10
     assert dead.restarts == 1
     assert "closed the connection while starting" in dead.last_error
     async with grpc.aio.insecure_channel(server.address) as channel:
