@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.errors import SearchArgumentError
 from discovery_svc.index import SearchIndex
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import partition_tools, select_toolset
@@ -185,7 +186,8 @@ class DiscoveryEngine:
         """Executes one search_tools call.
 
         Raises:
-            SearchArgumentError: malformed arguments (message written for the LLM).
+            SearchArgumentError: malformed arguments (message written for the LLM), or a
+                negative ``max_results``.
             UnknownServerError: server_name not in the toolset (message lists valid servers).
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
@@ -193,6 +195,10 @@ class DiscoveryEngine:
         started = time.perf_counter()
         mode = "unknown"
         try:
+            if request.max_results < 0:
+                raise SearchArgumentError(
+                    f"max_results must be 0 (the configured default) or more, got {request.max_results}"
+                )
             if request.arguments_json:
                 args = parse_arguments_json(request.arguments_json)
             else:
