@@ -307,3 +307,12 @@ async def test_a_reply_line_over_the_limit_is_refused_and_the_session_survives(
     assert pool.server_status("fixture").restarts == 0
     other = await pool.call_tool(server="other", tool="echo", arguments={"text": "unaffected"})
     assert other.content[0].text == "unaffected"
+
+
+async def test_the_client_library_shows_when_a_down_server_is_tried_next(serve: Callable[..., Any]) -> None:
+    server, pool = await serve({"dead": misbehaving_config("--exit-at-start")}, crash_loop_restarts=1)
+    await pool.wait_until(lambda: pool.server_status("dead").state is ServerState.FAILED, 10)
+    async with tc.AsyncPoolClient.connect(server.address) as client:
+        [status] = await client.list_servers()
+    assert status.state == "failed"
+    assert status.next_retry_unix > status.state_since_unix
