@@ -214,9 +214,9 @@ class PoolSettings(_ServiceSettings):
     # while the server is configured; calls then get UNAVAILABLE naming the server and its state.
     unavailable_grace: float | None = Field(default=None, ge=0)
     # Health pings: a server that does not answer one within ping_timeout is restarted, so a hung
-    # server is found within ping_interval + ping_timeout seconds.
+    # server is found within ping_interval + ping_timeout seconds (9 by default).
     ping_interval: float = Field(default=5.0, gt=0)
-    ping_timeout: float = Field(default=5.0, gt=0)
+    ping_timeout: float = Field(default=4.0, gt=0)
     # Reconnect backoff (exponential, with jitter) from initial_backoff up to max_backoff.
     initial_backoff: float = Field(default=0.5, gt=0)
     max_backoff: float = Field(default=5.0, gt=0)

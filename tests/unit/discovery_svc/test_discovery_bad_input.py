@@ -17,3 +17,11 @@ async def test_a_negative_max_results_is_an_invalid_argument(max_results: int) -
     engine.set_catalog(catalog([make_tool("weather", "forecast", "Weather forecast.")], "v1"))
     with pytest.raises(InvalidArgumentError, match="max_results"):
         await engine.search_tools(SearchRequest(query="weather", max_results=max_results))
+
+
+async def test_search_arguments_nested_too_deeply_are_an_invalid_argument() -> None:
+    engine = DiscoveryEngine(config(DOC))
+    engine.set_catalog(catalog([make_tool("weather", "forecast", "Weather forecast.")], "v1"))
+    deep = '{"query":' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(InvalidArgumentError, match="JSON object"):
+        await engine.search_tools(SearchRequest(arguments_json=deep))
