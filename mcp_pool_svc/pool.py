@@ -51,7 +51,7 @@ from mcp_pool_svc.results import (
     error_result_content,
 )
 from mcp_pool_svc.server_logs import StderrLog
-from mcp_pool_svc.session import Connector, make_connector
+from mcp_pool_svc.session import Connection, Connector, make_connector
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
 from toolscout_kit.config import ToolscoutConfig
@@ -457,21 +457,14 @@ class McpPool:
             sup.write_lock if sup.write_lock is not None and not read_only else nullcontext()
         )
         async with serial, sup.semaphore:
-            retried = False
+            lost: Connection | None = None
             while True:
                 try:
-                    conn = await sup.connection_for_call(wait_for_restart=retried)
+                    conn = await sup.connection_for_call(wait_for_restart=lost is not None, not_this=lost)
                 except ServerUnavailableError:
-                    if retried:
+                    if lost is not None:
                         raise _SentThenLost(retried=True) from None
                     raise
-                if conn.closed.is_set():
-                    # Lost a moment ago; the supervisor has not taken it out of service yet.
-                    if retried:
-                        raise _SentThenLost(retried=True)
-                    raise ServerUnavailableError(
-                        f"MCP server {sup.name!r} lost its connection; the call was not sent"
-                    )
                 call.sent = True
                 try:
                     return await conn.session.call_tool(
@@ -480,10 +473,10 @@ class McpPool:
                 except MCPError as err:
                     if err.code != mcp_types.CONNECTION_CLOSED:
                         raise
-                    if not repeatable or retried:
-                        raise _SentThenLost(retried=retried) from None
+                    if not repeatable or lost is not None:
+                        raise _SentThenLost(retried=lost is not None) from None
                     log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
-                    retried = True
+                    lost = conn
 
     def _convert(self, server: str, tool: str, raw: Any, started: float) -> ToolResult:
         content = tuple(content_from_mcp(block) for block in raw.content)

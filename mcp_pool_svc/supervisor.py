@@ -179,23 +179,33 @@ class Supervisor:
             text += f" (next connection attempt in {max(self._next_retry - time.time(), 0):.0f}s)"
         return text
 
-    async def connection_for_call(self, *, wait_for_restart: bool = False) -> Connection:
+    async def connection_for_call(
+        self, *, wait_for_restart: bool = False, not_this: Connection | None = None
+    ) -> Connection:
         """The live connection, starting an idle server and waiting out a first start.
 
         With ``wait_for_restart`` a server that is reconnecting is waited for too (the caller
-        bounds the wait).
+        bounds the wait), and ``not_this`` (a connection that was just lost) is never returned.
 
         Raises:
             ServerUnavailableError: the server is reconnecting, failed or stopped.
         """
         while True:
-            if self._state is ServerState.READY and self._conn is not None:
-                return self._conn
+            conn = self._conn
+            if (
+                self._state is ServerState.READY
+                and conn is not None
+                and conn is not not_this
+                and not conn.closed.is_set()
+            ):
+                return conn
             if self._state is ServerState.IDLE:
                 self._wake.set()
-            elif self._state is ServerState.STARTING or (
+            elif self._state in (ServerState.STARTING, ServerState.READY) or (
                 wait_for_restart and self._state is ServerState.RECONNECTING
             ):
+                # READY here means its connection was lost a moment ago: the supervisor is about to
+                # take it out of service.
                 pass
             else:
                 raise ServerUnavailableError(self.unavailable_message())
