@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.errors import SearchArgumentError
 from discovery_svc.index import SearchIndex
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import partition_tools, select_toolset
@@ -232,7 +233,8 @@ class DiscoveryEngine:
         With ``include_plan`` the result carries the plan for the next LLM call.
 
         Raises:
-            SearchArgumentError: malformed arguments (message written for the LLM).
+            SearchArgumentError: malformed arguments (message written for the LLM), or a
+                negative ``max_results``.
             UnknownServerError: server_name not in the toolset (message lists valid servers).
             InvalidArgumentError: unknown provider (with ``include_plan``).
             UnavailableError: no catalog yet.
@@ -241,6 +243,10 @@ class DiscoveryEngine:
         started = time.perf_counter()
         mode = "unknown"
         try:
+            if request.max_results < 0:
+                raise SearchArgumentError(
+                    f"max_results must be 0 (the configured default) or more, got {request.max_results}"
+                )
             if request.arguments_json:
                 args = parse_arguments_json(request.arguments_json)
             else:

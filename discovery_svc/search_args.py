@@ -162,7 +162,7 @@ def parse_arguments_json(raw: str) -> SearchArgs:
     """
     try:
         args = json.loads(raw) if raw.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can parse
         raise SearchArgumentError(
             'search_tools arguments must be a JSON object, e.g. {"query": "send an email"}.'
         ) from None

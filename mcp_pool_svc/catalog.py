@@ -38,6 +38,10 @@ class ListedTool:
     input_schema_json: str = EMPTY_INPUT_SCHEMA_JSON
     output_schema_json: str = ""
     annotations_json: str = ""
+    # From the MCP annotations: readOnlyHint (no side effects: not serialized, may be retried)
+    # and idempotentHint (repeating it changes nothing more: may be retried).
+    read_only: bool = False
+    idempotent: bool = False
 
 
 def listed_tool_from_mcp(tool: Any) -> ListedTool:
@@ -51,6 +55,8 @@ def listed_tool_from_mcp(tool: Any) -> ListedTool:
         input_schema_json=_json_or_empty(tool.input_schema) or EMPTY_INPUT_SCHEMA_JSON,
         output_schema_json=_json_or_empty(tool.output_schema),
         annotations_json=_json_or_empty(annotations),
+        read_only=(annotations or {}).get("readOnlyHint") is True,
+        idempotent=(annotations or {}).get("idempotentHint") is True,
     )
 
 

@@ -6,6 +6,7 @@ from toolscout_kit.errors import (
     DeadlineExceededError,
     InvalidArgumentError,
     NotFoundError,
+    OutcomeUnknownError,
     ResourceExhaustedError,
     UnavailableError,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "ResultTooLargeError",
     "ServerUnavailableError",
     "ToolCallTimeoutError",
+    "ToolOutcomeUnknownError",
     "UnknownServerError",
     "UnknownToolError",
 ]
@@ -29,7 +31,11 @@ class UnknownToolError(NotFoundError):
 
 
 class ServerUnavailableError(UnavailableError):
-    """The server is down, reconnecting, failed, or lost the connection during the call."""
+    """The call was not sent: the server is starting, reconnecting, failed or the pool is stopping."""
+
+
+class ToolOutcomeUnknownError(OutcomeUnknownError):
+    """The call was sent, then the server went away (or the pool stopped) before it answered."""
 
 
 class ToolCallTimeoutError(DeadlineExceededError):

@@ -12,8 +12,17 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["OUTCOMES", "Outcome", "PoolMetrics"]
 
-Outcome = Literal["ok", "tool_error", "timeout", "unavailable", "cancelled", "error"]
-OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "unavailable", "cancelled", "error")
+# "unknown": the call was sent and its server went away before answering (it may have run).
+Outcome = Literal["ok", "tool_error", "timeout", "unavailable", "unknown", "cancelled", "error"]
+OUTCOMES: tuple[Outcome, ...] = (
+    "ok",
+    "tool_error",
+    "timeout",
+    "unavailable",
+    "unknown",
+    "cancelled",
+    "error",
+)
 
 
 class PoolMetrics:

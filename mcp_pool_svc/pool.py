@@ -5,17 +5,28 @@ parallel, so a slow or broken server delays nobody), answers catalog queries fro
 runs tool calls on the server's persistent session under a per-server concurrency limit and a
 per-call timeout. On timeout or caller cancellation the MCP SDK sends ``notifications/cancelled``
 to the server for the abandoned request.
+
+A call runs at most once unless it is safe to repeat. A call that could not be sent (server down,
+starting, pool stopping) is :class:`ServerUnavailableError`, safe to retry. A call that was sent
+and then lost its answer (the server died, the pool stopped) is :class:`ToolOutcomeUnknownError`:
+the tool may have run, and nothing retries it, except that a tool annotated ``readOnlyHint`` or
+``idempotentHint`` is sent once more after its server restarts, within the call's timeout. Calls
+to tools not annotated ``readOnlyHint`` run one at a time per server (``serialize_writes``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import os
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, cast
 
 import anyio
 import mcp_types
@@ -24,48 +35,116 @@ from mcp.shared.exceptions import MCPError
 from mcp_pool_svc.catalog import Catalog, CatalogSnapshot, CatalogUpdate
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
+    ResultTooLargeError,
     ServerUnavailableError,
     ToolCallTimeoutError,
+    ToolOutcomeUnknownError,
     UnknownServerError,
     UnknownToolError,
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
+from mcp_pool_svc.reaper import become_subreaper
 from mcp_pool_svc.results import (
     ToolResult,
     apply_size_cap,
     content_from_mcp,
     error_result_content,
 )
-from mcp_pool_svc.session import Connector, make_connector
+from mcp_pool_svc.server_logs import StderrLog
+from mcp_pool_svc.session import Connection, Connector, make_connector
+from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger, redact
 
-__all__ = ["McpPool", "require_json_object"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "reply_line_limit", "require_json_object"]
 
 log = get_logger(__name__)
 
 # Time a stopping supervisor gets to close its session (the stdio shutdown itself is bounded).
 _STOP_TIMEOUT = 15.0
+# Tool arguments nested deeper than this are refused: no tool schema needs it, and the JSON
+# and pydantic code between here and the server recurses per level.
+MAX_ARGUMENT_DEPTH = 64
+
+
+def reply_line_limit(max_result_bytes: int) -> int:
+    """Longest stdio reply line read: room for JSON escaping (up to ~4x) plus the envelope."""
+    return 4 * max_result_bytes + (1 << 20)
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def require_json_object(text: str | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
-    """A JSON object from a string (empty = ``{}``).
+    """A JSON object from a string (empty = ``{}``), nested at most ``MAX_ARGUMENT_DEPTH`` deep.
 
     Raises:
-        InvalidToolArgumentsError: not valid JSON, or valid JSON that is not an object.
+        InvalidToolArgumentsError: not valid JSON, valid JSON that is not an object, or too deep.
     """
     if text is None or (isinstance(text, str) and not text.strip()):
         return {}
     if isinstance(text, Mapping):
-        return dict(text)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InvalidToolArgumentsError(f"{what} must be a JSON object: invalid JSON ({err.msg})") from None
+        value: Any = dict(text)
+    else:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InvalidToolArgumentsError(
+                f"{what} must be a JSON object: invalid JSON ({err.msg})"
+            ) from None
+        except RecursionError:
+            raise InvalidToolArgumentsError(f"{what} nest deeper than {MAX_ARGUMENT_DEPTH} levels") from None
     if not isinstance(value, dict):
         raise InvalidToolArgumentsError(f"{what} must be a JSON object, got {type(value).__name__}")
+    if _too_deep(value, MAX_ARGUMENT_DEPTH):
+        raise InvalidToolArgumentsError(f"{what} nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     return value
+
+
+def _check_timeout(seconds: float) -> None:
+    """Raises InvalidToolArgumentsError unless ``seconds`` is finite and not negative."""
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidToolArgumentsError(
+            f"timeout_seconds must be a finite number of seconds, 0 or more (0 = the server's call_timeout); got {seconds!r}"
+        )
+
+
+def _outcome_of(exc: BaseException) -> Outcome:
+    if isinstance(exc, ToolCallTimeoutError):
+        return "timeout"
+    if isinstance(exc, ToolOutcomeUnknownError):
+        return "unknown"
+    if isinstance(exc, ServerUnavailableError):
+        return "unavailable"
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    return "error"
+
+
+class _SentThenLost(Exception):
+    """The request went to the server, then the connection was lost before its answer."""
+
+    def __init__(self, retried: bool) -> None:
+        super().__init__("lost after sending")
+        self.retried = retried
+
+
+@dataclass(eq=False)
+class _Call:
+    """One call in flight: the scope the pool cancels at shutdown, and whether it was sent."""
+
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    sent: bool = False
 
 
 class McpPool:
@@ -78,14 +157,23 @@ class McpPool:
         metrics: PoolMetrics | None = None,
         connector: Connector | None = None,
         rng: random.Random | None = None,
-        errlog: TextIO | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
+        """``environ`` (default: the process environment) tells which API keys to mask in servers' stderr."""
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
         self.catalog = Catalog()
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
-        connect = connector or make_connector(base_dir=Path(config.base_dir), errlog=errlog)
+        self._calls: set[_Call] = set()
+        self._calls_done = asyncio.Event()
+        self._calls_done.set()
+        self._stopping = False
+        connect = connector or make_connector(
+            base_dir=Path(config.base_dir),
+            stderr_sink=StderrLog(config, os.environ if environ is None else environ),
+            max_line_bytes=reply_line_limit(self._settings.max_result_bytes),
+        )
         shared_rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._supervisors = {
             name: Supervisor(
@@ -105,7 +193,12 @@ class McpPool:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self, *, wait: float | None = None) -> None:
-        """Starts every server in parallel; with ``wait``, waits (bounded) until none is STARTING."""
+        """Starts every server in parallel; with ``wait``, waits (bounded) until none is STARTING.
+
+        On Linux the process becomes a child subreaper first, so that processes a server detaches
+        stay in the pool's tree (see :mod:`mcp_pool_svc.reaper`).
+        """
+        become_subreaper()
         for sup in self._supervisors.values():
             self._metrics.server_up(sup.name, False)
             self._tasks.append(asyncio.create_task(sup.run(), name=f"supervisor-{sup.name}"))
@@ -114,8 +207,22 @@ class McpPool:
                 lambda: all(s.state is not ServerState.STARTING for s in self._supervisors.values()), wait
             )
 
+    async def drain(self, within: float) -> None:
+        """Stops taking calls, gives those in flight ``within`` seconds, then aborts the rest.
+
+        New calls get ServerUnavailableError (not sent); an aborted call gets
+        ToolOutcomeUnknownError if it had been sent, ServerUnavailableError otherwise.
+        """
+        self._stopping = True
+        if self._calls:
+            with anyio.move_on_after(within):
+                await self._calls_done.wait()
+        for call in list(self._calls):
+            call.scope.cancel()
+
     async def stop(self) -> None:
-        """Stops every server and waits for their processes to be gone."""
+        """Aborts calls still in flight, stops every server and waits for their processes to be gone."""
+        await self.drain(0)
         for sup in self._supervisors.values():
             sup.request_stop()
         if self._tasks:
@@ -200,6 +307,13 @@ class McpPool:
         if llm_name:
             found = self.catalog.resolve(llm_name)
             if found is None:
+                # Not splitting names to resolve them, only to explain: a tool of a server that has
+                # been down since start is not "unknown", its server is.
+                sup = self._supervisors.get(llm_name.split("__", 1)[0])
+                if sup is not None and not self.catalog.has_listing(sup.name):
+                    raise ServerUnavailableError(
+                        f"{sup.unavailable_message()}; it has not listed its tools yet"
+                    )
                 raise UnknownToolError(f"unknown tool {llm_name!r}: no tool in the catalog has this name")
             return found.server, found.name
         if not server or not tool:
@@ -207,10 +321,7 @@ class McpPool:
         sup = self._supervisor(server)
         if self.catalog.lookup(server, tool) is None:
             if not self.catalog.has_listing(server):
-                raise ServerUnavailableError(
-                    f"MCP server {server!r} is {sup.state.value} and has not listed its tools"
-                    + (f": {sup.status().last_error}" if sup.status().last_error else "")
-                )
+                raise ServerUnavailableError(f"{sup.unavailable_message()}; it has not listed its tools yet")
             raise UnknownToolError(f"MCP server {server!r} has no tool {tool!r}")
         return server, tool
 
@@ -231,65 +342,141 @@ class McpPool:
         seconds the caller has left.
 
         Raises:
-            InvalidToolArgumentsError: arguments or meta are not a JSON object.
+            InvalidToolArgumentsError: arguments or meta are not a JSON object (or nest too deeply),
+                or ``timeout_seconds`` is negative, infinite or NaN.
             UnknownServerError, UnknownToolError: nothing by that name.
-            ServerUnavailableError: the server is down or lost the connection during the call.
+            ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
+            ToolOutcomeUnknownError: the call was sent and its server went away (or the pool
+                stopped) before it answered; the tool may have run.
             ToolCallTimeoutError: no result within the timeout (the server was sent a cancel).
-            ResultTooLargeError: the result is over the cap and the pool is set to reject.
+            ResultTooLargeError: the result is over the cap and the pool is set to reject, or its
+                reply line is over the reading limit.
         """
+        _check_timeout(timeout_seconds)
         args = require_json_object(arguments, "arguments")
         meta_obj = require_json_object(meta, "_meta")
         server, tool = self.resolve(server=server, tool=tool, llm_name=llm_name)
         sup = self._supervisors[server]
+        if self._stopping:
+            raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
         limit = timeout_seconds if timeout_seconds > 0 else sup.config.call_timeout
         if deadline is not None:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
+        call = _Call()
+        self._calls.add(call)
+        self._calls_done.clear()
         sup.call_started()
         try:
-            try:
-                with anyio.fail_after(limit):
-                    async with sup.semaphore:
-                        conn = await sup.connection_for_call()
-                        raw = await conn.session.call_tool(
-                            tool,
-                            args,
-                            meta=cast(mcp_types.RequestParamsMeta, meta_obj) if meta_obj else None,
-                        )
-            except TimeoutError:
-                outcome = "timeout"
-                raise ToolCallTimeoutError(
-                    f"tool {tool!r} on MCP server {server!r} did not answer within {limit:g}s; the call was cancelled"
-                ) from None
-            except MCPError as err:
-                if err.code == mcp_types.CONNECTION_CLOSED:
-                    outcome = "unavailable"
-                    raise ServerUnavailableError(
-                        f"MCP server {server!r} closed the connection during the call of {tool!r}"
-                    ) from None
-                # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
-                outcome = "tool_error"
-                return self._finish(
-                    server, tool, error_result_content(redact(err.message)), "", True, started
-                )
-            except ServerUnavailableError:
-                outcome = "unavailable"
-                raise
-            except asyncio.CancelledError:
-                outcome = "cancelled"
-                raise
-            except Exception as err:
-                log.exception("tool_call_failed", server=server, tool=tool)
-                outcome = "error"
-                message = f"the MCP server returned an invalid result: {type(err).__name__}"
-                return self._finish(server, tool, error_result_content(message), "", True, started)
-            result = self._convert(server, tool, raw, started)
-            outcome = "tool_error" if result.is_error else "ok"
+            result, outcome = await self._attempt(sup, tool, args, meta_obj, limit, call, started)
             return result
+        except BaseException as exc:
+            outcome = _outcome_of(exc)
+            raise
         finally:
             sup.call_finished()
+            self._calls.discard(call)
+            if not self._calls:
+                self._calls_done.set()
             self._metrics.tool_call(server, outcome, time.perf_counter() - started)
+
+    async def _attempt(
+        self,
+        sup: Supervisor,
+        tool: str,
+        args: dict[str, Any],
+        meta: dict[str, Any],
+        limit: float,
+        call: _Call,
+        started: float,
+    ) -> tuple[ToolResult, Outcome]:
+        """Runs the call and turns what can go wrong into a domain error or an error result."""
+        server = sup.name
+        try:
+            with anyio.fail_after(limit):
+                with call.scope:
+                    raw = await self._send(sup, tool, args, meta, call)
+                if call.scope.cancelled_caught:
+                    if call.sent:
+                        raise _SentThenLost(retried=False)
+                    raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
+        except TimeoutError:
+            raise ToolCallTimeoutError(
+                f"tool {tool!r} on MCP server {server!r} did not answer within {limit:g}s; the call was cancelled"
+            ) from None
+        except _SentThenLost as lost:
+            why = "the MCP pool is shutting down" if self._stopping else "its connection closed"
+            retry = (
+                "; it was retried once after the restart, which did not complete either"
+                if lost.retried
+                else ""
+            )
+            raise ToolOutcomeUnknownError(
+                f"the call of tool {tool!r} was sent to MCP server {server!r}, which went away before "
+                f"answering ({why}){retry}: the tool may or may not have run. It was not run again."
+            ) from None
+        except MCPError as err:
+            if err.code == OVERSIZED_REPLY:
+                raise ResultTooLargeError(
+                    f"the result of {server}/{tool} was refused: {err.message} (max_result_bytes)"
+                ) from None
+            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
+            content = error_result_content(redact(err.message))
+            return self._finish(server, tool, content, "", True, started), "tool_error"
+        except (ServerUnavailableError, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("tool_call_failed", server=server, tool=tool)
+            content = error_result_content(
+                "the MCP server returned a reply that is not a valid MCP tool result"
+            )
+            return self._finish(server, tool, content, "", True, started), "error"
+        result = self._convert(server, tool, raw, started)
+        return result, "tool_error" if result.is_error else "ok"
+
+    async def _send(
+        self,
+        sup: Supervisor,
+        tool: str,
+        args: dict[str, Any],
+        meta: dict[str, Any],
+        call: _Call,
+    ) -> Any:
+        """Sends the call once (twice for a repeatable tool whose server died mid-call).
+
+        Raises:
+            ServerUnavailableError: not sent.
+            _SentThenLost: sent, and the connection was lost before the answer.
+            MCPError: the server answered with an error.
+        """
+        listed = self.catalog.lookup(sup.name, tool)
+        read_only = listed is not None and listed.tool.read_only
+        repeatable = listed is not None and (listed.tool.read_only or listed.tool.idempotent)
+        serial: AbstractAsyncContextManager[Any] = (
+            sup.write_lock if sup.write_lock is not None and not read_only else nullcontext()
+        )
+        async with serial, sup.semaphore:
+            lost: Connection | None = None
+            while True:
+                try:
+                    conn = await sup.connection_for_call(wait_for_restart=lost is not None, not_this=lost)
+                except ServerUnavailableError:
+                    if lost is not None:
+                        raise _SentThenLost(retried=True) from None
+                    raise
+                call.sent = True
+                try:
+                    return await conn.session.call_tool(
+                        tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
+                    )
+                except MCPError as err:
+                    if err.code != mcp_types.CONNECTION_CLOSED:
+                        raise
+                    if not repeatable or lost is not None:
+                        raise _SentThenLost(retried=lost is not None) from None
+                    log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
+                    lost = conn
 
     def _convert(self, server: str, tool: str, raw: Any, started: float) -> ToolResult:
         content = tuple(content_from_mcp(block) for block in raw.content)

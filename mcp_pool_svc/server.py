@@ -50,7 +50,10 @@ async def build_server(
         running = await start_server(
             [
                 ServiceBinding(
-                    SERVICE_NAME, mcp_pool_pb2_grpc.add_McpPoolServicer_to_server, McpPoolServicer(pool)
+                    SERVICE_NAME,
+                    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server,
+                    McpPoolServicer(pool),
+                    endless_streams=("WatchCatalog",),
                 )
             ],
             settings,
@@ -62,6 +65,9 @@ async def build_server(
     except BaseException:
         await pool.stop()
         raise
+    # Calls still running when the grace ends are answered "outcome unknown" (ABORTED), not left
+    # for gRPC to cancel with UNAVAILABLE, which would tell the caller they were never sent.
+    running.add_drain(pool.drain)
     running.add_cleanup(pool.stop)
 
     pending: set[asyncio.Task[None]] = set()

@@ -68,6 +68,7 @@ def _status_to_proto(status: ServerStatus) -> mcp_pool_pb2.ServerStatus:
         defer_loading=status.defer_loading,
         health_service=status.health_service,
         server_info=status.server_info,
+        next_retry_unix=status.next_retry_unix,
     )
 
 
@@ -121,7 +122,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
             llm_name=request.llm_name,
             arguments=request.arguments_json,
             meta=request.meta_json,
-            timeout_seconds=max(request.timeout_seconds, 0.0),
+            timeout_seconds=request.timeout_seconds,
             deadline=deadline,
         )
         return _result_to_proto(result)

@@ -10,12 +10,11 @@ through a small forwarder so that the supervisor learns at once when the server 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Literal, Protocol
 
 import anyio
 import httpx2
@@ -35,6 +34,7 @@ __all__ = [
     "Connection",
     "ConnectionEvent",
     "Connector",
+    "StderrSink",
     "make_connector",
     "open_connection",
     "transport_name",
@@ -111,18 +111,21 @@ def _transport(
     on_event: Callable[[ConnectionEvent, str], None],
     *,
     base_dir: Path,
-    errlog: TextIO,
+    on_stderr: Callable[[str], None],
+    max_line_bytes: int,
 ) -> AbstractAsyncContextManager[Any]:
     if isinstance(config, StdioServerConfig):
         cwd = Path(os.path.expanduser(config.cwd)) if config.cwd else base_dir
         if not cwd.is_absolute():
             cwd = base_dir / cwd
-
-        def exited(status: int | None) -> None:
-            on_event("exited", f"the server process exited with status {status}")
-
         return stdio_transport(
-            config.command, config.args, env=config.env, cwd=cwd, errlog=errlog, on_exit=exited
+            config.command,
+            config.args,
+            env=config.env,
+            cwd=cwd,
+            on_exit=lambda detail: on_event("exited", detail),
+            on_stderr=on_stderr,
+            max_line_bytes=max_line_bytes,
         )
     return _remote_transport(config)
 
@@ -156,15 +159,28 @@ def _message_handler(on_event: Callable[[ConnectionEvent, str], None]) -> Any:
     return handle
 
 
-def make_connector(*, base_dir: Path, errlog: TextIO | None = None) -> Connector:
-    """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder)."""
+StderrSink = Callable[[str, str], None]
+
+
+def make_connector(*, base_dir: Path, stderr_sink: StderrSink, max_line_bytes: int) -> Connector:
+    """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder).
+
+    Each line a stdio server writes to stderr goes to ``stderr_sink(server_name, line)``; a reply
+    line longer than ``max_line_bytes`` is refused (see :mod:`mcp_pool_svc.stdio`).
+    """
 
     def connect(
         name: str,
         config: StdioServerConfig | RemoteServerConfig,
         on_event: Callable[[ConnectionEvent, str], None],
     ) -> AbstractAsyncContextManager[Connection]:
-        return open_connection(config, on_event, base_dir=base_dir, errlog=errlog or sys.stderr)
+        return open_connection(
+            config,
+            on_event,
+            base_dir=base_dir,
+            on_stderr=lambda line: stderr_sink(name, line),
+            max_line_bytes=max_line_bytes,
+        )
 
     return connect
 
@@ -175,7 +191,8 @@ async def open_connection(
     on_event: Callable[[ConnectionEvent, str], None],
     *,
     base_dir: Path,
-    errlog: TextIO,
+    on_stderr: Callable[[str], None],
+    max_line_bytes: int,
 ) -> AsyncIterator[Connection]:
     """Connects and initializes within ``config.connect_timeout``.
 
@@ -188,7 +205,9 @@ async def open_connection(
         # Not under fail_after: the transport's task group must not be entered inside a scope that
         # ends before it. Spawning is immediate and SSE's connect is bounded by its HTTP timeout.
         read, write = await stack.enter_async_context(
-            _transport(config, on_event, base_dir=base_dir, errlog=errlog)
+            _transport(
+                config, on_event, base_dir=base_dir, on_stderr=on_stderr, max_line_bytes=max_line_bytes
+            )
         )
         relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
         stack.push_async_callback(relay_recv.aclose)

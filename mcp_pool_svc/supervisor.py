@@ -1,11 +1,19 @@
-"""Supervision of one MCP server: connect, watch, restart with backoff, give up slowly.
+"""Supervision of one MCP server: connect, watch, restart with backoff, never give up.
 
 One :class:`Supervisor` per configured server runs :meth:`Supervisor.run` as its own task. It keeps
 one initialized session open, re-lists tools on ``list_changed`` and on the TTL, pings to find a
 hung server, stops an idle stdio server when ``idle_timeout`` is set, and reconnects after any
-loss with exponential backoff and jitter. Too many restarts inside the crash-loop window park the
-server in FAILED, from where it is retried every ``failed_retry_interval``. Leaving a connection
-always goes through the transport's own shutdown, which kills the stdio server's process group.
+loss with exponential backoff and jitter, for as long as the server is configured:
+
+* a stdio server that fails to start more than ``crash_loop_restarts`` times within
+  ``crash_loop_window`` is FAILED, and probed again with the backoff growing up to
+  ``failed_retry_interval`` (the first probe that works makes it READY again);
+* a server that was READY in between starts the count again, so a call that crashes its server
+  cannot park it; a remote server that cannot be reached is RECONNECTING, never FAILED;
+* a lost session is marked not ready *before* it is torn down, so no new call is routed to it.
+
+Leaving a connection always goes through the transport's own shutdown, which kills the stdio
+server's whole process tree.
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ class ServerStatus:
     defer_loading: bool
     health_service: str
     server_info: str
+    # Unix time of the next connection attempt while the server is down (0: none scheduled).
+    next_retry_unix: float = 0.0
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:
@@ -70,13 +80,21 @@ def describe_error(err: BaseException) -> str:
     """A one-line, secret-free description of why a connection failed."""
     while isinstance(err, BaseExceptionGroup) and err.exceptions:
         err = err.exceptions[0]
+    if isinstance(err, _SessionLost):
+        return redact(str(err))[:500]
     if isinstance(err, TimeoutError) and not str(err):
         return "timed out"
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
     return redact(f"{type(err).__name__}: {text}" if text else type(err).__name__)[:500]
 
 
+class _SessionLost(Exception):
+    """The live session ended (closed by the server, or it stopped answering pings)."""
+
+
 _Exit = Literal["stop", "idle"]
+# A session that lasted this long was healthy: the next restart starts the backoff again.
+_STABLE_SECONDS = 10.0
 
 
 class Supervisor:
@@ -102,7 +120,8 @@ class Supervisor:
         self._metrics = metrics
         self._on_change = on_change
         self._rng = rng
-        self._blip_grace = min(settings.blip_grace, settings.unavailable_grace)
+        grace = settings.unavailable_grace
+        self._blip_grace = settings.blip_grace if grace is None else min(settings.blip_grace, grace)
         self._ttl = settings.effective_tool_cache_ttl
         self._state = ServerState.STARTING
         self._state_since = time.time()
@@ -117,17 +136,26 @@ class Supervisor:
         self._stream_error = ""
         self._exit_detail = ""
         self._server_info = ""
+        self._next_retry = 0.0
         self._inflight = 0
+        self._lost_during_call = False
+        self._session_was_stable = False
         self._last_activity = time.monotonic()
         self._grace_task: asyncio.Task[None] | None = None
         self._attempt: anyio.CancelScope | None = None
         self.semaphore = asyncio.Semaphore(config.max_concurrency)
+        # Calls to tools not annotated read-only take this first (see serialize_writes).
+        self.write_lock: asyncio.Lock | None = asyncio.Lock() if config.serialize_writes else None
 
     # --- what the pool reads --------------------------------------------------------------
 
     @property
     def state(self) -> ServerState:
         return self._state
+
+    @property
+    def is_remote(self) -> bool:
+        return isinstance(self.config, RemoteServerConfig)
 
     def status(self) -> ServerStatus:
         return ServerStatus(
@@ -141,22 +169,46 @@ class Supervisor:
             defer_loading=self.config.defer_loading,
             health_service=HEALTH_PREFIX + self.name,
             server_info=self._server_info,
+            next_retry_unix=self._next_retry,
         )
 
-    async def connection_for_call(self) -> Connection:
+    def unavailable_message(self) -> str:
+        """Why a call cannot be sent now, written for the caller (and the LLM): no internals."""
+        text = f"MCP server {self.name!r} is {self._state.value}; the call was not sent"
+        if self._next_retry:
+            text += f" (next connection attempt in {max(self._next_retry - time.time(), 0):.0f}s)"
+        return text
+
+    async def connection_for_call(
+        self, *, wait_for_restart: bool = False, not_this: Connection | None = None
+    ) -> Connection:
         """The live connection, starting an idle server and waiting out a first start.
+
+        With ``wait_for_restart`` a server that is reconnecting is waited for too (the caller
+        bounds the wait), and ``not_this`` (a connection that was just lost) is never returned.
 
         Raises:
             ServerUnavailableError: the server is reconnecting, failed or stopped.
         """
         while True:
-            if self._state is ServerState.READY and self._conn is not None:
-                return self._conn
+            conn = self._conn
+            if (
+                self._state is ServerState.READY
+                and conn is not None
+                and conn is not not_this
+                and not conn.closed.is_set()
+            ):
+                return conn
             if self._state is ServerState.IDLE:
                 self._wake.set()
-            elif self._state is not ServerState.STARTING:
-                detail = f": {self._last_error}" if self._last_error else ""
-                raise ServerUnavailableError(f"MCP server {self.name!r} is {self._state.value}{detail}")
+            elif self._state in (ServerState.STARTING, ServerState.READY) or (
+                wait_for_restart and self._state is ServerState.RECONNECTING
+            ):
+                # READY here means its connection was lost a moment ago: the supervisor is about to
+                # take it out of service.
+                pass
+            else:
+                raise ServerUnavailableError(self.unavailable_message())
             changed = self._changed
             await changed.wait()
 
@@ -174,7 +226,7 @@ class Supervisor:
         self._stop.set()
         self._poke.set()
         self._wake.set()
-        if self._attempt is not None and self._state is not ServerState.READY:
+        if self._attempt is not None:
             self._attempt.cancel()
 
     @property
@@ -212,7 +264,7 @@ class Supervisor:
 
     async def run(self) -> None:
         attempt = 0
-        restarts: deque[float] = deque()
+        failed_starts: deque[float] = deque()
         try:
             while not self._stop.is_set():
                 outcome = await self._connect_and_watch()
@@ -222,8 +274,19 @@ class Supervisor:
                     await self._idle_until_needed()
                     continue
                 if outcome == "ready_then_lost":
-                    attempt = 0
-                attempt = await self._wait_before_restart(restarts, attempt)
+                    # It was READY in between: whatever ended the session (often a call that
+                    # crashed it), this is not a crash loop.
+                    failed_starts.clear()
+                    if self._lost_during_call or self._session_was_stable:
+                        attempt = 0
+                elif not self.is_remote:
+                    # Only a process that cannot start counts; an unreachable remote is just down.
+                    now = time.monotonic()
+                    failed_starts.append(now)
+                    while failed_starts and now - failed_starts[0] > self._settings.crash_loop_window:
+                        failed_starts.popleft()
+                crash_looping = len(failed_starts) > self._settings.crash_loop_restarts
+                attempt = await self._wait_before_restart(attempt, crash_looping)
                 if self._stop.is_set():
                     break
                 self._restarts += 1
@@ -231,11 +294,14 @@ class Supervisor:
         finally:
             if self._grace_task is not None:
                 self._grace_task.cancel()
+            self._next_retry = 0.0
             self._set_state(ServerState.STOPPED)
 
     async def _connect_and_watch(self) -> _Exit | Literal["lost", "ready_then_lost"]:
         """One connection, from spawn/dial to loss (or to stop / idle)."""
         self._exit_detail = ""
+        self._lost_during_call = False
+        self._session_was_stable = False
         was_ready = False
         try:
             # Stop cancels this scope, so a server stuck in initialize does not hold up
@@ -244,10 +310,19 @@ class Supervisor:
                 async with self._connector(self.name, self.config, self._on_event) as conn:
                     await self._became_ready(conn)
                     was_ready = True
-                    return await self._monitor(conn)
+                    ready_at = time.monotonic()
+                    try:
+                        exit_reason = await self._monitor(conn)
+                    except BaseException:
+                        self._session_was_stable = time.monotonic() - ready_at >= _STABLE_SECONDS
+                        self._leave_ready(ServerState.RECONNECTING)
+                        raise
+                    self._leave_ready(ServerState.IDLE if exit_reason == "idle" else None)
+                    return exit_reason
         except Exception as err:
-            self._last_error = self._explain(err)
+            self._last_error = self._explain(err, starting=not was_ready)
             log.warning("mcp_server_lost", server=self.name, error=self._last_error)
+            self._on_change(self.name)
         finally:
             self._conn = None
             self._attempt = None
@@ -255,41 +330,44 @@ class Supervisor:
             return "stop"
         return "ready_then_lost" if was_ready else "lost"
 
+    def _leave_ready(self, state: ServerState | None) -> None:
+        """Takes the session out of service before it is torn down (teardown can take seconds)."""
+        self._lost_during_call = self._inflight > 0
+        self._conn = None
+        if state is ServerState.IDLE:
+            # Cleared before the state says IDLE: a call arriving during teardown sets it again.
+            self._wake.clear()
+        if state is not None and not self._stop.is_set():
+            self._set_state(state)
+
     async def _idle_until_needed(self) -> None:
         # Its tools stay in the catalog: the next call starts it again.
-        self._wake.clear()
         self._set_state(ServerState.IDLE)
         await self._wake.wait()
         if not self._stop.is_set():
             self._set_state(ServerState.STARTING)
 
-    async def _wait_before_restart(self, restarts: deque[float], attempt: int) -> int:
-        """Backs off (or parks in FAILED when crash-looping); returns the next attempt number."""
+    async def _wait_before_restart(self, attempt: int, crash_looping: bool) -> int:
+        """Backs off (longer when crash-looping, in FAILED); returns the next attempt number."""
         self._went_down()
-        now = time.monotonic()
-        restarts.append(now)
-        while restarts and now - restarts[0] > self._settings.crash_loop_window:
-            restarts.popleft()
-        if len(restarts) > self._settings.crash_loop_restarts:
-            self._set_state(ServerState.FAILED)
-            await self._sleep(self._settings.failed_retry_interval)
-            restarts.clear()
-            if not self._stop.is_set():
-                self._set_state(ServerState.RECONNECTING)
-            return 0
-        self._set_state(ServerState.RECONNECTING)
         s = self._settings
-        await self._sleep(backoff_delay(attempt, s.initial_backoff, s.max_backoff, self._rng))
+        cap = s.failed_retry_interval if crash_looping else s.max_backoff
+        delay = backoff_delay(attempt, s.initial_backoff, cap, self._rng)
+        self._next_retry = time.time() + delay
+        self._set_state(ServerState.FAILED if crash_looping else ServerState.RECONNECTING)
+        try:
+            await self._sleep(delay)
+        finally:
+            self._next_retry = 0.0
         return attempt + 1
 
-    def _explain(self, err: BaseException) -> str:
+    def _explain(self, err: BaseException, *, starting: bool) -> str:
         text = describe_error(err)
-        starting = self._state is not ServerState.READY
         if text == "timed out" and starting:
             text = f"no answer to initialize within {self.config.connect_timeout:g}s"
         elif text == "MCPError: Connection closed" and starting:
             text = "the server closed the connection while starting"
-        if self._exit_detail and ("closed" in text or "timed out" in text):
+        if self._exit_detail and self._exit_detail not in text:
             text = f"{text}: {self._exit_detail}"
         if self._stream_error and self._stream_error not in text:
             text = f"{text} ({self._stream_error})"
@@ -307,6 +385,7 @@ class Supervisor:
             self._grace_task = None
         self._server_info = conn.server_info
         self._stream_error = ""
+        self._last_error = ""
         self._last_activity = time.monotonic()
         self._refresh = False
         if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
@@ -320,13 +399,16 @@ class Supervisor:
             self._grace_task = asyncio.create_task(self._grace(), name=f"grace-{self.name}")
 
     async def _grace(self) -> None:
-        # A blip shorter than blip_grace changes nothing in the catalog.
+        # A blip shorter than blip_grace changes nothing in the catalog; after it the tools stay,
+        # marked unavailable, so callers learn the server is down rather than that they are gone.
         await anyio.sleep(self._blip_grace)
         if self._catalog.set_available(self.name, False):
             self._catalog_changed()
-        await anyio.sleep(max(self._settings.unavailable_grace - self._blip_grace, 0.0))
-        if self._catalog.drop(self.name):
-            self._catalog_changed()
+        drop_after = self._settings.unavailable_grace
+        if drop_after is not None:
+            await anyio.sleep(max(drop_after - self._blip_grace, 0.0))
+            if self._catalog.drop(self.name):
+                self._catalog_changed()
         self._grace_task = None
 
     async def _relist(self, conn: Connection) -> None:
@@ -346,6 +428,7 @@ class Supervisor:
     async def _monitor(self, conn: Connection) -> _Exit:
         """Returns when asked to stop or to go idle; raises when the connection is lost."""
         interval = self._settings.ping_interval
+        timeout = self._settings.ping_timeout
         next_ping = time.monotonic() + interval
         next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
         while True:
@@ -353,7 +436,7 @@ class Supervisor:
             if self._stop.is_set():
                 return "stop"
             if conn.closed.is_set():
-                raise ConnectionError("connection closed by the server")
+                raise _SessionLost("the connection was closed by the server")
             now = time.monotonic()
             if self._refresh or now >= next_list:
                 self._refresh = False
@@ -366,10 +449,10 @@ class Supervisor:
                     return "idle"
             if now >= next_ping:
                 try:
-                    with anyio.fail_after(interval):
+                    with anyio.fail_after(timeout):
                         await conn.ping()
-                except TimeoutError as err:
-                    raise TimeoutError(f"no answer to ping within {interval:g}s") from err
+                except TimeoutError:
+                    raise _SessionLost(f"no answer to ping within {timeout:g}s") from None
                 next_ping = time.monotonic() + interval
             wait = min(next_ping, next_list, idle_at) - time.monotonic()
             if wait > 0 and not self._poke.is_set():

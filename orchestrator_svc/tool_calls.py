@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from toolscout_kit.errors import (
     DeadlineExceededError,
     InvalidArgumentError,
     NotFoundError,
+    OutcomeUnknownError,
     ToolscoutError,
 )
 
@@ -39,6 +41,28 @@ _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
 _DEADLINE_SLACK = 0.25
 _UNKNOWN_LIST_LIMIT = 30
+# Error text from the channel to the pool can carry peer addresses and exception names
+# ("ipv4:127.0.0.1:52205", "DecodeError"): neither belongs in what the LLM reads.
+_INTERNALS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
+    r"|<class '[^']*'>"
+    r"|\b(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:?"
+)
+
+
+def _without_internals(text: str) -> str:
+    return re.sub(r"\s{2,}", " ", _INTERNALS.sub("", text)).strip(" :;")
+
+
+def _outcome_unknown(name: str) -> str:
+    return (
+        f"Error: the outcome of this call of '{name}' is unknown: the connection to its MCP server was "
+        "lost after the call was sent, so the tool may or may not have run. Check whether it took "
+        "effect before calling it again."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,9 +248,12 @@ class ToolCallRunner:
             )
         except CancelledError:
             raise
+        except OutcomeUnknownError:
+            # Never re-sent: it may have run. The LLM must know, not guess that it failed.
+            return self._format(call, _outcome_unknown(call.name)), [], True, server
         except ToolscoutError as err:
             self._raise_if_chat_deadline(err)
-            return self._format(call, f"Error: {err.message}"), [], True, server
+            return self._format(call, f"Error: {_without_internals(err.message)}"), [], True, server
         text, attachments = outcome_text(outcome)
         return self._format(call, text), attachments, outcome.is_error, outcome.server or server
 

@@ -97,7 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = command("up", "run the whole stack (pool, discovery, orchestrator) from one config until Ctrl-C")
-    p.add_argument("--log-level", default="WARNING", help="service log level (default WARNING)")
+    p.add_argument(
+        "--log-level",
+        default=None,
+        help="service log level (default: INFO into a log file, which includes the MCP servers' "
+        "stderr; WARNING onto stderr)",
+    )
     p.add_argument(
         "--log-file",
         metavar="PATH",

@@ -184,18 +184,20 @@ def run_up(
     out: Output,
     *,
     source: str,
-    log_level: str,
+    log_level: str | None,
     walkthrough: bool = False,
     log_file: str | None = None,
 ) -> int:
     """The whole stack in this process until SIGINT/SIGTERM; exit code 0 after a clean stop.
 
     Logs and the MCP servers' stderr go to ``log_file`` if given, else to stderr in JSON mode and
-    to a temporary file for a person, whose terminal then shows one line per state change.
+    to a temporary file for a person, whose terminal then shows one line per state change. A file
+    gets INFO and up (the servers' own stderr lines are INFO events); stderr WARNING and up.
     """
     path = Path(log_file) if log_file else None
     if path is None and not out.json_mode:
         path = Path(tempfile.gettempdir()) / f"toolscout-up-{os.getpid()}.log"
+    log_level = log_level or ("INFO" if path is not None else "WARNING")
     with contextlib.ExitStack() as files:
         stream: TextIO = sys.stderr
         if path is not None:

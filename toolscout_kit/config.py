@@ -137,6 +137,9 @@ class _ServerCommon(_Strict):
     call_timeout: float = Field(default=60.0, gt=0)
     # Concurrent calls allowed on this server's session.
     max_concurrency: int = Field(default=16, ge=1, le=1024)
+    # Calls to tools not annotated readOnlyHint run one at a time on this server (reads stay
+    # concurrent): many servers are not safe for concurrent writes. False lets writes overlap.
+    serialize_writes: bool = True
     # Tools of this (deferred) server that are always loaded (their MCP names).
     always_load: list[str] = Field(default_factory=list)
     # Which pool shards run this server: "owner" = exactly one (the rendezvous-hash owner of the
@@ -286,17 +289,26 @@ class PoolSettings(_ServiceSettings):
     # Re-list tools after this many seconds (0 = only on list_changed); default from
     # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30.
     tool_cache_ttl: float | None = None
-    # A server back within this many seconds leaves the catalog untouched (no churn on a blip).
+    # A server back within this many seconds leaves the catalog untouched (no churn on a blip);
+    # after it, the server's tools stay listed but marked unavailable.
     blip_grace: float = Field(default=2.0, ge=0)
-    # A server down this long has its tools dropped (until then they are marked unavailable).
-    unavailable_grace: float = Field(default=30.0, ge=0)
-    ping_interval: float = Field(default=15.0, gt=0)
+    # Tools of a server down this long are dropped from the catalog. Unset (the default): never,
+    # while the server is configured; calls then get UNAVAILABLE naming the server and its state.
+    unavailable_grace: float | None = Field(default=None, ge=0)
+    # Health pings: a server that does not answer one within ping_timeout is restarted, so a hung
+    # server is found within ping_interval + ping_timeout seconds (9 by default).
+    ping_interval: float = Field(default=5.0, gt=0)
+    ping_timeout: float = Field(default=4.0, gt=0)
+    # Reconnect backoff (exponential, with jitter) from initial_backoff up to max_backoff.
     initial_backoff: float = Field(default=0.5, gt=0)
-    max_backoff: float = Field(default=30.0, gt=0)
-    # More than crash_loop_restarts restarts within crash_loop_window seconds → FAILED.
+    max_backoff: float = Field(default=5.0, gt=0)
+    # More than crash_loop_restarts failed starts of a stdio server within crash_loop_window
+    # seconds → FAILED. A server that was READY in between starts counting again; remote servers
+    # that cannot be reached are RECONNECTING, never FAILED.
     crash_loop_restarts: int = Field(default=5, ge=1)
     crash_loop_window: float = Field(default=60.0, gt=0)
-    failed_retry_interval: float = Field(default=300.0, gt=0)
+    # A FAILED server is probed again with the backoff growing up to this many seconds.
+    failed_retry_interval: float = Field(default=60.0, gt=0)
     shards: ShardSettings = Field(default_factory=ShardSettings)
 
     @property

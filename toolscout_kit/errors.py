@@ -14,6 +14,7 @@ __all__ = [
     "FailedPreconditionError",
     "InvalidArgumentError",
     "NotFoundError",
+    "OutcomeUnknownError",
     "ResourceExhaustedError",
     "ToolscoutError",
     "UnauthenticatedError",
@@ -39,6 +40,14 @@ class NotFoundError(ToolscoutError):
 
 class UnavailableError(ToolscoutError):
     """A dependency (MCP server, provider, another service) is down; retrying may help."""
+
+
+class OutcomeUnknownError(ToolscoutError):
+    """A request with side effects was sent, then its answer was lost: it may or may not have run.
+
+    Unlike :class:`UnavailableError` (nothing was sent; retrying is safe) this is never retried
+    automatically, by a channel or a service: only the caller can check what happened.
+    """
 
 
 class DeadlineExceededError(ToolscoutError):

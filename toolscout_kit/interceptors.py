@@ -1,12 +1,17 @@
-"""Server interceptors: observability (request context, logs, gRPC metrics), error translation, auth.
+"""Server interceptors: observability, error translation, auth, request decoding, stream shutdown.
 
-Each wraps the method handler's behaviour; all three handle unary and streaming responses alike.
+Each wraps the method handler's behaviour; they handle unary and streaming responses alike. The
+order in :func:`toolscout_kit.server.start_server` matters: requests are decoded by the innermost
+one (:class:`DecodeInterceptor`), so a request without a valid token is refused before its bytes
+are parsed, and a malformed one gets INVALID_ARGUMENT with a fixed message instead of gRPC's
+UNKNOWN with a traceback.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import hmac
 import inspect
 import time
@@ -21,19 +26,52 @@ from toolscout_kit.logging import bind_request_context, clear_request_context, g
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import GENERIC_INTERNAL_MESSAGE, status_for
 
-__all__ = ["OPEN_METHOD_PREFIXES", "AuthInterceptor", "ErrorInterceptor", "ObservabilityInterceptor"]
+__all__ = [
+    "MALFORMED_REQUEST_MESSAGE",
+    "OPEN_METHOD_PREFIXES",
+    "SHUTDOWN_MESSAGE",
+    "AuthInterceptor",
+    "DecodeInterceptor",
+    "ErrorInterceptor",
+    "ObservabilityInterceptor",
+    "ShutdownInterceptor",
+]
 
 _log = get_logger(__name__)
 
 # Health and reflection stay reachable without a token (probes and grpcurl-style discovery).
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
+# Fixed: the reply to a malformed request names no parser and no exception.
+MALFORMED_REQUEST_MESSAGE = "malformed request: not a valid protobuf message for this method"
+SHUTDOWN_MESSAGE = "the server is shutting down; reconnect to continue"
+
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
 Around = Callable[[Behavior, str], Behavior]
+Deserializer = Callable[[bytes], Any] | None
 
 
-def _rewrap(handler: grpc.RpcMethodHandler, around: Around, method: str) -> grpc.RpcMethodHandler:
-    """Returns ``handler`` with its behaviour replaced by ``around(behaviour)``."""
+def _rewrap(
+    handler: grpc.RpcMethodHandler,
+    around: Around,
+    method: str,
+    *,
+    decode: Callable[[Behavior, Deserializer], Behavior] | None = None,
+) -> grpc.RpcMethodHandler:
+    """Returns ``handler`` with its behaviour replaced by ``around(behaviour)``.
+
+    With ``decode``, a unary request reaches the behaviour as raw bytes (gRPC is given no
+    deserializer) and ``decode(behaviour, deserializer)`` turns it into the message itself.
+    """
+    if decode is not None and (handler.unary_unary or handler.unary_stream):
+        inner = handler.unary_unary or handler.unary_stream
+        behavior = around(decode(inner, handler.request_deserializer), method)
+        make = (
+            grpc.unary_unary_rpc_method_handler
+            if handler.unary_unary
+            else grpc.unary_stream_rpc_method_handler
+        )
+        return make(behavior, request_deserializer=None, response_serializer=handler.response_serializer)
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
             around(handler.unary_unary, method),
@@ -231,5 +269,118 @@ class AuthInterceptor(_WrappingInterceptor):
             if not self._authorized(context):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
             return await behavior(request, context)
+
+        return unary
+
+
+class DecodeInterceptor(_WrappingInterceptor):
+    """Decodes unary requests itself: a malformed one gets INVALID_ARGUMENT with a fixed message.
+
+    Installed innermost, so the interceptors outside it (auth above all) run before any byte of
+    the request is parsed. Client-streaming methods (none in toolscout) keep gRPC's decoding.
+    """
+
+    def _around(self, behavior: Behavior, method: str) -> Behavior:
+        return behavior
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = _rewrap(handler, self._around, method, decode=_decoding)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+
+def _decoding(behavior: Behavior, deserializer: Deserializer) -> Behavior:
+    if deserializer is None:
+        return behavior
+
+    async def decode(raw: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return deserializer(raw)
+        except Exception:
+            # Any parser error: the bytes are not this method's message. No traceback, no log
+            # line of our own (the observability interceptor logs the RPC with its code).
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED_REQUEST_MESSAGE)
+            raise  # unreachable: abort raises
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream(raw: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            request = await decode(raw, context)
+            async for item in behavior(request, context):
+                yield item
+
+        return stream
+
+    async def unary(raw: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await behavior(await decode(raw, context), context)
+
+    return unary
+
+
+class ShutdownInterceptor(_WrappingInterceptor):
+    """Ends server streams that never end on their own (watches) once ``shutdown`` is set.
+
+    Graceful shutdown waits for RPCs in flight; a ``WatchCatalog`` or health ``Watch`` stream is
+    always in flight, so without this every shutdown would wait out its whole grace. The stream
+    ends with UNAVAILABLE, which tells the client to reconnect (to another replica, or later).
+    """
+
+    def __init__(self, shutdown: asyncio.Event, methods: frozenset[str]) -> None:
+        super().__init__()
+        self._shutdown = shutdown
+        self._methods = methods
+
+    def _around(self, behavior: Behavior, method: str) -> Behavior:
+        if method not in self._methods:
+            return behavior
+        shutdown = self._shutdown
+
+        async def until_shutdown(work: Awaitable[Any], context: grpc.aio.ServicerContext) -> Any:
+            task = asyncio.ensure_future(work)
+            stop = asyncio.ensure_future(shutdown.wait())
+            try:
+                await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                # Also when this RPC itself is cancelled (the caller left): nothing keeps running.
+                stop.cancel()
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            if not task.cancelled():
+                return task.result()
+            await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
+            return None  # unreachable: abort raises
+
+        if inspect.isasyncgenfunction(behavior):
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                items = behavior(request, context)
+                try:
+                    while True:
+                        try:
+                            item = await until_shutdown(anext(items), context)
+                        except StopAsyncIteration:
+                            return
+                        yield item
+                finally:
+                    await items.aclose()
+
+            return stream
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            # A streaming method written with context.write (grpc's health Watch).
+            return await until_shutdown(behavior(request, context), context)
 
         return unary

@@ -1,8 +1,15 @@
 """Build, run and gracefully stop a toolscout ``grpc.aio`` server.
 
 Every service gets the same plumbing: health (per-service status, NOT_SERVING once shutdown
-starts), reflection listing every service, the observability / error / auth interceptors, a
-Prometheus endpoint on its own port, optional TLS, and cleanup callbacks run after the server stops.
+starts), reflection listing every service, the observability / error / auth / decoding
+interceptors, a Prometheus endpoint on its own port, optional TLS, and cleanup callbacks run after
+the server stops.
+
+Shutdown, in order: health turns NOT_SERVING; streams that never end on their own (health
+``Watch`` and each binding's ``endless_streams``) end with UNAVAILABLE; gRPC stops accepting RPCs
+and gives those in flight the grace; *drains* registered by the services run meanwhile and must
+finish their RPCs a little before the grace ends (the pool answers its calls still running then
+with "outcome unknown"); cleanups run last. An idle server therefore stops at once.
 """
 
 from __future__ import annotations
@@ -21,7 +28,13 @@ from prometheus_client import CollectorRegistry
 
 from toolscout_kit.config import SecuritySettings
 from toolscout_kit.errors import ConfigError
-from toolscout_kit.interceptors import AuthInterceptor, ErrorInterceptor, ObservabilityInterceptor
+from toolscout_kit.interceptors import (
+    AuthInterceptor,
+    DecodeInterceptor,
+    ErrorInterceptor,
+    ObservabilityInterceptor,
+    ShutdownInterceptor,
+)
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry, start_metrics_endpoint
 
@@ -40,13 +53,24 @@ _SERVER_OPTIONS = [
 ]
 
 
+# Drains get the grace minus this, so that what they answer still reaches the caller before gRPC
+# cancels the RPCs left at the end of the grace (with UNAVAILABLE, which means "not sent").
+DRAIN_MARGIN = 0.25
+_HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+
+
 @dataclass(frozen=True)
 class ServiceBinding:
-    """One gRPC service to host: its full name, the generated ``add_*_to_server`` and the servicer."""
+    """One gRPC service to host: its full name, the generated ``add_*_to_server`` and the servicer.
+
+    ``endless_streams`` names its server-streaming methods that only end when the caller leaves
+    (``WatchCatalog``): they are ended at shutdown instead of holding it up for the whole grace.
+    """
 
     name: str
     add_to_server: Callable[[Any, grpc.aio.Server], None]
     servicer: object
+    endless_streams: tuple[str, ...] = ()
 
 
 class _ServiceSettings(Protocol):
@@ -57,6 +81,8 @@ class _ServiceSettings(Protocol):
 
 
 Cleanup = Callable[[], Awaitable[None]]
+# Called at shutdown with the seconds left for in-flight work; must return within them.
+Drain = Callable[[float], Awaitable[None]]
 
 
 class RunningServer:
@@ -71,6 +97,7 @@ class RunningServer:
         shutdown_grace: float,
         service_names: Sequence[str],
         registry: CollectorRegistry,
+        shutdown: asyncio.Event,
     ) -> None:
         self._server = server
         # What this server's metrics endpoint serves (tests read figures from it).
@@ -82,6 +109,8 @@ class RunningServer:
         self.shutdown_grace = shutdown_grace
         self.service_names = tuple(service_names)
         self._cleanups: list[Cleanup] = []
+        self._drains: list[Drain] = []
+        self._shutdown = shutdown
         self._stopped = asyncio.Event()
         self._stopping = False
 
@@ -100,14 +129,31 @@ class RunningServer:
         """Registers an async callback run after the gRPC server stops (last added runs first)."""
         self._cleanups.append(cleanup)
 
+    def add_drain(self, drain: Drain) -> None:
+        """Registers ``drain(seconds)``, run at shutdown while gRPC lets in-flight RPCs finish."""
+        self._drains.append(drain)
+
     async def stop(self, grace: float | None = None) -> None:
-        """Flips health to NOT_SERVING, drains in-flight RPCs for ``grace`` seconds, then cleans up."""
+        """Flips health to NOT_SERVING, ends endless streams, drains in-flight RPCs for ``grace``
+        seconds (the registered drains run meanwhile), then cleans up."""
         if self._stopping:
             await self._stopped.wait()
             return
         self._stopping = True
         await self.health.enter_graceful_shutdown()
-        await self._server.stop(self.shutdown_grace if grace is None else grace)
+        # Let health watchers send NOT_SERVING before their streams end.
+        await asyncio.sleep(0)
+        self._shutdown.set()
+        grace = self.shutdown_grace if grace is None else grace
+        # gRPC refuses new RPCs from here on; the drains answer the ones still running in time.
+        stopping = asyncio.ensure_future(self._server.stop(max(grace, DRAIN_MARGIN)))
+        if self._drains:
+            budget = max(grace - DRAIN_MARGIN, 0.0)
+            results = await asyncio.gather(*(drain(budget) for drain in self._drains), return_exceptions=True)
+            for result in results:
+                if isinstance(result, Exception):
+                    _log.error("drain failed", exc_info=result)
+        await stopping
         for cleanup in reversed(self._cleanups):
             try:
                 await cleanup()
@@ -151,11 +197,16 @@ async def start_server(
         ConfigError: the address cannot be bound or TLS files cannot be read.
     """
     registry = registry if registry is not None else new_registry()
+    shutdown = asyncio.Event()
+    endless = frozenset(
+        [_HEALTH_WATCH, *(f"/{b.name}/{method}" for b in bindings for method in b.endless_streams)]
+    )
     interceptors: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor(GrpcServerMetrics(registry))]
     token = os.environ.get(security.auth_token_env, "")
     if token:
         interceptors.append(AuthInterceptor(token))
-    interceptors.append(ErrorInterceptor())
+    # Innermost last: requests are decoded only once authorized.
+    interceptors += [ErrorInterceptor(), ShutdownInterceptor(shutdown, endless), DecodeInterceptor()]
 
     server = grpc.aio.server(interceptors=interceptors, options=_SERVER_OPTIONS)
     health_servicer = health.aio.HealthServicer()
@@ -186,7 +237,9 @@ async def start_server(
                 f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
             ) from None
 
-    running = RunningServer(server, health_servicer, port, metrics, settings.shutdown_grace, names, registry)
+    running = RunningServer(
+        server, health_servicer, port, metrics, settings.shutdown_grace, names, registry, shutdown
+    )
     await running.set_status("", True)
     for name in names:
         await running.set_status(name, True)

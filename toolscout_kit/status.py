@@ -19,6 +19,7 @@ from toolscout_kit.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    OutcomeUnknownError,
     ResourceExhaustedError,
     ToolscoutError,
     UnauthenticatedError,
@@ -28,6 +29,10 @@ from toolscout_kit.errors import (
 __all__ = ["GENERIC_INTERNAL_MESSAGE", "STATUS_BY_CATEGORY", "error_from_client", "status_for"]
 
 GENERIC_INTERNAL_MESSAGE = "internal error; see the server logs for details"
+
+# "Sent, outcome unknown" is ABORTED: no retry policy of ours lists it, and unlike UNKNOWN (which
+# gRPC itself reports for unhandled exceptions and undecodable messages) gRPC never produces it on
+# its own, so a caller can trust that ABORTED from a toolscout service means exactly this.
 
 # Checked in order: the first category an exception is an instance of wins.
 STATUS_BY_CATEGORY: tuple[tuple[type[ToolscoutError], grpc.StatusCode], ...] = (
@@ -40,6 +45,7 @@ STATUS_BY_CATEGORY: tuple[tuple[type[ToolscoutError], grpc.StatusCode], ...] = (
     (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
     (CancelledError, grpc.StatusCode.CANCELLED),
+    (OutcomeUnknownError, grpc.StatusCode.ABORTED),
 )
 
 _ERROR_BY_STATUS: dict[grpc.StatusCode, type[ToolscoutError]] = {
@@ -51,6 +57,7 @@ _ERROR_BY_STATUS: dict[grpc.StatusCode, type[ToolscoutError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.CANCELLED: CancelledError,
+    grpc.StatusCode.ABORTED: OutcomeUnknownError,
 }
 
 
@@ -72,9 +79,9 @@ _TRANSPORT_DETAIL = re.compile(
 def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
     """Translates a client-library error from another toolscout service into a domain error.
 
-    ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT and NOT_FOUND keep
-    the peer's message as is, because it is written for the caller (often for the LLM). A peer that
-    cannot be reached is reported without the channel's addresses.
+    ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT, NOT_FOUND and
+    ABORTED (outcome unknown) keep the peer's message as is, because it is written for the caller
+    (often for the LLM). A peer that cannot be reached is reported without the channel's addresses.
     """
     code = err.code if isinstance(err.code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
     details = err.message or ""
@@ -83,7 +90,7 @@ def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
     category = _ERROR_BY_STATUS.get(code)
     if category is None:
         return UnavailableError(f"{what} failed: {code.name.lower()}: {details}".rstrip(": "))
-    if category in (InvalidArgumentError, NotFoundError):
+    if category in (InvalidArgumentError, NotFoundError, OutcomeUnknownError):
         return category(details)
     if category is UnavailableError:
         return UnavailableError(f"{what} unavailable: {details}" if details else f"{what} unavailable")

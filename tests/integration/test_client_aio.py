@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -132,11 +133,53 @@ async def test_unavailable_is_retried_by_the_channel_until_the_call_succeeds(sta
 
 
 async def test_retries_stop_at_max_attempts_and_raise_unavailable(stack: FakeStack) -> None:
-    stack.state.fail("CallTool", grpc.StatusCode.UNAVAILABLE, times=5)
+    stack.state.fail("ListTools", grpc.StatusCode.UNAVAILABLE, times=5)
     async with tc.AsyncPoolClient.connect(stack.target, max_attempts=2) as pool:
         with pytest.raises(tc.UnavailableError):
+            await pool.list_tools()
+    assert stack.state.attempts["ListTools"] == 2
+
+
+async def test_a_tool_call_is_never_retried_by_the_channel(stack: FakeStack) -> None:
+    # UNAVAILABLE from a pool may come after the tool ran: a replay would run it twice.
+    stack.state.fail("CallTool", grpc.StatusCode.UNAVAILABLE, times=5)
+    async with tc.AsyncPoolClient.connect(stack.target) as pool:
+        with pytest.raises(tc.UnavailableError):
             await pool.call_tool("time_get_current_time")
-    assert stack.state.attempts["CallTool"] == 2
+    assert stack.state.attempts["CallTool"] == 1
+
+
+async def test_a_chat_is_never_retried_by_the_channel(stack: FakeStack) -> None:
+    # A chat runs tools; replaying it whole would run them again.
+    stack.state.fail("Chat", grpc.StatusCode.UNAVAILABLE, times=5)
+    stack.state.fail("StreamChat", grpc.StatusCode.UNAVAILABLE, times=5)
+    async with tc.AsyncOrchestratorClient.connect(stack.target) as orch:
+        with pytest.raises(tc.UnavailableError):
+            await orch.chat("hi", model="gpt")
+        with pytest.raises(tc.UnavailableError):
+            _ = [e async for e in orch.stream_chat("hi", model="gpt")]
+    assert stack.state.attempts["Chat"] == 1
+    assert stack.state.attempts["StreamChat"] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "call"),
+    [
+        ("ListServers", lambda ts: ts.pool.list_servers()),
+        ("ListTools", lambda ts: ts.pool.list_tools()),
+        ("PlanTools", lambda ts: ts.discovery.plan_tools()),
+        ("SearchTools", lambda ts: ts.discovery.search_tools("weather")),
+        ("GetManifest", lambda ts: ts.discovery.get_manifest("basic")),
+        ("ListModels", lambda ts: ts.orchestrator.list_models()),
+        ("ListToolsets", lambda ts: ts.orchestrator.list_toolsets()),
+    ],
+)
+async def test_methods_without_side_effects_are_retried_on_unavailable(
+    stack: FakeStack, ts: tc.AsyncToolscoutClient, method: str, call: Any
+) -> None:
+    stack.state.fail(method, grpc.StatusCode.UNAVAILABLE, times=2)
+    await call(ts)
+    assert stack.state.attempts[method] == 3
 
 
 async def test_other_codes_are_never_retried(stack: FakeStack) -> None:
@@ -147,24 +190,28 @@ async def test_other_codes_are_never_retried(stack: FakeStack) -> None:
     assert stack.state.attempts["SearchTools"] == 1
 
 
-async def test_a_stream_is_retried_before_its_first_event_but_not_mid_stream(stack: FakeStack) -> None:
-    stack.state.fail("StreamChat", grpc.StatusCode.UNAVAILABLE, times=1)
-    async with tc.AsyncOrchestratorClient.connect(stack.target) as orch:
-        events = [e async for e in orch.stream_chat("hi", model="gpt")]
-        assert isinstance(events[-1], tc.ChatFinished)
-        assert stack.state.attempts["StreamChat"] == 2
+async def test_a_watch_stream_is_retried_before_its_first_message_but_not_mid_stream(
+    stack: FakeStack,
+) -> None:
+    stack.state.fail("WatchCatalog", grpc.StatusCode.UNAVAILABLE, times=1)
+    async with tc.AsyncPoolClient.connect(stack.target) as pool:
+        watch = pool.watch_catalog()
+        first = await asyncio.wait_for(anext(watch), 10)
+        assert first.catalog_version == "v1"
+        await watch.aclose()
+        assert stack.state.attempts["WatchCatalog"] == 2
 
-        stack.state.stream_fail_after = 2
-        received: list[tc.ChatEvent] = []
+        stack.state.stream_fail_after = 1
+        received: list[Any] = []
 
         async def consume() -> None:
-            async for event in orch.stream_chat("hi", model="gpt"):
-                received.append(event)
+            async for update in pool.watch_catalog():
+                received.append(update)
 
         with pytest.raises(tc.UnavailableError, match="stream broke"):
-            await consume()
-    assert len(received) == 2
-    assert stack.state.attempts["StreamChat"] == 3
+            await asyncio.wait_for(consume(), 10)
+    assert len(received) == 1
+    assert stack.state.attempts["WatchCatalog"] == 3
 
 
 async def test_default_deadlines_reach_the_server_and_can_be_overridden(stack: FakeStack) -> None:

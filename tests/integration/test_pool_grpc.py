@@ -87,7 +87,7 @@ async def test_list_servers_reports_each_server_with_its_state_and_health_servic
     assert by_name["fixture"].state == pb.SERVER_STATE_READY
     assert by_name["fixture"].transport == "stdio"
     assert by_name["fixture"].server_info == "misbehaving 1.0"
-    assert by_name["fixture"].tool_count == 8
+    assert by_name["fixture"].tool_count == 10
     assert dead.restarts == 1
     assert "closed the connection while starting" in dead.last_error
     async with grpc.aio.insecure_channel(server.address) as channel:
@@ -254,3 +254,85 @@ async def test_watch_catalog_with_the_current_version_waits_for_the_next_change(
     assert update.catalog_version != version
     assert list(update.changed_servers) == ["fixture"]
     stream.cancel()
+
+
+async def test_list_servers_tells_when_a_down_server_is_tried_next(pool: McpPool, stub: Any) -> None:
+    dead = await _until_failed(pool, stub, "dead")
+    assert dead.next_retry_unix > dead.state_since_unix
+    fixture = next(
+        s for s in (await stub.ListServers(pb.ListServersRequest(), timeout=5)).servers if s.name == "fixture"
+    )
+    assert fixture.next_retry_unix == 0
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), -1.0])
+async def test_a_timeout_that_is_not_a_finite_non_negative_number_is_invalid(
+    stub: Any, tmp_path: Path, seconds: float
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.CallTool(
+            pb.CallToolRequest(server="fixture", tool="echo", timeout_seconds=seconds), timeout=10
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "timeout_seconds" in (err.value.details() or "")
+    assert not (tmp_path / "called.log").exists()
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+async def test_arguments_nested_too_deeply_are_invalid(stub: Any, depth: int) -> None:
+    arguments = '{"a":' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.CallTool(
+            pb.CallToolRequest(server="fixture", tool="echo", arguments_json=arguments), timeout=10
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "nest deeper than" in (err.value.details() or "")
+
+
+def _raw(channel: grpc.aio.Channel, method: str, streaming: bool = False) -> Any:
+    path = f"/toolscout.mcp_pool.v1.McpPool/{method}"
+    # Identity serializers: the bytes go on the wire exactly as given.
+    if streaming:
+        return channel.unary_stream(path, request_serializer=None, response_deserializer=None)
+    return channel.unary_unary(path, request_serializer=None, response_deserializer=None)
+
+
+MALFORMED = [b"\xff\xff\xff\xff", b"\x0a\x05ab", b"\x0a\x02\xc3\x28", b"\x08" + b"\xff" * 11]
+
+
+@pytest.mark.parametrize("payload", MALFORMED, ids=["garbage", "truncated", "bad-utf8", "bad-varint"])
+@pytest.mark.parametrize(
+    ("method", "streaming"), [("CallTool", False), ("ListTools", False), ("WatchCatalog", True)]
+)
+async def test_a_malformed_request_is_invalid_argument_with_a_fixed_message_and_no_traceback(
+    server: RunningServer, payload: bytes, method: str, streaming: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        call = _raw(channel, method, streaming)
+
+        async def send() -> None:
+            if streaming:
+                async for _ in call(payload, timeout=10):
+                    pass
+            else:
+                await call(payload, timeout=10)
+
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await send()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == "malformed request: not a valid protobuf message for this method"
+    assert [r for r in caplog.records if r.exc_info or r.levelname in ("ERROR", "CRITICAL")] == []
+
+
+async def test_a_malformed_request_without_a_token_is_refused_before_it_is_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLSCOUT_AUTH_TOKEN", "s3cret-token-for-tests")
+    running = await build_server(_config(tmp_path), listen="127.0.0.1:0", metrics_port=-1)
+    try:
+        async with grpc.aio.insecure_channel(running.address) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await _raw(channel, "CallTool")(MALFORMED[0], timeout=10)
+    finally:
+        await running.stop(0.5)
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED

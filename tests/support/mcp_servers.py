@@ -26,6 +26,8 @@ __all__ = [
     "EVERYTHING_PACKAGE",
     "EVERYTHING_VERSION",
     "EXAMPLE_SERVERS",
+    "MEMORY_PACKAGE",
+    "MEMORY_VERSION",
     "MISBEHAVING_SERVER",
     "REPO_ROOT",
     "HttpServer",
@@ -33,6 +35,8 @@ __all__ = [
     "example_server_config",
     "free_port",
     "live_descendants",
+    "memory_bin",
+    "memory_server_config",
     "misbehaving_config",
     "running_everything",
     "running_example_http",
@@ -50,6 +54,8 @@ MISBEHAVING_SERVER = REPO_ROOT / "tests" / "fixtures" / "misbehaving" / "server.
 
 EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"
+MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
+MEMORY_VERSION = "2026.8.31"
 NPM_PREFIX = REPO_ROOT / ".cache" / "npm"
 
 
@@ -68,21 +74,19 @@ def time_server_config(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"], **extra}
 
 
-def everything_bin(timeout: float = 300.0) -> Path:
-    """The ``mcp-server-everything`` executable, installed at the pinned version on first use.
-
-    Installs with ``npm install --prefix <repo>/.cache/npm`` (a no-op when already there).
+def _npm_bin(package: str, version: str, exe_name: str, timeout: float) -> Path:
+    """An npm package's executable, installed at the pinned version under NPM_PREFIX on first use.
 
     Raises:
         RuntimeError: npm is missing or the install failed.
     """
-    exe = NPM_PREFIX / "node_modules" / ".bin" / "mcp-server-everything"
-    manifest = NPM_PREFIX / "node_modules" / "@modelcontextprotocol" / "server-everything" / "package.json"
-    if exe.exists() and manifest.exists() and f'"version": "{EVERYTHING_VERSION}"' in manifest.read_text():
+    exe = NPM_PREFIX / "node_modules" / ".bin" / exe_name
+    manifest = NPM_PREFIX / "node_modules" / Path(*package.split("/")) / "package.json"
+    if exe.exists() and manifest.exists() and f'"version": "{version}"' in manifest.read_text():
         return exe
     npm = shutil.which("npm")
     if npm is None:
-        raise RuntimeError("npm is not installed; it is needed for @modelcontextprotocol/server-everything")
+        raise RuntimeError(f"npm is not installed; it is needed for {package}")
     NPM_PREFIX.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [
@@ -93,7 +97,7 @@ def everything_bin(timeout: float = 300.0) -> Path:
             "--no-audit",
             "--no-fund",
             "--loglevel=error",
-            f"{EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}",
+            f"{package}@{version}",
         ],
         capture_output=True,
         text=True,
@@ -101,10 +105,36 @@ def everything_bin(timeout: float = 300.0) -> Path:
         check=False,
     )
     if done.returncode != 0 or not exe.exists():
-        raise RuntimeError(
-            f"npm install {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION} failed: {done.stderr[-2000:]}"
-        )
+        raise RuntimeError(f"npm install {package}@{version} failed: {done.stderr[-2000:]}")
     return exe
+
+
+def everything_bin(timeout: float = 300.0) -> Path:
+    """The ``mcp-server-everything`` executable, installed at the pinned version on first use.
+
+    Installs with ``npm install --prefix <repo>/.cache/npm`` (a no-op when already there).
+
+    Raises:
+        RuntimeError: npm is missing or the install failed.
+    """
+    return _npm_bin(EVERYTHING_PACKAGE, EVERYTHING_VERSION, "mcp-server-everything", timeout)
+
+
+def memory_bin(timeout: float = 300.0) -> Path:
+    """The npm memory server's executable (a knowledge graph in a JSON-lines file), pinned.
+
+    Its writes rewrite the whole file, so concurrent ones can lose each other's entities: the
+    third-party server that shows why writes are serialized by default.
+
+    Raises:
+        RuntimeError: npm is missing or the install failed.
+    """
+    return _npm_bin(MEMORY_PACKAGE, MEMORY_VERSION, "mcp-server-memory", timeout)
+
+
+def memory_server_config(memory_file: Path, **extra: Any) -> dict[str, Any]:
+    """A stdio config entry for the npm memory server keeping its graph in ``memory_file``."""
+    return {"command": str(memory_bin()), "env": {"MEMORY_FILE_PATH": str(memory_file)}, **extra}
 
 
 def free_port() -> int:

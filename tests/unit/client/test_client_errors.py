@@ -76,3 +76,10 @@ def test_an_exception_that_is_not_an_rpc_error_becomes_unknown_error() -> None:
 def test_only_unavailable_and_resource_exhausted_are_marked_retryable() -> None:
     retryable = {code for code in EXPECTED if error_for_code(code, "m").retryable}
     assert retryable == {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+
+def test_outcome_unknown_is_the_aborted_error_and_is_not_retryable() -> None:
+    err = error_for_code(grpc.StatusCode.ABORTED, "the tool may or may not have run")
+    assert isinstance(err, tc.OutcomeUnknownError)
+    assert tc.OutcomeUnknownError is tc.AbortedError
+    assert not err.retryable

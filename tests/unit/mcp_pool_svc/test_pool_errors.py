@@ -16,6 +16,7 @@ from toolscout_kit.status import status_for
         (errors.ToolCallTimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
         (errors.ResultTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED),
         (errors.InvalidToolArgumentsError, grpc.StatusCode.INVALID_ARGUMENT),
+        (errors.ToolOutcomeUnknownError, grpc.StatusCode.ABORTED),
     ],
 )
 def test_every_pool_error_maps_to_its_status_code(
@@ -30,6 +31,7 @@ def test_every_exported_pool_error_is_covered() -> None:
         "ResultTooLargeError",
         "ServerUnavailableError",
         "ToolCallTimeoutError",
+        "ToolOutcomeUnknownError",
         "UnknownServerError",
         "UnknownToolError",
     }

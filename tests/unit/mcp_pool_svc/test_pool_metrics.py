@@ -29,4 +29,4 @@ def test_metrics_are_exported_under_their_documented_names() -> None:
 
 
 def test_the_outcomes_are_the_documented_set() -> None:
-    assert OUTCOMES == ("ok", "tool_error", "timeout", "unavailable", "cancelled", "error")
+    assert OUTCOMES == ("ok", "tool_error", "timeout", "unavailable", "unknown", "cancelled", "error")

@@ -43,6 +43,9 @@ class FakeServer:
     listings: int = 0
     live: FakeConnection | None = None
     on_event: Callable[[ConnectionEvent, str], None] | None = None
+    # When set, leaving a connection waits for it (a teardown that takes a while).
+    teardown_release: asyncio.Event | None = None
+    teardown_started: asyncio.Event = field(default_factory=asyncio.Event)
 
     def crash(self) -> None:
         assert self.live is not None
@@ -67,12 +70,21 @@ def fake_connector(servers: dict[str, FakeServer]) -> Any:
         try:
             yield server.live
         finally:
+            server.teardown_started.set()
+            if server.teardown_release is not None:
+                await server.teardown_release.wait()
             server.live = None
 
     return connect
 
 
-def make_pool(servers: dict[str, FakeServer], extra: dict[str, Any] | None = None, **pool: Any) -> McpPool:
+def make_pool(
+    servers: dict[str, FakeServer],
+    extra: dict[str, Any] | None = None,
+    *,
+    remote: bool = False,
+    **pool: Any,
+) -> McpPool:
     settings = {
         "initial_backoff": 0.01,
         "max_backoff": 0.02,
@@ -83,7 +95,13 @@ def make_pool(servers: dict[str, FakeServer], extra: dict[str, Any] | None = Non
     }
     config = parse_config(
         {
-            "servers": {name: {"command": "unused", **(extra or {})} for name in servers},
+            "servers": {
+                name: {
+                    **({"url": f"http://127.0.0.1:1/{name}"} if remote else {"command": "unused"}),
+                    **(extra or {}),
+                }
+                for name in servers
+            },
             "toolscout": {"pool": settings},
         }
     )
@@ -171,11 +189,13 @@ async def test_a_server_that_stays_down_has_its_tools_marked_unavailable_then_dr
 
 async def test_a_failed_ping_restarts_a_hung_server() -> None:
     servers = {"s": FakeServer(hang_ping=True)}
-    pool = make_pool(servers, ping_interval=0.1)
+    pool = make_pool(servers, ping_interval=0.1, ping_timeout=0.1)
+    errors: list[str] = []
+    pool.add_listener(lambda name: errors.append(pool.server_status(name).last_error))
     await pool.start(wait=5)
     try:
         await pool.wait_until(lambda: pool.server_status("s").restarts >= 1, 5)
-        assert "ping" in pool.server_status("s").last_error
+        assert "no answer to ping within 0.1s" in errors
     finally:
         await pool.stop()
 
@@ -242,5 +262,80 @@ async def test_a_zero_ttl_lists_only_at_connect_and_on_list_changed(monkeypatch:
     await pool.start(wait=5)
     try:
         assert pool._supervisors["s"]._ttl == 0
+    finally:
+        await pool.stop()
+
+
+def test_by_default_hung_servers_are_found_within_ten_seconds_and_down_servers_keep_their_tools() -> None:
+    settings = parse_config({}).toolscout.pool
+    assert settings.ping_interval + settings.ping_timeout <= 10
+    assert settings.unavailable_grace is None
+    assert settings.failed_retry_interval <= 60
+    assert settings.max_backoff <= 5
+
+
+async def test_a_lost_session_is_out_of_service_before_its_teardown_ends() -> None:
+    servers = {"s": FakeServer(teardown_release=asyncio.Event())}
+    pool = make_pool(servers)
+    await pool.start(wait=5)
+    try:
+        servers["s"].crash()
+        await asyncio.wait_for(servers["s"].teardown_started.wait(), 5)
+        # The dying session is still being torn down: no call may be routed to it.
+        assert state(pool, "s") is ServerState.RECONNECTING
+        with pytest.raises(ServerUnavailableError, match="'s' is reconnecting; the call was not sent"):
+            await asyncio.wait_for(pool.call_tool(server="s", tool="a"), 5)
+    finally:
+        release = servers["s"].teardown_release
+        assert release is not None
+        release.set()
+        await pool.stop()
+
+
+async def test_a_failed_server_is_probed_with_backoff_and_recovers_without_waiting_out_the_cap() -> None:
+    servers = {"bad": FakeServer(fail=True)}
+    pool = make_pool(servers, crash_loop_restarts=1, failed_retry_interval=60)
+    await pool.start()
+    try:
+        await pool.wait_until(lambda: state(pool, "bad") is ServerState.FAILED, 5)
+        assert pool.server_status("bad").next_retry_unix > 0
+        servers["bad"].fail = False
+        await pool.wait_until(lambda: state(pool, "bad") is ServerState.READY, 5)
+        assert pool.server_status("bad").next_retry_unix == 0
+        assert pool.server_status("bad").last_error == ""
+    finally:
+        await pool.stop()
+
+
+async def test_an_unreachable_remote_server_is_reconnecting_never_failed_and_ready_once_back() -> None:
+    servers = {"remote": FakeServer(fail=True)}
+    pool = make_pool(servers, remote=True, crash_loop_restarts=2, failed_retry_interval=60)
+    states: list[ServerState] = []
+    pool.add_listener(lambda name: states.append(state(pool, name)))
+    await pool.start()
+    try:
+        await pool.wait_until(lambda: servers["remote"].connects >= 8, 5)
+        assert ServerState.FAILED not in states
+        assert state(pool, "remote") is ServerState.RECONNECTING
+        servers["remote"].fail = False
+        await pool.wait_until(lambda: state(pool, "remote") is ServerState.READY, 5)
+    finally:
+        await pool.stop()
+
+
+async def test_calls_to_tools_of_a_down_server_are_unavailable_naming_the_server_and_its_state() -> None:
+    servers = {"s": FakeServer(), "bad": FakeServer(fail=True)}
+    pool = make_pool(servers, blip_grace=0.05, crash_loop_restarts=100)
+    await pool.start(wait=5)
+    try:
+        servers["s"].fail = True
+        servers["s"].crash()
+        await pool.wait_until(lambda: not any(t.available for t in pool.catalog.snapshot().tools), 5)
+        assert [t.llm_name for t in pool.list_tools(include_unavailable=True).tools] == ["s__a", "s__b"]
+        with pytest.raises(ServerUnavailableError, match="'s' is reconnecting; the call was not sent"):
+            await pool.call_tool(llm_name="s__a")
+        # A server down since start never listed its tools: still its state, not "unknown tool".
+        with pytest.raises(ServerUnavailableError, match="'bad' is reconnecting"):
+            await pool.call_tool(llm_name="bad__a")
     finally:
         await pool.stop()

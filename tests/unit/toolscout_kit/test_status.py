@@ -56,6 +56,7 @@ def test_the_bare_base_class_has_no_code_so_it_becomes_internal() -> None:
         (errors.UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
         (errors.CancelledError, grpc.StatusCode.CANCELLED),
         (errors.ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
+        (errors.OutcomeUnknownError, grpc.StatusCode.ABORTED),
     ],
 )
 def test_categories_map_to_the_design_table(error: type[ToolscoutError], code: grpc.StatusCode) -> None:
@@ -84,3 +85,12 @@ def test_an_unreachable_peer_is_reported_without_its_address() -> None:
     assert isinstance(err, errors.UnavailableError)
     assert err.message == "pool unavailable: not reachable"
     assert "127.0.0.1" not in err.message
+
+
+def test_an_outcome_unknown_from_a_peer_stays_outcome_unknown_with_its_message() -> None:
+    text = (
+        "MCP server 'notes' closed the connection during the call of 'add'; the tool may or may not have run"
+    )
+    err = error_from_client(error_for_code(grpc.StatusCode.ABORTED, text), "pool")
+    assert isinstance(err, errors.OutcomeUnknownError)
+    assert err.message == text

@@ -20,6 +20,7 @@ from toolscout.client.aio import (
 )
 from toolscout.client.channel import (
     DEFAULT_MAX_ATTEMPTS,
+    RETRIED_METHODS,
     create_channel,
     default_channel_options,
     service_config,
@@ -34,6 +35,7 @@ from toolscout.client.errors import (
     InternalError,
     InvalidArgumentError,
     NotFoundError,
+    OutcomeUnknownError,
     OutOfRangeError,
     PermissionDeniedError,
     ResourceExhaustedError,
@@ -88,6 +90,7 @@ __all__ = [
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "RETRIED_METHODS",
     "SEARCH_TOOL_NAME",
     "AbortedError",
     "AlreadyExistsError",
@@ -118,6 +121,7 @@ __all__ = [
     "NotFoundError",
     "OrchestratorClient",
     "OutOfRangeError",
+    "OutcomeUnknownError",
     "PermissionDeniedError",
     "PoolClient",
     "ReasoningDelta",

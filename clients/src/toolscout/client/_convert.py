@@ -104,6 +104,7 @@ def server_status(m: mcp_pool_pb2.ServerStatus) -> t.ServerStatus:
         defer_loading=m.defer_loading,
         health_service=m.health_service,
         server_info=m.server_info,
+        next_retry_unix=m.next_retry_unix,
     )
 
 

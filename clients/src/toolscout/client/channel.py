@@ -4,9 +4,14 @@ Every toolscout client (and every toolscout service calling another one) opens i
 here, so the policies below are declared once:
 
 * **Retries** on ``UNAVAILABLE`` only, declared in the channel's service config (gRPC retries the
-  call itself, with exponential backoff and jitter). A server-streaming call (``StreamChat``,
-  ``WatchCatalog``) is only retried until its first response arrives: gRPC commits a call once
-  the server has sent anything, so a stream is never replayed mid-body.
+  call itself, with exponential backoff and jitter), and only for methods without side effects
+  (:data:`RETRIED_METHODS`: the List*, Watch*, PlanTools, SearchTools and GetManifest methods, and
+  health checks). ``CallTool``, ``Chat`` and ``StreamChat`` are never replayed by a channel: the
+  tool may already have run, and only the caller can decide whether running it again is safe (the
+  pool answers ``ABORTED`` when a call was sent and its outcome is unknown, ``UNAVAILABLE`` when
+  nothing was sent). A method not listed here is not retried, so a new method is safe by default.
+  A server-streaming call (``WatchCatalog``) is only retried until its first response arrives:
+  gRPC commits a call once the server has sent anything, so a stream is never replayed mid-body.
 * **Load balancing** ``round_robin``: with a ``dns:///name:port`` target that resolves to several
   addresses (a headless Kubernetes Service), calls spread over every pod, and the client-side
   health check takes a pod out of rotation as soon as it reports NOT_SERVING (graceful shutdown).
@@ -27,6 +32,7 @@ import grpc.aio
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
+    "RETRIED_METHODS",
     "SERVICE_NAMES",
     "ChannelOption",
     "create_channel",
@@ -36,12 +42,20 @@ __all__ = [
 
 ChannelOption = tuple[str, Any]
 
-# Full names of the three services; the retry policy applies to every method of each.
+# Full names of the three services.
 SERVICE_NAMES = (
     "toolscout.mcp_pool.v1.McpPool",
     "toolscout.discovery.v1.Discovery",
     "toolscout.orchestrator.v1.Orchestrator",
 )
+# The methods a channel may call again after UNAVAILABLE: they read, and repeating them changes
+# nothing. Everything else (CallTool, Chat, StreamChat, any method added later) runs at most once.
+RETRIED_METHODS: dict[str, tuple[str, ...]] = {
+    "toolscout.mcp_pool.v1.McpPool": ("ListServers", "ListTools", "WatchCatalog"),
+    "toolscout.discovery.v1.Discovery": ("PlanTools", "SearchTools", "GetManifest"),
+    "toolscout.orchestrator.v1.Orchestrator": ("ListModels", "ListToolsets"),
+    "grpc.health.v1.Health": ("Check", "Watch"),
+}
 # gRPC caps maxAttempts at 5 (the first call included).
 DEFAULT_MAX_ATTEMPTS = 5
 _USER_AGENT = "toolscout-client/0.1.0"
@@ -60,26 +74,34 @@ def service_config(
 ) -> dict[str, Any]:
     """The gRPC service config every toolscout channel uses (as a dict; JSON-encode it for grpc).
 
-    ``max_attempts`` counts the first call (1 disables retries; gRPC caps it at 5).
+    ``max_attempts`` counts the first call (1 disables retries; gRPC caps it at 5). Only the methods
+    in :data:`RETRIED_METHODS` get the retry policy; every other method of the three services gets a
+    method config without one (gRPC picks the most specific entry: method, then service).
     """
     if not 1 <= max_attempts <= 5:
         raise ValueError("max_attempts must be between 1 and 5 (gRPC's limit)")
+    method_configs: list[dict[str, Any]] = [{"name": [{"service": name} for name in SERVICE_NAMES]}]
+    if max_attempts > 1:
+        method_configs.append(
+            {
+                "name": [
+                    {"service": service, "method": method}
+                    for service, methods in RETRIED_METHODS.items()
+                    for method in methods
+                ],
+                "retryPolicy": {
+                    "maxAttempts": max_attempts,
+                    "initialBackoff": f"{initial_backoff}s",
+                    "maxBackoff": f"{max_backoff}s",
+                    "backoffMultiplier": backoff_multiplier,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        )
     config: dict[str, Any] = {
         "loadBalancingConfig": [{load_balancing: {}}],
-        "methodConfig": [
-            {
-                "name": [{"service": name} for name in SERVICE_NAMES],
-            }
-        ],
+        "methodConfig": method_configs,
     }
-    if max_attempts > 1:
-        config["methodConfig"][0]["retryPolicy"] = {
-            "maxAttempts": max_attempts,
-            "initialBackoff": f"{initial_backoff}s",
-            "maxBackoff": f"{max_backoff}s",
-            "backoffMultiplier": backoff_multiplier,
-            "retryableStatusCodes": ["UNAVAILABLE"],
-        }
     if health_check:
         # "" is the server's overall status, which toolscout servers set to NOT_SERVING on shutdown;
         # a server without the health service (UNIMPLEMENTED) is treated as healthy.
@@ -264,7 +286,8 @@ def create_channel(
             a call credential; without TLS it is added by an interceptor.
         aio: ``True`` for a ``grpc.aio.Channel`` (async clients), ``False`` for a ``grpc.Channel``.
         options: extra channel arguments; they override the defaults of the same key.
-        max_attempts: attempts per call on UNAVAILABLE, the first included (1 = no retries, max 5).
+        max_attempts: attempts per call on UNAVAILABLE, the first included (1 = no retries, max 5);
+            only methods without side effects are retried (:data:`RETRIED_METHODS`).
 
     The channel connects lazily; close it (``await channel.close()`` / ``channel.close()``) when done.
 

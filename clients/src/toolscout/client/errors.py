@@ -22,6 +22,7 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "OutOfRangeError",
+    "OutcomeUnknownError",
     "PermissionDeniedError",
     "ResourceExhaustedError",
     "ToolscoutClientError",
@@ -114,7 +115,18 @@ class FailedPreconditionError(ToolscoutClientError):
 
 
 class AbortedError(ToolscoutClientError):
+    """The request was sent but its outcome is unknown: the tool (or chat) may or may not have run.
+
+    The pool answers this when an MCP server went away (crash, lost connection, pool shutdown)
+    after a call was sent to it. Nothing retries it automatically: check the tool's effect before
+    calling it again. Also available as :data:`OutcomeUnknownError`.
+    """
+
     code = grpc.StatusCode.ABORTED
+
+
+# The name that says what ABORTED means from a toolscout service.
+OutcomeUnknownError = AbortedError
 
 
 class OutOfRangeError(ToolscoutClientError):

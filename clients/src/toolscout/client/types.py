@@ -142,6 +142,8 @@ class ServerStatus:
     defer_loading: bool = False
     health_service: str = ""
     server_info: str = ""
+    # While the server is down: Unix time of the pool's next connection attempt (0: none).
+    next_retry_unix: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ SERVER_STATE_IDLE: ServerState
 SERVER_STATE_STOPPED: ServerState
 
 class ServerStatus(_message.Message):
-    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info")
+    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class ServerStatus(_message.Message):
     DEFER_LOADING_FIELD_NUMBER: _ClassVar[int]
     HEALTH_SERVICE_FIELD_NUMBER: _ClassVar[int]
     SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RETRY_UNIX_FIELD_NUMBER: _ClassVar[int]
     name: str
     transport: str
     state: ServerState
@@ -47,7 +48,8 @@ class ServerStatus(_message.Message):
     defer_loading: bool
     health_service: str
     server_info: str
-    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ...) -> None: ...
+    next_retry_unix: float
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ..., next_retry_unix: _Optional[float] = ...) -> None: ...
 
 class ListServersRequest(_message.Message):
     __slots__ = ()

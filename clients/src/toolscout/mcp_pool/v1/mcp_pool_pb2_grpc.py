@@ -79,8 +79,12 @@ class McpPoolServicer:
 
     def CallTool(self, request, context):
         """Calls one tool. A tool that fails is data (`is_error` + the server's text), not an RPC error.
-        Errors: INVALID_ARGUMENT (arguments not a JSON object), NOT_FOUND (unknown server or tool),
-        UNAVAILABLE (server down), DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        Errors: INVALID_ARGUMENT (arguments not a JSON object or nested too deeply, bad timeout),
+        NOT_FOUND (unknown server or tool), UNAVAILABLE (not sent: server down or starting, pool
+        stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
+        it answered: the tool may or may not have run; never retried automatically),
+        DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        Channels never retry this method.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

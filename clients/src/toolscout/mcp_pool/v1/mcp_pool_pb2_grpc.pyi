@@ -41,8 +41,12 @@ class McpPoolStub:
     """The tool catalog of every usable server, with its version."""
     CallTool: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolResponse]
     """Calls one tool. A tool that fails is data (`is_error` + the server's text), not an RPC error.
-    Errors: INVALID_ARGUMENT (arguments not a JSON object), NOT_FOUND (unknown server or tool),
-    UNAVAILABLE (server down), DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    Errors: INVALID_ARGUMENT (arguments not a JSON object or nested too deeply, bad timeout),
+    NOT_FOUND (unknown server or tool), UNAVAILABLE (not sent: server down or starting, pool
+    stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
+    it answered: the tool may or may not have run; never retried automatically),
+    DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    Channels never retry this method.
     """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -60,8 +64,12 @@ class McpPoolAsyncStub(McpPoolStub):
     """The tool catalog of every usable server, with its version."""
     CallTool: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolResponse]  # type: ignore[assignment]
     """Calls one tool. A tool that fails is data (`is_error` + the server's text), not an RPC error.
-    Errors: INVALID_ARGUMENT (arguments not a JSON object), NOT_FOUND (unknown server or tool),
-    UNAVAILABLE (server down), DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    Errors: INVALID_ARGUMENT (arguments not a JSON object or nested too deeply, bad timeout),
+    NOT_FOUND (unknown server or tool), UNAVAILABLE (not sent: server down or starting, pool
+    stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
+    it answered: the tool may or may not have run; never retried automatically),
+    DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    Channels never retry this method.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -94,8 +102,12 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_mcp_pool_pb2.CallToolResponse, _abc.Awaitable[_mcp_pool_pb2.CallToolResponse]]:
         """Calls one tool. A tool that fails is data (`is_error` + the server's text), not an RPC error.
-        Errors: INVALID_ARGUMENT (arguments not a JSON object), NOT_FOUND (unknown server or tool),
-        UNAVAILABLE (server down), DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        Errors: INVALID_ARGUMENT (arguments not a JSON object or nested too deeply, bad timeout),
+        NOT_FOUND (unknown server or tool), UNAVAILABLE (not sent: server down or starting, pool
+        stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
+        it answered: the tool may or may not have run; never retried automatically),
+        DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        Channels never retry this method.
         """
 
     @_abc_1.abstractmethod

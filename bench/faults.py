@@ -1,0 +1,562 @@
+"""Fault, load and bad-input figures of the pool (issue 10): what a demanding operator would try.
+
+Measures, with real processes on 127.0.0.1:
+  * executions per killed call: CallTool through the client library (default retry policy) to
+    the pool service in its own process, on a tool whose server dies mid-call (must be 1);
+  * time to READY after a remote outage: a streamable-HTTP server stopped for --outage seconds,
+    then started again on the same port (default settings; issue target: within 10 s);
+  * writes lost out of 100 concurrent ``create_entities`` to the npm memory server, with the
+    default settings (must be 0) and, for comparison, with ``serialize_writes: false``;
+  * orphans after a restart and a stop, from a server that starts a child and a detached (setsid)
+    grandchild (must be 0);
+  * hang detection: a SIGSTOPped server, default ping settings (target <= 10 s);
+  * large results: 10 / 20 / 50 MB in one reply line, read time (target for 50 MB: <= 2 s) and
+    the latency of another server's calls meanwhile;
+  * shutdown of the pool service, idle, with a WatchCatalog stream open (target < 1 s);
+  * fuzz: malformed protobuf payloads (random bytes, truncations, bit flips) and bad field values
+    sent over a raw channel with identity serializers to the pool's and discovery's methods,
+    counted by status code (UNKNOWN and INTERNAL must be 0).
+
+Run: uv run --frozen python bench/faults.py [--outage 15] [--fuzz 100] [--quick]
+Prints the figures and writes bench/results/faults.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil  # type: ignore[import-untyped]  # dev dependency, as in the tests
+from toolscout import client as tc
+from toolscout.discovery.v1 import discovery_pb2
+from toolscout.mcp_pool.v1 import mcp_pool_pb2
+
+from discovery_svc.server import build_server as build_discovery
+from mcp_pool_svc.errors import ToolOutcomeUnknownError
+from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.server import build_server as build_pool
+from mcp_pool_svc.supervisor import ServerState
+from tests.support.mcp_servers import (
+    REPO_ROOT,
+    free_port,
+    memory_server_config,
+    misbehaving_config,
+    running_example_http,
+)
+from toolscout_kit.config import ToolscoutConfig, parse_config
+from toolscout_kit.logging import configure_logging
+
+RESULTS = REPO_ROOT / "bench" / "results" / "faults.json"
+
+
+def _config(servers: dict[str, Any], **pool: Any) -> ToolscoutConfig:
+    return parse_config({"servers": servers, "toolscout": {"pool": pool}}, base_dir=REPO_ROOT)
+
+
+@asynccontextmanager
+async def _pool(servers: dict[str, Any], **settings: Any) -> AsyncIterator[McpPool]:
+    pool = McpPool(_config(servers, **settings))
+    await pool.start(wait=60)
+    try:
+        yield pool
+    finally:
+        await pool.stop()
+
+
+async def _service(config: dict[str, Any], workdir: Path) -> asyncio.subprocess.Process:
+    """``python -m mcp_pool_svc`` in its own process, as deployed."""
+    path = workdir / f"pool-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(config))
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mcp_pool_svc",
+        "--config",
+        str(path),
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
+async def _serving(port: int) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        await asyncio.wait_for(channel.channel_ready(), 60)
+
+
+async def _end(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+# --- 1. executions per killed call -----------------------------------------------------------
+
+
+async def executions_per_killed_call(workdir: Path, calls: int) -> dict[str, Any]:
+    log = workdir / "killed-calls.log"
+    port = free_port()
+    process = await _service(
+        {
+            "servers": {"fixture": misbehaving_config("--call-log", str(log))},
+            "toolscout": {"pool": {"listen": f"127.0.0.1:{port}", "metrics_port": -1}},
+        },
+        workdir,
+    )
+    codes: Counter[str] = Counter()
+    executions: list[int] = []
+    try:
+        await _serving(port)
+        async with tc.AsyncPoolClient.connect(f"127.0.0.1:{port}") as client:
+            for n in range(calls):
+                before = len(log.read_text().splitlines()) if log.exists() else 0
+                try:
+                    await client.call_tool(
+                        "fixture__crash_once", {"marker": str(workdir / f"marker-{n}")}, deadline=30
+                    )
+                    codes["OK"] += 1
+                except tc.ToolscoutClientError as err:
+                    codes[err.code.name] += 1
+                # The server restarts; a replay (if any) would have reached it by the time it is READY.
+                for _ in range(300):
+                    [status] = await client.list_servers()
+                    if status.state == "ready" and status.restarts > n:
+                        break
+                    await asyncio.sleep(0.05)
+                executions.append(len(log.read_text().splitlines()) - before)
+    finally:
+        await _end(process)
+    return {
+        "calls": calls,
+        "executions": executions,
+        "max_executions": max(executions),
+        "replies": dict(codes),
+    }
+
+
+# --- 2. time to READY after a remote outage ---------------------------------------------------
+
+
+async def remote_outage(outage: float) -> dict[str, Any]:
+    port = free_port()
+    with ExitStack() as stack:
+        first = await asyncio.to_thread(
+            stack.enter_context, running_example_http("text", "streamable-http", port=port)
+        )
+        async with _pool({"text": {"url": first.url}}) as pool:
+            states: list[str] = []
+            pool.add_listener(lambda name: states.append(pool.server_status(name).state.value))
+            stack.close()  # the remote server goes away
+            await pool.wait_until(lambda: pool.server_status("text").state is not ServerState.READY, 60)
+            await asyncio.sleep(outage)
+            with ExitStack() as again:
+                await asyncio.to_thread(
+                    again.enter_context, running_example_http("text", "streamable-http", port=port)
+                )
+                back = time.monotonic()
+                await pool.wait_until(lambda: pool.server_status("text").state is ServerState.READY, 120)
+                ready_after = time.monotonic() - back
+    return {
+        "outage_seconds": outage,
+        "ready_seconds_after_return": round(ready_after, 3),
+        "was_failed": "failed" in states,
+        "states_seen": sorted(set(states)),
+    }
+
+
+# --- 3. writes lost ---------------------------------------------------------------------------
+
+
+async def writes_lost(workdir: Path, serialize: bool) -> dict[str, Any]:
+    memory = workdir / f"memory-{serialize}.jsonl"
+    entry = memory_server_config(memory, serialize_writes=serialize)
+    async with _pool({"memory": entry}) as pool:
+
+        async def create(n: int) -> bool:
+            entity = {"name": f"e-{n}", "entityType": "bench", "observations": [f"o {n}"]}
+            result = await pool.call_tool(
+                server="memory", tool="create_entities", arguments={"entities": [entity]}, timeout_seconds=120
+            )
+            return not result.is_error
+
+        started = time.perf_counter()
+        acknowledged = sum(await asyncio.gather(*(create(n) for n in range(100))))
+        seconds = time.perf_counter() - started
+        graph = await pool.call_tool(server="memory", tool="read_graph", timeout_seconds=60)
+        payload = json.loads(graph.structured_content_json or graph.content[0].text)
+        kept = {e["name"] for e in payload["entities"]}
+    return {
+        "serialize_writes": serialize,
+        "acknowledged": acknowledged,
+        "kept": len(kept),
+        "lost": acknowledged - len(kept),
+        "seconds": round(seconds, 3),
+    }
+
+
+# --- 4. orphans -------------------------------------------------------------------------------
+
+
+def _alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.add(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+async def orphans(workdir: Path) -> dict[str, Any]:
+    pid_file = workdir / "orphan-pids"
+    seen: set[int] = set()
+    flags = ("--spawn-child", "--spawn-detached", "--pid-file", str(pid_file))
+    async with _pool({"fixture": misbehaving_config(*flags)}) as pool:
+        seen |= {int(p) for p in pid_file.read_text().split()}
+        # The crash is the point; its error (outcome unknown) is not what is measured here.
+        with contextlib.suppress(ToolOutcomeUnknownError):
+            await pool.call_tool(server="fixture", tool="crash")
+        await pool.wait_until(
+            lambda: (
+                pool.server_status("fixture").state is ServerState.READY
+                and pool.server_status("fixture").restarts == 1
+            ),
+            30,
+        )
+        after_restart = _alive(seen)
+        seen |= {int(p) for p in pid_file.read_text().split()}
+    await asyncio.sleep(0)  # processes are gone when stop() returns; nothing to wait for
+    return {
+        "processes_started": len(seen),
+        "left_after_restart_of_first_incarnation": len(after_restart),
+        "left_after_stop": len(_alive(seen)),
+    }
+
+
+# --- 5. hang detection ------------------------------------------------------------------------
+
+
+async def hang_detection(workdir: Path) -> dict[str, Any]:
+    pid_file = workdir / "hang-pids"
+    async with _pool({"fixture": misbehaving_config("--pid-file", str(pid_file))}) as pool:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        await pool.wait_until(lambda: pool.server_status("fixture").state is not ServerState.READY, 60)
+        detected = time.monotonic() - stopped
+        await pool.wait_until(lambda: pool.server_status("fixture").state is ServerState.READY, 60)
+        ready = time.monotonic() - stopped
+    return {"detected_seconds": round(detected, 3), "ready_again_seconds": round(ready, 3)}
+
+
+# --- 6. large results -------------------------------------------------------------------------
+
+
+async def large_results(sizes: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    servers = {"big": misbehaving_config(), "other": misbehaving_config()}
+    async with _pool(servers, max_result_bytes=64_000_000) as pool:
+        for size in sizes:
+            done = asyncio.Event()
+            others: list[float] = []
+
+            async def probe(done: asyncio.Event = done, others: list[float] = others) -> None:
+                while not done.is_set():
+                    t0 = time.perf_counter()
+                    await pool.call_tool(server="other", tool="echo", arguments={"text": "x"})
+                    others.append((time.perf_counter() - t0) * 1000)
+                    await asyncio.sleep(0.02)
+
+            prober = asyncio.create_task(probe())
+            t0 = time.perf_counter()
+            result = await pool.call_tool(
+                server="big", tool="big", arguments={"size": size}, timeout_seconds=300
+            )
+            seconds = time.perf_counter() - t0
+            done.set()
+            await prober
+            out[f"{size // 1_000_000}MB"] = {
+                "seconds": round(seconds, 3),
+                "bytes": len(result.content[0].text),
+                "other_server_calls": len(others),
+                "other_server_p50_ms": round(statistics.median(others), 2) if others else None,
+                "other_server_max_ms": round(max(others), 2) if others else None,
+            }
+    return out
+
+
+# --- 7. shutdown with a watch open ------------------------------------------------------------
+
+
+async def shutdown_with_watch(workdir: Path) -> dict[str, Any]:
+    port = free_port()
+    process = await _service(
+        {
+            "servers": {"fixture": misbehaving_config()},
+            "toolscout": {"pool": {"listen": f"127.0.0.1:{port}", "metrics_port": -1}},
+        },
+        workdir,
+    )
+    try:
+        await _serving(port)
+        async with tc.AsyncPoolClient.connect(f"127.0.0.1:{port}") as client:
+            watch = client.watch_catalog()
+            await asyncio.wait_for(anext(watch), 30)
+            process.send_signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            code = await asyncio.wait_for(process.wait(), 60)
+            seconds = time.monotonic() - t0
+            await watch.aclose()
+    finally:
+        await _end(process)
+    return {"exit_seconds": round(seconds, 3), "exit_code": code, "shutdown_grace": 10}
+
+
+# --- 8. fuzz ----------------------------------------------------------------------------------
+
+
+def _mutations(rng: random.Random, valid: bytes, count: int) -> list[bytes]:
+    out: list[bytes] = []
+    for n in range(count):
+        kind = n % 3
+        if kind == 0 or not valid:
+            out.append(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))))
+        elif kind == 1:
+            out.append(valid[: rng.randint(0, max(len(valid) - 1, 0))] + bytes([rng.getrandbits(8)]))
+        else:
+            flipped = bytearray(valid)
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            out.append(bytes(flipped))
+    return out
+
+
+_DEEP = '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"
+BAD_VALUES: list[tuple[str, bytes]] = [
+    (
+        "/toolscout.mcp_pool.v1.McpPool/CallTool",
+        mcp_pool_pb2.CallToolRequest(
+            llm_name="fixture__echo", timeout_seconds=float("nan")
+        ).SerializeToString(),
+    ),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/CallTool",
+        mcp_pool_pb2.CallToolRequest(
+            llm_name="fixture__echo", timeout_seconds=float("inf")
+        ).SerializeToString(),
+    ),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/CallTool",
+        mcp_pool_pb2.CallToolRequest(llm_name="fixture__echo", timeout_seconds=-1).SerializeToString(),
+    ),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/CallTool",
+        mcp_pool_pb2.CallToolRequest(llm_name="fixture__echo", arguments_json=_DEEP).SerializeToString(),
+    ),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/CallTool",
+        mcp_pool_pb2.CallToolRequest(llm_name="fixture__echo", arguments_json="[1]").SerializeToString(),
+    ),
+    ("/toolscout.mcp_pool.v1.McpPool/CallTool", mcp_pool_pb2.CallToolRequest().SerializeToString()),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/ListTools",
+        mcp_pool_pb2.ListToolsRequest(servers=["\x00nope"]).SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/SearchTools",
+        discovery_pb2.SearchToolsRequest(query="time", max_results=-1).SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/SearchTools",
+        discovery_pb2.SearchToolsRequest(arguments_json=_DEEP).SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/SearchTools",
+        discovery_pb2.SearchToolsRequest(arguments_json='{"tool_names": "x"}').SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/PlanTools",
+        discovery_pb2.PlanToolsRequest(toolset="nope", provider="nope").SerializeToString(),
+    ),
+]
+
+FUZZED: list[tuple[str, bool, bytes]] = [
+    ("/toolscout.mcp_pool.v1.McpPool/ListServers", False, b""),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/ListTools",
+        False,
+        mcp_pool_pb2.ListToolsRequest(servers=["fixture"]).SerializeToString(),
+    ),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/CallTool",
+        False,
+        mcp_pool_pb2.CallToolRequest(
+            llm_name="fixture__echo", arguments_json='{"text": "hi"}', timeout_seconds=5
+        ).SerializeToString(),
+    ),
+    (
+        "/toolscout.mcp_pool.v1.McpPool/WatchCatalog",
+        True,
+        mcp_pool_pb2.WatchCatalogRequest(known_version="v").SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/PlanTools",
+        False,
+        discovery_pb2.PlanToolsRequest(toolset="").SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/SearchTools",
+        False,
+        discovery_pb2.SearchToolsRequest(query="echo text").SerializeToString(),
+    ),
+    (
+        "/toolscout.discovery.v1.Discovery/GetManifest",
+        False,
+        discovery_pb2.GetManifestRequest().SerializeToString(),
+    ),
+]
+
+
+async def _send(channel: grpc.aio.Channel, method: str, streaming: bool, payload: bytes) -> str:
+    try:
+        if streaming:
+            call = channel.unary_stream(method, request_serializer=None, response_deserializer=None)(
+                payload, timeout=5
+            )
+            async for _ in call:
+                call.cancel()
+                break
+        else:
+            await channel.unary_unary(method, request_serializer=None, response_deserializer=None)(
+                payload, timeout=10
+            )
+    except grpc.aio.AioRpcError as err:
+        return str(err.code().name)
+    except asyncio.CancelledError:
+        return "OK"
+    return "OK"
+
+
+async def fuzz(per_method: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)  # reproducible fuzz input, not cryptography
+    config = parse_config(
+        {
+            "servers": {"fixture": misbehaving_config(defer_loading=True)},
+            "tool_discovery": {"enabled": True},
+            "toolscout": {"pool": {"max_result_bytes": 4096}},
+        },
+        base_dir=REPO_ROOT,
+    )
+    pool = await build_pool(config, listen="127.0.0.1:0", metrics_port=-1)
+    discovery = await build_discovery(config, listen="127.0.0.1:0", metrics_port=-1, pool_target=pool.address)
+    by_method: dict[str, Counter[str]] = {}
+    total: Counter[str] = Counter()
+    sent = 0
+    try:
+        targets = {"McpPool": pool.address, "Discovery": discovery.address}
+        channels = {name: grpc.aio.insecure_channel(address) for name, address in targets.items()}
+        for channel in channels.values():
+            await asyncio.wait_for(channel.channel_ready(), 30)
+        jobs: list[tuple[str, bool, bytes]] = [
+            (method, streaming, payload)
+            for method, streaming, valid in FUZZED
+            for payload in _mutations(rng, valid, per_method)
+        ]
+        jobs += [(method, False, payload) for method, payload in BAD_VALUES]
+        for method, streaming, payload in jobs:
+            service = "Discovery" if ".discovery." in method else "McpPool"
+            code = await _send(channels[service], method, streaming, payload)
+            by_method.setdefault(method.rsplit("/", 1)[-1], Counter())[code] += 1
+            total[code] += 1
+            sent += 1
+        for channel in channels.values():
+            await channel.close()
+    finally:
+        await discovery.stop(0.5)
+        await pool.stop(0.5)
+    return {
+        "requests": sent,
+        "by_status": dict(total.most_common()),
+        "by_method": {m: dict(c.most_common()) for m, c in sorted(by_method.items())},
+        "bad_value_cases": len(BAD_VALUES),
+        "seed": seed,
+    }
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+async def main(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("executions_per_killed_call", lambda: executions_per_killed_call(workdir, args.killed_calls)),
+        ("remote_outage", lambda: remote_outage(args.outage)),
+        ("writes_lost_default", lambda: writes_lost(workdir, serialize=True)),
+        ("writes_lost_serialize_writes_false", lambda: writes_lost(workdir, serialize=False)),
+        ("orphans", lambda: orphans(workdir)),
+        ("hang_detection", lambda: hang_detection(workdir)),
+        ("large_results", lambda: large_results(args.sizes)),
+        ("shutdown_with_watch_open", lambda: shutdown_with_watch(workdir)),
+        ("fuzz", lambda: fuzz(args.fuzz, args.seed)),
+    ]
+    figures: dict[str, Any] = {}
+    for name, step in steps:
+        started = time.monotonic()
+        print(f"[faults] {name} ...", file=sys.stderr, flush=True)
+        figures[name] = await step()
+        print(
+            f"[faults] {name}: {json.dumps(figures[name])} ({time.monotonic() - started:.1f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return figures
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outage", type=float, default=15.0, help="seconds the remote server stays down")
+    parser.add_argument("--fuzz", type=int, default=100, help="fuzzed payloads per method")
+    parser.add_argument("--killed-calls", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000_000, 20_000_000, 50_000_000])
+    parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="shorter outage, fewer payloads (a smoke run)")
+    parser.add_argument("--log-level", default="WARNING", help="log level of the in-process pools")
+    args = parser.parse_args()
+    if args.quick:
+        args.outage, args.fuzz, args.killed_calls, args.sizes = 5.0, 20, 1, [10_000_000]
+    configure_logging(args.log_level)
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = asyncio.run(main(args, Path(tmp)))
+    result = {
+        "command": " ".join(["uv run --frozen python bench/faults.py", *sys.argv[1:]]),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+        },
+        **figures,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
