@@ -31,10 +31,10 @@ was byte-identical on every call; cache-weighted input cost (full-price tokens +
 reads + 125 % of cache writes) under each provider's documented caching rules — see
 ``deferral_metrics.py`` for the rules and their sources.
 
-For now the requests are produced by :class:`MimickedChat`, which sends what the loop will send
-in each mode (request builders at provider level). When the loop has native mode, replace
-:func:`run_mode`'s body with a ``ChatLoop.run`` per mode; the measurement half takes recorded
-bodies and stays as is.
+toolscout's modes run the real tool loop (``ChatLoop``, one ``run`` per user turn, the returned
+messages sent back as the next turn's history) with discovery's real engine in process and a fake
+pool; only the LLM is scripted. casual-mcp's behaviour is reproduced by :class:`CasualChat` around
+casual-mcp 1.0's own search tool and system prompt (its loop forgets found tools every turn).
 """
 
 from __future__ import annotations
@@ -63,17 +63,25 @@ from deferral_metrics import (  # noqa: E402
     visible_segments,
 )
 from openai import AsyncOpenAI  # noqa: E402
+from orchestrator_bench import LocalDiscovery  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
 
 from discovery_svc.catalog import Catalog  # noqa: E402
 from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
-from orchestrator_svc.messages import DeferralMode, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
-from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT  # noqa: E402
+from orchestrator_svc.chat import ChatRequest  # noqa: E402
+from orchestrator_svc.loop import ChatLoop  # noqa: E402
+from orchestrator_svc.messages import LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
+from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
+from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts  # noqa: E402
 from orchestrator_svc.providers.anthropic_provider import AnthropicProvider  # noqa: E402
 from orchestrator_svc.providers.base import SdkProvider  # noqa: E402
 from orchestrator_svc.providers.openai_provider import OpenAIProvider  # noqa: E402
+from orchestrator_svc.providers.registry import ModelRegistry  # noqa: E402
 from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider  # noqa: E402
+from orchestrator_svc.seams import ToolOutcome  # noqa: E402
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall, ScriptedSearch  # noqa: E402
-from toolscout_kit.config import parse_config  # noqa: E402
+from tests.support.orchestrator_fakes import FakePool, text_result  # noqa: E402
+from toolscout_kit.config import ToolscoutConfig, parse_config  # noqa: E402
 from toolscout_kit.logging import configure_logging  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "deferral.json"
@@ -108,9 +116,6 @@ class Mode:
     api: Api
     discovery: str  # none | append | native | casual
     prompt_cache: bool = False
-    # What-if: the search result text names the loaded tools only (their definitions arrive by
-    # tool_reference), instead of the PRD text that also lists descriptions and parameters.
-    short_search_text: bool = False
 
 
 MODES = [
@@ -119,14 +124,6 @@ MODES = [
     Mode("append_chat", "append (toolscout)", "chat_completions", "append"),
     Mode("append_anthropic", "append (toolscout)", "messages", "append", prompt_cache=True),
     Mode("anthropic_native", "anthropic native", "messages", "native", prompt_cache=True),
-    Mode(
-        "anthropic_native_short",
-        "anth. native, short",
-        "messages",
-        "native",
-        prompt_cache=True,
-        short_search_text=True,
-    ),
     Mode("responses_native", "responses native", "responses", "native"),
     Mode("casual_chat", "casual-mcp 1.0", "chat_completions", "casual"),
     Mode("casual_anthropic", "casual-mcp 1.0", "messages", "casual"),
@@ -140,6 +137,7 @@ MODES = [
 class Env:
     """Everything the mimicked loop needs: definitions, our search tool, discovery, casual-mcp."""
 
+    catalog: Catalog
     tools: list[ToolDef]  # every tool, catalog order
     by_name: dict[str, ToolDef]
     search: ToolDef  # search_tools with our manifest, from PlanTools
@@ -174,6 +172,7 @@ async def build_env(with_casual: bool) -> Env:
         casual_search = ToolDef(fn["name"], fn.get("description", ""), fn.get("parameters") or {})
         casual_prompt = casual["system_prompt"]
     return Env(
+        catalog,
         tools,
         {t.llm_name: t for t in tools},
         _def(plan.search_tool),
@@ -198,85 +197,108 @@ def padded(text: str, chars: int) -> str:
     return "\n".join([text, *rows])
 
 
-class MimickedChat:
-    """Sends, call by call, what the loop will send in ``mode`` for the scripted conversation."""
+def _search_reply(mode: Mode, name: str, query: str, call_id: str) -> Reply:
+    args = {"query": query}
+    if mode.api == "responses" and mode.discovery == "native":
+        return Reply(searches=[ScriptedSearch(args, call_id=call_id)])
+    return Reply.calls(ScriptedCall(name, args, id=call_id))
+
+
+def _loop_config(mode: Mode, fake: FakeProvider, model: str) -> ToolscoutConfig:
+    if mode.api == "messages":
+        client: dict[str, Any] = {"provider": "anthropic", "base_url": fake.anthropic_base_url}
+    else:
+        client = {"provider": "openai", "base_url": fake.openai_base_url, "api": mode.api}
+    return parse_config(
+        {
+            "clients": {"bench": {**client, "api_key": "bench", "max_retries": 0}},
+            "models": {
+                "bench": {
+                    "client": "bench",
+                    "model": model,
+                    "deferral": "native" if mode.discovery == "native" else "append",
+                    "prompt_cache": mode.prompt_cache,
+                }
+            },
+            "tool_discovery": {"enabled": mode.discovery != "none", "defer_all": True},
+        }
+    )
+
+
+async def loop_chat(mode: Mode, env: Env, fake: FakeProvider, model: str, result_chars: int) -> None:
+    """The conversation through the real ``ChatLoop`` (one ``run`` per user turn)."""
+    config = _loop_config(mode, fake, model)
+    engine = DiscoveryEngine(config)
+    engine.set_catalog(env.catalog)
+    pool = FakePool()
+    for task, name in zip(TASKS, env.found, strict=True):
+
+        async def result(_: dict[str, Any], text: str = padded(task.result, result_chars)) -> ToolOutcome:
+            return text_result(text)
+
+        pool.handlers[name] = result
+    settings = config.toolscout.orchestrator
+    loop = ChatLoop(
+        models=ModelRegistry(config),
+        discovery=LocalDiscovery(engine),
+        pool=pool,
+        prompts=SystemPrompts(ROOT / "examples" / "prompt-templates", None),
+        settings=settings,
+        metrics=OrchestratorMetrics(CollectorRegistry()),
+    )
+    history: list[Message] = []
+    loaded: list[str] = []
+    try:
+        for turn, task in enumerate(TASKS):
+            history.append(Message("user", task.question))
+            if mode.discovery != "none":
+                fake.script(_search_reply(mode, "search_tools", task.query, f"call_{turn}_search"))
+            fake.script(
+                Reply.calls(ScriptedCall(env.found[turn], task.arguments, id=f"call_{turn}_tool")),
+                Reply.answer(task.answer),
+            )
+            result = await loop.run(
+                ChatRequest(messages=list(history), model="bench", discovered_tools=loaded)
+            )
+            if result.error:
+                raise RuntimeError(result.error)
+            history += result.messages
+            loaded = result.loaded_tools
+    finally:
+        await loop.models.aclose()
+
+
+class CasualChat:
+    """casual-mcp 1.0's behaviour: its search tool and system prompt, tools found in a turn put
+    before its search tool and forgotten at the next turn, the full search text in the result."""
 
     def __init__(self, mode: Mode, env: Env, result_chars: int = 0) -> None:
+        assert env.casual_search is not None
         self.mode = mode
         self.env = env
+        self.search = env.casual_search
         self.result_chars = result_chars
-        native = mode.discovery == "native"
-        self.all_tools = [self.env.search] + [_def_flag(t, native) for t in env.tools]
-
-    def tools(self, discovered: list[str]) -> list[ToolDef]:
-        env, kind = self.env, self.mode.discovery
-        if kind == "none":
-            return env.tools
-        if kind == "native":
-            return self.all_tools
-        found = [env.by_name[n] for n in discovered]
-        if kind == "casual":
-            assert env.casual_search is not None
-            return [*found, env.casual_search]
-        return [env.search, *found]
 
     def request(self, messages: list[Message], discovered: list[str]) -> LLMRequest:
-        history = messages
-        if self.mode.discovery == "casual":
-            history = [Message("system", self.env.casual_prompt), *messages]
-        api = self.mode.api
-        mode: DeferralMode = "native" if self.mode.discovery == "native" else "append"
-        return LLMRequest(
-            ANTHROPIC_MODEL if api == "messages" else OPENAI_MODEL,
-            DEFAULT_SYSTEM_PROMPT,
-            history,
-            self.tools(discovered),
-            deferral=mode,
-            prompt_cache=self.mode.prompt_cache,
-            cache_key="bench-conversation-1" if api == "responses" else "",
-        )
-
-    def search_text(self, text: str, loaded: list[str]) -> str:
-        if not self.mode.short_search_text:
-            return text
-        return f"Loaded {len(loaded)} tools: {', '.join(loaded)}." if loaded else text
-
-    def search_name(self) -> str:
-        if self.mode.discovery == "casual":
-            assert self.env.casual_search is not None
-            return self.env.casual_search.llm_name
-        return self.env.search.llm_name
+        tools = [*(self.env.by_name[n] for n in discovered), self.search]
+        history = [Message("system", self.env.casual_prompt), *messages]
+        model = ANTHROPIC_MODEL if self.mode.api == "messages" else OPENAI_MODEL
+        return LLMRequest(model, DEFAULT_SYSTEM_PROMPT, history, tools)
 
     async def run(self, provider: SdkProvider, fake: FakeProvider, model: str) -> None:
         messages: list[Message] = []
-        discovered: list[str] = []
         for turn, task in enumerate(TASKS):
             messages.append(Message("user", task.question))
-            if self.mode.discovery == "casual":
-                discovered = []  # casual-mcp forgets discovered tools every turn
-            if self.mode.discovery != "none":
-                sid = f"call_{turn}_search"
-                args = {"query": task.query}
-                if self.mode.api == "responses" and self.mode.discovery == "native":
-                    fake.script(Reply(searches=[ScriptedSearch(args, call_id=sid)]))
-                else:
-                    fake.script(Reply.calls(ScriptedCall(self.search_name(), args, id=sid)))
-                messages.append(_assistant(await self._call(provider, messages, discovered, model)))
-                loaded = tuple(discovered)
-                result = await self.env.engine.search_tools(
-                    SearchRequest(arguments_json=json.dumps(args), loaded_tools=loaded)
-                )
-                new = [t.llm_name for t in result.newly_loaded]
-                messages.append(
-                    Message(
-                        "tool",
-                        self.search_text(result.text, new),
-                        tool_call_id=sid,
-                        name=self.search_name(),
-                        loaded_tools=new,
-                    )
-                )
-                discovered += [n for n in new if n not in discovered]
+            discovered: list[str] = []  # casual-mcp forgets discovered tools every turn
+            sid = f"call_{turn}_search"
+            fake.script(_search_reply(self.mode, self.search.llm_name, task.query, sid))
+            messages.append(_assistant(await self._call(provider, messages, discovered, model)))
+            result = await self.env.engine.search_tools(
+                SearchRequest(arguments_json=json.dumps({"query": task.query}))
+            )
+            new = [t.llm_name for t in result.newly_loaded]
+            messages.append(Message("tool", result.text, tool_call_id=sid, name=self.search.llm_name))
+            discovered += new
             cid = f"call_{turn}_tool"
             fake.script(Reply.calls(ScriptedCall(self.env.found[turn], task.arguments, id=cid)))
             messages.append(_assistant(await self._call(provider, messages, discovered, model)))
@@ -291,10 +313,6 @@ class MimickedChat:
         request = self.request(messages, discovered)
         request.model = model
         return await provider.complete(request)
-
-
-def _def_flag(t: ToolDef, deferred: bool) -> ToolDef:
-    return ToolDef(t.llm_name, t.description, t.input_schema, t.server, t.name, deferred)
 
 
 def _assistant(result: LLMResult) -> Message:
@@ -327,14 +345,20 @@ async def run_mode(
         model = STRICT_MODEL if strict else (ANTHROPIC_MODEL if mode.api == "messages" else OPENAI_MODEL)
         if strict:
             fake.strict_models.add(STRICT_MODEL)
-        provider = _provider(mode.api, fake)
         error = ""
-        try:
-            await MimickedChat(mode, env, result_chars).run(provider, fake, model)
-        except Exception as err:
-            error = str(err)
-        finally:
-            await provider.aclose()
+        if mode.discovery == "casual":
+            provider = _provider(mode.api, fake)
+            try:
+                await CasualChat(mode, env, result_chars).run(provider, fake, model)
+            except Exception as err:
+                error = str(err)
+            finally:
+                await provider.aclose()
+        else:
+            try:
+                await loop_chat(mode, env, fake, model, result_chars)
+            except Exception as err:
+                error = str(err)
         rejected = next((r.rejected for r in fake.requests if r.rejected), "") or error
         return [r.body for r in fake.requests], [len(r.raw) for r in fake.requests], rejected
 
@@ -411,9 +435,6 @@ async def main(with_casual: bool, result_chars: int) -> dict[str, Any]:
         "ratios_percent": {
             "anthropic_native_vs_append": _ratio(rows, "anthropic_native", "append_anthropic"),
             "anthropic_native_vs_no_discovery": _ratio(rows, "anthropic_native", "no_discovery_anthropic"),
-            "anthropic_native_short_text_vs_append": _ratio(
-                rows, "anthropic_native_short", "append_anthropic"
-            ),
             "responses_native_vs_append_chat": _ratio(rows, "responses_native", "append_chat"),
             "responses_native_vs_no_discovery_chat": _ratio(rows, "responses_native", "no_discovery_chat"),
         },

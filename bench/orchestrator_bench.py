@@ -300,8 +300,8 @@ def load_catalog() -> Catalog:
     return Catalog("livemcpbench", tools)
 
 
-def _def(t: Tool) -> ToolDef:
-    return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name)
+def _def(t: Tool, *, deferred: bool = False) -> ToolDef:
+    return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name, deferred)
 
 
 class LocalDiscovery:
@@ -318,9 +318,14 @@ class LocalDiscovery:
         provider: str,
         time_limit: float | None,
         with_deferred_names: bool = False,
+        with_deferred_tools: bool = False,
     ) -> ToolPlan:
         plan = await self.service.plan_tools(
-            toolset, discovered, provider, include_deferred_names=with_deferred_names
+            toolset,
+            discovered,
+            provider,
+            include_deferred_names=with_deferred_names,
+            include_deferred_tools=with_deferred_tools,
         )
         return _plan(plan)
 
@@ -333,6 +338,7 @@ class LocalDiscovery:
         time_limit: float | None,
         discovered: Sequence[str] = (),
         provider: str = "",
+        compact_text: bool = False,
     ) -> SearchOutcome:
         result = await self.service.search_tools(
             SearchRequest(
@@ -342,6 +348,7 @@ class LocalDiscovery:
                 include_plan=bool(provider),
                 discovered_tools=tuple(discovered),
                 provider=provider,
+                compact_text=compact_text,
             )
         )
         plan = _plan(result.plan) if result.plan is not None else None
@@ -358,6 +365,8 @@ def _plan(plan: Plan) -> ToolPlan:
         tokens=TokenCounts(t.all_definitions, t.sent, t.encoding, t.estimate),
         discovered=list(plan.discovered),
         catalog_version=plan.catalog_version,
+        deferred_tools=[_def(x, deferred=True) for x in plan.deferred_tools],
+        deferred_count=plan.deferred_count,
     )
 
 

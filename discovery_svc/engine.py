@@ -49,6 +49,9 @@ class SearchRequest:
     include_plan: bool = False
     discovered_tools: tuple[str, ...] = ()
     provider: str = ""
+    # The provider loads found tools' definitions itself (native deferral): the text lists names
+    # and descriptions, not parameters.
+    compact_text: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +267,7 @@ class DiscoveryEngine:
                 loaded=request.loaded_tools,
                 max_results=request.max_results or self._config.tool_discovery.max_search_results,
                 browse_limit=self._settings.server_browse_limit,
+                parameters=not request.compact_text,
             )
         except ToolscoutError:
             self._metrics.search(mode, "error", time.perf_counter() - started)

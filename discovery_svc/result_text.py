@@ -124,10 +124,13 @@ def _parameters(
 # A tool's text only changes with the tool itself, and the same tools are found again and again:
 # formatting dominated a search's cost before this cache (bench/discovery_bench.py).
 @functools.lru_cache(maxsize=8192)
-def format_tool(tool: Tool) -> str:
-    """One tool as the LLM reads it: name to call, server, description, parameters."""
+def format_tool(tool: Tool, *, parameters: bool = True) -> str:
+    """One tool as the LLM reads it: name to call, server, description and (unless the provider
+    loads its definition itself: native deferral) its parameters."""
     lines = [f"- {tool.llm_name} (server: {tool.server}, tool: {tool.name})"]
     lines.append(f"  {_one_line(tool.description, _DESCRIPTION_CHARS) or '(no description)'}")
+    if not parameters:
+        return "\n".join(lines)
     params = _parameters(tool.input_schema)
     if params:
         lines.append("  Parameters:")
@@ -175,10 +178,14 @@ def result_text(
     old: Sequence[Tool],
     missing: Sequence[Missing],
     page: tuple[int, int, int] | None,
+    *,
+    parameters: bool = True,
 ) -> str:
     """The text the LLM reads for one search: ``new`` tools in full, ``old`` (already loaded) by name.
 
-    ``page`` is ``(start, end, total)`` when a server's tools are being browsed.
+    ``page`` is ``(start, end, total)`` when a server's tools are being browsed. Without
+    ``parameters`` (native deferral: the provider loads each found tool's whole definition by
+    reference) the tools are listed by name and description only, so nothing is sent twice.
     """
     if not new and not old:
         return _empty_text(args, mode, missing)
@@ -191,7 +198,7 @@ def result_text(
         word = "tool" if count == 1 else "tools"
         sections.append(f"Found {count} {word}:")
     if new:
-        sections.append("\n\n".join(format_tool(t) for t in new))
+        sections.append("\n\n".join(format_tool(t, parameters=parameters) for t in new))
     if old:
         sections.append("Already loaded (call directly): " + ", ".join(t.llm_name for t in old))
     if missing:

@@ -103,8 +103,9 @@ def execute_search(
     loaded: Collection[str],
     max_results: int,
     browse_limit: int,
+    parameters: bool = True,
 ) -> SearchResult:
-    """Runs one search_tools call.
+    """Runs one search_tools call (``parameters``: list each found tool's parameters in the text).
 
     ``loaded`` are LLM names already loaded in the conversation (eager tools count as loaded too).
 
@@ -145,5 +146,7 @@ def execute_search(
 
     newly = tuple(m.tool for m in matches if not m.already_loaded)
     old = [m.tool for m in matches if m.already_loaded]
-    text = result_text(args, mode, newly, old, [(s.name, s.closest) for s in missing], page)
+    text = result_text(
+        args, mode, newly, old, [(s.name, s.closest) for s in missing], page, parameters=parameters
+    )
     return SearchResult(mode, tuple(matches), newly, text, tuple(missing), total)

@@ -129,6 +129,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
                 include_plan=request.include_plan,
                 discovered_tools=tuple(request.discovered_tools),
                 provider=request.provider,
+                compact_text=request.compact_text,
             )
         )
         matched = self._protos.convert(result.catalog_version, [m.tool for m in result.matches])

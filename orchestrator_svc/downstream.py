@@ -133,6 +133,7 @@ class ClientDiscovery:
         time_limit: float | None,
         discovered: Sequence[str] = (),
         provider: str = "",
+        compact_text: bool = False,
     ) -> SearchOutcome:
         try:
             result = await self._client.search_tools(
@@ -142,6 +143,7 @@ class ClientDiscovery:
                 include_plan=bool(provider),
                 discovered_tools=discovered,
                 provider=provider,
+                compact_text=compact_text,
                 deadline=time_limit,
             )
         except ToolscoutClientError as err:

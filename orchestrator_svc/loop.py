@@ -149,6 +149,7 @@ class _Chat:
             remaining=self.remaining,
             emit=self.emit,
             is_deferred=self.is_deferred,
+            native=lambda: bool(self.native_tools),
         )
         self.tools = ToolCallRunner(context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics)
 

@@ -87,8 +87,10 @@ class DiscoverySeam(Protocol):
         time_limit: float | None,
         discovered: Sequence[str] = (),
         provider: str = "",
+        compact_text: bool = False,
     ) -> SearchOutcome:
         """One search; with ``provider`` the outcome carries the plan after it (one round trip).
+        ``compact_text``: the provider loads found definitions itself, so the text leaves them out.
 
         Raises InvalidArgumentError / NotFoundError with a message written for the LLM.
         """

@@ -82,6 +82,9 @@ class ChatContext:
     emit: Callable[[ChatEvent], Awaitable[None]]
     # Whether a name is a deferred tool of the toolset (for calls of tools not loaded).
     is_deferred: Callable[[str], Awaitable[bool]]
+    # Whether the chat is in native deferral now: the provider loads found definitions itself,
+    # so search results leave their parameters out.
+    native: Callable[[], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +220,7 @@ class ToolCallRunner:
                 time_limit=chat.remaining(),
                 discovered=discovered,
                 provider=chat.provider,
+                compact_text=chat.native(),
             )
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the LLM by discovery: it can correct its arguments and try again.

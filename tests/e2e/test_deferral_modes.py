@@ -134,6 +134,8 @@ async def test_one_search_one_call_and_a_second_turn_in_every_mode(
     assert first.stop_reason == "completed", first.error
     search, result = tool_results(first)
     assert FORECAST in (search.loaded_tools or ())
+    # Native mode loads whole definitions by reference: the text does not repeat parameters.
+    assert ("Parameters:" in search.content) == (mode == "append")
     assert result.content.startswith("Berlin forecast")
     assert first.stats.discovery.deferral == mode
     assert first.stats.discovery.native_fallback_reason == ""

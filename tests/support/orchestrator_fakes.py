@@ -122,6 +122,7 @@ class FakeDiscovery:
         time_limit: float | None,
         discovered: Sequence[str] = (),
         provider: str = "",
+        compact_text: bool = False,
     ) -> SearchOutcome:
         outcome = await self._search(arguments_json, loaded)
         if not provider:

@@ -243,3 +243,14 @@ async def test_manifest_breaks_definition_tokens_down_per_server_in_one_encoding
     time_tokens = svc._counter.count_tool(TOOLS[3], enc)
     assert by_server["time"].all_tokens == by_server["time"].loaded_tokens == time_tokens
     assert sum(s.all_tokens for s in info.servers) == plan.tokens.all_definitions
+
+
+async def test_compact_text_lists_found_tools_without_their_parameters() -> None:
+    svc = service()
+    full = await svc.search_tools(SearchRequest(query="weather forecast city"))
+    compact = await svc.search_tools(SearchRequest(query="weather forecast city", compact_text=True))
+    assert "Parameters:" in full.text
+    assert "Parameters:" not in compact.text
+    assert [t.llm_name for t in compact.newly_loaded] == [t.llm_name for t in full.newly_loaded]
+    assert "- weather_forecast (server: weather, tool: forecast)" in compact.text
+    assert compact.text.endswith("These tools are now loaded and available to call.")

@@ -187,6 +187,7 @@ def search_tools_request(
     include_plan: bool,
     discovered_tools: Sequence[str],
     provider: str,
+    compact_text: bool = False,
 ) -> discovery_pb2.SearchToolsRequest:
     return discovery_pb2.SearchToolsRequest(
         toolset=toolset,
@@ -200,6 +201,7 @@ def search_tools_request(
         include_plan=include_plan,
         discovered_tools=list(discovered_tools),
         provider=provider,
+        compact_text=compact_text,
     )
 
 

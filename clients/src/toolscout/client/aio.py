@@ -253,6 +253,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         include_plan: bool = False,
         discovered_tools: Sequence[str] = (),
         provider: str = "",
+        compact_text: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.SearchResult:
@@ -273,6 +274,7 @@ class AsyncDiscoveryClient(_AsyncClient):
             include_plan=include_plan,
             discovered_tools=discovered_tools,
             provider=provider,
+            compact_text=compact_text,
         )
         resp = await self._unary(
             "SearchTools",

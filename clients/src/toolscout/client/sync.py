@@ -234,6 +234,7 @@ class DiscoveryClient(_SyncClient):
         include_plan: bool = False,
         discovered_tools: Sequence[str] = (),
         provider: str = "",
+        compact_text: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.SearchResult:
@@ -254,6 +255,7 @@ class DiscoveryClient(_SyncClient):
             include_plan=include_plan,
             discovered_tools=discovered_tools,
             provider=provider,
+            compact_text=compact_text,
         )
         resp = self._unary(
             "SearchTools",

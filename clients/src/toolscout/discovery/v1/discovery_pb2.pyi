@@ -79,7 +79,7 @@ class PlanToolsResponse(_message.Message):
     def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., deferred_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ...) -> None: ...
 
 class SearchToolsRequest(_message.Message):
-    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider")
+    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider", "compact_text")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class SearchToolsRequest(_message.Message):
     INCLUDE_PLAN_FIELD_NUMBER: _ClassVar[int]
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    COMPACT_TEXT_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     query: str
     server_name: str
@@ -102,7 +103,8 @@ class SearchToolsRequest(_message.Message):
     include_plan: bool
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
     provider: str
-    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ...) -> None: ...
+    compact_text: bool
+    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., compact_text: _Optional[bool] = ...) -> None: ...
 
 class ToolMatch(_message.Message):
     __slots__ = ("tool", "already_loaded", "score")
