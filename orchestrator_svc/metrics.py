@@ -6,6 +6,8 @@ fresh one. Definition-token figures are counted here, once per LLM call actually
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orchestrator_svc.messages import Usage
@@ -87,6 +89,14 @@ class OrchestratorMetrics:
             ["model"],
             registry=r,
         )
+
+    def expect_native_models(self, models: Iterable[str], reasons: Iterable[str]) -> None:
+        """Exports zero fallbacks for models configured for native deferral, so dashboards and
+        alerts see the series before the first fallback happens."""
+        reasons = tuple(reasons)
+        for model in models:
+            for reason in reasons:
+                self.native_fallbacks.labels(model, reason)
 
     def record_llm_call(self, provider: str, model: str, seconds: float, usage: Usage) -> None:
         self.llm_call_duration.labels(provider, model).observe(seconds)

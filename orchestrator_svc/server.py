@@ -9,6 +9,7 @@ from orchestrator_svc.downstream import ClientDiscovery, ClientPool
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
+from orchestrator_svc.providers.deferral import FALLBACK_REASONS, resolve_for_model
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.servicer import OrchestratorServicer
 from toolscout_kit.channels import create_channel
@@ -48,13 +49,22 @@ async def build_server(
     )
     registry = new_registry()
     models = ModelRegistry(config)
+    metrics = OrchestratorMetrics(registry)
+    metrics.expect_native_models(
+        (
+            name
+            for name, m in config.models.items()
+            if resolve_for_model(m, config.clients[m.client], settings)[0] == "native"
+        ),
+        FALLBACK_REASONS,
+    )
     loop = ChatLoop(
         models=models,
         discovery=ClientDiscovery(discovery),
         pool=ClientPool(pool),
         prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
         settings=settings,
-        metrics=OrchestratorMetrics(registry),
+        metrics=metrics,
     )
     servicer = OrchestratorServicer(loop, models, config)
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)

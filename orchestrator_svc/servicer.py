@@ -239,6 +239,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         models = []
         for name, m in sorted(self._models.models.items()):
             client = self._models.client(m.client)
+            api, deferral, strict = self._models.deferral(name)
             models.append(
                 pb.ModelInfo(
                     name=name,
@@ -247,6 +248,9 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
                     model=m.model,
                     base_url=client.base_url or "",
                     template=m.template or "",
+                    api=api,
+                    deferral=deferral,
+                    strict_tools=strict,
                 )
             )
         return pb.ListModelsResponse(models=models)

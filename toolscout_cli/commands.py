@@ -128,8 +128,19 @@ def _models(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     if not models:
         out.line("No models configured.")
         return EXIT_OK
-    rows = [(m.name, m.provider, m.model, m.client, m.template or "-", m.base_url or "-") for m in models]
-    out.table(("Model", "Provider", "Provider model", "Client", "Template", "Endpoint"), rows)
+    rows = [
+        (
+            m.name,
+            m.provider,
+            m.model,
+            m.client,
+            m.deferral + (" (strict)" if m.strict_tools else ""),
+            m.template or "-",
+            m.base_url or "-",
+        )
+        for m in models
+    ]
+    out.table(("Model", "Provider", "Provider model", "Client", "Deferral", "Template", "Endpoint"), rows)
     return EXIT_OK
 
 

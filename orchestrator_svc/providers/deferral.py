@@ -38,7 +38,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from orchestrator_svc.messages import DeferralMode, LLMRequest, Message
 from toolscout_kit.config import ClientConfig, ModelConfig, OrchestratorSettings
@@ -46,6 +46,7 @@ from toolscout_kit.errors import ResourceExhaustedError
 
 __all__ = [
     "DEFERRAL_TABLE",
+    "FALLBACK_REASONS",
     "MAX_DEFERRED_TOOLS",
     "MAX_REQUEST_BYTES",
     "Capability",
@@ -203,11 +204,15 @@ def resolve_for_model(
 # --- limits ----------------------------------------------------------------------------------
 
 
+FallbackReason = Literal["no_eager_tool", "too_many_deferred", "unknown_reference", "too_large"]
+FALLBACK_REASONS: tuple[FallbackReason, ...] = get_args(FallbackReason)
+
+
 @dataclass(frozen=True, slots=True)
 class NativeLimitProblem:
     """Why a request cannot be sent in native mode (``reason`` is a metric label)."""
 
-    reason: Literal["no_eager_tool", "too_many_deferred", "unknown_reference", "too_large"]
+    reason: FallbackReason
     detail: str
 
 

@@ -125,6 +125,13 @@ class ModelRegistry:
     def client(self, name: str) -> ClientConfig:
         return self._config.clients[name]
 
+    def deferral(self, name: str) -> tuple[ProviderApi, DeferralMode, bool]:
+        """(wire API, deferral mode, strict) of a configured model, without building its client."""
+        model = self._config.models[name]
+        client = self._config.clients[model.client]
+        mode, strict = resolve_for_model(model, client, self._config.toolscout.orchestrator)
+        return api_of(client), mode, strict
+
     def resolve(self, name: str) -> ResolvedModel:
         """Raises UnknownModelError (listing the models) or ProviderAuthError (no key)."""
         model = self._config.models.get(name)

@@ -220,3 +220,13 @@ async def test_a_strict_model_past_the_limits_stops_with_a_clear_error(
         await deferral.client.chat("weather?", model="claude-strict", toolset="everything", deadline=WAIT)
     assert "10001" in str(err.value) or "deferred tools" in str(err.value)
     assert fake.requests == []
+
+
+async def test_list_models_reports_each_models_api_and_deferral_mode(deferral: Deferral) -> None:
+    models = {m.name: m for m in await deferral.client.list_models(deadline=WAIT)}
+    assert (models["claude-native"].api, models["claude-native"].deferral) == ("messages", "native")
+    assert models["claude-strict"].strict_tools
+    assert not models["claude-native"].strict_tools
+    assert (models["gpt-responses"].api, models["gpt-responses"].deferral) == ("responses", "native")
+    assert (models["gpt-chat"].api, models["gpt-chat"].deferral) == ("chat_completions", "append")
+    assert models["claude-strict-append"].deferral == "append"

@@ -392,6 +392,9 @@ def model_info(m: orchestrator_pb2.ModelInfo) -> t.ModelInfo:
         model=m.model,
         base_url=m.base_url,
         template=m.template,
+        api=m.api,
+        deferral=m.deferral,
+        strict_tools=m.strict_tools,
     )
 
 

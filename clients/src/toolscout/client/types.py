@@ -368,6 +368,9 @@ class ModelInfo:
     model: str
     base_url: str = ""
     template: str = ""
+    api: str = ""
+    deferral: str = ""
+    strict_tools: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -224,20 +224,26 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "client", "provider", "model", "base_url", "template")
+    __slots__ = ("name", "client", "provider", "model", "base_url", "template", "api", "deferral", "strict_tools")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLIENT_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    API_FIELD_NUMBER: _ClassVar[int]
+    DEFERRAL_FIELD_NUMBER: _ClassVar[int]
+    STRICT_TOOLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     client: str
     provider: str
     model: str
     base_url: str
     template: str
-    def __init__(self, name: _Optional[str] = ..., client: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., template: _Optional[str] = ...) -> None: ...
+    api: str
+    deferral: str
+    strict_tools: bool
+    def __init__(self, name: _Optional[str] = ..., client: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., template: _Optional[str] = ..., api: _Optional[str] = ..., deferral: _Optional[str] = ..., strict_tools: _Optional[bool] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)
