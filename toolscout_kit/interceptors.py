@@ -114,6 +114,10 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
     def _around(self, behavior: Behavior, method: str) -> Behavior:
         """Returns ``behavior`` wrapped with this interceptor's work."""
 
+    def _decode(self) -> Callable[[Behavior, Deserializer], Behavior] | None:
+        """How requests reach the behaviour: None = decoded by gRPC (see :func:`_rewrap`)."""
+        return None
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -126,7 +130,7 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         cached = self._wrapped.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = _rewrap(handler, self._around, method)
+        wrapped = _rewrap(handler, self._around, method, decode=self._decode())
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
@@ -283,21 +287,8 @@ class DecodeInterceptor(_WrappingInterceptor):
     def _around(self, behavior: Behavior, method: str) -> Behavior:
         return behavior
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = _rewrap(handler, self._around, method, decode=_decoding)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
+    def _decode(self) -> Callable[[Behavior, Deserializer], Behavior] | None:
+        return _decoding
 
 
 def _decoding(behavior: Behavior, deserializer: Deserializer) -> Behavior:

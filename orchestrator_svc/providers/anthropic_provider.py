@@ -23,7 +23,6 @@ from orchestrator_svc.providers.base import (
     clean_reason,
     parse_retry_after,
 )
-from orchestrator_svc.providers.deferral import NativeDeferralLimitError, native_limit_problem
 from orchestrator_svc.reasoning import split_reasoning
 
 __all__ = [
@@ -78,19 +77,7 @@ class AnthropicProvider(SdkProvider):
         self._client = client
 
     def _params(self, request: LLMRequest, tools: bool) -> dict[str, Any]:
-        body = anthropic_body(request, tools=tools)
-        if request.deferral == "native" and tools:
-            problem = native_limit_problem(request, "messages", body=body)
-            if problem is not None:
-                raise NativeDeferralLimitError(
-                    f"provider {self.client_name!r}: native deferral limit: {problem.detail}"
-                )
-        params = {k: v for k, v in body.items() if k != "tools"}
-        if "tools" in body:
-            # Tool definitions are already wire-format JSON: sent as extra_body, they skip the SDK's
-            # recursive TypedDict transform, which costs milliseconds per call on large schemas.
-            params["extra_body"] = {"tools": body["tools"]}
-        return params
+        return self._wire_params(request, anthropic_body(request, tools=tools), "messages")
 
     async def _call_once(
         self, request: LLMRequest, *, tools: bool, stream: DeltaSink | None, time_limit: float

@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from orchestrator_svc.errors import (
     ChatDeadlineError,
@@ -24,6 +24,7 @@ from orchestrator_svc.errors import (
     UnknownModelError,
 )
 from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, ToolCall, Usage
+from orchestrator_svc.providers.deferral import NativeDeferralLimitError, ProviderApi, native_limit_problem
 from orchestrator_svc.reasoning import ThinkSplitter
 from toolscout_kit.logging import get_logger, redact
 
@@ -123,6 +124,27 @@ class SdkProvider(ABC):
 
     @abstractmethod
     async def aclose(self) -> None: ...
+
+    def _wire_params(self, request: LLMRequest, body: dict[str, Any], api: ProviderApi) -> dict[str, Any]:
+        """SDK keyword arguments for a wire ``body``: a native-mode request is checked against the
+        provider's documented limits first, and the tool definitions (already wire-format JSON) go
+        as ``extra_body``, skipping the SDK's recursive TypedDict transform, which costs
+        milliseconds per call on large schemas.
+
+        Raises:
+            NativeDeferralLimitError: a native request breaks a limit (the loop should have fallen
+                back to append mode before sending it).
+        """
+        if request.deferral == "native" and "tools" in body:
+            problem = native_limit_problem(request, api, body=body)
+            if problem is not None:
+                raise NativeDeferralLimitError(
+                    f"provider {self.client_name!r}: native deferral limit: {problem.detail}"
+                )
+        params = {k: v for k, v in body.items() if k != "tools"}
+        if "tools" in body:
+            params["extra_body"] = {"tools": body["tools"]}
+        return params
 
     @abstractmethod
     def _classify(self, exc: Exception) -> Failure | None:

@@ -28,7 +28,6 @@ from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, NativeItem, ToolCall, Usage
 from orchestrator_svc.providers.base import Failure, FailureKind, StreamCollector, clean_reason
-from orchestrator_svc.providers.deferral import NativeDeferralLimitError, native_limit_problem
 from orchestrator_svc.providers.openai_provider import OpenAIProvider
 from orchestrator_svc.providers.responses_wire import responses_body
 from orchestrator_svc.reasoning import split_reasoning
@@ -114,18 +113,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
         super().__init__(client, provider="openai", **kw)
 
     def _body(self, request: LLMRequest, tools: bool) -> dict[str, Any]:
-        body = responses_body(request, tools=tools)
-        if request.deferral == "native" and tools:
-            problem = native_limit_problem(request, "responses", body=body)
-            if problem is not None:
-                raise NativeDeferralLimitError(
-                    f"provider {self.client_name!r}: native deferral limit: {problem.detail}"
-                )
-        params = {k: v for k, v in body.items() if k != "tools"}
-        if "tools" in body:
-            # Already wire-format JSON: extra_body skips the SDK's recursive TypedDict transform.
-            params["extra_body"] = {"tools": body["tools"]}
-        return params
+        return self._wire_params(request, responses_body(request, tools=tools), "responses")
 
     async def _call_once(
         self, request: LLMRequest, *, tools: bool, stream: DeltaSink | None, time_limit: float
