@@ -266,7 +266,8 @@ class DiscoveryEngine:
                 args,
                 loaded=request.loaded_tools,
                 max_results=request.max_results or self._config.tool_discovery.max_search_results,
-                browse_limit=self._settings.server_browse_limit,
+                # An explicit max_results pages a server browse too (the LLM's calls never set it).
+                browse_limit=request.max_results or self._settings.server_browse_limit,
                 parameters=not request.compact_text,
             )
         except ToolscoutError:

@@ -60,5 +60,8 @@ class StderrLog:
             line = line.replace(secret, MASK)
         return redact(line)
 
-    def __call__(self, server: str, line: str) -> None:
-        log.info("mcp_server_stderr", server=server, line=self.mask(server, line))
+    def __call__(self, server: str, line: str) -> str:
+        """Logs the line masked; returns the masked line."""
+        masked = self.mask(server, line)
+        log.info("mcp_server_stderr", server=server, line=masked)
+        return masked

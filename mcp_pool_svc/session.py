@@ -159,14 +159,19 @@ def _message_handler(on_event: Callable[[ConnectionEvent, str], None]) -> Any:
     return handle
 
 
-StderrSink = Callable[[str, str], None]
+# Logs one stderr line of a server (masked) and returns the masked line.
+StderrSink = Callable[[str, str], str]
+# The last stderr line a failed start is reported with is cut to this many characters.
+_LAST_STDERR_CHARS = 300
 
 
 def make_connector(*, base_dir: Path, stderr_sink: StderrSink, max_line_bytes: int) -> Connector:
     """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder).
 
     Each line a stdio server writes to stderr goes to ``stderr_sink(server_name, line)``; a reply
-    line longer than ``max_line_bytes`` is refused (see :mod:`mcp_pool_svc.stdio`).
+    line longer than ``max_line_bytes`` is refused (see :mod:`mcp_pool_svc.stdio`). When the process
+    exits, the exit event carries its last stderr line (masked): usually the reason it could not
+    start ("ModuleNotFoundError: ...").
     """
 
     def connect(
@@ -174,12 +179,19 @@ def make_connector(*, base_dir: Path, stderr_sink: StderrSink, max_line_bytes: i
         config: StdioServerConfig | RemoteServerConfig,
         on_event: Callable[[ConnectionEvent, str], None],
     ) -> AbstractAsyncContextManager[Connection]:
+        last: list[str] = []
+
+        def stderr(line: str) -> None:
+            last[:] = [stderr_sink(name, line)]
+
+        def event(kind: ConnectionEvent, detail: str) -> None:
+            if kind == "exited" and last:
+                line = last[0] if len(last[0]) <= _LAST_STDERR_CHARS else last[0][:_LAST_STDERR_CHARS] + "..."
+                detail = f"{detail}; its last stderr line: {line}"
+            on_event(kind, detail)
+
         return open_connection(
-            config,
-            on_event,
-            base_dir=base_dir,
-            on_stderr=lambda line: stderr_sink(name, line),
-            max_line_bytes=max_line_bytes,
+            config, event, base_dir=base_dir, on_stderr=stderr, max_line_bytes=max_line_bytes
         )
 
     return connect

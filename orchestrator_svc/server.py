@@ -8,7 +8,7 @@ from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 from orchestrator_svc.downstream import ClientDiscovery, ClientPool
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
-from orchestrator_svc.prompts import SystemPrompts
+from orchestrator_svc.prompts import SystemPrompts, check_templates
 from orchestrator_svc.providers.deferral import FALLBACK_REASONS, resolve_for_model
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.servicer import OrchestratorServicer
@@ -33,8 +33,9 @@ async def build_server(
     """Starts the orchestrator; the overrides replace the config's settings (tests use port 0).
 
     Raises:
-        ConfigError: the address cannot be bound.
+        ConfigError: the address cannot be bound, or a model's template does not load.
     """
+    check_templates(config)
     settings = config.toolscout.orchestrator
     security = config.toolscout.security
     # Each tool call is bounded by its server's call_timeout in the pool and by the chat's deadline;

@@ -4,7 +4,6 @@ call and tokens. Each returns its exit code; failures raise and are reported by 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from typing import Any
 
@@ -169,10 +168,6 @@ def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
         offset=args.offset or 0,
     )
     matches = result.matches
-    if args.limit and result.mode == "server" and len(matches) > args.limit:
-        # A server browse pages by the service's browse limit, not by max_results.
-        matches = matches[: args.limit]
-        result = dataclasses.replace(result, matches=matches)
     code = EXIT_NOT_FOUND if result.not_found else EXIT_OK
     if out.json_mode:
         out.json(result)

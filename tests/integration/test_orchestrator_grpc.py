@@ -22,6 +22,7 @@ from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 from orchestrator_svc.server import SERVICE_NAME, build_server
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
 from toolscout_kit.config import parse_config
+from toolscout_kit.errors import ConfigError
 
 WAIT = 10.0
 SLOW = common_pb2.Tool(server="s", name="slow", llm_name="s__slow", input_schema_json='{"type":"object"}')
@@ -152,3 +153,17 @@ async def test_bad_request_is_invalid_argument(running: Running) -> None:
         await running.stub.Chat(pb.ChatRequest(model="gpt"), timeout=WAIT)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details() == "messages must not be empty"
+
+
+async def test_the_orchestrator_refuses_to_start_with_a_model_template_that_does_not_load(
+    tmp_path: Path,
+) -> None:
+    config = parse_config(
+        {
+            "clients": {"oai": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}},
+            "models": {"gpt": {"client": "oai", "model": "m", "template": "missing"}},
+            "toolscout": {"orchestrator": {"templates_dir": str(tmp_path)}},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"models\.gpt\.template"):
+        await build_server(config, listen="127.0.0.1:0", metrics_port=-1)

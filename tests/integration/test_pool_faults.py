@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -284,3 +285,19 @@ async def test_meta_is_passed_through_to_the_server(make_pool: PoolFactory, tmp_
     meta = json.loads(line)
     assert meta["requestor"] == "chat-42"
     assert meta["progressToken"] == "p1"
+
+
+async def test_a_server_that_cannot_start_reports_its_exit_status_and_last_stderr_line_masked(
+    make_pool: PoolFactory,
+) -> None:
+    script = (
+        "import os, sys; print('ModuleNotFoundError: no module named mcp_thing', file=sys.stderr); "
+        "print('giving up; token was', os.environ['SERVICE_TOKEN'], file=sys.stderr); sys.exit(3)"
+    )
+    sick = {"command": sys.executable, "args": ["-c", script], "env": {"SERVICE_TOKEN": "tok-0123456789"}}
+    pool = await make_pool(sick)
+    await pool.wait_until(lambda: "last stderr line" in pool.server_status("sick").last_error, 15)
+    error = pool.server_status("sick").last_error
+    assert "exited with status 3" in error
+    assert error.endswith("its last stderr line: giving up; token was [REDACTED]")
+    assert "tok-0123456789" not in error

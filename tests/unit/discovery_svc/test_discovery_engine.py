@@ -254,3 +254,11 @@ async def test_compact_text_lists_found_tools_without_their_parameters() -> None
     assert [t.llm_name for t in compact.newly_loaded] == [t.llm_name for t in full.newly_loaded]
     assert "- weather_forecast (server: weather, tool: forecast)" in compact.text
     assert compact.text.endswith("These tools are now loaded and available to call.")
+
+
+async def test_an_explicit_max_results_pages_a_server_browse() -> None:
+    svc = service()
+    page = await svc.search_tools(SearchRequest(server_name="weather", max_results=1))
+    assert [t.llm_name for t in (m.tool for m in page.matches)] == ["weather_alerts"]
+    assert page.total_matches == 2
+    assert "offset=1" in page.text
