@@ -164,7 +164,7 @@ def dense_vectors(
     todo = list(dict.fromkeys(queries[i] for i in missing))
     for start in range(0, len(todo), 500):
         batch = todo[start : start + 500]
-        cache.put("query", batch, import_rows([embedder.embed_query(q) for q in batch]))
+        cache.put("query", batch, embedder.embed_queries(batch))
         print(f"    embedded {start + len(batch)}/{len(todo)} queries", file=sys.stderr, flush=True)
     query_vectors = import_rows([cache.get("query", q) if v is None else v for q, v in zip(queries, found, strict=True)])
     return doc_vectors, query_vectors

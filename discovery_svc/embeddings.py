@@ -79,6 +79,10 @@ class Embedder(Protocol):
         """One vector, shape ``(dim,)``. Raises :class:`EmbedderError`."""
         ...
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Many queries at once (evaluation, warm-up), shape ``(len(texts), dim)``."""
+        ...
+
 
 def normalize_rows(matrix: npt.ArrayLike) -> Vectors:
     """Rows scaled to unit length (zero rows stay zero), as a C-contiguous float32 matrix."""
@@ -151,18 +155,26 @@ class LocalE5Embedder:
                     raise EmbedderUnavailableError(f"the local embedder failed to load: {err}") from err
             return self._model
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+    def _batched(self, texts: Sequence[str], *, query: bool) -> Vectors:
         model = self._load()
-        out = np.empty((len(texts), 0), dtype=np.float32)
+        if not texts:
+            return np.empty((0, 0), dtype=np.float32)
+        embed = model.query if query else model.passage
         chunks: list[Vectors] = []
         try:
             for start in range(0, len(texts), self._batch_size):
-                chunks.append(np.asarray(model.passage(list(texts[start : start + self._batch_size]))))
-        except Exception as err:
+                batch = list(texts[start : start + self._batch_size])
+                # The engine returns a (dim,) vector, not a (1, dim) matrix, for a 1-item list.
+                chunks.append(np.asarray(embed(batch)).reshape(len(batch), -1))
+        except Exception as err:  # the engine raises plain exceptions
             raise EmbedderError(f"local embedder failed: {err}") from err
-        if chunks:
-            out = np.concatenate(chunks)
-        return normalize_rows(out) if len(texts) else out
+        return normalize_rows(np.concatenate(chunks))
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self._batched(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self._batched(texts, query=True)
 
     def embed_query(self, text: str) -> Vectors:
         model = self._load()
@@ -246,9 +258,14 @@ class OpenAICompatibleEmbedder:
         return normalize_rows(matrix)
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
+        return self._batched([self._document_prefix + t for t in texts])
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self._batched([self._query_prefix + t for t in texts])
+
+    def _batched(self, prefixed: Sequence[str]) -> Vectors:
+        if not prefixed:
             return np.empty((0, 0), dtype=np.float32)
-        prefixed = [self._document_prefix + t for t in texts]
         chunks = [
             self._embed(prefixed[start : start + self._batch_size])
             for start in range(0, len(prefixed), self._batch_size)

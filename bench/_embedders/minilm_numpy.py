@@ -210,5 +210,8 @@ class MiniLMEmbedder:
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         return self._m.encode(list(texts))
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._m.encode(list(texts))
+
     def embed_query(self, text: str) -> np.ndarray:
         return self._m.encode([text])[0]
