@@ -119,7 +119,8 @@ class EmbeddingCache:
         return final
 
     def _read_shard(self, path: Path) -> tuple[np.ndarray, Vectors]:
-        with np.load(path, allow_pickle=False) as data:
+        # Our own handle: numpy leaks the one it opens when the archive turns out to be corrupt.
+        with path.open("rb") as fh, np.load(fh, allow_pickle=False) as data:
             keys, vectors = data["keys"], data["vectors"]
         if (
             keys.dtype != np.uint8

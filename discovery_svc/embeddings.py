@@ -119,6 +119,8 @@ def embedding_text(doc: SearchDoc) -> str:
     params = _param_names(doc.input_schema)
     if params:
         parts.append("Parameters: " + ", ".join(params))
+    # A description's own final period doubles here ("file.. Parameters"): harmless to the model,
+    # and any change to this text re-embeds every cached tool once, so it stays as measured.
     return ". ".join(parts)
 
 
