@@ -58,7 +58,11 @@ def candidate_configs() -> dict[str, FusionConfig]:
             for cwd in (0.0, 0.2, 0.4):
                 for margin in (0.1, 0.2, 0.3):
                     configs[f"gated k={k} wd={wd} cwd={cwd} m={margin}"] = FusionConfig(
-                        method="gated", k=k, dense_weight=wd, confident_dense_weight=cwd, confident_margin=margin
+                        method="gated",
+                        k=k,
+                        dense_weight=wd,
+                        confident_dense_weight=cwd,
+                        confident_margin=margin,
                     )
     return configs
 
@@ -97,7 +101,9 @@ def evaluate(prepared: dict[str, Any], config: FusionConfig | None, mode: str) -
     return score(rankings, prepared["queries"], prepared["key_of"])
 
 
-def meets(results: dict[str, dict[str, float]], base: dict[str, dict[str, float]]) -> tuple[bool, dict[str, float]]:
+def meets(
+    results: dict[str, dict[str, float]], base: dict[str, dict[str, float]]
+) -> tuple[bool, dict[str, float]]:
     sets = list(results)
     mean_gain = sum(results[s]["R@5"] - base[s]["R@5"] for s in sets) / len(sets)
     ok = mean_gain >= 0.03
@@ -107,11 +113,17 @@ def meets(results: dict[str, dict[str, float]], base: dict[str, dict[str, float]
         ok &= results["metatool"]["R@5"] >= base["metatool"]["R@5"] + 0.05
     worst = min(results[s]["R@5"] - base[s]["R@5"] for s in sets)
     worst_mrr = min(results[s]["MRR"] - base[s]["MRR"] for s in sets)
-    return ok, {"mean_r5_gain": round(mean_gain, 4), "worst_r5_gain": round(worst, 4), "worst_mrr_gain": round(worst_mrr, 4)}
+    return ok, {
+        "mean_r5_gain": round(mean_gain, 4),
+        "worst_r5_gain": round(worst, 4),
+        "worst_mrr_gain": round(worst_mrr, 4),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--sets", nargs="+", default=None)
     args = parser.parse_args()
@@ -128,7 +140,9 @@ def main() -> None:
     header = f"{'config':38} " + " ".join(f"{s[:9]:>15}" for s in sets) + "   mean+  worst  worstMRR ok"
     print(header)
 
-    def show(label: str, res: dict[str, dict[str, float]], verdict: tuple[bool, dict[str, float]] | None) -> None:
+    def show(
+        label: str, res: dict[str, dict[str, float]], verdict: tuple[bool, dict[str, float]] | None
+    ) -> None:
         cells = " ".join(f"{res[s]['R@5']:.3f}/{res[s]['MRR']:.3f}".rjust(15) for s in sets)
         tail = ""
         if verdict is not None:

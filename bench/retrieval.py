@@ -171,7 +171,9 @@ def dense_vectors(
         batch = todo[start : start + 500]
         cache.put("query", batch, embedder.embed_queries(batch))
         print(f"    embedded {start + len(batch)}/{len(todo)} queries", file=sys.stderr, flush=True)
-    query_vectors = import_rows([cache.get("query", q) if v is None else v for q, v in zip(queries, found, strict=True)])
+    query_vectors = import_rows(
+        [cache.get("query", q) if v is None else v for q, v in zip(queries, found, strict=True)]
+    )
     return doc_vectors, query_vectors
 
 
@@ -322,7 +324,9 @@ def main() -> None:
     parser.add_argument("--baseline", choices=sorted(BASELINES))
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--all", action="store_true", help="every data set, ours and both baselines")
-    parser.add_argument("--search", choices=["bm25", "hybrid"], default="hybrid" if "--all" in sys.argv else "bm25")
+    parser.add_argument(
+        "--search", choices=["bm25", "hybrid"], default="hybrid" if "--all" in sys.argv else "bm25"
+    )
     parser.add_argument("--embedder", choices=["local", "minilm", "openai-compatible"], default="local")
     parser.add_argument("--embed-url", help="base URL of an OpenAI-compatible /v1/embeddings server")
     parser.add_argument("--embed-model", help="model name for --embedder openai-compatible")

@@ -179,7 +179,9 @@ def source_vectors(tools: list[dict[str, Any]], embedder: Embedder) -> Any:
     real = [t for path in sorted(DATA_DIR.glob("*.tools.jsonl")) for t in _read_jsonl(path)]
     needed = sorted({t["source"] for t in tools})
     texts = [
-        embedding_text(SearchDoc("k", r["server"], r["name"], r["description"] or "", r["input_schema"] or {}))
+        embedding_text(
+            SearchDoc("k", r["server"], r["name"], r["description"] or "", r["input_schema"] or {})
+        )
         for r in (real[i] for i in needed)
     ]
     cache = EmbeddingCache(embedder.model_id, CACHE_DIR)
@@ -232,7 +234,9 @@ def measure_hybrid(
         started = time.perf_counter()
         cache = EmbeddingCache(embedder.model_id, restart_dir)
         loaded = time.perf_counter() - started
-        again = embed_with_cache(embedder, cache, [embedding_text(d) for d in _docs([by_key[k] for k in index.keys])])
+        again = embed_with_cache(
+            embedder, cache, [embedding_text(d) for d in _docs([by_key[k] for k in index.keys])]
+        )
         DenseIndex(again)
         restart_s = time.perf_counter() - started
     finally:
@@ -253,15 +257,21 @@ def embedding_throughput(embedder: Embedder, count: int = 256) -> dict[str, Any]
     real = [t for path in sorted(DATA_DIR.glob("*.tools.jsonl")) for t in _read_jsonl(path)]
     sample = random.Random(3).sample(real, count)
     texts = [
-        embedding_text(SearchDoc("k", r["server"], r["name"], r["description"] or "", r["input_schema"] or {}))
+        embedding_text(
+            SearchDoc("k", r["server"], r["name"], r["description"] or "", r["input_schema"] or {})
+        )
         for r in sample
     ]
     embedder.embed_documents(texts[:8])  # load the model
     started = time.perf_counter()
     embedder.embed_documents(texts)
     seconds = time.perf_counter() - started
-    return {"tools": count, "seconds": round(seconds, 2), "tools_per_s": round(count / seconds, 1),
-            "mean_chars": round(statistics.fmean(len(t) for t in texts))}
+    return {
+        "tools": count,
+        "seconds": round(seconds, 2),
+        "tools_per_s": round(count / seconds, 1),
+        "mean_chars": round(statistics.fmean(len(t) for t in texts)),
+    }
 
 
 def measure_casual(tools: list[dict[str, Any]], queries: list[str]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import Stemmer  # type: ignore[import-untyped]  # noqa: E402
 from _stemmers.handwritten import stem as handwritten_stem  # noqa: E402
 from retrieval import DATA_DIR, datasets, evaluate, load_tools  # noqa: E402
 
-import discovery_svc.text as text  # noqa: E402
+from discovery_svc import text  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "stemmer_compare.json"
 

@@ -97,7 +97,9 @@ class EmbeddingCache:
         if self._dim is None:
             self._dim = dim
         elif dim != self._dim:
-            raise EmbedderError(f"model {self.model_id!r} returned {dim}-d vectors, the cache holds {self._dim}-d")
+            raise EmbedderError(
+                f"model {self.model_id!r} returned {dim}-d vectors, the cache holds {self._dim}-d"
+            )
 
     # -- disk ------------------------------------------------------------------------------------
 

@@ -184,7 +184,8 @@ class LocalE5Embedder:
             vector = np.asarray(model.query(text))
         except Exception as err:
             raise EmbedderError(f"local embedder failed: {err}") from err
-        return normalize_rows(vector)[0]
+        row: Vectors = normalize_rows(vector)[0]
+        return row
 
 
 class OpenAICompatibleEmbedder:
@@ -230,7 +231,11 @@ class OpenAICompatibleEmbedder:
     @property
     def model_id(self) -> str:
         dims = f"@{self._dimensions}" if self._dimensions else ""
-        prefixes = f"[{self._query_prefix}|{self._document_prefix}]" if self._query_prefix or self._document_prefix else ""
+        prefixes = (
+            f"[{self._query_prefix}|{self._document_prefix}]"
+            if self._query_prefix or self._document_prefix
+            else ""
+        )
         return f"openai-compatible:{self._base_url}/{self._model}{dims}{prefixes}"
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
@@ -277,4 +282,5 @@ class OpenAICompatibleEmbedder:
         return np.concatenate(chunks)
 
     def embed_query(self, text: str) -> Vectors:
-        return self._embed([self._query_prefix + text])[0]
+        row: Vectors = self._embed([self._query_prefix + text])[0]
+        return row

@@ -57,7 +57,7 @@ def fuse(
     bm25: Sequence[SearchHit],
     dense: Sequence[tuple[str, float]],
     limit: int,
-    config: FusionConfig = FusionConfig(),  # noqa: B008  # frozen, so sharing the default is safe
+    config: FusionConfig = FusionConfig(),  # frozen, so sharing the default is safe
 ) -> list[SearchHit]:
     """The fused top ``limit``: exact-name hits first, then by fused score (ties by key).
 

@@ -46,6 +46,17 @@ class DenseIndex:
     def dim(self) -> int:
         return int(self._matrix.shape[1])
 
+    def _rows(self, scope: Collection[int] | None) -> np.ndarray | None:
+        """The rows to score one by one, or None to score the whole matrix (then mask it)."""
+        if isinstance(scope, CandidateMask):
+            # A big subset costs less as one matrix product and a mask than as a gather.
+            return np.flatnonzero(scope.array()) if scope.count * 4 < len(self._matrix) else None
+        if isinstance(scope, range):
+            return np.arange(scope.start, scope.stop, dtype=np.intp)
+        if scope is not None:
+            return np.fromiter(sorted(scope), dtype=np.intp, count=len(scope))
+        return None
+
     def search(
         self,
         query: Vectors,
@@ -61,14 +72,7 @@ class DenseIndex:
         """
         if limit <= 0 or not len(self._matrix):
             return []
-        rows: np.ndarray | None = None
-        if isinstance(scope, CandidateMask):
-            if scope.count * 4 < len(self._matrix):  # small subset: score only its rows
-                rows = np.flatnonzero(scope.array())
-        elif isinstance(scope, range):
-            rows = np.arange(scope.start, scope.stop, dtype=np.intp)
-        elif scope is not None:
-            rows = np.fromiter(sorted(scope), dtype=np.intp, count=len(scope))
+        rows = self._rows(scope)
         if rows is not None:
             scores = self._matrix[rows] @ query
         else:
@@ -175,4 +179,6 @@ class RestrictedHybridIndex:
         skip: Collection[str] = (),
         only: Collection[str] | None = None,
     ) -> list[SearchHit]:
-        return self.index.search(query, limit, server=server, skip=skip, only=only, candidates=self.candidates)
+        return self.index.search(
+            query, limit, server=server, skip=skip, only=only, candidates=self.candidates
+        )

@@ -104,11 +104,15 @@ class CandidateMask:
     def __len__(self) -> int:
         return self.count
 
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids())
+
     def array(self) -> npt.NDArray[np.bool_]:
         return np.frombuffer(self._bits, dtype=np.bool_)
 
     def ids(self) -> list[int]:
-        return np.flatnonzero(self.array()).tolist()  # type: ignore[no-any-return]
+        ids: list[int] = np.flatnonzero(self.array()).tolist()
+        return ids
 
     def keep(self, doc_ids: Iterable[int]) -> list[int]:
         """The given doc ids that are in the mask, in order."""

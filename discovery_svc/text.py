@@ -23,7 +23,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Any
 
-import Stemmer  # type: ignore[import-untyped]  # PyStemmer ships no type information
+import Stemmer  # PyStemmer ships no type information (mypy override in pyproject.toml)
 
 __all__ = ["STOPWORDS", "stem", "tokenize"]
 

@@ -14,6 +14,7 @@ mean pooling + L2 normalisation.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import unicodedata
 from functools import lru_cache
@@ -21,9 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-import os
-
-D = Path(os.environ.get("MINILM_DIR", "/tmp/minilm"))
+D = Path(os.environ.get("MINILM_DIR", "minilm-weights"))
 
 
 def load_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -37,7 +36,12 @@ def load_safetensors(path: Path) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         a, b = meta["data_offsets"]
-        out[name] = np.frombuffer(raw, dtype=dt[meta["dtype"]], count=(b - a) // np.dtype(dt[meta["dtype"]]).itemsize, offset=base + a).reshape(meta["shape"])
+        out[name] = np.frombuffer(
+            raw,
+            dtype=dt[meta["dtype"]],
+            count=(b - a) // np.dtype(dt[meta["dtype"]]).itemsize,
+            offset=base + a,
+        ).reshape(meta["shape"])
     return out
 
 
@@ -49,8 +53,16 @@ def _is_punct(ch: str) -> bool:
 
 
 def _is_cjk(cp: int) -> bool:
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
-            or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
 
 
 class WordPiece:
@@ -65,7 +77,7 @@ class WordPiece:
         chars = []
         for ch in text:
             cp = ord(ch)
-            if cp == 0 or cp == 0xFFFD or (unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n\r"):
+            if cp in {0, 0xFFFD} or (unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n\r"):
                 continue
             if _is_cjk(cp):
                 chars.append(f" {ch} ")
@@ -74,8 +86,8 @@ class WordPiece:
             else:
                 chars.append(ch)
         words = []
-        for tok in "".join(chars).lower().split():
-            tok = "".join(c for c in unicodedata.normalize("NFD", tok) if unicodedata.category(c) != "Mn")
+        for raw in "".join(chars).lower().split():
+            tok = "".join(c for c in unicodedata.normalize("NFD", raw) if unicodedata.category(c) != "Mn")
             cur = []
             for c in tok:
                 if _is_punct(c):
@@ -125,7 +137,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     s = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-a * a)
+    y = 1.0 - (
+        ((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592
+    ) * t * np.exp(-a * a)
     return s * y
 
 
@@ -141,16 +155,24 @@ class MiniLM:
         self.layers = []
         for i in range(6):
             p = f"encoder.layer.{i}."
-            qkv_w = np.concatenate([w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]).T.copy()
+            qkv_w = np.concatenate(
+                [w[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]
+            ).T.copy()
             qkv_b = np.concatenate([w[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")])
-            self.layers.append((
-                qkv_w, qkv_b,
-                w[p + "attention.output.dense.weight"].T.copy(), w[p + "attention.output.dense.bias"],
-                (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                w[p + "intermediate.dense.weight"].T.copy(), w[p + "intermediate.dense.bias"],
-                w[p + "output.dense.weight"].T.copy(), w[p + "output.dense.bias"],
-                (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
-            ))
+            self.layers.append(
+                (
+                    qkv_w,
+                    qkv_b,
+                    w[p + "attention.output.dense.weight"].T.copy(),
+                    w[p + "attention.output.dense.bias"],
+                    (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                    w[p + "intermediate.dense.weight"].T.copy(),
+                    w[p + "intermediate.dense.bias"],
+                    w[p + "output.dense.weight"].T.copy(),
+                    w[p + "output.dense.bias"],
+                    (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+                )
+            )
 
     @staticmethod
     def _ln(x: np.ndarray, gb: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -172,7 +194,9 @@ class MiniLM:
         bias = (1.0 - mask)[:, None, None, :] * -1e9
         for qkv_w, qkv_b, ow, ob, ln1, iw, ib, o2w, o2b, ln2 in self.layers:
             qkv = x @ qkv_w + qkv_b
-            q, k, v = (qkv[..., j * 384 : (j + 1) * 384].reshape(B, L, H, dh).transpose(0, 2, 1, 3) for j in range(3))
+            q, k, v = (
+                qkv[..., j * 384 : (j + 1) * 384].reshape(B, L, H, dh).transpose(0, 2, 1, 3) for j in range(3)
+            )
             att = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(dh)) + bias
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)

@@ -106,7 +106,9 @@ def test_an_unreachable_endpoint_is_an_embedder_error() -> None:
 
 def test_model_id_names_endpoint_model_and_what_changes_vectors() -> None:
     plain = OpenAICompatibleEmbedder(base_url="http://h:1/v1/", model="nomic")
-    shaped = OpenAICompatibleEmbedder(base_url="http://h:1/v1", model="nomic", dimensions=256, query_prefix="q: ")
+    shaped = OpenAICompatibleEmbedder(
+        base_url="http://h:1/v1", model="nomic", dimensions=256, query_prefix="q: "
+    )
     assert plain.model_id == "openai-compatible:http://h:1/v1/nomic"
     assert plain.model_id != shaped.model_id
     assert isinstance(plain, Embedder)

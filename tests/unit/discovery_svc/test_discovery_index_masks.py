@@ -92,7 +92,9 @@ def test_mask_array_is_a_boolean_view_of_the_members(index: SearchIndex) -> None
     mask = index.mask(["files__read_file", "weather__get_forecast"])
     assert isinstance(mask, CandidateMask)
     assert mask.array().sum() == 2
-    assert sorted(mask.ids()) == sorted(index.doc_id(k) for k in ["files__read_file", "weather__get_forecast"])
+    assert sorted(mask.ids()) == sorted(
+        index.doc_id(k) for k in ["files__read_file", "weather__get_forecast"]
+    )
 
 
 def test_masked_search_equals_search_restricted_by_only_on_random_catalogs() -> None:
