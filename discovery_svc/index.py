@@ -454,12 +454,12 @@ def _top_scores(
             threshold = heapq.nlargest(limit, scores.values())[-1]
             if remaining[i] < threshold:
                 return _refine(scores, postings[i:], remaining[i], limit, must)
+        # Scoped: only this posting's in-scope documents join (earlier ones were filtered already).
+        weights = posting.weights if scope is None else _restrict(posting.weights, scope)
         if scores:
-            _merge(scores, posting.weights)
+            _merge(scores, weights)
         else:
-            scores = posting.weights.copy()
-        if scope is not None:
-            scores = _restrict(scores, scope)
+            scores = weights.copy() if scope is None else weights
         for doc_id in banned:
             scores.pop(doc_id, None)
         if scope is None and not banned:
