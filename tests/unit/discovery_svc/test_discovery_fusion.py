@@ -16,7 +16,7 @@ def keys(found: list[SearchHit]) -> list[str]:
     return [h.key for h in found]
 
 
-RRF = FusionConfig(method="rrf", k=60.0)
+RRF = FusionConfig(method="rrf", k=60.0, dense_weight=1.0)
 
 
 def test_a_tool_ranked_well_by_both_sides_beats_one_ranked_first_by_one_side() -> None:
@@ -39,8 +39,8 @@ def test_dense_only_tools_are_found_when_bm25_has_nothing() -> None:
 def test_exact_name_matches_stay_first_in_bm25_order_whatever_the_dense_side_says() -> None:
     bm25 = hits(("read_file", 20.0), ("read_dir", 2.0), exact=("read_file",))
     dense = [("open_doc", 0.99), ("read_dir", 0.98)]
-    for method in ("rrf", "weighted", "gated"):
-        fused = fuse(bm25, dense, 3, FusionConfig(method=method))  # type: ignore[arg-type]
+    for config in (RRF, FusionConfig(method="weighted"), FusionConfig(gate_margin=0.1)):
+        fused = fuse(bm25, dense, 3, config)
         assert fused[0].key == "read_file"
         assert fused[0].exact
         assert fused[0].score > fused[1].score
@@ -76,9 +76,7 @@ def test_bm25_confidence_is_the_margin_of_the_best_non_exact_hit() -> None:
 
 
 def test_gating_gives_the_dense_side_less_say_when_bm25_is_confident() -> None:
-    config = FusionConfig(
-        method="gated", k=10.0, dense_weight=1.0, confident_dense_weight=0.0, confident_margin=0.5
-    )
+    config = FusionConfig(method="rrf", k=10.0, dense_weight=1.0, confident_dense_weight=0.0, gate_margin=0.5)
     dense = [("c", 0.9), ("b", 0.8)]
     confident = hits(("a", 10.0), ("b", 2.0))
     assert keys(fuse(confident, dense, 3, config))[:2] == ["a", "b"]
