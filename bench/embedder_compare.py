@@ -91,12 +91,13 @@ def main() -> None:
     parser.add_argument("--embedders", nargs="+", default=["local", "minilm"])
     parser.add_argument("--metatool-every", type=int, default=7)
     parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--sets", nargs="+", help="only these sets (default: all)")
     args = parser.parse_args()
     report: dict[str, Any] = {"metatool_every": args.metatool_every, "embedders": {}}
     for name in args.embedders:
         embedder = make_embedder(name)
         row: dict[str, Any] = {"model_id": embedder.model_id, "sets": {}}
-        for dataset in datasets():
+        for dataset in args.sets or datasets():
             row["sets"][dataset] = quality(dataset, embedder, args.metatool_every)
             r = row["sets"][dataset]
             print(
