@@ -139,6 +139,9 @@ class LocalE5Embedder:
         self._batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
+        # One model call at a time: the engine's thread-safety is not documented, and with one
+        # OpenMP thread concurrent calls would only queue on the CPU anyway.
+        self._run_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -169,8 +172,10 @@ class LocalE5Embedder:
         try:
             for start in range(0, len(texts), self._batch_size):
                 batch = list(texts[start : start + self._batch_size])
+                with self._run_lock:
+                    out = embed(batch)
                 # The engine returns a (dim,) vector, not a (1, dim) matrix, for a 1-item list.
-                chunks.append(np.asarray(embed(batch)).reshape(len(batch), -1))
+                chunks.append(np.asarray(out).reshape(len(batch), -1))
         except Exception as err:  # the engine raises plain exceptions
             raise EmbedderError(f"local embedder failed: {err}") from err
         return normalize_rows(np.concatenate(chunks))
@@ -184,7 +189,8 @@ class LocalE5Embedder:
     def embed_query(self, text: str) -> Vectors:
         model = self._load()
         try:
-            vector = np.asarray(model.query(text))
+            with self._run_lock:
+                vector = np.asarray(model.query(text))
         except Exception as err:
             raise EmbedderError(f"local embedder failed: {err}") from err
         row: Vectors = normalize_rows(vector)[0]
