@@ -1,6 +1,17 @@
 """In-process search latency of discovery_svc.index from 500 to 50,000 tools, beside casual-mcp 1.0.
 
     uv run --frozen python bench/search_latency.py [--sizes 500 ... 50000] [--queries 2000] [--no-baseline]
+        [--search bm25 hybrid] [--hybrid-queries 1000] [--embedder local]
+
+BM25 is measured unfiltered, server-scoped, and with a toolset filter (a CandidateMask of a random
+half of the catalog). Hybrid search (discovery_svc.hybrid, query embedding included, each query
+embedded afresh) is measured in the same run, unfiltered and with the same half-catalog mask.
+Synthetic tools beyond the real ones are copies with an extra sentence; for hybrid latency each
+copy reuses the vector of the real tool it copies (vectors' values do not change the work done),
+so only the real tools (about 9,000) are embedded, once, into the bench cache. The same run times
+a cached restart: loading a cache directory holding every tool's vector, looking each tool up by
+text hash and building the dense matrix (the work a restarted discovery does before hybrid
+search is ready), plus embedding throughput of the local model on real tool texts.
 
 Synthetic catalogs recombine the real catalogues in ../shared/data (every tool of every set,
 re-served under numbered server copies, each copy's description extended with a sentence from
@@ -34,11 +45,15 @@ import psutil  # type: ignore[import-untyped]  # dev-only dependency without stu
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from discovery_svc.embedding_cache import EmbeddingCache, embed_with_cache  # noqa: E402
+from discovery_svc.embeddings import Embedder, embedding_text  # noqa: E402
+from discovery_svc.hybrid import DenseIndex, HybridIndex  # noqa: E402
 from discovery_svc.index import SearchDoc, SearchIndex  # noqa: E402
 
 DATA_DIR = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "bench" / "results" / "search_latency.json"
 LIMIT = 5  # max_search_results default
+CACHE_DIR = ROOT / "bench" / "results" / "embcache"
 CASUAL = ["casual-mcp==1.0.0", "rank-bm25==0.2.2"]
 
 
@@ -64,6 +79,7 @@ def synthetic_catalog(size: int, rng: random.Random) -> list[dict[str, Any]]:
             key = f"s{copy}_{len(tools)}_{tool['name']}"[:64]
             tools.append(
                 {
+                    "source": i,  # index of the real tool this one copies
                     "key": key,
                     "server": server,
                     "name": tool["name"],
@@ -101,7 +117,7 @@ def _summary(seconds: list[float]) -> dict[str, float]:
 
 
 def measure_ours(tools: list[dict[str, Any]], queries: list[str]) -> dict[str, Any]:
-    docs = [SearchDoc(t["key"], t["server"], t["name"], t["description"], t["input_schema"]) for t in tools]
+    docs = _docs(tools)
     process = psutil.Process()
     gc.collect()
     rss_before = process.memory_info().rss
@@ -126,12 +142,136 @@ def measure_ours(tools: list[dict[str, Any]], queries: list[str]) -> dict[str, A
         t0 = clock()
         index.search(query, LIMIT, server=servers[i % len(servers)])
         scoped.append(clock() - t0)
+    started = time.perf_counter()
+    mask = half_mask(index, tools)
+    mask_build_s = time.perf_counter() - started
+    masked: list[float] = []
+    for query in queries:
+        t0 = clock()
+        index.search(query, LIMIT, candidates=mask)
+        masked.append(clock() - t0)
     return {
         "build_s": round(build_s, 3),
         "index_rss_mb": round(index_mb, 1),  # resident-set growth while building (approximate)
         "query": _summary(times),
         "query_cpu": _summary(cpu),  # this thread's CPU time: what the wall clock shows without contention
         "query_server_scoped": _summary(scoped),
+        "query_half_catalog_mask": _summary(masked),
+        "mask_build_ms": round(mask_build_s * 1000, 2),
+        "mask_bytes": len(index),
+        "index": index,
+    }
+
+
+def half_mask(index: SearchIndex, tools: list[dict[str, Any]]) -> Any:
+    """A toolset of a random half of the catalog (fixed seed), as a CandidateMask."""
+    rng = random.Random(len(tools))
+    return index.mask(t["key"] for t in tools if rng.random() < 0.5)
+
+
+def _docs(tools: list[dict[str, Any]]) -> list[SearchDoc]:
+    return [SearchDoc(t["key"], t["server"], t["name"], t["description"], t["input_schema"]) for t in tools]
+
+
+def source_vectors(tools: list[dict[str, Any]], embedder: Embedder) -> Any:
+    """Vectors for the synthetic catalog: each tool gets the vector of the real tool it copies."""
+    import numpy as np
+
+    real = [t for path in sorted(DATA_DIR.glob("*.tools.jsonl")) for t in _read_jsonl(path)]
+    needed = sorted({t["source"] for t in tools})
+    texts = [
+        embedding_text(
+            SearchDoc("k", r["server"], r["name"], r["description"] or "", r["input_schema"] or {})
+        )
+        for r in (real[i] for i in needed)
+    ]
+    cache = EmbeddingCache(embedder.model_id, CACHE_DIR)
+    started = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        rate = done / max(time.perf_counter() - started, 1e-9)
+        print(f"    embedded {done}/{total} real tools ({rate:.1f}/s)", file=sys.stderr, flush=True)
+
+    vectors = embed_with_cache(embedder, cache, texts, progress=progress)
+    row_of = {src: row for row, src in enumerate(needed)}
+    return np.ascontiguousarray(vectors[[row_of[t["source"]] for t in tools]])
+
+
+def measure_hybrid(
+    tools: list[dict[str, Any]], queries: list[str], index: SearchIndex, embedder: Embedder
+) -> dict[str, Any]:
+    import shutil
+
+    by_key = {t["key"]: t for t in tools}
+    vectors = source_vectors([by_key[k] for k in index.keys], embedder)
+    hybrid = HybridIndex(index, DenseIndex(vectors), embedder)
+    mask = half_mask(index, tools)
+    for query in ["warm up the model", "list files"]:
+        hybrid.search(query, LIMIT)
+    clock = time.perf_counter
+    embed_times: list[float] = []
+    for query in queries:  # the query embedding alone (the model call hybrid search makes)
+        t0 = clock()
+        embedder.embed_query(query)
+        embed_times.append(clock() - t0)
+    times: list[float] = []
+    masked: list[float] = []
+    for i, query in enumerate(queries):
+        # Each query once per measurement: HybridIndex caches recent query vectors, so the second
+        # list gets fresh texts (a suffix word) to keep the model call in every timing.
+        t0 = clock()
+        hybrid.search(query, LIMIT)
+        times.append(clock() - t0)
+        variant = f"{query} {i}"
+        t0 = clock()
+        hybrid.search(variant, LIMIT, candidates=mask)
+        masked.append(clock() - t0)
+    # Cached restart: a cache directory holding every tool's vector, then load + look up + matrix.
+    texts = [embedding_text(d) for d in _docs([by_key[k] for k in index.keys])]
+    restart_dir = Path(tempfile.mkdtemp(prefix="toolscout-restart-"))
+    try:
+        EmbeddingCache(embedder.model_id, restart_dir).put("document", texts, vectors)
+        gc.collect()
+        started = time.perf_counter()
+        cache = EmbeddingCache(embedder.model_id, restart_dir)
+        loaded = time.perf_counter() - started
+        again = embed_with_cache(
+            embedder, cache, [embedding_text(d) for d in _docs([by_key[k] for k in index.keys])]
+        )
+        DenseIndex(again)
+        restart_s = time.perf_counter() - started
+    finally:
+        shutil.rmtree(restart_dir, ignore_errors=True)
+    return {
+        "embedder": embedder.model_id,
+        "query": _summary(times),
+        "query_half_catalog_mask": _summary(masked),
+        "query_embedding_only": _summary(embed_times),
+        "dense_matrix_mb": round(vectors.nbytes / 2**20, 1),
+        "cached_restart_s": round(restart_s, 3),
+        "cached_restart_cache_load_s": round(loaded, 3),
+    }
+
+
+def embedding_throughput(embedder: Embedder, count: int = 256) -> dict[str, Any]:
+    """Tools per second embedding real tool texts (a fixed sample, uncached)."""
+    real = [t for path in sorted(DATA_DIR.glob("*.tools.jsonl")) for t in _read_jsonl(path)]
+    sample = random.Random(3).sample(real, count)
+    texts = [
+        embedding_text(
+            SearchDoc("k", r["server"], r["name"], r["description"] or "", r["input_schema"] or {})
+        )
+        for r in sample
+    ]
+    embedder.embed_documents(texts[:8])  # load the model
+    started = time.perf_counter()
+    embedder.embed_documents(texts)
+    seconds = time.perf_counter() - started
+    return {
+        "tools": count,
+        "seconds": round(seconds, 2),
+        "tools_per_s": round(count / seconds, 1),
+        "mean_chars": round(statistics.fmean(len(t) for t in texts)),
     }
 
 
@@ -164,9 +304,19 @@ def main() -> None:
     )
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--search", nargs="+", choices=["bm25", "hybrid"], default=["bm25", "hybrid"])
+    parser.add_argument("--hybrid-queries", type=int, default=1000)
+    parser.add_argument("--embedder", choices=["local", "minilm"], default="local")
+    parser.add_argument("--throughput-tools", type=int, default=256)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     queries = sample_queries(args.queries, rng)
+    embedder: Embedder | None = None
+    if "hybrid" in args.search:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from retrieval import make_embedder
+
+        embedder = make_embedder(args.embedder)
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -176,9 +326,15 @@ def main() -> None:
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
         "sizes": {},
     }
+    if embedder is not None and args.throughput_tools:
+        report["embedding_throughput"] = embedding_throughput(embedder, args.throughput_tools)
+        print(f"embedding throughput: {report['embedding_throughput']}", flush=True)
     for size in args.sizes:
         tools = synthetic_catalog(size, random.Random(args.seed + size))
         row: dict[str, Any] = {"toolscout": measure_ours(tools, queries)}
+        index = row["toolscout"].pop("index")
+        if embedder is not None:
+            row["toolscout-hybrid"] = measure_hybrid(tools, queries[: args.hybrid_queries], index, embedder)
         if not args.no_baseline:
             row["casual-mcp"] = measure_casual(tools, queries[: args.baseline_queries])
             ours, theirs = row["toolscout"]["query"], row["casual-mcp"]["query"]
@@ -193,7 +349,17 @@ def main() -> None:
             f"  [cpu p50 {ours['query_cpu']['p50_ms']:.3f} p99 {ours['query_cpu']['p99_ms']:.3f}]"
             f"  (server-scoped p99 {ours['query_server_scoped']['p99_ms']:.3f} ms, build {ours['build_s']:.2f} s,"
             f" ~{ours['index_rss_mb']:.0f} MB)"
+            f"\n{'':>6}        half-catalog mask p50 {ours['query_half_catalog_mask']['p50_ms']:.3f} ms"
+            f"  p99 {ours['query_half_catalog_mask']['p99_ms']:.3f} ms"
         )
+        if "toolscout-hybrid" in row:
+            h = row["toolscout-hybrid"]
+            line += (
+                f"\n{'':>6}        hybrid p50 {h['query']['p50_ms']:.2f} ms  p99 {h['query']['p99_ms']:.2f} ms"
+                f"  (mask p50 {h['query_half_catalog_mask']['p50_ms']:.2f} p99 {h['query_half_catalog_mask']['p99_ms']:.2f};"
+                f" embedding alone p50 {h['query_embedding_only']['p50_ms']:.2f} p99 {h['query_embedding_only']['p99_ms']:.2f};"
+                f" cached restart {h['cached_restart_s']:.2f} s)"
+            )
         if "casual-mcp" in row:
             c = row["casual-mcp"]
             line += (

@@ -18,6 +18,11 @@ differ from its ``BM25Okapi``:
 
 An exact tool-name match (the raw name or the LLM-facing key, case-insensitive, spaces/underscores/
 hyphens treated alike) always ranks first.
+
+One index serves every toolset of a catalog version: a toolset is a :class:`CandidateMask` (one byte
+per tool, built once by :meth:`SearchIndex.mask`) applied at query time, and
+:meth:`SearchIndex.restricted` wraps index and mask in a view with the same ``search`` API. BM25
+statistics (IDF, average length) stay those of the whole catalog.
 """
 
 from __future__ import annotations
@@ -32,11 +37,21 @@ from itertools import compress
 from operator import add, itemgetter
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from rank_bm25 import BM25
 
 from discovery_svc.text import tokenize
 
-__all__ = ["SearchDoc", "SearchHit", "SearchIndex", "document_tokens", "normalize_name"]
+__all__ = [
+    "CandidateMask",
+    "RestrictedIndex",
+    "SearchDoc",
+    "SearchHit",
+    "SearchIndex",
+    "document_tokens",
+    "normalize_name",
+]
 
 # One configuration for every catalog, chosen on all evaluation sets together (bench/retrieval.py).
 K1 = 1.5  # rank-bm25 and Lucene-classic default; 1.2-1.6 measured within 0.01 R@5
@@ -65,6 +80,48 @@ class SearchDoc:
 class SearchHit:
     key: str
     score: float
+    exact: bool = False  # an exact tool-name match (ranked ahead of every other hit)
+
+
+class CandidateMask:
+    """A subset of one index's tools (a toolset, a caller's inline filter): one byte per tool.
+
+    Built by :meth:`SearchIndex.mask` and valid only for that index (doc ids are its own). Cheap to
+    keep per toolset: 50,000 tools cost 50 KB. Membership tests run in C (``compress`` over the
+    bytes); :meth:`array` is a zero-copy boolean view for vectorised (dense) scoring.
+    """
+
+    __slots__ = ("_bits", "_owner", "count")
+
+    def __init__(self, bits: bytearray, owner: object) -> None:
+        self._bits = bits
+        self._owner = owner
+        self.count = bits.count(1)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return isinstance(doc_id, int) and 0 <= doc_id < len(self._bits) and self._bits[doc_id] == 1
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids())
+
+    def array(self) -> npt.NDArray[np.bool_]:
+        return np.frombuffer(self._bits, dtype=np.bool_)
+
+    def ids(self) -> list[int]:
+        ids: list[int] = np.flatnonzero(self.array()).tolist()
+        return ids
+
+    def keep(self, doc_ids: Iterable[int]) -> list[int]:
+        """The given doc ids that are in the mask, in order."""
+        ids = list(doc_ids)
+        return list(compress(ids, map(self._bits.__getitem__, ids)))
+
+    def check_owner(self, owner: object) -> None:
+        if owner is not self._owner:
+            raise ValueError("CandidateMask used with an index it was not built for")
 
 
 def normalize_name(name: str) -> str:
@@ -112,6 +169,35 @@ def document_tokens(doc: SearchDoc, *, name_weight: int = NAME_WEIGHT) -> list[s
     for text in _schema_text(doc.input_schema):
         tokens += tokenize(text)
     return tokens
+
+
+class RestrictedIndex:
+    """A :class:`SearchIndex` seen through a candidate mask: the same ``search`` API, fewer tools.
+
+    What a toolset's prepared state holds instead of an index of its own.
+    """
+
+    __slots__ = ("candidates", "index")
+
+    def __init__(self, index: SearchIndex, candidates: CandidateMask) -> None:
+        self.index = index
+        self.candidates = candidates
+
+    def __len__(self) -> int:
+        return self.candidates.count
+
+    def search(
+        self,
+        query: str,
+        limit: int,
+        *,
+        server: str | None = None,
+        skip: Collection[str] = (),
+        only: Collection[str] | None = None,
+    ) -> list[SearchHit]:
+        return self.index.search(
+            query, limit, server=server, skip=skip, only=only, candidates=self.candidates
+        )
 
 
 class _LuceneBM25(BM25):
@@ -175,6 +261,56 @@ class SearchIndex:
     def __len__(self) -> int:
         return len(self._keys)
 
+    @property
+    def keys(self) -> Sequence[str]:
+        """Tool keys in doc-id order ((server, key) order); row i of a dense matrix is keys[i]."""
+        return self._keys
+
+    def doc_id(self, key: str) -> int | None:
+        return self._id_of.get(key)
+
+    def mask(self, keys: Iterable[str]) -> CandidateMask:
+        """The candidate set of these keys (unknown keys are ignored), for ``candidates=``."""
+        bits = bytearray(len(self._keys))
+        for key in keys:
+            i = self._id_of.get(key)
+            if i is not None:
+                bits[i] = 1
+        return CandidateMask(bits, self)
+
+    def mask_ids(self, doc_ids: Iterable[int]) -> CandidateMask:
+        bits = bytearray(len(self._keys))
+        for i in doc_ids:
+            bits[i] = 1
+        return CandidateMask(bits, self)
+
+    def restricted(self, candidates: CandidateMask) -> RestrictedIndex:
+        """A view searching only ``candidates``, with this index's ``search`` signature."""
+        candidates.check_owner(self)
+        return RestrictedIndex(self, candidates)
+
+    def scope_ids(
+        self,
+        *,
+        server: str | None = None,
+        only: Collection[str] | None = None,
+        candidates: CandidateMask | None = None,
+    ) -> Collection[int] | None:
+        """The doc ids a search may return (None: all), or an empty tuple when nothing can match."""
+        if candidates is not None:
+            candidates.check_owner(self)
+        scope: Collection[int] | None = candidates
+        if server is not None:
+            if server not in self._server_range:
+                return ()
+            ids = range(*self._server_range[server])
+            scope = set(candidates.keep(ids)) if candidates is not None else ids
+        if only is not None:
+            scope = {
+                i for k in only if (i := self._id_of.get(k)) is not None and (scope is None or i in scope)
+            }
+        return scope
+
     def search(
         self,
         query: str,
@@ -183,24 +319,20 @@ class SearchIndex:
         server: str | None = None,
         skip: Collection[str] = (),
         only: Collection[str] | None = None,
+        candidates: CandidateMask | None = None,
     ) -> list[SearchHit]:
         """Best matches first: exact name matches, then BM25 score (ties in (server, key) order).
 
         Only documents with a real match are returned (a shared term or an exact name). ``server``
-        scopes to one server, ``only`` restricts to those keys, ``skip`` excludes keys. An empty or
-        all-stopword query matches nothing (unless it is a tool's exact name).
+        scopes to one server, ``only`` restricts to those keys, ``candidates`` to a mask built by
+        :meth:`mask` (a toolset), ``skip`` excludes keys. An empty or all-stopword query matches
+        nothing (unless it is a tool's exact name).
         """
         if limit <= 0 or not self._keys:
             return []
-        scope: Collection[int] | None = None
-        if server is not None:
-            if server not in self._server_range:
-                return []
-            scope = range(*self._server_range[server])
-        if only is not None:
-            scope = {
-                i for k in only if (i := self._id_of.get(k)) is not None and (scope is None or i in scope)
-            }
+        scope = self.scope_ids(server=server, only=only, candidates=candidates)
+        if scope is not None and not scope:
+            return []
         banned = {i for k in skip if (i := self._id_of.get(k)) is not None}
 
         exact = [
@@ -210,7 +342,8 @@ class SearchIndex:
         ]
         postings = [p for t in dict.fromkeys(tokenize(query)) if (p := self._postings.get(t)) is not None]
         if scope is not None and len(scope) * len(postings) <= sum(len(p.weights) for p in postings):
-            scores = _score_each(postings, [i for i in scope if i not in banned])
+            ids = scope.ids() if isinstance(scope, CandidateMask) else scope
+            scores = _score_each(postings, [i for i in ids if i not in banned])
         else:
             # Enough BM25 hits to fill the page after the exact ones, which are ranked ahead anyway.
             scores = _top_scores(postings, limit, banned, scope, must=exact)
@@ -218,7 +351,7 @@ class SearchIndex:
         hits: list[SearchHit] = []
         # Exact names outrank every BM25 score; among themselves, by their own BM25 score.
         for doc_id in sorted(exact, key=lambda i: (-scores.get(i, 0.0), i))[:limit]:
-            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + scores.pop(doc_id, 0.0)))
+            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + scores.pop(doc_id, 0.0), exact=True))
         best = _best(scores, limit - len(hits))
         hits.extend(SearchHit(self._keys[doc_id], score) for doc_id, score in best)
         return hits
@@ -301,10 +434,11 @@ def _top_scores(
     candidates. Common terms ("get", "data") in a 50,000-tool catalog thus rarely cost a pass over
     their postings, and the top results equal those of scoring every document.
     """
-    if len(postings) == 1 and scope is None and postings[0].ranked is not None:
+    if len(postings) == 1 and postings[0].ranked is not None:
+        # The term's best documents that pass the filter, if enough of them do.
         weights = postings[0].weights
-        best = [(d, w) for d, w in postings[0].ranked if d not in banned]
-        if len(best) >= limit:  # a prefix of the term's full ranking: exact
+        best = [(d, w) for d, w in postings[0].ranked if d not in banned and (scope is None or d in scope)]
+        if len(best) >= limit:  # a prefix of the term's full (filtered) ranking: exact
             return dict(best[:limit]) | {d: weights[d] for d in must if d in weights}
     postings = sorted(postings, key=lambda p: -p.top[0])
     remaining = [0.0] * (len(postings) + 1)
@@ -320,17 +454,23 @@ def _top_scores(
             threshold = heapq.nlargest(limit, scores.values())[-1]
             if remaining[i] < threshold:
                 return _refine(scores, postings[i:], remaining[i], limit, must)
+        # Scoped: only this posting's in-scope documents join (earlier ones were filtered already).
+        weights = posting.weights if scope is None else _restrict(posting.weights, scope)
         if scores:
-            _merge(scores, posting.weights)
+            _merge(scores, weights)
         else:
-            scores = posting.weights.copy()
-        if scope is not None:
-            scores = {d: scores[d] for d in scores.keys() & scope}
+            scores = weights.copy() if scope is None else weights
         for doc_id in banned:
             scores.pop(doc_id, None)
         if scope is None and not banned:
             floor = max(floor, posting.floor(limit))
     return scores
+
+
+def _restrict(scores: dict[int, float], scope: Collection[int]) -> dict[int, float]:
+    if isinstance(scope, CandidateMask):
+        return {d: scores[d] for d in scope.keep(scores)}
+    return {d: scores[d] for d in scores.keys() & scope}
 
 
 def _refine(

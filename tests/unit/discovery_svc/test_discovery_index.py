@@ -239,7 +239,7 @@ def test_german_description_is_searchable() -> None:
 
 def test_document_tokens_repeat_the_name() -> None:
     tokens = document_tokens(doc("srv", "get_weather", "Forecast"))
-    assert tokens.count("weath") == 3
+    assert tokens.count("weather") == 3
     assert "srv" in tokens
     assert "forecast" in tokens
 

@@ -12,23 +12,23 @@ def test_camel_case_is_split_and_joined_form_kept() -> None:
 
 
 def test_acronym_followed_by_word_splits_at_the_acronym_end() -> None:
-    assert tokenize("HTMLParser")[:2] == ["html", "pars"]
+    assert tokenize("HTMLParser")[:2] == ["html", "parser"]
     assert tokenize("XMLHttpRequest")[:3] == ["xml", "http", "request"]
 
 
 def test_snake_kebab_dots_and_slashes_separate_words() -> None:
     assert tokenize("list_open_issues") == ["list", "open", "issu"]
-    assert tokenize("GET_movie-movie_id-keywords") == ["get", "movy", "movy", "id", "keyword"]
-    assert tokenize("math.factorial") == ["math", "factorial"]
-    assert tokenize("Chemical Engineering/Forensic engineering") == ["chemical", "engin", "forensic", "engin"]
+    assert tokenize("GET_movie-movie_id-keywords") == ["get", "movi", "movi", "id", "keyword"]
+    assert tokenize("math.factorial") == ["math", "factori"]
+    assert tokenize("Chemical Engineering/Forensic engineering") == ["chemic", "engin", "forens", "engin"]
 
 
 def test_punctuation_never_sticks_to_words() -> None:
-    assert tokenize("weather, (forecast)! for: 'Paris'?") == ["weath", "forecast", "paris"]
+    assert tokenize("weather, (forecast)! for: 'Paris'?") == ["weather", "forecast", "pari"]
 
 
 def test_letter_digit_boundaries_split_and_keep_the_whole() -> None:
-    assert tokenize("base64") == ["bas", "64", "base64"]
+    assert tokenize("base64") == ["base", "64", "base64"]
     assert tokenize("sha256 hash") == ["sha", "256", "sha256", "hash"]
 
 
@@ -41,14 +41,16 @@ def test_single_ascii_letters_are_dropped_but_numbers_kept() -> None:
     [
         (["tool", "tools"], "tool"),
         (["search", "searches", "searching", "searched"], "search"),
-        (["create", "created", "creating", "creation", "creates"], "creat"),
-        (["filter", "filters", "filtering", "filtered"], "filt"),
-        (["query", "queries"], "query"),
+        # Snowball keeps "creation" apart from "create" (the old suffix rules folded them).
+        (["create", "created", "creating", "creates"], "creat"),
+        (["filter", "filters", "filtering", "filtered"], "filter"),
+        (["query", "queries"], "queri"),
         (["address", "addresses"], "address"),
         (["box", "boxes"], "box"),
-        (["copy", "copied", "copies"], "copy"),
+        (["copy", "copied", "copies"], "copi"),
         (["run", "running", "runs"], "run"),
-        (["movie", "movies"], "movy"),
+        (["movie", "movies"], "movi"),
+        (["alias", "aliases"], "alias"),
         (["translate", "translation", "translations"], "translat"),
     ],
 )
@@ -62,7 +64,7 @@ def test_short_and_exceptional_words_are_not_mangled(word: str) -> None:
 
 
 def test_stopwords_and_request_filler_are_dropped() -> None:
-    assert tokenize("Can you please help me find the weather in Paris?") == ["find", "weath", "paris"]
+    assert tokenize("Can you please help me find the weather in Paris?") == ["find", "weather", "pari"]
     assert "the" in STOPWORDS
     assert {"get", "find", "search", "list"}.isdisjoint(STOPWORDS)
 
