@@ -58,7 +58,18 @@ _COLORS = {
     "direct_sdk": "#7f7f7f",
     "pool_in_process": "#1f6fb4",
     "pool_via_grpc": "#d9822b",
+    # deferral_bench.py modes: one hue per mode, the line style tells the API.
+    "no_discovery_chat": "#c0392b",
+    "no_discovery_anthropic": "#c0392b",
+    "append_chat": "#1f6fb4",
+    "append_anthropic": "#1f6fb4",
+    "anthropic_native": "#2ca02c",
+    "responses_native": "#7b3fb0",
+    "casual_chat": "#d9822b",
+    "casual_anthropic": "#d9822b",
 }
+# Chat Completions / Responses dashed, Anthropic Messages solid.
+_API_STYLE = {"messages": "-", "chat_completions": "--", "responses": "--"}
 _SPARE_COLORS = ["#17becf", "#bcbd22", "#e377c2", "#8c564b", "#9467bd"]
 _DATASET_ORDER = ["bfcl", "toolbench", "sealtools", "metatool", "restbench"]
 # Tick marks for a log axis that spans less than a decade (matplotlib would label none).
@@ -272,11 +283,49 @@ def plot_pool_cdf(data: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_deferral_cost(data: Mapping[str, Any], path: Path) -> Path:
+    """Cache-weighted input cost of each LLM call of the scripted conversation, one line per
+    deferral mode (bench/deferral_bench.py): where a changed tool list costs a cache rewrite."""
+    modes: Mapping[str, Any] = data["modes"]
+    keys = list(modes)
+    colors = _colors(keys)
+    fig, ax = _figure()
+    for key in keys:
+        row = modes[key]
+        per_call = row["cache_weighted_per_call"]
+        same = ", tools identical" if row.get("tools_byte_identical") else ""
+        label = f"{row['label']} ({row['api']}): {row['cache_weighted_input_cost']:,.0f}{same}"
+        style = _API_STYLE.get(row["api"], "-")
+        ax.plot(
+            range(1, len(per_call) + 1),
+            per_call,
+            style,
+            marker="o",
+            color=colors[key],
+            label=label,
+            alpha=0.85,
+        )
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    longest = max((len(modes[k]["cache_weighted_per_call"]) for k in keys), default=1)
+    ax.set_xticks(range(1, longest + 1))
+    ax.set_xlabel("LLM call of the conversation")
+    ax.set_ylabel("input cost in full-price tokens (log; dashed: OpenAI APIs)")
+    tools = data.get("catalog", {}).get("tools", "?")
+    ax.set_title(
+        f"Cache-weighted input cost per LLM call by deferral mode: 3-task chat over livemcpbench ({tools} tools)"
+    )
+    ax.legend(fontsize=7, loc="upper right")
+    return _save(fig, path)
+
+
 PLOTS: dict[str, tuple[str, Callable[[Mapping[str, Any], Path], Path]]] = {
     "retrieval_recall.png": ("retrieval.json", plot_retrieval),
     "search_latency.png": ("search_latency.json", plot_search_latency),
     "tokens_per_call.png": ("orchestrator.json", plot_tokens_per_call),
     "pool_latency_cdf.png": ("pool_latency.json", plot_pool_cdf),
+    "deferral_cost.png": ("deferral.json", plot_deferral_cost),
 }
 
 

@@ -24,6 +24,7 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("discovery_bench.py", [], ["--quick"]),
     ("pool_latency.py", [], ["--calls", "200", "--warmup", "20"]),
     ("orchestrator_bench.py", [], ["--quick"]),
+    ("deferral_bench.py", [], []),
     ("faults.py", [], ["--quick"]),
 ]
 
