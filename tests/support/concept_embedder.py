@@ -73,4 +73,5 @@ class ConceptEmbedder:
             raise EmbedderError("held query never released")
         if self.fail:
             raise EmbedderError("model on fire")
-        return self._embed([text])[0]
+        row: Vectors = self._embed([text])[0]
+        return row

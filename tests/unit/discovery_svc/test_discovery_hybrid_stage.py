@@ -57,7 +57,7 @@ class Harness:
             config(DOC),
             metrics=metrics,
             hybrid=HybridStage(
-                embedder,  # type: ignore[arg-type]
+                embedder,
                 metrics=metrics,
                 cache_dir=cache_dir,
                 query_timeout=query_timeout,

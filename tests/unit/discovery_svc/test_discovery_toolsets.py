@@ -67,6 +67,7 @@ async def test_every_toolset_searches_the_one_index_of_the_catalog_version() -> 
     # The whole catalog needs no filter; a toolset keeps one byte per catalog tool.
     assert everything.scope.candidates is None
     assert isinstance(no_mail.scope.candidates, CandidateMask)
+    assert isinstance(send_only.scope.candidates, CandidateMask)
     assert len(no_mail.scope.candidates) == 3
     assert len(send_only.scope.candidates) == 2
 
