@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -294,6 +295,7 @@ def hybrid_stage_from_config(
         embedder,
         metrics=metrics,
         cache_dir=cache_dir,
+        fusion=dataclasses.replace(DEFAULT_FUSION, min_similarity=search.min_similarity),
         query_timeout=search.embedder.query_timeout,
         batch_size=search.embedder.batch_size,
     )
