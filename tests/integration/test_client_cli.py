@@ -216,7 +216,7 @@ async def test_search_and_manifest_send_an_inline_toolset(
     stack: FakeStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     inline = '{"servers": {"weather": true}}'
-    code, out, _ = await run(capsys, "search", "weather", "--toolset-json", inline, "--target", stack.target)
+    code, _, _ = await run(capsys, "search", "weather", "--toolset-json", inline, "--target", stack.target)
     assert code == 0
     sent = stack.state.last_requests["SearchTools"]
     assert (sent.toolset, sent.toolset_json) == ("", inline)
