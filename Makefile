@@ -1,5 +1,5 @@
 # toolscout — developer tasks. Everything runs through uv with the committed lock.
-# `make up` installs the runtime and the example servers only and runs the demo stack;
+# `make up` installs the runtime, the example servers and the embeddings extra and runs the demo stack;
 # `make test` installs everything the tests need (the dev group too) and runs them all.
 
 SHELL := /bin/bash
@@ -21,9 +21,10 @@ uv:
 install: uv
 	$(UV) sync --frozen
 
-# Runtime and example MCP servers, no dev group. --inexact: a dev install already there stays.
+# Runtime, example MCP servers and the embeddings extra (the example config uses hybrid search),
+# no dev group. --inexact: a dev install already there stays.
 install-runtime: uv
-	$(UV) sync --frozen --no-dev --inexact
+	$(UV) sync --frozen --no-dev --inexact --extra embeddings
 
 proto: install
 	$(UV) run --frozen python -m grpc_tools.protoc -Iprotos \

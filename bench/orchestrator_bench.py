@@ -49,6 +49,7 @@ from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
 
 from discovery_svc.catalog import Catalog, Tool  # noqa: E402
 from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
+from discovery_svc.partition import toolset_ref  # noqa: E402
 from discovery_svc.planner import Plan  # noqa: E402
 from orchestrator_svc.loop import ChatLoop, ChatRequest  # noqa: E402
 from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
@@ -319,9 +320,10 @@ class LocalDiscovery:
         time_limit: float | None,
         with_deferred_names: bool = False,
         with_deferred_tools: bool = False,
+        toolset_json: str = "",
     ) -> ToolPlan:
         plan = await self.service.plan_tools(
-            toolset,
+            toolset_ref(toolset, toolset_json),
             discovered,
             provider,
             include_deferred_names=with_deferred_names,
@@ -339,10 +341,11 @@ class LocalDiscovery:
         discovered: Sequence[str] = (),
         provider: str = "",
         compact_text: bool = False,
+        toolset_json: str = "",
     ) -> SearchOutcome:
         result = await self.service.search_tools(
             SearchRequest(
-                toolset=toolset,
+                toolset=toolset_ref(toolset, toolset_json),
                 arguments_json=arguments_json,
                 loaded_tools=tuple(loaded),
                 include_plan=bool(provider),

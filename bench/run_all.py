@@ -22,6 +22,7 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("retrieval.py", ["--all"], []),
     ("search_latency.py", [], ["--sizes", "500", "5000", "--queries", "500"]),
     ("discovery_bench.py", [], ["--quick"]),
+    ("discovery_memory.py", [], ["--tools", "5000"]),
     ("pool_latency.py", [], ["--calls", "200", "--warmup", "20"]),
     ("orchestrator_bench.py", [], ["--quick"]),
     ("deferral_bench.py", [], []),

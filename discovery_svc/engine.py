@@ -1,26 +1,34 @@
 """The discovery facade: PlanTools, SearchTools and GetManifest over the current catalog.
 
-One :class:`PreparedToolset` per (catalog version, toolset) is built off the event loop, kept in a
-small LRU and reused by every request until the pool reports a new catalog version. Requests carry
-the conversation's discovered tools, so nothing about a conversation lives here: after a rebuild
-the same names resolve against the new catalog and stay loaded.
+One :class:`~discovery_svc.catalog_index.CatalogIndex` (the BM25 index and name lookups) is built
+per catalog version, off the event loop, and shared by every toolset. A toolset — configured, or
+given inline by a caller and keyed by its canonical hash — gets a small
+:class:`PreparedToolset` (partition, candidate mask, manifest, token totals), kept in an LRU and
+reused by every request until the pool reports a new catalog version. With hybrid search on, a
+:class:`~discovery_svc.hybrid_stage.HybridStage` embeds each catalog version in the background and
+queries are embedded off the event loop. Requests carry the conversation's discovered tools, so
+nothing about a conversation lives here: after a rebuild the same names resolve against the new
+catalog and stay loaded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from discovery_svc.catalog import Catalog
+from discovery_svc.catalog_index import CatalogIndex, IndexFactory
 from discovery_svc.errors import SearchArgumentError
+from discovery_svc.hybrid_stage import HybridStage
 from discovery_svc.index import SearchIndex
 from discovery_svc.metrics import DiscoveryMetrics
-from discovery_svc.partition import partition_tools, select_toolset
-from discovery_svc.planner import IndexFactory, Plan, PreparedToolset, plan_tools
+from discovery_svc.partition import InlineToolset, ToolsetRef, partition_tools, select_toolset
+from discovery_svc.planner import Plan, PreparedToolset, plan_tools
 from discovery_svc.search_args import parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import SearchResult, execute_search
 from discovery_svc.tokens import TokenCounter, TokenEncoding
@@ -35,7 +43,8 @@ _log = get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
-    toolset: str = ""
+    # A configured toolset's name ("" = every tool) or an inline filter.
+    toolset: ToolsetRef = ""
     query: str = ""
     server_name: str = ""
     tool_names: tuple[str, ...] = ()
@@ -52,6 +61,8 @@ class SearchRequest:
     # The provider loads found tools' definitions itself (native deferral): the text lists names
     # and descriptions, not parameters.
     compact_text: bool = False
+    # Seconds the caller will wait (its deadline); a query embedding gets at most half of it.
+    time_limit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +98,26 @@ class DiscoveryEngine:
         *,
         counter: TokenCounter | None = None,
         index_factory: IndexFactory = SearchIndex,
-        cache_size: int = 16,
+        cache_size: int = 64,
         metrics: DiscoveryMetrics | None = None,
+        hybrid: HybridStage | None = None,
     ) -> None:
+        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones)."""
         self._config = config
         self._settings = config.toolscout.discovery
         self._current: Catalog | None = None
+        self._base: CatalogIndex | None = None
         self._counter = counter or TokenCounter()
         self._index_factory = index_factory
         self._cache: OrderedDict[tuple[str, str], PreparedToolset] = OrderedDict()
         self._cache_size = cache_size
         self._build_lock = asyncio.Lock()
         self._metrics = metrics or DiscoveryMetrics()
-        self.builds = 0
+        self._hybrid = hybrid
+        if hybrid is None:
+            self._metrics.set_search_mode("bm25")
+        self.builds = 0  # prepared toolset states built
+        self.index_builds = 0  # catalog indexes built (one per catalog version)
 
     # --- catalog ---------------------------------------------------------------------------
 
@@ -127,7 +145,42 @@ class DiscoveryEngine:
             raise UnavailableError("no tool catalog from the pool yet; retry shortly")
         return catalog
 
-    async def prepared(self, toolset: str) -> PreparedToolset:
+    async def close(self) -> None:
+        """Stops background work (an embedding build in progress)."""
+        if self._hybrid is not None:
+            await self._hybrid.close()
+
+    async def wait_hybrid_ready(self) -> None:
+        """Returns once the current catalog answers with hybrid search (never in BM25 mode:
+        bound the wait)."""
+        if self._hybrid is None:
+            await asyncio.Event().wait()
+        else:
+            await self._hybrid.wait_ready()
+
+    async def _catalog_index(self, catalog: Catalog) -> CatalogIndex:
+        """The index of ``catalog`` (built once per version; call with the build lock held)."""
+        base = self._base
+        if base is not None and base.version == catalog.version:
+            return base
+        started = time.perf_counter()
+        base = await asyncio.to_thread(CatalogIndex, catalog, self._index_factory)
+        elapsed = time.perf_counter() - started
+        self.index_builds += 1
+        self._metrics.index_built(elapsed)
+        _log.info(
+            "catalog index built",
+            catalog_version=catalog.version,
+            tools=len(catalog),
+            seconds=round(elapsed, 4),
+        )
+        if catalog.version == self.catalog.version:
+            self._base = base
+            if self._hybrid is not None:
+                self._hybrid.start(base)
+        return base
+
+    async def prepared(self, toolset: ToolsetRef) -> PreparedToolset:
         """The prepared state for ``toolset`` at the current catalog version (built at most once).
 
         Raises:
@@ -135,7 +188,8 @@ class DiscoveryEngine:
             ToolsetNotFoundError: unknown or invalid toolset.
         """
         catalog = self.catalog
-        key = (catalog.version, toolset)
+        name = toolset.key if isinstance(toolset, InlineToolset) else toolset
+        key = (catalog.version, name)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
@@ -144,25 +198,27 @@ class DiscoveryEngine:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
+            base = await self._catalog_index(catalog)
             tools = select_toolset(catalog, self._config, toolset)
             started = time.perf_counter()
             prepared = await asyncio.to_thread(
                 PreparedToolset,
-                catalog_version=catalog.version,
-                toolset=toolset,
+                base=base,
+                toolset=name,
                 partition=partition_tools(tools, self._config),
                 counter=self._counter,
-                index_factory=self._index_factory,
                 manifest_budget=self._settings.manifest_budget_tokens,
                 placement=self._settings.manifest_placement,
             )
             elapsed = time.perf_counter() - started
             self.builds += 1
-            self._metrics.index_built(elapsed)
+            self._metrics.toolset_builds.labels(
+                "inline" if isinstance(toolset, InlineToolset) else "configured"
+            ).inc()
             _log.info(
                 "toolset prepared",
                 catalog_version=catalog.version,
-                toolset=toolset,
+                toolset=name,
                 tools=len(tools),
                 deferred=len(prepared.partition.deferred),
                 manifest_tokens=prepared.manifest.tokens,
@@ -174,7 +230,7 @@ class DiscoveryEngine:
                     self._cache.popitem(last=False)
             return prepared
 
-    async def warm(self, toolset: str = "", provider: str = "openai") -> None:
+    async def warm(self, toolset: ToolsetRef = "", provider: str = "openai") -> None:
         """Builds the state and token totals for ``toolset`` ahead of the first request."""
         prepared = await self.prepared(toolset)
         enc = self._counter.encoding_for(provider)
@@ -185,7 +241,7 @@ class DiscoveryEngine:
 
     async def plan_tools(
         self,
-        toolset: str = "",
+        toolset: ToolsetRef = "",
         discovered: Sequence[str] = (),
         provider: str = "",
         *,
@@ -261,8 +317,12 @@ class DiscoveryEngine:
                 )
             mode = args.mode.value
             prepared = await self.prepared(request.toolset)
-            result = execute_search(
-                prepared.scope,
+            scope, threaded = prepared.scope, False
+            if self._hybrid is not None:
+                scope, threaded = await self._hybrid.scope_for(scope, args.query, request.time_limit)
+            search = functools.partial(
+                execute_search,
+                scope,
                 args,
                 loaded=request.loaded_tools,
                 max_results=request.max_results or self._config.tool_discovery.max_search_results,
@@ -270,6 +330,9 @@ class DiscoveryEngine:
                 browse_limit=request.max_results or self._settings.server_browse_limit,
                 parameters=not request.compact_text,
             )
+            # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
+            # not on the event loop. BM25 answers in well under a millisecond: in place.
+            result = await asyncio.to_thread(search) if threaded else search()
         except ToolscoutError:
             self._metrics.search(mode, "error", time.perf_counter() - started)
             raise
@@ -283,7 +346,7 @@ class DiscoveryEngine:
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
 
-    async def get_manifest(self, toolset: str = "", provider: str = "") -> ManifestInfo:
+    async def get_manifest(self, toolset: ToolsetRef = "", provider: str = "") -> ManifestInfo:
         """The manifest for ``toolset`` and its size in ``provider``'s encoding.
 
         Raises:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from toolscout_kit.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["SearchArgumentError", "ToolsetNotFoundError", "UnknownServerError"]
+__all__ = ["InvalidToolsetError", "SearchArgumentError", "ToolsetNotFoundError", "UnknownServerError"]
 
 
 class SearchArgumentError(InvalidArgumentError):
     """The search_tools arguments are malformed; the message is written for the LLM."""
+
+
+class InvalidToolsetError(InvalidArgumentError):
+    """An inline toolset that is not in the ``tool_sets`` shape, or given beside a toolset name."""
 
 
 class ToolsetNotFoundError(NotFoundError):

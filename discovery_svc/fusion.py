@@ -42,6 +42,10 @@ class FusionConfig:
     gate_margin: float | None = None
     confident_dense_weight: float = 0.3
     depth: int = 50  # candidates taken from each ranking before fusing
+    # A tool with no lexical match is found only if its cosine reaches this floor (None: any):
+    # a query that matches no tool lexically nor closely in meaning then finds nothing, as BM25
+    # alone would, so search_tools can still answer "No tools found".
+    min_similarity: float | None = None
 
 
 def bm25_confidence(hits: Sequence[SearchHit]) -> float:
@@ -84,6 +88,13 @@ def fuse(
         scores = _rrf(lexical, semantic, config.k, config.bm25_weight, dense_weight)
     for key in seen:
         scores.pop(key, None)
+    if config.min_similarity is not None:
+        # Below the floor, a tool needs a lexical match to be found at all (the ranking of the
+        # others is unchanged).
+        matched = {h.key for h in lexical}
+        for key, cosine in semantic:
+            if cosine < config.min_similarity and key not in matched:
+                scores.pop(key, None)
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[: limit - len(exact)]
     top = ranked[0][1] if ranked else 0.0
     hits = [SearchHit(h.key, top + 1.0 + (len(exact) - i), exact=True) for i, h in enumerate(exact)]

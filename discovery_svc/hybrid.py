@@ -121,6 +121,18 @@ class HybridIndex:
     def __len__(self) -> int:
         return len(self.bm25)
 
+    def query_vector(self, query: str) -> Vectors:
+        """The query's vector, embedded once per distinct query (recent ones are kept).
+
+        Blocks while the embedder works (a model call, or a request to an endpoint): callers on an
+        event loop run it in a thread, and can bound the wait, before searching.
+
+        Raises:
+            EmbedderError: the embedder failed.
+        """
+        vector: Vectors = self._embed_query(query)
+        return vector
+
     def restricted(self, candidates: CandidateMask) -> RestrictedHybridIndex:
         candidates.check_owner(self.bm25)
         return RestrictedHybridIndex(self, candidates)
@@ -143,7 +155,7 @@ class HybridIndex:
         if not query.strip():
             return lexical[:limit]
         try:
-            vector = self._embed_query(query)
+            vector = self.query_vector(query)
         except EmbedderError as err:
             _log.warning("query embedding failed; answering with BM25 alone", error=str(err))
             if self._on_degraded is not None:

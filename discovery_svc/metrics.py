@@ -8,12 +8,20 @@ it knows how many LLM calls actually happened.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from typing import Literal
 
-__all__ = ["DiscoveryMetrics", "toolset_label"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "toolset_label"]
+
+SearchRanking = Literal["bm25", "hybrid"]
+# Inline toolsets are unbounded in number: they share one label.
+INLINE_TOOLSET_LABEL = "_inline"
 
 
 def toolset_label(toolset: str) -> str:
+    if toolset.startswith("inline:"):
+        return INLINE_TOOLSET_LABEL
     return toolset or "_all"
 
 
@@ -42,15 +50,48 @@ class DiscoveryMetrics:
         )
         self.index_builds = Counter(
             "toolscout_discovery_index_builds",
-            "Prepared toolset states (partition, BM25 index, manifest) built.",
+            "Search indexes built: one BM25 index per catalog version, shared by every toolset.",
             registry=r,
         )
         self.index_build_seconds = Histogram(
             "toolscout_discovery_index_build_duration_seconds",
-            "Time to build one prepared toolset state (partition, BM25 index, manifest).",
+            "Time to build one catalog version's BM25 index and name lookups.",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
             registry=r,
         )
+        self.toolset_builds = Counter(
+            "toolscout_discovery_toolset_builds",
+            "Prepared toolset states (partition, candidate mask, manifest) built, by kind "
+            "(configured, inline).",
+            ["kind"],
+            registry=r,
+        )
+        self.search_mode_active = Gauge(
+            "toolscout_search_mode_active",
+            "1 for the ranking that answers search queries now: bm25, or hybrid once the catalog's "
+            "embeddings are ready.",
+            ["mode"],
+            registry=r,
+        )
+        self.search_fallbacks = Counter(
+            "toolscout_discovery_search_fallbacks",
+            "Hybrid searches answered by BM25 alone because the query could not be embedded, by "
+            "reason (embedder_error, timeout).",
+            ["reason"],
+            registry=r,
+        )
+        self.tools_embedded = Counter(
+            "toolscout_discovery_tools_embedded",
+            "Tool texts embedded by the model (not found in the embedding cache).",
+            registry=r,
+        )
+        self.embedding_failures = Counter(
+            "toolscout_discovery_embedding_failures",
+            "Failed attempts to embed a catalog (search stays BM25; the attempt is retried).",
+            registry=r,
+        )
+        for mode in ("bm25", "hybrid"):
+            self.search_mode_active.labels(mode).set(0)
 
     def search(self, mode: str, outcome: str, seconds: float) -> None:
         self.searches.labels(mode, outcome).inc()
@@ -59,3 +100,7 @@ class DiscoveryMetrics:
     def index_built(self, seconds: float) -> None:
         self.index_builds.inc()
         self.index_build_seconds.observe(seconds)
+
+    def set_search_mode(self, mode: SearchRanking) -> None:
+        self.search_mode_active.labels("bm25").set(1 if mode == "bm25" else 0)
+        self.search_mode_active.labels("hybrid").set(1 if mode == "hybrid" else 0)

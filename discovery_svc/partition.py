@@ -7,14 +7,100 @@ tools, ``{exclude: [...]}`` = all but those) and are validated against the catal
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from discovery_svc.catalog import Catalog, Tool
-from discovery_svc.errors import ToolsetNotFoundError
+from discovery_svc.errors import InvalidToolsetError, ToolsetNotFoundError
 from toolscout_kit.config import ExcludeSpec, ToolscoutConfig, ToolSetConfig
 
-__all__ = ["Partition", "ToolsetNotFoundError", "partition_tools", "select_toolset"]
+__all__ = [
+    "InlineToolset",
+    "Partition",
+    "ToolsetNotFoundError",
+    "ToolsetRef",
+    "partition_tools",
+    "select_toolset",
+    "toolset_ref",
+]
+
+_MAX_INLINE_JSON = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class InlineToolset:
+    """A toolset a caller gives with its request, in the shape of a ``tool_sets`` entry.
+
+    ``key`` is a hash of its canonical form (servers sorted, tool lists sorted and deduplicated,
+    the description left out), so the same filter written differently shares one prepared state.
+    """
+
+    spec: ToolSetConfig
+    key: str
+
+    @classmethod
+    def parse(cls, text: str) -> InlineToolset:
+        """Parses and validates the JSON of an inline toolset (``{"servers": {...}}``).
+
+        Raises:
+            InvalidToolsetError: not JSON, not the tool_sets shape, or too large.
+        """
+        if len(text) > _MAX_INLINE_JSON:
+            raise InvalidToolsetError(f"toolset_json: larger than {_MAX_INLINE_JSON} bytes")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InvalidToolsetError(
+                f"toolset_json: not valid JSON ({err.msg} at column {err.colno})"
+            ) from None
+        if not isinstance(data, dict):
+            raise InvalidToolsetError('toolset_json: expected an object like {"servers": {"weather": true}}')
+        try:
+            spec = ToolSetConfig.model_validate(data)
+        except ValidationError as err:
+            problems = []
+            for e in err.errors(include_url=False, include_input=False):
+                # Union-member tags are not keys of the document.
+                loc = ".".join(str(p) for p in e["loc"] if str(p) not in {"bool", "list[str]", "ExcludeSpec"})
+                problems.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+            raise InvalidToolsetError("toolset_json: " + "; ".join(dict.fromkeys(problems))) from None
+        return cls.of(spec)
+
+    @classmethod
+    def of(cls, spec: ToolSetConfig) -> InlineToolset:
+        canonical: dict[str, object] = {}
+        for server in sorted(spec.servers):
+            value = spec.servers[server]
+            if isinstance(value, list):
+                canonical[server] = sorted(set(value))
+            elif isinstance(value, ExcludeSpec):
+                canonical[server] = {"exclude": sorted(set(value.exclude))}
+            else:
+                canonical[server] = value
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        return cls(spec, f"inline:{digest}")
+
+
+# A configured toolset's name ("" = every tool), or a caller's inline filter.
+ToolsetRef = str | InlineToolset
+
+
+def toolset_ref(name: str, inline_json: str) -> ToolsetRef:
+    """The toolset a request asks for: its name, or its inline filter (at most one of the two).
+
+    Raises:
+        InvalidToolsetError: both are given, or the inline filter is malformed.
+    """
+    if not inline_json:
+        return name
+    if name:
+        raise InvalidToolsetError("give either a toolset name or an inline toolset (toolset_json), not both")
+    return InlineToolset.parse(inline_json)
 
 
 def _names(values: Sequence[str], limit: int = 50) -> str:
@@ -44,23 +130,31 @@ def _validate(name: str, toolset: ToolSetConfig, catalog: Catalog, config: Tools
             if tool not in available
         )
     if problems:
-        raise ToolsetNotFoundError(f"Toolset '{name}' is invalid: " + "; ".join(problems) + ".")
+        what = f"Toolset '{name}'" if name else "The inline toolset"
+        raise ToolsetNotFoundError(f"{what} is invalid: " + "; ".join(problems) + ".")
 
 
-def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: str) -> tuple[Tool, ...]:
+def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: ToolsetRef) -> tuple[Tool, ...]:
     """The catalog's tools allowed by ``toolset`` ("" = every tool), in catalog order.
+
+    An inline toolset is validated exactly like a configured one.
 
     Raises:
         ToolsetNotFoundError: unknown toolset, or one naming a server or tool that does not exist;
             the message lists what exists.
     """
-    if not toolset:
+    if isinstance(toolset, InlineToolset):
+        spec_set = toolset.spec
+        _validate("", spec_set, catalog, config)
+    elif not toolset:
         return catalog.tools
-    spec_set = config.tool_sets.get(toolset)
-    if spec_set is None:
-        known = _names(sorted(config.tool_sets)) or "none configured"
-        raise ToolsetNotFoundError(f"Unknown toolset '{toolset}'. Toolsets: {known}.")
-    _validate(toolset, spec_set, catalog, config)
+    else:
+        found = config.tool_sets.get(toolset)
+        if found is None:
+            known = _names(sorted(config.tool_sets)) or "none configured"
+            raise ToolsetNotFoundError(f"Unknown toolset '{toolset}'. Toolsets: {known}.")
+        spec_set = found
+        _validate(toolset, spec_set, catalog, config)
     selected: list[Tool] = []
     for server in sorted(spec_set.servers):
         spec = spec_set.servers[server]
@@ -113,4 +207,10 @@ def partition_tools(tools: Sequence[Tool], config: ToolscoutConfig) -> Partition
             deferred.append(tool)
         else:
             loaded.append(tool)
-    return Partition(tools=tuple(tools), loaded=tuple(loaded), deferred=tuple(deferred))
+    all_tools = tuple(tools)
+    # With everything deferred (defer_all, the large-catalog case) both lists are one tuple.
+    return Partition(
+        tools=all_tools,
+        loaded=tuple(loaded),
+        deferred=all_tools if not loaded else tuple(deferred),
+    )

@@ -1,30 +1,31 @@
 """Everything derived from one (catalog version, toolset), built once, and PlanTools on top of it.
 
-A :class:`PreparedToolset` holds the partition, the BM25 index, the manifest, the search_tools
-definition and token totals. Building it is the expensive part (an index over every tool of the
-toolset); answering PlanTools from it only touches the tools the caller has discovered, so the
-cost does not grow with the catalog.
+A :class:`PreparedToolset` holds the partition, the toolset's candidate mask over the catalog's
+shared index (:class:`~discovery_svc.catalog_index.CatalogIndex`), the manifest, the search_tools
+definition and token totals: nothing that grows with the catalog but tuples of references and
+masks of one byte per tool, so many toolsets (configured, or inline per request) cost little.
+Answering PlanTools only touches the tools the caller has discovered, so the cost does not grow
+with the catalog.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from discovery_svc.catalog import Tool
-from discovery_svc.index import SearchDoc, SearchIndex
+from discovery_svc.catalog_index import CatalogIndex
 from discovery_svc.manifest import Manifest, build_manifest, search_tool_description, system_message
 from discovery_svc.partition import Partition
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
-__all__ = ["IndexFactory", "Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]
+__all__ = ["Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]
 
 Placement = Literal["tool_description", "system_message"]
-IndexFactory = Callable[[Sequence[SearchDoc]], SearchIndex]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,28 +70,27 @@ class Plan:
 
 
 class PreparedToolset:
-    """Partition, index, manifest and token totals for one (catalog version, toolset)."""
+    """Partition, mask, manifest and token totals for one (catalog version, toolset)."""
 
     def __init__(
         self,
         *,
-        catalog_version: str,
+        base: CatalogIndex,
         toolset: str,
         partition: Partition,
         counter: TokenCounter,
-        index_factory: IndexFactory,
         manifest_budget: int,
         placement: Placement,
     ) -> None:
-        self.catalog_version = catalog_version
+        self.catalog_version = base.version
         self.toolset = toolset
         self.partition = partition
         self.placement: Placement = placement
         self._counter = counter
-        docs = [
-            SearchDoc(t.llm_name, t.server, t.name, t.description, t.input_schema) for t in partition.tools
-        ]
-        self.scope = SearchScope(partition.tools, index_factory(docs), [t.llm_name for t in partition.loaded])
+        whole = len(partition.tools) == len(base)
+        self.scope = SearchScope(
+            base, None if whole else partition.tools, [t.llm_name for t in partition.loaded]
+        )
         # One text for every provider (prompt caches), so it must fit the budget in every encoding.
         encodings = sorted({e.name for e in PROVIDERS.values()})
         self.manifest: Manifest = build_manifest(
@@ -110,11 +110,20 @@ class PreparedToolset:
             )
             if placement == "system_message":
                 self.system_message = system_message(self.manifest)
-        self.deferred_names: tuple[str, ...] = tuple(t.llm_name for t in partition.deferred)
-        self._deferred: dict[str, Tool] = {t.llm_name: t for t in partition.deferred}
-        self._eager = frozenset(t.llm_name for t in partition.loaded)
+        self._base = base
+        # Masks, not dicts of names: 1 byte per catalog tool however large the toolset.
+        if partition.deferred is partition.tools:
+            self._deferred = self.scope.candidates
+        else:
+            self._deferred = base.bm25.mask(t.llm_name for t in partition.deferred)
+        self._eager = self.scope.eager
         self._totals: dict[TokenEncoding, _Totals] = {}
         self._lock = threading.Lock()
+
+    @property
+    def deferred_names(self) -> tuple[str, ...]:
+        """LLM names of every deferred tool, catalog order (built on demand: it can be long)."""
+        return tuple(t.llm_name for t in self.partition.deferred)
 
     def has_totals(self, enc: TokenEncoding) -> bool:
         return enc in self._totals
@@ -146,7 +155,9 @@ class PreparedToolset:
         return self._counter.count_tool(tool, enc)
 
     def is_deferred(self, llm_name: str) -> Tool | None:
-        return self._deferred.get(llm_name)
+        if not self.partition.deferred or not self._base.contains(self._deferred, llm_name):
+            return None
+        return self._base.catalog.by_llm_name(llm_name)
 
     def is_eager(self, llm_name: str) -> bool:
         return llm_name in self._eager

@@ -1,7 +1,8 @@
-"""What searches of one toolset run against: its tools, their index, lookups by name.
+"""What searches of one toolset run against: a view of the catalog's index through a mask.
 
-Built once per (catalog version, toolset) with the rest of the prepared state and shared by every
-request until the catalog changes.
+A :class:`SearchScope` holds nothing that grows with the catalog beyond the toolset's candidate
+mask (one byte per tool): lookups go to the shared :class:`~discovery_svc.catalog_index.CatalogIndex`
+and are filtered by the mask.
 """
 
 from __future__ import annotations
@@ -10,49 +11,117 @@ import difflib
 from collections.abc import Collection, Sequence
 
 from discovery_svc.catalog import Tool
-from discovery_svc.index import SearchIndex, normalize_name
+from discovery_svc.catalog_index import CatalogIndex, Searcher
+from discovery_svc.index import CandidateMask, SearchHit
 
-__all__ = ["SearchScope"]
+__all__ = ["ScopedSearch", "SearchScope"]
+
+_DIFFLIB_POOL = 1000
+
+
+class ScopedSearch:
+    """A searcher seen through a toolset's mask: ``search`` without the ``candidates`` argument."""
+
+    __slots__ = ("_candidates", "_searcher")
+
+    def __init__(self, searcher: Searcher, candidates: CandidateMask | None) -> None:
+        self._searcher = searcher
+        self._candidates = candidates
+
+    def search(
+        self,
+        query: str,
+        limit: int,
+        *,
+        server: str | None = None,
+        skip: Collection[str] = (),
+        only: Collection[str] | None = None,
+    ) -> list[SearchHit]:
+        return self._searcher.search(
+            query, limit, server=server, skip=skip, only=only, candidates=self._candidates
+        )
 
 
 class SearchScope:
-    """What searches run against: one toolset of one catalog version, built once."""
+    """One toolset of one catalog version: its tools (catalog order), mask and eager tools."""
 
-    def __init__(self, tools: Sequence[Tool], index: SearchIndex, eager: Collection[str]) -> None:
-        self.tools = tuple(tools)
-        self.index = index
+    __slots__ = ("_searcher", "base", "candidates", "eager", "servers", "tools")
+
+    def __init__(
+        self,
+        base: CatalogIndex,
+        tools: Sequence[Tool] | None = None,
+        eager: Collection[str] = (),
+        *,
+        candidates: CandidateMask | None = None,
+        searcher: Searcher | None = None,
+    ) -> None:
+        """``tools`` None means every tool of the catalog; ``candidates`` is their mask when the
+        caller already built it."""
+        self.base = base
+        self.tools: tuple[Tool, ...] = base.catalog.tools if tools is None else tuple(tools)
+        self.candidates = base.mask(self.tools) if tools is not None and candidates is None else candidates
         self.eager = frozenset(eager)
-        self.by_llm_name: dict[str, Tool] = {t.llm_name: t for t in self.tools}
-        self.by_server: dict[str, tuple[Tool, ...]] = {}
-        by_name: dict[str, list[Tool]] = {}
-        by_norm: dict[str, list[Tool]] = {}
-        for tool in self.tools:
-            by_name.setdefault(tool.name, []).append(tool)
-            by_norm.setdefault(normalize_name(tool.name), []).append(tool)
-            if tool.llm_name != tool.name:
-                by_norm.setdefault(normalize_name(tool.llm_name), []).append(tool)
-        grouped: dict[str, list[Tool]] = {}
-        for tool in self.tools:
-            grouped.setdefault(tool.server, []).append(tool)
-        self.by_server = {s: tuple(ts) for s, ts in sorted(grouped.items())}
-        self._by_name = {k: tuple(v) for k, v in by_name.items()}
-        self._by_norm = {k: tuple(v) for k, v in by_norm.items()}
+        self.servers: tuple[str, ...] = tuple(sorted({t.server for t in self.tools}))
+        self._searcher = searcher
+
+    def using(self, searcher: Searcher) -> SearchScope:
+        """The same scope answering queries with ``searcher`` (e.g. BM25 alone when hybrid cannot)."""
+        clone = object.__new__(SearchScope)
+        for slot in SearchScope.__slots__:
+            setattr(clone, slot, getattr(self, slot))
+        clone._searcher = searcher
+        return clone
+
+    @property
+    def index(self) -> ScopedSearch:
+        """Ranked search within the toolset (hybrid once the catalog's dense side is ready)."""
+        return ScopedSearch(self._searcher or self.base.searcher, self.candidates)
+
+    @property
+    def lexical(self) -> ScopedSearch:
+        """BM25 alone within the toolset."""
+        return ScopedSearch(self.base.bm25, self.candidates)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def has(self, llm_name: str) -> bool:
+        return self.base.contains(self.candidates, llm_name)
+
+    def tool(self, llm_name: str) -> Tool:
+        """The toolset's tool called ``llm_name``. Raises KeyError when it is not in the toolset."""
+        tool = self.base.catalog.by_llm_name(llm_name)
+        if tool is None or not self.has(llm_name):
+            raise KeyError(llm_name)
+        return tool
+
+    def has_server(self, server: str) -> bool:
+        return server in self.servers
+
+    def server_tools(self, server: str) -> tuple[Tool, ...]:
+        """The toolset's tools of ``server``, in catalog order."""
+        tools = self.base.catalog.server_tools(server)
+        if self.candidates is None:
+            return tools
+        return tuple(t for t in tools if self.has(t.llm_name))
 
     def resolve(self, name: str) -> tuple[Tool, ...]:
-        """Tools called ``name``: by LLM name, else by server tool name, else case-insensitively."""
-        tool = self.by_llm_name.get(name)
-        if tool is not None:
-            return (tool,)
-        return self._by_name.get(name) or self._by_norm.get(normalize_name(name), ())
+        """Tools called ``name`` in the toolset: by LLM name, else by server tool name, else
+        case-insensitively."""
+        found = self.base.resolve(name)
+        if self.candidates is None:
+            return found
+        return tuple(t for t in found if self.has(t.llm_name))
 
     def closest(self, name: str, server: str | None, n: int = 3) -> tuple[str, ...]:
         """The existing LLM names closest to ``name`` (spelling first, then shared words)."""
-        hits = self.index.search(name, 50, server=server)
+        hits = self.lexical.search(name, 50, server=server)
         candidates = {h.key for h in hits}
-        pool = self.tools if server is None else self.by_server.get(server, ())
+        pool: Sequence[Tool] = self.tools if server is None else self.server_tools(server)
         # difflib over every name costs ~20 µs a name: fine for small catalogs; beyond that only
         # the tools sharing a word with the name are compared (misspelt words still share others).
-        if len(pool) <= 1000:
+        if len(pool) <= _DIFFLIB_POOL:
             candidates.update(t.llm_name for t in pool)
             candidates.update(t.name for t in pool)
         close = difflib.get_close_matches(name, sorted(candidates), n=n, cutoff=0.5)

@@ -53,7 +53,7 @@ class SearchResult:
 
 
 def _unknown_server(scope: SearchScope, server: str) -> UnknownServerError:
-    servers = list(scope.by_server)
+    servers = list(scope.servers)
     if not servers:
         return UnknownServerError(f"Unknown server '{server}': no tools are available in this toolset.")
     if len(servers) <= _LISTED_SERVERS:
@@ -79,7 +79,7 @@ def _query_matches(
         old = [h for h in old if h.score >= floor]
     hits = [(h, False) for h in new] + [(h, True) for h in old]
     hits.sort(key=lambda pair: -pair[0].score)
-    return [Match(scope.by_llm_name[h.key], flag, h.score) for h, flag in hits]
+    return [Match(scope.tool(h.key), flag, h.score) for h, flag in hits]
 
 
 def _by_names(
@@ -113,9 +113,9 @@ def execute_search(
         UnknownServerError: server_name is not a server of the toolset.
         SearchArgumentError: a browse offset past the server's last tool.
     """
-    if args.server_name is not None and args.server_name not in scope.by_server:
+    if args.server_name is not None and not scope.has_server(args.server_name):
         raise _unknown_server(scope, args.server_name)
-    loaded_set = scope.eager | frozenset(n for n in loaded if n in scope.by_llm_name)
+    loaded_set = scope.eager | frozenset(n for n in loaded if scope.has(n))
     server = args.server_name
     missing: list[NameSuggestion] = []
     matches: list[Match] = []
@@ -130,7 +130,7 @@ def execute_search(
             mode = args.without_names().mode
     if mode is SearchMode.SERVER:
         assert server is not None
-        tools = scope.by_server[server]
+        tools = scope.server_tools(server)
         if args.offset >= len(tools):
             raise SearchArgumentError(
                 f"offset {args.offset} is past the end: server '{server}' has {len(tools)} tools "

@@ -11,6 +11,7 @@ from toolscout.discovery.v1 import discovery_pb2_grpc
 from discovery_svc.catalog import Catalog
 from discovery_svc.catalog_follower import PoolCatalogFollower
 from discovery_svc.engine import DiscoveryEngine
+from discovery_svc.hybrid_stage import hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.servicer import DiscoveryServicer
 from toolscout_kit.channels import create_channel
@@ -37,17 +38,22 @@ async def build_server(
 
     Raises:
         ConfigError: the address or metrics port cannot be bound, or TLS files cannot be read.
+        ConfigError: hybrid search with an embedder that cannot work (e.g. the local model without
+            the ``toolscout[embeddings]`` extra).
     """
     settings = config.toolscout.discovery
     security = config.toolscout.security
     registry = new_registry()
-    service = DiscoveryEngine(config, metrics=DiscoveryMetrics(registry))
+    metrics = DiscoveryMetrics(registry)
+    hybrid = await asyncio.to_thread(hybrid_stage_from_config, config, metrics)
+    service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
     binding = ServiceBinding(
         SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(service)
     )
     running = await start_server(
         [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
     )
+    running.add_cleanup(service.close)  # runs last: after the follower below has stopped
     await running.set_status(SERVICE_NAME, False)
     await running.set_status("", False)
 

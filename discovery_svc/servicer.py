@@ -14,6 +14,7 @@ from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 
 from discovery_svc.catalog import Tool
 from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.partition import toolset_ref
 from discovery_svc.planner import Plan
 from discovery_svc.search_args import SearchMode
 
@@ -105,7 +106,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.PlanToolsResponse:
         plan = await self._service.plan_tools(
-            request.toolset,
+            toolset_ref(request.toolset, request.toolset_json),
             list(request.discovered_tools),
             request.provider,
             include_deferred_names=request.include_deferred_names,
@@ -118,7 +119,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
     ) -> discovery_pb2.SearchToolsResponse:
         result = await self._service.search_tools(
             SearchRequest(
-                toolset=request.toolset,
+                toolset=toolset_ref(request.toolset, request.toolset_json),
                 query=request.query,
                 server_name=request.server_name,
                 tool_names=tuple(request.tool_names),
@@ -130,6 +131,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
                 discovered_tools=tuple(request.discovered_tools),
                 provider=request.provider,
                 compact_text=request.compact_text,
+                time_limit=context.time_remaining(),
             )
         )
         matched = self._protos.convert(result.catalog_version, [m.tool for m in result.matches])
@@ -155,7 +157,9 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
     async def GetManifest(
         self, request: discovery_pb2.GetManifestRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.GetManifestResponse:
-        info = await self._service.get_manifest(request.toolset, request.provider)
+        info = await self._service.get_manifest(
+            toolset_ref(request.toolset, request.toolset_json), request.provider
+        )
         return discovery_pb2.GetManifestResponse(
             manifest=info.manifest,
             tokens=info.tokens,

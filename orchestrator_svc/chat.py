@@ -33,6 +33,9 @@ class ChatRequest:
     model: str
     system: str = ""
     toolset: str = ""
+    # An inline toolset (JSON, the shape of a config ``tool_sets`` entry) instead of ``toolset``;
+    # discovery validates it.
+    toolset_json: str = ""
     meta_json: str = ""
     discovered_tools: list[str] = field(default_factory=list)
     max_iterations: int = 0

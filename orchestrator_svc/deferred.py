@@ -27,12 +27,13 @@ class DeferredTools:
 
 
 class DeferredToolsCache:
-    """A small LRU of ``(catalog version, toolset) -> deferred tools``, shared by every chat."""
+    """A small LRU of ``(catalog version, toolset, inline toolset) -> deferred tools``, shared by
+    every chat."""
 
     def __init__(self, discovery: DiscoverySeam, *, size: int = 32) -> None:
         self._discovery = discovery
         self._size = size
-        self._cache: OrderedDict[tuple[str, str], DeferredTools] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, str], DeferredTools] = OrderedDict()
         self._lock = asyncio.Lock()
 
     async def get(
@@ -43,6 +44,7 @@ class DeferredToolsCache:
         provider: str,
         time_limit: float | None,
         definitions: bool = False,
+        toolset_json: str = "",
     ) -> DeferredTools:
         """The deferred tools of ``toolset`` at ``catalog_version`` (fetched on first use; with
         ``definitions``, fetched again once if only the names were known).
@@ -50,7 +52,7 @@ class DeferredToolsCache:
         Raises:
             the discovery seam's errors (NotFoundError, UnavailableError).
         """
-        key = (catalog_version, toolset)
+        key = (catalog_version, toolset, toolset_json)
         async with self._lock:
             found = self._cache.get(key)
             if found is None or (definitions and found.definitions is None):
@@ -61,12 +63,13 @@ class DeferredToolsCache:
                     time_limit=time_limit,
                     with_deferred_names=True,
                     with_deferred_tools=definitions,
+                    toolset_json=toolset_json,
                 )
                 found = DeferredTools(
                     plan.deferred_names, tuple(plan.deferred_tools) if definitions else None
                 )
                 # The catalog may have moved on meanwhile: file the tools under what was read.
-                key = (plan.catalog_version or catalog_version, toolset)
+                key = (plan.catalog_version or catalog_version, toolset, toolset_json)
                 self._cache[key] = found
                 while len(self._cache) > self._size:
                     self._cache.popitem(last=False)

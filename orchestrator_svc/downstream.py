@@ -110,10 +110,12 @@ class ClientDiscovery:
         time_limit: float | None,
         with_deferred_names: bool = False,
         with_deferred_tools: bool = False,
+        toolset_json: str = "",
     ) -> ToolPlan:
         try:
             plan = await self._client.plan_tools(
                 toolset,
+                toolset_json=toolset_json,
                 discovered_tools=discovered,
                 provider=provider,
                 include_deferred_names=with_deferred_names,
@@ -134,10 +136,12 @@ class ClientDiscovery:
         discovered: Sequence[str] = (),
         provider: str = "",
         compact_text: bool = False,
+        toolset_json: str = "",
     ) -> SearchOutcome:
         try:
             result = await self._client.search_tools(
                 toolset=toolset,
+                toolset_json=toolset_json,
                 arguments_json=arguments_json or "{}",
                 loaded_tools=loaded,
                 include_plan=bool(provider),

@@ -35,7 +35,7 @@ from orchestrator_svc.deferred import DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
 from orchestrator_svc.history import discovery_candidates, recorded_searches
 from orchestrator_svc.messages import DeferralMode, LLMRequest, Message, ToolCall, ToolDef
-from orchestrator_svc.metrics import OrchestratorMetrics
+from orchestrator_svc.metrics import INLINE_TOOLSET_LABEL, OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.deferral import (
     MAX_DEFERRED_TOOLS,
@@ -136,11 +136,12 @@ class _Chat:
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
         first = next((m.content for m in request.messages if m.role == "user"), "")
-        seed = "\x00".join((resolved.name, request.toolset, first))
+        seed = "\x00".join((resolved.name, request.toolset, request.toolset_json, first))
         self.cache_key = hashlib.sha256(seed.encode()).hexdigest()[:32]
         context = ChatContext(
             model=resolved.name,
             toolset=request.toolset,
+            toolset_json=request.toolset_json,
             meta_json=request.meta_json,
             result_format=fmt,
             max_result_chars=loop.settings.max_tool_result_chars,
@@ -167,6 +168,7 @@ class _Chat:
             discovered=self.discovered if discovered is None else discovered,
             provider=self.resolved.client.provider,
             time_limit=self.remaining(),
+            toolset_json=self.request.toolset_json,
         )
         self.discovered = list(self.plan.discovered)
 
@@ -196,6 +198,7 @@ class _Chat:
                     arguments_json=call.arguments_json,
                     loaded=[],
                     time_limit=self.remaining(),
+                    toolset_json=self.request.toolset_json,
                 )
             except (InvalidArgumentError, NotFoundError):
                 return []  # the catalog changed since; that search no longer loads anything
@@ -211,6 +214,7 @@ class _Chat:
             catalog_version=self.plan.catalog_version,
             provider=self.resolved.client.provider,
             time_limit=self.remaining(),
+            toolset_json=self.request.toolset_json,
         )
         return name in deferred.names
 
@@ -228,6 +232,7 @@ class _Chat:
             provider=self.resolved.client.provider,
             time_limit=self.remaining(),
             definitions=True,
+            toolset_json=self.request.toolset_json,
         )
         self.native_tools = deferred.definitions or ()
 
@@ -451,7 +456,7 @@ class ChatLoop:
             disc = chat.stats.discovery
             self.metrics.record_chat(
                 resolved.name,
-                request.toolset,
+                INLINE_TOOLSET_LABEL if request.toolset_json else request.toolset,
                 outcome,
                 chat.stats.iterations,
                 disc.definition_tokens_sent,

@@ -12,10 +12,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orchestrator_svc.messages import Usage
 
-__all__ = ["OrchestratorMetrics"]
+__all__ = ["INLINE_TOOLSET_LABEL", "OrchestratorMetrics"]
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 _ITERATION_BUCKETS = (0, 1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 100)
+# Chats with an inline toolset (any number of distinct filters) share one label value.
+INLINE_TOOLSET_LABEL = "_inline"
 
 
 def _toolset(name: str) -> str:

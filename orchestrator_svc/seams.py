@@ -71,8 +71,10 @@ class DiscoverySeam(Protocol):
         time_limit: float | None,
         with_deferred_names: bool = False,
         with_deferred_tools: bool = False,
+        toolset_json: str = "",
     ) -> ToolPlan:
         """``deferred_names`` / ``deferred_tools`` are filled only when asked for (they can be large).
+        ``toolset_json``: an inline toolset instead of ``toolset`` (discovery validates it).
 
         Raises NotFoundError (unknown toolset), UnavailableError.
         """
@@ -88,6 +90,7 @@ class DiscoverySeam(Protocol):
         discovered: Sequence[str] = (),
         provider: str = "",
         compact_text: bool = False,
+        toolset_json: str = "",
     ) -> SearchOutcome:
         """One search; with ``provider`` the outcome carries the plan after it (one round trip).
         ``compact_text``: the provider loads found definitions itself, so the text leaves them out.

@@ -104,6 +104,7 @@ def request_in(r: pb.ChatRequest) -> ChatRequest:
         model=r.model,
         system=r.system,
         toolset=r.toolset,
+        toolset_json=r.toolset_json,
         meta_json=r.meta_json,
         discovered_tools=list(r.discovered_tools),
         max_iterations=r.max_iterations,

@@ -72,6 +72,8 @@ class ChatContext:
     model: str
     toolset: str
     meta_json: str
+    # An inline toolset (JSON) instead of ``toolset``, passed through to discovery.
+    toolset_json: str
     result_format: ResultFormat
     max_result_chars: int
     stats: ChatStats
@@ -221,6 +223,7 @@ class ToolCallRunner:
                 discovered=discovered,
                 provider=chat.provider,
                 compact_text=chat.native(),
+                toolset_json=chat.toolset_json,
             )
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the LLM by discovery: it can correct its arguments and try again.

@@ -62,6 +62,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"toolscout: {message} (see `{self.prog} --help`)\n")
 
 
+def _toolset_options(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--toolset", help=help_text)
+    parser.add_argument(
+        "--toolset-json",
+        metavar="JSON",
+        help="an inline toolset instead of --toolset, in the tool_sets shape: "
+        + """'{"servers": {"weather": true}}'""",
+    )
+
+
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # On subcommands the defaults are SUPPRESS, so `toolscout -c x tools` and `toolscout tools -c x`
     # both work and the later one wins.
@@ -125,12 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     command("toolsets", "the configured toolsets")
     command("models", "the configured models")
     p = command("manifest", "the manifest of deferred tools the LLM sees")
-    p.add_argument("--toolset", help="toolset (default: every tool)")
+    _toolset_options(p, "toolset (default: every tool)")
     p.add_argument("--provider", help="token encoding: openai (default), anthropic, ollama")
     p = command("search", "search the tools like the LLM's search_tools does")
     p.add_argument("query", nargs="?", default="", help="keywords")
     p.add_argument("--server", help="browse or scope to this server")
-    p.add_argument("--toolset", help="search only this toolset")
+    _toolset_options(p, "search only this toolset")
     p.add_argument("--tool", action="append", help="exact tool name to load (repeatable)")
     p.add_argument("--limit", type=int, help="maximum results (default: the config's max_search_results)")
     p.add_argument("--offset", type=int, help="skip results of a server browse")
@@ -150,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("chat", "chat with a model using the tools (one-shot or interactive)")
     p.add_argument("message", nargs="?", help="one message; without it, read messages from the terminal")
     p.add_argument("-m", "--model", help="model name from the config's models")
-    p.add_argument("--toolset", help="toolset the chat may use")
+    _toolset_options(p, "toolset the chat may use")
     p.add_argument("--system", help="system prompt (overrides the model's template)")
     p.add_argument("--show-reasoning", action="store_true", help="show the model's reasoning as it streams")
     p = command("tokens", "tool-definition tokens with and without discovery, per server")

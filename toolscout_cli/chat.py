@@ -37,6 +37,8 @@ class Conversation:
 
     model: str
     toolset: str = ""
+    # An inline toolset (JSON) instead of ``toolset``.
+    toolset_json: str = ""
     system: str = ""
     history: list[ChatMessage] = field(default_factory=list)
     discovered: tuple[str, ...] = ()
@@ -115,6 +117,7 @@ def _turn(
         [*conv.history, user],
         model=conv.model,
         toolset=conv.toolset,
+        toolset_json=conv.toolset_json,
         system=conv.system,
         discovered_tools=conv.discovered,
     )
@@ -143,7 +146,12 @@ def _turn(
 def run_chat(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
     """One-shot with MESSAGE; otherwise a REPL reading lines (``exit`` or EOF ends it)."""
     model = args.model or _default_model(targets)
-    conv = Conversation(model=model, toolset=args.toolset or "", system=args.system or "")
+    conv = Conversation(
+        model=model,
+        toolset=args.toolset or "",
+        toolset_json=args.toolset_json or "",
+        system=args.system or "",
+    )
     if args.message:
         result = _turn(ts, conv, args.message, out, show_reasoning=args.show_reasoning)
         return EXIT_OK if result.stop_reason == "completed" else EXIT_ERROR

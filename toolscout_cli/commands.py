@@ -144,7 +144,9 @@ def _models(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
 
 
 def _manifest(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    manifest = ts.discovery.get_manifest(args.toolset or "", provider=args.provider or "")
+    manifest = ts.discovery.get_manifest(
+        args.toolset or "", toolset_json=args.toolset_json or "", provider=args.provider or ""
+    )
     if out.json_mode:
         out.json(manifest)
         return EXIT_OK
@@ -162,6 +164,7 @@ def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     result = ts.discovery.search_tools(
         args.query or "",
         toolset=args.toolset or "",
+        toolset_json=args.toolset_json or "",
         server_name=args.server or "",
         tool_names=args.tool or (),
         max_results=args.limit or 0,

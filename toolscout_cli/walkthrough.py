@@ -23,7 +23,14 @@ Handler = Callable[[argparse.Namespace, ToolscoutClient, Targets, Output], int]
 
 
 def _ns(**values: object) -> argparse.Namespace:
-    base: dict[str, object] = {"toolset": None, "server": None, "provider": None, "tool": None, "limit": None}
+    base: dict[str, object] = {
+        "toolset": None,
+        "toolset_json": None,
+        "server": None,
+        "provider": None,
+        "tool": None,
+        "limit": None,
+    }
     base.update(offset=None, llm_text=False, args="", call_timeout=None)
     base.update(values)
     return argparse.Namespace(**base)

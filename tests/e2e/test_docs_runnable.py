@@ -48,6 +48,9 @@ def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> 
     orchestrator["templates_dir"] = str(
         EXAMPLE_CONFIG.parent / orchestrator.get("templates_dir", "prompt-templates")
     )
+    search = settings.get("search", {})
+    if search.get("cache_dir"):
+        search["cache_dir"] = str(path.parent / "embeddings")  # this test's own, not the repo's
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return path
 

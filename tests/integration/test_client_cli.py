@@ -210,3 +210,16 @@ async def test_tokens_breaks_the_savings_down_per_server(
     assert code == 0
     assert out.splitlines()[-1].split()[:1] == ["TOTAL"]
     assert "180 (60%)" in out
+
+
+async def test_search_and_manifest_send_an_inline_toolset(
+    stack: FakeStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inline = '{"servers": {"weather": true}}'
+    code, _, _ = await run(capsys, "search", "weather", "--toolset-json", inline, "--target", stack.target)
+    assert code == 0
+    sent = stack.state.last_requests["SearchTools"]
+    assert (sent.toolset, sent.toolset_json) == ("", inline)
+    code, _, _ = await run(capsys, "manifest", "--toolset-json", inline, "--target", stack.target)
+    assert code == 0
+    assert stack.state.last_requests["GetManifest"].toolset_json == inline

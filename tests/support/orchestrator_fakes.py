@@ -68,6 +68,8 @@ class FakeDiscovery:
     deferred: list[ToolDef]
     plans: list[list[str]] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)
+    # The inline toolset (JSON) of every plan and search call, in order.
+    toolset_jsons: list[str] = field(default_factory=list)
     deferred_name_fetches: int = 0
 
     def _by_name(self) -> dict[str, ToolDef]:
@@ -82,8 +84,10 @@ class FakeDiscovery:
         time_limit: float | None,
         with_deferred_names: bool = False,
         with_deferred_tools: bool = False,
+        toolset_json: str = "",
     ) -> ToolPlan:
         self.plans.append(list(discovered))
+        self.toolset_jsons.append(toolset_json)
         self.deferred_name_fetches += with_deferred_names
         return self._plan(toolset, discovered, with_deferred_names, with_deferred_tools)
 
@@ -123,7 +127,9 @@ class FakeDiscovery:
         discovered: Sequence[str] = (),
         provider: str = "",
         compact_text: bool = False,
+        toolset_json: str = "",
     ) -> SearchOutcome:
+        self.toolset_jsons.append(toolset_json)
         outcome = await self._search(arguments_json, loaded)
         if not provider:
             return outcome

@@ -92,6 +92,18 @@ async def test_a_slow_endpoint_times_out_as_an_embedder_error() -> None:
             await asyncio.to_thread(client.embed_query, "x")
 
 
+async def test_with_a_query_timeout_queries_are_not_retried_but_documents_are() -> None:
+    async with FakeEmbeddings(statuses=[500]) as fake:
+        client = embedder(fake, max_retries=2, query_timeout=5.0)
+        with pytest.raises(EmbedderError):
+            await asyncio.to_thread(client.embed_query, "search the web")
+        assert len(fake.requests) == 1
+        fake.statuses = [500]
+        vectors = await asyncio.to_thread(client.embed_documents, ["a tool"])
+    assert vectors.shape == (1, 64)
+    assert len(fake.requests) == 3
+
+
 async def test_a_reply_with_too_few_vectors_is_an_error() -> None:
     async with FakeEmbeddings(wrong_count=True) as fake:
         with pytest.raises(EmbedderError, match="1 vectors for 2 inputs"):

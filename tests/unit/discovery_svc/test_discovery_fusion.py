@@ -82,3 +82,17 @@ def test_gating_gives_the_dense_side_less_say_when_bm25_is_confident() -> None:
     assert keys(fuse(confident, dense, 3, config))[:2] == ["a", "b"]
     unsure = hits(("a", 10.0), ("b", 9.5))
     assert keys(fuse(unsure, dense, 3, config))[0] == "b"
+
+
+def test_a_similarity_floor_drops_distant_tools_without_a_lexical_match_only() -> None:
+    floored = FusionConfig(method="weighted", dense_weight=0.4, min_similarity=0.5)
+    dense = [("web_search", 0.8), ("read_file", 0.3), ("list_dir", 0.2)]
+    # Nothing lexical and nothing close: nothing found (search_tools can say "No tools found").
+    assert fuse([], [("read_file", 0.3), ("list_dir", 0.2)], 5, floored) == []
+    assert keys(fuse([], dense, 5, floored)) == ["web_search"]
+    # A lexical match keeps a tool whatever its cosine, and the others' order is unchanged.
+    bm25 = hits(("list_dir", 4.0))
+    plain = FusionConfig(method="weighted", dense_weight=0.4)
+    assert keys(fuse(bm25, dense, 5, floored)) == [
+        k for k in keys(fuse(bm25, dense, 5, plain)) if k != "read_file"
+    ]

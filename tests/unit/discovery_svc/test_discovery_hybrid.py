@@ -2,52 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 import structlog
 
-from discovery_svc.embeddings import EmbedderError, Vectors, embedding_text, normalize_rows
+from discovery_svc.embeddings import embedding_text, normalize_rows
 from discovery_svc.fusion import FusionConfig
 from discovery_svc.hybrid import DenseIndex, HybridIndex
 from discovery_svc.index import SearchDoc, SearchHit, SearchIndex
-
-# Concepts the fake model "understands": a text's vector counts the concepts its words evoke.
-CONCEPTS = {
-    "web": 0, "internet": 0, "online": 0, "search": 1, "information": 1, "find": 1, "lookup": 1,
-    "file": 2, "disk": 2, "details": 3, "metadata": 3, "info": 3, "weather": 4, "forecast": 4,
-    "issue": 5, "bug": 5, "ticket": 5,
-}  # fmt: skip
-
-
-class ConceptEmbedder:
-    """A fake model whose vectors are bags of concepts, so synonyms without shared words match."""
-
-    model_id = "concepts"
-
-    def __init__(self, *, fail: bool = False) -> None:
-        self.fail = fail
-        self.queries: list[str] = []
-
-    def _vector(self, text: str) -> list[float]:
-        vector = [0.0] * 7
-        for word in text.lower().replace("(", " ").replace(")", " ").replace(".", " ").split():
-            vector[CONCEPTS.get(word, 6)] += 1.0 if word in CONCEPTS else 0.05
-        return vector
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return normalize_rows([self._vector(t) for t in texts])
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        return self.embed_documents(texts)
-
-    def embed_query(self, text: str) -> Vectors:
-        self.queries.append(text)
-        if self.fail:
-            raise EmbedderError("model on fire")
-        return self.embed_documents([text])[0]
-
+from tests.support.concept_embedder import ConceptEmbedder
 
 CATALOG = [
     SearchDoc("search__web_search", "search", "web_search", "Search the internet", {}),

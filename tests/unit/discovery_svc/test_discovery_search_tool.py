@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from discovery_svc.catalog import Tool
+from discovery_svc.catalog_index import CatalogIndex
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
-from discovery_svc.index import SearchDoc, SearchIndex
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json
 from discovery_svc.search_tool import SearchResult, execute_search
@@ -29,9 +29,7 @@ TOOLS = [
 
 
 def scope(tools: Sequence[Tool] = TOOLS, eager: Sequence[str] = ()) -> SearchScope:
-    ordered = catalog(tools).tools
-    docs = [SearchDoc(t.llm_name, t.server, t.name, t.description, t.input_schema) for t in ordered]
-    return SearchScope(ordered, SearchIndex(docs), eager)
+    return SearchScope(CatalogIndex(catalog(tools)), None, eager)
 
 
 def run(

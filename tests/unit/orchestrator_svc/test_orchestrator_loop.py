@@ -481,3 +481,19 @@ async def test_deferred_names_are_fetched_once_per_catalog_version_not_per_chat(
         result = await harness.loop.run(ask())
         assert result.messages[1].content == NOT_LOADED
     assert harness.discovery.deferred_name_fetches == 1
+
+
+async def test_an_inline_toolset_reaches_every_discovery_call_of_the_chat(harness: Harness) -> None:
+    inline = '{"servers": {"weather": true, "clock": true}}'
+    harness.fake.script(
+        Reply.calls(ScriptedCall("weather_forecast", {"city": "Paris"})),  # before loading it
+        Reply.calls(ScriptedCall("search_tools", {"query": "forecast"})),
+        Reply.answer("Sunny."),
+    )
+    result = await harness.loop.run(ask(toolset_json=inline))
+    assert result.stop_reason == "completed"
+    # Plan, deferred names (for the early call), search: all with the caller's filter.
+    assert len(harness.discovery.toolset_jsons) >= 3
+    assert set(harness.discovery.toolset_jsons) == {inline}
+    assert harness.metric("toolscout_chats_total", model="gpt", outcome="completed") == 1
+    assert harness.metric("toolscout_tokens_saved_total", model="gpt", toolset="_inline") > 0

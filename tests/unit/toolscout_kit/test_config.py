@@ -211,3 +211,63 @@ def test_result_format_default_comes_from_env_then_config() -> None:
 def test_api_key_is_never_shown_in_repr() -> None:
     config = parse_config({"clients": {"c": {"provider": "openai", "api_key": "sk-very-secret-value"}}})
     assert "sk-very-secret-value" not in repr(config)
+
+
+def test_search_defaults_to_bm25_with_the_local_embedder_and_no_cache() -> None:
+    search = parse_config({}, env={}).toolscout.search
+    assert (search.mode, search.embedder.type, search.cache_dir, search.min_similarity) == (
+        "bm25",
+        "local",
+        None,
+        None,
+    )
+
+
+def test_an_embedder_can_be_named_or_described() -> None:
+    named = parse_config({"toolscout": {"search": {"mode": "hybrid", "embedder": "local"}}}, env={})
+    assert named.toolscout.search.embedder.type == "local"
+    remote = parse_config(
+        {
+            "toolscout": {
+                "search": {
+                    "mode": "hybrid",
+                    "cache_dir": "cache/embeddings",
+                    "embedder": {
+                        "type": "openai-compatible",
+                        "base_url": "http://127.0.0.1:11434/v1",
+                        "model": "nomic-embed-text",
+                        "api_key_env": "EMBED_KEY",
+                        "batch_size": 32,
+                        "query_timeout": 0.5,
+                        "query_prefix": "search_query: ",
+                    },
+                }
+            }
+        },
+        env={},
+    )
+    embedder = remote.toolscout.search.embedder
+    assert (embedder.model, embedder.batch_size, embedder.query_timeout) == ("nomic-embed-text", 32, 0.5)
+    assert remote.resolve_path("cache/embeddings") == remote.base_dir / "cache/embeddings"
+
+
+@pytest.mark.parametrize(
+    ("search", "expected"),
+    [
+        ({"mode": "semantic"}, "toolscout.search.mode: Input should be 'bm25' or 'hybrid'"),
+        (
+            {"embedder": "remote"},
+            "toolscout.search.embedder.type: Input should be 'local' or 'openai-compatible'",
+        ),
+        ({"embedder": {"type": "openai-compatible"}}, "type 'openai-compatible' needs base_url and model"),
+        ({"embedder": {"model": "e5"}}, "model: only for type 'openai-compatible'"),
+        ({"embedder": {"type": "openai-compatible", "base_url": "ftp://x", "model": "m"}}, "base_url"),
+        ({"embedder": {"query_timeout": 0}}, "query_timeout: Input should be greater than 0"),
+        ({"min_similarity": 2}, "min_similarity: Input should be less than or equal to 1"),
+        ({"cache": "x"}, "toolscout.search.cache: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_search_settings_name_the_key_and_the_problem(search: dict[str, object], expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"toolscout": {"search": search}}, source="bad.json", env={})
+    assert expected in err.value.message

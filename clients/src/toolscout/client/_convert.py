@@ -34,6 +34,16 @@ def json_object_text(value: Mapping[str, Any] | str | None, what: str) -> str:
     return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
 
 
+def toolset_fields(toolset: str | Mapping[str, Any], toolset_json: str = "") -> dict[str, str]:
+    """The request fields naming a toolset: a configured name, or an inline filter (a mapping in
+    the shape of a config ``tool_sets`` entry, or its JSON text), sent as ``toolset_json``."""
+    if isinstance(toolset, str):
+        return {"toolset": toolset, "toolset_json": toolset_json}
+    if toolset_json:
+        raise ValueError("give an inline toolset once: as a mapping in `toolset` or as `toolset_json`")
+    return {"toolset": "", "toolset_json": json_object_text(toolset, "toolset")}
+
+
 # --- common -------------------------------------------------------------------------------------
 
 
@@ -177,7 +187,7 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
 def search_tools_request(
     query: str,
     *,
-    toolset: str,
+    toolset: str | Mapping[str, Any],
     server_name: str,
     tool_names: Sequence[str],
     arguments_json: str,
@@ -188,9 +198,10 @@ def search_tools_request(
     discovered_tools: Sequence[str],
     provider: str,
     compact_text: bool = False,
+    toolset_json: str = "",
 ) -> discovery_pb2.SearchToolsRequest:
     return discovery_pb2.SearchToolsRequest(
-        toolset=toolset,
+        **toolset_fields(toolset, toolset_json),
         query=query,
         server_name=server_name,
         tool_names=list(tool_names),
@@ -364,11 +375,12 @@ def chat_request(
     *,
     model: str,
     system: str,
-    toolset: str,
+    toolset: str | Mapping[str, Any],
     meta: Mapping[str, Any] | str | None,
     discovered_tools: Sequence[str],
     max_iterations: int,
     tool_result_format: str,
+    toolset_json: str = "",
 ) -> orchestrator_pb2.ChatRequest:
     if isinstance(messages, str):
         messages = [t.ChatMessage.user(messages)]
@@ -376,7 +388,7 @@ def chat_request(
         messages=[chat_message_pb(x) for x in messages],
         model=model,
         system=system,
-        toolset=toolset,
+        **toolset_fields(toolset, toolset_json),
         meta_json=json_object_text(meta, "meta"),
         discovered_tools=list(discovered_tools),
         max_iterations=max_iterations,

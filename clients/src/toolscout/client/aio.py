@@ -217,7 +217,8 @@ class AsyncDiscoveryClient(_AsyncClient):
 
     async def plan_tools(
         self,
-        toolset: str = "",
+        toolset: str | Mapping[str, Any] = "",
+        toolset_json: str = "",
         *,
         discovered_tools: Sequence[str] = (),
         provider: str = "",
@@ -226,9 +227,16 @@ class AsyncDiscoveryClient(_AsyncClient):
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.ToolPlan:
-        """What to send the LLM for ``toolset``. Raises NotFoundError, UnavailableError (no catalog yet)."""
+        """What to send the LLM for ``toolset``. Raises NotFoundError, UnavailableError (no catalog yet).
+
+        ``toolset`` is a configured toolset's name, or an inline filter in the shape of a config
+        ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``);
+        ``toolset_json`` is the same filter as JSON text (for callers that already hold it).
+        An invalid inline filter raises InvalidArgumentError (malformed) or NotFoundError
+        (unknown server or tool, naming what exists).
+        """
         req = discovery_pb2.PlanToolsRequest(
-            toolset=toolset,
+            **conv.toolset_fields(toolset, toolset_json),
             discovered_tools=list(discovered_tools),
             provider=provider,
             include_deferred_names=include_deferred_names,
@@ -243,7 +251,8 @@ class AsyncDiscoveryClient(_AsyncClient):
         self,
         query: str = "",
         *,
-        toolset: str = "",
+        toolset: str | Mapping[str, Any] = "",
+        toolset_json: str = "",
         server_name: str = "",
         tool_names: Sequence[str] = (),
         arguments_json: str = "",
@@ -265,6 +274,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         req = conv.search_tools_request(
             query,
             toolset=toolset,
+            toolset_json=toolset_json,
             server_name=server_name,
             tool_names=tool_names,
             arguments_json=arguments_json,
@@ -287,14 +297,17 @@ class AsyncDiscoveryClient(_AsyncClient):
 
     async def get_manifest(
         self,
-        toolset: str = "",
+        toolset: str | Mapping[str, Any] = "",
+        toolset_json: str = "",
         *,
         provider: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.Manifest:
         """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        req = discovery_pb2.GetManifestRequest(toolset=toolset, provider=provider)
+        req = discovery_pb2.GetManifestRequest(
+            **conv.toolset_fields(toolset, toolset_json), provider=provider
+        )
         resp = await self._unary(
             "GetManifest",
             self._stub.GetManifest,
@@ -318,7 +331,8 @@ class AsyncOrchestratorClient(_AsyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: str = "",
+        toolset: str | Mapping[str, Any] = "",
+        toolset_json: str = "",
         system: str = "",
         discovered_tools: Sequence[str] = (),
         meta: Mapping[str, Any] | str | None = None,
@@ -329,6 +343,8 @@ class AsyncOrchestratorClient(_AsyncClient):
     ) -> t.ChatResult:
         """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
+        ``toolset`` is a configured name or an inline filter (as in ``plan_tools``), which the
+        orchestrator passes to discovery with every call of the chat.
         Pass the result's ``loaded_tools`` as ``discovered_tools`` on the next turn. Raises
         NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
         UnavailableError, DeadlineExceededError.
@@ -338,6 +354,7 @@ class AsyncOrchestratorClient(_AsyncClient):
             model=model,
             system=system,
             toolset=toolset,
+            toolset_json=toolset_json,
             meta=meta,
             discovered_tools=discovered_tools,
             max_iterations=max_iterations,
@@ -353,7 +370,8 @@ class AsyncOrchestratorClient(_AsyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: str = "",
+        toolset: str | Mapping[str, Any] = "",
+        toolset_json: str = "",
         system: str = "",
         discovered_tools: Sequence[str] = (),
         meta: Mapping[str, Any] | str | None = None,
@@ -371,6 +389,7 @@ class AsyncOrchestratorClient(_AsyncClient):
             model=model,
             system=system,
             toolset=toolset,
+            toolset_json=toolset_json,
             meta=meta,
             discovered_tools=discovered_tools,
             max_iterations=max_iterations,

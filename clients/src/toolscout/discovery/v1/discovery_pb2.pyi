@@ -31,18 +31,20 @@ SEARCH_MODE_SERVER_QUERY: SearchMode
 SEARCH_MODE_QUERY: SearchMode
 
 class PlanToolsRequest(_message.Message):
-    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names", "include_deferred_tools")
+    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names", "include_deferred_tools", "toolset_json")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DEFERRED_NAMES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
     provider: str
     include_deferred_names: bool
     include_deferred_tools: bool
-    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ..., include_deferred_tools: _Optional[bool] = ...) -> None: ...
+    toolset_json: str
+    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ..., include_deferred_tools: _Optional[bool] = ..., toolset_json: _Optional[str] = ...) -> None: ...
 
 class PlanToolsResponse(_message.Message):
     __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools", "deferred_tools")
@@ -79,7 +81,7 @@ class PlanToolsResponse(_message.Message):
     def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., deferred_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ...) -> None: ...
 
 class SearchToolsRequest(_message.Message):
-    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider", "compact_text")
+    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider", "compact_text", "toolset_json")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +94,7 @@ class SearchToolsRequest(_message.Message):
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     COMPACT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     query: str
     server_name: str
@@ -104,7 +107,8 @@ class SearchToolsRequest(_message.Message):
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
     provider: str
     compact_text: bool
-    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., compact_text: _Optional[bool] = ...) -> None: ...
+    toolset_json: str
+    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., compact_text: _Optional[bool] = ..., toolset_json: _Optional[str] = ...) -> None: ...
 
 class ToolMatch(_message.Message):
     __slots__ = ("tool", "already_loaded", "score")
@@ -145,12 +149,14 @@ class NameSuggestion(_message.Message):
     def __init__(self, name: _Optional[str] = ..., closest: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetManifestRequest(_message.Message):
-    __slots__ = ("toolset", "provider")
+    __slots__ = ("toolset", "provider", "toolset_json")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     provider: str
-    def __init__(self, toolset: _Optional[str] = ..., provider: _Optional[str] = ...) -> None: ...
+    toolset_json: str
+    def __init__(self, toolset: _Optional[str] = ..., provider: _Optional[str] = ..., toolset_json: _Optional[str] = ...) -> None: ...
 
 class GetManifestResponse(_message.Message):
     __slots__ = ("manifest", "tokens", "budget_tokens", "deferred_servers", "deferred_tools", "catalog_version", "servers", "encoding", "estimate")

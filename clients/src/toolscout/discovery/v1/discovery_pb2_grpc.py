@@ -66,8 +66,9 @@ class DiscoveryServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchTools(self, request, context):
-        """Executes a search_tools call. Errors: INVALID_ARGUMENT (bad arguments; the message is
-        written for the LLM), NOT_FOUND (unknown toolset or server; the message lists valid ones).
+        """Executes a search_tools call (BM25, or BM25 fused with embeddings when hybrid search is on).
+        Errors: INVALID_ARGUMENT (bad arguments; the message is written for the LLM), NOT_FOUND
+        (unknown toolset or server; the message lists valid ones).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -58,7 +58,7 @@ class LoadedTools(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChatRequest(_message.Message):
-    __slots__ = ("messages", "model", "system", "toolset", "meta_json", "discovered_tools", "max_iterations", "tool_result_format")
+    __slots__ = ("messages", "model", "system", "toolset", "meta_json", "discovered_tools", "max_iterations", "tool_result_format", "toolset_json")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class ChatRequest(_message.Message):
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[Message]
     model: str
     system: str
@@ -75,7 +76,8 @@ class ChatRequest(_message.Message):
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
     max_iterations: int
     tool_result_format: str
-    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., model: _Optional[str] = ..., system: _Optional[str] = ..., toolset: _Optional[str] = ..., meta_json: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., tool_result_format: _Optional[str] = ...) -> None: ...
+    toolset_json: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., model: _Optional[str] = ..., system: _Optional[str] = ..., toolset: _Optional[str] = ..., meta_json: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., tool_result_format: _Optional[str] = ..., toolset_json: _Optional[str] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
