@@ -203,6 +203,16 @@ class ObservabilityInterceptor(_WrappingInterceptor):
         return unary
 
 
+def _caller_gone(context: grpc.aio.ServicerContext, exc: Exception) -> bool:
+    """The call cannot be answered any more: it was cancelled (the caller left), or gRPC's transport
+    failed to send on it (``grpc.aio.InternalError``: the connection went away, e.g. at shutdown).
+    Writing to it or aborting it would fail again, and neither is a bug worth a traceback."""
+    if not (context.cancelled() or isinstance(exc, grpc.aio.InternalError)):
+        return False
+    _log.debug("rpc ended after its caller left", error=type(exc).__name__)
+    return True
+
+
 async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext) -> None:
     if isinstance(exc, ToolscoutError):
         code = status_for(exc)
@@ -226,6 +236,8 @@ class ErrorInterceptor(_WrappingInterceptor):
                 except (grpc.aio.AbortError, asyncio.CancelledError):
                     raise
                 except Exception as exc:
+                    if _caller_gone(context, exc):
+                        return
                     await _abort_for(exc, context)
 
             return stream
@@ -236,6 +248,8 @@ class ErrorInterceptor(_WrappingInterceptor):
             except (grpc.aio.AbortError, asyncio.CancelledError):
                 raise
             except Exception as exc:
+                if _caller_gone(context, exc):
+                    return None
                 await _abort_for(exc, context)
                 raise  # unreachable: abort raises; keeps type checkers honest
 
@@ -349,9 +363,17 @@ class ShutdownInterceptor(_WrappingInterceptor):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                elif not task.cancelled():
+                    # Read here too: when this RPC itself was cancelled, nothing below reads it.
+                    task.exception()
             if not task.cancelled():
                 return task.result()
-            await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
+            if context.cancelled():
+                return None  # the caller is gone already: nobody to tell
+            try:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
+            except grpc.aio.InternalError:
+                return None  # the connection is gone: the status cannot be sent
             return None  # unreachable: abort raises
 
         if inspect.isasyncgenfunction(behavior):

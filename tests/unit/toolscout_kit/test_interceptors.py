@@ -1,0 +1,61 @@
+"""The error and shutdown interceptors when the caller is gone: no abort, no traceback, no leak."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import pytest
+
+from toolscout_kit.interceptors import ErrorInterceptor, ShutdownInterceptor
+
+
+class _GoneContext:
+    """A servicer context whose connection went away: gRPC refuses to send anything on it."""
+
+    def __init__(self, *, cancelled: bool) -> None:
+        self._cancelled = cancelled
+        self.aborts: list[Any] = []
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborts.append(code)
+        raise grpc.aio.InternalError("Failed execute_batch")
+
+
+@pytest.mark.parametrize("cancelled", [True, False])
+async def test_a_failure_to_write_to_a_gone_caller_is_not_reported_as_a_bug(
+    cancelled: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def watch(request: Any, context: Any) -> None:
+        raise grpc.aio.InternalError('Failed "execute_batch"')  # context.write on a closed stream
+
+    wrapped = ErrorInterceptor()._around(watch, "/grpc.health.v1.Health/Watch")
+    context = _GoneContext(cancelled=cancelled)
+    assert await wrapped(None, context) is None
+    assert context.aborts == []
+    assert "unhandled exception" not in capsys.readouterr().out
+
+
+async def test_shutdown_of_a_stream_whose_caller_left_sends_nothing_and_leaks_no_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shutdown = asyncio.Event()
+    method = "/grpc.health.v1.Health/Watch"
+    started = asyncio.Event()
+
+    async def watch(request: Any, context: Any) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    wrapped = ShutdownInterceptor(shutdown, frozenset({method}))._around(watch, method)
+    context = _GoneContext(cancelled=False)
+    call = asyncio.ensure_future(wrapped(None, context))
+    await started.wait()
+    shutdown.set()
+    assert await asyncio.wait_for(call, 10) is None  # the abort could not be sent: swallowed
+    assert context.aborts == [grpc.StatusCode.UNAVAILABLE]
+    assert "never retrieved" not in caplog.text
