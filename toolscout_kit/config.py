@@ -258,6 +258,9 @@ class ShardSettings(_Strict):
     address_pattern: str | None = None
     # The StatefulSet whose pod names give a shard its index.
     statefulset: str = Field(default="toolscout-pool", min_length=1)
+    # Seconds between checks of the config file for a new shard count (and placement), applied
+    # without a restart: only servers whose owner changes move. 0 = only on SIGHUP.
+    reload_interval: float = Field(default=10.0, ge=0)
 
     @model_validator(mode="after")
     def _addresses_match_count(self) -> ShardSettings:
@@ -287,8 +290,11 @@ class PoolSettings(_ServiceSettings):
     max_result_bytes: int = Field(default=1_000_000, ge=1024)
     result_overflow: Literal["truncate", "reject"] = "truncate"
     # Re-list tools after this many seconds (0 = only on list_changed); default from
-    # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30.
+    # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30. A server's own cache hint (ttlMs, MCP
+    # 2026-07-28) replaces it for that server, bounded by the floor and the cap below.
     tool_cache_ttl: float | None = None
+    tool_cache_ttl_floor: float = Field(default=1.0, ge=0)
+    tool_cache_ttl_cap: float = Field(default=3600.0, gt=0)
     # A server back within this many seconds leaves the catalog untouched (no churn on a blip);
     # after it, the server's tools stay listed but marked unavailable.
     blip_grace: float = Field(default=2.0, ge=0)
