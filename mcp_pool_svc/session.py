@@ -218,7 +218,9 @@ class HttpClients:
             client = httpx2.AsyncClient(
                 headers=config.headers or None,
                 timeout=httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT),
-                limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30.0),
+                limits=httpx2.Limits(
+                    max_connections=None, max_keepalive_connections=None, keepalive_expiry=30.0
+                ),
             )
             self._clients[key] = client
         return client
@@ -230,7 +232,9 @@ class HttpClients:
 
 
 @asynccontextmanager
-async def _remote_transport(config: RemoteServerConfig, http_clients: HttpClients | None) -> AsyncIterator[Any]:
+async def _remote_transport(
+    config: RemoteServerConfig, http_clients: HttpClients | None
+) -> AsyncIterator[Any]:
     if config.resolved_transport == "sse":
         async with sse_client(
             config.url,
@@ -358,7 +362,13 @@ async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEv
                 problem = "the server ended the change stream"
         except ListenNotSupportedError:
             return
-        except (SubscriptionLost, MCPError, TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError) as err:
+        except (
+            SubscriptionLost,
+            MCPError,
+            TimeoutError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        ) as err:
             problem = f"change stream lost: {type(err).__name__}"
         finally:
             conn.listening = False

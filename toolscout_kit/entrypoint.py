@@ -8,7 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, load_config, resolve_config_path
+from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging, get_logger
 from toolscout_kit.server import RunningServer, serve_until_signal

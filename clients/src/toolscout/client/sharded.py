@@ -99,7 +99,9 @@ class AsyncShardedPoolClient:
         """A client with one channel per shard; ``targets[k]`` is where shard ``k`` listens."""
         settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
         shards = [
-            AsyncPoolClient(create_channel(target, aio=True, **settings.kwargs()), deadlines=deadlines, owns_channel=True)
+            AsyncPoolClient(
+                create_channel(target, aio=True, **settings.kwargs()), deadlines=deadlines, owns_channel=True
+            )
             for target in targets
         ]
         return cls(shards, placement=placement, owns_clients=True)
@@ -149,7 +151,10 @@ class AsyncShardedPoolClient:
         for index in rotated:
             # A shard whose channel is known to be failing is passed over while another runs it.
             client = self._client(index)
-            if client is not None and client.channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            if (
+                client is not None
+                and client.channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            ):
                 return index
         return rotated[0]
 
@@ -260,7 +265,9 @@ class AsyncShardedPoolClient:
         if missing is not None:
             raise missing
         raise NotFoundError(
-            f"no pool shard knows this tool (asked shard {first})" if first is not None else "no pool shard knows this tool",
+            f"no pool shard knows this tool (asked shard {first})"
+            if first is not None
+            else "no pool shard knows this tool",
             code=grpc.StatusCode.NOT_FOUND,
         )
 
@@ -273,7 +280,8 @@ class AsyncShardedPoolClient:
             UnavailableError (or another client error): no shard answered.
         """
         answers = await asyncio.gather(
-            *(c.list_servers(deadline=deadline, metadata=metadata) for c in self._shards), return_exceptions=True
+            *(c.list_servers(deadline=deadline, metadata=metadata) for c in self._shards),
+            return_exceptions=True,
         )
         best: dict[str, t.ServerStatus] = {}
         failure: BaseException | None = None
@@ -323,12 +331,11 @@ class AsyncShardedPoolClient:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def close(self) -> None:
+        """Closes the shard clients (and those ``open_shard`` gave) when this client owns them."""
         opened = list(self._opened.values())
         self._opened = {}
-        for client in opened:
-            await client.close()
         if self._owns_clients:
-            for client in self._shards:
+            for client in [*self._shards, *opened]:
                 await client.close()
 
     async def __aenter__(self) -> Self:

@@ -163,9 +163,7 @@ class _Listing:
 
 def _listing(tools: Sequence[Tool]) -> _Listing:
     ordered = tuple(sorted(tools, key=lambda t: t.name))
-    return _Listing(
-        ordered, server_digest(_row(t) for t in ordered), any(t.available for t in ordered)
-    )
+    return _Listing(ordered, server_digest(_row(t) for t in ordered), any(t.available for t in ordered))
 
 
 def _unavailable(listing: _Listing) -> _Listing:
@@ -204,6 +202,7 @@ class CatalogMerger:
         self._keep = set(keep) if keep is not None else set()
         self._retained: dict[str, _Listing] = {}
         self._merged: dict[str, _Listing] = {}
+        self._names: list[str] = []
         self._catalog = ToolCatalog(tools=(), catalog_version=catalog_version(()))
         self._dirty = False
 
@@ -230,8 +229,10 @@ class CatalogMerger:
         for name, listed in grouped.items():
             old = previous.get(name)
             # Reuse an unchanged listing (and its digest): only changed servers are hashed again.
-            if old is not None and len(old.tools) == len(listed) and all(
-                a == b for a, b in zip(old.tools, sorted(listed, key=lambda t: t.name), strict=True)
+            if (
+                old is not None
+                and len(old.tools) == len(listed)
+                and all(a == b for a, b in zip(old.tools, sorted(listed, key=lambda t: t.name), strict=True))
             ):
                 servers[name] = old
             else:
@@ -263,6 +264,16 @@ class CatalogMerger:
     def is_down(self, shard: int) -> bool:
         state = self._shards.get(shard)
         return state is not None and state.down
+
+    def listings(self) -> list[tuple[str, bytes, tuple[Tool, ...]]]:
+        """The merged catalog per server: ``(server, digest, tools)``, sorted by server.
+
+        The digest changes whenever the server's tools (or their availability) do, so a consumer
+        can keep whatever it derives from a server's tools until its digest changes.
+        """
+        if self._dirty:
+            self._rebuild()
+        return [(name, self._merged[name].digest, self._merged[name].tools) for name in self._names]
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -296,6 +307,7 @@ class CatalogMerger:
         merged = {**self._retained, **picked}
         self._merged = merged
         names = sorted(name for name, listing in merged.items() if listing.tools)
+        self._names = names
         tools = tuple(t for name in names for t in merged[name].tools)
         version = catalog_version((name, merged[name].digest) for name in names)
         self._catalog = ToolCatalog(tools=tools, catalog_version=version)
