@@ -181,7 +181,9 @@ class ShardedCatalogFollower:
 
     ``shards[k]`` is a client of shard ``k``. ``configured`` names the configured servers: one
     that vanishes from every shard (moving to another during a resharding) keeps its tools,
-    unavailable, until its new owner lists it.
+    unavailable, until its new owner lists it. The first catalog is handed over once every shard
+    has sent its catalog or been found unreachable (``down_grace`` after its first failed attempt),
+    so discovery never starts with a part of the tools that looks like the whole.
     """
 
     def __init__(
@@ -208,6 +210,7 @@ class ShardedCatalogFollower:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._downs: dict[int, asyncio.Task[None]] = {}
         self._running = False
+        self._complete = False
         self.last_merge_seconds = 0.0
         for index, client in shards.items():
             self._streams[index] = self._stream(index, client)
@@ -265,6 +268,13 @@ class ShardedCatalogFollower:
         self._downs.pop(index, None)
 
     async def _publish(self, started: float) -> None:
+        if not self._complete:
+            # Every shard heard from (a catalog, or found down): from then on every change counts.
+            self._complete = all(
+                self._merger.has_catalog(k) or self._merger.is_down(k) for k in self._streams
+            )
+            if not self._complete:
+                return
         catalog = await asyncio.to_thread(self._build)
         if catalog is None:
             return

@@ -95,16 +95,29 @@ class AsyncShardedPoolClient:
         options: Sequence[ChannelOption] = (),
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         deadlines: Mapping[str, float | None] | None = None,
+        target_of: Callable[[int], str | None] | None = None,
     ) -> Self:
-        """A client with one channel per shard; ``targets[k]`` is where shard ``k`` listens."""
+        """A client with one channel per shard; ``targets[k]`` is where shard ``k`` listens.
+
+        ``target_of(k)`` gives the address of a shard beyond ``targets`` (e.g. from a
+        ``dns:///toolscout-pool-{ordinal}…`` pattern), for when the shard count grows.
+        """
         settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
-        shards = [
-            AsyncPoolClient(
-                create_channel(target, aio=True, **settings.kwargs()), deadlines=deadlines, owns_channel=True
-            )
-            for target in targets
-        ]
-        return cls(shards, placement=placement, owns_clients=True)
+
+        def open_client(target: str) -> AsyncPoolClient:
+            channel = create_channel(target, aio=True, **settings.kwargs())
+            return AsyncPoolClient(channel, deadlines=deadlines, owns_channel=True)
+
+        def open_shard(index: int) -> AsyncPoolClient | None:
+            target = target_of(index) if target_of is not None else None
+            return open_client(target) if target else None
+
+        return cls(
+            [open_client(target) for target in targets],
+            placement=placement,
+            open_shard=open_shard if target_of is not None else None,
+            owns_clients=True,
+        )
 
     # --- topology -----------------------------------------------------------------------------
 

@@ -261,6 +261,11 @@ class CatalogMerger:
             self._rebuild()
         return self._catalog
 
+    def has_catalog(self, shard: int) -> bool:
+        """Whether ``shard`` has sent its catalog at least once."""
+        state = self._shards.get(shard)
+        return state is not None and state.servers is not None
+
     def is_down(self, shard: int) -> bool:
         state = self._shards.get(shard)
         return state is not None and state.down
