@@ -31,7 +31,7 @@ class FakeShard(mcp_pool_pb2_grpc.McpPoolServicer):
     executed: list[str] = field(default_factory=list)
     refusals: int = 0
 
-    async def CallTool(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC method name
+    async def CallTool(self, request: Any, context: Any) -> Any:
         server = request.server or request.llm_name.split("__", 1)[0]
         if server in self.owned:
             self.executed.append(server)
@@ -49,6 +49,7 @@ class FakeShard(mcp_pool_pb2_grpc.McpPoolServicer):
                 ),
             )
         await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown tool {request.llm_name or request.tool!r}")
+        raise AssertionError("unreachable: abort raises")
 
 
 async def _serve(shard: FakeShard) -> RunningServer:

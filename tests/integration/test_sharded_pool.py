@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import pytest_asyncio
 from toolscout import client as tc
@@ -57,7 +58,7 @@ def _document(tmp: Path, provider_url: str = "http://127.0.0.1:9/v1") -> dict[st
 
 async def _unsharded_catalog(tmp: Path) -> tuple[str, list[tuple[str, ...]]]:
     """What one unsharded pool with the same servers lists: version and tools."""
-    tmp.mkdir(parents=True, exist_ok=True)
+    await anyio.Path(tmp).mkdir(parents=True, exist_ok=True)
     pool = McpPool(parse_config({"servers": _servers(tmp, logs=False)}, base_dir=tmp))
     await pool.start(wait=WAIT)
     try:
