@@ -4,8 +4,8 @@ Only what a service registers for is applied (today: the pool's shard count and 
 where discovery and the orchestrator find the shards). The file is read again on ``SIGHUP`` and,
 when ``toolscout.pool.shards.reload_interval`` is above 0, whenever its contents change (checked
 that often; Kubernetes updates a mounted ConfigMap in place, which is how a new shard count
-reaches running pods). A file that no longer loads is reported and ignored: the service keeps
-its current settings.
+reaches running pods; a ``count_file`` the config names is watched too). A file that no longer
+loads is reported and ignored: the service keeps its current settings.
 """
 
 from __future__ import annotations
@@ -29,11 +29,21 @@ _log = get_logger(__name__)
 Reload = Callable[[ToolscoutConfig], Awaitable[None]]
 
 
-def _digest(path: Path) -> bytes | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).digest()
-    except OSError:
-        return None
+def _digest(paths: Sequence[Path]) -> bytes:
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\x00missing")
+        digest.update(b"\x00")
+    return digest.digest()
+
+
+def _watched(path: Path, config: ToolscoutConfig | None) -> list[Path]:
+    """The config file, and the shard count file it names (each may change on its own)."""
+    count_file = config.toolscout.pool.shards.count_file if config is not None else None
+    return [path, config.resolve_path(count_file)] if config is not None and count_file else [path]
 
 
 class ConfigReloader:
@@ -43,7 +53,11 @@ class ConfigReloader:
         self._path = path
         self._callbacks = list(callbacks)
         self._interval = interval
-        self._seen = _digest(path)
+        try:
+            self._files = _watched(path, load_config(path))
+        except ConfigError:
+            self._files = [path]
+        self._seen = _digest(self._files)
         self._poke = asyncio.Event()
         self.reloads = 0
 
@@ -53,12 +67,14 @@ class ConfigReloader:
 
     async def reload(self) -> bool:
         """Reads the file and applies it; returns False when it does not load (nothing changes)."""
-        self._seen = _digest(self._path)
+        self._seen = _digest(self._files)
         try:
             config = await asyncio.to_thread(load_config, self._path)
         except ConfigError as err:
             _log.error("config reload failed; keeping the current settings", error=err.message)
             return False
+        self._files = _watched(self._path, config)
+        self._seen = _digest(self._files)
         _log.info("config reloaded", path=str(self._path))
         for callback in self._callbacks:
             try:
@@ -80,7 +96,7 @@ class ConfigReloader:
                     await asyncio.wait_for(self._poke.wait(), timeout)
                 asked = self._poke.is_set()
                 self._poke.clear()
-                if asked or _digest(self._path) != self._seen:
+                if asked or _digest(self._files) != self._seen:
                     await self.reload()
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -51,5 +51,7 @@ async def test_a_call_carries_the_server_the_plan_gave_its_llm_name() -> None:
     pool = _Pool()
     await discovery.plan_tools(toolset="", discovered=(), provider="openai", time_limit=5)
     for name in (odd.llm_name, deferred.llm_name, "never__planned"):
-        await ClientPool(pool, routes).call_tool(llm_name=name, arguments_json="{}", meta_json="", time_limit=5)
+        await ClientPool(pool, routes).call_tool(
+            llm_name=name, arguments_json="{}", meta_json="", time_limit=5
+        )
     assert pool.calls == [(odd.llm_name, "my__server"), (deferred.llm_name, "later"), ("never__planned", "")]

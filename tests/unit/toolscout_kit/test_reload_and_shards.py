@@ -96,3 +96,38 @@ def test_callers_learn_the_placement_of_pinned_and_everywhere_servers_only() -> 
         {"a": {"command": "x"}, "b": {"command": "x", "shard": 1}, "c": {"command": "x", "placement": "all"}},
     )
     assert server_placements(config) == {"b": ServerPlacement(shard=1), "c": ServerPlacement(placement="all")}
+
+
+def test_a_count_file_replaces_the_count_and_a_bad_one_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "count").write_text("4\n")
+    data = {
+        "toolscout": {
+            "pool": {"shards": {"count": 1, "count_file": "count", "address_pattern": "p{ordinal}:1"}}
+        }
+    }
+    assert parse_config(data, base_dir=tmp_path).toolscout.pool.shards.count == 4
+    (tmp_path / "count").write_text("four")
+    with pytest.raises(ConfigError, match=r"toolscout\.pool\.shards\.count_file"):
+        parse_config(data, base_dir=tmp_path)
+
+
+async def test_a_change_of_the_count_file_alone_is_noticed(tmp_path: Path) -> None:
+    (tmp_path / "count").write_text("2")
+    path = tmp_path / "c.json"
+    path.write_text(
+        json.dumps(
+            {"toolscout": {"pool": {"shards": {"count_file": "count", "address_pattern": "p{ordinal}:1"}}}}
+        )
+    )
+    applied = asyncio.Queue[int]()
+
+    async def apply(config: ToolscoutConfig) -> None:
+        applied.put_nowait(config.toolscout.pool.shards.count)
+
+    reloader = ConfigReloader(path, [apply], interval=0.05)
+    task = asyncio.create_task(reloader.run())
+    try:
+        (tmp_path / "count").write_text("3")
+        assert await asyncio.wait_for(applied.get(), 10) == 3
+    finally:
+        task.cancel()
