@@ -263,19 +263,25 @@ class McpPool:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self, *, wait: float | None = None) -> None:
-        """Starts every server in parallel; with ``wait``, waits (bounded) until none is STARTING.
+        """Starts every server in parallel; with ``wait``, waits up to that long until none is STARTING.
 
-        On Linux the process becomes a child subreaper first, so that processes a server detaches
-        stay in the pool's tree (see :mod:`mcp_pool_svc.reaper`).
+        Servers still starting when the wait ends keep starting (a thousand remote servers take
+        longer than a few seconds); the pool serves meanwhile. On Linux the process becomes a child
+        subreaper first, so that processes a server detaches stay in the pool's tree (see
+        :mod:`mcp_pool_svc.reaper`).
         """
         become_subreaper()
         self._started = True
         for sup in self._supervisors.values():
             self._launch(sup)
         if wait:
-            await self.wait_until(
-                lambda: all(s.state is not ServerState.STARTING for s in self._supervisors.values()), wait
-            )
+            try:
+                await self.wait_until(
+                    lambda: all(s.state is not ServerState.STARTING for s in self._supervisors.values()), wait
+                )
+            except TimeoutError:
+                starting = sum(s.state is ServerState.STARTING for s in self._supervisors.values())
+                log.info("pool_serving_while_servers_start", starting=starting, waited_seconds=wait)
 
     def _launch(self, sup: Supervisor) -> None:
         self._metrics.server_up(sup.name, False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import Any
 
@@ -212,3 +213,32 @@ def test_the_catalog_version_is_the_one_a_merge_of_its_parts_computes() -> None:
         )
     assert merger.catalog().catalog_version == whole.version
     assert [t.llm_name for t in merger.catalog().tools] == [t.llm_name for t in whole.snapshot().tools]
+
+
+async def test_start_up_serves_after_its_wait_even_while_servers_are_still_starting() -> None:
+    # Found by the 1,000-server simulation: the bounded start-up wait raised instead of serving.
+    config = _config(1)
+    hold = asyncio.Event()
+
+    fakes = _fakes(config)
+    connector = fake_connector(fakes)
+
+    def slow_connector(name: str, cfg: Any, on_event: Any) -> Any:
+        if name == "srv0":
+
+            @contextlib.asynccontextmanager
+            async def held() -> Any:
+                await hold.wait()
+                yield None
+
+            return held()
+        return connector(name, cfg, on_event)
+
+    pool = McpPool(config, connector=slow_connector, rng=random.Random(1))  # noqa: S311
+    await pool.start(wait=0.2)
+    try:
+        assert pool.server_status("srv0").state is ServerState.STARTING
+        assert pool.server_status("srv1").state is ServerState.READY
+    finally:
+        hold.set()
+        await pool.stop()
