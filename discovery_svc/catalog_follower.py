@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -44,6 +45,19 @@ def _tool(t: PoolTool) -> Tool:
         output_schema_json=t.output_schema_json,
         annotations_json=t.annotations_json,
         available=t.available,
+    )
+
+
+def _same_but_availability(old: Tool, new: PoolTool) -> bool:
+    return (
+        old.server == new.server
+        and old.name == new.name
+        and old.llm_name == new.llm_name
+        and old.description == new.description
+        and old.input_schema_json == new.input_schema_json
+        and old.title == new.title
+        and old.output_schema_json == new.output_schema_json
+        and old.annotations_json == new.annotations_json
     )
 
 
@@ -204,7 +218,11 @@ class ShardedCatalogFollower:
         self._backoff = (initial_backoff, max_backoff, list_timeout)
         self._metrics = metrics or MergeMetrics()
         self._lock = asyncio.Lock()
+        # Converted tools by server digest: this catalog's, and the previous one's (a shard that
+        # went down and came back finds its tools still converted).
         self._tools: dict[bytes, tuple[Tool, ...]] = {}
+        self._previous: dict[bytes, tuple[Tool, ...]] = {}
+        self._by_server: dict[str, tuple[Tool, ...]] = {}
         self._version = ""
         self._streams: dict[int, _Stream] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -289,15 +307,29 @@ class ShardedCatalogFollower:
         )
         self._on_catalog(catalog)
 
+    def _convert(self, server: str, digest: bytes, listed: tuple[PoolTool, ...]) -> tuple[Tool, ...]:
+        cached = self._tools.get(digest) or self._previous.get(digest)
+        if cached is not None:
+            return cached
+        prior = self._by_server.get(server)
+        if prior is not None and len(prior) == len(listed) and all(map(_same_but_availability, prior, listed)):
+            # Only availability changed (a shard went down or came back): no schema to parse again.
+            return tuple(
+                old if old.available == new.available else dataclasses.replace(old, available=new.available)
+                for old, new in zip(prior, listed, strict=True)
+            )
+        return tuple(_tool(t) for t in listed)
+
     def _build(self) -> Catalog | None:
-        """The merged discovery catalog; only servers whose digest changed are converted again."""
+        """The merged discovery catalog; only servers whose tools changed are converted again."""
         merged = self._merger.catalog()
         if merged.catalog_version == self._version:
             return None
         tools: dict[bytes, tuple[Tool, ...]] = {}
-        for _server, digest, listed in self._merger.listings():
-            tools[digest] = self._tools.get(digest) or tuple(_tool(t) for t in listed)
-        self._tools = tools
+        by_server: dict[str, tuple[Tool, ...]] = {}
+        for server, digest, listed in self._merger.listings():
+            tools[digest] = by_server[server] = self._convert(server, digest, listed)
+        self._previous, self._tools, self._by_server = self._tools, tools, by_server
         self._version = merged.catalog_version
         return Catalog(merged.catalog_version, (t for converted in tools.values() for t in converted))
 

@@ -190,3 +190,43 @@ def test_up_applies_the_configured_blip_grace(tmp_path: Path) -> None:
     finally:
         up.stop(signal.SIGINT)
     assert marked_unavailable
+
+
+def test_up_with_pool_shards_runs_each_server_on_one_shard_and_serves_the_whole_catalog(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from toolscout import client as tc
+
+    config = stack_config(tmp_path / "config.json", metrics_port=-1)
+    up = UpProcess(config, "--pool-shards", "3")
+    try:
+        endpoints = up.wait_ready()
+        states = up.server_states({"notes", "time", "weather"})
+        shard_targets = [endpoints[f"pool-{k}"] for k in range(3)]
+
+        async def look() -> tuple[list[set[str]], set[str], set[str]]:
+            per_shard = []
+            for target in shard_targets:
+                async with tc.AsyncPoolClient.connect(target) as shard:
+                    per_shard.append({s.name for s in await shard.list_servers()})
+            async with tc.AsyncDiscoveryClient.connect(endpoints["discovery"]) as discovery:
+                plan = await discovery.plan_tools(include_deferred_tools=True, deadline=30)
+            async with tc.AsyncShardedPoolClient.connect(shard_targets) as pool:
+                merged = await pool.list_tools()
+                result = await pool.call_tool("get_current_time", {"timezone": "UTC"}, server="time")
+            assert not result.is_error
+            servers = {t.server for t in (*plan.loaded_tools, *plan.deferred_tools)}
+            return per_shard, servers, {t.server for t in merged.tools}
+
+        per_shard, planned, merged = asyncio.run(look())
+    finally:
+        code = up.stop(signal.SIGINT)
+    assert code == 0, up.stderr
+    assert {name: s["state"] for name, s in states.items()} == dict.fromkeys(
+        ["notes", "time", "weather"], "ready"
+    )
+    # Each server on exactly one shard; discovery and the merged catalog see all of them.
+    assert sorted(name for names in per_shard for name in names) == ["notes", "time", "weather"]
+    assert planned == merged == {"notes", "time", "weather"}
