@@ -312,7 +312,11 @@ class ShardedCatalogFollower:
         if cached is not None:
             return cached
         prior = self._by_server.get(server)
-        if prior is not None and len(prior) == len(listed) and all(map(_same_but_availability, prior, listed)):
+        if (
+            prior is not None
+            and len(prior) == len(listed)
+            and all(map(_same_but_availability, prior, listed))
+        ):
             # Only availability changed (a shard went down or came back): no schema to parse again.
             return tuple(
                 old if old.available == new.available else dataclasses.replace(old, available=new.available)
