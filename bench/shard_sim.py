@@ -213,6 +213,7 @@ async def _calls(sim: Sim, catalog: tc.ToolCatalog, calls: int, seed: int = 15) 
     routed: list[float] = []
     direct: list[float] = []
     errors = 0
+    kinds: dict[str, int] = {}
     try:
         for n in range(calls + 50):
             tool = rng.choice(tools)
@@ -227,10 +228,10 @@ async def _calls(sim: Sim, catalog: tc.ToolCatalog, calls: int, seed: int = 15) 
                         )
                     else:
                         await owner.call_tool(tool.llm_name, '{"q": "x"}', deadline=30)
-                except tc.ToolscoutClientError:
+                except Exception as err:  # client errors, and the orchestrator seam's domain errors
                     errors += 1
-                except Exception:  # the orchestrator's seam raises domain errors
-                    errors += 1
+                    kind = f"{'routed' if which == 0 else 'direct'} {type(err).__name__}: {str(err)[:120]}"
+                    kinds[kind] = kinds.get(kind, 0) + 1
                 elapsed = (time.perf_counter() - started) * 1000
                 if n >= 50:  # warm-up excluded
                     (routed if which == 0 else direct).append(elapsed)
@@ -246,6 +247,7 @@ async def _calls(sim: Sim, catalog: tc.ToolCatalog, calls: int, seed: int = 15) 
     return {
         "calls": calls,
         "errors": errors,
+        "error_kinds": kinds,
         "routed_p50_ms": round(_pct(routed, 0.5), 3),
         "routed_p99_ms": round(_pct(routed, 0.99), 3),
         "direct_p50_ms": round(_pct(direct, 0.5), 3),
