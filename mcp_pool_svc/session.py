@@ -434,5 +434,9 @@ async def open_connection(
         )
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:
-            tg.start_soon(_listen_for_changes, conn, on_event)
+            # Its own task group, entered after the session: on the way out the change stream is
+            # ended first, while the session can still say so, and only then the session closes.
+            listening = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(listening.cancel_scope.cancel)
+            listening.start_soon(_listen_for_changes, conn, on_event)
         yield conn

@@ -358,6 +358,10 @@ class ShutdownInterceptor(_WrappingInterceptor):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                elif not task.cancelled():
+                    # It failed as the caller left (a write to the ended stream): already answered,
+                    # so only mark the error seen, or asyncio logs "exception never retrieved".
+                    task.exception()
             if not task.cancelled():
                 return task.result()
             await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
