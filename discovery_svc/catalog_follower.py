@@ -267,7 +267,8 @@ class ShardedCatalogFollower:
             if index not in self._streams:
                 return  # the shard was removed while its update was on the way
             changed = await asyncio.to_thread(self._merger.update, index, version, tools)
-            if changed:
+            # Until the first catalog is out, a shard that adds nothing (no servers) still counts.
+            if changed or not self._complete:
                 await self._publish(started)
 
     def _lost(self, index: int) -> None:
@@ -280,9 +281,11 @@ class ShardedCatalogFollower:
         started = time.perf_counter()
         async with self._lock:
             stream = self._streams.get(index)
-            if stream is not None and not stream.connected.is_set() and self._merger.shard_down(index):
+            if stream is not None and not stream.connected.is_set():
+                changed = self._merger.shard_down(index)
                 _log.warning("pool shard unreachable; its tools are unavailable", shard=index)
-                await self._publish(started)
+                if changed or not self._complete:
+                    await self._publish(started)
         self._downs.pop(index, None)
 
     async def _publish(self, started: float) -> None:

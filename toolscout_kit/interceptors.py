@@ -364,6 +364,8 @@ class ShutdownInterceptor(_WrappingInterceptor):
                     task.exception()
             if not task.cancelled():
                 return task.result()
+            if context.done():
+                return None  # the caller already left: there is no one to tell
             await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
             return None  # unreachable: abort raises
 

@@ -94,3 +94,31 @@ async def test_a_shard_that_goes_away_keeps_its_tools_unavailable_until_it_retur
         task.cancel()
         for client in clients:
             await client.close()
+
+
+async def test_a_shard_with_no_servers_does_not_hold_back_the_first_catalog(shards: Shards) -> None:
+    await shards.pools[1].publish([], "empty")
+    task, clients = await _follow(shards)
+    try:
+        first = await shards.next()
+        assert [t.llm_name for t in first.tools] == ["alpha_a", "both_b"]
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()
+
+
+async def test_a_shard_unreachable_from_the_start_lets_the_others_catalog_out_after_the_grace(
+    shards: Shards,
+) -> None:
+    await shards.servers[1].stop(0)  # type: ignore[attr-defined]
+    # The first attempt waits list_timeout for the shard, then the grace; both short here.
+    task, clients = await _follow(shards, down_grace=0.0, list_timeout=1.0)
+    try:
+        first = await shards.next()
+        # Nothing is known of shard 1's servers: the catalog is shard 0's.
+        assert [t.llm_name for t in first.tools] == ["alpha_a", "both_b"]
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()
