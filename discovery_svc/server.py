@@ -19,7 +19,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
-from toolscout_kit.shards import shard_targets
+from toolscout_kit.shards import SHARD_CHANNEL_OPTIONS, shard_targets
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -115,7 +115,8 @@ def _follow_shards(
         # A shard still at the same address keeps its client (and its catalog stream).
         for address in addresses:
             if address not in clients:
-                clients[address] = AsyncPoolClient(create_channel(address, security), owns_channel=True)
+                channel = create_channel(address, security, options=SHARD_CHANNEL_OPTIONS)
+                clients[address] = AsyncPoolClient(channel, owns_channel=True)
         return {index: clients[address] for index, address in enumerate(addresses)}
 
     follower = ShardedCatalogFollower(

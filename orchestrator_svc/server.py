@@ -18,7 +18,7 @@ from toolscout_kit.config import SecuritySettings, ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
-from toolscout_kit.shards import server_placements, shard_targets
+from toolscout_kit.shards import SHARD_CHANNEL_OPTIONS, server_placements, shard_targets
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -40,7 +40,9 @@ class _ShardClients:
             # Each tool call is bounded by its server's call_timeout in the pool and by the chat's
             # deadline; the library's default CallTool deadline would cut servers configured longer.
             client = AsyncPoolClient(
-                create_channel(address, self._security), deadlines={"CallTool": None}, owns_channel=True
+                create_channel(address, self._security, options=SHARD_CHANNEL_OPTIONS),
+                deadlines={"CallTool": None},
+                owns_channel=True,
             )
             self._clients[address] = client
         return client

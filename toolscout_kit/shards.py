@@ -12,7 +12,16 @@ from toolscout.client import ServerPlacement
 from toolscout_kit.config import ShardSettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 
-__all__ = ["server_placements", "shard_targets"]
+__all__ = ["SHARD_CHANNEL_OPTIONS", "server_placements", "shard_targets"]
+
+# Channels to single shards reconnect quickly: a shard that restarts (same address, same servers)
+# is called again within ~2 s, not after gRPC's default reconnect backoff of up to 120 s, during
+# which calls for its servers fail at once. One shard is one address: no other pod to fall back to.
+SHARD_CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+)
 
 
 def shard_targets(shards: ShardSettings) -> list[str] | None:

@@ -214,8 +214,13 @@ async def test_a_killed_shard_takes_only_its_tools_down_and_they_return_with_it(
         return all(t.available for t in plan.loaded_tools)
 
     await eventually(victim_tools_back)
-    result = await _chat(stack, "srv0__echo")
-    assert result.messages[-1].content == "result: hello from srv0__echo"
+
+    async def calls_reach_it_again() -> bool:
+        # The orchestrator's channel to the shard reconnects within its (short) backoff.
+        result = await _chat(stack, "srv0__echo")
+        return result.messages[-1].content == "result: hello from srv0__echo"
+
+    await eventually(calls_reach_it_again, within=30)
 
 
 # --- going from 3 to 4 shards ---------------------------------------------------------------------
