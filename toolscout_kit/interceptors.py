@@ -365,8 +365,14 @@ class ShutdownInterceptor(_WrappingInterceptor):
             if not task.cancelled():
                 return task.result()
             if context.done():
-                return None  # the caller already left: there is no one to tell
-            await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
+                raise asyncio.CancelledError  # the caller already left: there is no one to tell
+            try:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
+            except grpc.aio.AbortError:
+                raise
+            except Exception:  # grpc's ExecuteBatchError: the RPC ended meanwhile
+                # The server's own stop ended the stream first: end quietly, as a cancelled RPC.
+                raise asyncio.CancelledError from None
             return None  # unreachable: abort raises
 
         if inspect.isasyncgenfunction(behavior):
