@@ -1,4 +1,4 @@
-"""Run rendered Deployments as local processes on loopback, to prove the manifests are runnable.
+"""Run rendered Deployments and StatefulSets as local processes on loopback, to prove the manifests run.
 
 No container engine or cluster is available in CI, so tests/e2e/test_deploy_manifests.py takes
 what a kubelet would get — each container's ``command``, ``args``, ``env`` (ConfigMap and Secret
@@ -15,10 +15,14 @@ manifest:
 * **Ports.** Every containerPort gets a free loopback port (container ports are unique across the
   rendered Deployments, which is checked). ``0.0.0.0:<containerPort>`` becomes
   ``127.0.0.1:<local>``, a ``<service>.<namespace>.svc.cluster.local:<servicePort>`` address
-  becomes ``127.0.0.1:<local port behind that Service>`` (scheme such as ``dns:///`` kept), an
+  becomes ``127.0.0.1:<local port behind that Service>`` (scheme such as ``dns:///`` kept), so does
+  a StatefulSet pod's own name ``<statefulset>-<K>.<service>.<namespace>.svc.cluster.local:<port>``,
+  and a shard ``address_pattern`` (``{ordinal}`` for K) becomes the list of the pods run here, an
   integer ``metrics_port`` in a config file and an env value equal to one of the container's
   ports are mapped the same way, and ``0.0.0.0`` alone becomes ``127.0.0.1``. Probes and the
   ``prometheus.io/port`` annotation are mapped too.
+* **StatefulSets** run one pod here, ``<name>-0`` (more replicas are refused: their pods would need
+  ports of their own).
 * **Env.** ``fieldRef`` metadata.namespace / metadata.name come from the rendered object;
   ``secretKeyRef`` values come from the ``secrets`` argument (a Secret the cluster would hold) and
   are skipped when absent and ``optional``; ``configMapKeyRef`` from the rendered ConfigMaps.
@@ -55,6 +59,12 @@ _IMAGE_VENV = "/app/.venv"
 _SERVICE_ADDRESS = re.compile(
     r"(?P<scheme>[a-z]+:(?://)?/?)?(?P<service>[a-z0-9-]+)\.(?P<namespace>[^.:/\s]+)\.svc\.cluster\.local:(?P<port>\d+)"
 )
+# A StatefulSet pod by name, behind its headless Service (the ordinal may still be a pattern).
+_POD_ADDRESS = re.compile(
+    r"(?P<scheme>[a-z]+:(?://)?/?)?(?P<pod>[a-z0-9-]+)-(?P<ordinal>\d+|\{ordinal\})\."
+    r"(?P<service>[a-z0-9-]+)\.(?P<namespace>[^.:/\s]+)\.svc\.cluster\.local:(?P<port>\d+)"
+)
+_WORKLOADS = ("Deployment", "StatefulSet")
 
 
 class PlanError(Exception):
@@ -125,7 +135,10 @@ class LocalStack:
         self._config_maps = {
             d["metadata"]["name"]: d.get("data", {}) for d in self.docs if d["kind"] == "ConfigMap"
         }
-        self._deployments = [d for d in self.docs if d["kind"] == "Deployment"]
+        self._deployments = [d for d in self.docs if d["kind"] in _WORKLOADS]
+        for workload in self._deployments:
+            if workload["kind"] == "StatefulSet" and int(workload["spec"].get("replicas", 1)) > 1:
+                raise PlanError(f"{workload['metadata']['name']}: a StatefulSet runs one pod locally")
         self.port_map = self._map_ports()
         self.service_ports = self._map_services()
         self.containers: list[LocalContainer] = [self._plan(d) for d in self._deployments]
@@ -186,7 +199,13 @@ class LocalStack:
                 raise PlanError(f"0.0.0.0:{port}: no container declares port {port}")
             return f"127.0.0.1:{self.port_map[port]}"
 
+        def pod(match: re.Match[str]) -> str:
+            if match.group("ordinal") not in ("0", "{ordinal}"):
+                raise PlanError(f"{match.group(0)}: only pod 0 of a StatefulSet runs locally")
+            return service(match)
+
         def rewrite(value: str) -> str:
+            value = _POD_ADDRESS.sub(pod, value)
             value = _SERVICE_ADDRESS.sub(service, value)
             value = re.sub(r"\b0\.0\.0\.0:(\d+)\b", listen, value)
             if value == "0.0.0.0":  # noqa: S104 - the value being translated, not a bind
@@ -208,7 +227,16 @@ class LocalStack:
                 raise PlanError(f"metrics_port {data}: no container declares that port")
             return self.port_map[data]
         if isinstance(data, dict):
-            return {k: self._rewrite_config(v, rewrite, str(k)) for k, v in data.items()}
+            out = {
+                k: self._rewrite_config(v, rewrite, str(k)) for k, v in data.items() if k != "address_pattern"
+            }
+            pattern = data.get("address_pattern")
+            if isinstance(pattern, str) and "{ordinal}" in pattern:
+                # Every shard's address, for the one pod per StatefulSet run here.
+                out["addresses"] = [rewrite(pattern.replace("{ordinal}", "0"))]
+            elif pattern is not None:
+                out["address_pattern"] = self._rewrite_config(pattern, rewrite, "address_pattern")
+            return out
         if isinstance(data, list):
             return [self._rewrite_config(v, rewrite, key) for v in data]
         return data
@@ -259,7 +287,9 @@ class LocalStack:
         for key, value in _image_env(self.dockerfile):
             expanded = re.sub(r"\$(\w+)|\$\{(\w+)\}", lambda m: env.get(m.group(1) or m.group(2), ""), value)
             env[key] = ":".join(rewrite(part) for part in expanded.split(":"))
-        fields = {"metadata.namespace": namespace, "metadata.name": f"{name}-local-0"}
+        # A StatefulSet's pods are <name>-<ordinal>; a Deployment's get a random suffix.
+        pod_name = f"{name}-0" if deployment["kind"] == "StatefulSet" else f"{name}-local-0"
+        fields = {"metadata.namespace": namespace, "metadata.name": pod_name}
         for item in container.get("env", []):
             source = item.get("valueFrom", {})
             if "value" in item:

@@ -1,51 +1,146 @@
 """The seam to the pool: follow its catalog through the client library and hand snapshots to discovery.
 
-On start (and after every disconnect) it calls ``ListTools`` for the full catalog, then follows
-``WatchCatalog`` from that version. When the pool restarts or the stream breaks it reconnects with
-exponential backoff. Client errors become domain errors here and nowhere else.
+On start (and after every disconnect) a follower calls ``ListTools`` for the full catalog, then
+follows ``WatchCatalog`` from that version. When the pool restarts or the stream breaks it
+reconnects with exponential backoff. Client errors become domain errors here and nowhere else.
+
+A sharded pool is followed shard by shard (:class:`ShardedCatalogFollower`): each shard's catalog
+goes into a :class:`~toolscout.client.CatalogMerger`, and discovery gets one catalog with one
+version, the same names and the same version as an unsharded pool with those tools. A shard that
+cannot be reached keeps its tools in the catalog, marked unavailable (after ``down_grace``, so a
+restart of a moment changes nothing); the other shards' tools are untouched. Only the servers
+whose tools changed are converted again, so a change on one shard costs what that shard changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from toolscout.client import AsyncPoolClient, ToolscoutClientError
+from toolscout.client import AsyncPoolClient, CatalogMerger, ToolscoutClientError
 from toolscout.client import Tool as PoolTool
 
 from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
 
-__all__ = ["PoolCatalogFollower", "catalog_from_pool"]
+__all__ = ["PoolCatalogFollower", "ShardedCatalogFollower", "catalog_from_pool"]
 
 _log = get_logger(__name__)
 
 
-def catalog_from_pool(version: str, tools: Iterable[PoolTool]) -> Catalog:
-    """A domain catalog from the pool's tools (schemas parsed once, here)."""
-    return Catalog(
-        version,
-        (
-            Tool.create(
-                server=t.server,
-                name=t.name,
-                llm_name=t.llm_name,
-                description=t.description,
-                input_schema_json=t.input_schema_json,
-                title=t.title,
-                output_schema_json=t.output_schema_json,
-                annotations_json=t.annotations_json,
-                available=t.available,
-            )
-            for t in tools
-        ),
+def _tool(t: PoolTool) -> Tool:
+    return Tool.create(
+        server=t.server,
+        name=t.name,
+        llm_name=t.llm_name,
+        description=t.description,
+        input_schema_json=t.input_schema_json,
+        title=t.title,
+        output_schema_json=t.output_schema_json,
+        annotations_json=t.annotations_json,
+        available=t.available,
     )
 
 
+def _same_but_availability(old: Tool, new: PoolTool) -> bool:
+    return (
+        old.server == new.server
+        and old.name == new.name
+        and old.llm_name == new.llm_name
+        and old.description == new.description
+        and old.input_schema_json == new.input_schema_json
+        and old.title == new.title
+        and old.output_schema_json == new.output_schema_json
+        and old.annotations_json == new.annotations_json
+    )
+
+
+def catalog_from_pool(version: str, tools: Iterable[PoolTool]) -> Catalog:
+    """A domain catalog from the pool's tools (schemas parsed once, here)."""
+    return Catalog(version, (_tool(t) for t in tools))
+
+
+class _Stream:
+    """Follows one pool (or shard): ListTools, then WatchCatalog, reconnecting with backoff."""
+
+    def __init__(
+        self,
+        pool: AsyncPoolClient,
+        on_snapshot: Callable[[str, tuple[PoolTool, ...]], Any],
+        *,
+        on_lost: Callable[[], Any] | None = None,
+        name: str = "pool",
+        initial_backoff: float,
+        max_backoff: float,
+        list_timeout: float,
+    ) -> None:
+        self.pool = pool
+        self._on_snapshot = on_snapshot
+        self._on_lost = on_lost
+        self._name = name
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._list_timeout = list_timeout
+        self.version = ""
+        self.connected = asyncio.Event()
+
+    async def _follow_once(self) -> None:
+        listing = await self.pool.list_tools(
+            include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
+        )
+        await self._on_snapshot(listing.catalog_version, listing.tools)
+        self.version = listing.catalog_version
+        self.connected.set()
+        _log.info(
+            "following pool catalog",
+            pool=self._name,
+            catalog_version=listing.catalog_version,
+            tools=len(listing.tools),
+        )
+        # Closed explicitly: a cancelled follower must end the stream now, not when the generator
+        # is garbage-collected (possibly after its event loop is gone).
+        async with contextlib.aclosing(self.pool.watch_catalog(self.version)) as updates:
+            async for update in updates:
+                await self._on_snapshot(update.catalog_version, update.tools)
+                self.version = update.catalog_version
+
+    async def run(self) -> None:
+        """Follows forever, reconnecting with backoff; returns only when cancelled."""
+        backoff = self._initial_backoff
+        while True:
+            try:
+                await self._follow_once()
+                problem = "catalog stream ended"
+            except ToolscoutClientError as err:
+                problem = error_from_client(err, self._name).message
+            if self.connected.is_set():
+                # The session was healthy: the next outage starts with a short wait again.
+                backoff = self._initial_backoff
+                self.connected.clear()
+            if self._on_lost is not None:
+                self._on_lost()
+            _log.warning(
+                "pool catalog unavailable; reconnecting",
+                pool=self._name,
+                error=problem,
+                retry_in=round(backoff, 2),
+            )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
+
+
 class PoolCatalogFollower:
-    """Keeps discovery's catalog in step with the pool until cancelled."""
+    """Keeps discovery's catalog in step with one (unsharded) pool until cancelled.
+
+    The pool's snapshot is passed on as it is, version included; while the pool cannot be reached
+    discovery keeps the last catalog it had.
+    """
 
     def __init__(
         self,
@@ -56,13 +151,16 @@ class PoolCatalogFollower:
         max_backoff: float = 10.0,
         list_timeout: float = 10.0,
     ) -> None:
-        self._pool = pool
         self._on_catalog = on_catalog
-        self._initial_backoff = initial_backoff
-        self._max_backoff = max_backoff
-        self._list_timeout = list_timeout
         self._version = ""
-        self.connected = asyncio.Event()
+        self._stream = _Stream(
+            pool,
+            self._install,
+            initial_backoff=initial_backoff,
+            max_backoff=max_backoff,
+            list_timeout=list_timeout,
+        )
+        self.connected = self._stream.connected
 
     async def _install(self, version: str, tools: tuple[PoolTool, ...]) -> None:
         if version == self._version:
@@ -72,32 +170,215 @@ class PoolCatalogFollower:
         self._version = version
         self._on_catalog(catalog)
 
-    async def _follow_once(self) -> None:
-        listing = await self._pool.list_tools(
-            include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
-        )
-        await self._install(listing.catalog_version, listing.tools)
-        self.connected.set()
-        _log.info("following pool catalog", catalog_version=listing.catalog_version, tools=len(listing.tools))
-        # Closed explicitly: a cancelled follower must end the stream now, not when the generator
-        # is garbage-collected (possibly after its event loop is gone).
-        async with contextlib.aclosing(self._pool.watch_catalog(self._version)) as updates:
-            async for update in updates:
-                await self._install(update.catalog_version, update.tools)
-
     async def run(self) -> None:
         """Follows the catalog forever, reconnecting with backoff; returns only when cancelled."""
-        backoff = self._initial_backoff
-        while True:
-            try:
-                await self._follow_once()
-                problem = "catalog stream ended"
-            except ToolscoutClientError as err:
-                problem = error_from_client(err, "pool").message
-            if self.connected.is_set():
-                # The session was healthy: the next outage starts with a short wait again.
-                backoff = self._initial_backoff
-                self.connected.clear()
-            _log.warning("pool catalog unavailable; reconnecting", error=problem, retry_in=round(backoff, 2))
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self._max_backoff)
+        await self._stream.run()
+
+
+class ShardedCatalogFollower:
+    """Follows every shard of a sharded pool and keeps discovery's one merged catalog in step.
+
+    ``shards[k]`` is a client of shard ``k``. ``configured`` names the configured servers: one
+    that vanishes from every shard (moving to another during a resharding) keeps its tools,
+    unavailable, until its new owner lists it. The first catalog is handed over once every shard
+    has sent its catalog or been found unreachable (``down_grace`` after its first failed attempt),
+    so discovery never starts with a part of the tools that looks like the whole.
+    """
+
+    def __init__(
+        self,
+        shards: Mapping[int, AsyncPoolClient],
+        on_catalog: Callable[[Catalog], None],
+        *,
+        configured: Iterable[str] = (),
+        down_grace: float = 2.0,
+        initial_backoff: float = 0.2,
+        max_backoff: float = 10.0,
+        list_timeout: float = 10.0,
+        metrics: DiscoveryMetrics | None = None,
+    ) -> None:
+        self._on_catalog = on_catalog
+        self._merger = CatalogMerger(keep=dict.fromkeys(configured))
+        self._down_grace = down_grace
+        self._backoff = (initial_backoff, max_backoff, list_timeout)
+        self._metrics = metrics or DiscoveryMetrics()
+        self._lock = asyncio.Lock()
+        # Converted tools by server digest: this catalog's, and the previous one's (a shard that
+        # went down and came back finds its tools still converted).
+        self._tools: dict[bytes, tuple[Tool, ...]] = {}
+        self._previous: dict[bytes, tuple[Tool, ...]] = {}
+        self._by_server: dict[str, tuple[Tool, ...]] = {}
+        self._version = ""
+        self._streams: dict[int, _Stream] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._downs: dict[int, asyncio.Task[None]] = {}
+        self._running = False
+        self._complete = False
+        self.last_merge_seconds = 0.0
+        for index, client in shards.items():
+            self._streams[index] = self._stream(index, client)
+
+    def _stream(self, index: int, client: AsyncPoolClient) -> _Stream:
+        initial, cap, list_timeout = self._backoff
+
+        async def on_snapshot(version: str, tools: tuple[PoolTool, ...]) -> None:
+            await self._update(index, version, tools)
+
+        return _Stream(
+            client,
+            on_snapshot,
+            on_lost=lambda: self._lost(index),
+            name=f"pool shard {index}",
+            initial_backoff=initial,
+            max_backoff=cap,
+            list_timeout=list_timeout,
+        )
+
+    @property
+    def shards(self) -> list[int]:
+        return sorted(self._streams)
+
+    def connected(self, index: int) -> asyncio.Event:
+        return self._streams[index].connected
+
+    # --- merging ------------------------------------------------------------------------------
+
+    async def _update(self, index: int, version: str, tools: tuple[PoolTool, ...]) -> None:
+        down = self._downs.pop(index, None)
+        if down is not None:
+            down.cancel()
+        started = time.perf_counter()
+        async with self._lock:
+            if index not in self._streams:
+                return  # the shard was removed while its update was on the way
+            changed = await asyncio.to_thread(self._merger.update, index, version, tools)
+            # Until the first catalog is out, a shard that adds nothing (no servers) still counts.
+            if changed or not self._complete:
+                await self._publish(started)
+
+    def _lost(self, index: int) -> None:
+        if index in self._downs or index not in self._streams:
+            return
+        self._downs[index] = asyncio.create_task(self._mark_down(index), name=f"shard-{index}-down")
+
+    async def _mark_down(self, index: int) -> None:
+        await asyncio.sleep(self._down_grace)
+        started = time.perf_counter()
+        async with self._lock:
+            stream = self._streams.get(index)
+            if stream is not None and not stream.connected.is_set():
+                changed = self._merger.shard_down(index)
+                _log.warning("pool shard unreachable; its tools are unavailable", shard=index)
+                if changed or not self._complete:
+                    await self._publish(started)
+        self._downs.pop(index, None)
+
+    async def _publish(self, started: float) -> None:
+        if not self._complete:
+            # Every shard heard from (a catalog, or found down): from then on every change counts.
+            self._complete = all(
+                self._merger.has_catalog(k) or self._merger.is_down(k) for k in self._streams
+            )
+            if not self._complete:
+                return
+        catalog = await asyncio.to_thread(self._build)
+        if catalog is None:
+            return
+        seconds = time.perf_counter() - started
+        self.last_merge_seconds = seconds
+        self._metrics.merged(seconds)
+        _log.info(
+            "merged pool shard catalogs",
+            catalog_version=catalog.version,
+            tools=len(catalog),
+            seconds=round(seconds, 4),
+        )
+        self._on_catalog(catalog)
+
+    def _convert(self, server: str, digest: bytes, listed: tuple[PoolTool, ...]) -> tuple[Tool, ...]:
+        cached = self._tools.get(digest) or self._previous.get(digest)
+        if cached is not None:
+            return cached
+        prior = self._by_server.get(server)
+        if (
+            prior is not None
+            and len(prior) == len(listed)
+            and all(map(_same_but_availability, prior, listed))
+        ):
+            # Only availability changed (a shard went down or came back): no schema to parse again.
+            return tuple(
+                old if old.available == new.available else dataclasses.replace(old, available=new.available)
+                for old, new in zip(prior, listed, strict=True)
+            )
+        return tuple(_tool(t) for t in listed)
+
+    def _build(self) -> Catalog | None:
+        """The merged discovery catalog; only servers whose tools changed are converted again."""
+        merged = self._merger.catalog()
+        if merged.catalog_version == self._version:
+            return None
+        tools: dict[bytes, tuple[Tool, ...]] = {}
+        by_server: dict[str, tuple[Tool, ...]] = {}
+        for server, digest, listed in self._merger.listings():
+            tools[digest] = by_server[server] = self._convert(server, digest, listed)
+        self._previous, self._tools, self._by_server = self._tools, tools, by_server
+        self._version = merged.catalog_version
+        return Catalog(merged.catalog_version, (t for converted in tools.values() for t in converted))
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Follows every shard until cancelled."""
+        self._running = True
+        for index, stream in self._streams.items():
+            self._start(index, stream)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._running = False
+            tasks = [*self._tasks.values(), *self._downs.values()]
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._tasks.clear()
+            self._downs.clear()
+
+    def _start(self, index: int, stream: _Stream) -> None:
+        self._tasks[index] = asyncio.create_task(stream.run(), name=f"discovery-shard-{index}")
+
+    async def reshard(
+        self, shards: Mapping[int, AsyncPoolClient], configured: Iterable[str]
+    ) -> list[AsyncPoolClient]:
+        """Follows ``shards`` from now on (a changed shard count); returns the clients no longer used.
+
+        A shard whose client is the same object keeps its stream; removed shards' tools leave the
+        merge (servers that are still configured stay, unavailable, until their new owner lists them).
+        """
+        unused: list[AsyncPoolClient] = []
+        started = time.perf_counter()
+        async with self._lock:
+            self._merger.set_keep(configured)
+            for index in sorted(self._streams):
+                stream = self._streams[index]
+                if shards.get(index) is stream.pool:
+                    continue
+                del self._streams[index]
+                task = self._tasks.pop(index, None)
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                down = self._downs.pop(index, None)
+                if down is not None:
+                    down.cancel()
+                self._merger.remove_shard(index)
+                unused.append(stream.pool)
+            for index, client in shards.items():
+                if index not in self._streams:
+                    self._streams[index] = stream = self._stream(index, client)
+                    if self._running:
+                        self._start(index, stream)
+            await self._publish(started)
+        return unused

@@ -30,6 +30,12 @@ class DiscoveryMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = registry if registry is not None else CollectorRegistry()
+        self.catalog_merge_seconds = Histogram(
+            "toolscout_discovery_catalog_merge_seconds",
+            "Time from a pool shard's catalog update to the merged catalog handed to discovery.",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
         self.search_seconds = Histogram(
             "toolscout_discovery_search_duration_seconds",
             "Time to answer one search_tools call, by mode.",
@@ -92,6 +98,10 @@ class DiscoveryMetrics:
         )
         for mode in ("bm25", "hybrid"):
             self.search_mode_active.labels(mode).set(0)
+
+    def merged(self, seconds: float) -> None:
+        """One merge of a pool shard's changed catalog into discovery's catalog."""
+        self.catalog_merge_seconds.observe(seconds)
 
     def search(self, mode: str, outcome: str, seconds: float) -> None:
         self.searches.labels(mode, outcome).inc()

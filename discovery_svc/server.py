@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Sequence
 
 from toolscout.client import AsyncPoolClient
 from toolscout.discovery.v1 import discovery_pb2_grpc
 
 from discovery_svc.catalog import Catalog
-from discovery_svc.catalog_follower import PoolCatalogFollower
+from discovery_svc.catalog_follower import PoolCatalogFollower, ShardedCatalogFollower
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.hybrid_stage import hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
@@ -19,6 +20,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+from toolscout_kit.shards import SHARD_CHANNEL_OPTIONS, shard_targets
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -33,13 +35,17 @@ async def build_server(
     listen: str | None = None,
     metrics_port: int | None = None,
     pool_target: str | None = None,
+    pool_targets: Sequence[str] | None = None,
 ) -> RunningServer:
     """Starts discovery: NOT_SERVING until the first catalog arrives from the pool.
 
+    A sharded pool (``toolscout.pool.shards``, or ``pool_targets``: one address per shard) is
+    followed shard by shard and merged into one catalog.
+
     Raises:
-        ConfigError: the address or metrics port cannot be bound, or TLS files cannot be read.
-        ConfigError: hybrid search with an embedder that cannot work (e.g. the local model without
-            the ``toolscout[embeddings]`` extra).
+        ConfigError: the address or metrics port cannot be bound, TLS files cannot be read, the pool
+            is sharded without shard addresses, or hybrid search has an embedder that cannot work
+            (e.g. the local model without the ``toolscout[embeddings]`` extra).
     """
     settings = config.toolscout.discovery
     security = config.toolscout.security
@@ -74,9 +80,67 @@ async def build_server(
             background.add(task)
             task.add_done_callback(background.discard)
 
-    pool = AsyncPoolClient(create_channel(pool_target or settings.pool_target, security), owns_channel=True)
-    follower = PoolCatalogFollower(pool, on_catalog)
-    follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
+    targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
+    if targets is None or len(targets) == 1:
+        target = targets[0] if targets else pool_target or settings.pool_target
+        pool = AsyncPoolClient(create_channel(target, security), owns_channel=True)
+        follower = PoolCatalogFollower(pool, on_catalog)
+        follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
+
+        async def cleanup() -> None:
+            for task in (follow_task, *background):
+                task.cancel()
+            for task in (follow_task, *background):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await pool.close()
+
+        running.add_cleanup(cleanup)
+        return running
+    _follow_shards(running, config, targets, on_catalog, background, metrics=metrics)
+    return running
+
+
+# --- a sharded pool (issue 15): one follower per shard, merged ----------------------------------
+
+
+def _follow_shards(
+    running: RunningServer,
+    config: ToolscoutConfig,
+    targets: list[str],
+    on_catalog: Callable[[Catalog], None],
+    background: set[asyncio.Task[None]],
+    *,
+    metrics: DiscoveryMetrics,
+) -> None:
+    security = config.toolscout.security
+    clients: dict[str, AsyncPoolClient] = {}
+
+    def shard_clients(addresses: list[str]) -> dict[int, AsyncPoolClient]:
+        # A shard still at the same address keeps its client (and its catalog stream).
+        for address in addresses:
+            if address not in clients:
+                channel = create_channel(address, security, options=SHARD_CHANNEL_OPTIONS)
+                clients[address] = AsyncPoolClient(channel, owns_channel=True)
+        return {index: clients[address] for index, address in enumerate(addresses)}
+
+    follower = ShardedCatalogFollower(
+        shard_clients(targets), on_catalog, configured=config.servers, metrics=metrics
+    )
+    follow_task = asyncio.create_task(follower.run(), name="discovery-shard-followers")
+
+    async def reload(new_config: ToolscoutConfig) -> None:
+        addresses = shard_targets(new_config.toolscout.pool.shards)
+        if addresses is None:
+            _log.warning("the pool is no longer sharded in the config: restart discovery to apply it")
+            return
+        unused = await follower.reshard(shard_clients(addresses), new_config.servers)
+        for client in unused:
+            for address, known in list(clients.items()):
+                if known is client:
+                    del clients[address]
+            await client.close()
+        _log.info("following pool shards", shards=len(addresses))
 
     async def cleanup() -> None:
         for task in (follow_task, *background):
@@ -84,7 +148,8 @@ async def build_server(
         for task in (follow_task, *background):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await pool.close()
+        for client in clients.values():
+            await client.close()
 
+    running.add_reload(reload)
     running.add_cleanup(cleanup)
-    return running

@@ -8,13 +8,12 @@ keeps the tools sorted by ``(server, name)``, names them for the LLM, hashes the
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscout.client import EMPTY_INPUT_SCHEMA_JSON
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, catalog_version, server_digest, tool_row
 
 from mcp_pool_svc.naming import NameTable
 
@@ -96,18 +95,28 @@ class _Watcher:
 class _Entry:
     tools: tuple[ListedTool, ...]
     available: bool = True
+    # Derived, rebuilt only when this entry (or the naming of the catalog) changes.
+    built: tuple[CatalogTool, ...] | None = None
+    digest: bytes = b""
 
 
 class Catalog:
-    """Per-server tool listings merged into one versioned catalog."""
+    """Per-server tool listings merged into one versioned catalog.
+
+    Updates only mark what changed; the merged tuple, the name table and the version are rebuilt
+    on the next read, reusing every unchanged server's tools and digest. A pool connecting to a
+    thousand servers therefore does not rebuild 50,000 tools once per server.
+    """
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._names = NameTable()
         self._tools: tuple[CatalogTool, ...] = ()
         self._by_pair: dict[tuple[str, str], CatalogTool] = {}
-        self._version = self._hash(())
+        self._version = catalog_version(())
         self._watchers: list[_Watcher] = []
+        self._dirty = False
+        self._names_dirty = False
 
     # --- updates (each returns whether anything changed) ---------------------------------
 
@@ -117,11 +126,12 @@ class Catalog:
         unique: dict[str, ListedTool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)
-        entry = _Entry(tuple(sorted(unique.values(), key=lambda t: t.name)), True)
-        if self._entries.get(server) == entry:
+        listed = tuple(sorted(unique.values(), key=lambda t: t.name))
+        current = self._entries.get(server)
+        if current is not None and current.tools == listed and current.available:
             return False
-        self._entries[server] = entry
-        self._rebuild([server])
+        self._entries[server] = _Entry(listed, True)
+        self._changed([server], names=current is None or {t.name for t in current.tools} != set(unique))
         return True
 
     def set_available(self, server: str, available: bool) -> bool:
@@ -130,26 +140,31 @@ class Catalog:
         if entry is None or entry.available == available:
             return False
         entry.available = available
-        self._rebuild([server])
+        entry.built = None
+        self._changed([server], names=False)
         return True
 
     def drop(self, server: str) -> bool:
         """Forgets every tool of ``server``."""
         if self._entries.pop(server, None) is None:
             return False
-        self._rebuild([server])
+        self._changed([server], names=True)
         return True
 
     # --- reads --------------------------------------------------------------------------
 
     @property
     def version(self) -> str:
+        self._rebuild()
         return self._version
 
     def snapshot(
         self, *, include_unavailable: bool = True, servers: Iterable[str] | None = None
     ) -> CatalogSnapshot:
+        self._rebuild()
         wanted = set(servers) if servers is not None else None
+        if include_unavailable and wanted is None:
+            return CatalogSnapshot(self._version, self._tools)
         tools = tuple(
             t
             for t in self._tools
@@ -158,9 +173,11 @@ class Catalog:
         return CatalogSnapshot(self._version, tools)
 
     def lookup(self, server: str, tool: str) -> CatalogTool | None:
+        self._rebuild()
         return self._by_pair.get((server, tool))
 
     def resolve(self, llm_name: str) -> CatalogTool | None:
+        self._rebuild()
         pair = self._names.resolve(llm_name)
         return self._by_pair.get(pair) if pair else None
 
@@ -183,46 +200,73 @@ class Catalog:
         watcher = _Watcher()
         self._watchers.append(watcher)
         try:
-            if self._version != known_version:
+            seen = self.version
+            if seen != known_version:
                 yield CatalogUpdate(self.snapshot(), ())
             while True:
                 await watcher.wake.wait()
                 watcher.wake.clear()
                 changed = tuple(sorted(watcher.changed))
                 watcher.changed.clear()
-                yield CatalogUpdate(self.snapshot(), changed)
+                snapshot = self.snapshot()
+                if snapshot.version == seen:
+                    # Changed and changed back before this watcher looked: nothing to send.
+                    continue
+                seen = snapshot.version
+                yield CatalogUpdate(snapshot, changed)
         finally:
             self._watchers.remove(watcher)
 
     # --- internals ----------------------------------------------------------------------
 
-    @staticmethod
-    def _hash(tools: tuple[CatalogTool, ...]) -> str:
-        digest = hashlib.sha256()
-        for t in tools:
-            d = t.tool
-            for part in (t.server, d.name, t.llm_name, str(t.available), d.title, d.description):
-                digest.update(part.encode())
-                digest.update(b"\x00")
-            for part in (d.input_schema_json, d.output_schema_json, d.annotations_json):
-                digest.update(part.encode())
-                digest.update(b"\x00")
-        return digest.hexdigest()[:16]
-
-    def _rebuild(self, changed: list[str]) -> None:
-        self._names = NameTable((server, t.name) for server, e in self._entries.items() for t in e.tools)
-        tools = tuple(
-            CatalogTool(server, self._names.name_for(server, t.name), e.available, t)
-            for server in sorted(self._entries)
-            for e in (self._entries[server],)
-            for t in e.tools
-        )
-        self._tools = tools
-        self._by_pair = {(t.server, t.name): t for t in tools}
-        version = self._hash(tools)
-        if version == self._version:
-            return
-        self._version = version
+    def _changed(self, servers: list[str], *, names: bool) -> None:
+        self._dirty = True
+        if names:
+            self._names_dirty = True
         for watcher in self._watchers:
-            watcher.changed.update(changed)
+            watcher.changed.update(servers)
             watcher.wake.set()
+
+    def _rebuild(self) -> None:
+        if not self._dirty:
+            return
+        renamed = False
+        if self._names_dirty:
+            names = NameTable((server, t.name) for server, e in self._entries.items() for t in e.tools)
+            # Names are a function of their own pair; only the (astronomically unlikely) hash
+            # collision fallback depends on the others, and then every server is renamed.
+            renamed = names.collisions != self._names.collisions
+            self._names = names
+            self._names_dirty = False
+        tools: list[CatalogTool] = []
+        digests: list[tuple[str, bytes]] = []
+        for server in sorted(self._entries):
+            entry = self._entries[server]
+            if entry.built is None or renamed:
+                entry.built = tuple(
+                    CatalogTool(server, self._names.name_for(server, t.name), entry.available, t)
+                    for t in entry.tools
+                )
+                entry.digest = server_digest(_row(t) for t in entry.built)
+            tools.extend(entry.built)
+            if entry.built:
+                digests.append((server, entry.digest))
+        self._tools = tuple(tools)
+        self._by_pair = {(t.server, t.name): t for t in self._tools}
+        self._version = catalog_version(digests)
+        self._dirty = False
+
+
+def _row(t: CatalogTool) -> tuple[str, ...]:
+    d = t.tool
+    return tool_row(
+        server=t.server,
+        name=d.name,
+        llm_name=t.llm_name,
+        available=t.available,
+        title=d.title,
+        description=d.description,
+        input_schema_json=d.input_schema_json,
+        output_schema_json=d.output_schema_json,
+        annotations_json=d.annotations_json,
+    )

@@ -13,6 +13,7 @@ from toolscout_kit.errors import (
 
 __all__ = [
     "InvalidToolArgumentsError",
+    "NotOwnerError",
     "ResultTooLargeError",
     "ServerUnavailableError",
     "ToolCallTimeoutError",
@@ -32,6 +33,22 @@ class UnknownToolError(NotFoundError):
 
 class ServerUnavailableError(UnavailableError):
     """The call was not sent: the server is starting, reconnecting, failed or the pool is stopping."""
+
+
+class NotOwnerError(ServerUnavailableError):
+    """The call was not sent: another pool shard runs the server (the caller routed with an old count).
+
+    ``owners`` are the shards that run it among ``count``; the servicer hands them to the caller so
+    that it can send the call there.
+    """
+
+    def __init__(
+        self, message: str, *, server: str = "", owners: tuple[int, ...] = (), count: int = 1
+    ) -> None:
+        super().__init__(message)
+        self.server = server
+        self.owners = owners
+        self.count = count
 
 
 class ToolOutcomeUnknownError(OutcomeUnknownError):

@@ -55,6 +55,18 @@ class PoolMetrics:
         self._catalog_tools = Gauge(
             "toolscout_pool_catalog_tools", "Tools of the server in the catalog.", ["server"], registry=r
         )
+        self._shard_index = Gauge(
+            "toolscout_pool_shard_index", "This pool process's shard index (0-based).", registry=r
+        )
+        self._shard_count = Gauge(
+            "toolscout_pool_shard_count", "The shard count this pool process places servers for.", registry=r
+        )
+        self._moved = Counter(
+            "toolscout_pool_reshard_servers",
+            "Servers started here (in) or handed to another shard (out) by a change of the shard count.",
+            ["direction"],
+            registry=r,
+        )
 
     def tool_call(self, server: str, outcome: Outcome, seconds: float) -> None:
         """One finished tool call."""
@@ -68,6 +80,16 @@ class PoolMetrics:
     def server_restarted(self, server: str) -> None:
         """The supervisor starts the server again after a loss."""
         self._restarts.labels(server).inc()
+
+    def shard(self, index: int, count: int) -> None:
+        """This process is shard ``index`` of ``count``."""
+        self._shard_index.set(index)
+        self._shard_count.set(count)
+
+    def servers_moved(self, moved_in: int, moved_out: int) -> None:
+        """A reshard started ``moved_in`` servers here and handed ``moved_out`` to other shards."""
+        self._moved.labels("in").inc(moved_in)
+        self._moved.labels("out").inc(moved_out)
 
     def catalog_tools(self, server: str, count: int) -> None:
         """The number of the server's tools in the catalog."""

@@ -9,6 +9,7 @@ Names are resolved through :class:`NameTable`, never by splitting them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -46,8 +47,9 @@ def _plain_is_unambiguous(server: str, tool: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def llm_name(server: str, tool: str, *, hash_digits: int = 8) -> str:
-    """The LLM-facing name of ``tool`` on ``server`` (depends on nothing else)."""
+    """The LLM-facing name of ``tool`` on ``server`` (depends on nothing else; cached)."""
     if _plain_is_unambiguous(server, tool):
         return f"{server}{_SEPARATOR}{tool}"
     return _hashed(server, tool, hash_digits)
@@ -59,11 +61,16 @@ class NameTable:
     def __init__(self, pairs: Iterable[tuple[str, str]] = ()) -> None:
         self._by_pair: dict[tuple[str, str], str] = {}
         self._by_name: dict[str, tuple[str, str]] = {}
+        # Pairs whose name had to be lengthened because another pair had it (normally none).
+        self.collisions: frozenset[tuple[str, str]] = frozenset()
+        lengthened: set[tuple[str, str]] = set()
         # Sorted so that the (astronomically unlikely) hash-collision fallback is deterministic.
         for pair in sorted(set(pairs)):
-            self._add(pair)
+            if self._add(pair):
+                lengthened.add(pair)
+        self.collisions = frozenset(lengthened)
 
-    def _add(self, pair: tuple[str, str]) -> None:
+    def _add(self, pair: tuple[str, str]) -> bool:
         name = llm_name(*pair)
         digits = 8
         while name in self._by_name and self._by_name[name] != pair:
@@ -71,6 +78,7 @@ class NameTable:
             name = _hashed(pair[0], pair[1], digits)
         self._by_pair[pair] = name
         self._by_name[name] = pair
+        return digits > 8
 
     def name_for(self, server: str, tool: str) -> str:
         """The name of a pair in this table (computed on the fly for a pair not in it)."""

@@ -11,22 +11,25 @@ configured server has a placement:
 Rendezvous hashing gives every (server, shard) pair a weight and the heaviest shard wins. Going
 from ``N`` to ``N + 1`` shards therefore moves a server only when the new shard outweighs its old
 owner, about ``1 / (N + 1)`` of them, and all of those move to the new shard; shrinking moves only
-the removed shards' servers. The weight is defined exactly so that another language or package
-(the client library cannot import this one) computes the same owners::
+the removed shards' servers. The weight is defined exactly so that any other package or language
+computes the same owners::
 
     weight(name, k) = int.from_bytes(blake2b(utf8(name) + b"\\x00" + ascii(str(k)), digest_size=8), "big")
     owner(name, N)  = the k in 0..N-1 with the largest weight (the smallest k on a tie)
 
-Python's ``hash()`` is salted per process and would give every process different owners.
+Python's ``hash()`` is salted per process and would give every process different owners. The one
+implementation is in the client library (:mod:`toolscout.client.sharding`), which routes calls with
+it; the pool uses the same functions, so the two can never disagree.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from toolscout.client import rendezvous_owner, rendezvous_weight
 
 from toolscout_kit.config import ShardSettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
@@ -42,24 +45,6 @@ __all__ = [
 ]
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
-
-def rendezvous_weight(name: str, shard: int) -> int:
-    """The stable 64-bit weight of ``shard`` for the server ``name`` (see the module docstring)."""
-    digest = hashlib.blake2b(name.encode() + b"\x00" + str(shard).encode("ascii"), digest_size=8).digest()
-    return int.from_bytes(digest, "big")
-
-
-def rendezvous_owner(name: str, count: int) -> int:
-    """The shard in ``0..count-1`` that owns ``name`` by rendezvous hashing.
-
-    Raises:
-        ValueError: ``count`` is below 1.
-    """
-    if count < 1:
-        raise ValueError(f"the shard count must be at least 1, got {count}")
-    # max() keeps the first of equal keys, so a tie goes to the smaller index.
-    return max(range(count), key=lambda shard: rendezvous_weight(name, shard))
 
 
 @dataclass(frozen=True)
@@ -196,6 +181,10 @@ class Placement:
     def servers(self) -> list[str]:
         """The configured server names, sorted."""
         return sorted(self._rules)
+
+    def rule(self, server: str) -> ServerRule:
+        """The configured placement of ``server`` (the default for one not configured)."""
+        return self._rules.get(server, _DEFAULT_RULE)
 
     def owners(self, server: str) -> tuple[int, ...]:
         """The shards that run ``server``, ascending: one, or all of them for ``placement: all``."""

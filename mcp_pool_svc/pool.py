@@ -1,7 +1,8 @@
-"""The pool facade: every configured server supervised, one catalog, tool calls.
+"""The pool facade: every server of this shard supervised, one catalog, tool calls.
 
-:class:`McpPool` is what the servicer talks to. It starts one :class:`Supervisor` per server (in
-parallel, so a slow or broken server delays nobody), answers catalog queries from memory, and
+:class:`McpPool` is what the servicer talks to. It starts one :class:`Supervisor` per server placed
+on its shard (in parallel, so a slow or broken server delays nobody; an unsharded pool is shard
+0 of 1 and runs them all), answers catalog queries from memory, and
 runs tool calls on the server's persistent session under a per-server concurrency limit and a
 per-call timeout. On timeout or caller cancellation the MCP SDK sends ``notifications/cancelled``
 to the server for the abandoned request.
@@ -12,6 +13,11 @@ and then lost its answer (the server died, the pool stopped) is :class:`ToolOutc
 the tool may have run, and nothing retries it, except that a tool annotated ``readOnlyHint`` or
 ``idempotentHint`` is sent once more after its server restarts, within the call's timeout. Calls
 to tools not annotated ``readOnlyHint`` run one at a time per server (``serialize_writes``).
+
+A call for a configured server that another shard runs is refused before anything is sent
+(:class:`NotOwnerError`, naming the owners). :meth:`McpPool.reshard` applies a new shard count:
+only the servers whose owner changed are started or stopped (a server leaving this shard first
+finishes the calls it has, while new ones are refused and go to its new owner).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import random
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_pool_svc.catalog import Catalog, CatalogSnapshot, CatalogUpdate
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
+    NotOwnerError,
     ResultTooLargeError,
     ServerUnavailableError,
     ToolCallTimeoutError,
@@ -43,6 +50,7 @@ from mcp_pool_svc.errors import (
     UnknownToolError,
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
+from mcp_pool_svc.placement import Placement, ServerRule, ShardIdentity, resolve_identity
 from mcp_pool_svc.reaper import become_subreaper
 from mcp_pool_svc.results import (
     ToolResult,
@@ -51,13 +59,13 @@ from mcp_pool_svc.results import (
     error_result_content,
 )
 from mcp_pool_svc.server_logs import StderrLog
-from mcp_pool_svc.session import Connection, Connector, make_connector
+from mcp_pool_svc.session import Connection, Connector, HttpClients, make_connector
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger, redact
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "reply_line_limit", "require_json_object"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "ReshardResult", "reply_line_limit", "require_json_object"]
 
 log = get_logger(__name__)
 
@@ -139,6 +147,15 @@ class _SentThenLost(Exception):
         self.retried = retried
 
 
+@dataclass(frozen=True)
+class ReshardResult:
+    """What a reshard changed on this shard: the servers it started and the ones it handed over."""
+
+    shard: ShardIdentity | None
+    started: tuple[str, ...]
+    stopped: tuple[str, ...]
+
+
 @dataclass(eq=False)
 class _Call:
     """One call in flight: the scope the pool cancels at shutdown, and whether it was sent."""
@@ -154,12 +171,20 @@ class McpPool:
         self,
         config: ToolscoutConfig,
         *,
+        shard: ShardIdentity | None = None,
         metrics: PoolMetrics | None = None,
         connector: Connector | None = None,
         rng: random.Random | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        """``environ`` (default: the process environment) tells which API keys to mask in servers' stderr."""
+        """Supervisors for the servers placed on ``shard`` (default: 0 of 1 when the config is unsharded).
+
+        ``environ`` (default: the process environment) tells which API keys to mask in servers' stderr.
+
+        Raises:
+            ConfigError: the config is sharded and no shard is given.
+        """
+        self._config = config
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
         self.catalog = Catalog()
@@ -169,43 +194,98 @@ class McpPool:
         self._calls_done = asyncio.Event()
         self._calls_done.set()
         self._stopping = False
-        connect = connector or make_connector(
+        self._started = False
+        self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
+        # Kept when a reshard leaves this shard out (its index beyond the new count).
+        self._index = self._shard.index
+        self._placement = self._placement_for(config, self._shard.count)
+        self._http = HttpClients()
+        self._connect = connector or make_connector(
             base_dir=Path(config.base_dir),
             stderr_sink=StderrLog(config, os.environ if environ is None else environ),
             max_line_bytes=reply_line_limit(self._settings.max_result_bytes),
+            http_clients=self._http,
         )
-        shared_rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
-        self._supervisors = {
-            name: Supervisor(
-                name,
-                server,
-                self._settings,
-                connector=connect,
-                catalog=self.catalog,
-                metrics=self._metrics,
-                on_change=self._notify,
-                rng=shared_rng,
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
+        # Servers handed to another shard, finishing their calls before they stop.
+        self._leaving: dict[str, Supervisor] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._metrics.shard(self._shard.index, self._shard.count)
+
+    @staticmethod
+    def _placement_for(config: ToolscoutConfig, count: int) -> Placement:
+        rules = {
+            name: ServerRule(
+                placement=server.placement,
+                # A pin beyond a shrunk count cannot apply; the config check reports it on reload.
+                shard=server.shard if server.shard is not None and server.shard < count else None,
             )
-            for name, server in sorted(config.servers.items())
+            for name, server in config.servers.items()
         }
-        self._tasks: list[asyncio.Task[None]] = []
+        return Placement(count, rules)
+
+    def _owned(self) -> list[str]:
+        if self._shard is None:
+            return []
+        return self._placement.servers_for(self._shard.index)
+
+    def _new_supervisor(self, name: str) -> Supervisor:
+        return Supervisor(
+            name,
+            self._config.servers[name],
+            self._settings,
+            connector=self._connect,
+            catalog=self.catalog,
+            metrics=self._metrics,
+            on_change=self._notify,
+            rng=self._rng,
+        )
+
+    @property
+    def shard(self) -> ShardIdentity | None:
+        """This pool's shard; None once a reshard left it out (its index is beyond the new count)."""
+        return self._shard
+
+    @property
+    def shard_count(self) -> int:
+        return self._placement.count
+
+    @property
+    def shard_index(self) -> int:
+        """This shard's index (kept when a reshard leaves it out, so that callers can still tell)."""
+        return self._index
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server`` under the current count."""
+        return self._placement.owners(server)
 
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self, *, wait: float | None = None) -> None:
-        """Starts every server in parallel; with ``wait``, waits (bounded) until none is STARTING.
+        """Starts every server in parallel; with ``wait``, waits up to that long until none is STARTING.
 
-        On Linux the process becomes a child subreaper first, so that processes a server detaches
-        stay in the pool's tree (see :mod:`mcp_pool_svc.reaper`).
+        Servers still starting when the wait ends keep starting (a thousand remote servers take
+        longer than a few seconds); the pool serves meanwhile. On Linux the process becomes a child
+        subreaper first, so that processes a server detaches stay in the pool's tree (see
+        :mod:`mcp_pool_svc.reaper`).
         """
         become_subreaper()
+        self._started = True
         for sup in self._supervisors.values():
-            self._metrics.server_up(sup.name, False)
-            self._tasks.append(asyncio.create_task(sup.run(), name=f"supervisor-{sup.name}"))
+            self._launch(sup)
         if wait:
-            await self.wait_until(
-                lambda: all(s.state is not ServerState.STARTING for s in self._supervisors.values()), wait
-            )
+            try:
+                await self.wait_until(
+                    lambda: all(s.state is not ServerState.STARTING for s in self._supervisors.values()), wait
+                )
+            except TimeoutError:
+                starting = sum(s.state is ServerState.STARTING for s in self._supervisors.values())
+                log.info("pool_serving_while_servers_start", starting=starting, waited_seconds=wait)
+
+    def _launch(self, sup: Supervisor) -> None:
+        self._metrics.server_up(sup.name, False)
+        self._tasks[sup.name] = asyncio.create_task(sup.run(), name=f"supervisor-{sup.name}")
 
     async def drain(self, within: float) -> None:
         """Stops taking calls, gives those in flight ``within`` seconds, then aborts the rest.
@@ -223,15 +303,78 @@ class McpPool:
     async def stop(self) -> None:
         """Aborts calls still in flight, stops every server and waits for their processes to be gone."""
         await self.drain(0)
-        for sup in self._supervisors.values():
+        for sup in [*self._supervisors.values(), *self._leaving.values()]:
             sup.request_stop()
-        if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=_STOP_TIMEOUT)
+        tasks = list(self._tasks.values())
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=_STOP_TIMEOUT)
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=_STOP_TIMEOUT)
         self._tasks.clear()
+        await self._http.aclose()
+
+    async def reshard(self, config: ToolscoutConfig) -> ReshardResult:
+        """Applies the shard count and placement of ``config`` to the servers this pool started with.
+
+        Starts the servers newly placed here and hands over those placed elsewhere now: a call for
+        one of them is refused from this moment (:class:`NotOwnerError`, not sent), the calls it
+        already has run to their end (each bounded by its ``call_timeout``), then it stops and its
+        tools leave this shard's catalog. Servers whose owner did not change are not touched. A
+        shard whose index is beyond the new count hands over everything.
+        """
+        count = config.toolscout.pool.shards.count
+        index = self._index
+        known = {name: server for name, server in config.servers.items() if name in self._config.servers}
+        self._config = self._config.model_copy(update={"servers": {**self._config.servers, **known}})
+        before = set(self._supervisors)
+        self._placement = self._placement_for(self._config, count)
+        self._shard = ShardIdentity(index, count) if index < count else None
+        after = set(self._owned())
+        self._metrics.shard(index, count)
+        started = sorted(after - before)
+        stopped = sorted(before - after)
+        log.info("pool_reshard", shard=index, count=count, starting=started, handing_over=stopped)
+        for name in stopped:
+            self._leaving[name] = self._supervisors.pop(name)
+        for name in started:
+            # A server handed over and back before it was stopped keeps its running supervisor.
+            sup = self._leaving.pop(name, None)
+            if sup is None or sup.stop_requested:
+                sup = self._new_supervisor(name)
+                self._supervisors[name] = sup
+                if self._started:
+                    self._launch(sup)
+            else:
+                self._supervisors[name] = sup
+        self._metrics.servers_moved(len(started), len(stopped))
+        for name in started:
+            self._notify(name)
+        await asyncio.gather(*(self._hand_over(name) for name in stopped))
+        return ReshardResult(self._shard, tuple(started), tuple(stopped))
+
+    async def _hand_over(self, name: str) -> None:
+        sup = self._leaving.get(name)
+        if sup is None:
+            return
+        with anyio.move_on_after(sup.config.call_timeout):
+            await sup.wait_idle()
+        if self._leaving.get(name) is not sup:
+            return  # placed here again meanwhile
+        sup.request_stop()
+        task = self._tasks.get(name)
+        if task is not None:
+            await asyncio.wait({task}, timeout=_STOP_TIMEOUT)
+            if not task.done():
+                task.cancel()
+        if self._leaving.get(name) is sup:
+            del self._leaving[name]
+            self._tasks.pop(name, None)
+            if self.catalog.drop(name):
+                self._metrics.catalog_tools(name, 0)
+            self._metrics.server_up(name, False)
+            self._notify(name)
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
         """``listener(server_name)`` runs on every state or catalog change of that server."""
@@ -264,14 +407,26 @@ class McpPool:
         return list(self._supervisors)
 
     def is_serving(self, server: str) -> bool:
-        return self._supervisor(server).state in (ServerState.READY, ServerState.IDLE)
+        """Whether this shard runs ``server`` and it can take calls."""
+        sup = self._supervisors.get(server)
+        return sup is not None and sup.state in (ServerState.READY, ServerState.IDLE)
 
     def list_servers(self) -> list[ServerStatus]:
-        return [sup.status() for sup in self._supervisors.values()]
+        return [self._status_of(sup) for sup in sorted(self._supervisors.values(), key=lambda s: s.name)]
 
     def server_status(self, server: str) -> ServerStatus:
-        """Raises UnknownServerError for a server that is not configured."""
-        return self._supervisor(server).status()
+        """The status of a server this shard runs (or is handing over).
+
+        Raises:
+            UnknownServerError: the server is not configured.
+            NotOwnerError: another shard runs it.
+        """
+        sup = self._supervisors.get(server) or self._leaving.get(server) or self._supervisor(server)
+        return self._status_of(sup)
+
+    def _status_of(self, sup: Supervisor) -> ServerStatus:
+        rule = self._placement.rule(sup.name)
+        return replace(sup.status(), shards=self._placement.owners(sup.name), placement=rule.placement)
 
     def list_tools(
         self, servers: list[str] | None = None, *, include_unavailable: bool = False
@@ -289,11 +444,26 @@ class McpPool:
         return self.catalog.watch(known_version)
 
     def _supervisor(self, server: str) -> Supervisor:
+        """Raises UnknownServerError (not configured) or NotOwnerError (another shard runs it)."""
         sup = self._supervisors.get(server)
         if sup is None:
-            known = ", ".join(self._supervisors) or "none configured"
+            if server in self._config.servers:
+                raise self._not_owner(server)
+            known = ", ".join(sorted(self._config.servers)) or "none configured"
             raise UnknownServerError(f"unknown MCP server {server!r} (servers: {known})")
         return sup
+
+    def _not_owner(self, server: str) -> NotOwnerError:
+        owners = self._placement.owners(server)
+        count = self._placement.count
+        where = f"shard {owners[0]}" if len(owners) == 1 else "shards " + ", ".join(map(str, owners))
+        return NotOwnerError(
+            f"MCP server {server!r} runs on pool {where} of {count}, not on this shard ({self._index}); "
+            "the call was not sent",
+            server=server,
+            owners=owners,
+            count=count,
+        )
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -309,7 +479,11 @@ class McpPool:
             if found is None:
                 # Not splitting names to resolve them, only to explain: a tool of a server that has
                 # been down since start is not "unknown", its server is.
-                sup = self._supervisors.get(llm_name.split("__", 1)[0])
+                guess = llm_name.split("__", 1)[0]
+                if guess in self._config.servers and guess not in self._supervisors:
+                    # Most likely a tool of a server another shard runs: let the caller route it.
+                    raise self._not_owner(guess)
+                sup = self._supervisors.get(guess)
                 if sup is not None and not self.catalog.has_listing(sup.name):
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"

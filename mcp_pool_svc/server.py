@@ -1,4 +1,4 @@
-"""Wires the pool into a gRPC server: McpPool service, per-server health, shutdown cleanup."""
+"""Wires the pool into a gRPC server: McpPool service, per-server health, shutdown cleanup, resharding."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
 from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.servicer import McpPoolServicer
 from mcp_pool_svc.supervisor import HEALTH_PREFIX, ServerStatus
@@ -29,6 +30,9 @@ async def build_server(
     metrics_port: int | None = None,
     pool: McpPool | None = None,
     on_server_change: Callable[[ServerStatus], None] | None = None,
+    shard: ShardIdentity | None = None,
+    shard_spec: str | None = None,
+    pod_name: str | None = None,
 ) -> RunningServer:
     """Starts the pool and a server hosting it; ``stop()`` on the result also stops the pool.
 
@@ -37,9 +41,19 @@ async def build_server(
     receives a server's status on each of its state or catalog changes, from the first
     connection attempt on (``toolscout up`` prints progress with it). ``pool`` lets tests
     inspect the pool they serve.
+
+    A sharded pool runs only its shard's servers: ``shard``, or ``shard_spec`` ("K/N", from
+    ``--shard``), or ``pod_name`` (a StatefulSet pod ``<statefulset>-<K>``). A config reload
+    (:meth:`RunningServer.reload`) applies a new shard count and placement (:meth:`McpPool.reshard`).
+
+    Raises:
+        ConfigError: the shard is malformed, disagrees with ``toolscout.pool.shards``, or is missing
+            while the pool is sharded; or the address cannot be bound.
     """
     registry = new_registry()
-    pool = pool or McpPool(config, metrics=PoolMetrics(registry))
+    if pool is None:
+        identity = shard or resolve_identity(config.toolscout.pool.shards, spec=shard_spec, pod_name=pod_name)
+        pool = McpPool(config, shard=identity, metrics=PoolMetrics(registry))
     if on_server_change is not None:
         hook = on_server_change
         pool.add_listener(lambda server: hook(pool.server_status(server)))
@@ -70,10 +84,16 @@ async def build_server(
     running.add_drain(pool.drain)
     running.add_cleanup(pool.stop)
 
+    async def reshard(new_config: ToolscoutConfig) -> None:
+        await pool.reshard(new_config)
+
+    running.add_reload(reshard)
+
     pending: set[asyncio.Task[None]] = set()
 
     def report(server: str) -> None:
         # Health updates are async; keep a reference so the task is not collected mid-flight.
+        # A server handed to another shard reports NOT_SERVING here.
         task = asyncio.create_task(running.set_status(HEALTH_PREFIX + server, pool.is_serving(server)))
         pending.add(task)
         task.add_done_callback(pending.discard)

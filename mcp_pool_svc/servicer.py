@@ -1,6 +1,8 @@
 """gRPC adapter for :class:`mcp_pool_svc.pool.McpPool`: protobuf in, domain call, protobuf out.
 
-Domain errors propagate unchanged; the kit's error interceptor maps them to status codes.
+Domain errors propagate unchanged; the kit's error interceptor maps them to status codes. A
+:class:`~mcp_pool_svc.errors.NotOwnerError` (a call for a server another shard runs) also puts
+the owners into the trailing metadata, where the sharded client reads them to route the call.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from toolscout.client import SHARD_COUNT_KEY, SHARD_OWNERS_KEY
 from toolscout.common.v1 import common_pb2
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from mcp_pool_svc.catalog import CatalogSnapshot, CatalogTool
+from mcp_pool_svc.errors import NotOwnerError
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.results import ContentItem, ToolResult
 from mcp_pool_svc.supervisor import ServerState, ServerStatus
@@ -69,6 +73,11 @@ def _status_to_proto(status: ServerStatus) -> mcp_pool_pb2.ServerStatus:
         health_service=status.health_service,
         server_info=status.server_info,
         next_retry_unix=status.next_retry_unix,
+        protocol_version=status.protocol_version,
+        shards=list(status.shards),
+        placement=status.placement,
+        tool_cache_ttl_seconds=status.tool_cache_ttl_seconds,
+        change_notifications=status.change_notifications,
     )
 
 
@@ -88,26 +97,39 @@ def _result_to_proto(result: ToolResult) -> mcp_pool_pb2.CallToolResponse:
     )
 
 
+def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
+    return ((SHARD_OWNERS_KEY, ",".join(map(str, err.owners))), (SHARD_COUNT_KEY, str(err.count)))
+
+
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     """``toolscout.mcp_pool.v1.McpPool`` over an :class:`McpPool`."""
 
     def __init__(self, pool: McpPool) -> None:
         self._pool = pool
 
+    def _shard(self) -> mcp_pool_pb2.ShardInfo:
+        return mcp_pool_pb2.ShardInfo(index=self._pool.shard_index, count=self._pool.shard_count)
+
     async def ListServers(
         self, request: mcp_pool_pb2.ListServersRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.ListServersResponse:
         return mcp_pool_pb2.ListServersResponse(
-            servers=[_status_to_proto(s) for s in self._pool.list_servers()]
+            servers=[_status_to_proto(s) for s in self._pool.list_servers()], shard=self._shard()
         )
 
     async def ListTools(
         self, request: mcp_pool_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.ListToolsResponse:
-        snapshot = self._pool.list_tools(
-            list(request.servers), include_unavailable=request.include_unavailable
+        try:
+            snapshot = self._pool.list_tools(
+                list(request.servers), include_unavailable=request.include_unavailable
+            )
+        except NotOwnerError as err:
+            context.set_trailing_metadata(_refusal_metadata(err))
+            raise
+        return mcp_pool_pb2.ListToolsResponse(
+            tools=_tools(snapshot), catalog_version=snapshot.version, shard=self._shard()
         )
-        return mcp_pool_pb2.ListToolsResponse(tools=_tools(snapshot), catalog_version=snapshot.version)
 
     async def CallTool(
         self, request: mcp_pool_pb2.CallToolRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -116,15 +138,19 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         # Finish (and cancel on the MCP server) a little before the caller's deadline so the
         # caller gets our DEADLINE_EXCEEDED rather than its own.
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        result = await self._pool.call_tool(
-            server=request.server,
-            tool=request.tool,
-            llm_name=request.llm_name,
-            arguments=request.arguments_json,
-            meta=request.meta_json,
-            timeout_seconds=request.timeout_seconds,
-            deadline=deadline,
-        )
+        try:
+            result = await self._pool.call_tool(
+                server=request.server,
+                tool=request.tool,
+                llm_name=request.llm_name,
+                arguments=request.arguments_json,
+                meta=request.meta_json,
+                timeout_seconds=request.timeout_seconds,
+                deadline=deadline,
+            )
+        except NotOwnerError as err:
+            context.set_trailing_metadata(_refusal_metadata(err))
+            raise
         return _result_to_proto(result)
 
     async def WatchCatalog(
@@ -135,4 +161,5 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
                 catalog_version=update.snapshot.version,
                 tools=_tools(update.snapshot),
                 changed_servers=list(update.changed_servers),
+                shard=self._shard(),
             )

@@ -1,10 +1,24 @@
 """One live MCP session to one server, over stdio, SSE or streamable HTTP.
 
-:func:`open_connection` spawns or dials the server, initializes a ``ClientSession`` and yields a
-:class:`Connection` that the supervisor keeps open for as long as the server is healthy. Requests
-from many callers run concurrently on that one session. The transport's read stream is relayed
-through a small forwarder so that the supervisor learns at once when the server goes away
-(process exit, broken stream) instead of waiting for the next ping.
+:func:`open_connection` spawns or dials the server, negotiates the newest MCP revision both sides
+speak and yields a :class:`Connection` that the supervisor keeps open for as long as the server is
+healthy. Requests from many callers run concurrently on that one session. The transport's read
+stream is relayed through a small forwarder so that the supervisor learns at once when the server
+goes away (process exit, broken stream) instead of waiting for the next ping.
+
+Revisions (the pinned ``mcp`` SDK): 2026-07-28 has no handshake; a client probes it with
+``server/discover`` and stamps every request with the version. Older revisions (2024-11-05 …
+2025-11-25) need ``initialize``. :func:`negotiate` probes ``server/discover`` first and falls back
+to ``initialize`` when the server refuses it (on stdio the first request decides the era, so the
+order matters: an ``initialize`` refused by a 2026-only server would lock that process out of
+2026-07-28). At 2026-07-28 there is no ``ping``: health checks send ``server/discover`` again; tool
+listings carry a ``ttlMs`` cache hint (kept as :attr:`Connection.tools_ttl`) and change
+notifications come on a ``subscriptions/listen`` stream, which the connection keeps open while the
+server offers it.
+
+Streamable-HTTP servers share one HTTP client per distinct header set (:class:`HttpClients`),
+without httpx's cap of 100 connections: handshake-era sessions each hold one connection for their
+GET stream, and a thousand servers behind one client would starve each other.
 """
 
 from __future__ import annotations
@@ -23,24 +37,36 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 
 __all__ = [
+    "INVALID_LISTING",
     "Connection",
     "ConnectionEvent",
     "Connector",
+    "HttpClients",
     "StderrSink",
     "make_connector",
+    "negotiate",
     "open_connection",
     "transport_name",
 ]
 
-ConnectionEvent = Literal["closed", "exited", "tools_changed", "stream_error"]
+# "listen_lost": the change-notification stream ended unexpectedly (the server may be gone).
+ConnectionEvent = Literal["closed", "exited", "tools_changed", "stream_error", "listen_lost"]
+# Error code of a tools/list reply that does not validate (e.g. a 2026-07-28 reply without ttlMs).
+INVALID_LISTING = mcp_types.INTERNAL_ERROR
+# Re-opening a lost listen stream: first after this many seconds, doubling up to the cap.
+_LISTEN_RETRY = 1.0
+_LISTEN_RETRY_CAP = 60.0
 _CLIENT_INFO = mcp_types.Implementation(name="toolscout-mcp-pool", version="0.1.0")
 # SSE streams stay open between events; only the connect/write phases use connect_timeout.
 _SSE_READ_TIMEOUT = 300.0
@@ -55,26 +81,69 @@ def transport_name(config: StdioServerConfig | RemoteServerConfig) -> str:
 
 @dataclass
 class Connection:
-    """An initialized session plus what the server said about itself."""
+    """A negotiated session plus what the server said about itself."""
 
     session: ClientSession
     server_info: str
     closed: anyio.Event
+    # The negotiated MCP revision ("2026-07-28", "2025-06-18", ...).
+    protocol_version: str = ""
+    # The server's cache hint from its last listing, in seconds (the smallest over the pages);
+    # None when it gave none (older revisions, or 0 = "no hint").
+    tools_ttl: float | None = None
+    # True while a subscriptions/listen stream delivers the server's tool changes (2026-07-28);
+    # handshake-era servers announce changes on the session itself (see change_notifications).
+    listening: bool = False
+
+    @property
+    def modern(self) -> bool:
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def change_notifications(self) -> bool:
+        """Whether the server announces tool changes to this session."""
+        if self.modern:
+            return self.listening
+        caps = self.session.server_capabilities if self.session is not None else None
+        return bool(caps and caps.tools and caps.tools.list_changed)
 
     async def list_tools(self) -> list[ListedTool]:
-        """Every tool of the server, following pagination cursors."""
+        """Every tool of the server, following pagination cursors; records the pages' cache hint.
+
+        Raises:
+            MCPError: the server refused, or its reply is not a valid listing (``INVALID_LISTING``,
+                e.g. a 2026-07-28 reply without its required ``ttlMs``).
+        """
         tools: list[ListedTool] = []
         cursor: str | None = None
+        hints: list[int] = []
         while True:
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await self.session.list_tools(params=params)
+            try:
+                page = await self.session.list_tools(params=params)
+            except ValidationError as err:
+                problem = err.errors(include_url=False, include_input=False)[0]
+                where = ".".join(str(part) for part in problem["loc"]) or "the result"
+                raise MCPError(
+                    INVALID_LISTING,
+                    f"the server's tools/list reply is not valid at {self.protocol_version or 'its revision'}: "
+                    f"{where}: {problem['msg']}",
+                ) from None
             tools.extend(listed_tool_from_mcp(t) for t in page.tools)
+            # Older revisions have no hint (the SDK strips it); a 2026 server without one sends 0.
+            if "ttl_ms" in page.model_fields_set and page.ttl_ms:
+                hints.append(page.ttl_ms)
             cursor = page.next_cursor
             if not cursor:
+                self.tools_ttl = min(hints) / 1000.0 if hints else None
                 return tools
 
     async def ping(self) -> None:
-        await self.session.send_ping()
+        """A health check: ``ping`` before 2026-07-28, a ``server/discover`` probe at it (no ping there)."""
+        if self.modern:
+            await self.session.send_discover(self.protocol_version)
+        else:
+            await self.session.send_ping()
 
 
 class Connector(Protocol):
@@ -113,6 +182,7 @@ def _transport(
     base_dir: Path,
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
+    http_clients: HttpClients | None,
 ) -> AbstractAsyncContextManager[Any]:
     if isinstance(config, StdioServerConfig):
         cwd = Path(os.path.expanduser(config.cwd)) if config.cwd else base_dir
@@ -127,12 +197,44 @@ def _transport(
             on_stderr=on_stderr,
             max_line_bytes=max_line_bytes,
         )
-    return _remote_transport(config)
+    return _remote_transport(config, http_clients)
+
+
+class HttpClients:
+    """One shared HTTP client per distinct (headers, connect timeout) of streamable-HTTP servers.
+
+    Measured on 1,000 simulated servers: one client per session costs ~1.05 MB and 34 ms of CPU per
+    session, a shared one ~0.22 MB and 17-20 ms. Neither the connection count nor the kept-alive
+    connections are capped (httpx's defaults, 100 and 20, starve or churn a thousand sessions).
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[tuple[tuple[str, str], ...], float], httpx2.AsyncClient] = {}
+
+    def get(self, config: RemoteServerConfig) -> httpx2.AsyncClient:
+        key = (tuple(sorted(config.headers.items())), config.connect_timeout)
+        client = self._clients.get(key)
+        if client is None:
+            client = httpx2.AsyncClient(
+                headers=config.headers or None,
+                timeout=httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT),
+                limits=httpx2.Limits(
+                    max_connections=None, max_keepalive_connections=None, keepalive_expiry=30.0
+                ),
+            )
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
 
 
 @asynccontextmanager
-async def _remote_transport(config: RemoteServerConfig) -> AsyncIterator[Any]:
-    timeout = httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT)
+async def _remote_transport(
+    config: RemoteServerConfig, http_clients: HttpClients | None
+) -> AsyncIterator[Any]:
     if config.resolved_transport == "sse":
         async with sse_client(
             config.url,
@@ -142,11 +244,16 @@ async def _remote_transport(config: RemoteServerConfig) -> AsyncIterator[Any]:
         ) as streams:
             yield streams
         return
-    async with (
-        create_mcp_http_client(headers=config.headers, timeout=timeout) as client,
-        streamable_http_client(config.url, http_client=client) as streams,
-    ):
-        yield streams
+    if http_clients is not None:
+        async with streamable_http_client(config.url, http_client=http_clients.get(config)) as streams:
+            yield streams
+        return
+    own = HttpClients()
+    try:
+        async with streamable_http_client(config.url, http_client=own.get(config)) as streams:
+            yield streams
+    finally:
+        await own.aclose()
 
 
 def _message_handler(on_event: Callable[[ConnectionEvent, str], None]) -> Any:
@@ -165,13 +272,20 @@ StderrSink = Callable[[str, str], str]
 _LAST_STDERR_CHARS = 300
 
 
-def make_connector(*, base_dir: Path, stderr_sink: StderrSink, max_line_bytes: int) -> Connector:
+def make_connector(
+    *,
+    base_dir: Path,
+    stderr_sink: StderrSink,
+    max_line_bytes: int,
+    http_clients: HttpClients | None = None,
+) -> Connector:
     """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder).
 
     Each line a stdio server writes to stderr goes to ``stderr_sink(server_name, line)``; a reply
     line longer than ``max_line_bytes`` is refused (see :mod:`mcp_pool_svc.stdio`). When the process
     exits, the exit event carries its last stderr line (masked): usually the reason it could not
-    start ("ModuleNotFoundError: ...").
+    start ("ModuleNotFoundError: ..."). Streamable-HTTP servers share the clients of
+    ``http_clients`` (each connection opens its own without it).
     """
 
     def connect(
@@ -191,10 +305,96 @@ def make_connector(*, base_dir: Path, stderr_sink: StderrSink, max_line_bytes: i
             on_event(kind, detail)
 
         return open_connection(
-            config, event, base_dir=base_dir, on_stderr=stderr, max_line_bytes=max_line_bytes
+            config,
+            event,
+            base_dir=base_dir,
+            on_stderr=stderr,
+            max_line_bytes=max_line_bytes,
+            http_clients=http_clients,
         )
 
     return connect
+
+
+def _supported(err: MCPError) -> list[str] | None:
+    """The versions a -32022 refusal names, or None when it names none."""
+    try:
+        return mcp_types.UnsupportedProtocolVersionErrorData.model_validate(err.error.data).supported
+    except ValidationError:
+        return None
+
+
+async def negotiate(session: ClientSession) -> None:
+    """Settles the newest MCP revision both sides speak: ``server/discover`` first, else ``initialize``.
+
+    Any refusal of the probe means an older server (over stdio it answers -32601, over HTTP an
+    older SDK rejects the unknown version header with 400, read as -32600), except a -32022 that
+    names only 2026-era versions this SDK does not speak, which is a real incompatibility. An
+    ``initialize`` answered with -32022 is itself evidence of a 2026 server (a first probe that
+    timed out here but reached a slow server): the probe is sent once more.
+
+    Raises:
+        MCPError: the server speaks no revision in common, or refused both.
+        RuntimeError: ``initialize`` was answered with a revision this SDK does not speak.
+    """
+    try:
+        await session.discover()
+        return
+    except MCPError as err:
+        supported = _supported(err) if err.code == mcp_types.UNSUPPORTED_PROTOCOL_VERSION else None
+        if supported is not None and not any(v in HANDSHAKE_PROTOCOL_VERSIONS for v in supported):
+            raise
+    except (RuntimeError, ValidationError):
+        pass  # it answered, but with no 2026 revision this SDK speaks: an older server
+    try:
+        await session.initialize()
+    except MCPError as err:
+        if err.code != mcp_types.UNSUPPORTED_PROTOCOL_VERSION:
+            raise
+        await session.discover()
+
+
+async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEvent, str], None]) -> None:
+    """Keeps a ``subscriptions/listen`` stream for tool changes open while the session lives.
+
+    A change arrives both here and as a notification on the session (which already tells the
+    supervisor), so the events are only drained. A stream that ends is re-opened with a growing
+    delay, and the tools are listed again then, since changes meanwhile were not delivered.
+    """
+    delay = _LISTEN_RETRY
+    reopened = False
+    while not conn.closed.is_set():
+        problem = ""
+        try:
+            async with listen(conn.session, tools_list_changed=True) as subscription:
+                if not subscription.honored.tools_list_changed:
+                    return  # the server offers no tool-change events after all: the TTL rules
+                conn.listening = True
+                delay = _LISTEN_RETRY
+                if reopened:
+                    on_event("tools_changed", "")
+                async for _event in subscription:
+                    pass
+                problem = "the server ended the change stream"
+        except ListenNotSupportedError:
+            return
+        except (
+            SubscriptionLost,
+            MCPError,
+            TimeoutError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        ) as err:
+            problem = f"change stream lost: {type(err).__name__}"
+        finally:
+            conn.listening = False
+        if conn.closed.is_set():
+            return
+        on_event("listen_lost", problem)
+        reopened = True
+        with anyio.move_on_after(delay):
+            await conn.closed.wait()
+        delay = min(delay * 2, _LISTEN_RETRY_CAP)
 
 
 @asynccontextmanager
@@ -205,11 +405,12 @@ async def open_connection(
     base_dir: Path,
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
+    http_clients: HttpClients | None = None,
 ) -> AsyncIterator[Connection]:
-    """Connects and initializes within ``config.connect_timeout``.
+    """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``.
 
     Raises:
-        TimeoutError: the server did not answer ``initialize`` in time.
+        TimeoutError: the server did not answer ``server/discover`` or ``initialize`` in time.
         OSError: the command could not be started.
         mcp.MCPError: the server refused or closed the connection.
     """
@@ -218,7 +419,12 @@ async def open_connection(
         # ends before it. Spawning is immediate and SSE's connect is bounded by its HTTP timeout.
         read, write = await stack.enter_async_context(
             _transport(
-                config, on_event, base_dir=base_dir, on_stderr=on_stderr, max_line_bytes=max_line_bytes
+                config,
+                on_event,
+                base_dir=base_dir,
+                on_stderr=on_stderr,
+                max_line_bytes=max_line_bytes,
+                http_clients=http_clients,
             )
         )
         relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
@@ -234,6 +440,19 @@ async def open_connection(
             )
         )
         with anyio.fail_after(config.connect_timeout):
-            init = await session.initialize()
-        info = init.server_info
-        yield Connection(session=session, server_info=f"{info.name} {info.version}".strip(), closed=closed)
+            await negotiate(session)
+        info = session.server_info
+        conn = Connection(
+            session=session,
+            server_info=f"{info.name} {info.version}".strip() if info is not None else "",
+            closed=closed,
+            protocol_version=session.protocol_version or "",
+        )
+        caps = session.server_capabilities
+        if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:
+            # Its own task group, entered after the session: on the way out the change stream is
+            # ended first, while the session can still say so, and only then the session closes.
+            listening = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(listening.cancel_scope.cancel)
+            listening.start_soon(_listen_for_changes, conn, on_event)
+        yield conn

@@ -1,9 +1,11 @@
 """Supervision of one MCP server: connect, watch, restart with backoff, never give up.
 
 One :class:`Supervisor` per configured server runs :meth:`Supervisor.run` as its own task. It keeps
-one initialized session open, re-lists tools on ``list_changed`` and on the TTL, pings to find a
-hung server, stops an idle stdio server when ``idle_timeout`` is set, and reconnects after any
-loss with exponential backoff and jitter, for as long as the server is configured:
+one negotiated session open, re-lists tools on change notifications and on the TTL (the server's
+own ``ttlMs`` hint when it gives one), checks health to find a hung server (``ping``, or a
+``server/discover`` probe at 2026-07-28, at once when a change stream drops), stops an idle stdio
+server when ``idle_timeout`` is set, and reconnects after any loss with exponential backoff and
+jitter, for as long as the server is configured:
 
 * a stdio server that fails to start more than ``crash_loop_restarts`` times within
   ``crash_loop_window`` is FAILED, and probed again with the backoff growing up to
@@ -68,6 +70,15 @@ class ServerStatus:
     server_info: str
     # Unix time of the next connection attempt while the server is down (0: none scheduled).
     next_retry_unix: float = 0.0
+    # The MCP revision negotiated on the current (or last) session; "" before the first one.
+    protocol_version: str = ""
+    # The shards that run it and its placement (filled in by the pool, which knows the placement).
+    shards: tuple[int, ...] = ()
+    placement: str = "owner"
+    # Seconds between re-listings (the server's ttlMs hint when given, else tool_cache_ttl; 0 = never).
+    tool_cache_ttl_seconds: float = 0.0
+    # Whether the current session delivers the server's tool-change notifications.
+    change_notifications: bool = False
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:
@@ -122,7 +133,10 @@ class Supervisor:
         self._rng = rng
         grace = settings.unavailable_grace
         self._blip_grace = settings.blip_grace if grace is None else min(settings.blip_grace, grace)
-        self._ttl = settings.effective_tool_cache_ttl
+        self._default_ttl = settings.effective_tool_cache_ttl
+        self._ttl = self._default_ttl
+        self._protocol_version = ""
+        self._check_now = False
         self._state = ServerState.STARTING
         self._state_since = time.time()
         self._changed = asyncio.Event()
@@ -138,6 +152,8 @@ class Supervisor:
         self._server_info = ""
         self._next_retry = 0.0
         self._inflight = 0
+        self._calls_idle = asyncio.Event()
+        self._calls_idle.set()
         self._lost_during_call = False
         self._session_was_stable = False
         self._last_activity = time.monotonic()
@@ -170,6 +186,9 @@ class Supervisor:
             health_service=HEALTH_PREFIX + self.name,
             server_info=self._server_info,
             next_retry_unix=self._next_retry,
+            protocol_version=self._protocol_version,
+            tool_cache_ttl_seconds=self._ttl,
+            change_notifications=self._conn is not None and self._conn.change_notifications,
         )
 
     def unavailable_message(self) -> str:
@@ -214,13 +233,24 @@ class Supervisor:
 
     def call_started(self) -> None:
         self._inflight += 1
+        self._calls_idle.clear()
         self._last_activity = time.monotonic()
 
     def call_finished(self) -> None:
         self._inflight -= 1
         self._last_activity = time.monotonic()
-        if self._inflight == 0 and self._idle_timeout is not None:
-            self._poke.set()
+        if self._inflight == 0:
+            self._calls_idle.set()
+            if self._idle_timeout is not None:
+                self._poke.set()
+
+    async def wait_idle(self) -> None:
+        """Returns once no call is in flight on this server (the caller bounds the wait)."""
+        await self._calls_idle.wait()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -258,6 +288,9 @@ class Supervisor:
         elif event == "stream_error":
             self._stream_error = detail
             self._last_error = detail
+        elif event == "listen_lost":
+            # Often the first sign that a stateless (2026-07-28) HTTP server went away: check now.
+            self._check_now = True
         self._poke.set()
 
     # --- the loop ------------------------------------------------------------------------
@@ -377,12 +410,23 @@ class Supervisor:
         with anyio.move_on_after(seconds):
             await self._stop.wait()
 
+    def _ttl_from(self, conn: Connection) -> float:
+        """The server's cache hint, floored and capped, else the configured TTL."""
+        hint = conn.tools_ttl
+        if hint is None or hint <= 0:
+            return self._default_ttl
+        s = self._settings
+        return min(max(hint, s.tool_cache_ttl_floor), s.tool_cache_ttl_cap)
+
     async def _became_ready(self, conn: Connection) -> None:
         with anyio.fail_after(self.config.connect_timeout):
             tools = await conn.list_tools()
         if self._grace_task is not None:
             self._grace_task.cancel()
             self._grace_task = None
+        self._ttl = self._ttl_from(conn)
+        self._protocol_version = conn.protocol_version
+        self._check_now = False
         self._server_info = conn.server_info
         self._stream_error = ""
         self._last_error = ""
@@ -421,6 +465,7 @@ class Supervisor:
             # The server refused this listing but is otherwise alive: keep the last one.
             log.warning("mcp_server_list_failed", server=self.name, error=describe_error(err))
             return
+        self._ttl = self._ttl_from(conn)
         if self._catalog.set_tools(self.name, tools):
             log.info("mcp_server_tools_changed", server=self.name, tools=len(tools))
             self._catalog_changed()
@@ -440,14 +485,16 @@ class Supervisor:
             now = time.monotonic()
             if self._refresh or now >= next_list:
                 self._refresh = False
-                next_list = now + self._ttl if self._ttl > 0 else float("inf")
                 await self._relist(conn)
+                # After the listing: its cache hint sets when the next one is due.
+                next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
             idle_at = float("inf")
             if self._idle_timeout is not None and self._inflight == 0:
                 idle_at = self._last_activity + self._idle_timeout
                 if now >= idle_at:
                     return "idle"
-            if now >= next_ping:
+            if now >= next_ping or self._check_now:
+                self._check_now = False
                 try:
                     with anyio.fail_after(timeout):
                         await conn.ping()

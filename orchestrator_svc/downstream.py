@@ -5,18 +5,22 @@ library's channel policy and deadlines. Client errors become domain errors here,
 kit's :func:`~toolscout_kit.status.error_from_client`; the deadline left for the chat is passed
 down as the call's deadline, and cancelling the awaiting task cancels the call (the pool then
 sends ``notifications/cancelled`` to the MCP server).
+
+Tool calls go through the sharded pool client, which sends each call to the shard that runs the
+tool's server (one shard when the pool is not sharded). The server of a tool comes from the plans
+and search results discovery returned (:class:`Routes`): the tool loop only has the LLM-facing name.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolscout.client import (
     EMPTY_INPUT_SCHEMA_JSON,
     AsyncDiscoveryClient,
-    AsyncPoolClient,
+    AsyncShardedPoolClient,
     ContentBlock,
     ToolscoutClientError,
     parse_json_object,
@@ -28,9 +32,33 @@ from orchestrator_svc.messages import Attachment, ToolDef
 from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
 from toolscout_kit.status import error_from_client
 
-__all__ = ["ClientDiscovery", "ClientPool", "tool_def"]
+__all__ = ["ClientDiscovery", "ClientPool", "Routes", "tool_def"]
 
 _SCHEMA_CACHE_LIMIT = 20_000
+_ROUTE_LIMIT = 200_000
+
+
+class Routes:
+    """The server of every LLM-facing tool name discovery has handed out, for routing calls."""
+
+    def __init__(self, limit: int = _ROUTE_LIMIT) -> None:
+        self._servers: dict[str, str] = {}
+        self._limit = limit
+
+    def learn(self, tools: Iterable[ClientTool]) -> None:
+        for tool in tools:
+            if tool.server:
+                if len(self._servers) >= self._limit and tool.llm_name not in self._servers:
+                    self._servers.clear()
+                self._servers[tool.llm_name] = tool.server
+
+    def learn_plan(self, plan: ClientPlan) -> None:
+        self.learn(plan.loaded_tools)
+        self.learn(plan.deferred_tools)
+
+    def server_of(self, llm_name: str) -> str:
+        """The tool's server, or "" when no plan named it (the client then guesses the route)."""
+        return self._servers.get(llm_name, "")
 
 
 class _Schemas:
@@ -98,8 +126,9 @@ def _plan(plan: ClientPlan) -> ToolPlan:
 class ClientDiscovery:
     """:class:`~orchestrator_svc.seams.DiscoverySeam` over an :class:`AsyncDiscoveryClient`."""
 
-    def __init__(self, client: AsyncDiscoveryClient) -> None:
+    def __init__(self, client: AsyncDiscoveryClient, routes: Routes | None = None) -> None:
         self._client = client
+        self._routes = routes if routes is not None else Routes()
 
     async def plan_tools(
         self,
@@ -124,6 +153,7 @@ class ClientDiscovery:
             )
         except ToolscoutClientError as err:
             raise error_from_client(err, "discovery") from err
+        self._routes.learn_plan(plan)
         return _plan(plan)
 
     async def search_tools(
@@ -152,6 +182,9 @@ class ClientDiscovery:
             )
         except ToolscoutClientError as err:
             raise error_from_client(err, "discovery") from err
+        self._routes.learn(result.newly_loaded)
+        if result.plan is not None:
+            self._routes.learn_plan(result.plan)
         return SearchOutcome(
             result.result_text,
             [tool_def(t) for t in result.newly_loaded],
@@ -160,17 +193,22 @@ class ClientDiscovery:
 
 
 class ClientPool:
-    """:class:`~orchestrator_svc.seams.PoolSeam` over an :class:`AsyncPoolClient`."""
+    """:class:`~orchestrator_svc.seams.PoolSeam` over an :class:`AsyncShardedPoolClient`."""
 
-    def __init__(self, client: AsyncPoolClient) -> None:
+    def __init__(self, client: AsyncShardedPoolClient, routes: Routes | None = None) -> None:
         self._client = client
+        self._routes = routes if routes is not None else Routes()
 
     async def call_tool(
         self, *, llm_name: str, arguments_json: str, meta_json: str, time_limit: float | None
     ) -> ToolOutcome:
         try:
             result = await self._client.call_tool(
-                llm_name, arguments_json, meta=meta_json or None, deadline=time_limit
+                llm_name,
+                arguments_json,
+                server_hint=self._routes.server_of(llm_name),
+                meta=meta_json or None,
+                deadline=time_limit,
             )
         except ToolscoutClientError as err:
             raise error_from_client(err, "pool") from err

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from toolscout.client import AsyncDiscoveryClient, AsyncPoolClient
+from collections.abc import Sequence
+
+from toolscout.client import AsyncDiscoveryClient, AsyncPoolClient, AsyncShardedPoolClient
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
-from orchestrator_svc.downstream import ClientDiscovery, ClientPool
+from orchestrator_svc.downstream import ClientDiscovery, ClientPool, Routes
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts, check_templates
@@ -13,13 +15,63 @@ from orchestrator_svc.providers.deferral import FALLBACK_REASONS, resolve_for_mo
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.servicer import OrchestratorServicer
 from toolscout_kit.channels import create_channel
-from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.config import SecuritySettings, ToolscoutConfig
+from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+from toolscout_kit.shards import SHARD_CHANNEL_OPTIONS, server_placements, shard_targets
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
 SERVICE_NAME = "toolscout.orchestrator.v1.Orchestrator"
+
+_log = get_logger(__name__)
+
+
+class _ShardClients:
+    """One pool client per shard address, reused across config reloads (issue 15)."""
+
+    def __init__(self, security: SecuritySettings) -> None:
+        self._security = security
+        self._clients: dict[str, AsyncPoolClient] = {}
+
+    def get(self, address: str) -> AsyncPoolClient:
+        client = self._clients.get(address)
+        if client is None:
+            # Each tool call is bounded by its server's call_timeout in the pool and by the chat's
+            # deadline; the library's default CallTool deadline would cut servers configured longer.
+            client = AsyncPoolClient(
+                create_channel(address, self._security, options=SHARD_CHANNEL_OPTIONS),
+                deadlines={"CallTool": None},
+                owns_channel=True,
+            )
+            self._clients[address] = client
+        return client
+
+    async def forget(self, unused: list[AsyncPoolClient]) -> None:
+        for client in unused:
+            self._clients = {a: c for a, c in self._clients.items() if c is not client}
+            await client.close()
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+def _sharded_pool(
+    config: ToolscoutConfig, targets: list[str], clients: _ShardClients
+) -> AsyncShardedPoolClient:
+    pattern = config.toolscout.pool.shards.address_pattern
+
+    def open_shard(index: int) -> AsyncPoolClient | None:
+        # A refusal names a shard beyond the configured count (the count grew before this
+        # process reloaded its config): reachable when shards are addressed by pattern.
+        return clients.get(pattern.replace("{ordinal}", str(index))) if pattern else None
+
+    return AsyncShardedPoolClient(
+        [clients.get(t) for t in targets], placement=server_placements(config), open_shard=open_shard
+    )
 
 
 async def build_server(
@@ -29,22 +81,24 @@ async def build_server(
     metrics_port: int | None = None,
     pool_target: str | None = None,
     discovery_target: str | None = None,
+    pool_targets: Sequence[str] | None = None,
 ) -> RunningServer:
     """Starts the orchestrator; the overrides replace the config's settings (tests use port 0).
 
+    Tool calls go to the pool shard that runs the tool's server (``toolscout.pool.shards``, or
+    ``pool_targets``: one address per shard; else the one pool at ``pool_target``).
+
     Raises:
-        ConfigError: the address cannot be bound, or a model's template does not load.
+        ConfigError: the address cannot be bound, a model's template does not load, or the pool is
+            sharded without shard addresses.
     """
     check_templates(config)
     settings = config.toolscout.orchestrator
     security = config.toolscout.security
-    # Each tool call is bounded by its server's call_timeout in the pool and by the chat's deadline;
-    # the client library's default CallTool deadline would cut servers configured for longer calls.
-    pool = AsyncPoolClient(
-        create_channel(pool_target or settings.pool_target, security),
-        deadlines={"CallTool": None},
-        owns_channel=True,
-    )
+    targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
+    shard_clients = _ShardClients(security)
+    pool = _sharded_pool(config, targets or [pool_target or settings.pool_target], shard_clients)
+    routes = Routes()
     discovery = AsyncDiscoveryClient(
         create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
     )
@@ -61,8 +115,8 @@ async def build_server(
     )
     loop = ChatLoop(
         models=models,
-        discovery=ClientDiscovery(discovery),
-        pool=ClientPool(pool),
+        discovery=ClientDiscovery(discovery, routes),
+        pool=ClientPool(pool, routes),
         prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
         settings=settings,
         metrics=metrics,
@@ -74,14 +128,27 @@ async def build_server(
             [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
         )
     except BaseException:
-        await pool.close()
+        await shard_clients.close()
         await discovery.close()
         raise
 
     async def close_clients() -> None:
         await models.aclose()
         await pool.close()
+        await shard_clients.close()
         await discovery.close()
 
+    async def reshard(new_config: ToolscoutConfig) -> None:
+        addresses = shard_targets(new_config.toolscout.pool.shards)
+        if addresses is None and targets is None:
+            return
+        if addresses is None:
+            _log.warning("the pool is no longer sharded in the config: restart the orchestrator to apply it")
+            return
+        unused = pool.reshard([shard_clients.get(a) for a in addresses], server_placements(new_config))
+        await shard_clients.forget(unused)
+        _log.info("routing tool calls to pool shards", shards=len(addresses))
+
+    server.add_reload(reshard)
     server.add_cleanup(close_clients)
     return server

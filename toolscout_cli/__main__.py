@@ -17,7 +17,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 import argparse
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolscout.client import NotFoundError, ToolscoutClientError, UnavailableError
@@ -86,6 +86,40 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     g.add_argument("--json", action="store_true", help="machine-readable JSON output", **d)
 
 
+def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``up`` and ``serve``: the commands that run services rather than talk to them."""
+    p = command("up", "run the whole stack (pool, discovery, orchestrator) from one config until Ctrl-C")
+    p.add_argument(
+        "--log-level",
+        default=None,
+        help="service log level (default: INFO into a log file, which includes the MCP servers' "
+        "stderr; WARNING onto stderr)",
+    )
+    p.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="where logs and the MCP servers' stderr go (default: stderr with --json, else a temporary file)",
+    )
+    p.add_argument(
+        "--walkthrough", action="store_true", help="once up, show servers, tools, a search, a call, savings"
+    )
+    p.add_argument(
+        "--pool-shards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the pool as N shards (each its own gRPC server on a free port; default: the config's count)",
+    )
+    p = command("serve", "run one service in the foreground (logs JSON to stdout)")
+    p.add_argument("service", choices=("pool", "discovery", "orchestrator"))
+    p.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
+    p.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="override the metrics port (0 = any, -1 = off)"
+    )
+    p.add_argument("--shard", metavar="K/N", help="pool only: this process is shard K of N")
+    p.add_argument("--log-level", default=None, help="override toolscout.log_level")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="toolscout",
@@ -106,25 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p, top=False)
         return p
 
-    p = command("up", "run the whole stack (pool, discovery, orchestrator) from one config until Ctrl-C")
-    p.add_argument(
-        "--log-level",
-        default=None,
-        help="service log level (default: INFO into a log file, which includes the MCP servers' "
-        "stderr; WARNING onto stderr)",
-    )
-    p.add_argument(
-        "--log-file",
-        metavar="PATH",
-        help="where logs and the MCP servers' stderr go (default: stderr with --json, else a temporary file)",
-    )
-    p.add_argument(
-        "--walkthrough", action="store_true", help="once up, show servers, tools, a search, a call, savings"
-    )
-    p = command("serve", "run one service in the foreground (logs JSON to stdout)")
-    p.add_argument("service", choices=("pool", "discovery", "orchestrator"))
-    p.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
-    p.add_argument("--log-level", default=None, help="override toolscout.log_level")
+    _stack_commands(command)
     command("servers", "MCP servers: state, tools, restarts, last error")
     p = command("tools", "the tool catalog, with loaded/deferred status")
     p.add_argument("--server", help="only this server's tools")
@@ -248,9 +264,18 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                 log_level=args.log_level,
                 walkthrough=args.walkthrough,
                 log_file=args.log_file,
+                pool_shards=args.pool_shards,
             )
+        if args.shard and args.service != "pool":
+            raise CliError("--shard is for `serve pool` only", EXIT_USAGE)
         return run_serve(
-            args.service, config, listen=args.listen, log_level=args.log_level or config.toolscout.log_level
+            args.service,
+            config,
+            listen=args.listen,
+            log_level=args.log_level or config.toolscout.log_level,
+            metrics_port=args.metrics_port,
+            shard=args.shard,
+            config_path=source or None,
         )
     targets = resolve_targets(args)
     handler = run_chat if args.command == "chat" else COMMANDS[args.command]

@@ -21,13 +21,14 @@ from typing import Any, TextIO
 import structlog
 
 from discovery_svc.server import build_server as build_discovery
+from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
 from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
 from toolscout_cli.output import Output
 from toolscout_cli.walkthrough import run_walkthrough
-from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.config import ToolscoutConfig, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
 from toolscout_kit.server import serve_until_signal
@@ -66,7 +67,40 @@ async def _until_stopped_or_done(stop: asyncio.Event, task: asyncio.Task[Any]) -
     return False
 
 
-async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bool) -> int:
+def with_pool_shards(config: ToolscoutConfig, count: int) -> ToolscoutConfig:
+    """``config`` with the pool split into ``count`` shards, each listening on a free port.
+
+    Raises:
+        ConfigError: ``count`` is below 1, or a server is pinned to a shard that would not exist.
+    """
+    if count < 1:
+        raise ConfigError(f"--pool-shards {count}: need at least one shard")
+    pinned = [
+        f"{n} (shard {s.shard})"
+        for n, s in config.servers.items()
+        if s.shard is not None and s.shard >= count
+    ]
+    if pinned:
+        raise ConfigError(
+            f"--pool-shards {count}: servers pinned beyond shard {count - 1}: {', '.join(pinned)}"
+        )
+    pool = config.toolscout.pool
+    host = pool.listen.rsplit(":", 1)[0] or "127.0.0.1"
+    shards = pool.shards.model_copy(update={"count": count, "addresses": [], "address_pattern": None})
+    metrics_port = pool.metrics_port if count == 1 or pool.metrics_port < 0 else 0
+    pool = pool.model_copy(
+        update={
+            "shards": shards,
+            "listen": f"{host}:0" if count > 1 else pool.listen,
+            "metrics_port": metrics_port,
+        }
+    )
+    return config.model_copy(update={"toolscout": config.toolscout.model_copy(update={"pool": pool})})
+
+
+async def _up(
+    config: ToolscoutConfig, out: Output, source: str, walkthrough: bool, pool_shards: int | None = None
+) -> int:
     stop = asyncio.Event()
     _install_stop(asyncio.get_running_loop(), stop)
     reported: dict[str, str] = {}
@@ -97,17 +131,29 @@ async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bo
 
     servers: list[tuple[str, Any]] = []
 
+    count = pool_shards if pool_shards is not None else config.toolscout.pool.shards.count
+    if count != 1 or pool_shards is not None:
+        config = with_pool_shards(config, count)
+
     async def start() -> None:
         if not out.json_mode:
             names = ", ".join(sorted(config.servers)) or "none"
             out.line(f"toolscout: starting the stack from {source}")
-            out.line(f"connecting {len(config.servers)} MCP servers ({names})")
-        running = await build_pool(config, on_server_change=progress)
-        servers.append(("pool", running))
-        discovery = await build_discovery(config, pool_target=running.address)
+            sharded = f" over {count} pool shards" if count > 1 else ""
+            out.line(f"connecting {len(config.servers)} MCP servers{sharded} ({names})")
+        pools = await asyncio.gather(
+            *(
+                build_pool(config, on_server_change=progress, shard=ShardIdentity(k, count))
+                for k in range(count)
+            )
+        )
+        for k, running in enumerate(pools):
+            servers.append(("pool" if count == 1 else f"pool-{k}", running))
+        targets = [running.address for running in pools]
+        discovery = await build_discovery(config, pool_target=targets[0], pool_targets=targets)
         servers.append(("discovery", discovery))
         orchestrator = await build_orchestrator(
-            config, pool_target=running.address, discovery_target=discovery.address
+            config, pool_target=targets[0], discovery_target=discovery.address, pool_targets=targets
         )
         servers.append(("orchestrator", orchestrator))
 
@@ -132,8 +178,14 @@ async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bo
 
 
 def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConfig, source: str) -> str:
-    """Prints the endpoints; returns the CLI prefix that reaches this stack."""
+    """Prints the endpoints; returns the CLI prefix that reaches this stack.
+
+    With several pool shards the CLI's pool commands (servers, call) reach shard 0 only; chats and
+    searches see every shard through discovery and the orchestrator.
+    """
     endpoints = {name: running.address for name, running in servers}
+    if "pool" not in endpoints and "pool-0" in endpoints:
+        endpoints = {"pool": endpoints["pool-0"], **endpoints}
     metrics = {
         name: f"http://127.0.0.1:{running.metrics_port}/metrics"
         for name, running in servers
@@ -167,7 +219,8 @@ async def _walkthrough(
     stop: asyncio.Event, servers: list[tuple[str, Any]], config: ToolscoutConfig, out: Output, cli: str
 ) -> None:
     addresses = dict((name, running.address) for name, running in servers)
-    targets = targets_for(config, addresses["pool"], addresses["discovery"], addresses["orchestrator"])
+    pool = addresses.get("pool") or addresses["pool-0"]
+    targets = targets_for(config, pool, addresses["discovery"], addresses["orchestrator"])
     # The sync client blocks, and this event loop serves the stack: run it in a worker thread.
     # Its summaries go to stdout too: here they are part of the story, not side notes.
     story = Output(json_mode=False, out=out.out, err=out.out)
@@ -187,8 +240,12 @@ def run_up(
     log_level: str | None,
     walkthrough: bool = False,
     log_file: str | None = None,
+    pool_shards: int | None = None,
 ) -> int:
     """The whole stack in this process until SIGINT/SIGTERM; exit code 0 after a clean stop.
+
+    ``pool_shards`` runs the pool as that many shards (gRPC servers on free ports) with discovery
+    and the orchestrator following and routing to all of them.
 
     Logs and the MCP servers' stderr go to ``log_file`` if given, else to stderr in JSON mode and
     to a temporary file for a person, whose terminal then shows one line per state change. A file
@@ -213,7 +270,7 @@ def run_up(
             # (`out` keeps the terminal's stderr for the CLI's own messages.)
             files.enter_context(contextlib.redirect_stderr(stream))
         try:
-            return asyncio.run(_up(config, out, source, walkthrough))
+            return asyncio.run(_up(config, out, source, walkthrough, pool_shards))
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         finally:
@@ -231,16 +288,38 @@ _BUILDERS: dict[str, BuildServer] = {
 }
 
 
-async def _serve(build: BuildServer, config: ToolscoutConfig, listen: str | None) -> int:
-    running = await build(config, listen=listen)
-    await serve_until_signal(running)
+async def _serve(
+    build: BuildServer, config: ToolscoutConfig, config_path: Path | None, **options: Any
+) -> int:
+    running = await build(config, **options)
+    await serve_until_signal(
+        running, config_path=config_path, reload_interval=config.toolscout.pool.shards.reload_interval
+    )
     return EXIT_OK
 
 
-def run_serve(service: str, config: ToolscoutConfig, *, listen: str | None, log_level: str) -> int:
-    """One service in the foreground, logging JSON to stdout like ``python -m <service>``."""
+def run_serve(
+    service: str,
+    config: ToolscoutConfig,
+    *,
+    listen: str | None,
+    log_level: str,
+    metrics_port: int | None = None,
+    shard: str | None = None,
+    config_path: str | None = None,
+) -> int:
+    """One service in the foreground, logging JSON to stdout like ``python -m <service>``.
+
+    ``shard`` ("K/N") makes a pool process one shard of a sharded pool. With ``config_path`` the
+    file is applied again on SIGHUP and when it changes (a new shard count, see toolscout_kit.reload).
+    """
     configure_logging(log_level)
+    options: dict[str, Any] = {"listen": listen, "metrics_port": metrics_port}
+    if service == "pool":
+        options["shard_spec"] = shard
+        options["pod_name"] = os.environ.get("TOOLSCOUT_POD_NAME") or None
     try:
-        return asyncio.run(_serve(_BUILDERS[service], config, listen))
+        path = resolve_config_path(config_path) if config_path else None
+        return asyncio.run(_serve(_BUILDERS[service], config, path, **options))
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None

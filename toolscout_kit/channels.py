@@ -9,9 +9,11 @@ settings, so services and external callers share one definition.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import grpc
 from toolscout.client import create_channel as _create_client_channel
+from toolscout.client.channel import ChannelOption
 
 from toolscout_kit.config import SecuritySettings
 from toolscout_kit.errors import ConfigError
@@ -19,8 +21,12 @@ from toolscout_kit.errors import ConfigError
 __all__ = ["create_channel"]
 
 
-def create_channel(target: str, security: SecuritySettings) -> grpc.aio.Channel:
+def create_channel(
+    target: str, security: SecuritySettings, *, options: Sequence[ChannelOption] = ()
+) -> grpc.aio.Channel:
     """An aio channel to another toolscout service, using the config's TLS and token settings.
+
+    ``options`` are extra channel arguments (they win over the library's defaults).
 
     Raises:
         ConfigError: the CA file cannot be read, or the target is empty.
@@ -39,6 +45,7 @@ def create_channel(target: str, security: SecuritySettings) -> grpc.aio.Channel:
             tls=bool(security.tls_ca_file or security.tls_cert_file),
             root_certificates=root,
             token=token,
+            options=options,
         )
     except ValueError as err:
         raise ConfigError(f"cannot connect to {target!r}: {err}") from None

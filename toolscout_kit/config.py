@@ -260,6 +260,13 @@ class ShardSettings(_Strict):
     address_pattern: str | None = None
     # The StatefulSet whose pod names give a shard its index.
     statefulset: str = Field(default="toolscout-pool", min_length=1)
+    # Seconds between checks of the config file (and count_file) for a new shard count and
+    # placement, applied without a restart: only servers whose owner changes move. 0 = only on SIGHUP.
+    reload_interval: float = Field(default=10.0, ge=0)
+    # A file holding just the shard count, which then replaces ``count`` (relative paths resolve
+    # against the config file's folder). In Kubernetes: a ConfigMap key mounted as a directory,
+    # which the kubelet updates in place, so a new count reaches running pods without a rollout.
+    count_file: str | None = None
 
     @model_validator(mode="after")
     def _addresses_match_count(self) -> ShardSettings:
@@ -289,8 +296,11 @@ class PoolSettings(_ServiceSettings):
     max_result_bytes: int = Field(default=1_000_000, ge=1024)
     result_overflow: Literal["truncate", "reject"] = "truncate"
     # Re-list tools after this many seconds (0 = only on list_changed); default from
-    # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30.
+    # MCP_TOOL_CACHE_TTL as in casual-mcp, else 30. A server's own cache hint (ttlMs, MCP
+    # 2026-07-28) replaces it for that server, bounded by the floor and the cap below.
     tool_cache_ttl: float | None = None
+    tool_cache_ttl_floor: float = Field(default=1.0, ge=0)
+    tool_cache_ttl_cap: float = Field(default=3600.0, gt=0)
     # A server back within this many seconds leaves the catalog untouched (no churn on a blip);
     # after it, the server's tools stay listed but marked unavailable.
     blip_grace: float = Field(default=2.0, ge=0)
@@ -593,6 +603,33 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
     return "\n".join(dict.fromkeys(lines))
 
 
+def _apply_count_file(expanded: dict[str, Any], base_dir: Path, source: str) -> None:
+    """Replaces ``toolscout.pool.shards.count`` with the contents of ``count_file`` when one is named.
+
+    Raises:
+        ConfigError: the file cannot be read or does not hold a whole number.
+    """
+    shards = ((expanded.get("toolscout") or {}).get("pool") or {}).get("shards")
+    if not isinstance(shards, Mapping) or not shards.get("count_file"):
+        return
+    raw = str(shards["count_file"])
+    path = Path(os.path.expanduser(raw))
+    path = path if path.is_absolute() else base_dir / path
+    where = f"{source}: toolscout.pool.shards.count_file"
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read {path}: {err.strerror}") from None
+    if not text.isdigit():
+        raise ConfigError(f"{where}: {path} must hold the shard count (a whole number), not {text[:40]!r}")
+    shards = dict(shards)
+    shards["count"] = int(text)
+    expanded["toolscout"] = {
+        **expanded["toolscout"],
+        "pool": {**expanded["toolscout"]["pool"], "shards": shards},
+    }
+
+
 def parse_config(
     data: Any,
     *,
@@ -611,6 +648,7 @@ def parse_config(
     expanded = _expand(dict(data), os.environ if env is None else env, "", missing)
     if missing:
         raise ConfigError("\n".join(f"{source}: {m}" for m in missing))
+    _apply_count_file(expanded, base_dir or Path.cwd(), source)
     expanded["base_dir"] = base_dir or Path.cwd()
     try:
         config = ToolscoutConfig.model_validate(expanded)

@@ -6,34 +6,54 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, load_config
+from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging, get_logger
 from toolscout_kit.server import RunningServer, serve_until_signal
 
 __all__ = ["BuildServer", "run_service"]
 
-BuildServer = Callable[[ToolscoutConfig], Awaitable[RunningServer]]
+# ``build_server(config, **options)`` where the options come from the service's own arguments.
+BuildServer = Callable[..., Awaitable[RunningServer]]
 
 
-def run_service(name: str, build_server: BuildServer, argv: Sequence[str] | None = None) -> int:
-    """Runs one service until SIGTERM/SIGINT; returns the process exit code (2 = bad config)."""
+def run_service(
+    name: str,
+    build_server: BuildServer,
+    argv: Sequence[str] | None = None,
+    *,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    options: Callable[[argparse.Namespace], dict[str, Any]] | None = None,
+) -> int:
+    """Runs one service until SIGTERM/SIGINT; returns the process exit code (2 = bad config).
+
+    A service adds its own arguments with ``add_arguments`` and turns them into keyword arguments
+    of ``build_server`` with ``options``. SIGHUP (and a change of the file, see
+    :mod:`toolscout_kit.reload`) applies the config again where the service registered for it.
+    """
     parser = argparse.ArgumentParser(prog=f"python -m {name}", description=f"Run toolscout's {name}.")
     parser.add_argument("-c", "--config", help=f"config file (JSON or YAML); default: ${CONFIG_ENV}")
     parser.add_argument("--log-level", help="override toolscout.log_level (DEBUG, INFO, WARNING, ERROR)")
+    if add_arguments is not None:
+        add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config)
+        path = resolve_config_path(args.config)
+        config = load_config(path)
     except ConfigError as err:
         print(f"{name}: {err.message}", file=sys.stderr)  # logging is not configured yet
         return 2
     configure_logging(args.log_level or config.toolscout.log_level)
     log = get_logger(name)
+    extra = options(args) if options is not None else {}
 
     async def main() -> None:
-        server = await build_server(config)
-        await serve_until_signal(server)
+        server = await build_server(config, **extra)
+        await serve_until_signal(
+            server, config_path=path, reload_interval=config.toolscout.pool.shards.reload_interval
+        )
 
     try:
         asyncio.run(main())

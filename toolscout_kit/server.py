@@ -15,10 +15,12 @@ with "outcome unknown"); cleanups run last. An idle server therefore stops at on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
@@ -26,7 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
-from toolscout_kit.config import SecuritySettings
+from toolscout_kit.config import SecuritySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.interceptors import (
     AuthInterceptor,
@@ -37,6 +39,7 @@ from toolscout_kit.interceptors import (
 )
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry, start_metrics_endpoint
+from toolscout_kit.reload import ConfigReloader, Reload
 
 __all__ = ["RunningServer", "ServiceBinding", "serve_until_signal", "start_server"]
 
@@ -110,6 +113,7 @@ class RunningServer:
         self.service_names = tuple(service_names)
         self._cleanups: list[Cleanup] = []
         self._drains: list[Drain] = []
+        self.reloads: list[Reload] = []
         self._shutdown = shutdown
         self._stopped = asyncio.Event()
         self._stopping = False
@@ -132,6 +136,15 @@ class RunningServer:
     def add_drain(self, drain: Drain) -> None:
         """Registers ``drain(seconds)``, run at shutdown while gRPC lets in-flight RPCs finish."""
         self._drains.append(drain)
+
+    def add_reload(self, reload: Reload) -> None:
+        """Registers ``reload(config)``, run with the config file's new contents (see :mod:`toolscout_kit.reload`)."""
+        self.reloads.append(reload)
+
+    async def reload(self, config: ToolscoutConfig) -> None:
+        """Applies ``config`` through the registered reload callbacks, in order."""
+        for callback in self.reloads:
+            await callback(config)
 
     async def stop(self, grace: float | None = None) -> None:
         """Flips health to NOT_SERVING, ends endless streams, drains in-flight RPCs for ``grace``
@@ -254,17 +267,31 @@ async def start_server(
     return running
 
 
-async def serve_until_signal(server: RunningServer) -> None:
-    """Runs until SIGTERM/SIGINT, then stops gracefully (health NOT_SERVING first)."""
+async def serve_until_signal(
+    server: RunningServer, *, config_path: Path | None = None, reload_interval: float = 0.0
+) -> None:
+    """Runs until SIGTERM/SIGINT, then stops gracefully (health NOT_SERVING first).
+
+    With ``config_path`` and reload callbacks registered, the file is applied again on SIGHUP and
+    when it changes (checked every ``reload_interval`` seconds; 0 = on SIGHUP only).
+    """
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    reloader: asyncio.Task[None] | None = None
+    if config_path is not None and server.reloads:
+        watcher = ConfigReloader(config_path, [server.reload], interval=reload_interval)
+        reloader = asyncio.create_task(watcher.run(), name="config-reloader")
     waiter = asyncio.create_task(server.wait_for_termination())
     signalled = asyncio.create_task(stop.wait())
     await asyncio.wait({waiter, signalled}, return_when=asyncio.FIRST_COMPLETED)
     if stop.is_set():
         _log.info("shutdown requested", grace_seconds=server.shutdown_grace)
+    if reloader is not None:
+        reloader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reloader
     await server.stop()
     for task in (waiter, signalled):
         task.cancel()

@@ -19,8 +19,14 @@ import pytest
 
 from tests.support.cli_stack import CLI, UpProcess, run_cli, stack_config, wait_gone
 from tests.support.mcp_servers import REPO_ROOT, example_server_config, free_port
+from tests.support.sharded_stack import wait_serving
 
 pytestmark = pytest.mark.e2e
+
+
+def _around_traceback(text: str) -> str:
+    at = text.find("Traceback")
+    return text[max(at - 1000, 0) : at + 3000]
 
 
 def _descendants(pid: int) -> set[int]:
@@ -53,7 +59,7 @@ def test_up_reports_each_server_serves_metrics_and_stops_on_ctrl_c_leaving_no_pr
     assert len(children) >= 3  # the stdio MCP servers
     assert wait_gone(children) == set()
     assert up.lines[-1].strip() == '{"event": "stopped"}'
-    assert "Traceback" not in up.stderr
+    assert "Traceback" not in up.stderr, _around_traceback(up.stderr)
 
 
 def test_up_stops_cleanly_on_sigterm_leaving_no_process(tmp_path: Path) -> None:
@@ -66,7 +72,7 @@ def test_up_stops_cleanly_on_sigterm_leaving_no_process(tmp_path: Path) -> None:
     assert code == 0, up.stderr
     assert children
     assert wait_gone(children) == set()
-    assert "Traceback" not in up.stderr
+    assert "Traceback" not in up.stderr, _around_traceback(up.stderr)
 
 
 def test_up_with_a_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
@@ -190,3 +196,45 @@ def test_up_applies_the_configured_blip_grace(tmp_path: Path) -> None:
     finally:
         up.stop(signal.SIGINT)
     assert marked_unavailable
+
+
+def test_up_with_pool_shards_runs_each_server_on_one_shard_and_serves_the_whole_catalog(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from toolscout import client as tc
+
+    config = stack_config(tmp_path / "config.json", metrics_port=-1)
+    up = UpProcess(config, "--pool-shards", "3")
+    try:
+        endpoints = up.wait_ready()
+        states = up.server_states({"notes", "time", "weather"})
+        shard_targets = [endpoints[f"pool-{k}"] for k in range(3)]
+
+        async def look() -> tuple[list[set[str]], set[str], set[str]]:
+            # Discovery serves once its first merged catalog is in (it may follow "ready" by a moment).
+            await wait_serving(endpoints["discovery"], "toolscout.discovery.v1.Discovery")
+            per_shard = []
+            for target in shard_targets:
+                async with tc.AsyncPoolClient.connect(target) as shard:
+                    per_shard.append({s.name for s in await shard.list_servers()})
+            async with tc.AsyncDiscoveryClient.connect(endpoints["discovery"]) as discovery:
+                plan = await discovery.plan_tools(include_deferred_tools=True, deadline=30)
+            async with tc.AsyncShardedPoolClient.connect(shard_targets) as pool:
+                merged = await pool.list_tools()
+                result = await pool.call_tool("get_current_time", {"timezone": "UTC"}, server="time")
+            assert not result.is_error
+            servers = {t.server for t in (*plan.loaded_tools, *plan.deferred_tools)}
+            return per_shard, servers, {t.server for t in merged.tools}
+
+        per_shard, planned, merged = asyncio.run(look())
+    finally:
+        code = up.stop(signal.SIGINT)
+    assert code == 0, up.stderr
+    assert {name: s["state"] for name, s in states.items()} == dict.fromkeys(
+        ["notes", "time", "weather"], "ready"
+    )
+    # Each server on exactly one shard; discovery and the merged catalog see all of them.
+    assert sorted(name for names in per_shard for name in names) == ["notes", "time", "weather"]
+    assert planned == merged == {"notes", "time", "weather"}

@@ -63,19 +63,25 @@ def test_deployments_mount_the_generated_config_map_by_its_hashed_name(
     rendered: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
     config_maps = _by_kind(rendered[overlay], "ConfigMap")
-    (name,) = config_maps
+    # The shard count has no hash suffix: editing it reshards the running pool without a rollout.
+    (name,) = [n for n in config_maps if n != "toolscout-pool-shards"]
     assert name.startswith("toolscout-config-"), "hash suffix: a config change rolls the pods"
-    for deployment in _by_kind(rendered[overlay], "Deployment").values():
+    workloads = [
+        *_by_kind(rendered[overlay], "Deployment").values(),
+        *_by_kind(rendered[overlay], "StatefulSet").values(),
+    ]
+    for deployment in workloads:
         volumes = deployment["spec"]["template"]["spec"]["volumes"]
         refs = [v["configMap"]["name"] for v in volumes if "configMap" in v]
-        assert refs in ([name], []), deployment["metadata"]["name"]
+        assert refs in ([name, "toolscout-pool-shards"], []), deployment["metadata"]["name"]
 
 
 def test_dev_runs_one_replica_with_debug_logs_and_small_requests(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
-    deployments = _by_kind(rendered["dev"], "Deployment")
+    deployments = {**_by_kind(rendered["dev"], "Deployment"), **_by_kind(rendered["dev"], "StatefulSet")}
     assert deployments["toolscout-pool"]["spec"]["replicas"] == 1
+    assert _by_kind(rendered["dev"], "ConfigMap")["toolscout-pool-shards"]["data"] == {"count": "1"}
     for component in ("pool", "discovery", "orchestrator"):
         deployment = deployments[f"toolscout-{component}"]
         container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -88,19 +94,23 @@ def test_dev_runs_one_replica_with_debug_logs_and_small_requests(
         assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 2)
 
 
-def test_prod_pins_the_image_digest_and_keeps_two_of_everything_available(
+def test_prod_pins_the_image_digest_runs_three_shards_and_keeps_the_stateless_services_available(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
-    deployments = _by_kind(rendered["prod"], "Deployment")
-    assert deployments["toolscout-pool"]["spec"]["replicas"] == 2
+    deployments = {**_by_kind(rendered["prod"], "Deployment"), **_by_kind(rendered["prod"], "StatefulSet")}
+    assert deployments["toolscout-pool"]["spec"]["replicas"] == 3
+    assert _by_kind(rendered["prod"], "ConfigMap")["toolscout-pool-shards"]["data"] == {"count": "3"}
     for component in ("pool", "discovery", "orchestrator"):
         deployment = deployments[f"toolscout-{component}"]
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert "@sha256:" in container["image"]
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["TOOLSCOUT_LOG_LEVEL"] == "INFO"
-    for pdb in _by_kind(rendered["prod"], "PodDisruptionBudget").values():
-        assert pdb["spec"] == {"minAvailable": 1, "selector": pdb["spec"]["selector"]}
+    pdbs = _by_kind(rendered["prod"], "PodDisruptionBudget")
+    for name, pdb in pdbs.items():
+        # Every shard is needed: drains take the pool's pods one at a time.
+        budget = {"maxUnavailable": 1} if name == "toolscout-pool" else {"minAvailable": 1}
+        assert pdb["spec"] == {**budget, "selector": pdb["spec"]["selector"]}
     for hpa in _by_kind(rendered["prod"], "HorizontalPodAutoscaler").values():
         assert hpa["spec"]["minReplicas"] == 2
         assert hpa["spec"]["maxReplicas"] >= 10

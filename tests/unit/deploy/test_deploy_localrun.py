@@ -32,6 +32,17 @@ def _docs() -> list[dict[str, Any]]:
             "data": {"toolscout.yaml": (base / "toolscout.yaml").read_text(encoding="utf-8")},
         }
     )
+    for generated in kustomization["configMapGenerator"]:
+        if "literals" in generated:
+            data = dict(literal.split("=", 1) for literal in generated["literals"])
+            docs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": generated["name"]},
+                    "data": data,
+                }
+            )
     for doc in docs:
         doc["metadata"]["namespace"] = NAMESPACE
     return docs
@@ -55,6 +66,9 @@ def test_the_mounted_config_is_rewritten_to_loopback_ports_and_repository_paths(
     assert config.toolscout.orchestrator.discovery_target == f"dns:///127.0.0.1:{ports[50052]}"
     notes = config.servers["notes"]
     assert getattr(notes, "url", None) == f"http://127.0.0.1:{ports[8000]}/mcp"
+    # The StatefulSet's one pod here is shard 0 of the count in the shards ConfigMap.
+    assert pool.env["TOOLSCOUT_POD_NAME"] == "toolscout-pool-0"
+    assert Path(pool.env["TOOLSCOUT_SHARD_COUNT_FILE"]).read_text() == "1"
     weather_script = Path(getattr(config.servers["weather"], "args", [""])[0])
     assert weather_script == check.REPO_ROOT / "examples" / "servers" / "weather.py"
 
@@ -92,7 +106,9 @@ def test_secrets_fill_references_and_absent_optional_keys_are_left_out(tmp_path:
 
 
 def _deployment(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    return next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
+    return next(
+        d for d in docs if d["kind"] in ("Deployment", "StatefulSet") and d["metadata"]["name"] == name
+    )
 
 
 def test_a_required_secret_that_is_missing_cannot_be_planned(tmp_path: Path) -> None:
@@ -128,3 +144,18 @@ def test_two_deployments_claiming_one_container_port_cannot_be_planned(tmp_path:
     docs.append(clone)
     with pytest.raises(PlanError, match="containerPort 50051 is used by"):
         LocalStack(docs, tmp_path)
+
+
+def test_a_statefulset_of_several_shards_cannot_be_planned(tmp_path: Path) -> None:
+    docs = _docs()
+    _deployment(docs, "toolscout-pool")["spec"]["replicas"] = 3
+    with pytest.raises(PlanError, match="runs one pod locally"):
+        LocalStack(docs, tmp_path)
+
+
+def test_the_shard_address_pattern_becomes_the_address_of_the_pod_run_here(tmp_path: Path) -> None:
+    stack = LocalStack(_docs(), tmp_path)
+    discovery = stack.container("discovery")
+    config = load_config(discovery.argv[discovery.argv.index("--config") + 1])
+    assert config.toolscout.pool.shards.addresses == [f"dns:///127.0.0.1:{stack.port_map[50051]}"]
+    assert config.toolscout.pool.shards.count == 1

@@ -47,8 +47,13 @@ def _of_kind(kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in DOCS if d["kind"] == kind}
 
 
+def _workloads() -> dict[str, dict[str, Any]]:
+    """Deployments and StatefulSets (the pool) by name: everything that runs pods."""
+    return {**_of_kind("Deployment"), **_of_kind("StatefulSet")}
+
+
 def _service_deployment(component: str) -> dict[str, Any]:
-    return _of_kind("Deployment")[f"toolscout-{component}"]
+    return _workloads()[f"toolscout-{component}"]
 
 
 def _container(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +133,7 @@ def test_dockerfile_runtime_runs_as_the_numeric_user_the_manifests_expect() -> N
     uid, _, gid = users[-1].partition(":")
     assert uid.isdigit()
     assert int(uid) != 0
-    for deployment in _of_kind("Deployment").values():
+    for deployment in _workloads().values():
         pod = deployment["spec"]["template"]["spec"]["securityContext"]
         assert (pod["runAsUser"], pod["runAsGroup"]) == (int(uid), int(gid))
     cmd = [rest for keyword, rest in runtime if keyword == "CMD"][-1]
@@ -141,7 +146,7 @@ def test_dockerfile_ships_every_module_and_script_the_manifests_run() -> None:
     copied_sources = {shlex.split(c)[-2].rstrip("/") for c in build_copies}
     image_paths = {shlex.split(c)[-1] for c in runtime_copies}
     config = _config()
-    for deployment in _of_kind("Deployment").values():
+    for deployment in _workloads().values():
         container = _container(deployment)
         argv = [*container["command"], *container.get("args", [])]
         assert argv[0] == "python"
@@ -177,13 +182,13 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
 # --- Deployments -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("deployment", sorted(_of_kind("Deployment")))
+@pytest.mark.parametrize("deployment", sorted(_workloads()))
 def test_every_pod_runs_hardened(deployment: str) -> None:
-    spec = _of_kind("Deployment")[deployment]["spec"]["template"]["spec"]
+    spec = _workloads()[deployment]["spec"]["template"]["spec"]
     assert spec["automountServiceAccountToken"] is False
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    container = _container(_of_kind("Deployment")[deployment])
+    container = _container(_workloads()[deployment])
     sc = container["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
@@ -250,7 +255,7 @@ def test_deployments_start_their_module_with_the_mounted_config(component: str) 
 def test_provider_keys_and_auth_token_come_from_optional_secret_references() -> None:
     assert not _of_kind("Secret"), "no Secret is committed; users create it"
     key_refs: dict[str, set[str]] = {}
-    for name, deployment in _of_kind("Deployment").items():
+    for name, deployment in _workloads().items():
         for env in _container(deployment).get("env", []):
             if "value" in env:
                 assert not re.search(r"sk-|api[_-]?key", str(env["value"]), re.IGNORECASE)
@@ -285,7 +290,7 @@ def test_service_targets_are_headless_services_resolved_by_dns() -> None:
 
 
 def test_every_service_selects_exactly_one_deployment_by_its_name_label() -> None:
-    deployments = _of_kind("Deployment")
+    deployments = _workloads()
     for name, service in _of_kind("Service").items():
         selector = service["spec"]["selector"]
         matching = [
@@ -305,7 +310,7 @@ def test_only_the_stateless_services_autoscale_and_every_deployment_has_a_pdb() 
         "toolscout-discovery",
         "toolscout-orchestrator",
     }
-    deployments = _of_kind("Deployment")
+    deployments = _workloads()
     for hpa in hpas.values():
         # The HPA owns the count; a replicas field would reset it on every apply.
         assert "replicas" not in deployments[hpa["spec"]["scaleTargetRef"]["name"]]["spec"]
@@ -327,6 +332,45 @@ def test_the_config_map_config_loads_and_keeps_stateful_servers_out_of_the_pool_
     assert notes["spec"]["strategy"]["type"] == "Recreate"
 
 
+def test_the_pool_is_a_statefulset_whose_pods_are_the_shards_of_the_config() -> None:
+    pool = _of_kind("StatefulSet")["toolscout-pool"]
+    assert "toolscout-pool" not in _of_kind("Deployment")
+    spec = pool["spec"]
+    assert spec["podManagementPolicy"] == "Parallel"
+    service = _of_kind("Service")[spec["serviceName"]]
+    assert service["spec"]["clusterIP"] == "None", "headless: one DNS name per pod"
+    shards = _config().toolscout.pool.shards
+    assert shards.statefulset == pool["metadata"]["name"]
+    grpc_port = {p["name"]: p["port"] for p in service["spec"]["ports"]}["grpc"]
+    assert shards.address_pattern == (
+        f"dns:///{pool['metadata']['name']}-{{ordinal}}.{spec['serviceName']}.toolscout-test.svc.cluster.local:{grpc_port}"
+    )
+    env = {e["name"]: e for e in _container(pool)["env"]}
+    assert env["TOOLSCOUT_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert _of_kind("PodDisruptionBudget")["toolscout-pool"]["spec"]["maxUnavailable"] == 1
+
+
+@pytest.mark.parametrize("component", sorted(SERVICES))
+def test_every_service_reads_the_shard_count_from_the_unhashed_config_map(
+    component: str, tmp_path: Path
+) -> None:
+    workload = _service_deployment(component)
+    container = _container(workload)
+    count_file = {e["name"]: e.get("value") for e in container["env"]}["TOOLSCOUT_SHARD_COUNT_FILE"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[mounts[str(Path(count_file).parent)]]["configMap"]["name"] == "toolscout-pool-shards"
+    kustomization = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text(encoding="utf-8"))
+    generated = {g["name"]: g for g in kustomization["configMapGenerator"]}
+    assert generated["toolscout-pool-shards"]["options"]["disableNameSuffixHash"] is True
+    assert generated["toolscout-pool-shards"]["literals"] == [f"{Path(count_file).name}=1"]
+    # The config takes the count from that file.
+    (tmp_path / "count").write_text("3")
+    raw = yaml.safe_load((DEPLOY / "base" / "toolscout.yaml").read_text(encoding="utf-8"))
+    env = {**POD_ENV, "TOOLSCOUT_SHARD_COUNT_FILE": str(tmp_path / "count")}
+    assert parse_config(raw, base_dir=REPO, env=env).toolscout.pool.shards.count == 3
+
+
 # --- NetworkPolicies ---------------------------------------------------------------------------
 
 PODS = {
@@ -338,7 +382,7 @@ PODS = {
 
 
 def _pod_labels(name: str) -> dict[str, str]:
-    return dict(_of_kind("Deployment")[name]["spec"]["template"]["metadata"]["labels"])
+    return dict(_workloads()[name]["spec"]["template"]["metadata"]["labels"])
 
 
 def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -25,9 +25,16 @@ def test_every_pool_error_maps_to_its_status_code(
     assert status_for(error("x")) == code
 
 
+def test_a_call_for_another_shards_server_is_unavailable_not_sent() -> None:
+    refusal = errors.NotOwnerError("x", server="s", owners=(2,), count=3)
+    assert status_for(refusal) == grpc.StatusCode.UNAVAILABLE
+    assert (refusal.owners, refusal.count) == ((2,), 3)
+
+
 def test_every_exported_pool_error_is_covered() -> None:
     assert set(errors.__all__) == {
         "InvalidToolArgumentsError",
+        "NotOwnerError",
         "ResultTooLargeError",
         "ServerUnavailableError",
         "ToolCallTimeoutError",

@@ -54,7 +54,9 @@ class FakeServer:
         self.on_event("closed", "gone")
 
 
-def fake_connector(servers: dict[str, FakeServer]) -> Any:
+def fake_connector(
+    servers: dict[str, FakeServer], connection: Callable[[FakeServer], FakeConnection] | None = None
+) -> Any:
     @asynccontextmanager
     async def connect(
         name: str,
@@ -65,7 +67,7 @@ def fake_connector(servers: dict[str, FakeServer]) -> Any:
         server.connects += 1
         if server.fail:
             raise ConnectionRefusedError("refused")
-        server.live = FakeConnection(server)
+        server.live = (connection or FakeConnection)(server)
         server.on_event = on_event
         try:
             yield server.live

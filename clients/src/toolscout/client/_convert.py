@@ -115,16 +115,29 @@ def server_status(m: mcp_pool_pb2.ServerStatus) -> t.ServerStatus:
         health_service=m.health_service,
         server_info=m.server_info,
         next_retry_unix=m.next_retry_unix,
+        protocol_version=m.protocol_version,
+        shards=tuple(m.shards),
+        placement=m.placement or "owner",
+        tool_cache_ttl_seconds=m.tool_cache_ttl_seconds,
+        change_notifications=m.change_notifications,
     )
 
 
+def shard_info(m: mcp_pool_pb2.ShardInfo) -> t.ShardInfo:
+    # An older pool sends no shard: it is the only one.
+    return t.ShardInfo(index=m.index, count=m.count or 1)
+
+
 def tool_catalog(m: mcp_pool_pb2.ListToolsResponse) -> t.ToolCatalog:
-    return t.ToolCatalog(tools=tools(m.tools), catalog_version=m.catalog_version)
+    return t.ToolCatalog(tools=tools(m.tools), catalog_version=m.catalog_version, shard=shard_info(m.shard))
 
 
 def catalog_snapshot(m: mcp_pool_pb2.WatchCatalogResponse) -> t.CatalogSnapshot:
     return t.CatalogSnapshot(
-        catalog_version=m.catalog_version, tools=tools(m.tools), changed_servers=tuple(m.changed_servers)
+        catalog_version=m.catalog_version,
+        tools=tools(m.tools),
+        changed_servers=tuple(m.changed_servers),
+        shard=shard_info(m.shard),
     )
 
 

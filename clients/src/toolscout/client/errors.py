@@ -42,16 +42,33 @@ class ToolscoutClientError(Exception):
         code: the gRPC status code the server (or the channel) reported.
         message: the status details, written by the server for the caller.
         method: the full RPC method name (``/toolscout.mcp_pool.v1.McpPool/CallTool``), if known.
+        trailing_metadata: the status's trailing metadata as ``(key, value)`` pairs (a pool shard
+            that refuses a call for a server it does not run names the owners there).
     """
 
     code: Any = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, message: str, *, code: Any = None, method: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: Any = None,
+        method: str = "",
+        trailing_metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
         self.method = method
+        self.trailing_metadata = trailing_metadata
+
+    def metadata_value(self, key: str) -> str | None:
+        """The value of ``key`` in the trailing metadata, or None."""
+        for k, v in self.trailing_metadata:
+            if k == key:
+                return v
+        return None
 
     @property
     def retryable(self) -> bool:
@@ -187,13 +204,32 @@ _BY_CODE: dict[Any, type[ToolscoutClientError]] = {
 }
 
 
-def error_for_code(code: Any, message: str, *, method: str = "") -> ToolscoutClientError:
+def error_for_code(
+    code: Any, message: str, *, method: str = "", trailing_metadata: tuple[tuple[str, str], ...] = ()
+) -> ToolscoutClientError:
     """The exception for a status code (``grpc.StatusCode``); unknown or OK codes give UnknownError."""
     cls = _BY_CODE.get(code, UnknownError)
     if not message:
         name = getattr(code, "name", str(code))
         message = f"{method or 'RPC'} failed with {name}"
-    return cls(message, code=code if code in _BY_CODE else grpc.StatusCode.UNKNOWN, method=method)
+    return cls(
+        message,
+        code=code if code in _BY_CODE else grpc.StatusCode.UNKNOWN,
+        method=method,
+        trailing_metadata=trailing_metadata,
+    )
+
+
+def _text_metadata(metadata: Any) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    for item in metadata or ():
+        try:
+            key, value = item
+        except (TypeError, ValueError):
+            continue
+        if isinstance(key, str) and isinstance(value, str):
+            pairs.append((key, value))
+    return tuple(pairs)
 
 
 def translate_rpc_error(err: BaseException, *, method: str = "") -> ToolscoutClientError:
@@ -204,6 +240,8 @@ def translate_rpc_error(err: BaseException, *, method: str = "") -> ToolscoutCli
     """
     code_fn = getattr(err, "code", None)
     details_fn = getattr(err, "details", None)
+    trailing_fn = getattr(err, "trailing_metadata", None)
     code = code_fn() if callable(code_fn) else grpc.StatusCode.UNKNOWN
     details = details_fn() if callable(details_fn) else ""
-    return error_for_code(code, details or "", method=method)
+    trailing = _text_metadata(trailing_fn()) if callable(trailing_fn) else ()
+    return error_for_code(code, details or "", method=method, trailing_metadata=trailing)

@@ -31,6 +31,7 @@ __all__ = [
     "SearchResult",
     "ServerStatus",
     "ServerTokens",
+    "ShardInfo",
     "TextDelta",
     "TokenAccounting",
     "TokenUsage",
@@ -144,6 +145,23 @@ class ServerStatus:
     server_info: str = ""
     # While the server is down: Unix time of the pool's next connection attempt (0: none).
     next_retry_unix: float = 0.0
+    # The MCP revision negotiated with the server ("2026-07-28", "2025-06-18", ...; "" before).
+    protocol_version: str = ""
+    # The pool shards that run it (one; every shard for placement "all").
+    shards: tuple[int, ...] = ()
+    placement: str = "owner"
+    # Seconds between re-listings of its tools (its own ttlMs hint when given; 0 = on change only).
+    tool_cache_ttl_seconds: float = 0.0
+    # Whether the pool receives its tool-change notifications.
+    change_notifications: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShardInfo:
+    """Which shard of a sharded pool answered: ``index`` of ``count`` (0 of 1 when unsharded)."""
+
+    index: int = 0
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +170,8 @@ class ToolCatalog:
 
     tools: tuple[Tool, ...]
     catalog_version: str
+    # The shard whose catalog this is (a merged catalog: 0 of 1).
+    shard: ShardInfo = ShardInfo()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +181,7 @@ class CatalogSnapshot:
     catalog_version: str
     tools: tuple[Tool, ...]
     changed_servers: tuple[str, ...] = ()
+    shard: ShardInfo = ShardInfo()
 
 
 @dataclass(frozen=True, slots=True)

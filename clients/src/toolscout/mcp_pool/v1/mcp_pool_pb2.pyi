@@ -26,7 +26,7 @@ SERVER_STATE_IDLE: ServerState
 SERVER_STATE_STOPPED: ServerState
 
 class ServerStatus(_message.Message):
-    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix")
+    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix", "protocol_version", "shards", "placement", "tool_cache_ttl_seconds", "change_notifications")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,11 @@ class ServerStatus(_message.Message):
     HEALTH_SERVICE_FIELD_NUMBER: _ClassVar[int]
     SERVER_INFO_FIELD_NUMBER: _ClassVar[int]
     NEXT_RETRY_UNIX_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CACHE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_NOTIFICATIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     transport: str
     state: ServerState
@@ -49,17 +54,32 @@ class ServerStatus(_message.Message):
     health_service: str
     server_info: str
     next_retry_unix: float
-    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ..., next_retry_unix: _Optional[float] = ...) -> None: ...
+    protocol_version: str
+    shards: _containers.RepeatedScalarFieldContainer[int]
+    placement: str
+    tool_cache_ttl_seconds: float
+    change_notifications: bool
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ..., next_retry_unix: _Optional[float] = ..., protocol_version: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ..., placement: _Optional[str] = ..., tool_cache_ttl_seconds: _Optional[float] = ..., change_notifications: _Optional[bool] = ...) -> None: ...
+
+class ShardInfo(_message.Message):
+    __slots__ = ("index", "count")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    count: int
+    def __init__(self, index: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ListServersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ListServersResponse(_message.Message):
-    __slots__ = ("servers",)
+    __slots__ = ("servers", "shard")
     SERVERS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     servers: _containers.RepeatedCompositeFieldContainer[ServerStatus]
-    def __init__(self, servers: _Optional[_Iterable[_Union[ServerStatus, _Mapping]]] = ...) -> None: ...
+    shard: ShardInfo
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerStatus, _Mapping]]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
     __slots__ = ("servers", "include_unavailable")
@@ -70,12 +90,14 @@ class ListToolsRequest(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[str]] = ..., include_unavailable: _Optional[bool] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
-    __slots__ = ("tools", "catalog_version")
+    __slots__ = ("tools", "catalog_version", "shard")
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
     catalog_version: str
-    def __init__(self, tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., catalog_version: _Optional[str] = ...) -> None: ...
+    shard: ShardInfo
+    def __init__(self, tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., catalog_version: _Optional[str] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
     __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds")
@@ -118,11 +140,13 @@ class WatchCatalogRequest(_message.Message):
     def __init__(self, known_version: _Optional[str] = ...) -> None: ...
 
 class WatchCatalogResponse(_message.Message):
-    __slots__ = ("catalog_version", "tools", "changed_servers")
+    __slots__ = ("catalog_version", "tools", "changed_servers", "shard")
     CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     CHANGED_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     catalog_version: str
     tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
     changed_servers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, catalog_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., changed_servers: _Optional[_Iterable[str]] = ...) -> None: ...
+    shard: ShardInfo
+    def __init__(self, catalog_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., changed_servers: _Optional[_Iterable[str]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...

@@ -28,6 +28,11 @@ if _version_not_supported:
 class McpPoolStub:
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
     tool catalog and executes tool calls.
+
+    A sharded pool is N processes ("shards", `toolscout.pool.shards.count`); each runs, reports and
+    calls only the servers placed on it (one owner per server by rendezvous hashing of the name,
+    `shard: K` pins one, `placement: all` runs it on every shard). Every response that describes
+    servers or tools names the shard that answered (`shard`).
     """
 
     def __init__(self, channel):
@@ -61,17 +66,22 @@ class McpPoolStub:
 class McpPoolServicer:
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
     tool catalog and executes tool calls.
+
+    A sharded pool is N processes ("shards", `toolscout.pool.shards.count`); each runs, reports and
+    calls only the servers placed on it (one owner per server by rendezvous hashing of the name,
+    `shard: K` pins one, `placement: all` runs it on every shard). Every response that describes
+    servers or tools names the shard that answered (`shard`).
     """
 
     def ListServers(self, request, context):
-        """State of every configured MCP server.
+        """State of every MCP server this shard runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListTools(self, request, context):
-        """The tool catalog of every usable server, with its version.
+        """The tool catalog of every usable server of this shard, with its version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -84,6 +94,10 @@ class McpPoolServicer:
         stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
         it answered: the tool may or may not have run; never retried automatically),
         DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        A call for a configured server that another shard runs (a caller routing with an old shard
+        count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
+        `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
+        so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
         Channels never retry this method.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -131,6 +145,11 @@ def add_McpPoolServicer_to_server(servicer, server):
 class McpPool:
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
     tool catalog and executes tool calls.
+
+    A sharded pool is N processes ("shards", `toolscout.pool.shards.count`); each runs, reports and
+    calls only the servers placed on it (one owner per server by rendezvous hashing of the name,
+    `shard: K` pins one, `placement: all` runs it on every shard). Every response that describes
+    servers or tools names the shard that answered (`shard`).
     """
 
     @staticmethod

@@ -29,6 +29,11 @@ GRPC_VERSION: str
 class McpPoolStub:
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
     tool catalog and executes tool calls.
+
+    A sharded pool is N processes ("shards", `toolscout.pool.shards.count`); each runs, reports and
+    calls only the servers placed on it (one owner per server by rendezvous hashing of the name,
+    `shard: K` pins one, `placement: all` runs it on every shard). Every response that describes
+    servers or tools names the shard that answered (`shard`).
     """
 
     @_typing.overload
@@ -36,9 +41,9 @@ class McpPoolStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> McpPoolAsyncStub: ...
     ListServers: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListServersRequest, _mcp_pool_pb2.ListServersResponse]
-    """State of every configured MCP server."""
+    """State of every MCP server this shard runs."""
     ListTools: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListToolsRequest, _mcp_pool_pb2.ListToolsResponse]
-    """The tool catalog of every usable server, with its version."""
+    """The tool catalog of every usable server of this shard, with its version."""
     CallTool: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolResponse]
     """Calls one tool. A tool that fails is data (`is_error` + the server's text), not an RPC error.
     Errors: INVALID_ARGUMENT (arguments not a JSON object or nested too deeply, bad timeout),
@@ -46,6 +51,10 @@ class McpPoolStub:
     stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
     it answered: the tool may or may not have run; never retried automatically),
     DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    A call for a configured server that another shard runs (a caller routing with an old shard
+    count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
+    `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
+    so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
     Channels never retry this method.
     """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
@@ -55,13 +64,18 @@ class McpPoolStub:
 class McpPoolAsyncStub(McpPoolStub):
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
     tool catalog and executes tool calls.
+
+    A sharded pool is N processes ("shards", `toolscout.pool.shards.count`); each runs, reports and
+    calls only the servers placed on it (one owner per server by rendezvous hashing of the name,
+    `shard: K` pins one, `placement: all` runs it on every shard). Every response that describes
+    servers or tools names the shard that answered (`shard`).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListServers: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListServersRequest, _mcp_pool_pb2.ListServersResponse]  # type: ignore[assignment]
-    """State of every configured MCP server."""
+    """State of every MCP server this shard runs."""
     ListTools: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListToolsRequest, _mcp_pool_pb2.ListToolsResponse]  # type: ignore[assignment]
-    """The tool catalog of every usable server, with its version."""
+    """The tool catalog of every usable server of this shard, with its version."""
     CallTool: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolResponse]  # type: ignore[assignment]
     """Calls one tool. A tool that fails is data (`is_error` + the server's text), not an RPC error.
     Errors: INVALID_ARGUMENT (arguments not a JSON object or nested too deeply, bad timeout),
@@ -69,6 +83,10 @@ class McpPoolAsyncStub(McpPoolStub):
     stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
     it answered: the tool may or may not have run; never retried automatically),
     DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    A call for a configured server that another shard runs (a caller routing with an old shard
+    count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
+    `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
+    so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
     Channels never retry this method.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
@@ -77,6 +95,11 @@ class McpPoolAsyncStub(McpPoolStub):
 class McpPoolServicer(metaclass=_abc_1.ABCMeta):
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
     tool catalog and executes tool calls.
+
+    A sharded pool is N processes ("shards", `toolscout.pool.shards.count`); each runs, reports and
+    calls only the servers placed on it (one owner per server by rendezvous hashing of the name,
+    `shard: K` pins one, `placement: all` runs it on every shard). Every response that describes
+    servers or tools names the shard that answered (`shard`).
     """
 
     @_abc_1.abstractmethod
@@ -85,7 +108,7 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         request: _mcp_pool_pb2.ListServersRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_mcp_pool_pb2.ListServersResponse, _abc.Awaitable[_mcp_pool_pb2.ListServersResponse]]:
-        """State of every configured MCP server."""
+        """State of every MCP server this shard runs."""
 
     @_abc_1.abstractmethod
     def ListTools(
@@ -93,7 +116,7 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         request: _mcp_pool_pb2.ListToolsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_mcp_pool_pb2.ListToolsResponse, _abc.Awaitable[_mcp_pool_pb2.ListToolsResponse]]:
-        """The tool catalog of every usable server, with its version."""
+        """The tool catalog of every usable server of this shard, with its version."""
 
     @_abc_1.abstractmethod
     def CallTool(
@@ -107,6 +130,10 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
         it answered: the tool may or may not have run; never retried automatically),
         DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        A call for a configured server that another shard runs (a caller routing with an old shard
+        count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
+        `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
+        so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
         Channels never retry this method.
         """
 

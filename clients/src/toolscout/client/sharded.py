@@ -1,0 +1,360 @@
+"""The pool client for a sharded pool: every call goes to the shard that runs its server.
+
+    from toolscout.client import AsyncShardedPoolClient
+
+    async with AsyncShardedPoolClient.connect(["pool-0:50051", "pool-1:50051", "pool-2:50051"]) as pool:
+        result = await pool.call_tool("get_forecast", {"city": "Oslo"}, server="weather")
+
+Routing is by server name (see :mod:`toolscout.client.sharding` for the owner function); pass the
+configured ``placement`` of pinned (``shard: K``) and ``placement: all`` servers, or let the client
+learn them: a shard that receives a call for a server it does not run refuses it before sending
+anything (``UNAVAILABLE`` with the owners in its trailing metadata), and the client sends the call
+to the owner. A call is therefore never run twice by this routing: only refusals are re-sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+
+from toolscout.client import types as t
+from toolscout.client._base import ChannelSettings
+from toolscout.client.aio import AsyncPoolClient, Metadata
+from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
+from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError
+from toolscout.client.sharding import CatalogMerger, ServerPlacement, owners_of
+
+__all__ = ["SHARD_COUNT_KEY", "SHARD_OWNERS_KEY", "AsyncShardedPoolClient", "parse_owners"]
+
+# Trailing metadata of a shard's refusal of a call for a server it does not run.
+SHARD_OWNERS_KEY = "toolscout-shard-owners"
+SHARD_COUNT_KEY = "toolscout-shard-count"
+# An LLM-facing name in its readable form is "<server>__<tool>"; used only to guess a route.
+_SEPARATOR = "__"
+
+
+def parse_owners(err: ToolscoutClientError) -> tuple[tuple[int, ...], int] | None:
+    """The owners and shard count named by a shard's "not mine" refusal, or None for other errors."""
+    owners_text = err.metadata_value(SHARD_OWNERS_KEY)
+    if owners_text is None or not isinstance(err, UnavailableError):
+        return None
+    try:
+        owners = tuple(int(part) for part in owners_text.split(",") if part.strip())
+        count = int(err.metadata_value(SHARD_COUNT_KEY) or "0")
+    except ValueError:
+        return None
+    if not owners or count < 1 or any(not 0 <= k < count for k in owners):
+        return None
+    return owners, count
+
+
+class AsyncShardedPoolClient:
+    """``McpPool`` over every shard of a sharded pool, routing each call by its server.
+
+    ``shards[k]`` is a client of shard ``k``. ``placement`` gives the configured placement of
+    servers that are pinned or run everywhere (others are placed by the hash). ``open_shard(k)``
+    opens a client for a shard beyond ``shards`` that a refusal names (the shard count grew before
+    this client was told); without it such a call fails as UNAVAILABLE (not sent).
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[AsyncPoolClient],
+        *,
+        placement: Mapping[str, ServerPlacement] | None = None,
+        open_shard: Callable[[int], AsyncPoolClient | None] | None = None,
+        owns_clients: bool = False,
+        max_reroutes: int = 3,
+    ) -> None:
+        if not shards:
+            raise ValueError("a sharded pool client needs at least one shard")
+        self._shards: list[AsyncPoolClient] = list(shards)
+        self._placement = dict(placement or {})
+        self._open_shard = open_shard
+        self._owns_clients = owns_clients
+        self._opened: dict[int, AsyncPoolClient] = {}
+        self._max_reroutes = max_reroutes
+        # Owners learned from refusals, with the shard count they are for.
+        self._learned: dict[str, tuple[tuple[int, ...], int]] = {}
+        self._turn = itertools.count()
+
+    @classmethod
+    def connect(
+        cls,
+        targets: Sequence[str],
+        *,
+        placement: Mapping[str, ServerPlacement] | None = None,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        token: str | None = None,
+        options: Sequence[ChannelOption] = (),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        deadlines: Mapping[str, float | None] | None = None,
+        target_of: Callable[[int], str | None] | None = None,
+    ) -> Self:
+        """A client with one channel per shard; ``targets[k]`` is where shard ``k`` listens.
+
+        ``target_of(k)`` gives the address of a shard beyond ``targets`` (e.g. from a
+        ``dns:///toolscout-pool-{ordinal}…`` pattern), for when the shard count grows.
+        """
+        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
+
+        def open_client(target: str) -> AsyncPoolClient:
+            channel = create_channel(target, aio=True, **settings.kwargs())
+            return AsyncPoolClient(channel, deadlines=deadlines, owns_channel=True)
+
+        def open_shard(index: int) -> AsyncPoolClient | None:
+            target = target_of(index) if target_of is not None else None
+            return open_client(target) if target else None
+
+        return cls(
+            [open_client(target) for target in targets],
+            placement=placement,
+            open_shard=open_shard if target_of is not None else None,
+            owns_clients=True,
+        )
+
+    # --- topology -----------------------------------------------------------------------------
+
+    @property
+    def count(self) -> int:
+        """The shard count this client routes for."""
+        return len(self._shards)
+
+    @property
+    def shards(self) -> tuple[AsyncPoolClient, ...]:
+        return tuple(self._shards)
+
+    def reshard(
+        self, shards: Sequence[AsyncPoolClient], placement: Mapping[str, ServerPlacement] | None = None
+    ) -> list[AsyncPoolClient]:
+        """Routes for a new set of shards from now on; returns the clients no longer used (close them).
+
+        Calls already on their way finish where they are; one that reaches a shard that no longer
+        runs its server is refused there and routed again.
+        """
+        if not shards:
+            raise ValueError("a sharded pool client needs at least one shard")
+        unused = [c for c in [*self._shards, *self._opened.values()] if all(c is not s for s in shards)]
+        self._shards = list(shards)
+        self._opened = {}
+        self._placement = dict(placement if placement is not None else self._placement)
+        self._learned.clear()
+        return unused
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server`` as far as this client knows."""
+        learned = self._learned.get(server)
+        if learned is not None and learned[1] >= self.count:
+            return learned[0]
+        return owners_of(server, self.count, self._placement.get(server))
+
+    def shard_of(self, server: str) -> int:
+        """The shard a call for ``server`` goes to: its owner, or one of them in turn."""
+        owners = self.owners(server)
+        if len(owners) == 1:
+            return owners[0]
+        start = next(self._turn)
+        rotated = [owners[(start + i) % len(owners)] for i in range(len(owners))]
+        for index in rotated:
+            # A shard whose channel is known to be failing is passed over while another runs it.
+            client = self._client(index)
+            if (
+                client is not None
+                and client.channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            ):
+                return index
+        return rotated[0]
+
+    def _client(self, index: int) -> AsyncPoolClient | None:
+        if index < len(self._shards):
+            return self._shards[index]
+        opened = self._opened.get(index)
+        if opened is None and self._open_shard is not None:
+            opened = self._open_shard(index)
+            if opened is not None:
+                self._opened[index] = opened
+        return opened
+
+    # --- calls --------------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        server: str = "",
+        server_hint: str = "",
+        meta: Mapping[str, Any] | str | None = None,
+        timeout_seconds: float = 0.0,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.CallToolResult:
+        """Calls a tool on the shard that runs its server; errors as :meth:`AsyncPoolClient.call_tool`.
+
+        Name the tool by its own ``name`` on ``server``, or by its LLM-facing ``name`` alone; with
+        an LLM-facing name, ``server_hint`` (the server the plan or catalog gave for it) picks the
+        shard. Without either, the route is guessed from the name and, if that shard does not know
+        the tool, the other shards are asked in turn (a NOT_FOUND answer means nothing was sent).
+
+        Raises:
+            UnavailableError: not sent (server down, or its shard unreachable / unknown to this client).
+            the errors of :meth:`AsyncPoolClient.call_tool`.
+        """
+        route = server or server_hint
+        guessed = False
+        if not route and _SEPARATOR in name:
+            route, guessed = name.split(_SEPARATOR, 1)[0], True
+
+        async def attempt(shard: int) -> t.CallToolResult:
+            client = self._client(shard)
+            if client is None:
+                raise UnavailableError(
+                    f"pool shard {shard} is not known to this client (it routes for {self.count} shards); "
+                    "the call was not sent",
+                    code=grpc.StatusCode.UNAVAILABLE,
+                )
+            return await client.call_tool(
+                name,
+                arguments,
+                server=server,
+                meta=meta,
+                timeout_seconds=timeout_seconds,
+                deadline=deadline,
+                metadata=metadata,
+            )
+
+        if not route:
+            return await self._scan(attempt, range(self.count))
+        shard = self.shard_of(route)
+        for _ in range(self._max_reroutes + 1):
+            try:
+                return await attempt(shard)
+            except UnavailableError as err:
+                refusal = parse_owners(err)
+                if refusal is None:
+                    raise
+                owners, count = refusal
+                self._learned[route] = refusal
+                if count > self.count and self._open_shard is None and max(owners) >= self.count:
+                    raise
+                shard = owners[0] if len(owners) == 1 else self.shard_of(route)
+            except NotFoundError:
+                if not guessed:
+                    raise
+                return await self._scan(attempt, [k for k in range(self.count) if k != shard], first=shard)
+        raise UnavailableError(
+            f"the pool shards disagree on who runs server {route!r} (a resharding in progress?); "
+            "the call was not sent",
+            code=grpc.StatusCode.UNAVAILABLE,
+        )
+
+    async def _scan(
+        self,
+        attempt: Callable[[int], Any],
+        shards: Sequence[int] | range,
+        *,
+        first: int | None = None,
+    ) -> t.CallToolResult:
+        """Asks ``shards`` in turn until one knows the tool (NOT_FOUND and refusals are not sent)."""
+        missing: NotFoundError | None = None
+        unreachable: UnavailableError | None = None
+        for shard in shards:
+            try:
+                result: t.CallToolResult = await attempt(shard)
+                return result
+            except NotFoundError as err:
+                missing = missing or err
+            except UnavailableError as err:
+                if parse_owners(err) is None:
+                    unreachable = unreachable or err
+        if unreachable is not None:
+            raise unreachable
+        if missing is not None:
+            raise missing
+        raise NotFoundError(
+            f"no pool shard knows this tool (asked shard {first})"
+            if first is not None
+            else "no pool shard knows this tool",
+            code=grpc.StatusCode.NOT_FOUND,
+        )
+
+    async def list_servers(
+        self, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> tuple[t.ServerStatus, ...]:
+        """Every server of every reachable shard, sorted by name (a server on every shard once, ready first).
+
+        Raises:
+            UnavailableError (or another client error): no shard answered.
+        """
+        answers = await asyncio.gather(
+            *(c.list_servers(deadline=deadline, metadata=metadata) for c in self._shards),
+            return_exceptions=True,
+        )
+        best: dict[str, t.ServerStatus] = {}
+        failure: BaseException | None = None
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                failure = failure or answer
+                continue
+            for status in answer:
+                current = best.get(status.name)
+                if current is None or (current.state != "ready" and status.state == "ready"):
+                    best[status.name] = status
+        if failure is not None and len(best) == 0 and all(isinstance(a, BaseException) for a in answers):
+            raise failure
+        return tuple(best[name] for name in sorted(best))
+
+    async def list_tools(
+        self,
+        servers: Sequence[str] = (),
+        *,
+        include_unavailable: bool = False,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.ToolCatalog:
+        """The catalogs of every shard merged into one (same names and version as an unsharded pool).
+
+        Raises:
+            UnavailableError (or another client error): a shard did not answer.
+        """
+        wanted = set(servers)
+        catalogs = await asyncio.gather(
+            *(
+                c.list_tools(include_unavailable=include_unavailable, deadline=deadline, metadata=metadata)
+                for c in self._shards
+            )
+        )
+        merger = CatalogMerger()
+        for index, catalog in enumerate(catalogs):
+            merger.update(index, catalog.catalog_version, catalog.tools)
+        merged = merger.catalog()
+        if not wanted:
+            return merged
+        return t.ToolCatalog(
+            tools=tuple(tool for tool in merged.tools if tool.server in wanted),
+            catalog_version=merged.catalog_version,
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Closes the shard clients (and those ``open_shard`` gave) when this client owns them."""
+        opened = list(self._opened.values())
+        self._opened = {}
+        if self._owns_clients:
+            for client in [*self._shards, *opened]:
+                await client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

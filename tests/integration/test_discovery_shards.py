@@ -1,0 +1,124 @@
+"""Discovery following a sharded pool: fake shards (gRPC on 127.0.0.1:0) merged into one catalog."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from toolscout.client import AsyncPoolClient
+
+from discovery_svc.catalog import Catalog
+from discovery_svc.catalog_follower import ShardedCatalogFollower
+from tests.integration.test_discovery_grpc import FakePool, pb_tool, start_pool
+
+WAIT = 10.0
+
+
+class Shards:
+    def __init__(self) -> None:
+        self.pools = [
+            FakePool([pb_tool("alpha", "a", "A."), pb_tool("both", "b", "B.")], "s0-v1"),
+            FakePool([pb_tool("beta", "b", "B."), pb_tool("both", "b", "B.")], "s1-v1"),
+        ]
+        self.servers: list[object] = []
+        self.ports: list[int] = []
+        self.seen: asyncio.Queue[Catalog] = asyncio.Queue()
+
+    def on_catalog(self, catalog: Catalog) -> None:
+        self.seen.put_nowait(catalog)
+
+    async def next(self) -> Catalog:
+        return await asyncio.wait_for(self.seen.get(), WAIT)
+
+
+@pytest.fixture
+async def shards() -> AsyncIterator[Shards]:
+    fixture = Shards()
+    for pool in fixture.pools:
+        server, port = await start_pool(pool)
+        fixture.servers.append(server)
+        fixture.ports.append(port)
+    yield fixture
+    for server in fixture.servers:
+        await server.stop(0)  # type: ignore[attr-defined]
+
+
+async def _follow(shards: Shards, **kw: object) -> tuple[asyncio.Task[None], list[AsyncPoolClient]]:
+    clients = [AsyncPoolClient.connect(f"127.0.0.1:{port}") for port in shards.ports]
+    follower = ShardedCatalogFollower(
+        dict(enumerate(clients)),
+        shards.on_catalog,
+        configured=["alpha", "beta", "both"],
+        initial_backoff=0.05,
+        max_backoff=0.2,
+        **kw,  # type: ignore[arg-type]
+    )
+    return asyncio.create_task(follower.run()), clients
+
+
+def _availability(catalog: Catalog) -> dict[str, bool]:
+    return {t.server: t.available for t in catalog.tools}
+
+
+async def test_the_first_catalog_has_every_shard_and_each_server_once(shards: Shards) -> None:
+    task, clients = await _follow(shards)
+    try:
+        first = await shards.next()
+        assert [t.llm_name for t in first.tools] == ["alpha_a", "beta_b", "both_b"]
+        assert shards.seen.empty()
+        await shards.pools[1].publish([pb_tool("beta", "b", "B."), pb_tool("beta", "c", "C.")], "s1-v2")
+        second = await shards.next()
+        # "both" is still on shard 0: a server on several shards stays while one lists it.
+        assert [t.llm_name for t in second.tools] == ["alpha_a", "beta_b", "beta_c", "both_b"]
+        assert second.version != first.version
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()
+
+
+async def test_a_shard_that_goes_away_keeps_its_tools_unavailable_until_it_returns(shards: Shards) -> None:
+    task, clients = await _follow(shards, down_grace=0.0)
+    try:
+        first = await shards.next()
+        await shards.servers[1].stop(0)  # type: ignore[attr-defined]
+        down = await shards.next()
+        assert _availability(down) == {"alpha": True, "beta": False, "both": True}
+        server, _ = await start_pool(shards.pools[1], f"127.0.0.1:{shards.ports[1]}")
+        shards.servers[1] = server
+        back = await shards.next()
+        assert _availability(back) == {"alpha": True, "beta": True, "both": True}
+        assert back.version == first.version
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()
+
+
+async def test_a_shard_with_no_servers_does_not_hold_back_the_first_catalog(shards: Shards) -> None:
+    await shards.pools[1].publish([], "empty")
+    task, clients = await _follow(shards)
+    try:
+        first = await shards.next()
+        assert [t.llm_name for t in first.tools] == ["alpha_a", "both_b"]
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()
+
+
+async def test_a_shard_unreachable_from_the_start_lets_the_others_catalog_out_after_the_grace(
+    shards: Shards,
+) -> None:
+    await shards.servers[1].stop(0)  # type: ignore[attr-defined]
+    # The first attempt waits list_timeout for the shard, then the grace; both short here.
+    task, clients = await _follow(shards, down_grace=0.0, list_timeout=1.0)
+    try:
+        first = await shards.next()
+        # Nothing is known of shard 1's servers: the catalog is shard 0's.
+        assert [t.llm_name for t in first.tools] == ["alpha_a", "both_b"]
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()

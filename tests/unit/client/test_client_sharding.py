@@ -1,0 +1,106 @@
+"""Owners of servers and the merge of shard catalogs, as the client library computes them."""
+
+from __future__ import annotations
+
+import hashlib
+
+import grpc
+from toolscout.client import (
+    CatalogMerger,
+    ServerPlacement,
+    Tool,
+    UnavailableError,
+    owners_of,
+    parse_owners,
+    rendezvous_owner,
+    rendezvous_weight,
+)
+from toolscout.client.sharded import SHARD_COUNT_KEY, SHARD_OWNERS_KEY
+
+from mcp_pool_svc.placement import Placement, ServerRule
+
+
+def test_the_weight_is_exactly_the_documented_blake2b_formula() -> None:
+    expected = int.from_bytes(hashlib.blake2b(b"weather\x000", digest_size=8).digest(), "big")
+    assert rendezvous_weight("weather", 0) == expected == 14987864178936411205
+    assert rendezvous_weight("weather", 1) == 1118167464372842360
+
+
+def test_the_client_and_the_pool_agree_on_every_owner() -> None:
+    names = [f"server-{i}" for i in range(300)]
+    for count in (1, 2, 3, 4, 5, 7):
+        pin = count - 1
+        rules = {"pinned": ServerRule(shard=pin), "all": ServerRule(placement="all")}
+        pool = Placement(count, {**{n: ServerRule() for n in names}, **rules})
+        client = {"pinned": ServerPlacement(shard=pin), "all": ServerPlacement(placement="all")}
+        for name in [*names, "pinned", "all"]:
+            assert owners_of(name, count, client.get(name)) == pool.owners(name)
+
+
+def test_growing_the_count_moves_about_one_in_n_and_only_to_the_new_shard() -> None:
+    names = [f"sim-{i:04d}" for i in range(1000)]
+    moved = [n for n in names if rendezvous_owner(n, 4) != rendezvous_owner(n, 5)]
+    assert 150 <= len(moved) <= 250
+    assert {rendezvous_owner(n, 5) for n in moved} == {4}
+
+
+def test_a_pin_beyond_a_shrunk_count_falls_back_to_the_hash_owner() -> None:
+    assert owners_of("x", 2, ServerPlacement(shard=3)) == (rendezvous_owner("x", 2),)
+    assert owners_of("x", 3, ServerPlacement(placement="all")) == (0, 1, 2)
+
+
+def _tools(server: str, *names: str, available: bool = True) -> list[Tool]:
+    return [Tool(server=server, name=n, llm_name=f"{server}__{n}", available=available) for n in names]
+
+
+def test_the_merge_of_shards_is_sorted_and_versioned_by_content_alone() -> None:
+    a, b = CatalogMerger(), CatalogMerger()
+    a.update(0, "x", [*_tools("beta", "t"), *_tools("alpha", "u", "t")])
+    a.update(1, "y", _tools("gamma", "t"))
+    b.update(0, "other", _tools("gamma", "t"))
+    b.update(1, "versions", [*_tools("alpha", "t", "u"), *_tools("beta", "t")])
+    assert [t.llm_name for t in a.catalog().tools] == ["alpha__t", "alpha__u", "beta__t", "gamma__t"]
+    assert a.catalog().catalog_version == b.catalog().catalog_version
+
+
+def test_a_shard_that_is_down_keeps_its_tools_unavailable_and_nothing_else_changes() -> None:
+    merger = CatalogMerger()
+    merger.update(0, "v", [*_tools("a", "t"), *_tools("everywhere", "t")])
+    merger.update(1, "v", [*_tools("b", "t"), *_tools("everywhere", "t")])
+    before = merger.catalog()
+    assert merger.shard_down(1)
+    after = {t.server: t.available for t in merger.catalog().tools}
+    assert after == {"a": True, "b": False, "everywhere": True}
+    assert merger.catalog().catalog_version != before.catalog_version
+    assert not merger.shard_down(1)
+    merger.update(1, "v", [*_tools("b", "t"), *_tools("everywhere", "t")])
+    assert merger.catalog() == before
+
+
+def test_a_server_moving_between_shards_stays_listed_unavailable_while_configured() -> None:
+    merger = CatalogMerger(keep={"a": None, "moving": None})
+    merger.update(0, "1", [*_tools("a", "t"), *_tools("moving", "t")])
+    merger.update(1, "1", _tools("gone", "t"))
+    merger.update(0, "2", _tools("a", "t"))  # its old owner let it go
+    merger.update(1, "2", [])  # "gone" is not configured: it leaves
+    listed = {t.server: t.available for t in merger.catalog().tools}
+    assert listed == {"a": True, "moving": False}
+    merger.update(1, "3", _tools("moving", "t"))  # its new owner lists it
+    assert {t.server: t.available for t in merger.catalog().tools} == {"a": True, "moving": True}
+    assert merger.remove_shard(1)
+    assert {t.server: t.available for t in merger.catalog().tools} == {"a": True, "moving": False}
+
+
+def test_a_refusal_names_its_owners_only_on_unavailable_with_both_keys() -> None:
+    def refusal(owners: str, count: str, cls: type = UnavailableError) -> object:
+        return cls(
+            "x",
+            code=grpc.StatusCode.UNAVAILABLE,
+            trailing_metadata=((SHARD_OWNERS_KEY, owners), (SHARD_COUNT_KEY, count)),
+        )
+
+    assert parse_owners(refusal("3", "4")) == ((3,), 4)  # type: ignore[arg-type]
+    assert parse_owners(refusal("0,1", "2")) == ((0, 1), 2)  # type: ignore[arg-type]
+    assert parse_owners(refusal("5", "4")) is None  # type: ignore[arg-type]
+    assert parse_owners(refusal("x", "4")) is None  # type: ignore[arg-type]
+    assert parse_owners(UnavailableError("plain")) is None
