@@ -79,7 +79,13 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     g = parser.add_argument_group("stack")
     g.add_argument("-c", "--config", help=f"config file (JSON or YAML); default ${CONFIG_ENV}", **d)
     g.add_argument("--target", metavar="HOST:PORT", help="address for all three services", **d)
-    for service in ("pool", "discovery", "orchestrator"):
+    g.add_argument(
+        "--pool-target",
+        metavar="HOST:PORT[,...]",
+        help="address of the pool; of a sharded pool, every shard's, comma-separated in shard order",
+        **d,
+    )
+    for service in ("discovery", "orchestrator"):
         g.add_argument(f"--{service}-target", metavar="HOST:PORT", help=f"address of the {service}", **d)
     g.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --ca-file)", **d)
     g.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the servers (implies --tls)", **d)

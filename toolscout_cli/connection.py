@@ -27,6 +27,7 @@ from toolscout_kit.config import (
     load_config,
 )
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.shards import server_placements, shard_targets
 
 __all__ = [
     "EXIT_ERROR",
@@ -121,6 +122,7 @@ def load_optional_config(path: str | None) -> ToolscoutConfig | None:
 
 @dataclass(frozen=True)
 class Targets:
+    # One address, or a sharded pool's shards comma-separated in shard order.
     pool: str
     discovery: str
     orchestrator: str
@@ -130,8 +132,10 @@ class Targets:
     config: ToolscoutConfig | None = None
 
     def connect(self) -> ToolscoutClient:
+        shards = [part.strip() for part in self.pool.split(",") if part.strip()]
         return ToolscoutClient.connect(
-            pool=self.pool,
+            pool=shards if len(shards) > 1 else self.pool,
+            placement=server_placements(self.config) if self.config else None,
             discovery=self.discovery,
             orchestrator=self.orchestrator,
             tls=self.tls,
@@ -181,15 +185,21 @@ def targets_for(
 
 def resolve_targets(args: argparse.Namespace) -> Targets:
     """Targets from ``--pool-target`` & co, else ``--target``, else ``TOOLSCOUT_POOL_TARGET`` & co, else
-    ``TOOLSCOUT_TARGET``, else the config's listen addresses.
+    ``TOOLSCOUT_TARGET``, else the config's listen addresses (for a sharded pool, the shard
+    addresses of ``toolscout.pool.shards``). A pool target may list every shard, comma-separated.
 
     Raises:
         CliError: bad config or unreadable CA file (exit 2).
     """
     config = load_optional_config(args.config)
     settings = config.toolscout if config else None
+    pool_settings = settings.pool if settings else PoolSettings()
+    try:
+        shards = shard_targets(pool_settings.shards)
+    except ConfigError:
+        shards = None  # sharded without shard addresses: only flags or the environment can say
     defaults = {
-        "pool": (settings.pool if settings else PoolSettings()).listen,
+        "pool": ",".join(shards) if shards else pool_settings.listen,
         "discovery": (settings.discovery if settings else DiscoverySettings()).listen,
         "orchestrator": (settings.orchestrator if settings else OrchestratorSettings()).listen,
     }
@@ -199,7 +209,7 @@ def resolve_targets(args: argparse.Namespace) -> Targets:
         or args.target
         or os.environ.get(f"TOOLSCOUT_{name.upper()}_TARGET")
         or os.environ.get(TARGET_ENV)
-        or client_target(listen)
+        or ",".join(client_target(one) for one in listen.split(","))
         for name, listen in defaults.items()
     }
     return targets_for(

@@ -180,12 +180,14 @@ async def _up(
 def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConfig, source: str) -> str:
     """Prints the endpoints; returns the CLI prefix that reaches this stack.
 
-    With several pool shards the CLI's pool commands (servers, call) reach shard 0 only; chats and
-    searches see every shard through discovery and the orchestrator.
+    With several pool shards the CLI gets every shard's address (``--pool-target A,B,C``) and
+    routes each call to the shard that runs the tool's server.
     """
     endpoints = {name: running.address for name, running in servers}
-    if "pool" not in endpoints and "pool-0" in endpoints:
-        endpoints = {"pool": endpoints["pool-0"], **endpoints}
+    targets = {
+        "pool": _pool_target(servers),
+        **{n: a for n, a in endpoints.items() if not n.startswith("pool")},
+    }
     metrics = {
         name: f"http://127.0.0.1:{running.metrics_port}/metrics"
         for name, running in servers
@@ -195,7 +197,7 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
     listens = (settings.pool.listen, settings.discovery.listen, settings.orchestrator.listen)
     if any(listen.endswith(":0") for listen in listens):
         # Ports were picked at random: the config alone does not lead back here.
-        cli = f"{program()} " + " ".join(f"--{name}-target {address}" for name, address in endpoints.items())
+        cli = f"{program()} " + " ".join(f"--{name}-target {address}" for name, address in targets.items())
     else:
         cli = f"{program()} -c {shlex.quote(source)}"
     if out.json_mode:
@@ -215,12 +217,16 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
     return cli
 
 
+def _pool_target(servers: list[tuple[str, Any]]) -> str:
+    """The CLI's pool target for this stack: the pool's address, or every shard's in shard order."""
+    return ",".join(running.address for name, running in servers if name.startswith("pool"))
+
+
 async def _walkthrough(
     stop: asyncio.Event, servers: list[tuple[str, Any]], config: ToolscoutConfig, out: Output, cli: str
 ) -> None:
     addresses = dict((name, running.address) for name, running in servers)
-    pool = addresses.get("pool") or addresses["pool-0"]
-    targets = targets_for(config, pool, addresses["discovery"], addresses["orchestrator"])
+    targets = targets_for(config, _pool_target(servers), addresses["discovery"], addresses["orchestrator"])
     # The sync client blocks, and this event loop serves the stack: run it in a worker thread.
     # Its summaries go to stdout too: here they are part of the story, not side notes.
     story = Output(json_mode=False, out=out.out, err=out.out)

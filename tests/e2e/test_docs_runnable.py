@@ -160,28 +160,56 @@ def _printed_commands(lines: list[str]) -> list[str]:
     return commands
 
 
-def test_every_command_the_walkthrough_prints_runs_as_printed(tmp_path: Path) -> None:
+_WALKTHROUGH_COMMANDS = {"servers", "tools", "manifest", "search", "describe", "call", "tokens", "chat"}
+
+
+@pytest.mark.parametrize("shards", [1, 3], ids=["one pool", "3 pool shards"])
+def test_every_command_the_walkthrough_prints_runs_as_printed(tmp_path: Path, shards: int) -> None:
     with ThreadedProvider() as fake:
         _answering(fake)
         # Fixed (free) ports, like `make up`: the printed commands then find the stack through the
-        # config, exactly as a reader's would.
+        # config, exactly as a reader's would. Shards listen on free ports: the printed commands
+        # then carry every shard's address (--pool-target A,B,C).
         config = example_config_copy(tmp_path / "casual_mcp_config.json", fixed_ports())
-        up = UpProcess(config, "--walkthrough", env=provider_env(fake), json_output=False)
+        extra = ["--pool-shards", str(shards)] if shards > 1 else []
+        up = UpProcess(config, "--walkthrough", *extra, env=provider_env(fake), json_output=False)
         try:
             printed = up.wait_for_line("The stack keeps running", timeout=180)
             commands = _printed_commands(printed)
             program = shlex.split(commands[0])[0]
             assert program == ".venv/bin/toolscout", printed  # what a new terminal can run
-            assert {shlex.split(c)[3] for c in commands} >= {
-                "servers", "tools", "manifest", "search", "describe", "call", "tokens", "chat"
-            }  # fmt: skip
+            shown = {next(w for w in shlex.split(c) if w in _WALKTHROUGH_COMMANDS) for c in commands}
+            assert shown == _WALKTHROUGH_COMMANDS, printed
             results = {command: run_shell(command, reader_env(), timeout=60) for command in commands}
+            # Every server's tools answer through the printed prefix, whichever shard runs them.
+            prefix = commands[0][: commands[0].index(" servers")]
+            servers = json.loads(run_shell(f"{prefix} servers --json", reader_env(), timeout=60).stdout)
+            calls = {
+                name: run_shell(f"{prefix} call {name} --args '{args}'", reader_env(), timeout=60)
+                for name, args in _ONE_CALL_PER_SERVER.items()
+            }
         finally:
             code = up.stop()
     assert code == 0, up.stderr
     failed = {c: f"{r.returncode}: {r.stderr}" for c, r in results.items() if r.returncode != 0}
     assert failed == {}, "\n".join(printed)
     assert "It is 9 in the evening in Tokyo." in next(r.stdout for c, r in results.items() if " chat " in c)
+    assert sorted(s["name"] for s in servers["servers"]) == sorted(
+        {n.split("__")[0] for n in _ONE_CALL_PER_SERVER}
+    )
+    assert {n: (r.returncode, r.stderr) for n, r in calls.items()} == dict.fromkeys(
+        _ONE_CALL_PER_SERVER, (0, "")
+    )
+
+
+# One call to a tool of every server of the example config.
+_ONE_CALL_PER_SERVER = {
+    "time__get_current_time": '{"timezone": "UTC"}',
+    "weather__list_cities": "{}",
+    "notes__list_tasks": "{}",
+    "text__reverse": '{"text": "abc"}',
+    "media__swatch_image": '{"color": "#ff0000"}',
+}
 
 
 def test_up_for_a_person_prints_state_lines_and_keeps_logs_out_of_the_terminal(tmp_path: Path) -> None:

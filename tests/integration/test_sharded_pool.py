@@ -184,6 +184,38 @@ async def test_calls_through_the_orchestrator_land_on_the_owning_shard(stack: Sh
         assert set(calls) <= set(placement.servers_for(index))
 
 
+async def test_the_blocking_sharded_client_routes_each_call_to_its_owner_and_learns_pins_from_refusals(
+    stack: ShardedStack, tmp_path: Path
+) -> None:
+    """What the CLI uses for ``--pool-target A,B,C``. Given a stale placement (srv0 pinned to shard
+    2, which does not run it), the call is refused there before anything runs and sent to shard 1."""
+    version, rows = await _unsharded_catalog(tmp_path)
+    before = [_ok_calls(await asyncio.to_thread(scrape, stack.pools[k].metrics_port)) for k in range(3)]
+
+    def use() -> tuple[tc.ToolCatalog, list[str], dict[str, str]]:
+        shards = [tc.PoolClient.connect(stack.shard_address(k)) for k in range(3)]
+        stale = {"srv0": tc.ServerPlacement(shard=2)}
+        with tc.ShardedPoolClient(shards, placement=stale, owns_clients=True) as pool:
+            texts = {
+                server: pool.call_tool(f"{server}__echo", {"text": server}, deadline=WAIT).content[0].text
+                for server in ("srv4", "srv0", "srv1", "pinned")
+            }
+            return pool.list_tools(), [s.name for s in pool.list_servers()], texts
+
+    merged, servers, texts = await asyncio.to_thread(use)
+    after = [_ok_calls(await asyncio.to_thread(scrape, stack.pools[k].metrics_port)) for k in range(3)]
+    assert (merged.catalog_version, _rows(merged.tools)) == (version, rows)
+    assert servers == sorted([*SERVERS, "pinned", "everywhere"])
+    assert texts == {server: server for server in ("srv4", "srv0", "srv1", "pinned")}
+    landed = {
+        (k, server)
+        for k in range(3)
+        for server, count in after[k].items()
+        if count > before[k].get(server, 0)
+    }
+    assert landed == {(0, "srv4"), (1, "srv0"), (2, "srv1"), (0, "pinned")}
+
+
 async def test_a_killed_shard_takes_only_its_tools_down_and_they_return_with_it(stack: ShardedStack) -> None:
     victim = stack.pools[1]
     # Its own servers; "everywhere" also runs on the other shards and stays available.

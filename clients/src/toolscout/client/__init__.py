@@ -47,7 +47,14 @@ from toolscout.client.errors import (
     error_for_code,
     translate_rpc_error,
 )
-from toolscout.client.sharded import SHARD_COUNT_KEY, SHARD_OWNERS_KEY, AsyncShardedPoolClient, parse_owners
+from toolscout.client.sharded import (
+    SHARD_COUNT_KEY,
+    SHARD_OWNERS_KEY,
+    AsyncShardedPoolClient,
+    ShardedPoolClient,
+    ShardRouter,
+    parse_owners,
+)
 from toolscout.client.sharding import (
     CatalogMerger,
     ServerPlacement,
@@ -147,6 +154,8 @@ __all__ = [
     "ServerStatus",
     "ServerTokens",
     "ShardInfo",
+    "ShardRouter",
+    "ShardedPoolClient",
     "TextDelta",
     "TokenAccounting",
     "TokenUsage",

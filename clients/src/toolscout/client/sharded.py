@@ -10,13 +10,16 @@ configured ``placement`` of pinned (``shard: K``) and ``placement: all`` servers
 learn them: a shard that receives a call for a server it does not run refuses it before sending
 anything (``UNAVAILABLE`` with the owners in its trailing metadata), and the client sends the call
 to the owner. A call is therefore never run twice by this routing: only refusals are re-sent.
+
+:class:`ShardedPoolClient` is the same over blocking channels (``ToolscoutClient.connect`` makes one
+when ``pool`` names several shards); both route with one :class:`ShardRouter`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -28,8 +31,16 @@ from toolscout.client.aio import AsyncPoolClient, Metadata
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError
 from toolscout.client.sharding import CatalogMerger, ServerPlacement, owners_of
+from toolscout.client.sync import PoolClient
 
-__all__ = ["SHARD_COUNT_KEY", "SHARD_OWNERS_KEY", "AsyncShardedPoolClient", "parse_owners"]
+__all__ = [
+    "SHARD_COUNT_KEY",
+    "SHARD_OWNERS_KEY",
+    "AsyncShardedPoolClient",
+    "ShardRouter",
+    "ShardedPoolClient",
+    "parse_owners",
+]
 
 # Trailing metadata of a shard's refusal of a call for a server it does not run.
 SHARD_OWNERS_KEY = "toolscout-shard-owners"
@@ -53,6 +64,151 @@ def parse_owners(err: ToolscoutClientError) -> tuple[tuple[int, ...], int] | Non
     return owners, count
 
 
+class ShardRouter:
+    """Which shard a call goes to: placement, owners learned from refusals, what to do after one.
+
+    Shared by the async and the blocking sharded client; holds no channels. ``count`` is the shard
+    count routed for.
+    """
+
+    def __init__(
+        self,
+        count: int,
+        placement: Mapping[str, ServerPlacement] | None = None,
+        *,
+        max_reroutes: int = 3,
+    ) -> None:
+        if count < 1:
+            raise ValueError("a sharded pool client needs at least one shard")
+        self.count = count
+        self.placement = dict(placement or {})
+        self.max_reroutes = max_reroutes
+        # Owners learned from refusals, with the shard count they are for.
+        self._learned: dict[str, tuple[tuple[int, ...], int]] = {}
+        self._turn = itertools.count()
+
+    def reset(self, count: int, placement: Mapping[str, ServerPlacement] | None = None) -> None:
+        """Routes for ``count`` shards from now on (and ``placement``, if given); forgets what it learned."""
+        if count < 1:
+            raise ValueError("a sharded pool client needs at least one shard")
+        self.count = count
+        if placement is not None:
+            self.placement = dict(placement)
+        self._learned.clear()
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server`` as far as this router knows."""
+        learned = self._learned.get(server)
+        if learned is not None and learned[1] >= self.count:
+            return learned[0]
+        return owners_of(server, self.count, self.placement.get(server))
+
+    def pick(self, server: str, failing: Callable[[int], bool] = lambda _: False) -> int:
+        """The shard a call for ``server`` goes to: its owner, or one of them in turn.
+
+        With several owners, one whose channel ``failing`` reports is passed over while another runs it.
+        """
+        owners = self.owners(server)
+        if len(owners) == 1:
+            return owners[0]
+        start = next(self._turn)
+        rotated = [owners[(start + i) % len(owners)] for i in range(len(owners))]
+        return next((k for k in rotated if not failing(k)), rotated[0])
+
+    @staticmethod
+    def route(name: str, server: str, server_hint: str) -> tuple[str, bool]:
+        """The server to route a call by, and whether it was only guessed from an LLM-facing name."""
+        route = server or server_hint
+        if not route and _SEPARATOR in name:
+            return name.split(_SEPARATOR, 1)[0], True
+        return route, False
+
+    def after_refusal(self, route: str, err: UnavailableError, can_open_more: bool) -> int:
+        """The shard to send a call to after ``err``; re-raises ``err`` unless it is a "not mine" refusal."""
+        refusal = parse_owners(err)
+        if refusal is None:
+            raise err
+        owners, count = refusal
+        self._learned[route] = refusal
+        if count > self.count and not can_open_more and max(owners) >= self.count:
+            raise err
+        return owners[0] if len(owners) == 1 else self.pick(route)
+
+    def disagreement(self, route: str) -> UnavailableError:
+        return UnavailableError(
+            f"the pool shards disagree on who runs server {route!r} (a resharding in progress?); "
+            "the call was not sent",
+            code=grpc.StatusCode.UNAVAILABLE,
+        )
+
+    def unknown_shard(self, shard: int) -> UnavailableError:
+        return UnavailableError(
+            f"pool shard {shard} is not known to this client (it routes for {self.count} shards); "
+            "the call was not sent",
+            code=grpc.StatusCode.UNAVAILABLE,
+        )
+
+
+class _Scan:
+    """Asking shards in turn for a tool: NOT_FOUND and refusals are not sent, so the next is asked."""
+
+    def __init__(self, first: int | None) -> None:
+        self.first = first
+        self.missing: NotFoundError | None = None
+        self.unreachable: UnavailableError | None = None
+
+    def failed(self, err: NotFoundError | UnavailableError) -> None:
+        if isinstance(err, NotFoundError):
+            self.missing = self.missing or err
+        elif parse_owners(err) is None:
+            self.unreachable = self.unreachable or err
+
+    def error(self) -> ToolscoutClientError:
+        if self.unreachable is not None:
+            return self.unreachable
+        if self.missing is not None:
+            return self.missing
+        where = f" (asked shard {self.first})" if self.first is not None else ""
+        return NotFoundError(f"no pool shard knows this tool{where}", code=grpc.StatusCode.NOT_FOUND)
+
+
+def merge_server_lists(
+    answers: Sequence[Sequence[t.ServerStatus] | BaseException],
+) -> tuple[t.ServerStatus, ...]:
+    """Every server of the shards that answered, sorted by name (a server on every shard once, ready first).
+
+    Raises:
+        the first failure, when no shard answered.
+    """
+    best: dict[str, t.ServerStatus] = {}
+    failures = [a for a in answers if isinstance(a, BaseException)]
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            continue
+        for status in answer:
+            current = best.get(status.name)
+            if current is None or (current.state != "ready" and status.state == "ready"):
+                best[status.name] = status
+    if failures and len(failures) == len(answers):
+        raise failures[0]
+    return tuple(best[name] for name in sorted(best))
+
+
+def merge_catalogs(catalogs: Sequence[t.ToolCatalog], servers: Sequence[str] = ()) -> t.ToolCatalog:
+    """The shards' catalogs (``catalogs[k]`` from shard ``k``) as one, optionally only ``servers``."""
+    merger = CatalogMerger()
+    for index, catalog in enumerate(catalogs):
+        merger.update(index, catalog.catalog_version, catalog.tools)
+    merged = merger.catalog()
+    if not servers:
+        return merged
+    wanted = set(servers)
+    return t.ToolCatalog(
+        tools=tuple(tool for tool in merged.tools if tool.server in wanted),
+        catalog_version=merged.catalog_version,
+    )
+
+
 class AsyncShardedPoolClient:
     """``McpPool`` over every shard of a sharded pool, routing each call by its server.
 
@@ -71,17 +227,11 @@ class AsyncShardedPoolClient:
         owns_clients: bool = False,
         max_reroutes: int = 3,
     ) -> None:
-        if not shards:
-            raise ValueError("a sharded pool client needs at least one shard")
+        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
         self._shards: list[AsyncPoolClient] = list(shards)
-        self._placement = dict(placement or {})
         self._open_shard = open_shard
         self._owns_clients = owns_clients
         self._opened: dict[int, AsyncPoolClient] = {}
-        self._max_reroutes = max_reroutes
-        # Owners learned from refusals, with the shard count they are for.
-        self._learned: dict[str, tuple[tuple[int, ...], int]] = {}
-        self._turn = itertools.count()
 
     @classmethod
     def connect(
@@ -124,7 +274,7 @@ class AsyncShardedPoolClient:
     @property
     def count(self) -> int:
         """The shard count this client routes for."""
-        return len(self._shards)
+        return self._router.count
 
     @property
     def shards(self) -> tuple[AsyncPoolClient, ...]:
@@ -138,38 +288,23 @@ class AsyncShardedPoolClient:
         Calls already on their way finish where they are; one that reaches a shard that no longer
         runs its server is refused there and routed again.
         """
-        if not shards:
-            raise ValueError("a sharded pool client needs at least one shard")
+        self._router.reset(len(shards), placement)
         unused = [c for c in [*self._shards, *self._opened.values()] if all(c is not s for s in shards)]
         self._shards = list(shards)
         self._opened = {}
-        self._placement = dict(placement if placement is not None else self._placement)
-        self._learned.clear()
         return unused
 
     def owners(self, server: str) -> tuple[int, ...]:
         """The shards that run ``server`` as far as this client knows."""
-        learned = self._learned.get(server)
-        if learned is not None and learned[1] >= self.count:
-            return learned[0]
-        return owners_of(server, self.count, self._placement.get(server))
+        return self._router.owners(server)
 
     def shard_of(self, server: str) -> int:
         """The shard a call for ``server`` goes to: its owner, or one of them in turn."""
-        owners = self.owners(server)
-        if len(owners) == 1:
-            return owners[0]
-        start = next(self._turn)
-        rotated = [owners[(start + i) % len(owners)] for i in range(len(owners))]
-        for index in rotated:
-            # A shard whose channel is known to be failing is passed over while another runs it.
-            client = self._client(index)
-            if (
-                client is not None
-                and client.channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE
-            ):
-                return index
-        return rotated[0]
+        return self._router.pick(server, self._failing)
+
+    def _failing(self, index: int) -> bool:
+        client = self._client(index)
+        return client is None or client.channel.get_state() is grpc.ChannelConnectivity.TRANSIENT_FAILURE
 
     def _client(self, index: int) -> AsyncPoolClient | None:
         if index < len(self._shards):
@@ -206,19 +341,13 @@ class AsyncShardedPoolClient:
             UnavailableError: not sent (server down, or its shard unreachable / unknown to this client).
             the errors of :meth:`AsyncPoolClient.call_tool`.
         """
-        route = server or server_hint
-        guessed = False
-        if not route and _SEPARATOR in name:
-            route, guessed = name.split(_SEPARATOR, 1)[0], True
+        router = self._router
+        route, guessed = router.route(name, server, server_hint)
 
         async def attempt(shard: int) -> t.CallToolResult:
             client = self._client(shard)
             if client is None:
-                raise UnavailableError(
-                    f"pool shard {shard} is not known to this client (it routes for {self.count} shards); "
-                    "the call was not sent",
-                    code=grpc.StatusCode.UNAVAILABLE,
-                )
+                raise router.unknown_shard(shard)
             return await client.call_tool(
                 name,
                 arguments,
@@ -232,57 +361,32 @@ class AsyncShardedPoolClient:
         if not route:
             return await self._scan(attempt, range(self.count))
         shard = self.shard_of(route)
-        for _ in range(self._max_reroutes + 1):
+        for _ in range(router.max_reroutes + 1):
             try:
                 return await attempt(shard)
             except UnavailableError as err:
-                refusal = parse_owners(err)
-                if refusal is None:
-                    raise
-                owners, count = refusal
-                self._learned[route] = refusal
-                if count > self.count and self._open_shard is None and max(owners) >= self.count:
-                    raise
-                shard = owners[0] if len(owners) == 1 else self.shard_of(route)
+                shard = router.after_refusal(route, err, self._open_shard is not None)
             except NotFoundError:
                 if not guessed:
                     raise
                 return await self._scan(attempt, [k for k in range(self.count) if k != shard], first=shard)
-        raise UnavailableError(
-            f"the pool shards disagree on who runs server {route!r} (a resharding in progress?); "
-            "the call was not sent",
-            code=grpc.StatusCode.UNAVAILABLE,
-        )
+        raise router.disagreement(route)
 
     async def _scan(
         self,
-        attempt: Callable[[int], Any],
+        attempt: Callable[[int], Awaitable[t.CallToolResult]],
         shards: Sequence[int] | range,
         *,
         first: int | None = None,
     ) -> t.CallToolResult:
         """Asks ``shards`` in turn until one knows the tool (NOT_FOUND and refusals are not sent)."""
-        missing: NotFoundError | None = None
-        unreachable: UnavailableError | None = None
+        scan = _Scan(first)
         for shard in shards:
             try:
-                result: t.CallToolResult = await attempt(shard)
-                return result
-            except NotFoundError as err:
-                missing = missing or err
-            except UnavailableError as err:
-                if parse_owners(err) is None:
-                    unreachable = unreachable or err
-        if unreachable is not None:
-            raise unreachable
-        if missing is not None:
-            raise missing
-        raise NotFoundError(
-            f"no pool shard knows this tool (asked shard {first})"
-            if first is not None
-            else "no pool shard knows this tool",
-            code=grpc.StatusCode.NOT_FOUND,
-        )
+                return await attempt(shard)
+            except (NotFoundError, UnavailableError) as err:
+                scan.failed(err)
+        raise scan.error()
 
     async def list_servers(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -296,19 +400,7 @@ class AsyncShardedPoolClient:
             *(c.list_servers(deadline=deadline, metadata=metadata) for c in self._shards),
             return_exceptions=True,
         )
-        best: dict[str, t.ServerStatus] = {}
-        failure: BaseException | None = None
-        for answer in answers:
-            if isinstance(answer, BaseException):
-                failure = failure or answer
-                continue
-            for status in answer:
-                current = best.get(status.name)
-                if current is None or (current.state != "ready" and status.state == "ready"):
-                    best[status.name] = status
-        if failure is not None and len(best) == 0 and all(isinstance(a, BaseException) for a in answers):
-            raise failure
-        return tuple(best[name] for name in sorted(best))
+        return merge_server_lists(answers)
 
     async def list_tools(
         self,
@@ -323,23 +415,13 @@ class AsyncShardedPoolClient:
         Raises:
             UnavailableError (or another client error): a shard did not answer.
         """
-        wanted = set(servers)
         catalogs = await asyncio.gather(
             *(
                 c.list_tools(include_unavailable=include_unavailable, deadline=deadline, metadata=metadata)
                 for c in self._shards
             )
         )
-        merger = CatalogMerger()
-        for index, catalog in enumerate(catalogs):
-            merger.update(index, catalog.catalog_version, catalog.tools)
-        merged = merger.catalog()
-        if not wanted:
-            return merged
-        return t.ToolCatalog(
-            tools=tuple(tool for tool in merged.tools if tool.server in wanted),
-            catalog_version=merged.catalog_version,
-        )
+        return merge_catalogs(catalogs, servers)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -358,3 +440,132 @@ class AsyncShardedPoolClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+class ShardedPoolClient:
+    """:class:`AsyncShardedPoolClient` over blocking channels: ``list_servers``, ``list_tools`` and
+    ``call_tool`` for every shard of a sharded pool, each call routed to the shard that runs its server.
+
+    ``shards[k]`` is a client of shard ``k``; ``placement`` as for the async client. Shards are
+    asked one after another where the async client asks them at once.
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[PoolClient],
+        *,
+        placement: Mapping[str, ServerPlacement] | None = None,
+        owns_clients: bool = False,
+        max_reroutes: int = 3,
+    ) -> None:
+        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
+        self._shards = list(shards)
+        self._owns_clients = owns_clients
+
+    @property
+    def count(self) -> int:
+        """The shard count this client routes for."""
+        return self._router.count
+
+    @property
+    def shards(self) -> tuple[PoolClient, ...]:
+        return tuple(self._shards)
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server`` as far as this client knows."""
+        return self._router.owners(server)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        server: str = "",
+        server_hint: str = "",
+        meta: Mapping[str, Any] | str | None = None,
+        timeout_seconds: float = 0.0,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.CallToolResult:
+        """Calls a tool on the shard that runs its server (see :meth:`AsyncShardedPoolClient.call_tool`)."""
+        router = self._router
+        route, guessed = router.route(name, server, server_hint)
+
+        def attempt(shard: int) -> t.CallToolResult:
+            if shard >= len(self._shards):
+                raise router.unknown_shard(shard)
+            return self._shards[shard].call_tool(
+                name,
+                arguments,
+                server=server,
+                meta=meta,
+                timeout_seconds=timeout_seconds,
+                deadline=deadline,
+                metadata=metadata,
+            )
+
+        if not route:
+            return self._scan(attempt, range(self.count))
+        shard = router.pick(route)
+        for _ in range(router.max_reroutes + 1):
+            try:
+                return attempt(shard)
+            except UnavailableError as err:
+                shard = router.after_refusal(route, err, can_open_more=False)
+            except NotFoundError:
+                if not guessed:
+                    raise
+                return self._scan(attempt, [k for k in range(self.count) if k != shard], first=shard)
+        raise router.disagreement(route)
+
+    @staticmethod
+    def _scan(
+        attempt: Callable[[int], t.CallToolResult], shards: Sequence[int] | range, *, first: int | None = None
+    ) -> t.CallToolResult:
+        scan = _Scan(first)
+        for shard in shards:
+            try:
+                return attempt(shard)
+            except (NotFoundError, UnavailableError) as err:
+                scan.failed(err)
+        raise scan.error()
+
+    def list_servers(
+        self, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> tuple[t.ServerStatus, ...]:
+        """Every server of every reachable shard, sorted by name (see :func:`merge_server_lists`)."""
+        answers: list[Sequence[t.ServerStatus] | BaseException] = []
+        for client in self._shards:
+            try:
+                answers.append(client.list_servers(deadline=deadline, metadata=metadata))
+            except ToolscoutClientError as err:
+                answers.append(err)
+        return merge_server_lists(answers)
+
+    def list_tools(
+        self,
+        servers: Sequence[str] = (),
+        *,
+        include_unavailable: bool = False,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.ToolCatalog:
+        """The catalogs of every shard merged into one. Raises the error of a shard that did not answer."""
+        catalogs = [
+            c.list_tools(include_unavailable=include_unavailable, deadline=deadline, metadata=metadata)
+            for c in self._shards
+        ]
+        return merge_catalogs(catalogs, servers)
+
+    def close(self) -> None:
+        if self._owns_clients:
+            for client in self._shards:
+                client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import grpc
 
@@ -22,6 +22,10 @@ from toolscout.client.errors import translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+
+if TYPE_CHECKING:
+    from toolscout.client.sharded import ShardedPoolClient
+    from toolscout.client.sharding import ServerPlacement
 
 __all__ = ["DiscoveryClient", "OrchestratorClient", "PoolClient", "ToolscoutClient"]
 
@@ -411,11 +415,15 @@ class OrchestratorClient(_SyncClient):
 class ToolscoutClient:
     """The three sync clients together: ``.pool``, ``.discovery``, ``.orchestrator``.
 
-    Services at the same target share one channel.
+    Services at the same target share one channel. ``.pool`` is a :class:`ShardedPoolClient` when
+    the pool is sharded (``pool`` given as one target per shard).
     """
 
     def __init__(
-        self, pool: PoolClient, discovery: DiscoveryClient, orchestrator: OrchestratorClient
+        self,
+        pool: PoolClient | ShardedPoolClient,
+        discovery: DiscoveryClient,
+        orchestrator: OrchestratorClient,
     ) -> None:
         self.pool = pool
         self.discovery = discovery
@@ -426,7 +434,7 @@ class ToolscoutClient:
     def connect(
         cls,
         *,
-        pool: str,
+        pool: str | Sequence[str],
         discovery: str,
         orchestrator: str,
         tls: bool = False,
@@ -435,15 +443,26 @@ class ToolscoutClient:
         options: Sequence[ChannelOption] = (),
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         deadlines: Mapping[str, float | None] | None = None,
+        placement: Mapping[str, ServerPlacement] | None = None,
     ) -> ToolscoutClient:
-        """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``)."""
+        """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``).
+
+        ``pool`` is one target, or one per shard of a sharded pool (shard ``k`` at ``pool[k]``;
+        ``placement`` of pinned and everywhere-servers as for :class:`ShardedPoolClient`).
+        """
+        from toolscout.client.sharded import ShardedPoolClient  # noqa: PLC0415 - it imports this module
+
         settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
+        shard_targets = [pool] if isinstance(pool, str) else list(pool)
+        if not shard_targets:
+            raise ValueError("no pool target")
         channels: dict[str, grpc.Channel] = {}
-        for target in (pool, discovery, orchestrator):
+        for target in (*shard_targets, discovery, orchestrator):
             if target not in channels:
                 channels[target] = create_channel(target, aio=False, **settings.kwargs())
+        shards = [PoolClient(channels[target], deadlines=deadlines) for target in shard_targets]
         client = cls(
-            PoolClient(channels[pool], deadlines=deadlines),
+            shards[0] if len(shards) == 1 else ShardedPoolClient(shards, placement=placement),
             DiscoveryClient(channels[discovery], deadlines=deadlines),
             OrchestratorClient(channels[orchestrator], deadlines=deadlines),
         )
