@@ -61,7 +61,7 @@ def quality(name: str, embedder: Embedder, every: int) -> dict[str, dict[str, fl
     hybrid = HybridIndex(
         index,
         DenseIndex(doc_vectors),
-        _PrecomputedQueries(embedder.model_id, dict(zip(texts, query_vectors, strict=True))),
+        _PrecomputedQueries(embedder, dict(zip(texts, query_vectors, strict=True))),
     )
     bm25 = score([[h.key for h in index.search(t, DEPTH)] for t in texts], queries, key_of)
     fused = score([[h.key for h in hybrid.search(t, DEPTH)] for t in texts], queries, key_of)

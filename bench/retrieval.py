@@ -204,11 +204,12 @@ def run_baseline(name: str, tools: list[dict[str, Any]], queries: list[dict[str,
 
 
 class _PrecomputedQueries:
-    """An embedder whose query vectors were computed in bulk beforehand (evaluation only): the
-    real HybridIndex.search path runs, without one model call per query."""
+    """``embedder`` with its query vectors computed in bulk beforehand (evaluation only): the real
+    HybridIndex.search path runs, without one model call per query. Documents go to ``embedder``."""
 
-    def __init__(self, model_id: str, vectors: dict[str, Vectors]) -> None:
-        self.model_id = model_id
+    def __init__(self, embedder: Embedder, vectors: dict[str, Vectors]) -> None:
+        self.model_id = embedder.model_id
+        self._embedder = embedder
         self._vectors = vectors
 
     def embed_query(self, text: str) -> Vectors:
@@ -218,7 +219,7 @@ class _PrecomputedQueries:
         return import_rows([self._vectors[t] for t in texts])
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        raise NotImplementedError
+        return self._embedder.embed_documents(texts)
 
 
 def run_hybrid(
@@ -231,7 +232,7 @@ def run_hybrid(
     by_key = {d.key: d for d in docs}
     texts = [q["query"] for q in queries]
     doc_vectors, query_vectors = dense_vectors([by_key[k] for k in index.keys], texts, embedder)
-    precomputed = _PrecomputedQueries(embedder.model_id, dict(zip(texts, query_vectors, strict=True)))
+    precomputed = _PrecomputedQueries(embedder, dict(zip(texts, query_vectors, strict=True)))
     hybrid = HybridIndex(index, DenseIndex(doc_vectors), precomputed)
     return [[hit.key for hit in hybrid.search(text, DEPTH)] for text in texts]
 

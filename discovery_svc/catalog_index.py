@@ -12,28 +12,13 @@ In hybrid mode the dense side (an embedding per tool) is built later, off the ev
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from discovery_svc.catalog import Catalog, Tool
-from discovery_svc.index import CandidateMask, SearchDoc, SearchHit, SearchIndex, normalize_name
+from discovery_svc.index import CandidateMask, SearchDoc, Searcher, SearchIndex, normalize_name
 
-__all__ = ["CatalogIndex", "IndexFactory", "Searcher", "search_doc"]
-
-
-class Searcher(Protocol):
-    """:class:`SearchIndex` and :class:`~discovery_svc.hybrid.HybridIndex` alike."""
-
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-        candidates: CandidateMask | None = None,
-    ) -> list[SearchHit]: ...
+__all__ = ["CatalogIndex", "IndexFactory", "search_doc"]
 
 
 class IndexFactory(Protocol):

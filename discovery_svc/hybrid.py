@@ -21,10 +21,10 @@ import numpy as np
 
 from discovery_svc.embeddings import Embedder, EmbedderError, Vectors
 from discovery_svc.fusion import DEFAULT_FUSION, FusionConfig, fuse
-from discovery_svc.index import CandidateMask, SearchHit, SearchIndex
+from discovery_svc.index import CandidateMask, RestrictedIndex, SearchHit, SearchIndex
 from toolscout_kit.logging import get_logger
 
-__all__ = ["DenseIndex", "HybridIndex", "RestrictedHybridIndex"]
+__all__ = ["DenseIndex", "HybridIndex"]
 
 _log = get_logger(__name__)
 _QUERY_CACHE = 1024  # recent query vectors kept (an LLM often repeats a search within a chat)
@@ -133,9 +133,10 @@ class HybridIndex:
         vector: Vectors = self._embed_query(query)
         return vector
 
-    def restricted(self, candidates: CandidateMask) -> RestrictedHybridIndex:
+    def restricted(self, candidates: CandidateMask) -> RestrictedIndex:
+        """A view searching only ``candidates``, with this index's ``search`` signature."""
         candidates.check_owner(self.bm25)
-        return RestrictedHybridIndex(self, candidates)
+        return RestrictedIndex(self, candidates)
 
     def search(
         self,
@@ -168,29 +169,3 @@ class HybridIndex:
         keys = self.bm25.keys
         semantic = [(keys[i], s) for i, s in self.dense.search(vector, depth, scope=scope, banned=banned)]
         return fuse(lexical, semantic, limit, self._config)
-
-
-class RestrictedHybridIndex:
-    """A :class:`HybridIndex` seen through a candidate mask (a toolset), same ``search`` API."""
-
-    __slots__ = ("candidates", "index")
-
-    def __init__(self, index: HybridIndex, candidates: CandidateMask) -> None:
-        self.index = index
-        self.candidates = candidates
-
-    def __len__(self) -> int:
-        return self.candidates.count
-
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-    ) -> list[SearchHit]:
-        return self.index.search(
-            query, limit, server=server, skip=skip, only=only, candidates=self.candidates
-        )

@@ -35,7 +35,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import add, itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,7 @@ __all__ = [
     "SearchDoc",
     "SearchHit",
     "SearchIndex",
+    "Searcher",
     "document_tokens",
     "normalize_name",
 ]
@@ -171,20 +172,38 @@ def document_tokens(doc: SearchDoc, *, name_weight: int = NAME_WEIGHT) -> list[s
     return tokens
 
 
+class Searcher(Protocol):
+    """:class:`SearchIndex` and :class:`~discovery_svc.hybrid.HybridIndex` alike."""
+
+    def __len__(self) -> int: ...
+
+    def search(
+        self,
+        query: str,
+        limit: int,
+        *,
+        server: str | None = None,
+        skip: Collection[str] = (),
+        only: Collection[str] | None = None,
+        candidates: CandidateMask | None = None,
+    ) -> list[SearchHit]: ...
+
+
 class RestrictedIndex:
-    """A :class:`SearchIndex` seen through a candidate mask: the same ``search`` API, fewer tools.
+    """A searcher seen through a candidate mask (a toolset): the same ``search`` API without the
+    ``candidates`` argument, fewer tools. ``candidates`` None: every tool.
 
     What a toolset's prepared state holds instead of an index of its own.
     """
 
     __slots__ = ("candidates", "index")
 
-    def __init__(self, index: SearchIndex, candidates: CandidateMask) -> None:
+    def __init__(self, index: Searcher, candidates: CandidateMask | None) -> None:
         self.index = index
         self.candidates = candidates
 
     def __len__(self) -> int:
-        return self.candidates.count
+        return len(self.index) if self.candidates is None else self.candidates.count
 
     def search(
         self,

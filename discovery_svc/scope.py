@@ -11,35 +11,12 @@ import difflib
 from collections.abc import Collection, Sequence
 
 from discovery_svc.catalog import Tool
-from discovery_svc.catalog_index import CatalogIndex, Searcher
-from discovery_svc.index import CandidateMask, SearchHit
+from discovery_svc.catalog_index import CatalogIndex
+from discovery_svc.index import CandidateMask, RestrictedIndex, Searcher
 
-__all__ = ["ScopedSearch", "SearchScope"]
+__all__ = ["SearchScope"]
 
 _DIFFLIB_POOL = 1000
-
-
-class ScopedSearch:
-    """A searcher seen through a toolset's mask: ``search`` without the ``candidates`` argument."""
-
-    __slots__ = ("_candidates", "_searcher")
-
-    def __init__(self, searcher: Searcher, candidates: CandidateMask | None) -> None:
-        self._searcher = searcher
-        self._candidates = candidates
-
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-    ) -> list[SearchHit]:
-        return self._searcher.search(
-            query, limit, server=server, skip=skip, only=only, candidates=self._candidates
-        )
 
 
 class SearchScope:
@@ -74,14 +51,14 @@ class SearchScope:
         return clone
 
     @property
-    def index(self) -> ScopedSearch:
+    def index(self) -> RestrictedIndex:
         """Ranked search within the toolset (hybrid once the catalog's dense side is ready)."""
-        return ScopedSearch(self._searcher or self.base.searcher, self.candidates)
+        return RestrictedIndex(self._searcher or self.base.searcher, self.candidates)
 
     @property
-    def lexical(self) -> ScopedSearch:
+    def lexical(self) -> RestrictedIndex:
         """BM25 alone within the toolset."""
-        return ScopedSearch(self.base.bm25, self.candidates)
+        return RestrictedIndex(self.base.bm25, self.candidates)
 
     def __len__(self) -> int:
         return len(self.tools)

@@ -21,14 +21,13 @@ from toolscout.client import (
     EMPTY_INPUT_SCHEMA_JSON,
     AsyncDiscoveryClient,
     AsyncShardedPoolClient,
-    ContentBlock,
     ToolscoutClientError,
     parse_json_object,
 )
 from toolscout.client import Tool as ClientTool
 from toolscout.client import ToolPlan as ClientPlan
 
-from orchestrator_svc.messages import Attachment, ToolDef
+from orchestrator_svc.messages import ToolDef
 from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
 from toolscout_kit.status import error_from_client
 
@@ -90,18 +89,6 @@ def tool_def(tool: ClientTool, *, deferred: bool = False) -> ToolDef:
         server=tool.server,
         name=tool.name,
         deferred=deferred,
-    )
-
-
-def attachment(block: ContentBlock) -> Attachment:
-    return Attachment(
-        type=block.type,
-        text=block.text,
-        data=block.data,
-        mime_type=block.mime_type,
-        uri=block.uri,
-        name=block.name,
-        raw_json=block.raw_json,
     )
 
 
@@ -213,7 +200,7 @@ class ClientPool:
         except ToolscoutClientError as err:
             raise error_from_client(err, "pool") from err
         return ToolOutcome(
-            content=[attachment(b) for b in result.content],
+            content=list(result.content),
             structured_content_json=result.structured_content_json,
             is_error=result.is_error,
             server=result.server,

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
+from toolscout.client import ContentBlock
+
 __all__ = [
     "Attachment",
     "DeferralMode",
@@ -42,17 +44,8 @@ SearchMode = Literal["ours", "provider"]
 NativeProvider = Literal["anthropic", "openai_responses"]
 
 
-@dataclass(frozen=True, slots=True)
-class Attachment:
-    """A non-text content block of a tool result (mirrors common.v1.ContentBlock)."""
-
-    type: str
-    text: str = ""
-    data: bytes = b""
-    mime_type: str = ""
-    uri: str = ""
-    name: str = ""
-    raw_json: str = ""
+# A non-text content block of a tool result: the client library's type, as the pool returns it.
+Attachment = ContentBlock
 
 
 @dataclass(frozen=True, slots=True)

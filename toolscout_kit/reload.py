@@ -87,8 +87,15 @@ class ConfigReloader:
     async def run(self) -> None:
         """Until cancelled: reload on :meth:`request` (SIGHUP) and when the file's contents change."""
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        # Signal handlers exist only on Unix (NotImplementedError elsewhere) and only in the main
+        # thread (RuntimeError, e.g. a stack started from a test's worker thread): there the file
+        # is still watched, and the reload is said to come without SIGHUP.
+        try:
             loop.add_signal_handler(signal.SIGHUP, self.request)
+        except (NotImplementedError, RuntimeError):
+            _log.info(
+                "no SIGHUP handler in this thread; config reloads when the file changes", path=str(self._path)
+            )
         try:
             while True:
                 timeout = self._interval if self._interval > 0 else None
@@ -99,5 +106,5 @@ class ConfigReloader:
                 if asked or _digest(self._files) != self._seen:
                     await self.reload()
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not installed, as above
                 loop.remove_signal_handler(signal.SIGHUP)
