@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, parse_json_object
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON
+
+from toolscout_kit.json_text import json_object_or_none
 
 __all__ = ["Catalog", "Tool"]
 
@@ -58,7 +60,7 @@ class Tool:
             )
             input_schema_json = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
         else:
-            schema = parse_json_object(input_schema_json) or dict(_EMPTY_SCHEMA)
+            schema = json_object_or_none(input_schema_json) or dict(_EMPTY_SCHEMA)
         return cls(
             server=server,
             name=name,

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from discovery_svc.catalog import Catalog, Tool
 from discovery_svc.errors import InvalidToolsetError, ToolsetNotFoundError
 from toolscout_kit.config import ExcludeSpec, ToolscoutConfig, ToolSetConfig
+from toolscout_kit.json_text import JsonTextError, parse_json
 
 __all__ = [
     "InlineToolset",
@@ -47,16 +48,15 @@ class InlineToolset:
         """Parses and validates the JSON of an inline toolset (``{"servers": {...}}``).
 
         Raises:
-            InvalidToolsetError: not JSON, not the tool_sets shape, or too large.
+            InvalidToolsetError: not JSON (or nested too deeply, or not valid Unicode), not the
+                tool_sets shape (booleans must be JSON ``true``/``false``), or too large.
         """
         if len(text) > _MAX_INLINE_JSON:
             raise InvalidToolsetError(f"toolset_json: larger than {_MAX_INLINE_JSON} bytes")
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InvalidToolsetError(
-                f"toolset_json: not valid JSON ({err.msg} at column {err.colno})"
-            ) from None
+            data = parse_json(text, "toolset_json")
+        except JsonTextError as err:
+            raise InvalidToolsetError(err.message) from None
         if not isinstance(data, dict):
             raise InvalidToolsetError('toolset_json: expected an object like {"servers": {"weather": true}}')
         try:
@@ -66,7 +66,8 @@ class InlineToolset:
             for e in err.errors(include_url=False, include_input=False):
                 # Union-member tags are not keys of the document.
                 loc = ".".join(str(p) for p in e["loc"] if str(p) not in {"bool", "list[str]", "ExcludeSpec"})
-                problems.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+                msg = e["msg"].removeprefix("Value error, ")
+                problems.append(f"{loc}: {msg}" if loc else msg)
             raise InvalidToolsetError("toolset_json: " + "; ".join(dict.fromkeys(problems))) from None
         return cls.of(spec)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from toolscout.client import SEARCH_TOOL_NAME
 
 from discovery_svc.errors import SearchArgumentError
+from toolscout_kit.json_text import JsonTextError, parse_json
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -161,8 +161,8 @@ def parse_arguments_json(raw: str) -> SearchArgs:
         SearchArgumentError: not a JSON object, or invalid as :func:`validate_arguments` says.
     """
     try:
-        args = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can parse
+        args = parse_json(raw, "search_tools arguments") if raw.strip() else {}
+    except JsonTextError:
         raise SearchArgumentError(
             'search_tools arguments must be a JSON object, e.g. {"query": "send an email"}.'
         ) from None

@@ -63,6 +63,7 @@ from mcp_pool_svc.session import Connection, Connector, HttpClients, make_connec
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
 from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "ReshardResult", "reply_line_limit", "require_json_object"]
@@ -73,7 +74,7 @@ log = get_logger(__name__)
 _STOP_TIMEOUT = 15.0
 # Tool arguments nested deeper than this are refused: no tool schema needs it, and the JSON
 # and pydantic code between here and the server recurses per level.
-MAX_ARGUMENT_DEPTH = 64
+MAX_ARGUMENT_DEPTH = MAX_JSON_DEPTH
 
 
 def reply_line_limit(max_result_bytes: int) -> int:
@@ -81,42 +82,24 @@ def reply_line_limit(max_result_bytes: int) -> int:
     return 4 * max_result_bytes + (1 << 20)
 
 
-def _too_deep(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
 def require_json_object(text: str | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
     """A JSON object from a string (empty = ``{}``), nested at most ``MAX_ARGUMENT_DEPTH`` deep.
 
     Raises:
-        InvalidToolArgumentsError: not valid JSON, valid JSON that is not an object, or too deep.
+        InvalidToolArgumentsError: not valid JSON, valid JSON that is not an object, too deep, or
+            not valid Unicode (see :mod:`toolscout_kit.json_text`).
     """
-    if text is None or (isinstance(text, str) and not text.strip()):
+    if text is None:
         return {}
     if isinstance(text, Mapping):
-        value: Any = dict(text)
-    else:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InvalidToolArgumentsError(
-                f"{what} must be a JSON object: invalid JSON ({err.msg})"
-            ) from None
-        except RecursionError:
-            raise InvalidToolArgumentsError(f"{what} nest deeper than {MAX_ARGUMENT_DEPTH} levels") from None
-    if not isinstance(value, dict):
-        raise InvalidToolArgumentsError(f"{what} must be a JSON object, got {type(value).__name__}")
-    if _too_deep(value, MAX_ARGUMENT_DEPTH):
-        raise InvalidToolArgumentsError(f"{what} nest deeper than {MAX_ARGUMENT_DEPTH} levels")
-    return value
+        value = dict(text)
+        if nested_deeper_than(value, MAX_ARGUMENT_DEPTH):
+            raise InvalidToolArgumentsError(f"{what}: nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        return value
+    try:
+        return parse_json_object(text, what, max_depth=MAX_ARGUMENT_DEPTH)
+    except JsonTextError as err:
+        raise InvalidToolArgumentsError(err.message) from None
 
 
 def _check_timeout(seconds: float) -> None:

@@ -22,13 +22,13 @@ from toolscout.client import (
     AsyncDiscoveryClient,
     AsyncShardedPoolClient,
     ToolscoutClientError,
-    parse_json_object,
 )
 from toolscout.client import Tool as ClientTool
 from toolscout.client import ToolPlan as ClientPlan
 
 from orchestrator_svc.messages import ToolDef
 from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
+from toolscout_kit.json_text import json_object_or_none
 from toolscout_kit.status import error_from_client
 
 __all__ = ["ClientDiscovery", "ClientPool", "Routes", "tool_def"]
@@ -71,7 +71,7 @@ class _Schemas:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        schema = parse_json_object(text) or self._empty
+        schema = json_object_or_none(text) or self._empty
         if len(self._cache) >= _SCHEMA_CACHE_LIMIT:
             self._cache.clear()
         self._cache[text] = schema

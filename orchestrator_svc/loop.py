@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 import time
 from collections.abc import Sequence
 from typing import Literal, cast
@@ -53,6 +52,7 @@ from toolscout_kit.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
 
 __all__ = [
@@ -86,13 +86,10 @@ def _validate(request: ChatRequest) -> ResultFormat:
             raise InvalidChatError(f"messages[{i}]: a tool message needs tool_call_id")
     if request.max_iterations < 0:
         raise InvalidChatError("max_iterations must not be negative")
-    if request.meta_json.strip():
-        try:
-            meta = json.loads(request.meta_json)
-        except json.JSONDecodeError as err:
-            raise InvalidChatError(f"meta_json is not valid JSON: {err.msg}") from None
-        if not isinstance(meta, dict):
-            raise InvalidChatError("meta_json must be a JSON object")
+    try:
+        parse_json_object(request.meta_json, "meta_json")
+    except JsonTextError as err:
+        raise InvalidChatError(err.message) from None
     fmt = request.tool_result_format
     if fmt and fmt not in RESULT_FORMATS:
         raise InvalidChatError(f"tool_result_format {fmt!r} is not one of {', '.join(RESULT_FORMATS)}")

@@ -19,6 +19,8 @@ from typing import Any, Literal, cast, get_args
 
 from toolscout.client import ContentBlock
 
+from toolscout_kit.json_text import JsonTextError, parse_json
+
 __all__ = [
     "Attachment",
     "DeferralMode",
@@ -87,9 +89,9 @@ class NativeItem:
             ValueError: not such an object (bad JSON, unknown provider, item not an object).
         """
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"native item is not valid JSON: {err.msg}") from None
+            value = parse_json(text, "native item")
+        except JsonTextError as err:
+            raise ValueError(err.message) from None
         if not isinstance(value, dict):
             raise ValueError("native item must be a JSON object")
         provider, item = value.get("provider"), value.get("item")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from orchestrator_svc.messages import Attachment, ToolCall
 from orchestrator_svc.seams import ToolOutcome
 from toolscout_kit.config import ResultFormat
+from toolscout_kit.json_text import json_object_or_none
 
 __all__ = [
     "cap_text",
@@ -20,10 +19,7 @@ def format_result(fmt: ResultFormat, call: ToolCall, text: str) -> str:
         return text
     if fmt == "function_result":
         return f"{call.name} → {text}"
-    try:
-        args = json.loads(call.arguments_json) if call.arguments_json.strip() else {}
-    except json.JSONDecodeError:
-        args = None
+    args = json_object_or_none(call.arguments_json) if call.arguments_json.strip() else {}
     if isinstance(args, dict):
         rendered = ", ".join(f"{k}={v!r}" for k, v in args.items())
     else:

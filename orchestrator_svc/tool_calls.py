@@ -9,7 +9,6 @@ bugs) escape.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,6 +33,7 @@ from toolscout_kit.errors import (
     OutcomeUnknownError,
     ToolscoutError,
 )
+from toolscout_kit.json_text import JsonTextError, parse_json_object
 
 __all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
 
@@ -102,14 +102,13 @@ class ToolRound:
 
 
 def _arguments_problem(raw: str) -> str | None:
-    if not raw.strip():
-        return None
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as err:
-        return f"the arguments are not valid JSON ({err.msg} at position {err.pos})"
-    if not isinstance(value, dict):
-        return f"the arguments must be a JSON object, not {type(value).__name__}"
+        parse_json_object(raw, "the arguments")
+    except JsonTextError as err:
+        # "the arguments: not valid JSON (...)" -> "the arguments are not valid JSON (...)"
+        return err.message.replace("the arguments: must", "the arguments must").replace(
+            "the arguments: ", "the arguments are "
+        )
     return None
 
 

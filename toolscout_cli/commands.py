@@ -13,6 +13,7 @@ from toolscout_cli.connection import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_U
 from toolscout_cli.not_found import unknown
 from toolscout_cli.output import Output, truncate
 from toolscout_cli.tool_help import describe, show_expected_shape
+from toolscout_kit.json_text import JsonTextError, parse_json
 
 __all__ = ["COMMANDS"]
 
@@ -218,9 +219,9 @@ def _render_result(result: CallToolResult, out: Output) -> None:
 
 def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
     try:
-        arguments = json.loads(args.args) if args.args else {}
-    except json.JSONDecodeError as err:
-        raise CliError(f"--args is not valid JSON: {err.msg} at column {err.colno}", EXIT_USAGE) from None
+        arguments = parse_json(args.args, "--args") if args.args else {}
+    except JsonTextError as err:
+        raise CliError(err.message.replace("--args: not", "--args is not"), EXIT_USAGE) from None
     if not isinstance(arguments, dict):
         raise CliError('--args must be a JSON object, e.g. \'{"timezone": "UTC"}\'', EXIT_USAGE)
     result = ts.pool.call_tool(

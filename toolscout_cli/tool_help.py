@@ -14,6 +14,7 @@ from toolscout_cli.connection import EXIT_NOT_FOUND, EXIT_OK, CliError, Targets,
 from toolscout_cli.not_found import closest_tools, unknown
 from toolscout_cli.output import Output
 from toolscout_cli.schema import argument_problems, argument_tree, example_arguments
+from toolscout_kit.json_text import json_object_or_none
 
 __all__ = ["describe", "find_tool", "invocation", "show_expected_shape"]
 
@@ -65,11 +66,8 @@ def _example_call(args: argparse.Namespace, tool: Tool) -> str:
 
 
 def _annotations(tool: Tool) -> list[str]:
-    try:
-        raw = json.loads(tool.annotations_json) if tool.annotations_json else {}
-    except json.JSONDecodeError:
-        return []
-    if not isinstance(raw, Mapping):
+    raw = json_object_or_none(tool.annotations_json)
+    if raw is None:
         return []
     hints = {
         "readOnlyHint": "read-only",

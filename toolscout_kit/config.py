@@ -19,10 +19,12 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     SecretStr,
+    StrictBool,
     Tag,
     ValidationError,
     field_validator,
@@ -63,6 +65,20 @@ ResultFormat = Literal["result", "function_result", "function_args_result"]
 RESULT_FORMATS: tuple[ResultFormat, ...] = ("result", "function_result", "function_args_result")
 _DEFAULT_TOOL_CACHE_TTL = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _flag(value: Any) -> Any:
+    """A boolean is JSON ``true``/``false``; "yes", 1 or "on" are mistakes, not ``true``. The strings
+    "true"/"false" are accepted because that is what ``${VAR}`` expands to."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, not {value!r}")
+
+
+# Every boolean setting: strict, so that a typo does not silently mean true.
+Flag = Annotated[bool, BeforeValidator(_flag)]
 
 
 class _Strict(BaseModel):
@@ -112,7 +128,7 @@ class ModelConfig(_Strict):
     max_tokens: int | None = Field(default=None, gt=0)
     # toolscout: the model accepts images. OpenAI-compatible tool messages carry text only, so image
     # results of tools then follow as a user message; Anthropic always receives them in the result.
-    vision: bool = False
+    vision: Flag = False
     # toolscout: how discovered tools reach the model. ``append``: added to ``tools`` in a stable
     # order (works everywhere). ``native``: every tool of the toolset is declared on every request,
     # deferred ones with ``defer_loading: true``, and searches answer with the provider's own
@@ -123,17 +139,17 @@ class ModelConfig(_Strict):
     deferral: Literal["auto", "native", "append"] = "auto"
     # toolscout: mark the stable prefix (tools, system, the previous turn) with prompt-cache
     # breakpoints where the provider wants explicit ones (Anthropic). OpenAI caches on its own.
-    prompt_cache: bool = True
+    prompt_cache: Flag = True
     # toolscout, native mode on Anthropic only: ``ours`` (our BM25 ``search_tools`` answering with
     # tool_reference blocks) or ``provider`` (Anthropic's ``tool_search_tool_bm25_20251119``).
     search: Literal["ours", "provider"] = "ours"
     # toolscout: the model rejects any change to ``tools`` within a conversation (true/false);
     # unset: decided by the same table (and ``toolscout.orchestrator.strict_tools_models``).
-    strict_tools: bool | None = None
+    strict_tools: Flag | None = None
 
 
 class _ServerCommon(_Strict):
-    defer_loading: bool = False
+    defer_loading: Flag = False
     # toolscout additions (seconds).
     connect_timeout: float = Field(default=30.0, gt=0)
     call_timeout: float = Field(default=60.0, gt=0)
@@ -141,7 +157,7 @@ class _ServerCommon(_Strict):
     max_concurrency: int = Field(default=16, ge=1, le=1024)
     # Calls to tools not annotated readOnlyHint run one at a time on this server (reads stay
     # concurrent): many servers are not safe for concurrent writes. False lets writes overlap.
-    serialize_writes: bool = True
+    serialize_writes: Flag = True
     # Tools of this (deferred) server that are always loaded (their MCP names).
     always_load: list[str] = Field(default_factory=list)
     # Which pool shards run this server: "owner" = exactly one (the rendezvous-hash owner of the
@@ -195,7 +211,27 @@ class ExcludeSpec(_Strict):
     exclude: list[str]
 
 
-ToolSpec = bool | list[str] | ExcludeSpec
+def _tool_spec_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, list):
+        return "list[str]"
+    if isinstance(value, Mapping | ExcludeSpec):
+        return "ExcludeSpec"
+    return None  # "yes", 1, null: not a filter (lax coercion would have read "yes" as true)
+
+
+# A toolset's filter of one server: true/false (JSON booleans only), tool names, or exclusions.
+ToolSpec = Annotated[
+    Annotated[StrictBool, Tag("bool")]
+    | Annotated[list[str], Tag("list[str]")]
+    | Annotated[ExcludeSpec, Tag("ExcludeSpec")],
+    Discriminator(
+        _tool_spec_kind,
+        custom_error_type="tool_spec",
+        custom_error_message='expected true, false, a list of tool names or {"exclude": [...]}',
+    ),
+]
 
 
 class ToolSetConfig(_Strict):
@@ -206,8 +242,8 @@ class ToolSetConfig(_Strict):
 
 
 class ToolDiscoveryConfig(_Strict):
-    enabled: bool = False
-    defer_all: bool = False
+    enabled: Flag = False
+    defer_all: Flag = False
     max_search_results: int = Field(default=5, ge=1, le=100)
 
 
@@ -487,7 +523,7 @@ class ToolscoutConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # casual-mcp's flag; toolscout always namespaces LLM-facing names, so it is accepted and ignored.
-    namespace_tools: bool | None = None
+    namespace_tools: Flag | None = None
     clients: dict[str, ClientConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     servers: dict[

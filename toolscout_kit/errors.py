@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "DeadlineExceededError",
     "FailedPreconditionError",
+    "InternalError",
     "InvalidArgumentError",
     "NotFoundError",
     "OutcomeUnknownError",
@@ -68,6 +69,12 @@ class UnauthenticatedError(ToolscoutError):
 
 class CancelledError(ToolscoutError):
     """The caller cancelled the operation."""
+
+
+class InternalError(ToolscoutError):
+    """Another toolscout service failed with a bug (its ``INTERNAL``): reported as ``INTERNAL``, not
+    as an outage, since retrying will not help. A bug of this service is not raised as this: any
+    exception outside the tree is one, and the error interceptor logs it with its traceback."""
 
 
 class ConfigError(ToolscoutError):

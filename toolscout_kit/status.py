@@ -17,6 +17,7 @@ from toolscout_kit.errors import (
     ConfigError,
     DeadlineExceededError,
     FailedPreconditionError,
+    InternalError,
     InvalidArgumentError,
     NotFoundError,
     OutcomeUnknownError,
@@ -46,6 +47,7 @@ STATUS_BY_CATEGORY: tuple[tuple[type[ToolscoutError], grpc.StatusCode], ...] = (
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
     (CancelledError, grpc.StatusCode.CANCELLED),
     (OutcomeUnknownError, grpc.StatusCode.ABORTED),
+    (InternalError, grpc.StatusCode.INTERNAL),
 )
 
 _ERROR_BY_STATUS: dict[grpc.StatusCode, type[ToolscoutError]] = {
@@ -69,11 +71,18 @@ def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
     return None
 
 
-# What gRPC itself writes when it cannot reach a peer: addresses and transport internals, which
-# must never reach a caller (or an LLM) as the reason.
+# What gRPC itself writes when it cannot reach a peer, or loses the connection to it mid-call:
+# addresses and transport internals, which must never reach a caller (or an LLM) as the reason.
 _TRANSPORT_DETAIL = re.compile(
     r"failed to connect|\b(?:ipv4|ipv6|unix|dns):|connections to all backends", re.I
 )
+_CONNECTION_LOST = re.compile(
+    r"stream removed|socket closed|connection reset|broken pipe|goaway|rst_stream|keepalive"
+    r"|endpoint read failed|recvmsg|sendmsg|connection aborted|transport (?:is )?closing",
+    re.I,
+)
+# A peer's bug, or an answer no toolscout service gives: nothing a retry would fix.
+_INTERNAL_WORDS = {grpc.StatusCode.INTERNAL: "internal error", grpc.StatusCode.UNKNOWN: "unknown error"}
 
 
 def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
@@ -81,15 +90,23 @@ def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
 
     ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT, NOT_FOUND and
     ABORTED (outcome unknown) keep the peer's message as is, because it is written for the caller
-    (often for the LLM). A peer that cannot be reached is reported without the channel's addresses.
+    (often for the LLM). A peer that cannot be reached, or whose connection broke, is reported as
+    "not reachable" / "connection lost", without the channel's addresses or transport jargon. The
+    class of the failure is kept: the peer's INTERNAL (or any code no toolscout service answers
+    with) is an :class:`InternalError`, never an outage that invites a retry; its details (generic,
+    or an exception's text) are left out.
     """
     code = err.code if isinstance(err.code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
     details = err.message or ""
     if _TRANSPORT_DETAIL.search(details):
         details = "not reachable"
+    elif _CONNECTION_LOST.search(details):
+        details = "connection lost"
     category = _ERROR_BY_STATUS.get(code)
     if category is None:
-        return UnavailableError(f"{what} failed: {code.name.lower()}: {details}".rstrip(": "))
+        return InternalError(
+            f"{what} failed: {_INTERNAL_WORDS.get(code, code.name.lower().replace('_', ' '))}"
+        )
     if category in (InvalidArgumentError, NotFoundError, OutcomeUnknownError):
         return category(details)
     if category is UnavailableError:

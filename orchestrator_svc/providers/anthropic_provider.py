@@ -24,6 +24,7 @@ from orchestrator_svc.providers.base import (
     parse_retry_after,
 )
 from orchestrator_svc.reasoning import split_reasoning
+from toolscout_kit.json_text import json_object_or_none
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -184,8 +185,4 @@ class _BlockRecorder:
 
 
 def _object(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_object_or_none(raw) or {}

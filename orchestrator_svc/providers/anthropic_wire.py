@@ -16,12 +16,12 @@ next call of the loop will read). Four in all, the API's maximum.
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import LLMRequest, Message, ToolDef
+from toolscout_kit.json_text import json_object_or_none
 from toolscout_kit.logging import get_logger
 
 __all__ = [
@@ -75,11 +75,7 @@ def anthropic_tools(
 
 def _arguments(raw: str) -> dict[str, Any]:
     # The history may hold malformed arguments the model produced; the API needs an object.
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_object_or_none(raw) or {}
 
 
 def _tool_result(m: Message, referable: frozenset[str]) -> dict[str, Any]:

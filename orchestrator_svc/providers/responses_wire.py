@@ -22,7 +22,6 @@ are sent back verbatim; ``prompt_cache_key`` is the request's ``cache_key``.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from typing import Any
 
@@ -30,6 +29,7 @@ from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import LLMRequest, Message, ToolDef
 from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
+from toolscout_kit.json_text import json_object_or_none
 
 __all__ = ["namespace_names", "responses_body", "responses_input", "responses_tools"]
 
@@ -122,11 +122,7 @@ def _search_output(
 
 
 def _arguments_object(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_object_or_none(raw) or {}
 
 
 def _function_output(m: Message, vision: bool) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def test_the_bare_base_class_has_no_code_so_it_becomes_internal() -> None:
         (errors.CancelledError, grpc.StatusCode.CANCELLED),
         (errors.ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
         (errors.OutcomeUnknownError, grpc.StatusCode.ABORTED),
+        (errors.InternalError, grpc.StatusCode.INTERNAL),
     ],
 )
 def test_categories_map_to_the_design_table(error: type[ToolscoutError], code: grpc.StatusCode) -> None:
@@ -72,8 +73,40 @@ def test_client_errors_from_peers_become_domain_errors_keeping_llm_facing_text()
     down = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, "connection refused"), "pool")
     assert isinstance(down, errors.UnavailableError)
     assert "pool unavailable" in down.message
-    odd = error_from_client(error_for_code(grpc.StatusCode.INTERNAL, "internal error"), "pool")
-    assert isinstance(odd, errors.UnavailableError)
+
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        (grpc.StatusCode.INTERNAL, "pool failed: internal error"),
+        (grpc.StatusCode.UNKNOWN, "pool failed: unknown error"),
+        (grpc.StatusCode.UNIMPLEMENTED, "pool failed: unimplemented"),
+        (grpc.StatusCode.DATA_LOSS, "pool failed: data loss"),
+    ],
+)
+def test_a_peers_bug_stays_internal_instead_of_inviting_a_retry(code: grpc.StatusCode, message: str) -> None:
+    # The peer's own details (generic, or an exception's text) are not repeated.
+    err = error_from_client(error_for_code(code, "Exception calling application: KeyError('x')"), "pool")
+    assert isinstance(err, errors.InternalError)
+    assert err.message == message
+    assert status_for(err) == grpc.StatusCode.INTERNAL
+
+
+@pytest.mark.parametrize(
+    "transport_text",
+    [
+        "Stream removed",
+        "Socket closed",
+        "recvmsg:Connection reset by peer",
+        "Received RST_STREAM with error code 2",
+        "GOAWAY received",
+    ],
+)
+def test_a_connection_lost_mid_call_is_reported_without_transport_jargon(transport_text: str) -> None:
+    err = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, transport_text), "discovery")
+    assert isinstance(err, errors.UnavailableError)
+    assert err.message == "discovery unavailable: connection lost"
 
 
 def test_an_unreachable_peer_is_reported_without_its_address() -> None:
