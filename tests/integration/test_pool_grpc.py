@@ -286,7 +286,7 @@ async def test_arguments_nested_too_deeply_are_invalid(stub: Any, depth: int) ->
             pb.CallToolRequest(server="fixture", tool="echo", arguments_json=arguments), timeout=10
         )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "nest deeper than" in (err.value.details() or "")
+    assert "nested deeper than" in (err.value.details() or "")
 
 
 def _raw(channel: grpc.aio.Channel, method: str, streaming: bool = False) -> Any:
