@@ -16,6 +16,12 @@ Two implementations:
   Ollama, vLLM, TEI, LiteLLM...) through the ``openai`` SDK, with batching, a timeout and the SDK's
   retries.
 
+Whatever comes back is checked before anyone uses it (:func:`checked_vectors`): one row per text,
+one dimension, finite values. The SDK itself is lax — a 200 reply that is an HTML page comes back
+as a string, ``NaN`` parses as a float — so a broken or misconfigured endpoint would otherwise
+reach the index as garbage or as an unexpected exception. Anything malformed is a
+:class:`MalformedEmbeddingError`, an :class:`EmbedderError` like any other failure.
+
 :func:`embedding_text` is the one place that decides what text of a tool is embedded; its output is
 also the embedding cache key, so changing it re-embeds every tool once.
 """
@@ -39,10 +45,13 @@ __all__ = [
     "EMBEDDINGS_EXTRA",
     "Embedder",
     "EmbedderError",
+    "EmbedderTimeoutError",
     "EmbedderUnavailableError",
     "LocalE5Embedder",
+    "MalformedEmbeddingError",
     "OpenAICompatibleEmbedder",
     "Vectors",
+    "checked_vectors",
     "embedder_from_settings",
     "embedding_text",
     "normalize_rows",
@@ -65,6 +74,15 @@ class EmbedderUnavailableError(EmbedderError):
     """The embedder cannot be used at all here (a missing optional package, a bad setting)."""
 
 
+class EmbedderTimeoutError(EmbedderError):
+    """The embedder did not answer within its timeout."""
+
+
+class MalformedEmbeddingError(EmbedderError):
+    """The embedder answered, but not with usable vectors: not an embeddings reply, the wrong
+    number of vectors, vectors of the wrong or differing sizes, non-numeric or non-finite values."""
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Embeds tool documents and queries into L2-normalised vectors of one fixed dimension."""
@@ -85,6 +103,36 @@ class Embedder(Protocol):
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """Many queries at once (evaluation, warm-up), shape ``(len(texts), dim)``."""
         ...
+
+
+def checked_vectors(matrix: npt.ArrayLike, rows: int, source: str, dim: int | None = None) -> Vectors:
+    """``matrix`` as ``rows`` unit-length float32 vectors, refusing anything that is not that.
+
+    ``dim``, when known (the vectors of the catalog being searched), is the size every row must have.
+
+    Raises:
+        MalformedEmbeddingError: ragged, non-numeric, not ``rows`` rows, of no (or another)
+            dimension, or holding NaN / infinite values (also after the cast to float32).
+    """
+    try:
+        array = np.asarray(matrix)
+    except ValueError as err:  # numpy refuses ragged nested lists
+        raise MalformedEmbeddingError(f"{source} returned vectors of differing sizes") from err
+    if array.dtype.kind not in "fiu":
+        raise MalformedEmbeddingError(f"{source} returned vectors that are not numbers ({array.dtype})")
+    if array.ndim != 2 or array.shape[1] == 0:
+        raise MalformedEmbeddingError(f"{source} returned no vectors of one dimension (shape {array.shape})")
+    if array.shape[0] != rows:
+        raise MalformedEmbeddingError(f"{source} returned {array.shape[0]} vectors for {rows} inputs")
+    if dim is not None and array.shape[1] != dim:
+        raise MalformedEmbeddingError(
+            f"{source} returned {array.shape[1]}-d vectors; the catalog's vectors are {dim}-d"
+        )
+    with np.errstate(over="ignore"):  # a float64 past float32's range becomes inf: refused below
+        vectors = array.astype(np.float32)
+    if not np.isfinite(vectors).all():
+        raise MalformedEmbeddingError(f"{source} returned vectors with NaN or infinite values")
+    return normalize_rows(vectors)
 
 
 def normalize_rows(matrix: npt.ArrayLike) -> Vectors:
@@ -184,7 +232,7 @@ class LocalE5Embedder:
                 chunks.append(np.asarray(out).reshape(len(batch), -1))
         except Exception as err:  # the engine raises plain exceptions
             raise EmbedderError(f"local embedder failed: {err}") from err
-        return normalize_rows(np.concatenate(chunks))
+        return checked_vectors(np.concatenate(chunks), len(texts), "the local embedder")
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self._batched(texts, query=False)
@@ -199,7 +247,7 @@ class LocalE5Embedder:
                 vector = np.asarray(model.query(text))
         except Exception as err:
             raise EmbedderError(f"local embedder failed: {err}") from err
-        row: Vectors = normalize_rows(vector)[0]
+        row: Vectors = checked_vectors(vector.reshape(1, -1), 1, "the local embedder")[0]
         return row
 
 
@@ -278,25 +326,42 @@ class OpenAICompatibleEmbedder:
         if self._dimensions:
             extra["dimensions"] = self._dimensions
         client = self._query_client if query else self._client
+        source = f"embeddings endpoint {self._base_url}"
         try:
             # float, not the SDK's base64 default: every compatible server speaks float.
             reply = client.embeddings.create(
                 model=self._model, input=list(texts), encoding_format="float", **extra
             )
+        except openai.APITimeoutError as err:
+            raise EmbedderTimeoutError(f"{source} did not answer in time") from err
+        except openai.APIResponseValidationError as err:
+            raise MalformedEmbeddingError(f"{source} sent a reply that is not an embeddings list") from err
         except openai.OpenAIError as err:
-            raise EmbedderError(f"embeddings endpoint {self._base_url} failed: {err}") from err
-        data = sorted(reply.data, key=lambda item: item.index)
-        if len(data) != len(texts):
-            raise EmbedderError(
-                f"embeddings endpoint {self._base_url} returned {len(data)} vectors for {len(texts)} inputs"
+            raise EmbedderError(f"{source} failed: {err}") from err
+        except Exception as err:
+            # The SDK's own parsing of a 200 body: a JSON content type over a body that is not JSON
+            # raises json's error, and a model it cannot build raises pydantic's or a TypeError.
+            raise MalformedEmbeddingError(
+                f"{source} sent a reply that is not an embeddings list ({type(err).__name__})"
+            ) from err
+        return checked_vectors(self._rows(reply, len(texts), source), len(texts), source)
+
+    @staticmethod
+    def _rows(reply: Any, count: int, source: str) -> list[Any]:
+        """The embeddings of ``reply`` in input order (the SDK returns non-JSON bodies as str)."""
+        data = getattr(reply, "data", None)
+        if not isinstance(data, list):
+            raise MalformedEmbeddingError(
+                f"{source} sent a reply that is not an embeddings list ({type(reply).__name__})"
             )
-        try:
-            matrix = np.array([item.embedding for item in data], dtype=np.float32)
-        except (TypeError, ValueError) as err:
-            raise EmbedderError(f"embeddings endpoint {self._base_url} returned malformed vectors") from err
-        if matrix.ndim != 2 or matrix.shape[1] == 0:
-            raise EmbedderError(f"embeddings endpoint {self._base_url} returned vectors of no dimension")
-        return normalize_rows(matrix)
+        indexes = [getattr(item, "index", None) for item in data]
+        if sorted(i for i in indexes if isinstance(i, int)) != list(range(len(data))):
+            raise MalformedEmbeddingError(
+                f"{source} returned vectors whose indexes are not 0..{len(data) - 1}"
+            )
+        if len(data) != count:
+            raise MalformedEmbeddingError(f"{source} returned {len(data)} vectors for {count} inputs")
+        return [item.embedding for item in sorted(data, key=lambda item: item.index)]
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self._batched([self._document_prefix + t for t in texts])
@@ -312,7 +377,9 @@ class OpenAICompatibleEmbedder:
             for start in range(0, len(prefixed), self._batch_size)
         ]
         if len({c.shape[1] for c in chunks}) != 1:
-            raise EmbedderError(f"embeddings endpoint {self._base_url} changed dimension between batches")
+            raise MalformedEmbeddingError(
+                f"embeddings endpoint {self._base_url} changed dimension between batches"
+            )
         return np.concatenate(chunks)
 
     def embed_query(self, text: str) -> Vectors:

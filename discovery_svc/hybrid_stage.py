@@ -10,9 +10,18 @@ BM25 meanwhile. A newer catalog version cancels the build of the older one: what
 is cached, so the next build starts from there.
 
 Per query, :meth:`HybridStage.scope_for` embeds the query in a worker thread with a bounded wait
-(``query_timeout``, and at most half of the caller's remaining deadline). If the embedder fails or
-is too slow the search answers with BM25 alone, a warning is logged and
-``toolscout_discovery_search_fallbacks_total`` counts it: the LLM never sees an error for it.
+(``query_timeout``, and at most half of the caller's remaining deadline). If the embedder fails,
+answers with something that is not a usable vector (see
+:func:`~discovery_svc.embeddings.checked_vectors`; a query vector must also have the catalog's
+size) or is too slow, the search answers with BM25 alone and
+``toolscout_discovery_search_fallbacks_total`` counts it by reason: the LLM never sees an error
+for it. One warning per burst of failures, not one per search.
+
+A circuit breaker (:mod:`discovery_svc.breaker`) keeps a dead or hung embedder from costing every
+search its ``query_timeout``: after ``breaker_failures`` failures in a row searches go straight to
+BM25 (reason ``breaker_open``) and ``toolscout_search_mode_active`` shows ``bm25``; a probe embeds
+a fixed text every ``breaker_probe_interval`` seconds, and the first that works makes searches
+hybrid again.
 """
 
 from __future__ import annotations
@@ -23,16 +32,22 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from discovery_svc.breaker import CircuitBreaker
 from discovery_svc.catalog_index import CatalogIndex
 from discovery_svc.embedding_cache import EmbeddingCache, embed_with_cache
 from discovery_svc.embeddings import (
     EMBEDDINGS_EXTRA,
     Embedder,
     EmbedderError,
+    EmbedderTimeoutError,
     EmbedderUnavailableError,
+    MalformedEmbeddingError,
+    Vectors,
+    checked_vectors,
     embedder_from_settings,
     embedding_text,
 )
@@ -47,11 +62,57 @@ from toolscout_kit.logging import get_logger
 __all__ = ["HybridStage", "hybrid_stage_from_config"]
 
 _log = get_logger(__name__)
-_WARN_EVERY = 60.0  # seconds between repeated "answering with BM25" warnings
+_WARN_EVERY = 60.0  # seconds between repeated warnings of one kind (the skipped ones are counted)
+# What a probe of an open breaker embeds: any short text does; this one says what it is in the
+# endpoint's own logs.
+PROBE_TEXT = "toolscout embedder health probe"
 
 
 class _Cancelled(Exception):
     """The build was superseded (a newer catalog) or the service is stopping."""
+
+
+class _CatalogSized:
+    """The embedder as a catalog's hybrid index uses it: every vector checked to have that
+    catalog's size (an endpoint now serving another model would otherwise break the dot product)."""
+
+    def __init__(self, embedder: Embedder, dim: int | None) -> None:
+        self._embedder = embedder
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return self._embedder.model_id
+
+    def _checked(self, vectors: Vectors, rows: int) -> Vectors:
+        return checked_vectors(vectors.reshape(rows, -1), rows, "the embedder", self._dim)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self._checked(self._embedder.embed_documents(texts), len(texts))
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self._checked(self._embedder.embed_queries(texts), len(texts))
+
+    def embed_query(self, text: str) -> Vectors:
+        row: Vectors = self._checked(self._embedder.embed_query(text), 1)[0]
+        return row
+
+
+class _Throttled:
+    """Warnings of one kind at most every ``_WARN_EVERY`` seconds, with the count of those skipped."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._skipped: dict[str, int] = {}
+
+    def warning(self, event: str, **fields: Any) -> None:
+        now = time.monotonic()
+        if now - self._last.get(event, -_WARN_EVERY) < _WARN_EVERY:
+            self._skipped[event] = self._skipped.get(event, 0) + 1
+            return
+        skipped = self._skipped.pop(event, 0)
+        self._last[event] = now
+        _log.warning(event, **fields, **({"not_logged_since": skipped} if skipped else {}))
 
 
 class HybridStage:
@@ -69,6 +130,8 @@ class HybridStage:
         retry_initial: float = 5.0,
         retry_max: float = 300.0,
         progress_every: float = 10.0,
+        breaker_failures: int = 3,
+        breaker_probe_interval: float = 2.0,
     ) -> None:
         self._embedder = embedder
         self._metrics = metrics
@@ -84,8 +147,13 @@ class HybridStage:
         self._task: asyncio.Task[None] | None = None
         self._cancel = threading.Event()
         self._ready = asyncio.Event()
-        self._warned_at = -_WARN_EVERY
-        self._fallbacks_since_warning = 0
+        self._base: CatalogIndex | None = None
+        # The embedder of the newest hybrid index, checked against its catalog's vector size.
+        self._query_embedder: Embedder = embedder
+        self._breaker = CircuitBreaker(failures=breaker_failures, probe_interval=breaker_probe_interval)
+        self._probe_task: asyncio.Task[None] | None = None
+        self._burst = 0  # query embeddings failed since the last one that worked
+        self._warnings = _Throttled()
         metrics.set_search_mode("bm25")
 
     # --- building ----------------------------------------------------------------------------
@@ -96,6 +164,7 @@ class HybridStage:
         Must be called on the event loop.
         """
         self._stop_build()
+        self._base = base
         self._metrics.set_search_mode("bm25")
         self._ready = asyncio.Event()
         self._cancel = threading.Event()
@@ -103,16 +172,24 @@ class HybridStage:
             self._run(base, self._cancel, self._ready), name=f"discovery-embed-{base.version[:12]}"
         )
 
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The query embedder's circuit breaker (its settings and state)."""
+        return self._breaker
+
     async def wait_ready(self) -> None:
         """Returns once the latest catalog answers with hybrid search (bound the wait yourself)."""
         await self._ready.wait()
 
     async def close(self) -> None:
-        """Stops a build in progress (its thread stops after the batch it is embedding)."""
+        """Stops a build in progress (its thread stops after the batch it is embedding) and probing."""
         task = self._stop_build()
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        probe, self._probe_task = self._probe_task, None
+        for running in (task, probe):
+            if running is not None:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     def _stop_build(self) -> asyncio.Task[None] | None:
         self._cancel.set()
@@ -125,7 +202,7 @@ class HybridStage:
         delay = self._retry_initial
         while True:
             try:
-                hybrid = await asyncio.to_thread(self._build, base, cancel)
+                hybrid, query_embedder = await asyncio.to_thread(self._build, base, cancel)
             except _Cancelled:
                 return
             except EmbedderError as err:
@@ -142,9 +219,15 @@ class HybridStage:
             if cancel.is_set():
                 return
             base.activate(hybrid)
-            self._metrics.set_search_mode("hybrid")
+            self._query_embedder = query_embedder
+            self._show_mode()
             ready.set()
-            _log.info("hybrid search ready", catalog_version=base.version, tools=len(base))
+            _log.info(
+                "hybrid search ready",
+                catalog_version=base.version,
+                tools=len(base),
+                embedder_breaker_open=self._breaker.is_open,
+            )
             return
 
     def _open_cache(self) -> EmbeddingCache:
@@ -160,8 +243,9 @@ class HybridStage:
                 )
             return self._cache
 
-    def _build(self, base: CatalogIndex, cancel: threading.Event) -> HybridIndex:
-        """Every tool's vector (cache first, the model for the rest), then the hybrid index.
+    def _build(self, base: CatalogIndex, cancel: threading.Event) -> tuple[HybridIndex, Embedder]:
+        """Every tool's vector (cache first, the model for the rest), then the hybrid index and the
+        embedder it embeds queries with (checked against the catalog's vector size).
 
         Raises:
             EmbedderError: the embedder failed (what it embedded before failing stays cached).
@@ -212,9 +296,11 @@ class HybridStage:
                 new=new,
                 seconds=round(time.perf_counter() - started, 2),
             )
-        return HybridIndex(
-            base.bm25, DenseIndex(vectors), self._embedder, config=self._fusion, on_degraded=self._degraded
+        sized = _CatalogSized(self._embedder, vectors.shape[1] if len(vectors) else None)
+        hybrid = HybridIndex(
+            base.bm25, DenseIndex(vectors), sized, config=self._fusion, on_degraded=self._degraded
         )
+        return hybrid, sized
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -227,37 +313,84 @@ class HybridStage:
         """The scope a search with ``query`` should use, and whether it must run in a thread.
 
         With hybrid active, the query is embedded first (in a thread, bounded); on failure or
-        timeout the scope answers with BM25 alone.
+        timeout, or at once while the breaker is open, the scope answers with BM25 alone.
         """
         searcher = scope.base.searcher
         if not isinstance(searcher, HybridIndex) or query is None or not query.strip():
             return scope, False
+        lexical = scope.using(scope.base.bm25)
+        if self._breaker.is_open:
+            self._metrics.search_fallbacks.labels("breaker_open").inc()
+            return lexical, False
         budget = self._query_timeout
         if time_limit is not None:
             budget = min(budget, max(time_limit, 0.0) / 2)
         try:
             await asyncio.wait_for(asyncio.to_thread(searcher.query_vector, query), budget)
-        except TimeoutError:
-            self._fallback("timeout", f"no query vector within {budget:.3g} s")
+        except (TimeoutError, EmbedderTimeoutError):
+            # The SDK's own timeout (the same query_timeout) may fire first.
+            # A wait cut short by the caller's own deadline says nothing about the embedder.
+            self._failed(
+                "timeout", f"no query vector within {budget:.3g} s", count=budget >= self._query_timeout
+            )
+        except MalformedEmbeddingError as err:
+            self._failed("malformed", str(err))
         except EmbedderError as err:
-            self._fallback("embedder_error", str(err))
+            self._failed("embedder_error", str(err))
         else:
+            self._succeeded()
             return scope.using(searcher), True
-        return scope.using(scope.base.bm25), False
+        return lexical, False
 
-    def _fallback(self, reason: str, error: str) -> None:
+    def _failed(self, reason: str, error: str, *, count: bool = True) -> None:
         self._metrics.search_fallbacks.labels(reason).inc()
-        self._fallbacks_since_warning += 1
-        now = time.monotonic()
-        if now - self._warned_at >= _WARN_EVERY:
-            _log.warning(
-                "query embedding failed; answering with BM25 alone",
+        self._burst += 1
+        if self._burst == 1:
+            self._warnings.warning(
+                "query embedding failed; answering with BM25 alone", reason=reason, error=error
+            )
+        if count and self._breaker.record_failure():
+            self._show_mode()
+            self._warnings.warning(
+                "the embedder keeps failing: searches answer with BM25 alone, without waiting for "
+                "it, until a probe finds it working",
+                consecutive_failures=self._breaker.consecutive_failures,
+                probe_interval=self._breaker.probe_interval,
                 reason=reason,
                 error=error,
-                fallbacks=self._fallbacks_since_warning,
             )
-            self._warned_at = now
-            self._fallbacks_since_warning = 0
+            if self._probe_task is None or self._probe_task.done():
+                self._probe_task = asyncio.create_task(self._probe(), name="discovery-embedder-probe")
+
+    def _succeeded(self) -> None:
+        if self._burst:
+            _log.info("query embedding works again", failed_queries=self._burst)
+            self._burst = 0
+        open_for = self._breaker.open_for()
+        if self._breaker.record_success():
+            self._show_mode()
+            _log.info("the embedder answers again: hybrid search resumes", open_seconds=round(open_for, 1))
+
+    async def _probe(self) -> None:
+        """While the breaker is open: embed :data:`PROBE_TEXT` every probe interval until it works."""
+        while self._breaker.is_open:
+            await asyncio.sleep(self._breaker.probe_interval)
+            embedder = self._query_embedder
+            try:
+                await asyncio.wait_for(
+                    asyncio.to_thread(embedder.embed_query, PROBE_TEXT), self._query_timeout
+                )
+            except (TimeoutError, EmbedderError) as err:
+                self._breaker.record_failure()
+                _log.debug("embedder probe failed", error=str(err) or type(err).__name__)
+                continue
+            self._succeeded()
+
+    def _show_mode(self) -> None:
+        """The mode gauge: hybrid when the newest catalog has its vectors and the embedder works."""
+        base = self._base
+        hybrid = base is not None and base.hybrid and not self._breaker.is_open
+        self._metrics.set_search_mode("hybrid" if hybrid else "bm25")
 
 
 def hybrid_stage_from_config(
@@ -298,4 +431,6 @@ def hybrid_stage_from_config(
         fusion=dataclasses.replace(DEFAULT_FUSION, min_similarity=search.min_similarity),
         query_timeout=search.embedder.query_timeout,
         batch_size=search.embedder.batch_size,
+        breaker_failures=search.embedder.breaker_failures,
+        breaker_probe_interval=search.embedder.breaker_probe_interval,
     )

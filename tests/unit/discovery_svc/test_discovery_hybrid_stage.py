@@ -49,6 +49,7 @@ class Harness:
         cache_dir: Path | None = None,
         query_timeout: float = 5.0,
         retry_initial: float = 5.0,
+        **stage: Any,
     ) -> None:
         self.registry = CollectorRegistry()
         metrics = DiscoveryMetrics(self.registry)
@@ -63,6 +64,7 @@ class Harness:
                 query_timeout=query_timeout,
                 retry_initial=retry_initial,
                 batch_size=2,
+                **stage,
             ),
         )
 
@@ -265,3 +267,53 @@ def test_an_unset_api_key_variable_of_the_endpoint_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="EMBEDDINGS_KEY is not set"):
         hybrid_stage_from_config(remote, DiscoveryMetrics(CollectorRegistry()), env={})
     assert hybrid_stage_from_config(config({}), DiscoveryMetrics(CollectorRegistry())) is None
+
+
+def test_the_breaker_settings_come_from_the_config() -> None:
+    remote = config(
+        {
+            "toolscout": {
+                "search": {
+                    "mode": "hybrid",
+                    "embedder": {
+                        "type": "openai-compatible",
+                        "base_url": "http://127.0.0.1:9/v1",
+                        "model": "m",
+                        "breaker_failures": 5,
+                        "breaker_probe_interval": 0.5,
+                    },
+                }
+            }
+        }
+    )
+    stage = hybrid_stage_from_config(remote, DiscoveryMetrics(CollectorRegistry()))
+    assert stage is not None
+    assert (stage.breaker.failures, stage.breaker.probe_interval) == (5, 0.5)
+
+
+async def test_a_failing_embedder_opens_the_breaker_skips_it_and_a_probe_closes_it() -> None:
+    embedder = ConceptEmbedder()
+    h = Harness(embedder, breaker_failures=2, breaker_probe_interval=0.05)
+    try:
+        h.engine.set_catalog(catalog(TOOLS))
+        await h.engine.warm()
+        await h.ready()
+        embedder.fail = True
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(5):
+                assert await h.search("weather forecast") == ["weather_forecast"]
+        assert h.mode() == "bm25"
+        assert h.sample("toolscout_discovery_search_fallbacks_total", reason="embedder_error") == 2
+        assert h.sample("toolscout_discovery_search_fallbacks_total", reason="breaker_open") == 3
+        # One warning for the burst, one when the breaker opened: not one per search.
+        assert [e["event"][:40] for e in logs if e["log_level"] == "warning"] == [
+            "query embedding failed; answering with B",
+            "the embedder keeps failing: searches ans",
+        ]
+        embedder.fail = False
+        async with asyncio.timeout(WAIT):
+            while h.mode() != "hybrid":  # the next probe (every 0.05 s) finds it working
+                await asyncio.sleep(0.01)
+        assert (await h.search(GAP_QUERY))[0] == "search_web_search"
+    finally:
+        await h.close()

@@ -21,7 +21,7 @@ from toolscout_kit.json_text import (
 )
 
 # Strings that look like structure to a naive scan.
-_TRICKY = ['[', ']]', '{"a": [', '\\', '"', '\\"[', "\\u005b", "plain", "", "é[中]"]
+_TRICKY = ["[", "]]", '{"a": [', "\\", '"', '\\"[', "\\u005b", "plain", "", "é[中]"]
 
 
 def _depth(value: Any) -> int:
@@ -39,7 +39,9 @@ def _random_value(rng: random.Random, depth: int, budget: list[int]) -> Any:
     budget[0] -= 1
     width = rng.randint(1, 3)
     deep = rng.randrange(width)
-    children = [_random_value(rng, depth - 1 if i == deep else rng.randint(0, 2), budget) for i in range(width)]
+    children = [
+        _random_value(rng, depth - 1 if i == deep else rng.randint(0, 2), budget) for i in range(width)
+    ]
     if rng.random() < 0.5:
         return children
     return {rng.choice(_TRICKY) + str(i): child for i, child in enumerate(children)}

@@ -75,7 +75,6 @@ def test_client_errors_from_peers_become_domain_errors_keeping_llm_facing_text()
     assert "pool unavailable" in down.message
 
 
-
 @pytest.mark.parametrize(
     ("code", "message"),
     [
