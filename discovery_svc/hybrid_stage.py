@@ -146,7 +146,8 @@ class HybridStage:
         self._cache_lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
         self._cancel = threading.Event()
-        self._ready = asyncio.Event()
+        # Set while searches are hybrid: the newest catalog has its vectors and the breaker is closed.
+        self._serving = asyncio.Event()
         self._base: CatalogIndex | None = None
         # The embedder of the newest hybrid index, checked against its catalog's vector size.
         self._query_embedder: Embedder = embedder
@@ -165,11 +166,10 @@ class HybridStage:
         """
         self._stop_build()
         self._base = base
-        self._metrics.set_search_mode("bm25")
-        self._ready = asyncio.Event()
+        self._show_mode()
         self._cancel = threading.Event()
         self._task = asyncio.create_task(
-            self._run(base, self._cancel, self._ready), name=f"discovery-embed-{base.version[:12]}"
+            self._run(base, self._cancel), name=f"discovery-embed-{base.version[:12]}"
         )
 
     @property
@@ -178,8 +178,9 @@ class HybridStage:
         return self._breaker
 
     async def wait_ready(self) -> None:
-        """Returns once the latest catalog answers with hybrid search (bound the wait yourself)."""
-        await self._ready.wait()
+        """Returns once searches are hybrid: the latest catalog's vectors are ready and the embedder
+        works (its breaker is closed). Bound the wait yourself."""
+        await self._serving.wait()
 
     async def close(self) -> None:
         """Stops a build in progress (its thread stops after the batch it is embedding) and probing."""
@@ -198,7 +199,7 @@ class HybridStage:
             task.cancel()
         return task
 
-    async def _run(self, base: CatalogIndex, cancel: threading.Event, ready: asyncio.Event) -> None:
+    async def _run(self, base: CatalogIndex, cancel: threading.Event) -> None:
         delay = self._retry_initial
         while True:
             try:
@@ -221,7 +222,6 @@ class HybridStage:
             base.activate(hybrid)
             self._query_embedder = query_embedder
             self._show_mode()
-            ready.set()
             _log.info(
                 "hybrid search ready",
                 catalog_version=base.version,
@@ -391,6 +391,10 @@ class HybridStage:
         base = self._base
         hybrid = base is not None and base.hybrid and not self._breaker.is_open
         self._metrics.set_search_mode("hybrid" if hybrid else "bm25")
+        if hybrid:
+            self._serving.set()
+        else:
+            self._serving.clear()
 
 
 def hybrid_stage_from_config(

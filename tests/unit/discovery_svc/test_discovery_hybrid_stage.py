@@ -311,9 +311,8 @@ async def test_a_failing_embedder_opens_the_breaker_skips_it_and_a_probe_closes_
             "the embedder keeps failing: searches ans",
         ]
         embedder.fail = False
-        async with asyncio.timeout(WAIT):
-            while h.mode() != "hybrid":  # the next probe (every 0.05 s) finds it working
-                await asyncio.sleep(0.01)
+        await h.ready()  # the next probe (every 0.05 s) finds it working
+        assert h.mode() == "hybrid"
         assert (await h.search(GAP_QUERY))[0] == "search_web_search"
     finally:
         await h.close()

@@ -49,7 +49,7 @@ def _random_value(rng: random.Random, depth: int, budget: list[int]) -> Any:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_depth_bound_is_the_depth_of_the_parsed_value(seed: int) -> None:
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311  # reproducible test data, not secrets
     for _ in range(25):
         value = _random_value(rng, rng.randint(0, 90), [400])
         text = json.dumps(value, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 1]))
@@ -75,7 +75,7 @@ def test_the_limit_is_inclusive() -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_any_prefix_or_mangling_of_deep_text_is_a_json_text_error(seed: int) -> None:
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311  # reproducible test data, not secrets
     base = '{"a": ' * 3000 + '["]", "\\\\", 1]' + "}" * 3000
     for _ in range(30):
         cut = base[: rng.randint(0, len(base) - 1)]
