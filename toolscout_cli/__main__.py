@@ -37,6 +37,7 @@ from toolscout_cli.connection import (
 )
 from toolscout_cli.not_found import explain_not_found
 from toolscout_cli.output import Output
+from toolscout_cli.stack_state import shard_overrides
 from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 
@@ -114,7 +115,8 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
         type=int,
         default=None,
         metavar="N",
-        help="run the pool as N shards (each its own gRPC server on a free port; default: the config's count)",
+        help="run the pool as N shards, each its own process on a free port (sets the config's "
+        "toolscout.pool.shards.count; default: that count)",
     )
     p = command("serve", "run one service in the foreground (logs JSON to stdout)")
     p.add_argument("service", choices=("pool", "discovery", "orchestrator"))
@@ -248,10 +250,55 @@ def _check_templates(config: ToolscoutConfig, path: str | None) -> None:
         ) from None
 
 
+# What `up` and `serve SERVICE` make of the options every command takes (the rest are refused):
+# a service started by `serve` calls the services named here, at the address given.
+_CALLS = {
+    "up": (),
+    "pool": (),
+    "discovery": ("pool_target",),
+    "orchestrator": ("pool_target", "discovery_target"),
+}
+_WHY_NOT = {
+    "target": "--listen sets where it listens; --pool-target / --discovery-target where it calls",
+    "tls": "TLS comes from the config's toolscout.security",
+    "ca_file": "TLS comes from the config's toolscout.security",
+    "json": "it logs JSON to stdout",
+}
+
+
+def _check_stack_options(args: argparse.Namespace) -> None:
+    """Refuses the options ``up`` / ``serve SERVICE`` cannot use, rather than ignoring them.
+
+    Raises:
+        CliError: such an option was given (exit 2).
+    """
+    command = "up" if args.command == "up" else f"serve {args.service}"
+    usable = _CALLS["up" if args.command == "up" else args.service]
+    names = ["target", "pool_target", "discovery_target", "orchestrator_target", "tls", "ca_file"]
+    if args.command == "serve":
+        names.append("json")  # `up --json` prints JSON events
+    for name in names:
+        if getattr(args, name) and name not in usable:
+            flag = "--" + name.replace("_", "-")
+            why = _WHY_NOT.get(name) or (
+                "it runs every service itself"
+                if args.command == "up"
+                else f"it does not call the {name[:-7]}"
+            )
+            raise CliError(f"{flag}: not an option of `toolscout {command}` ({why})", EXIT_USAGE)
+    if args.command == "up" and args.pool_shards is not None and args.pool_shards < 1:
+        raise CliError(f"--pool-shards {args.pool_shards}: need at least one shard", EXIT_USAGE)
+    if args.command == "serve" and args.shard and args.service != "pool":
+        raise CliError("--shard is for `serve pool` only", EXIT_USAGE)
+
+
 def _run(args: argparse.Namespace, out: Output) -> int:
     if args.command in ("up", "serve"):
+        _check_stack_options(args)
+        # `up --pool-shards N` sets the shard count before the config is checked (pinned servers).
+        overrides = shard_overrides(args.pool_shards) if args.command == "up" and args.pool_shards else {}
         try:
-            config = load_config(args.config)
+            config = load_config(args.config, overrides=overrides)
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         if args.command == "up" or args.service == "orchestrator":
@@ -270,10 +317,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
                 log_level=args.log_level,
                 walkthrough=args.walkthrough,
                 log_file=args.log_file,
-                pool_shards=args.pool_shards,
+                overrides=overrides,
             )
-        if args.shard and args.service != "pool":
-            raise CliError("--shard is for `serve pool` only", EXIT_USAGE)
         return run_serve(
             args.service,
             config,
@@ -282,6 +327,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             metrics_port=args.metrics_port,
             shard=args.shard,
             config_path=source or None,
+            pool_target=args.pool_target,
+            discovery_target=args.discovery_target,
         )
     targets = resolve_targets(args)
     handler = run_chat if args.command == "chat" else COMMANDS[args.command]

@@ -18,6 +18,7 @@ from toolscout.client import (
     UnavailableError,
 )
 
+from toolscout_cli.stack_state import StackRecord, find_record
 from toolscout_kit.config import (
     CONFIG_ENV,
     DiscoverySettings,
@@ -25,6 +26,7 @@ from toolscout_kit.config import (
     PoolSettings,
     ToolscoutConfig,
     load_config,
+    resolve_config_path,
 )
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.shards import server_placements, shard_targets
@@ -106,16 +108,20 @@ def client_target(listen: str) -> str:
     return listen
 
 
-def load_optional_config(path: str | None) -> ToolscoutConfig | None:
-    """The config from ``--config`` or ``TOOLSCOUT_CONFIG``, or ``None`` when neither is given.
+def load_optional_config(path: str | None) -> tuple[ToolscoutConfig | None, StackRecord | None]:
+    """The config from ``--config`` or ``TOOLSCOUT_CONFIG`` (``None`` when neither is given), and
+    the ``toolscout up`` stack running from it, if any (:mod:`toolscout_cli.stack_state`). The
+    config is read as that stack runs it (e.g. with the shard count of ``--pool-shards``).
 
     Raises:
         CliError: the config is invalid (exit 2).
     """
     if not path and not os.environ.get(CONFIG_ENV):
-        return None
+        return None, None
     try:
-        return load_config(path)
+        resolved = resolve_config_path(path)
+        record = find_record(resolved)
+        return load_config(resolved, overrides=record.overrides if record else None), record
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None
 
@@ -185,13 +191,14 @@ def targets_for(
 
 def resolve_targets(args: argparse.Namespace) -> Targets:
     """Targets from ``--pool-target`` & co, else ``--target``, else ``TOOLSCOUT_POOL_TARGET`` & co, else
-    ``TOOLSCOUT_TARGET``, else the config's listen addresses (for a sharded pool, the shard
-    addresses of ``toolscout.pool.shards``). A pool target may list every shard, comma-separated.
+    ``TOOLSCOUT_TARGET``, else where a ``toolscout up`` running from the config listens (its
+    record), else the config's listen addresses (for a sharded pool, the shard addresses of
+    ``toolscout.pool.shards``). A pool target may list every shard, comma-separated.
 
     Raises:
         CliError: bad config or unreadable CA file (exit 2).
     """
-    config = load_optional_config(args.config)
+    config, record = load_optional_config(args.config)
     settings = config.toolscout if config else None
     pool_settings = settings.pool if settings else PoolSettings()
     try:
@@ -203,7 +210,9 @@ def resolve_targets(args: argparse.Namespace) -> Targets:
         "discovery": (settings.discovery if settings else DiscoverySettings()).listen,
         "orchestrator": (settings.orchestrator if settings else OrchestratorSettings()).listen,
     }
-    # Flags first, then the environment, then the config (or the default ports).
+    if record is not None:
+        defaults = {"pool": record.pool, "discovery": record.discovery, "orchestrator": record.orchestrator}
+    # Flags first, then the environment, then the running stack or the config (or the default ports).
     chosen = {
         name: getattr(args, f"{name}_target", None)
         or args.target

@@ -1,4 +1,5 @@
-"""``toolscout up`` (the whole stack in this process) and ``toolscout serve SERVICE``.
+"""``toolscout up`` (the whole stack from one command; each shard of a sharded pool in a process of
+its own, see :mod:`toolscout_cli.shard_process`) and ``toolscout serve SERVICE``.
 
 Both stop on SIGINT/SIGTERM: health goes NOT_SERVING, in-flight calls drain for the configured
 grace, then the pool stops its MCP server processes — nothing is left running.
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import shlex
 import signal
@@ -18,8 +18,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-import structlog
-
 from discovery_svc.server import build_server as build_discovery
 from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
@@ -27,6 +25,8 @@ from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
 from toolscout_cli.output import Output
+from toolscout_cli.shard_process import ShardProcess, ShardSpec, log_into
+from toolscout_cli.stack_state import remove_record, shard_overrides, write_record
 from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import ToolscoutConfig, resolve_config_path
 from toolscout_kit.errors import ConfigError
@@ -36,16 +36,6 @@ from toolscout_kit.server import serve_until_signal
 __all__ = ["run_serve", "run_up"]
 
 _SYMBOL = {"ready": "✓", "failed": "✗", "reconnecting": "…", "idle": "·", "stopped": "·"}
-
-
-def _quiet_logging(level: str, stream: TextIO) -> None:
-    # The services log JSON; in the CLI it goes to ``stream`` (stderr, or the log file of a person's
-    # terminal session) so that stdout stays the CLI's own output.
-    configure_logging(level)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=stream))
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
-            handler.setStream(stream)
 
 
 def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -67,107 +57,179 @@ async def _until_stopped_or_done(stop: asyncio.Event, task: asyncio.Task[Any]) -
     return False
 
 
-def with_pool_shards(config: ToolscoutConfig, count: int) -> ToolscoutConfig:
-    """``config`` with the pool split into ``count`` shards, each listening on a free port.
+class _Progress:
+    """What ``up`` prints while it runs: a line (``--json``: an event) per server state change, and
+    per shard process that exits or comes back."""
 
-    Raises:
-        ConfigError: ``count`` is below 1, or a server is pinned to a shard that would not exist.
-    """
-    if count < 1:
-        raise ConfigError(f"--pool-shards {count}: need at least one shard")
-    pinned = [
-        f"{n} (shard {s.shard})"
-        for n, s in config.servers.items()
-        if s.shard is not None and s.shard >= count
-    ]
-    if pinned:
-        raise ConfigError(
-            f"--pool-shards {count}: servers pinned beyond shard {count - 1}: {', '.join(pinned)}"
-        )
-    pool = config.toolscout.pool
-    host = pool.listen.rsplit(":", 1)[0] or "127.0.0.1"
-    shards = pool.shards.model_copy(update={"count": count, "addresses": [], "address_pattern": None})
-    metrics_port = pool.metrics_port if count == 1 or pool.metrics_port < 0 else 0
-    pool = pool.model_copy(
-        update={
-            "shards": shards,
-            "listen": f"{host}:0" if count > 1 else pool.listen,
-            "metrics_port": metrics_port,
-        }
-    )
-    return config.model_copy(update={"toolscout": config.toolscout.model_copy(update={"pool": pool})})
+    def __init__(self, out: Output, stop: asyncio.Event) -> None:
+        self._out = out
+        self._stop = stop
+        self._reported: dict[str, str] = {}
 
-
-async def _up(
-    config: ToolscoutConfig, out: Output, source: str, walkthrough: bool, pool_shards: int | None = None
-) -> int:
-    stop = asyncio.Event()
-    _install_stop(asyncio.get_running_loop(), stop)
-    reported: dict[str, str] = {}
-
-    def progress(status: ServerStatus) -> None:
-        if stop.is_set():
-            return  # shutting down: every server is about to report "stopped"
-        name = status.name
-        state = status.state.value
-        if state == "starting" or reported.get(name) == state:
-            return
-        reported[name] = state
-        if out.json_mode:
-            out.json(
+    def server(self, name: str, state: str, tools: int, transport: str, error: str, deferred: bool) -> None:
+        if self._stop.is_set() or state == "starting" or self._reported.get(name) == state:
+            return  # (shutting down: every server is about to report "stopped")
+        self._reported[name] = state
+        if self._out.json_mode:
+            self._out.json(
                 {
                     "event": "server",
                     "name": name,
                     "state": state,
-                    "tools": status.tool_count,
-                    "transport": status.transport,
-                    "error": status.last_error,
+                    "tools": tools,
+                    "transport": transport,
+                    "error": error,
                 }
             )
             return
-        detail = f"{status.tool_count} tools" if state == "ready" else status.last_error
-        deferred = " (deferred)" if status.defer_loading else ""
-        out.line(f"  {_SYMBOL.get(state, '?')} {name:<20} {state:<12} {detail}{deferred}")
+        detail = f"{tools} tools" if state == "ready" else error
+        self._out.line(
+            f"  {_SYMBOL.get(state, '?')} {name:<20} {state:<12} {detail}{' (deferred)' if deferred else ''}"
+        )
 
+    def status(self, status: ServerStatus) -> None:
+        self.server(
+            status.name,
+            status.state.value,
+            status.tool_count,
+            status.transport,
+            status.last_error,
+            status.defer_loading,
+        )
+
+    def shard(self, event: dict[str, Any]) -> None:
+        """An event of a shard process (:class:`~toolscout_cli.shard_process.ShardProcess`)."""
+        kind = event.get("event")
+        if kind == "server":
+            self.server(
+                event["name"],
+                event["state"],
+                event["tools"],
+                event["transport"],
+                event["error"],
+                event["deferred"],
+            )
+        elif self._stop.is_set():
+            return
+        elif self._out.json_mode:
+            self._out.json(event)
+        elif kind == "shard_exited":
+            how = event["signal"] or f"exit code {event['code']}"
+            self._out.line(
+                f"  ✗ pool-{event['shard']:<15} exited ({how}); its servers are unavailable until it is back"
+            )
+        elif kind == "shard_restarted":
+            self._out.line(f"  ✓ pool-{event['shard']:<15} back on {event['address']}")
+
+
+async def _start_pool(
+    config: ToolscoutConfig,
+    config_path: Path,
+    progress: _Progress,
+    servers: list[tuple[str, Any]],
+    *,
+    overrides: dict[str, Any],
+    log_level: str,
+    shard_stderr: TextIO | None,
+) -> list[str]:
+    """Starts the pool (in this process) or its shards (a process each); returns their addresses.
+
+    Each started one joins ``servers`` at once, so that an interrupted start still stops it.
+    """
+    pool = config.toolscout.pool
+    count = pool.shards.count
+    if count == 1:
+        running = await build_pool(config, on_server_change=progress.status, shard=ShardIdentity(0, 1))
+        servers.append(("pool", running))
+        return [running.address]
+    host = pool.listen.rsplit(":", 1)[0] or "127.0.0.1"
+    shards = [
+        ShardProcess(
+            ShardSpec(
+                config=str(config_path),
+                shard=k,
+                count=count,
+                listen=f"{host}:0",
+                metrics_port=pool.metrics_port if pool.metrics_port < 0 else 0,
+                log_level=log_level,
+                parent=os.getpid(),
+                overrides=overrides,
+            ),
+            progress.shard,
+            stderr=shard_stderr,
+            grace=pool.shutdown_grace,
+        )
+        for k in range(count)
+    ]
+    servers.extend((shard.name, shard) for shard in shards)
+    await asyncio.gather(*(shard.start() for shard in shards))
+    return [shard.address for shard in shards]
+
+
+async def _up(
+    config: ToolscoutConfig,
+    out: Output,
+    source: str,
+    walkthrough: bool,
+    *,
+    overrides: dict[str, Any],
+    log_level: str,
+    shard_stderr: TextIO | None,
+) -> int:
+    stop = asyncio.Event()
+    _install_stop(asyncio.get_running_loop(), stop)
+    progress = _Progress(out, stop)
     servers: list[tuple[str, Any]] = []
+    count = config.toolscout.pool.shards.count
+    config_path = resolve_config_path(source)
 
-    count = pool_shards if pool_shards is not None else config.toolscout.pool.shards.count
-    if count != 1 or pool_shards is not None:
-        config = with_pool_shards(config, count)
-
-    async def start() -> None:
+    async def start() -> list[str]:
         if not out.json_mode:
             names = ", ".join(sorted(config.servers)) or "none"
             out.line(f"toolscout: starting the stack from {source}")
-            sharded = f" over {count} pool shards" if count > 1 else ""
+            sharded = f" over {count} pool shards (one process each)" if count > 1 else ""
             out.line(f"connecting {len(config.servers)} MCP servers{sharded} ({names})")
-        pools = await asyncio.gather(
-            *(
-                build_pool(config, on_server_change=progress, shard=ShardIdentity(k, count))
-                for k in range(count)
-            )
+        targets = await _start_pool(
+            config,
+            config_path,
+            progress,
+            servers,
+            overrides=overrides,
+            log_level=log_level,
+            shard_stderr=shard_stderr,
         )
-        for k, running in enumerate(pools):
-            servers.append(("pool" if count == 1 else f"pool-{k}", running))
-        targets = [running.address for running in pools]
         discovery = await build_discovery(config, pool_target=targets[0], pool_targets=targets)
         servers.append(("discovery", discovery))
         orchestrator = await build_orchestrator(
             config, pool_target=targets[0], discovery_target=discovery.address, pool_targets=targets
         )
         servers.append(("orchestrator", orchestrator))
+        return targets
 
+    recorded = False
     try:
-        started = await _until_stopped_or_done(stop, asyncio.create_task(start()))
-        if started:
-            cli = _announce(out, servers, config, source)
+        task = asyncio.create_task(start())
+        if await _until_stopped_or_done(stop, task):
+            targets = task.result()
+            addresses = dict((name, running.address) for name, running in servers)
+            # Where the CLI finds this stack from the config alone (shards listen on free ports).
+            record = shard_overrides(count, targets) if count > 1 else overrides
+            recorded = (
+                write_record(
+                    config_path, ",".join(targets), addresses["discovery"], addresses["orchestrator"], record
+                )
+                is not None
+            )
+            cli = _announce(out, servers, config, source, recorded=recorded)
             if walkthrough and not out.json_mode:
                 await _walkthrough(stop, servers, config, out, cli)
             await stop.wait()
         if not out.json_mode:
             out.line("stopping…")
     finally:
-        # Stopping the pool's server also stops its MCP servers.
+        if recorded:
+            remove_record(config_path)
+        # Stopping the pool's server (or a shard process) also stops its MCP servers.
         for _, running in reversed(servers):
             await running.stop()
     if out.json_mode:
@@ -177,11 +239,15 @@ async def _up(
     return EXIT_OK
 
 
-def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConfig, source: str) -> str:
+def _announce(
+    out: Output, servers: list[tuple[str, Any]], config: ToolscoutConfig, source: str, *, recorded: bool
+) -> str:
     """Prints the endpoints; returns the CLI prefix that reaches this stack.
 
-    With several pool shards the CLI gets every shard's address (``--pool-target A,B,C``) and
-    routes each call to the shard that runs the tool's server.
+    ``-c CONFIG`` when the stack is recorded for its config (:mod:`toolscout_cli.stack_state`) or
+    listens where the config says. Otherwise every address (with several pool shards, every
+    shard's: ``--pool-target A,B,C``; the CLI routes each call to the shard that runs the tool's
+    server).
     """
     endpoints = {name: running.address for name, running in servers}
     targets = {
@@ -195,7 +261,7 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
     }
     settings = config.toolscout
     listens = (settings.pool.listen, settings.discovery.listen, settings.orchestrator.listen)
-    if any(listen.endswith(":0") for listen in listens):
+    if not recorded and (settings.pool.shards.count > 1 or any(x.endswith(":0") for x in listens)):
         # Ports were picked at random: the config alone does not lead back here.
         cli = f"{program()} " + " ".join(f"--{name}-target {address}" for name, address in targets.items())
     else:
@@ -246,12 +312,14 @@ def run_up(
     log_level: str | None,
     walkthrough: bool = False,
     log_file: str | None = None,
-    pool_shards: int | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> int:
-    """The whole stack in this process until SIGINT/SIGTERM; exit code 0 after a clean stop.
+    """The whole stack until SIGINT/SIGTERM; exit code 0 after a clean stop.
 
-    ``pool_shards`` runs the pool as that many shards (gRPC servers on free ports) with discovery
-    and the orchestrator following and routing to all of them.
+    ``config`` was loaded with ``overrides`` (``--pool-shards N`` sets the shard count). With more
+    than one pool shard each shard is its own process on a free port
+    (:mod:`toolscout_cli.shard_process`), restarted when it dies; discovery and the orchestrator
+    run in this process, following and routing to all of them.
 
     Logs and the MCP servers' stderr go to ``log_file`` if given, else to stderr in JSON mode and
     to a temporary file for a person, whose terminal then shows one line per state change. A file
@@ -270,13 +338,23 @@ def run_up(
                 raise CliError(f"cannot write the log file {path}: {err.strerror}", EXIT_USAGE) from None
             if not out.json_mode:
                 out.line(f"logs ({log_level.upper()} and up, MCP servers' stderr): {path}")
-        _quiet_logging(log_level, stream)
+        log_into(log_level, stream)
         if stream is not sys.stderr:
             # The pool hands the MCP servers sys.stderr as theirs: they write into the log too.
             # (`out` keeps the terminal's stderr for the CLI's own messages.)
             files.enter_context(contextlib.redirect_stderr(stream))
         try:
-            return asyncio.run(_up(config, out, source, walkthrough, pool_shards))
+            return asyncio.run(
+                _up(
+                    config,
+                    out,
+                    source,
+                    walkthrough,
+                    overrides=dict(overrides or {}),
+                    log_level=log_level,
+                    shard_stderr=None if stream is sys.stderr else stream,
+                )
+            )
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         finally:
@@ -313,17 +391,26 @@ def run_serve(
     metrics_port: int | None = None,
     shard: str | None = None,
     config_path: str | None = None,
+    pool_target: str | None = None,
+    discovery_target: str | None = None,
 ) -> int:
     """One service in the foreground, logging JSON to stdout like ``python -m <service>``.
 
-    ``shard`` ("K/N") makes a pool process one shard of a sharded pool. With ``config_path`` the
-    file is applied again on SIGHUP and when it changes (a new shard count, see toolscout_kit.reload).
+    ``shard`` ("K/N") makes a pool process one shard of a sharded pool. ``pool_target`` (discovery,
+    orchestrator: the pool, or every shard comma-separated in shard order) and ``discovery_target``
+    (orchestrator) replace the config's addresses of the services it calls. With ``config_path``
+    the file is applied again on SIGHUP and when it changes (a new shard count, see
+    toolscout_kit.reload).
     """
     configure_logging(log_level)
     options: dict[str, Any] = {"listen": listen, "metrics_port": metrics_port}
     if service == "pool":
         options["shard_spec"] = shard
         options["pod_name"] = os.environ.get("TOOLSCOUT_POD_NAME") or None
+    if pool_target:
+        options["pool_targets"] = [part.strip() for part in pool_target.split(",") if part.strip()]
+    if discovery_target:
+        options["discovery_target"] = discovery_target
     try:
         path = resolve_config_path(config_path) if config_path else None
         return asyncio.run(_serve(_BUILDERS[service], config, path, **options))

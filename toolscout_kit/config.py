@@ -671,14 +671,31 @@ def _apply_count_file(expanded: dict[str, Any], base_dir: Path, source: str) -> 
     }
 
 
+def _overlay(document: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with ``overrides`` merged in: mappings key by key, anything else replaced."""
+    merged = dict(document)
+    for key, value in overrides.items():
+        current = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            merged[key] = _overlay(dict(current), value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def parse_config(
     data: Any,
     *,
     source: str = "<config>",
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> ToolscoutConfig:
     """Validate an already-parsed config document.
+
+    ``overrides`` (a partial document, e.g. from command-line flags) replace keys of the file
+    *before* it is validated, so that what they change is checked together with the rest (a server
+    pinned to shard 2 is valid once a flag says there are 3 shards).
 
     Raises:
         ConfigError: naming ``source``, the key path and the problem.
@@ -689,6 +706,8 @@ def parse_config(
     expanded = _expand(dict(data), os.environ if env is None else env, "", missing)
     if missing:
         raise ConfigError("\n".join(f"{source}: {m}" for m in missing))
+    if overrides:
+        expanded = _overlay(expanded, overrides)
     _apply_count_file(expanded, base_dir or Path.cwd(), source)
     expanded["base_dir"] = base_dir or Path.cwd()
     try:
@@ -732,8 +751,11 @@ def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> Tools
     )
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> ToolscoutConfig:
-    """Load the config from ``path`` (or ``TOOLSCOUT_CONFIG``): JSON or YAML by extension.
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, overrides: Mapping[str, Any] | None = None
+) -> ToolscoutConfig:
+    """Load the config from ``path`` (or ``TOOLSCOUT_CONFIG``): JSON or YAML by extension, with
+    ``overrides`` applied as :func:`parse_config` does.
 
     Raises:
         ConfigError: file missing or unreadable, syntax error (with line), or invalid contents.
@@ -753,4 +775,4 @@ def load_config(path: str | os.PathLike[str] | None = None) -> ToolscoutConfig:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{resolved}: invalid YAML{where}: {getattr(err, 'problem', err)}") from None
-    return parse_config(data, source=str(resolved), base_dir=resolved.parent)
+    return parse_config(data, source=str(resolved), base_dir=resolved.parent, overrides=overrides)
