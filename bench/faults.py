@@ -16,9 +16,14 @@ Measures, with real processes on 127.0.0.1:
   * fuzz: malformed protobuf payloads (random bytes, truncations, bit flips) and bad field values
     sent over a raw channel with identity serializers to the pool's and discovery's methods,
     counted by status code (UNKNOWN and INTERNAL must be 0).
+  * a hung embedder (issue 19 §3): hybrid SearchTools over gRPC while the /v1/embeddings endpoint
+    stops answering — search p50 before and after the circuit breaker opens (target < 5 ms), the
+    time until searches are BM25 and, once it answers again, until they are hybrid again; and the
+    same hang without a breaker, for comparison.
 
-Run: uv run --frozen python bench/faults.py [--outage 15] [--fuzz 100] [--quick]
-Prints the figures and writes bench/results/faults.json.
+Run: uv run --frozen python bench/faults.py [--outage 15] [--fuzz 100] [--quick] [--only NAME ...]
+Prints the figures and writes bench/results/faults.json (with --only, the other figures in the
+file are kept).
 """
 
 from __future__ import annotations
@@ -504,6 +509,150 @@ async def fuzz(per_method: int, seed: int) -> dict[str, Any]:
     }
 
 
+# --- 10. a hung embedder: the circuit breaker (issue 19 §3) ----------------------------------
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 2),
+    }
+
+
+async def embedder_hang(tools: int, searches: int, concurrency: int, breaker: bool) -> dict[str, Any]:
+    """Hybrid SearchTools through discovery's gRPC server (client library) over ``tools`` synthetic
+    tools, with the openai SDK against a local /v1/embeddings server that then hangs and recovers.
+
+    ``concurrency`` clients search in a loop, each query new (the query-vector cache never hits).
+    Phases: healthy (``searches`` searches), the endpoint hanging (until the breaker has opened and
+    ``searches`` more were answered; without ``breaker``, ``searches`` in all), the endpoint back
+    (until the searches are hybrid again). Times are from the moment of the change.
+    """
+    from prometheus_client import CollectorRegistry
+    from toolscout.discovery.v1 import discovery_pb2_grpc
+
+    from discovery_svc.embeddings import OpenAICompatibleEmbedder
+    from discovery_svc.engine import DiscoveryEngine
+    from discovery_svc.hybrid_stage import HybridStage
+    from discovery_svc.metrics import DiscoveryMetrics
+    from discovery_svc.servicer import DiscoveryServicer
+    from tests.support.discovery_catalogs import catalog, synthetic_tools
+    from tests.support.fake_embeddings import FakeEmbeddings
+    from toolscout_kit.server import ServiceBinding, start_server
+
+    registry = CollectorRegistry()
+    metrics = DiscoveryMetrics(registry)
+    settings = parse_config({}).toolscout.search.embedder  # the defaults: query_timeout, breaker
+    async with FakeEmbeddings(dim=64) as fake:
+        embedder = OpenAICompatibleEmbedder(
+            base_url=fake.base_url, model="bench", query_timeout=settings.query_timeout, max_retries=0
+        )
+        stage = HybridStage(
+            embedder,
+            metrics=metrics,
+            query_timeout=settings.query_timeout,
+            breaker_failures=settings.breaker_failures if breaker else 10**9,
+            breaker_probe_interval=settings.breaker_probe_interval,
+        )
+        engine = DiscoveryEngine(parse_config({}), metrics=metrics, hybrid=stage)
+        engine.set_catalog(catalog(synthetic_tools(tools)))
+        await engine.warm()
+        await asyncio.wait_for(engine.wait_hybrid_ready(), 120)
+        config = parse_config({})
+        running = await start_server(
+            [
+                ServiceBinding(
+                    "toolscout.discovery.v1.Discovery",
+                    discovery_pb2_grpc.add_DiscoveryServicer_to_server,
+                    DiscoveryServicer(engine),
+                )
+            ],
+            config.toolscout.discovery,
+            config.toolscout.security,
+            registry=registry,
+            listen="127.0.0.1:0",
+            metrics_port=-1,
+        )
+
+        def mode() -> str:
+            return (
+                "hybrid"
+                if registry.get_sample_value("toolscout_search_mode_active", {"mode": "hybrid"})
+                else "bm25"
+            )
+
+        counter = iter(range(10**9))
+        timeline: list[tuple[float, float, str]] = []  # (started, seconds, mode after it)
+
+        async def search(client: tc.AsyncDiscoveryClient) -> None:
+            started = time.monotonic()
+            await client.search_tools(f"create invoice record {next(counter)}", deadline=30)
+            timeline.append((started, time.monotonic() - started, mode()))
+
+        async def phase(
+            client: tc.AsyncDiscoveryClient, done: Callable[[], bool]
+        ) -> list[tuple[float, float, str]]:
+            first = len(timeline)
+
+            async def worker() -> None:
+                while not done():
+                    await search(client)
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return timeline[first:]
+
+        try:
+            async with tc.AsyncDiscoveryClient.connect(running.address) as client:
+                healthy = await phase(client, lambda: len(timeline) >= searches)
+                hang_at = time.monotonic()
+                fake.hold = asyncio.Event()
+                opened: list[float] = []
+
+                def hung_enough() -> bool:
+                    if mode() == "bm25" and not opened:
+                        opened.append(time.monotonic())
+                    after = [t for t in timeline if opened and t[0] >= opened[0]]
+                    return len(after) >= searches if breaker else len(timeline) >= 2 * searches
+
+                hung = await phase(client, hung_enough)
+                hold, fake.hold = fake.hold, None
+                back_at = time.monotonic()
+                hold.set()
+                recovered: list[float] = []
+
+                def hybrid_again() -> bool:
+                    if mode() == "hybrid" and not recovered:
+                        recovered.append(time.monotonic())
+                    return bool(recovered) or time.monotonic() - back_at > 60
+
+                await phase(client, hybrid_again)
+        finally:
+            await running.stop(0)
+            await engine.close()
+    result: dict[str, Any] = {
+        "tools": tools,
+        "concurrency": concurrency,
+        "query_timeout_s": settings.query_timeout,
+        "healthy_hybrid": _ms([t[1] for t in healthy]),
+    }
+    if breaker:
+        result["breaker"] = {
+            "failures": settings.breaker_failures,
+            "probe_interval_s": settings.breaker_probe_interval,
+        }
+        result["hung_before_breaker_opened"] = _ms([t[1] for t in hung if t[0] < opened[0]])
+        result["hung_after_breaker_opened"] = _ms([t[1] for t in hung if t[0] >= opened[0]])
+        result["seconds_to_bm25_after_hang"] = round(opened[0] - hang_at, 2)
+        result["seconds_to_hybrid_after_return"] = round(recovered[0] - back_at, 2) if recovered else None
+    else:
+        result["hung_without_breaker"] = _ms([t[1] for t in hung])
+    return result
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -518,7 +667,11 @@ async def main(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ("large_results", lambda: large_results(args.sizes)),
         ("shutdown_with_watch_open", lambda: shutdown_with_watch(workdir)),
         ("fuzz", lambda: fuzz(args.fuzz, args.seed)),
+        ("embedder_hang_breaker", lambda: embedder_hang(args.embedder_tools, args.searches, 4, breaker=True)),
+        ("embedder_hang_no_breaker", lambda: embedder_hang(args.embedder_tools, 8, 4, breaker=False)),
     ]
+    if args.only:
+        steps = [(name, step) for name, step in steps if name in args.only]
     figures: dict[str, Any] = {}
     for name, step in steps:
         started = time.monotonic()
@@ -541,6 +694,9 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="shorter outage, fewer payloads (a smoke run)")
     parser.add_argument("--log-level", default="WARNING", help="log level of the in-process pools")
+    parser.add_argument("--embedder-tools", type=int, default=1000, help="catalog size of the embedder hang")
+    parser.add_argument("--searches", type=int, default=200, help="searches per phase of the embedder hang")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these figures (keep the others)")
     args = parser.parse_args()
     if args.quick:
         args.outage, args.fuzz, args.killed_calls, args.sizes = 5.0, 20, 1, [10_000_000]
@@ -557,6 +713,15 @@ if __name__ == "__main__":
         },
         **figures,
     }
+    if args.only and RESULTS.exists():
+        # Only these figures are new: each carries its own command and machine; the rest stay.
+        result = {
+            **json.loads(RESULTS.read_text()),
+            **{
+                name: {**figures[name], "command": result["command"], "machine": result["machine"]}
+                for name in figures
+            },
+        }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
