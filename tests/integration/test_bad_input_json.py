@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,31 +68,41 @@ def orchestrator_config(provider: FakeProvider, tmp_path: Path) -> Any:
     )
 
 
+@asynccontextmanager
+async def orchestrator_calling(
+    provider: FakeProvider, tmp_path: Path, *, pool: str, discovery: str
+) -> AsyncIterator[orchestrator_pb2_grpc.OrchestratorStub]:
+    """A real orchestrator on 127.0.0.1:0 calling ``pool`` and ``discovery``, and a stub of it."""
+    orchestrator = await build_orchestrator(
+        orchestrator_config(provider, tmp_path),
+        listen="127.0.0.1:0",
+        metrics_port=-1,
+        pool_target=pool,
+        discovery_target=discovery,
+    )
+    try:
+        async with grpc.aio.insecure_channel(orchestrator.address) as channel:
+            yield orchestrator_pb2_grpc.OrchestratorStub(channel)
+    finally:
+        await orchestrator.stop(0)
+
+
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
     """Real discovery (a catalog of weather, mail, time) and a real orchestrator calling it."""
     engine = DiscoveryEngine(make_config())
     engine.set_catalog(catalog())
     discovery = await serve(engine)
-    async with FakeProvider() as provider, fake_stack() as pool:
-        orchestrator = await build_orchestrator(
-            orchestrator_config(provider, tmp_path),
-            listen="127.0.0.1:0",
-            metrics_port=-1,
-            pool_target=pool.target,
-            discovery_target=discovery.address,
-        )
-        try:
-            async with (
-                grpc.aio.insecure_channel(discovery.address) as d,
-                grpc.aio.insecure_channel(orchestrator.address) as o,
-            ):
-                yield Stack(
-                    discovery_pb2_grpc.DiscoveryStub(d), orchestrator_pb2_grpc.OrchestratorStub(o), provider
-                )
-        finally:
-            await orchestrator.stop(0)
-            await discovery.stop(0)
+    try:
+        async with (
+            FakeProvider() as provider,
+            fake_stack() as pool,
+            orchestrator_calling(provider, tmp_path, pool=pool.target, discovery=discovery.address) as stub,
+            grpc.aio.insecure_channel(discovery.address) as channel,
+        ):
+            yield Stack(discovery_pb2_grpc.DiscoveryStub(channel), stub, provider)
+    finally:
+        await discovery.stop(0)
 
 
 async def status_of(call: Any) -> tuple[grpc.StatusCode, str]:
@@ -205,25 +216,25 @@ async def test_a_history_holding_unusable_tool_arguments_still_chats(stack: Stac
 # --- the class of a downstream failure ------------------------------------------------------------
 
 
+@asynccontextmanager
+async def orchestrator_before(
+    state: FakeState, provider: FakeProvider, tmp_path: Path
+) -> AsyncIterator[orchestrator_pb2_grpc.OrchestratorStub]:
+    """A real orchestrator whose discovery and pool are the fake services with failure knobs."""
+    async with (
+        fake_stack(state) as downstream,
+        orchestrator_calling(provider, tmp_path, pool=downstream.target, discovery=downstream.target) as stub,
+    ):
+        yield stub
+
+
 async def test_a_chat_whose_discovery_failed_internally_is_internal_not_unavailable(tmp_path: Path) -> None:
     state = FakeState()
     state.fail(
         "PlanTools", grpc.StatusCode.INTERNAL, details="internal error; see the server logs for details"
     )
-    async with FakeProvider() as provider, fake_stack(state) as downstream:
-        orchestrator = await build_orchestrator(
-            orchestrator_config(provider, tmp_path),
-            listen="127.0.0.1:0",
-            metrics_port=-1,
-            pool_target=downstream.target,
-            discovery_target=downstream.target,
-        )
-        try:
-            async with grpc.aio.insecure_channel(orchestrator.address) as channel:
-                stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
-                code, details = await status_of(stub.Chat(chat(), timeout=WAIT))
-        finally:
-            await orchestrator.stop(0)
+    async with FakeProvider() as provider, orchestrator_before(state, provider, tmp_path) as stub:
+        code, details = await status_of(stub.Chat(chat(), timeout=WAIT))
     assert code == grpc.StatusCode.INTERNAL
     assert details == "discovery failed: internal error"
     assert state.attempts["PlanTools"] == 1  # INTERNAL is not retried
@@ -239,23 +250,11 @@ async def test_transport_text_of_a_lost_discovery_never_reaches_the_llm(
     state = FakeState()
     # Every attempt of the search (the channel retries UNAVAILABLE for SearchTools) loses its stream.
     state.fail("SearchTools", grpc.StatusCode.UNAVAILABLE, times=10, details=transport_text)
-    async with FakeProvider() as provider, fake_stack(state) as downstream:
+    async with FakeProvider() as provider, orchestrator_before(state, provider, tmp_path) as stub:
         provider.script(
             Reply.calls(ScriptedCall("search_tools", {"query": "weather"})), Reply.answer("sorry")
         )
-        orchestrator = await build_orchestrator(
-            orchestrator_config(provider, tmp_path),
-            listen="127.0.0.1:0",
-            metrics_port=-1,
-            pool_target=downstream.target,
-            discovery_target=downstream.target,
-        )
-        try:
-            async with grpc.aio.insecure_channel(orchestrator.address) as channel:
-                stub = orchestrator_pb2_grpc.OrchestratorStub(channel)
-                response = await stub.Chat(chat(), timeout=WAIT)
-        finally:
-            await orchestrator.stop(0)
+        response = await stub.Chat(chat(), timeout=WAIT)
     [result] = [m for m in response.messages if m.role == "tool"]
     assert result.content == "Error: search_tools failed: discovery unavailable: connection lost"
     sent = json.dumps([r.body for r in provider.requests])

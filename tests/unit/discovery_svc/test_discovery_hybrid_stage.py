@@ -21,6 +21,7 @@ from discovery_svc.hybrid_stage import HybridStage, hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
 from tests.support.concept_embedder import ConceptEmbedder
 from tests.support.discovery_catalogs import catalog, config, make_tool
+from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 
 WAIT = 10.0
@@ -76,6 +77,12 @@ class Harness:
         assert len(active) == 1, active
         return active[0]
 
+    async def hybrid(self, tools: list[Tool] = TOOLS) -> None:
+        """Installs a catalog of ``tools`` and waits until searches are hybrid."""
+        self.engine.set_catalog(catalog(tools))
+        await self.engine.warm()
+        await self.ready()
+
     async def ready(self) -> None:
         async with asyncio.timeout(WAIT):
             await self.engine.wait_hybrid_ready()
@@ -126,9 +133,7 @@ async def test_a_failing_query_embedding_answers_with_bm25_and_a_warning_never_a
     embedder = ConceptEmbedder()
     h = Harness(embedder)
     try:
-        h.engine.set_catalog(catalog(TOOLS))
-        await h.engine.warm()
-        await h.ready()
+        await h.hybrid()
         embedder.fail = True
         with structlog.testing.capture_logs() as logs:
             found = await h.search("weather forecast")
@@ -248,44 +253,21 @@ def test_hybrid_with_the_local_model_but_without_the_extra_is_a_config_error(
     assert "toolscout.search.mode is 'hybrid'" in err.value.message
 
 
+def remote_hybrid(**embedder: object) -> ToolscoutConfig:
+    """Hybrid search with an openai-compatible embedder (nothing listens there)."""
+    endpoint = {"type": "openai-compatible", "base_url": "http://127.0.0.1:9/v1", "model": "m", **embedder}
+    return config({"toolscout": {"search": {"mode": "hybrid", "embedder": endpoint}}})
+
+
 def test_an_unset_api_key_variable_of_the_endpoint_is_a_config_error() -> None:
-    remote = config(
-        {
-            "toolscout": {
-                "search": {
-                    "mode": "hybrid",
-                    "embedder": {
-                        "type": "openai-compatible",
-                        "base_url": "http://127.0.0.1:9/v1",
-                        "model": "m",
-                        "api_key_env": "EMBEDDINGS_KEY",
-                    },
-                }
-            }
-        }
-    )
+    remote = remote_hybrid(api_key_env="EMBEDDINGS_KEY")
     with pytest.raises(ConfigError, match="EMBEDDINGS_KEY is not set"):
         hybrid_stage_from_config(remote, DiscoveryMetrics(CollectorRegistry()), env={})
     assert hybrid_stage_from_config(config({}), DiscoveryMetrics(CollectorRegistry())) is None
 
 
 def test_the_breaker_settings_come_from_the_config() -> None:
-    remote = config(
-        {
-            "toolscout": {
-                "search": {
-                    "mode": "hybrid",
-                    "embedder": {
-                        "type": "openai-compatible",
-                        "base_url": "http://127.0.0.1:9/v1",
-                        "model": "m",
-                        "breaker_failures": 5,
-                        "breaker_probe_interval": 0.5,
-                    },
-                }
-            }
-        }
-    )
+    remote = remote_hybrid(breaker_failures=5, breaker_probe_interval=0.5)
     stage = hybrid_stage_from_config(remote, DiscoveryMetrics(CollectorRegistry()))
     assert stage is not None
     assert (stage.breaker.failures, stage.breaker.probe_interval) == (5, 0.5)
@@ -295,9 +277,7 @@ async def test_a_failing_embedder_opens_the_breaker_skips_it_and_a_probe_closes_
     embedder = ConceptEmbedder()
     h = Harness(embedder, breaker_failures=2, breaker_probe_interval=0.05)
     try:
-        h.engine.set_catalog(catalog(TOOLS))
-        await h.engine.warm()
-        await h.ready()
+        await h.hybrid()
         embedder.fail = True
         with structlog.testing.capture_logs() as logs:
             for _ in range(5):
