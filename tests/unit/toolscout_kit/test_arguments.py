@@ -1,11 +1,11 @@
-"""Reading input schemas for people: the argument tree, example arguments, and what does not fit."""
+"""Reading input schemas for people and LLMs: the argument tree, example arguments, what does not fit."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tests.support.schemas import FORECAST_SCHEMA
-from toolscout_cli.schema import argument_problems, argument_tree, example_arguments
+from toolscout_kit.arguments import argument_problems, argument_tree, example_arguments
 
 
 def test_the_tree_expands_a_referenced_object_and_marks_required_defaults_and_bounds() -> None:
