@@ -21,11 +21,13 @@ from typing import Any, TextIO
 import structlog
 
 from discovery_svc.server import build_server as build_discovery
+from mcp_gateway_svc.server import build_server as build_gateway
 from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
 from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
+from toolscout_cli.mcp_hosts import host_setup_lines
 from toolscout_cli.output import Output
 from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import ToolscoutConfig, resolve_config_path
@@ -156,6 +158,10 @@ async def _up(
             config, pool_target=targets[0], discovery_target=discovery.address, pool_targets=targets
         )
         servers.append(("orchestrator", orchestrator))
+        gateway = await build_gateway(
+            config, discovery_target=discovery.address, pool_target=targets[0], pool_targets=targets
+        )
+        servers.append(("gateway", gateway))
 
     try:
         started = await _until_stopped_or_done(stop, asyncio.create_task(start()))
@@ -186,7 +192,7 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
     endpoints = {name: running.address for name, running in servers}
     targets = {
         "pool": _pool_target(servers),
-        **{n: a for n, a in endpoints.items() if not n.startswith("pool")},
+        **{n: a for n, a in endpoints.items() if not n.startswith("pool") and n != "gateway"},
     }
     metrics = {
         name: f"http://127.0.0.1:{running.metrics_port}/metrics"
@@ -208,6 +214,11 @@ def _announce(out: Output, servers: list[tuple[str, Any]], config: ToolscoutConf
         extra = f"   metrics {metrics[name]}" if name in metrics else ""
         out.line(f"{name:<13} {address}{extra}")
     out.line("")
+    if "gateway" in endpoints:
+        tokens = list(config.toolscout.gateway.tokens)
+        for line in host_setup_lines(endpoints["gateway"], tokens[0] if tokens else None):
+            out.line(line)
+        out.line("")
     out.line("Ready. In another terminal, from this directory:")
     out.line(f"$ {cli} servers")
     out.line(
@@ -291,6 +302,7 @@ _BUILDERS: dict[str, BuildServer] = {
     "pool": build_pool,
     "discovery": build_discovery,
     "orchestrator": build_orchestrator,
+    "gateway": build_gateway,
 }
 
 

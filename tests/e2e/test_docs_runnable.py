@@ -34,7 +34,7 @@ EXAMPLE_SERVERS = {"notes", "time", "weather", "text", "media"}
 RUNNABLE = [b for path in DOCS for b in blocks(REPO_ROOT, path) if b.marker == "runnable"]
 
 
-def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> Path:
+def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0), gateway_port: int = 0) -> Path:
     """examples/casual_mcp_config.json as it is, except where it listens (and, being elsewhere now,
     its relative paths made absolute)."""
     config = json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
@@ -44,6 +44,7 @@ def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> 
     settings = config.setdefault("toolscout", {})
     for name, port in zip(("pool", "discovery", "orchestrator"), ports, strict=True):
         settings.setdefault(name, {}).update(listen=f"127.0.0.1:{port}", metrics_port=-1)
+    settings.setdefault("gateway", {}).update(listen=f"127.0.0.1:{gateway_port}", metrics_port=-1)
     orchestrator = settings["orchestrator"]
     orchestrator["templates_dir"] = str(
         EXAMPLE_CONFIG.parent / orchestrator.get("templates_dir", "prompt-templates")
