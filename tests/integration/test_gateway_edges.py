@@ -281,7 +281,8 @@ async def test_a_server_killed_mid_call_runs_the_tool_once_and_a_down_servers_to
     assert down.is_error
     text = _text(down)
     assert "'fixture__echo' was not run" in text
-    assert "fixture" in text and re.search(r"reconnecting|failed|starting", text)
+    assert "fixture" in text
+    assert re.search(r"reconnecting|failed|starting", text)
     assert not _INTERNAL.search(text)
 
 

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.session import IncomingMessage
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack, post
-from tests.support.mcp_servers import example_server_config, misbehaving_config
+from tests.support.mcp_servers import example_server_config, misbehaving_config, wait_for_lines
 from toolscout_kit.config import ToolscoutConfig, parse_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -64,9 +64,8 @@ async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayS
         yield running
 
 
-def _calls(gw: GatewayStack) -> list[str]:
-    path: Path = gw.tmp / "calls"  # type: ignore[attr-defined]
-    return path.read_text().splitlines() if path.exists() else []
+async def _calls(gw: GatewayStack) -> list[str]:
+    return await wait_for_lines(gw.tmp / "calls", 0)  # type: ignore[attr-defined]
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -158,7 +157,7 @@ async def test_call_tool_runs_a_found_tool_and_returns_its_result_unchanged(
 async def test_arguments_that_do_not_fit_the_schema_get_the_expected_shape_and_never_reach_the_pool(
     gw: GatewayStack, mode: str
 ) -> None:
-    before = _calls(gw)
+    before = await _calls(gw)
     async with Client(gw.url, mode=mode) as client:
         result = await client.call_tool(
             "call_tool", {"name": "weather__get_forecast", "arguments": {"location": "Berlin", "days": "x"}}
@@ -173,7 +172,7 @@ async def test_arguments_that_do_not_fit_the_schema_get_the_expected_shape_and_n
     assert 'Example arguments: {"location": {"city": "Berlin"}}' in text
     assert wrong.is_error
     assert "txt: not an argument of this tool (arguments: text)" in _text(wrong)
-    assert _calls(gw) == before
+    assert await _calls(gw) == before
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -261,14 +260,13 @@ async def test_all_mode_lists_every_tool_of_the_toolset_and_calls_them_by_name(
 
 async def test_cancelling_a_call_cancels_it_in_the_pool_and_the_mcp_server_is_told(gw: GatewayStack) -> None:
     cancels: Path = gw.tmp / "cancels"  # type: ignore[attr-defined]
-    before = cancels.read_text().count("\n") if cancels.exists() else 0
+    before = len(await wait_for_lines(cancels, 0))
     async with Client(gw.gateway.toolset_url("fx"), mode="legacy") as client:
         # The SDK client sends notifications/cancelled when its own timeout runs out.
-        with pytest.raises(Exception, match="(?i)timed out|timeout"):
+        with pytest.raises(Exception, match=r"(?i)timed out|timeout"):
             await client.call_tool("fixture__sleep", {"seconds": 30}, read_timeout_seconds=0.5)
-    with anyio.fail_after(WAIT):
-        while (cancels.read_text().count("\n") if cancels.exists() else 0) <= before:
-            await anyio.sleep(0.05)
+    after = await wait_for_lines(cancels, before + 1, within=WAIT)
+    assert len(after) == before + 1
     outcome = gw.gateway.registry.get_sample_value(
         "toolscout_gateway_tool_calls_total", {"mode": "all", "outcome": "cancelled"}
     )
@@ -277,7 +275,7 @@ async def test_cancelling_a_call_cancels_it_in_the_pool_and_the_mcp_server_is_to
 
 async def test_a_timeout_in_meta_becomes_the_pools_call_timeout(gw: GatewayStack) -> None:
     cancels: Path = gw.tmp / "cancels"  # type: ignore[attr-defined]
-    before = cancels.read_text().count("\n") if cancels.exists() else 0
+    before = len(await wait_for_lines(cancels, 0))
     async with Client(gw.url, mode=MODERN) as client:
         result = await client.call_tool(
             "call_tool",
@@ -286,7 +284,7 @@ async def test_a_timeout_in_meta_becomes_the_pools_call_timeout(gw: GatewayStack
         )
     assert result.is_error
     assert "did not answer in time" in _text(result)
-    assert cancels.read_text().count("\n") > before
+    assert len(await wait_for_lines(cancels, before + 1, within=WAIT)) == before + 1
 
 
 # --- metrics --------------------------------------------------------------------------------
@@ -312,7 +310,8 @@ async def test_open_sessions_are_counted_and_a_deleted_session_is_forgotten(gw: 
         await client.list_tools()
         during = value("toolscout_gateway_open_sessions", gauge)
     after = value("toolscout_gateway_open_sessions", gauge)
-    assert during is not None and after is not None
+    assert during is not None
+    assert after is not None
     assert during == after + 1
 
 

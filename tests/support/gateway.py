@@ -151,7 +151,8 @@ class RoundRobin:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None and self._task is not None
+        assert self._server is not None
+        assert self._task is not None
         self._server.should_exit = True
         self._server.force_exit = True
         with contextlib.suppress(asyncio.CancelledError):
