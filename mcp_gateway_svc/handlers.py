@@ -120,8 +120,13 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
-    def server(self, *, sessions: bool) -> Server[Any]:
-        """An SDK server; ``sessions``: its legacy clients keep sessions (list_changed is delivered)."""
+    def server(self, *, sessions: bool, discoverable: bool = True) -> Server[Any]:
+        """An SDK server; ``sessions``: its legacy clients keep sessions (list_changed is delivered).
+
+        ``discoverable`` False refuses ``server/discover`` (METHOD_NOT_FOUND), as a server of the
+        handshake revisions does: a client negotiating its revision then opens a session with
+        ``initialize``. Progressive mode needs that session to hold what its searches loaded.
+        """
         server = _GatewayServer(
             "toolscout",
             version=_version(),
@@ -132,6 +137,8 @@ class McpHandlers:
         )
         server.announces_changes = sessions
         server.middleware.append(self._count)
+        if not discoverable:
+            server.add_request_handler("server/discover", types.RequestParams, _refuse_discover)
         return server
 
     # --- handlers --------------------------------------------------------------------------
@@ -286,6 +293,16 @@ class McpHandlers:
         hint = f" (closest: {', '.join(closest)})" if closest else ""
         where = "Find tools with search_tools." if view.search_tool is not None else "See tools/list."
         return error_result(f"unknown tool '{name}'{hint}. {where}")
+
+
+async def _refuse_discover(
+    ctx: ServerRequestContext[Any, Any], params: types.RequestParams
+) -> types.DiscoverResult:
+    raise MCPError(
+        types.METHOD_NOT_FOUND,
+        "this endpoint keeps what a session's searches loaded: open a session with initialize "
+        "(revisions 2024-11-05 to 2025-11-25)",
+    )
 
 
 def _version() -> str:

@@ -318,3 +318,13 @@ async def test_open_sessions_are_counted_and_a_deleted_session_is_forgotten(gw: 
 def _json(answer: Any) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(answer.text)
     return body
+
+
+async def test_clients_negotiating_their_revision_get_2026_on_meta_and_a_session_on_progressive(
+    gw: GatewayStack,
+) -> None:
+    async with Client(gw.url) as meta, Client(gw.gateway.toolset_url("wx")) as progressive:
+        revisions = (meta.protocol_version, progressive.protocol_version)
+    # A progressive endpoint refuses server/discover, as a handshake-era server does: the session
+    # it then opens holds what its searches load.
+    assert revisions == (MODERN, "2025-11-25")
