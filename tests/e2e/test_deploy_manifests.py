@@ -22,6 +22,7 @@ ConfigMap, Secret references, probes) is started as a local process on loopback 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import socket
@@ -185,7 +186,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 if "httpGet" in probe:
                     budget = _probe_budget(container, "startupProbe")
                     path, port = probe["httpGet"]["path"], probe["httpGet"]["port"]
-                    _wait_until(lambda: _http_ok(port, path), budget, f"{container.deployment} {path}")
+                    _wait_until(
+                        functools.partial(_http_ok, port, path), budget, f"{container.deployment} {path}"
+                    )
             result = Stack(local, provider)
             yield result
             for channel in result.channels.values():
