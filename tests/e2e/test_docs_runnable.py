@@ -78,7 +78,9 @@ def reader_env(targets: Mapping[str, str] | None = None) -> dict[str, str]:
         p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != scripts
     )
     for service, address in (targets or {}).items():
-        env[f"TOOLSCOUT_{service.upper()}_TARGET"] = address
+        # The MCP front door is an HTTP URL, not a gRPC target.
+        name = "TOOLSCOUT_GATEWAY_URL" if service == "gateway" else f"TOOLSCOUT_{service.upper()}_TARGET"
+        env[name] = address
     return env
 
 
@@ -152,6 +154,35 @@ def test_a_runnable_documentation_block_runs_as_written(
     report = f"{block.id} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     assert done.returncode == 0, report
     assert "Traceback" not in done.stderr, report
+
+
+def test_the_readme_mcp_host_example_searches_then_calls_through_call_tool(
+    stack: dict[str, str], tmp_path: Path
+) -> None:
+    block = next(b for b in RUNNABLE if b.path == "README.md" and "TOOLSCOUT_GATEWAY_URL" in b.body)
+    script = tmp_path / "example.py"
+    script.write_text(block.body, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO_ROOT,
+        env=reader_env(stack),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "revision: 2026-07-28"
+    tools = lines[1].removeprefix("tools: ").split(", ")
+    # The example config's eager servers (notes, time), then the stable pair; weather is deferred.
+    assert tools[-2:] == ["search_tools", "call_tool"]
+    assert {t.split("__")[0] for t in tools[:-2]} == {"notes", "time"}
+    assert lines[2].startswith("found: weather__get_forecast")
+    assert lines[3] == "Berlin forecast"
+    assert lines[4].startswith("day 1: ")
+    assert lines[5].startswith("day 2: ")
+    assert lines[6] == "Error: The arguments do not fit what weather__get_forecast takes:"
 
 
 def _printed_commands(lines: list[str]) -> list[str]:
