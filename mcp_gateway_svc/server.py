@@ -61,6 +61,9 @@ def _bind(listen: str) -> socket.socket:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: a response's head and body are two writes, and Nagle's
+        # algorithm would hold the body for the client's delayed ACK (~40 ms per request).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, int(port)))
         sock.listen(512)
         sock.setblocking(False)
