@@ -22,7 +22,8 @@ Every figure goes through MCP over HTTP on 127.0.0.1 with the real services:
   the gateway process's RSS per session.
 * **FastMCP 4** (``fastmcp==4.1.2`` in an isolated environment, bench/_baselines/fastmcp_gateway.py)
   on the same catalogs: first-call tokens, ``search_tools`` latency, and R@5 on the five shared data
-  sets through both MCP endpoints (``--queries`` per set, the same ones for both).
+  sets through both MCP endpoints (``--recall-queries`` per set, the same sample for both; a query
+  longer than ``search_tools``' 500-character limit is cut there for both).
 
 Results are printed and saved to bench/results/gateway.json (plots: bench/plots.py). The machine's
 load average is recorded beside the figures: wall-clock latencies on a shared 2-core machine
@@ -352,7 +353,12 @@ async def _progressive_sizes(client: httpx2.AsyncClient, url: str, queries: Sequ
 
 def _queries(count: int, seed: int = 22) -> list[str]:
     """Real queries from the five data sets (the same list for every engine)."""
-    pool = [q["query"] for name in DATASETS for q in read_jsonl(DATA / f"{name}.queries.jsonl")]
+    pool = [
+        q["query"]
+        for name in DATASETS
+        for q in read_jsonl(DATA / f"{name}.queries.jsonl")
+        if len(q["query"]) <= 500
+    ]
     return random.Random(seed).sample(pool, count)
 
 
