@@ -131,6 +131,11 @@ class McpHandlers:
             "toolscout",
             version=_version(),
             cache_hints={"tools/list": CacheHint(ttl_ms=_LIST_TTL_MS, scope=self._cache_scope)},
+            # The SDK would otherwise run tools/list on every 2026-07-28 tools/call to check
+            # Mcp-Param-* headers against the tool's schema. The gateway declares no such headers
+            # (arguments are checked against the tool's schema in call_tool), so there is nothing
+            # to look up: a whole listing per call was most of a call's cost in "all" mode.
+            get_tool_input_schema=_no_header_schema,
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_subscriptions_listen=self.listen,
@@ -293,6 +298,10 @@ class McpHandlers:
         hint = f" (closest: {', '.join(closest)})" if closest else ""
         where = "Find tools with search_tools." if view.search_tool is not None else "See tools/list."
         return error_result(f"unknown tool '{name}'{hint}. {where}")
+
+
+def _no_header_schema(name: str) -> None:
+    return None
 
 
 async def _refuse_discover(
