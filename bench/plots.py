@@ -8,6 +8,9 @@ Reads the JSON files the benchmark scripts save and writes, next to them:
   * tokens_per_call.png        tool-definition tokens of each LLM call of the scripted
                                livemcpbench conversation, per mode (orchestrator.json)
   * pool_latency_cdf.png       CallTool latency CDF: direct SDK, through the pool, over gRPC
+  * gateway_tokens.png         tool-definition tokens an MCP host's model sees on its first call:
+                               every server directly vs the gateway (meta, progressive) vs
+                               FastMCP 4's search transform, log scale (gateway.json)
 A plot whose input file is missing (or predates the figures it needs) is skipped with a note.
 Matplotlib runs headless (Agg); every figure is WIDTH x HEIGHT pixels.
 """
@@ -47,6 +50,9 @@ _NAMES = {
     "direct_sdk": "direct (MCP SDK session)",
     "pool_in_process": "through the pool (in process)",
     "pool_via_grpc": "CallTool over gRPC (pool in its own process)",
+    "direct": "every server connected directly",
+    "meta": "toolscout gateway, meta",
+    "progressive": "toolscout gateway, progressive",
 }
 _COLORS = {
     "toolscout": "#1f6fb4",
@@ -58,6 +64,9 @@ _COLORS = {
     "direct_sdk": "#7f7f7f",
     "pool_in_process": "#1f6fb4",
     "pool_via_grpc": "#d9822b",
+    "direct": "#c0392b",
+    "meta": "#1f6fb4",
+    "progressive": "#7b3fb0",
     # deferral_bench.py modes: one hue per mode, the line style tells the API.
     "no_discovery_chat": "#c0392b",
     "no_discovery_anthropic": "#c0392b",
@@ -320,12 +329,46 @@ def plot_deferral_cost(data: Mapping[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_gateway_tokens(data: Mapping[str, Any], path: Path) -> Path:
+    """First-call tool-definition tokens per way of connecting, for each catalog (grouped bars, log)."""
+    catalogs = [("livemcpbench", data["tokens_livemcpbench"]), ("fleet", data["tokens_fleet"])]
+    series = [k for k in ("direct", "meta", "progressive", "fastmcp") if any(k in c for _, c in catalogs)]
+    colors = _colors(series)
+    fig, ax = _figure()
+    width = 0.8 / len(series)
+    for i, key in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(catalogs))]
+        ys = [c.get(key, 0) for _, c in catalogs]
+        bars = ax.bar(xs, ys, width, color=colors[key], label=_name(key))
+        for bar, y in zip(bars, ys, strict=True):
+            if y:
+                ax.annotate(
+                    f"{y:,}",
+                    (bar.get_x() + bar.get_width() / 2, y),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    fontsize=8,
+                )
+    ax.set_xticks(range(len(catalogs)))
+    ax.set_xticklabels([f"{name} ({c['tools']:,} tools, {c['servers']:,} servers)" for name, c in catalogs])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("tool-definition tokens on the first call (o200k, log)")
+    note = _load_note(data.get("run", {}).get("load_average"))
+    ax.set_title(f"What an MCP host's model is sent before its first search{note}", fontsize=10)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 PLOTS: dict[str, tuple[str, Callable[[Mapping[str, Any], Path], Path]]] = {
     "retrieval_recall.png": ("retrieval.json", plot_retrieval),
     "search_latency.png": ("search_latency.json", plot_search_latency),
     "tokens_per_call.png": ("orchestrator.json", plot_tokens_per_call),
     "pool_latency_cdf.png": ("pool_latency.json", plot_pool_cdf),
     "deferral_cost.png": ("deferral.json", plot_deferral_cost),
+    "gateway_tokens.png": ("gateway.json", plot_gateway_tokens),
 }
 
 

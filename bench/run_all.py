@@ -27,6 +27,7 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("orchestrator_bench.py", [], ["--quick"]),
     ("deferral_bench.py", [], []),
     ("faults.py", [], ["--quick"]),
+    ("gateway_bench.py", [], ["--quick"]),
 ]
 
 

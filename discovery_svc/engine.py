@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from discovery_svc.catalog import Catalog
@@ -31,6 +31,7 @@ from discovery_svc.partition import InlineToolset, ToolsetRef, partition_tools, 
 from discovery_svc.planner import Plan, PreparedToolset, plan_tools
 from discovery_svc.search_args import parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import SearchResult, execute_search
+from discovery_svc.surface import Surface
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
@@ -63,6 +64,8 @@ class SearchRequest:
     compact_text: bool = False
     # Seconds the caller will wait (its deadline); a query embedding gets at most half of it.
     time_limit: float | None = None
+    # The tool surface the caller serves (the stable one answers with schemas and data too).
+    surface: Surface = Surface.APPEND
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,8 @@ class DiscoveryEngine:
         self._build_lock = asyncio.Lock()
         self._metrics = metrics or DiscoveryMetrics()
         self._hybrid = hybrid
+        # Set (and replaced) each time a new catalog version is installed: plan watchers wait on it.
+        self._changed = asyncio.Event()
         if hybrid is None:
             self._metrics.set_search_mode("bm25")
         self.builds = 0  # prepared toolset states built
@@ -131,6 +136,8 @@ class DiscoveryEngine:
             del self._cache[key]
         self._counter.retain(frozenset(catalog.tools))
         _log.info("catalog installed", catalog_version=catalog.version, tools=len(catalog))
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
         return True
 
     @property
@@ -247,11 +254,13 @@ class DiscoveryEngine:
         *,
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
+        surface: Surface = Surface.APPEND,
     ) -> Plan:
         """Loaded definitions, search_tools, manifest and token accounting for one LLM call.
 
         ``include_deferred_names`` / ``include_deferred_tools`` add the names / definitions of
-        every deferred tool (the list can be long; native deferral declares them all).
+        every deferred tool (the list can be long; native deferral declares them all). ``surface``
+        STABLE plans eager tools + search_tools + call_tool (:mod:`discovery_svc.surface`).
 
         Raises:
             InvalidArgumentError: unknown provider.
@@ -264,7 +273,44 @@ class DiscoveryEngine:
             provider,
             include_deferred_names=include_deferred_names,
             include_deferred_tools=include_deferred_tools,
+            surface=surface,
         )
+
+    async def watch_plans(
+        self,
+        toolset: ToolsetRef = "",
+        discovered: Sequence[str] = (),
+        provider: str = "",
+        *,
+        include_deferred_names: bool = False,
+        include_deferred_tools: bool = False,
+        surface: Surface = Surface.APPEND,
+        known_version: str = "",
+    ) -> AsyncIterator[Plan]:
+        """The plan (as :meth:`plan_tools`) once the catalog differs from ``known_version``, then
+        again after every new catalog version, until the caller stops iterating.
+
+        Raises:
+            As :meth:`plan_tools` (an unknown toolset fails the first plan; a toolset that stops
+            being valid after a catalog change ends the stream with that error).
+        """
+        version = known_version
+        while True:
+            changed = self._changed
+            current = self._current
+            if current is None or current.version == version:
+                await changed.wait()
+                continue
+            plan = await self.plan_tools(
+                toolset,
+                discovered,
+                provider,
+                include_deferred_names=include_deferred_names,
+                include_deferred_tools=include_deferred_tools,
+                surface=surface,
+            )
+            version = plan.catalog_version
+            yield plan
 
     async def _plan(
         self,
@@ -274,6 +320,7 @@ class DiscoveryEngine:
         *,
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
+        surface: Surface = Surface.APPEND,
     ) -> Plan:
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
@@ -284,6 +331,7 @@ class DiscoveryEngine:
             enc,
             include_deferred_names=include_deferred_names,
             include_deferred_tools=include_deferred_tools,
+            surface=surface,
         )
 
     async def search_tools(self, request: SearchRequest) -> SearchResult:
@@ -329,6 +377,7 @@ class DiscoveryEngine:
                 # An explicit max_results pages a server browse too (the LLM's calls never set it).
                 browse_limit=request.max_results or self._settings.server_browse_limit,
                 parameters=not request.compact_text,
+                surface=request.surface,
             )
             # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
             # not on the event loop. BM25 answers in well under a millisecond: in place.
@@ -339,7 +388,7 @@ class DiscoveryEngine:
         plan = None
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
-            plan = await self._plan(prepared, discovered, request.provider)
+            plan = await self._plan(prepared, discovered, request.provider, surface=request.surface)
         result = dataclasses.replace(result, catalog_version=prepared.catalog_version, plan=plan)
         mode = result.mode.value
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)

@@ -23,6 +23,11 @@ _SEARCH_TOOL_INTRO = (
     "Search for and load tool definitions from available MCP servers. "
     "Use this before calling a tool that isn't currently loaded."
 )
+# The stable surface (call_tool): found tools do not join the tool list, so the model must be told.
+_STABLE_SEARCH_TOOL_INTRO = (
+    "Search for tool definitions from available MCP servers. Found tools are not added to your "
+    "tool list: call them through call_tool with their name and arguments."
+)
 _WS = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
 
@@ -176,11 +181,16 @@ def build_manifest(deferred: Sequence[Tool], count: Counter, budget: int) -> Man
     return Manifest(text, count(text), len(groups), len(deferred), len(_LEVELS))
 
 
-def search_tool_description(manifest: Manifest, *, embed: bool) -> str:
-    """The search_tools description, with the manifest inside it when ``embed`` (PRD placement)."""
+def search_tool_description(manifest: Manifest, *, embed: bool, stable: bool = False) -> str:
+    """The search_tools description, with the manifest inside it when ``embed`` (PRD placement).
+
+    ``stable``: the variant of the cache-stable surface, where found tools are called through
+    call_tool instead of joining the tool list.
+    """
+    intro = _STABLE_SEARCH_TOOL_INTRO if stable else _SEARCH_TOOL_INTRO
     if embed and manifest.text:
-        return f"{_SEARCH_TOOL_INTRO}\n\n<manifest>\n{manifest.text}\n</manifest>"
-    return _SEARCH_TOOL_INTRO
+        return f"{intro}\n\n<manifest>\n{manifest.text}\n</manifest>"
+    return intro
 
 
 def system_message(manifest: Manifest) -> str:

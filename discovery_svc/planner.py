@@ -21,6 +21,7 @@ from discovery_svc.manifest import Manifest, build_manifest, search_tool_descrip
 from discovery_svc.partition import Partition
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
+from discovery_svc.surface import Surface, call_tool_definition
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
 __all__ = ["Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]
@@ -43,6 +44,8 @@ class _Totals:
     eager: int
     search_tool: int
     system_message: int
+    # The stable surface's search_tools + call_tool.
+    stable_tools: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +66,23 @@ class Plan:
     discovered: tuple[str, ...] = ()
     # With include_deferred_tools: every deferred tool of the toolset, catalog order.
     deferred_tools: tuple[Tool, ...] = ()
+    # The stable surface: the call_tool definition (with search_tools).
+    call_tool: Tool | None = None
+    surface: Surface = Surface.APPEND
 
     @property
     def has_search_tool(self) -> bool:
         return self.search_tool is not None
+
+
+def _search_tool(description: str) -> Tool:
+    return Tool.create(
+        server="",
+        name=SEARCH_TOOL_NAME,
+        llm_name=SEARCH_TOOL_NAME,
+        description=description,
+        input_schema=SEARCH_TOOL_PARAMETERS,
+    )
 
 
 class PreparedToolset:
@@ -99,15 +115,17 @@ class PreparedToolset:
             manifest_budget,
         )
         self.search_tool: Tool | None = None
+        # The cache-stable surface's pair (discovery_svc.surface).
+        self.stable_search_tool: Tool | None = None
+        self.call_tool: Tool | None = None
         self.system_message = ""
         if partition.has_search_tool:
-            self.search_tool = Tool.create(
-                server="",
-                name=SEARCH_TOOL_NAME,
-                llm_name=SEARCH_TOOL_NAME,
-                description=search_tool_description(self.manifest, embed=placement == "tool_description"),
-                input_schema=SEARCH_TOOL_PARAMETERS,
+            embed = placement == "tool_description"
+            self.search_tool = _search_tool(search_tool_description(self.manifest, embed=embed))
+            self.stable_search_tool = _search_tool(
+                search_tool_description(self.manifest, embed=embed, stable=True)
             )
+            self.call_tool = call_tool_definition()
             if placement == "system_message":
                 self.system_message = system_message(self.manifest)
         self._base = base
@@ -139,14 +157,17 @@ class PreparedToolset:
                 count = self._counter.count_tool
                 eager = sum(count(t, enc) for t in self.partition.loaded)
                 deferred = sum(count(t, enc) for t in self.partition.deferred)
-                search = 0
+                search = stable = 0
                 if self.search_tool is not None:
                     search = count(self.search_tool, enc)
+                if self.stable_search_tool is not None and self.call_tool is not None:
+                    stable = count(self.stable_search_tool, enc) + count(self.call_tool, enc)
                 totals = _Totals(
                     all_definitions=eager + deferred,
                     eager=eager,
                     search_tool=search,
                     system_message=self._counter.count_text(self.system_message, enc.name),
+                    stable_tools=stable,
                 )
                 self._totals[enc] = totals
         return totals
@@ -170,11 +191,13 @@ def plan_tools(
     *,
     include_deferred_names: bool = False,
     include_deferred_tools: bool = False,
+    surface: Surface = Surface.APPEND,
 ) -> Plan:
     """What to send: eager tools, then discovered ones in the order given, plus search_tools.
 
     Discovered names that are no longer in the toolset are reported as dropped; eager ones and
-    duplicates are ignored.
+    duplicates are ignored. On the stable ``surface`` discovered tools are reported but not sent
+    (they are called through call_tool): the plan is eager tools + search_tools + call_tool.
     """
     totals = prepared.totals(enc)
     extra: list[Tool] = []
@@ -190,15 +213,20 @@ def plan_tools(
         elif not prepared.is_eager(name):
             dropped.append(name)
     eager = prepared.partition.loaded
-    loaded = eager + tuple(extra) if extra else eager
-    sent = totals.eager + sum(prepared.count_tool(t, enc) for t in extra)
-    sent += totals.search_tool + totals.system_message
+    stable = surface is Surface.STABLE
+    if stable:
+        loaded = eager
+        sent = totals.eager + totals.stable_tools + totals.system_message
+    else:
+        loaded = eager + tuple(extra) if extra else eager
+        sent = totals.eager + sum(prepared.count_tool(t, enc) for t in extra)
+        sent += totals.search_tool + totals.system_message
     names: tuple[str, ...] = ()
     if include_deferred_names:
         names = tuple(n for n in prepared.deferred_names if n not in seen)
     return Plan(
         loaded_tools=loaded,
-        search_tool=prepared.search_tool,
+        search_tool=prepared.stable_search_tool if stable else prepared.search_tool,
         manifest=prepared.manifest.text,
         placement=prepared.placement,
         system_message=prepared.system_message,
@@ -217,4 +245,6 @@ def plan_tools(
         dropped_tools=tuple(dropped),
         discovered=tuple(t.llm_name for t in extra),
         deferred_tools=prepared.partition.deferred if include_deferred_tools else (),
+        call_tool=prepared.call_tool if stable else None,
+        surface=surface,
     )

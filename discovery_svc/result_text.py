@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from discovery_svc.catalog import Tool
 from discovery_svc.search_args import SearchArgs, SearchMode
+from discovery_svc.surface import CALL_TOOL_NAME, format_tool_with_schema, stable_call_hint
 
 __all__ = ["Missing", "format_tool", "result_text"]
 
@@ -171,6 +172,20 @@ def _empty_text(args: SearchArgs, mode: SearchMode, missing: Sequence[Missing]) 
     return f"{text} {_not_found_line(missing)}" if missing else text
 
 
+def _already_loaded(old: Sequence[Tool], eager: Collection[str] | None) -> list[str]:
+    if eager is None:
+        return ["Already loaded (call directly): " + ", ".join(t.llm_name for t in old)]
+    # The stable surface: eager tools are in the tool list, tools found earlier are not.
+    direct = [t.llm_name for t in old if t.llm_name in eager]
+    through = [t.llm_name for t in old if t.llm_name not in eager]
+    lines = []
+    if direct:
+        lines.append("Already in your tool list (call directly): " + ", ".join(direct))
+    if through:
+        lines.append(f"Found earlier (call with {CALL_TOOL_NAME}): " + ", ".join(through))
+    return lines
+
+
 def result_text(
     args: SearchArgs,
     mode: SearchMode,
@@ -180,15 +195,19 @@ def result_text(
     page: tuple[int, int, int] | None,
     *,
     parameters: bool = True,
+    stable_eager: Collection[str] | None = None,
 ) -> str:
     """The text the LLM reads for one search: ``new`` tools in full, ``old`` (already loaded) by name.
 
     ``page`` is ``(start, end, total)`` when a server's tools are being browsed. Without
     ``parameters`` (native deferral: the provider loads each found tool's whole definition by
     reference) the tools are listed by name and description only, so nothing is sent twice.
+    ``stable_eager`` (the toolset's eager tools) selects the cache-stable surface: each new tool
+    comes with its whole input schema, to be called through call_tool.
     """
     if not new and not old:
         return _empty_text(args, mode, missing)
+    stable = stable_eager is not None
     sections: list[str] = []
     if page is not None:
         start, end, total = page
@@ -197,13 +216,18 @@ def result_text(
         count = len(new) + len(old)
         word = "tool" if count == 1 else "tools"
         sections.append(f"Found {count} {word}:")
-    if new:
+    if new and stable:
+        blocks = (format_tool_with_schema(t, format_tool(t, parameters=False)) for t in new)
+        sections.append("\n\n".join(blocks))
+    elif new:
         sections.append("\n\n".join(format_tool(t, parameters=parameters) for t in new))
     if old:
-        sections.append("Already loaded (call directly): " + ", ".join(t.llm_name for t in old))
+        sections.extend(_already_loaded(old, stable_eager))
     if missing:
         sections.append(_not_found_line(missing))
-    if new:
+    if new and stable:
+        sections.append(stable_call_hint(new))
+    elif new:
         sections.append("These tools are now loaded and available to call.")
     else:
         sections.append("No new tools were loaded: every match is already available to call.")

@@ -7,6 +7,7 @@ Arguments and mode precedence: :mod:`discovery_svc.search_args`; the text the LL
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from discovery_svc.planner import Plan
 from discovery_svc.result_text import result_text
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode
+from discovery_svc.surface import Surface, structured_result
 
 __all__ = ["Match", "NameSuggestion", "SearchResult", "execute_search"]
 
@@ -47,6 +49,8 @@ class SearchResult:
     catalog_version: str = ""
     # Set when the caller asked for it: the plan after this search (what to send next).
     plan: Plan | None = None
+    # The stable surface: the answer as data (structuredContent), JSON.
+    structured_json: str = ""
 
 
 # --- execution -----------------------------------------------------------------------------
@@ -104,8 +108,12 @@ def execute_search(
     max_results: int,
     browse_limit: int,
     parameters: bool = True,
+    surface: Surface = Surface.APPEND,
 ) -> SearchResult:
     """Runs one search_tools call (``parameters``: list each found tool's parameters in the text).
+
+    On the stable ``surface`` the text gives each found tool's whole input schema and the
+    answer also comes as data (``structured_json``).
 
     ``loaded`` are LLM names already loaded in the conversation (eager tools count as loaded too).
 
@@ -146,7 +154,20 @@ def execute_search(
 
     newly = tuple(m.tool for m in matches if not m.already_loaded)
     old = [m.tool for m in matches if m.already_loaded]
+    missed = [(s.name, s.closest) for s in missing]
+    stable = surface is Surface.STABLE
     text = result_text(
-        args, mode, newly, old, [(s.name, s.closest) for s in missing], page, parameters=parameters
+        args,
+        mode,
+        newly,
+        old,
+        missed,
+        page,
+        parameters=parameters,
+        stable_eager=scope.eager if stable else None,
     )
-    return SearchResult(mode, tuple(matches), newly, text, tuple(missing), total)
+    structured = ""
+    if stable:
+        data = structured_result(newly, old, missed, total)
+        structured = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return SearchResult(mode, tuple(matches), newly, text, tuple(missing), total, structured_json=structured)

@@ -54,7 +54,10 @@ async def build_server(
     hybrid = await asyncio.to_thread(hybrid_stage_from_config, config, metrics)
     service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
     binding = ServiceBinding(
-        SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(service)
+        SERVICE_NAME,
+        discovery_pb2_grpc.add_DiscoveryServicer_to_server,
+        DiscoveryServicer(service),
+        endless_streams=("WatchPlan",),
     )
     running = await start_server(
         [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port

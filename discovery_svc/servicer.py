@@ -6,7 +6,7 @@ messages (written for the LLM) become the status details unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 from toolscout.common.v1 import common_pb2
@@ -17,6 +17,7 @@ from discovery_svc.engine import DiscoveryEngine, SearchRequest
 from discovery_svc.partition import toolset_ref
 from discovery_svc.planner import Plan
 from discovery_svc.search_args import SearchMode
+from discovery_svc.surface import Surface
 
 __all__ = ["DiscoveryServicer", "tool_to_proto"]
 
@@ -25,6 +26,15 @@ _MODES = {
     SearchMode.SERVER: discovery_pb2.SEARCH_MODE_SERVER,
     SearchMode.SERVER_QUERY: discovery_pb2.SEARCH_MODE_SERVER_QUERY,
     SearchMode.QUERY: discovery_pb2.SEARCH_MODE_QUERY,
+}
+_SURFACES = {
+    discovery_pb2.TOOL_SURFACE_UNSPECIFIED: Surface.APPEND,
+    discovery_pb2.TOOL_SURFACE_APPEND: Surface.APPEND,
+    discovery_pb2.TOOL_SURFACE_STABLE: Surface.STABLE,
+}
+_SURFACE_ENUMS = {
+    Surface.APPEND: discovery_pb2.TOOL_SURFACE_APPEND,
+    Surface.STABLE: discovery_pb2.TOOL_SURFACE_STABLE,
 }
 _PLACEMENTS = {
     "tool_description": discovery_pb2.MANIFEST_PLACEMENT_TOOL_DESCRIPTION,
@@ -100,6 +110,9 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         )
         if plan.search_tool is not None:
             response.search_tool.CopyFrom(tool_to_proto(plan.search_tool))
+        if plan.call_tool is not None:
+            response.call_tool.CopyFrom(tool_to_proto(plan.call_tool))
+        response.surface = _SURFACE_ENUMS[plan.surface]
         return response
 
     async def PlanTools(
@@ -111,8 +124,25 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             request.provider,
             include_deferred_names=request.include_deferred_names,
             include_deferred_tools=request.include_deferred_tools,
+            surface=_SURFACES.get(request.surface, Surface.APPEND),
         )
         return self._plan_to_proto(plan)
+
+    async def WatchPlan(
+        self, request: discovery_pb2.WatchPlanRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> AsyncIterator[discovery_pb2.WatchPlanResponse]:
+        ask = request.plan
+        plans = self._service.watch_plans(
+            toolset_ref(ask.toolset, ask.toolset_json),
+            list(ask.discovered_tools),
+            ask.provider,
+            include_deferred_names=ask.include_deferred_names,
+            include_deferred_tools=ask.include_deferred_tools,
+            surface=_SURFACES.get(ask.surface, Surface.APPEND),
+            known_version=request.known_version,
+        )
+        async for plan in plans:
+            yield discovery_pb2.WatchPlanResponse(plan=self._plan_to_proto(plan))
 
     async def SearchTools(
         self, request: discovery_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext[object, object]
@@ -132,6 +162,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
                 provider=request.provider,
                 compact_text=request.compact_text,
                 time_limit=context.time_remaining(),
+                surface=_SURFACES.get(request.surface, Surface.APPEND),
             )
         )
         matched = self._protos.convert(result.catalog_version, [m.tool for m in result.matches])
@@ -149,6 +180,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             ],
             total_matches=result.total_matches,
             catalog_version=result.catalog_version,
+            structured_content_json=result.structured_json,
         )
         if result.plan is not None:
             response.plan.CopyFrom(self._plan_to_proto(result.plan))

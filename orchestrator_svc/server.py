@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from toolscout.client import AsyncDiscoveryClient, AsyncPoolClient, AsyncShardedPoolClient
+from toolscout.client import AsyncDiscoveryClient
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 from orchestrator_svc.downstream import ClientDiscovery, ClientPool, Routes
@@ -15,63 +15,17 @@ from orchestrator_svc.providers.deferral import FALLBACK_REASONS, resolve_for_mo
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.servicer import OrchestratorServicer
 from toolscout_kit.channels import create_channel
-from toolscout_kit.config import SecuritySettings, ToolscoutConfig
+from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
-from toolscout_kit.shards import SHARD_CHANNEL_OPTIONS, server_placements, shard_targets
+from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
 SERVICE_NAME = "toolscout.orchestrator.v1.Orchestrator"
 
 _log = get_logger(__name__)
-
-
-class _ShardClients:
-    """One pool client per shard address, reused across config reloads (issue 15)."""
-
-    def __init__(self, security: SecuritySettings) -> None:
-        self._security = security
-        self._clients: dict[str, AsyncPoolClient] = {}
-
-    def get(self, address: str) -> AsyncPoolClient:
-        client = self._clients.get(address)
-        if client is None:
-            # Each tool call is bounded by its server's call_timeout in the pool and by the chat's
-            # deadline; the library's default CallTool deadline would cut servers configured longer.
-            client = AsyncPoolClient(
-                create_channel(address, self._security, options=SHARD_CHANNEL_OPTIONS),
-                deadlines={"CallTool": None},
-                owns_channel=True,
-            )
-            self._clients[address] = client
-        return client
-
-    async def forget(self, unused: list[AsyncPoolClient]) -> None:
-        for client in unused:
-            self._clients = {a: c for a, c in self._clients.items() if c is not client}
-            await client.close()
-
-    async def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.close()
-
-
-def _sharded_pool(
-    config: ToolscoutConfig, targets: list[str], clients: _ShardClients
-) -> AsyncShardedPoolClient:
-    pattern = config.toolscout.pool.shards.address_pattern
-
-    def open_shard(index: int) -> AsyncPoolClient | None:
-        # A refusal names a shard beyond the configured count (the count grew before this
-        # process reloaded its config): reachable when shards are addressed by pattern.
-        return clients.get(pattern.replace("{ordinal}", str(index))) if pattern else None
-
-    return AsyncShardedPoolClient(
-        [clients.get(t) for t in targets], placement=server_placements(config), open_shard=open_shard
-    )
 
 
 async def build_server(
@@ -96,8 +50,8 @@ async def build_server(
     settings = config.toolscout.orchestrator
     security = config.toolscout.security
     targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
-    shard_clients = _ShardClients(security)
-    pool = _sharded_pool(config, targets or [pool_target or settings.pool_target], shard_clients)
+    shard_clients = ShardClients(security)
+    pool = sharded_pool_client(config, targets or [pool_target or settings.pool_target], shard_clients)
     routes = Routes()
     discovery = AsyncDiscoveryClient(
         create_channel(discovery_target or settings.discovery_target, security), owns_channel=True

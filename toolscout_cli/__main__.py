@@ -95,7 +95,9 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
 
 def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """``up`` and ``serve``: the commands that run services rather than talk to them."""
-    p = command("up", "run the whole stack (pool, discovery, orchestrator) from one config until Ctrl-C")
+    p = command(
+        "up", "run the whole stack (pool, discovery, orchestrator, MCP gateway) from one config until Ctrl-C"
+    )
     p.add_argument(
         "--log-level",
         default=None,
@@ -119,7 +121,7 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
         "toolscout.pool.shards.count; default: that count)",
     )
     p = command("serve", "run one service in the foreground (logs JSON to stdout)")
-    p.add_argument("service", choices=("pool", "discovery", "orchestrator"))
+    p.add_argument("service", choices=("pool", "discovery", "orchestrator", "gateway"))
     p.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
     p.add_argument(
         "--metrics-port", type=int, metavar="PORT", help="override the metrics port (0 = any, -1 = off)"

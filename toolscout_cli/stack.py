@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from discovery_svc.server import build_server as build_discovery
+from mcp_gateway_svc.server import build_server as build_gateway
 from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
 from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
+from toolscout_cli.mcp_hosts import host_setup_lines
 from toolscout_cli.output import Output
 from toolscout_cli.shard_process import ShardProcess, ShardSpec, log_into
 from toolscout_cli.stack_state import remove_record, shard_overrides, write_record
@@ -204,6 +206,10 @@ async def _up(
             config, pool_target=targets[0], discovery_target=discovery.address, pool_targets=targets
         )
         servers.append(("orchestrator", orchestrator))
+        gateway = await build_gateway(
+            config, discovery_target=discovery.address, pool_target=targets[0], pool_targets=targets
+        )
+        servers.append(("gateway", gateway))
         return targets
 
     recorded = False
@@ -252,7 +258,7 @@ def _announce(
     endpoints = {name: running.address for name, running in servers}
     targets = {
         "pool": _pool_target(servers),
-        **{n: a for n, a in endpoints.items() if not n.startswith("pool")},
+        **{n: a for n, a in endpoints.items() if not n.startswith("pool") and n != "gateway"},
     }
     metrics = {
         name: f"http://127.0.0.1:{running.metrics_port}/metrics"
@@ -274,6 +280,11 @@ def _announce(
         extra = f"   metrics {metrics[name]}" if name in metrics else ""
         out.line(f"{name:<13} {address}{extra}")
     out.line("")
+    if "gateway" in endpoints:
+        tokens = list(config.toolscout.gateway.tokens)
+        for line in host_setup_lines(endpoints["gateway"], tokens[0] if tokens else None):
+            out.line(line)
+        out.line("")
     out.line("Ready. In another terminal, from this directory:")
     out.line(f"$ {cli} servers")
     out.line(
@@ -369,6 +380,7 @@ _BUILDERS: dict[str, BuildServer] = {
     "pool": build_pool,
     "discovery": build_discovery,
     "orchestrator": build_orchestrator,
+    "gateway": build_gateway,
 }
 
 

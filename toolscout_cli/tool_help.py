@@ -13,7 +13,7 @@ from toolscout.client import CallToolResult, Tool, ToolscoutClient
 from toolscout_cli.connection import EXIT_NOT_FOUND, EXIT_OK, CliError, Targets, program
 from toolscout_cli.not_found import closest_tools, unknown
 from toolscout_cli.output import Output
-from toolscout_cli.schema import argument_problems, argument_tree, example_arguments
+from toolscout_kit.arguments import argument_problems, argument_tree, example_arguments
 from toolscout_kit.json_text import json_object_or_none
 
 __all__ = ["describe", "find_tool", "invocation", "show_expected_shape"]

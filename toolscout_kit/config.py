@@ -40,6 +40,8 @@ __all__ = [
     "DiscoverySettings",
     "EmbedderSettings",
     "ExcludeSpec",
+    "GatewayMode",
+    "GatewaySettings",
     "ModelConfig",
     "OrchestratorSettings",
     "PoolSettings",
@@ -413,6 +415,62 @@ class OrchestratorSettings(_ServiceSettings):
         return self.tool_result_format or "result"
 
 
+GatewayMode = Literal["meta", "progressive", "all"]
+# Origins a browser may call the gateway from by default (DNS-rebinding protection): the local host.
+_LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
+
+
+class GatewaySettings(_ServiceSettings):
+    """The MCP front door (``toolscout.gateway``): MCP over streamable HTTP at ``/mcp`` and
+    ``/mcp/<toolset>``.
+
+    ``mode`` is what ``tools/list`` offers: ``meta`` (eager tools + search_tools + call_tool, the
+    same bytes for a catalog version), ``progressive`` (eager tools + search_tools + what the
+    session's searches loaded) or ``all`` (every tool of the toolset). ``modes`` sets it per
+    toolset endpoint. ``tokens`` maps the name of an environment variable holding a bearer token to
+    the toolsets that token may use (``"*"``: all, ``/mcp`` included); with none, no token is asked.
+    """
+
+    listen: str = "127.0.0.1:50054"
+    metrics_port: int = Field(default=9104, ge=-1, le=65535)
+    pool_target: str = "127.0.0.1:50051"
+    discovery_target: str = "127.0.0.1:50052"
+    mode: GatewayMode = "meta"
+    modes: dict[str, GatewayMode] = Field(default_factory=dict)
+    # The toolset /mcp serves ("" = every tool).
+    default_toolset: str = ""
+    # Request bodies over this many bytes are refused with 413 before they are parsed.
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Origin header values allowed (``scheme://host:port``, ``:*`` = any port); a request from any
+    # other origin gets 403. Requests without an Origin (non-browser clients) are allowed.
+    allowed_origins: list[str] = Field(default_factory=lambda: list(_LOCAL_ORIGINS))
+    # Host header values allowed; unset: the local names when listening on a loopback address,
+    # any host otherwise (behind a Kubernetes Service the Host is the Service's name).
+    allowed_hosts: list[str] | None = None
+    tokens: dict[str, list[str]] = Field(default_factory=dict)
+    # Progressive sessions across replicas: every replica's address (host:port), or one DNS name
+    # resolving to all of them (a headless Service). A request for a session another replica holds
+    # is forwarded there. Empty: one replica.
+    peers: list[str] = Field(default_factory=list)
+    # Seconds a session without requests stays open (progressive and all modes).
+    session_idle_timeout: float = Field(default=1800.0, gt=0)
+    max_sessions: int = Field(default=10_000, ge=1)
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens_name_variables(cls, tokens: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, toolsets in tokens.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r}: the name of an environment variable holding the token")
+            if not toolsets:
+                raise ValueError(f"{name}: list the toolsets the token may use ('*' for all)")
+        return tokens
+
+    def mode_for(self, toolset: str) -> GatewayMode:
+        """The mode of the endpoint serving ``toolset`` ("" = /mcp without a default toolset)."""
+        return self.modes.get(toolset, self.mode)
+
+
 class EmbedderSettings(_Strict):
     """The embedder of hybrid search (``toolscout.search.embedder``).
 
@@ -486,6 +544,7 @@ class ToolscoutSettings(_Strict):
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -563,9 +622,31 @@ class ToolscoutConfig(BaseModel):
                     problems.append(
                         f"tool_sets.{ts_name}.servers.{server}: unknown server {server!r} (servers: {known})"
                     )
+        problems.extend(self._gateway_problems())
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def _gateway_problems(self) -> list[str]:
+        gateway = self.toolscout.gateway
+        known = ", ".join(sorted(self.tool_sets)) or "none configured"
+        where = "toolscout.gateway"
+        problems = [
+            f"{where}.modes.{name}: unknown toolset {name!r} (tool_sets: {known})"
+            for name in gateway.modes
+            if name not in self.tool_sets
+        ]
+        if gateway.default_toolset and gateway.default_toolset not in self.tool_sets:
+            problems.append(
+                f"{where}.default_toolset: unknown toolset {gateway.default_toolset!r} (tool_sets: {known})"
+            )
+        for env, toolsets in gateway.tokens.items():
+            problems.extend(
+                f"{where}.tokens.{env}: unknown toolset {name!r} (tool_sets: {known}, or '*')"
+                for name in toolsets
+                if name != "*" and name not in self.tool_sets
+            )
+        return problems
 
     @model_validator(mode="after")
     def _check_placement(self) -> ToolscoutConfig:

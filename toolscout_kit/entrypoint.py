@@ -11,12 +11,12 @@ from typing import Any
 from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging, get_logger
-from toolscout_kit.server import RunningServer, serve_until_signal
+from toolscout_kit.server import Serving, serve_until_signal
 
 __all__ = ["BuildServer", "run_service"]
 
 # ``build_server(config, **options)`` where the options come from the service's own arguments.
-BuildServer = Callable[..., Awaitable[RunningServer]]
+BuildServer = Callable[..., Awaitable[Serving]]
 
 
 def run_service(

@@ -41,7 +41,7 @@ from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry, start_metrics_endpoint
 from toolscout_kit.reload import ConfigReloader, Reload
 
-__all__ = ["RunningServer", "ServiceBinding", "serve_until_signal", "start_server"]
+__all__ = ["RunningServer", "ServiceBinding", "Serving", "serve_until_signal", "start_server"]
 
 _log = get_logger(__name__)
 
@@ -81,6 +81,19 @@ class _ServiceSettings(Protocol):
     metrics_port: int
     metrics_host: str
     shutdown_grace: float
+
+
+class Serving(Protocol):
+    """What :func:`serve_until_signal` runs: a started server (gRPC, or the MCP gateway's HTTP)."""
+
+    shutdown_grace: float
+    reloads: list[Reload]
+
+    async def reload(self, config: ToolscoutConfig) -> None: ...
+
+    async def stop(self, grace: float | None = None) -> None: ...
+
+    async def wait_for_termination(self) -> None: ...
 
 
 Cleanup = Callable[[], Awaitable[None]]
@@ -268,7 +281,7 @@ async def start_server(
 
 
 async def serve_until_signal(
-    server: RunningServer, *, config_path: Path | None = None, reload_interval: float = 0.0
+    server: Serving, *, config_path: Path | None = None, reload_interval: float = 0.0
 ) -> None:
     """Runs until SIGTERM/SIGINT, then stops gracefully (health NOT_SERVING first).
 

@@ -1,18 +1,26 @@
-"""What discovery and the orchestrator need to know about a sharded pool, from the shared config.
+"""What the services calling a sharded pool need to know about it, from the shared config.
 
 Where each shard is reached (``toolscout.pool.shards``) and the configured placement of the servers
 that are pinned or run on every shard; the sharded client in ``toolscout.client`` places the rest
-by the same hash the pool uses.
+by the same hash the pool uses. :class:`ShardClients` and :func:`sharded_pool_client` are how the
+orchestrator and the MCP gateway call tools on it.
 """
 
 from __future__ import annotations
 
-from toolscout.client import ServerPlacement
+from toolscout.client import AsyncPoolClient, AsyncShardedPoolClient, ServerPlacement
 
-from toolscout_kit.config import ShardSettings, ToolscoutConfig
+from toolscout_kit.channels import create_channel
+from toolscout_kit.config import SecuritySettings, ShardSettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 
-__all__ = ["SHARD_CHANNEL_OPTIONS", "server_placements", "shard_targets"]
+__all__ = [
+    "SHARD_CHANNEL_OPTIONS",
+    "ShardClients",
+    "server_placements",
+    "shard_targets",
+    "sharded_pool_client",
+]
 
 # Channels to single shards reconnect quickly: a shard that restarts (same address, same servers)
 # is called again within ~2 s, not after gRPC's default reconnect backoff of up to 120 s, during
@@ -49,3 +57,50 @@ def server_placements(config: ToolscoutConfig) -> dict[str, ServerPlacement]:
         for name, server in config.servers.items()
         if server.placement == "all" or server.shard is not None
     }
+
+
+class ShardClients:
+    """One pool client per shard address, reused across config reloads (issue 15)."""
+
+    def __init__(self, security: SecuritySettings) -> None:
+        self._security = security
+        self._clients: dict[str, AsyncPoolClient] = {}
+
+    def get(self, address: str) -> AsyncPoolClient:
+        client = self._clients.get(address)
+        if client is None:
+            # Each tool call is bounded by its server's call_timeout in the pool and by the caller's
+            # deadline; the library's default CallTool deadline would cut servers configured longer.
+            client = AsyncPoolClient(
+                create_channel(address, self._security, options=SHARD_CHANNEL_OPTIONS),
+                deadlines={"CallTool": None},
+                owns_channel=True,
+            )
+            self._clients[address] = client
+        return client
+
+    async def forget(self, unused: list[AsyncPoolClient]) -> None:
+        for client in unused:
+            self._clients = {a: c for a, c in self._clients.items() if c is not client}
+            await client.close()
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
+def sharded_pool_client(
+    config: ToolscoutConfig, targets: list[str], clients: ShardClients
+) -> AsyncShardedPoolClient:
+    """A client routing each tool call to the shard at ``targets[k]`` that runs its server."""
+    pattern = config.toolscout.pool.shards.address_pattern
+
+    def open_shard(index: int) -> AsyncPoolClient | None:
+        # A refusal names a shard beyond the configured count (the count grew before this
+        # process reloaded its config): reachable when shards are addressed by pattern.
+        return clients.get(pattern.replace("{ordinal}", str(index))) if pattern else None
+
+    return AsyncShardedPoolClient(
+        [clients.get(t) for t in targets], placement=server_placements(config), open_shard=open_shard
+    )

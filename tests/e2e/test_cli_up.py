@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -46,8 +47,9 @@ def test_up_reports_each_server_serves_metrics_and_stops_on_ctrl_c_leaving_no_pr
     finally:
         code = up.stop(signal.SIGINT)
     assert code == 0, up.stderr
-    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator"}
-    assert set(ready["metrics"]) == {"pool", "discovery", "orchestrator"}
+    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator", "gateway"}
+    assert set(ready["metrics"]) == {"pool", "discovery", "orchestrator", "gateway"}
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", ready["endpoints"]["gateway"])
     assert {name: s["state"] for name, s in servers.items() if name != "broken"} == {
         "notes": "ready",
         "time": "ready",
@@ -238,3 +240,34 @@ def test_up_with_pool_shards_runs_each_server_on_one_shard_and_serves_the_whole_
     # Each server on exactly one shard; discovery and the merged catalog see all of them.
     assert sorted(name for names in per_shard for name in names) == ["notes", "time", "weather"]
     assert planned == merged == {"notes", "time", "weather"}
+
+
+def test_up_serves_the_mcp_front_door_and_prints_how_to_add_it_to_mcp_hosts(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    up = UpProcess(stack_config(tmp_path / "config.json"), json_output=False)
+    try:
+        lines = up.wait_for_line("Cursor:")
+        url_line = next(line for line in lines if line.startswith("MCP front door: "))
+        url = url_line.split()[3]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url)
+        text = "\n".join(lines)
+        assert f"claude mcp add --transport http toolscout {url}" in text
+        assert f'url = "{url}"' in text  # Codex's config.toml, under [mcp_servers.toolscout]
+        assert "[mcp_servers.toolscout]" in text
+        assert json.dumps({"servers": {"toolscout": {"type": "http", "url": url}}}) in text
+        assert json.dumps({"mcpServers": {"toolscout": {"url": url}}}) in text
+
+        async def listed() -> list[str]:
+            with anyio.fail_after(30):
+                async with Client(url, mode="legacy") as client:
+                    return [t.name for t in (await client.list_tools()).tools]
+
+        # The printed URL is a working MCP endpoint (meta mode: eager tools + the stable pair).
+        names = anyio.run(listed)
+    finally:
+        code = up.stop(signal.SIGINT)
+    assert code == 0, up.stderr
+    assert names[-2:] == ["search_tools", "call_tool"]
+    assert "notes__add_note" in names

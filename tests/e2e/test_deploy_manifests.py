@@ -15,12 +15,14 @@ ConfigMap, Secret references, probes) is started as a local process on loopback 
 * a real Prometheus (Debian package) scrapes the stack and evaluates the rules: every PromQL
   expression of the dashboard (variables substituted) and of the recording rules returns data,
   and every alert evaluates without error;
+* an MCP client (the ``mcp`` SDK) searches and calls a tool through the gateway's Service;
 * on SIGTERM every service exits 0 within its terminationGracePeriodSeconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import socket
@@ -179,12 +181,28 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                         raise AssertionError(
                             f"{container.deployment} did not start: {err}\n{_logs(local)}"
                         ) from err
+            for container in local.containers:
+                probe = container.probes.get("startupProbe") or {}
+                if "httpGet" in probe:
+                    budget = _probe_budget(container, "startupProbe")
+                    path, port = probe["httpGet"]["path"], probe["httpGet"]["port"]
+                    _wait_until(
+                        functools.partial(_http_ok, port, path), budget, f"{container.deployment} {path}"
+                    )
             result = Stack(local, provider)
             yield result
             for channel in result.channels.values():
                 channel.close()
         finally:
             local.stop()
+
+
+def _http_ok(port: int, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 def _tcp_open(port: int) -> bool:
@@ -218,13 +236,17 @@ def test_every_probe_of_every_container_passes(stack: Stack, kind: str) -> None:
                     timeout=probe.get("timeoutSeconds", 1) + 1,
                 )
             assert reply.status == SERVING, container.deployment
+        elif "httpGet" in probe:
+            assert _http_ok(probe["httpGet"]["port"], probe["httpGet"]["path"]), container.deployment
         else:
             assert _tcp_open(probe["tcpSocket"]["port"]), container.deployment
         checked += 1
-    assert checked >= 3
+    assert checked >= 4
 
 
 def test_the_annotated_metrics_port_of_each_service_serves_prometheus_text(stack: Stack) -> None:
+    gateway = stack.local.container("gateway")
+    assert "toolscout_gateway_open_sessions" in _scrape(gateway.metrics_port or 0)
     for component in ("pool", "discovery", "orchestrator"):
         container = stack.local.container(component)
         assert container.metrics_port is not None
@@ -259,6 +281,8 @@ class Traffic:
     rejection_chat: orchestrator_pb2.ChatResponse
     provider_error: grpc.StatusCode
     restarted: mcp_pool_pb2.ServerStatus
+    # Through the MCP gateway: the tool names listed, a search's text and a call's text.
+    mcp: tuple[list[str], str, str]
 
 
 def _servers(stack: Stack) -> dict[str, mcp_pool_pb2.ServerStatus]:
@@ -383,6 +407,7 @@ def _send_traffic(stack: Stack) -> Traffic:
             metadata=AUTH,
         )
     restarted = _crash_and_wait_for_restart(stack, "weather")
+    mcp = _mcp_traffic(stack)
     return Traffic(
         servers=servers,
         tools=tools,
@@ -395,7 +420,36 @@ def _send_traffic(stack: Stack) -> Traffic:
         rejection_chat=rejection_chat,
         provider_error=provider_error.value.code(),
         restarted=restarted,
+        mcp=mcp,
     )
+
+
+def _mcp_traffic(stack: Stack) -> tuple[list[str], str, str]:
+    """An MCP host on the gateway's Service: list, search, call; and one refused browser origin."""
+    import anyio
+    from mcp import Client
+
+    port = stack.local.service_ports[("toolscout-gateway", 50054)]
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def host() -> tuple[list[str], str, str]:
+        with anyio.fail_after(60):
+            async with Client(url) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                found = await client.call_tool("search_tools", {"query": "weather forecast for a city"})
+                called = await client.call_tool(
+                    "call_tool",
+                    {"name": "weather__get_forecast", "arguments": {"location": {"city": "Berlin"}}},
+                )
+        return names, found.content[0].text, called.content[0].text  # type: ignore[union-attr]
+
+    listed = anyio.run(host)
+    refused = urllib.request.Request(url, data=b"{}", headers={"Origin": "https://elsewhere.example"})
+    with pytest.raises(urllib.error.HTTPError) as forbidden:
+        urllib.request.urlopen(refused, timeout=10)  # noqa: S310 - a local URL
+    forbidden.value.close()
+    assert forbidden.value.code == 403
+    return listed
 
 
 def test_the_pool_serves_stdio_servers_in_its_pod_and_the_remote_notes_deployment(traffic: Traffic) -> None:
@@ -447,6 +501,13 @@ def test_a_deferred_tool_called_before_search_is_rejected(traffic: Traffic) -> N
 
 def test_a_provider_error_fails_the_chat_with_a_status_code(traffic: Traffic) -> None:
     assert traffic.provider_error not in (grpc.StatusCode.OK, grpc.StatusCode.UNKNOWN)
+
+
+def test_an_mcp_host_searches_and_calls_through_the_gateway_service(traffic: Traffic) -> None:
+    names, found, called = traffic.mcp
+    assert names[-2:] == ["search_tools", "call_tool"]
+    assert "weather__get_forecast" in found
+    assert called.startswith("Berlin forecast")
 
 
 def test_the_pool_restarts_a_crashed_stdio_server(traffic: Traffic) -> None:
@@ -637,4 +698,5 @@ def test_services_exit_cleanly_within_their_grace_period_on_sigterm(
         "toolscout-pool": 0,
         "toolscout-discovery": 0,
         "toolscout-orchestrator": 0,
+        "toolscout-gateway": 0,
     }, _logs(stack.local)

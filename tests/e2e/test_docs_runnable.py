@@ -34,7 +34,7 @@ EXAMPLE_SERVERS = {"notes", "time", "weather", "text", "media"}
 RUNNABLE = [b for path in DOCS for b in blocks(REPO_ROOT, path) if b.marker == "runnable"]
 
 
-def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> Path:
+def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0), gateway_port: int = 0) -> Path:
     """examples/casual_mcp_config.json as it is, except where it listens (and, being elsewhere now,
     its relative paths made absolute)."""
     config = json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
@@ -44,6 +44,7 @@ def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> 
     settings = config.setdefault("toolscout", {})
     for name, port in zip(("pool", "discovery", "orchestrator"), ports, strict=True):
         settings.setdefault(name, {}).update(listen=f"127.0.0.1:{port}", metrics_port=-1)
+    settings.setdefault("gateway", {}).update(listen=f"127.0.0.1:{gateway_port}", metrics_port=-1)
     orchestrator = settings["orchestrator"]
     orchestrator["templates_dir"] = str(
         EXAMPLE_CONFIG.parent / orchestrator.get("templates_dir", "prompt-templates")
@@ -77,7 +78,9 @@ def reader_env(targets: Mapping[str, str] | None = None) -> dict[str, str]:
         p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != scripts
     )
     for service, address in (targets or {}).items():
-        env[f"TOOLSCOUT_{service.upper()}_TARGET"] = address
+        # The MCP front door is an HTTP URL, not a gRPC target.
+        name = "TOOLSCOUT_GATEWAY_URL" if service == "gateway" else f"TOOLSCOUT_{service.upper()}_TARGET"
+        env[name] = address
     return env
 
 
@@ -151,6 +154,35 @@ def test_a_runnable_documentation_block_runs_as_written(
     report = f"{block.id} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     assert done.returncode == 0, report
     assert "Traceback" not in done.stderr, report
+
+
+def test_the_readme_mcp_host_example_searches_then_calls_through_call_tool(
+    stack: dict[str, str], tmp_path: Path
+) -> None:
+    block = next(b for b in RUNNABLE if b.path == "README.md" and "TOOLSCOUT_GATEWAY_URL" in b.body)
+    script = tmp_path / "example.py"
+    script.write_text(block.body, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO_ROOT,
+        env=reader_env(stack),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "revision: 2026-07-28"
+    tools = lines[1].removeprefix("tools: ").split(", ")
+    # The example config's eager servers (notes, time), then the stable pair; weather is deferred.
+    assert tools[-2:] == ["search_tools", "call_tool"]
+    assert {t.split("__")[0] for t in tools[:-2]} == {"notes", "time"}
+    assert lines[2].startswith("found: weather__get_forecast")
+    assert lines[3] == "Berlin forecast"
+    assert lines[4].startswith("day 1: ")
+    assert lines[5].startswith("day 2: ")
+    assert lines[6] == "Error: The arguments do not fit what weather__get_forecast takes:"
 
 
 def _printed_commands(lines: list[str]) -> list[str]:

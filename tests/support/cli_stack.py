@@ -31,6 +31,7 @@ def stack_config(
     provider_url: str = "http://127.0.0.1:9/v1",
     extra_servers: Mapping[str, Any] | None = None,
     extra_tool_sets: Mapping[str, Any] | None = None,
+    gateway_port: int = 0,
 ) -> Path:
     """A config with our example servers (weather deferred), mcp-server-time (deferred) and a model."""
     pool, discovery, orchestrator = ports
@@ -52,6 +53,7 @@ def stack_config(
             "pool": {"listen": f"127.0.0.1:{pool}", "metrics_port": metrics_port},
             "discovery": {"listen": f"127.0.0.1:{discovery}", "metrics_port": metrics_port},
             "orchestrator": {"listen": f"127.0.0.1:{orchestrator}", "metrics_port": metrics_port},
+            "gateway": {"listen": f"127.0.0.1:{gateway_port}", "metrics_port": metrics_port},
         },
     }
     path.write_text(json.dumps(config, indent=2))

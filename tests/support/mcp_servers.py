@@ -30,6 +30,8 @@ __all__ = [
     "MEMORY_VERSION",
     "MISBEHAVING_SERVER",
     "REPO_ROOT",
+    "TS_SDK_PACKAGE",
+    "TS_SDK_VERSION",
     "HttpServer",
     "everything_bin",
     "example_server_config",
@@ -41,6 +43,7 @@ __all__ = [
     "running_everything",
     "running_example_http",
     "time_server_config",
+    "ts_sdk_dir",
     "wait_for_lines",
     "wait_until_gone",
 ]
@@ -54,6 +57,8 @@ MISBEHAVING_SERVER = REPO_ROOT / "tests" / "fixtures" / "misbehaving" / "server.
 
 EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"
+TS_SDK_PACKAGE = "@modelcontextprotocol/sdk"
+TS_SDK_VERSION = "1.32.2"
 MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
 MEMORY_VERSION = "2026.8.31"
 NPM_PREFIX = REPO_ROOT / ".cache" / "npm"
@@ -81,9 +86,22 @@ def _npm_bin(package: str, version: str, exe_name: str, timeout: float) -> Path:
         RuntimeError: npm is missing or the install failed.
     """
     exe = NPM_PREFIX / "node_modules" / ".bin" / exe_name
-    manifest = NPM_PREFIX / "node_modules" / Path(*package.split("/")) / "package.json"
-    if exe.exists() and manifest.exists() and f'"version": "{version}"' in manifest.read_text():
-        return exe
+    _npm_install(package, version, timeout)
+    if not exe.exists():
+        raise RuntimeError(f"npm install {package}@{version} did not install {exe_name}")
+    return exe
+
+
+def _npm_install(package: str, version: str, timeout: float) -> Path:
+    """Installs ``package@version`` under NPM_PREFIX (a no-op when there); returns its folder.
+
+    Raises:
+        RuntimeError: npm is missing or the install failed.
+    """
+    folder = NPM_PREFIX / "node_modules" / Path(*package.split("/"))
+    manifest = folder / "package.json"
+    if manifest.exists() and f'"version": "{version}"' in manifest.read_text():
+        return folder
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(f"npm is not installed; it is needed for {package}")
@@ -104,9 +122,19 @@ def _npm_bin(package: str, version: str, exe_name: str, timeout: float) -> Path:
         timeout=timeout,
         check=False,
     )
-    if done.returncode != 0 or not exe.exists():
+    if done.returncode != 0 or not manifest.exists():
         raise RuntimeError(f"npm install {package}@{version} failed: {done.stderr[-2000:]}")
-    return exe
+    return folder
+
+
+def ts_sdk_dir(timeout: float = 300.0) -> Path:
+    """The npm folder holding the MCP TypeScript SDK at the pinned version (a client to test with).
+
+    Raises:
+        RuntimeError: npm is missing or the install failed.
+    """
+    _npm_install(TS_SDK_PACKAGE, TS_SDK_VERSION, timeout)
+    return NPM_PREFIX
 
 
 def everything_bin(timeout: float = 300.0) -> Path:

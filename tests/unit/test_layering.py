@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICE_PACKAGES = ("mcp_pool_svc", "discovery_svc", "orchestrator_svc", "toolscout_cli")
+SERVICE_PACKAGES = ("mcp_pool_svc", "discovery_svc", "orchestrator_svc", "mcp_gateway_svc", "toolscout_cli")
 GRPC_ALLOWED = {"server.py", "servicer.py"}
 
 
@@ -48,7 +48,7 @@ def test_only_servers_and_servicers_import_grpc_or_generated_code(package: str) 
 
 
 def test_services_never_import_each_other() -> None:
-    services = {"mcp_pool_svc", "discovery_svc", "orchestrator_svc"}
+    services = {"mcp_pool_svc", "discovery_svc", "orchestrator_svc", "mcp_gateway_svc"}
     offenders = sorted(
         f"{path.relative_to(ROOT)}: {name}"
         for package in services
@@ -57,3 +57,17 @@ def test_services_never_import_each_other() -> None:
         if name.split(".")[0] in services - {package}
     )
     assert offenders == []
+
+
+def test_the_gateway_reaches_discovery_and_the_pool_only_through_the_client_library() -> None:
+    # The MCP front door is a translator: MCP in, client-library calls out. It never builds stubs,
+    # never imports another service, and speaks no gRPC itself.
+    offenders = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "mcp_gateway_svc").rglob("*.py")
+        for name in _imports(path)
+        if _speaks_grpc(name) or name.split(".")[0] in {"mcp_pool_svc", "discovery_svc", "orchestrator_svc"}
+    )
+    assert offenders == []
+    uses = {name for path in (ROOT / "mcp_gateway_svc").rglob("*.py") for name in _imports(path)}
+    assert "toolscout.client" in uses

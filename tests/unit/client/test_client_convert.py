@@ -123,3 +123,39 @@ def test_default_deadlines_cover_every_method_and_chat_gets_the_longest() -> Non
     assert deadlines.call_tool(None, 300.0) == 305.0
     with pytest.raises(ValueError, match="Nope"):
         Deadlines({"Nope": 1.0})
+
+
+def test_tool_surfaces_map_to_the_proto_enum_and_unknown_names_are_refused() -> None:
+    from toolscout.client import _convert as conv
+    from toolscout.discovery.v1 import discovery_pb2
+
+    assert conv.surface("") == discovery_pb2.TOOL_SURFACE_UNSPECIFIED
+    assert conv.surface("stable") == discovery_pb2.TOOL_SURFACE_STABLE
+    assert conv.surface("append") == discovery_pb2.TOOL_SURFACE_APPEND
+    with pytest.raises(ValueError, match="unknown tool surface 'meta'"):
+        conv.surface("meta")
+    plan = discovery_pb2.PlanToolsResponse(surface=discovery_pb2.TOOL_SURFACE_STABLE)
+    plan.call_tool.llm_name = "call_tool"
+    converted = conv.tool_plan(plan)
+    assert converted.surface == "stable"
+    assert converted.call_tool is not None
+    assert converted.call_tool.llm_name == "call_tool"
+    assert conv.tool_plan(discovery_pb2.PlanToolsResponse()).surface == "append"
+
+
+def test_a_content_block_goes_back_to_the_mcp_json_its_server_sent() -> None:
+    from toolscout.client import ContentBlock
+
+    image = ContentBlock(
+        type="image",
+        data=b"\x00\x01",
+        mime_type="image/png",
+        raw_json='{"type":"image","mimeType":"image/png"}',
+    )
+    assert image.to_mcp() == {"type": "image", "mimeType": "image/png", "data": "AAE="}
+    blob = ContentBlock(
+        type="resource", data=b"\x00", raw_json='{"type":"resource","resource":{"uri":"a:b"}}'
+    )
+    assert blob.to_mcp() == {"type": "resource", "resource": {"uri": "a:b", "blob": "AA=="}}
+    text = ContentBlock(type="text", text="hi")
+    assert text.to_mcp() == {"type": "text", "text": "hi"}

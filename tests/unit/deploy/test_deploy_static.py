@@ -28,6 +28,8 @@ SERVICES = {
     "discovery": ("discovery_svc", "toolscout.discovery.v1.Discovery", "discovery"),
     "orchestrator": ("orchestrator_svc", "toolscout.orchestrator.v1.Orchestrator", "orchestrator"),
 }
+# Every service's workload: the gRPC ones above and the MCP gateway (HTTP).
+MODULES = {**{c: m for c, (m, _, _) in SERVICES.items()}, "gateway": "mcp_gateway_svc"}
 POD_ENV = {"POD_NAMESPACE": "toolscout-test"}
 
 
@@ -222,10 +224,25 @@ def test_grpc_probes_check_the_service_health_name_on_its_listen_port(component:
     assert container["livenessProbe"]["grpc"]["service"] == ""
 
 
-@pytest.mark.parametrize("component", sorted(SERVICES))
+def test_the_gateway_probes_its_http_health_on_its_listen_port() -> None:
+    settings = _config().toolscout.gateway
+    host, _, port = settings.listen.rpartition(":")
+    assert host == "0.0.0.0"
+    container = _container(_service_deployment("gateway"))
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["http"] == int(port)
+    assert ports["metrics"] == settings.metrics_port
+    assert settings.metrics_host == "0.0.0.0"
+    # Readiness: discovery has answered (and the replica is not stopping); liveness: it answers.
+    assert container["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+@pytest.mark.parametrize("component", sorted(MODULES))
 def test_termination_grace_outlasts_pre_stop_and_shutdown_grace(component: str) -> None:
     deployment = _service_deployment(component)
-    settings = getattr(_config().toolscout, SERVICES[component][2])
+    settings = getattr(_config().toolscout, component)
     container = _container(deployment)
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
@@ -233,9 +250,9 @@ def test_termination_grace_outlasts_pre_stop_and_shutdown_grace(component: str) 
     assert grace > float(pre_stop[1]) + settings.shutdown_grace
 
 
-@pytest.mark.parametrize("component", sorted(SERVICES))
+@pytest.mark.parametrize("component", sorted(MODULES))
 def test_deployments_start_their_module_with_the_mounted_config(component: str) -> None:
-    module = SERVICES[component][0]
+    module = MODULES[component]
     container = _container(_service_deployment(component))
     assert container["command"] == ["python", "-m", module]
     config_path = container["args"][container["args"].index("--config") + 1]
@@ -265,7 +282,7 @@ def test_provider_keys_and_auth_token_come_from_optional_secret_references() -> 
                 key_refs.setdefault(env["name"], set()).add(name)
     assert key_refs["OPENAI_API_KEY"] == {"toolscout-orchestrator"}
     assert key_refs["ANTHROPIC_API_KEY"] == {"toolscout-orchestrator"}
-    services = {f"toolscout-{c}" for c in SERVICES}
+    services = {f"toolscout-{c}" for c in MODULES}
     assert key_refs[_config().toolscout.security.auth_token_env] == services
 
 
@@ -279,6 +296,8 @@ def test_service_targets_are_headless_services_resolved_by_dns() -> None:
         ("discovery", "pool"): settings.discovery.pool_target,
         ("orchestrator", "pool"): settings.orchestrator.pool_target,
         ("orchestrator", "discovery"): settings.orchestrator.discovery_target,
+        ("gateway", "pool"): settings.gateway.pool_target,
+        ("gateway", "discovery"): settings.gateway.discovery_target,
     }
     for (_, callee), target in targets.items():
         match = re.fullmatch(r"dns:///([a-z0-9-]+)\.toolscout-test\.svc\.cluster\.local:(\d+)", target)
@@ -291,14 +310,14 @@ def test_service_targets_are_headless_services_resolved_by_dns() -> None:
 
 def test_every_service_selects_exactly_one_deployment_by_its_name_label() -> None:
     deployments = _workloads()
-    for name, service in _of_kind("Service").items():
+    for service in _of_kind("Service").values():
         selector = service["spec"]["selector"]
         matching = [
             d
             for d in deployments.values()
             if all(d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in selector.items())
         ]
-        assert [d["metadata"]["name"] for d in matching] == [name]
+        assert [d["metadata"]["name"] for d in matching] == [selector["app.kubernetes.io/name"]]
         container_ports = {p["name"] for p in _container(matching[0])["ports"]}
         for port in service["spec"]["ports"]:
             assert port["targetPort"] in container_ports
@@ -309,13 +328,14 @@ def test_only_the_stateless_services_autoscale_and_every_deployment_has_a_pdb() 
     assert {h["spec"]["scaleTargetRef"]["name"] for h in hpas.values()} == {
         "toolscout-discovery",
         "toolscout-orchestrator",
+        "toolscout-gateway",
     }
     deployments = _workloads()
     for hpa in hpas.values():
         # The HPA owns the count; a replicas field would reset it on every apply.
         assert "replicas" not in deployments[hpa["spec"]["scaleTargetRef"]["name"]]["spec"]
     pdbs = _of_kind("PodDisruptionBudget")
-    for component in SERVICES:
+    for component in MODULES:
         name = f"toolscout-{component}"
         assert pdbs[name]["spec"]["selector"] == _service_deployment(component)["spec"]["selector"]
 
@@ -350,7 +370,7 @@ def test_the_pool_is_a_statefulset_whose_pods_are_the_shards_of_the_config() -> 
     assert _of_kind("PodDisruptionBudget")["toolscout-pool"]["spec"]["maxUnavailable"] == 1
 
 
-@pytest.mark.parametrize("component", sorted(SERVICES))
+@pytest.mark.parametrize("component", sorted(MODULES))
 def test_every_service_reads_the_shard_count_from_the_unhashed_config_map(
     component: str, tmp_path: Path
 ) -> None:
@@ -374,6 +394,7 @@ def test_every_service_reads_the_shard_count_from_the_unhashed_config_map(
 # --- NetworkPolicies ---------------------------------------------------------------------------
 
 PODS = {
+    "gateway": "toolscout-gateway",
     "orchestrator": "toolscout-orchestrator",
     "discovery": "toolscout-discovery",
     "pool": "toolscout-pool",
@@ -424,6 +445,8 @@ def test_network_policies_allow_exactly_the_calls_of_the_architecture() -> None:
     expected = {
         ("orchestrator", "discovery"),
         ("orchestrator", "pool"),
+        ("gateway", "discovery"),
+        ("gateway", "pool"),
         ("discovery", "pool"),
         ("pool", "notes"),
     }
@@ -434,6 +457,23 @@ def test_network_policies_allow_exactly_the_calls_of_the_architecture() -> None:
         for rule in policy["spec"].get("egress", []):
             if any("ipBlock" in peer for peer in rule["to"]):
                 assert rule["ports"] == [{"port": 443, "protocol": "TCP"}]
+
+
+def test_gateway_replicas_may_reach_each_other_to_forward_a_session() -> None:
+    labels = _pod_labels(PODS["gateway"])
+    egress = [
+        rule
+        for spec in _policies_for(labels, "Egress")
+        for rule in spec.get("egress", [])
+        if _peer_allows(rule.get("to"), labels)
+    ]
+    assert [r["ports"] for r in egress] == [[{"port": 50054, "protocol": "TCP"}]]
+    peers = _of_kind("Service")["toolscout-gateway-peers"]
+    assert peers["spec"]["clusterIP"] == "None"
+    assert peers["spec"]["publishNotReadyAddresses"] is True
+    assert _config().toolscout.gateway.peers == [
+        "toolscout-gateway-peers.toolscout-test.svc.cluster.local:50054"
+    ]
 
 
 def test_every_pod_is_under_the_default_deny_and_may_resolve_dns() -> None:
@@ -455,7 +495,7 @@ def _exported_metric_names() -> set[str]:
     """Metric names declared in the kit's and services' metrics.py (counters get _total)."""
     names: set[str] = set()
     pattern = re.compile(r'\b(Counter|Histogram|Gauge)\(\s*"([a-z_:]+)"', re.MULTILINE)
-    for path in ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc"):
+    for path in ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc", "mcp_gateway_svc"):
         for kind, name in pattern.findall((REPO / path / "metrics.py").read_text(encoding="utf-8")):
             if kind == "Counter":
                 names.add(f"{name}_total")
@@ -497,7 +537,7 @@ def test_dashboard_and_rules_only_use_metrics_the_services_export() -> None:
 def test_dashboard_covers_savings_search_tools_servers_llm_and_grpc() -> None:
     dashboard = json.loads((DEPLOY / "grafana" / "toolscout.json").read_text(encoding="utf-8"))
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
-    assert rows == ["Token savings", "Search", "Tool calls", "MCP servers", "LLM", "gRPC"]
+    assert rows == ["Token savings", "Search", "Tool calls", "MCP servers", "LLM", "gRPC", "MCP gateway"]
     exprs = " ".join(e for _, e in _dashboard_expressions())
     for needle in (
         "toolscout_tokens_saved_total",
@@ -511,6 +551,11 @@ def test_dashboard_covers_savings_search_tools_servers_llm_and_grpc() -> None:
         "toolscout_llm_tokens_total",
         "toolscout_llm_call_duration_seconds_bucket",
         'grpc_server_handled_total{grpc_code!="OK"}',
+        "toolscout_gateway_requests_total",
+        "mode:toolscout_gateway_errors:ratio_rate5m",
+        "toolscout_gateway_search_duration_seconds_bucket",
+        "toolscout_gateway_tool_calls_total",
+        "toolscout_gateway_open_sessions",
     ):
         assert needle in exprs
     ids = [p["id"] for p in dashboard["panels"]]
@@ -537,6 +582,7 @@ def test_every_alert_has_a_severity_summary_and_runbook() -> None:
         "ToolscoutSearchLatencyHigh",
         "ToolscoutLlmErrorRateHigh",
         "ToolscoutTokenSavingsDropping",
+        "ToolscoutGatewayErrorRateHigh",
     }
     for alert in alerts:
         assert alert["labels"]["severity"] in {"critical", "warning", "info"}

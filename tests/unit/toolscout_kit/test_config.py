@@ -271,3 +271,34 @@ def test_bad_search_settings_name_the_key_and_the_problem(search: dict[str, obje
     with pytest.raises(ConfigError) as err:
         parse_config({"toolscout": {"search": search}}, source="bad.json", env={})
     assert expected in err.value.message
+
+
+def test_gateway_settings_default_to_a_local_meta_endpoint_and_check_toolsets_and_token_names() -> None:
+    from toolscout_kit.config import parse_config
+
+    gateway = parse_config({}).toolscout.gateway
+    assert (gateway.listen, gateway.metrics_port, gateway.mode, gateway.tokens) == (
+        "127.0.0.1:50054",
+        9104,
+        "meta",
+        {},
+    )
+    assert gateway.mode_for("anything") == "meta"
+    with pytest.raises(ConfigError) as bad:
+        parse_config(
+            {
+                "tool_sets": {"a": {}},
+                "toolscout": {
+                    "gateway": {"modes": {"b": "all"}, "default_toolset": "c", "tokens": {"T": ["a", "d"]}}
+                },
+            }
+        )
+    assert bad.value.message.splitlines() == [
+        "<config>: toolscout.gateway.modes.b: unknown toolset 'b' (tool_sets: a)",
+        "<config>: toolscout.gateway.default_toolset: unknown toolset 'c' (tool_sets: a)",
+        "<config>: toolscout.gateway.tokens.T: unknown toolset 'd' (tool_sets: a, or '*')",
+    ]
+    with pytest.raises(ConfigError, match="the name of an environment variable"):
+        parse_config({"toolscout": {"gateway": {"tokens": {"not a name": ["*"]}}}})
+    with pytest.raises(ConfigError, match="mode"):
+        parse_config({"toolscout": {"gateway": {"mode": "lazy"}}})

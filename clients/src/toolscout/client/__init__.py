@@ -67,6 +67,7 @@ from toolscout.client.sharding import (
 )
 from toolscout.client.sync import DiscoveryClient, OrchestratorClient, PoolClient, ToolscoutClient
 from toolscout.client.types import (
+    CALL_TOOL_NAME,
     EMPTY_INPUT_SCHEMA_JSON,
     SEARCH_TOOL_NAME,
     AssistantMessage,
@@ -106,6 +107,7 @@ from toolscout.client.types import (
 )
 
 __all__ = [
+    "CALL_TOOL_NAME",
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
     "EMPTY_INPUT_SCHEMA_JSON",

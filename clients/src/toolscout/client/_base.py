@@ -11,7 +11,7 @@ from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption
 __all__ = ["DEFAULT_DEADLINES", "ChannelSettings", "Deadlines"]
 
 # Seconds per method. Every call has a deadline (a hung server must not hang its callers); chat
-# runs a whole LLM tool loop, so it gets minutes. WatchCatalog is a long-lived stream: no default.
+# runs a whole LLM tool loop, so it gets minutes. WatchCatalog and WatchPlan are long-lived streams: no default.
 DEFAULT_DEADLINES: Mapping[str, float | None] = {
     "ListServers": 10.0,
     "ListTools": 30.0,
@@ -20,6 +20,7 @@ DEFAULT_DEADLINES: Mapping[str, float | None] = {
     "PlanTools": 30.0,
     "SearchTools": 30.0,
     "GetManifest": 30.0,
+    "WatchPlan": None,
     "Chat": 600.0,
     "StreamChat": 600.0,
     "ListModels": 10.0,

@@ -175,6 +175,41 @@ def call_tool_request(
 # --- Discovery ----------------------------------------------------------------------------------
 
 
+def surface(name: str) -> int:
+    """The ``ToolSurface`` value of ``"append"`` / ``"stable"`` (``""`` = the server's default).
+
+    Raises:
+        ValueError: any other name.
+    """
+    if not name:
+        return discovery_pb2.TOOL_SURFACE_UNSPECIFIED
+    try:
+        value: int = discovery_pb2.ToolSurface.Value(f"TOOL_SURFACE_{name.upper()}")
+    except ValueError:
+        raise ValueError(f"unknown tool surface {name!r} (append, stable)") from None
+    return value
+
+
+def plan_tools_request(
+    toolset: str | Mapping[str, Any],
+    toolset_json: str,
+    *,
+    discovered_tools: Sequence[str],
+    provider: str,
+    include_deferred_names: bool,
+    include_deferred_tools: bool,
+    surface_name: str,
+) -> discovery_pb2.PlanToolsRequest:
+    return discovery_pb2.PlanToolsRequest(
+        **toolset_fields(toolset, toolset_json),
+        discovered_tools=list(discovered_tools),
+        provider=provider,
+        include_deferred_names=include_deferred_names,
+        include_deferred_tools=include_deferred_tools,
+        surface=surface(surface_name),  # type: ignore[arg-type]  # the generated enum type is an int
+    )
+
+
 def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
     return t.ToolPlan(
         loaded_tools=tools(m.loaded_tools),
@@ -194,7 +229,13 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         dropped_tools=tuple(m.dropped_tools),
         discovered_tools=tuple(m.discovered_tools),
         deferred_tools=tools(m.deferred_tools),
+        call_tool=tool(m.call_tool) if m.HasField("call_tool") else None,
+        surface=_enum_name(discovery_pb2.ToolSurface, m.surface, "TOOL_SURFACE_") if m.surface else "append",
     )
+
+
+def watch_plan(m: discovery_pb2.WatchPlanResponse) -> t.ToolPlan:
+    return tool_plan(m.plan)
 
 
 def search_tools_request(
@@ -212,6 +253,7 @@ def search_tools_request(
     provider: str,
     compact_text: bool = False,
     toolset_json: str = "",
+    surface_name: str = "",
 ) -> discovery_pb2.SearchToolsRequest:
     return discovery_pb2.SearchToolsRequest(
         **toolset_fields(toolset, toolset_json),
@@ -226,6 +268,7 @@ def search_tools_request(
         discovered_tools=list(discovered_tools),
         provider=provider,
         compact_text=compact_text,
+        surface=surface(surface_name),  # type: ignore[arg-type]  # the generated enum type is an int
     )
 
 
@@ -241,6 +284,7 @@ def search_result(m: discovery_pb2.SearchToolsResponse) -> t.SearchResult:
         total_matches=m.total_matches,
         catalog_version=m.catalog_version,
         plan=tool_plan(m.plan) if m.HasField("plan") else None,
+        structured_content_json=m.structured_content_json,
     )
 
 

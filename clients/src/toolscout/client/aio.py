@@ -224,6 +224,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         provider: str = "",
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
+        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.ToolPlan:
@@ -233,19 +234,64 @@ class AsyncDiscoveryClient(_AsyncClient):
         ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``);
         ``toolset_json`` is the same filter as JSON text (for callers that already hold it).
         An invalid inline filter raises InvalidArgumentError (malformed) or NotFoundError
-        (unknown server or tool, naming what exists).
+        (unknown server or tool, naming what exists). ``surface`` is ``"append"`` (default) or
+        ``"stable"``: eager tools + search_tools + ``call_tool``, the same bytes for a whole
+        catalog version (the plan's ``call_tool`` is then set).
         """
-        req = discovery_pb2.PlanToolsRequest(
-            **conv.toolset_fields(toolset, toolset_json),
-            discovered_tools=list(discovered_tools),
+        req = conv.plan_tools_request(
+            toolset,
+            toolset_json,
+            discovered_tools=discovered_tools,
             provider=provider,
             include_deferred_names=include_deferred_names,
             include_deferred_tools=include_deferred_tools,
+            surface_name=surface,
         )
         resp = await self._unary(
             "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata
         )
         return conv.tool_plan(resp)
+
+    def watch_plan(
+        self,
+        toolset: str | Mapping[str, Any] = "",
+        toolset_json: str = "",
+        *,
+        known_version: str = "",
+        discovered_tools: Sequence[str] = (),
+        provider: str = "",
+        include_deferred_names: bool = False,
+        include_deferred_tools: bool = False,
+        surface: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> AsyncGenerator[t.ToolPlan, None]:
+        """The plan for ``toolset`` (as :meth:`plan_tools`) once the catalog differs from
+        ``known_version``, then again after every catalog change, until the caller stops iterating.
+
+        Raises (while iterating) NotFoundError for an unknown toolset, UnavailableError when
+        discovery goes away: follow again with the last plan's ``catalog_version``.
+        """
+        req = discovery_pb2.WatchPlanRequest(
+            plan=conv.plan_tools_request(
+                toolset,
+                toolset_json,
+                discovered_tools=discovered_tools,
+                provider=provider,
+                include_deferred_names=include_deferred_names,
+                include_deferred_tools=include_deferred_tools,
+                surface_name=surface,
+            ),
+            known_version=known_version,
+        )
+        return self._stream(
+            "WatchPlan",
+            self._stub.WatchPlan,
+            req,
+            self._deadlines.resolve("WatchPlan", deadline),
+            metadata,
+            conv.watch_plan,
+        )
 
     async def search_tools(
         self,
@@ -263,6 +309,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         discovered_tools: Sequence[str] = (),
         provider: str = "",
         compact_text: bool = False,
+        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.SearchResult:
@@ -270,6 +317,8 @@ class AsyncDiscoveryClient(_AsyncClient):
 
         With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
         tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
+        With ``surface="stable"`` the text gives each found tool's input schema, to be called
+        through call_tool, and ``structured_content_json`` the same as data.
         """
         req = conv.search_tools_request(
             query,
@@ -285,6 +334,7 @@ class AsyncDiscoveryClient(_AsyncClient):
             discovered_tools=discovered_tools,
             provider=provider,
             compact_text=compact_text,
+            surface_name=surface,
         )
         resp = await self._unary(
             "SearchTools",

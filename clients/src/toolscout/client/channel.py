@@ -52,7 +52,7 @@ SERVICE_NAMES = (
 # nothing. Everything else (CallTool, Chat, StreamChat, any method added later) runs at most once.
 RETRIED_METHODS: dict[str, tuple[str, ...]] = {
     "toolscout.mcp_pool.v1.McpPool": ("ListServers", "ListTools", "WatchCatalog"),
-    "toolscout.discovery.v1.Discovery": ("PlanTools", "SearchTools", "GetManifest"),
+    "toolscout.discovery.v1.Discovery": ("PlanTools", "SearchTools", "GetManifest", "WatchPlan"),
     "toolscout.orchestrator.v1.Orchestrator": ("ListModels", "ListToolsets"),
     "grpc.health.v1.Health": ("Check", "Watch"),
 }

@@ -209,6 +209,7 @@ class DiscoveryClient(_SyncClient):
         provider: str = "",
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
+        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.ToolPlan:
@@ -218,14 +219,18 @@ class DiscoveryClient(_SyncClient):
         ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``);
         ``toolset_json`` is the same filter as JSON text (for callers that already hold it).
         An invalid inline filter raises InvalidArgumentError (malformed) or NotFoundError
-        (unknown server or tool, naming what exists).
+        (unknown server or tool, naming what exists). ``surface`` is ``"append"`` (default) or
+        ``"stable"``: eager tools + search_tools + ``call_tool``, the same bytes for a whole
+        catalog version (the plan's ``call_tool`` is then set).
         """
-        req = discovery_pb2.PlanToolsRequest(
-            **conv.toolset_fields(toolset, toolset_json),
-            discovered_tools=list(discovered_tools),
+        req = conv.plan_tools_request(
+            toolset,
+            toolset_json,
+            discovered_tools=discovered_tools,
             provider=provider,
             include_deferred_names=include_deferred_names,
             include_deferred_tools=include_deferred_tools,
+            surface_name=surface,
         )
         resp = self._unary(
             "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata
@@ -248,6 +253,7 @@ class DiscoveryClient(_SyncClient):
         discovered_tools: Sequence[str] = (),
         provider: str = "",
         compact_text: bool = False,
+        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.SearchResult:
@@ -255,6 +261,8 @@ class DiscoveryClient(_SyncClient):
 
         With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
         tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
+        With ``surface="stable"`` the text gives each found tool's input schema, to be called
+        through call_tool, and ``structured_content_json`` the same as data.
         """
         req = conv.search_tools_request(
             query,
@@ -270,6 +278,7 @@ class DiscoveryClient(_SyncClient):
             discovered_tools=discovered_tools,
             provider=provider,
             compact_text=compact_text,
+            surface_name=surface,
         )
         resp = self._unary(
             "SearchTools",

@@ -7,11 +7,13 @@ strings, with a property that parses them on demand. Enums become lowercase stri
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "CALL_TOOL_NAME",
     "EMPTY_INPUT_SCHEMA_JSON",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
@@ -53,6 +55,9 @@ __all__ = [
 # The name of discovery's synthetic search tool; its definition (with the manifest) comes in every
 # plan that defers something.
 SEARCH_TOOL_NAME = "search_tools"
+# The name of discovery's call_tool, which runs a found tool on the cache-stable surface (a plan with
+# ``surface="stable"``): the tool list stays eager tools + search_tools + call_tool.
+CALL_TOOL_NAME = "call_tool"
 # The input schema of a tool that takes no arguments (and what an invalid schema is read as).
 EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
 
@@ -113,6 +118,23 @@ class ContentBlock:
     uri: str = ""
     name: str = ""
     raw_json: str = ""
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The block as the MCP server sent it (its JSON object, payload included: base64 for
+        binary data), e.g. to hand a pool result on to an MCP client unchanged."""
+        block = _parse_object(self.raw_json) or {"type": self.type}
+        if self.type == "text":
+            block["text"] = self.text
+        elif self.type in ("image", "audio"):
+            block["data"] = base64.b64encode(self.data).decode("ascii")
+        elif self.type == "resource":
+            resource = dict(block.get("resource") or {"uri": self.uri})
+            if self.data:
+                resource["blob"] = base64.b64encode(self.data).decode("ascii")
+            else:
+                resource["text"] = self.text
+            block["resource"] = resource
+        return block
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +252,11 @@ class ToolPlan:
     discovered_tools: tuple[str, ...] = ()
     # With ``include_deferred_tools``: the definition of every deferred tool (catalog order).
     deferred_tools: tuple[Tool, ...] = ()
+    # With ``surface="stable"`` and a search tool: the call_tool definition. The stable surface
+    # sends eager tools + search_tool + call_tool and nothing else for a catalog version.
+    call_tool: Tool | None = None
+    # "append" or "stable".
+    surface: str = "append"
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +285,14 @@ class SearchResult:
     catalog_version: str = ""
     # With ``include_plan``: what to send on the next LLM call (the plan after this search).
     plan: ToolPlan | None = None
+    # With ``surface="stable"``: the answer as data (an MCP tool result's structuredContent), JSON:
+    # {"tools": [{"name", "server", "tool", "description", "inputSchema"}], "alreadyLoaded",
+    # "notFound": [{"name", "closest"}], "totalMatches"}.
+    structured_content_json: str = ""
+
+    @property
+    def structured_content(self) -> dict[str, Any]:
+        return _parse_object(self.structured_content_json)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,35 +25,41 @@ _sym_db = _symbol_database.Default()
 from toolscout.common.v1 import common_pb2 as toolscout_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&toolscout/discovery/v1/discovery.proto\x12\x16toolscout.discovery.v1\x1a toolscout/common/v1/common.proto\"\xa5\x01\n\x10PlanToolsRequest\x12\x0f\n\x07toolset\x18\x01 \x01(\t\x12\x18\n\x10\x64iscovered_tools\x18\x02 \x03(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\x1e\n\x16include_deferred_names\x18\x04 \x01(\x08\x12\x1e\n\x16include_deferred_tools\x18\x05 \x01(\x08\x12\x14\n\x0ctoolset_json\x18\x06 \x01(\t\"\x9a\x04\n\x11PlanToolsResponse\x12/\n\x0cloaded_tools\x18\x01 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x17\n\x0fhas_search_tool\x18\x02 \x01(\x08\x12.\n\x0bsearch_tool\x18\x03 \x01(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x10\n\x08manifest\x18\x04 \x01(\t\x12\x45\n\x12manifest_placement\x18\x05 \x01(\x0e\x32).toolscout.discovery.v1.ManifestPlacement\x12\x1f\n\x17manifest_system_message\x18\x06 \x01(\t\x12\x13\n\x0btotal_tools\x18\x07 \x01(\x05\x12\x14\n\x0cloaded_count\x18\x08 \x01(\x05\x12\x16\n\x0e\x64\x65\x66\x65rred_count\x18\t \x01(\x05\x12\x17\n\x0f\x63\x61talog_version\x18\n \x01(\t\x12\x34\n\x06tokens\x18\x0b \x01(\x0b\x32$.toolscout.common.v1.TokenAccounting\x12\x1b\n\x13\x64\x65\x66\x65rred_tool_names\x18\x0c \x03(\t\x12\x15\n\rdropped_tools\x18\r \x03(\t\x12\x18\n\x10\x64iscovered_tools\x18\x0e \x03(\t\x12\x31\n\x0e\x64\x65\x66\x65rred_tools\x18\x0f \x03(\x0b\x32\x19.toolscout.common.v1.Tool\"\x9e\x02\n\x12SearchToolsRequest\x12\x0f\n\x07toolset\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x13\n\x0bserver_name\x18\x03 \x01(\t\x12\x12\n\ntool_names\x18\x04 \x03(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x14\n\x0cloaded_tools\x18\x06 \x03(\t\x12\x13\n\x0bmax_results\x18\x07 \x01(\x05\x12\x0e\n\x06offset\x18\x08 \x01(\x05\x12\x14\n\x0cinclude_plan\x18\t \x01(\x08\x12\x18\n\x10\x64iscovered_tools\x18\n \x03(\t\x12\x10\n\x08provider\x18\x0b \x01(\t\x12\x14\n\x0c\x63ompact_text\x18\x0c \x01(\x08\x12\x14\n\x0ctoolset_json\x18\r \x01(\t\"[\n\tToolMatch\x12\'\n\x04tool\x18\x01 \x01(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x16\n\x0e\x61lready_loaded\x18\x02 \x01(\x08\x12\r\n\x05score\x18\x03 \x01(\x01\"\xe5\x02\n\x13SearchToolsResponse\x12\x30\n\x04mode\x18\x01 \x01(\x0e\x32\".toolscout.discovery.v1.SearchMode\x12\x32\n\x07matches\x18\x02 \x03(\x0b\x32!.toolscout.discovery.v1.ToolMatch\x12/\n\x0cnewly_loaded\x18\x03 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x13\n\x0bresult_text\x18\x04 \x01(\t\x12\x39\n\tnot_found\x18\x05 \x03(\x0b\x32&.toolscout.discovery.v1.NameSuggestion\x12\x15\n\rtotal_matches\x18\x06 \x01(\x05\x12\x37\n\x04plan\x18\x08 \x01(\x0b\x32).toolscout.discovery.v1.PlanToolsResponse\x12\x17\n\x0f\x63\x61talog_version\x18\x07 \x01(\t\"/\n\x0eNameSuggestion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63losest\x18\x02 \x03(\t\"M\n\x12GetManifestRequest\x12\x0f\n\x07toolset\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x14\n\x0ctoolset_json\x18\x03 \x01(\t\"\xf4\x01\n\x13GetManifestResponse\x12\x10\n\x08manifest\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x01(\x05\x12\x15\n\rbudget_tokens\x18\x03 \x01(\x05\x12\x18\n\x10\x64\x65\x66\x65rred_servers\x18\x04 \x01(\x05\x12\x16\n\x0e\x64\x65\x66\x65rred_tools\x18\x05 \x01(\x05\x12\x17\n\x0f\x63\x61talog_version\x18\x06 \x01(\t\x12\x35\n\x07servers\x18\x07 \x03(\x0b\x32$.toolscout.discovery.v1.ServerTokens\x12\x10\n\x08\x65ncoding\x18\x08 \x01(\t\x12\x10\n\x08\x65stimate\x18\t \x01(\x08\"p\n\x0cServerTokens\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\r\n\x05tools\x18\x02 \x01(\x05\x12\x16\n\x0e\x64\x65\x66\x65rred_tools\x18\x03 \x01(\x05\x12\x12\n\nall_tokens\x18\x04 \x01(\x03\x12\x15\n\rloaded_tokens\x18\x05 \x01(\x03*\x87\x01\n\x11ManifestPlacement\x12\"\n\x1eMANIFEST_PLACEMENT_UNSPECIFIED\x10\x00\x12\'\n#MANIFEST_PLACEMENT_TOOL_DESCRIPTION\x10\x01\x12%\n!MANIFEST_PLACEMENT_SYSTEM_MESSAGE\x10\x02*\x92\x01\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16SEARCH_MODE_TOOL_NAMES\x10\x01\x12\x16\n\x12SEARCH_MODE_SERVER\x10\x02\x12\x1c\n\x18SEARCH_MODE_SERVER_QUERY\x10\x03\x12\x15\n\x11SEARCH_MODE_QUERY\x10\x04\x32\xbd\x02\n\tDiscovery\x12`\n\tPlanTools\x12(.toolscout.discovery.v1.PlanToolsRequest\x1a).toolscout.discovery.v1.PlanToolsResponse\x12\x66\n\x0bSearchTools\x12*.toolscout.discovery.v1.SearchToolsRequest\x1a+.toolscout.discovery.v1.SearchToolsResponse\x12\x66\n\x0bGetManifest\x12*.toolscout.discovery.v1.GetManifestRequest\x1a+.toolscout.discovery.v1.GetManifestResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&toolscout/discovery/v1/discovery.proto\x12\x16toolscout.discovery.v1\x1a toolscout/common/v1/common.proto\"\xdb\x01\n\x10PlanToolsRequest\x12\x0f\n\x07toolset\x18\x01 \x01(\t\x12\x18\n\x10\x64iscovered_tools\x18\x02 \x03(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\x1e\n\x16include_deferred_names\x18\x04 \x01(\x08\x12\x1e\n\x16include_deferred_tools\x18\x05 \x01(\x08\x12\x14\n\x0ctoolset_json\x18\x06 \x01(\t\x12\x34\n\x07surface\x18\x1e \x01(\x0e\x32#.toolscout.discovery.v1.ToolSurface\"\xfe\x04\n\x11PlanToolsResponse\x12/\n\x0cloaded_tools\x18\x01 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x17\n\x0fhas_search_tool\x18\x02 \x01(\x08\x12.\n\x0bsearch_tool\x18\x03 \x01(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x10\n\x08manifest\x18\x04 \x01(\t\x12\x45\n\x12manifest_placement\x18\x05 \x01(\x0e\x32).toolscout.discovery.v1.ManifestPlacement\x12\x1f\n\x17manifest_system_message\x18\x06 \x01(\t\x12\x13\n\x0btotal_tools\x18\x07 \x01(\x05\x12\x14\n\x0cloaded_count\x18\x08 \x01(\x05\x12\x16\n\x0e\x64\x65\x66\x65rred_count\x18\t \x01(\x05\x12\x17\n\x0f\x63\x61talog_version\x18\n \x01(\t\x12\x34\n\x06tokens\x18\x0b \x01(\x0b\x32$.toolscout.common.v1.TokenAccounting\x12\x1b\n\x13\x64\x65\x66\x65rred_tool_names\x18\x0c \x03(\t\x12\x15\n\rdropped_tools\x18\r \x03(\t\x12\x18\n\x10\x64iscovered_tools\x18\x0e \x03(\t\x12\x31\n\x0e\x64\x65\x66\x65rred_tools\x18\x0f \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12,\n\tcall_tool\x18\x1e \x01(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x34\n\x07surface\x18\x1f \x01(\x0e\x32#.toolscout.discovery.v1.ToolSurface\"\xd4\x02\n\x12SearchToolsRequest\x12\x0f\n\x07toolset\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x13\n\x0bserver_name\x18\x03 \x01(\t\x12\x12\n\ntool_names\x18\x04 \x03(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x14\n\x0cloaded_tools\x18\x06 \x03(\t\x12\x13\n\x0bmax_results\x18\x07 \x01(\x05\x12\x0e\n\x06offset\x18\x08 \x01(\x05\x12\x14\n\x0cinclude_plan\x18\t \x01(\x08\x12\x18\n\x10\x64iscovered_tools\x18\n \x03(\t\x12\x10\n\x08provider\x18\x0b \x01(\t\x12\x14\n\x0c\x63ompact_text\x18\x0c \x01(\x08\x12\x14\n\x0ctoolset_json\x18\r \x01(\t\x12\x34\n\x07surface\x18\x1e \x01(\x0e\x32#.toolscout.discovery.v1.ToolSurface\"[\n\tToolMatch\x12\'\n\x04tool\x18\x01 \x01(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x16\n\x0e\x61lready_loaded\x18\x02 \x01(\x08\x12\r\n\x05score\x18\x03 \x01(\x01\"\x86\x03\n\x13SearchToolsResponse\x12\x30\n\x04mode\x18\x01 \x01(\x0e\x32\".toolscout.discovery.v1.SearchMode\x12\x32\n\x07matches\x18\x02 \x03(\x0b\x32!.toolscout.discovery.v1.ToolMatch\x12/\n\x0cnewly_loaded\x18\x03 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x13\n\x0bresult_text\x18\x04 \x01(\t\x12\x39\n\tnot_found\x18\x05 \x03(\x0b\x32&.toolscout.discovery.v1.NameSuggestion\x12\x15\n\rtotal_matches\x18\x06 \x01(\x05\x12\x37\n\x04plan\x18\x08 \x01(\x0b\x32).toolscout.discovery.v1.PlanToolsResponse\x12\x17\n\x0f\x63\x61talog_version\x18\x07 \x01(\t\x12\x1f\n\x17structured_content_json\x18\x1e \x01(\t\"/\n\x0eNameSuggestion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63losest\x18\x02 \x03(\t\"M\n\x12GetManifestRequest\x12\x0f\n\x07toolset\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x14\n\x0ctoolset_json\x18\x03 \x01(\t\"\xf4\x01\n\x13GetManifestResponse\x12\x10\n\x08manifest\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x01(\x05\x12\x15\n\rbudget_tokens\x18\x03 \x01(\x05\x12\x18\n\x10\x64\x65\x66\x65rred_servers\x18\x04 \x01(\x05\x12\x16\n\x0e\x64\x65\x66\x65rred_tools\x18\x05 \x01(\x05\x12\x17\n\x0f\x63\x61talog_version\x18\x06 \x01(\t\x12\x35\n\x07servers\x18\x07 \x03(\x0b\x32$.toolscout.discovery.v1.ServerTokens\x12\x10\n\x08\x65ncoding\x18\x08 \x01(\t\x12\x10\n\x08\x65stimate\x18\t \x01(\x08\"a\n\x10WatchPlanRequest\x12\x36\n\x04plan\x18\x01 \x01(\x0b\x32(.toolscout.discovery.v1.PlanToolsRequest\x12\x15\n\rknown_version\x18\x02 \x01(\t\"L\n\x11WatchPlanResponse\x12\x37\n\x04plan\x18\x01 \x01(\x0b\x32).toolscout.discovery.v1.PlanToolsResponse\"p\n\x0cServerTokens\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\r\n\x05tools\x18\x02 \x01(\x05\x12\x16\n\x0e\x64\x65\x66\x65rred_tools\x18\x03 \x01(\x05\x12\x12\n\nall_tokens\x18\x04 \x01(\x03\x12\x15\n\rloaded_tokens\x18\x05 \x01(\x03*]\n\x0bToolSurface\x12\x1c\n\x18TOOL_SURFACE_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_SURFACE_APPEND\x10\x01\x12\x17\n\x13TOOL_SURFACE_STABLE\x10\x02*\x87\x01\n\x11ManifestPlacement\x12\"\n\x1eMANIFEST_PLACEMENT_UNSPECIFIED\x10\x00\x12\'\n#MANIFEST_PLACEMENT_TOOL_DESCRIPTION\x10\x01\x12%\n!MANIFEST_PLACEMENT_SYSTEM_MESSAGE\x10\x02*\x92\x01\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16SEARCH_MODE_TOOL_NAMES\x10\x01\x12\x16\n\x12SEARCH_MODE_SERVER\x10\x02\x12\x1c\n\x18SEARCH_MODE_SERVER_QUERY\x10\x03\x12\x15\n\x11SEARCH_MODE_QUERY\x10\x04\x32\xa1\x03\n\tDiscovery\x12`\n\tPlanTools\x12(.toolscout.discovery.v1.PlanToolsRequest\x1a).toolscout.discovery.v1.PlanToolsResponse\x12\x66\n\x0bSearchTools\x12*.toolscout.discovery.v1.SearchToolsRequest\x1a+.toolscout.discovery.v1.SearchToolsResponse\x12\x66\n\x0bGetManifest\x12*.toolscout.discovery.v1.GetManifestRequest\x1a+.toolscout.discovery.v1.GetManifestResponse\x12\x62\n\tWatchPlan\x12(.toolscout.discovery.v1.WatchPlanRequest\x1a).toolscout.discovery.v1.WatchPlanResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolscout.discovery.v1.discovery_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MANIFESTPLACEMENT']._serialized_start=2041
-  _globals['_MANIFESTPLACEMENT']._serialized_end=2176
-  _globals['_SEARCHMODE']._serialized_start=2179
-  _globals['_SEARCHMODE']._serialized_end=2325
+  _globals['_TOOLSURFACE']._serialized_start=2458
+  _globals['_TOOLSURFACE']._serialized_end=2551
+  _globals['_MANIFESTPLACEMENT']._serialized_start=2554
+  _globals['_MANIFESTPLACEMENT']._serialized_end=2689
+  _globals['_SEARCHMODE']._serialized_start=2692
+  _globals['_SEARCHMODE']._serialized_end=2838
   _globals['_PLANTOOLSREQUEST']._serialized_start=101
-  _globals['_PLANTOOLSREQUEST']._serialized_end=266
-  _globals['_PLANTOOLSRESPONSE']._serialized_start=269
-  _globals['_PLANTOOLSRESPONSE']._serialized_end=807
-  _globals['_SEARCHTOOLSREQUEST']._serialized_start=810
-  _globals['_SEARCHTOOLSREQUEST']._serialized_end=1096
-  _globals['_TOOLMATCH']._serialized_start=1098
-  _globals['_TOOLMATCH']._serialized_end=1189
-  _globals['_SEARCHTOOLSRESPONSE']._serialized_start=1192
-  _globals['_SEARCHTOOLSRESPONSE']._serialized_end=1549
-  _globals['_NAMESUGGESTION']._serialized_start=1551
-  _globals['_NAMESUGGESTION']._serialized_end=1598
-  _globals['_GETMANIFESTREQUEST']._serialized_start=1600
-  _globals['_GETMANIFESTREQUEST']._serialized_end=1677
-  _globals['_GETMANIFESTRESPONSE']._serialized_start=1680
-  _globals['_GETMANIFESTRESPONSE']._serialized_end=1924
-  _globals['_SERVERTOKENS']._serialized_start=1926
-  _globals['_SERVERTOKENS']._serialized_end=2038
-  _globals['_DISCOVERY']._serialized_start=2328
-  _globals['_DISCOVERY']._serialized_end=2645
+  _globals['_PLANTOOLSREQUEST']._serialized_end=320
+  _globals['_PLANTOOLSRESPONSE']._serialized_start=323
+  _globals['_PLANTOOLSRESPONSE']._serialized_end=961
+  _globals['_SEARCHTOOLSREQUEST']._serialized_start=964
+  _globals['_SEARCHTOOLSREQUEST']._serialized_end=1304
+  _globals['_TOOLMATCH']._serialized_start=1306
+  _globals['_TOOLMATCH']._serialized_end=1397
+  _globals['_SEARCHTOOLSRESPONSE']._serialized_start=1400
+  _globals['_SEARCHTOOLSRESPONSE']._serialized_end=1790
+  _globals['_NAMESUGGESTION']._serialized_start=1792
+  _globals['_NAMESUGGESTION']._serialized_end=1839
+  _globals['_GETMANIFESTREQUEST']._serialized_start=1841
+  _globals['_GETMANIFESTREQUEST']._serialized_end=1918
+  _globals['_GETMANIFESTRESPONSE']._serialized_start=1921
+  _globals['_GETMANIFESTRESPONSE']._serialized_end=2165
+  _globals['_WATCHPLANREQUEST']._serialized_start=2167
+  _globals['_WATCHPLANREQUEST']._serialized_end=2264
+  _globals['_WATCHPLANRESPONSE']._serialized_start=2266
+  _globals['_WATCHPLANRESPONSE']._serialized_end=2342
+  _globals['_SERVERTOKENS']._serialized_start=2344
+  _globals['_SERVERTOKENS']._serialized_end=2456
+  _globals['_DISCOVERY']._serialized_start=2841
+  _globals['_DISCOVERY']._serialized_end=3258
 # @@protoc_insertion_point(module_scope)

@@ -50,6 +50,11 @@ class DiscoveryStub:
                 request_serializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.GetManifestRequest.SerializeToString,
                 response_deserializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.GetManifestResponse.FromString,
                 _registered_method=True)
+        self.WatchPlan = channel.unary_stream(
+                '/toolscout.discovery.v1.Discovery/WatchPlan',
+                request_serializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.WatchPlanRequest.SerializeToString,
+                response_deserializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.WatchPlanResponse.FromString,
+                _registered_method=True)
 
 
 class DiscoveryServicer:
@@ -81,6 +86,16 @@ class DiscoveryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchPlan(self, request, context):
+        """The plan of a toolset now, then again every time it changes (a new catalog version), until the
+        caller cancels: for callers that serve a tool list for a long time (the MCP gateway follows
+        the catalog this way). Each message is the whole plan, as PlanTools answers the same request.
+        Errors: as PlanTools, before the first message; UNAVAILABLE when discovery shuts down.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DiscoveryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -98,6 +113,11 @@ def add_DiscoveryServicer_to_server(servicer, server):
                     servicer.GetManifest,
                     request_deserializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.GetManifestRequest.FromString,
                     response_serializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.GetManifestResponse.SerializeToString,
+            ),
+            'WatchPlan': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchPlan,
+                    request_deserializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.WatchPlanRequest.FromString,
+                    response_serializer=toolscout_dot_discovery_dot_v1_dot_discovery__pb2.WatchPlanResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -182,6 +202,33 @@ class Discovery:
             '/toolscout.discovery.v1.Discovery/GetManifest',
             toolscout_dot_discovery_dot_v1_dot_discovery__pb2.GetManifestRequest.SerializeToString,
             toolscout_dot_discovery_dot_v1_dot_discovery__pb2.GetManifestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchPlan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolscout.discovery.v1.Discovery/WatchPlan',
+            toolscout_dot_discovery_dot_v1_dot_discovery__pb2.WatchPlanRequest.SerializeToString,
+            toolscout_dot_discovery_dot_v1_dot_discovery__pb2.WatchPlanResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,12 @@ class DiscoveryStub:
     """
     GetManifest: _grpc.UnaryUnaryMultiCallable[_discovery_pb2.GetManifestRequest, _discovery_pb2.GetManifestResponse]
     """The manifest of deferred tools for a toolset."""
+    WatchPlan: _grpc.UnaryStreamMultiCallable[_discovery_pb2.WatchPlanRequest, _discovery_pb2.WatchPlanResponse]
+    """The plan of a toolset now, then again every time it changes (a new catalog version), until the
+    caller cancels: for callers that serve a tool list for a long time (the MCP gateway follows
+    the catalog this way). Each message is the whole plan, as PlanTools answers the same request.
+    Errors: as PlanTools, before the first message; UNAVAILABLE when discovery shuts down.
+    """
 
 @_typing.type_check_only
 class DiscoveryAsyncStub(DiscoveryStub):
@@ -65,6 +71,12 @@ class DiscoveryAsyncStub(DiscoveryStub):
     """
     GetManifest: _aio.UnaryUnaryMultiCallable[_discovery_pb2.GetManifestRequest, _discovery_pb2.GetManifestResponse]  # type: ignore[assignment]
     """The manifest of deferred tools for a toolset."""
+    WatchPlan: _aio.UnaryStreamMultiCallable[_discovery_pb2.WatchPlanRequest, _discovery_pb2.WatchPlanResponse]  # type: ignore[assignment]
+    """The plan of a toolset now, then again every time it changes (a new catalog version), until the
+    caller cancels: for callers that serve a tool list for a long time (the MCP gateway follows
+    the catalog this way). Each message is the whole plan, as PlanTools answers the same request.
+    Errors: as PlanTools, before the first message; UNAVAILABLE when discovery shuts down.
+    """
 
 class DiscoveryServicer(metaclass=_abc_1.ABCMeta):
     """Decides what the LLM pays for: loaded vs deferred tools, the manifest, and search_tools."""
@@ -98,5 +110,17 @@ class DiscoveryServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_discovery_pb2.GetManifestResponse, _abc.Awaitable[_discovery_pb2.GetManifestResponse]]:
         """The manifest of deferred tools for a toolset."""
+
+    @_abc_1.abstractmethod
+    def WatchPlan(
+        self,
+        request: _discovery_pb2.WatchPlanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_discovery_pb2.WatchPlanResponse], _abc.AsyncIterator[_discovery_pb2.WatchPlanResponse]]:
+        """The plan of a toolset now, then again every time it changes (a new catalog version), until the
+        caller cancels: for callers that serve a tool list for a long time (the MCP gateway follows
+        the catalog this way). Each message is the whole plan, as PlanTools answers the same request.
+        Errors: as PlanTools, before the first message; UNAVAILABLE when discovery shuts down.
+        """
 
 def add_DiscoveryServicer_to_server(servicer: DiscoveryServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

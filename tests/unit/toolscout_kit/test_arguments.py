@@ -1,11 +1,11 @@
-"""Reading input schemas for people: the argument tree, example arguments, and what does not fit."""
+"""Reading input schemas for people and LLMs: the argument tree, example arguments, what does not fit."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tests.support.schemas import FORECAST_SCHEMA
-from toolscout_cli.schema import argument_problems, argument_tree, example_arguments
+from toolscout_kit.arguments import argument_problems, argument_tree, example_arguments, expected_shape
 
 
 def test_the_tree_expands_a_referenced_object_and_marks_required_defaults_and_bounds() -> None:
@@ -88,3 +88,24 @@ def test_a_recursive_schema_neither_loops_nor_fails() -> None:
     assert argument_tree(schema)[0] == "  tree (object)"
     assert len(argument_tree(schema)) == 7  # tree, then child six levels deep at most
     assert argument_problems(schema, {"tree": {"child": {"child": {}}}}) == []
+
+
+def test_the_expected_shape_lists_the_problems_every_argument_and_an_example() -> None:
+    problems = argument_problems(FORECAST_SCHEMA, {"days": 9})
+    assert problems == ["location: required", "days: 9 is greater than the maximum of 7"]
+    assert expected_shape("weather__get_forecast", FORECAST_SCHEMA, problems).splitlines() == [
+        "The arguments do not fit what weather__get_forecast takes:",
+        "  location: required",
+        "  days: 9 is greater than the maximum of 7",
+        "Expected arguments:",
+        *argument_tree(FORECAST_SCHEMA),
+        'Example arguments: {"location": {"city": "Berlin"}}',
+    ]
+
+
+def test_a_schema_that_is_not_json_schema_or_refers_elsewhere_checks_nothing() -> None:
+    assert (
+        argument_problems({"type": "object", "properties": {"a": {"type": "no-such-type"}}}, {"a": 1}) == []
+    )
+    remote = {"type": "object", "properties": {"a": {"$ref": "https://example.com/schema.json"}}}
+    assert argument_problems(remote, {"a": 1}) == []

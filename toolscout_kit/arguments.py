@@ -1,18 +1,28 @@
-"""A tool's input schema for people: the argument tree, an example ``--args``, and what a value lacks.
+"""A tool's input schema for people and LLMs: the argument tree, example arguments, and whether
+given arguments fit (validated with ``jsonschema``), with the expected shape when they do not.
+
+``toolscout describe`` prints the tree and the example; the MCP gateway's ``call_tool`` (and the
+CLI after a failed ``call``) answer arguments that do not fit with the same shape, so a person and
+a model read the same thing.
 
 MCP servers send JSON Schema as their SDK generates it: pydantic puts nested models under ``$defs``
-and points at them with ``$ref``, optional values are ``anyOf [X, null]``. Everything here follows
-local references (``#/...``) and stops at a fixed depth, so a recursive schema cannot loop.
+and points at them with ``$ref``, optional values are ``anyOf [X, null]``. The tree and the example
+follow local references (``#/...``) and stop at a fixed depth, so a recursive schema cannot loop.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["argument_problems", "argument_tree", "example_arguments", "resolve"]
+import jsonschema
+import referencing.exceptions
+from jsonschema.exceptions import SchemaError, ValidationError
+
+__all__ = ["argument_problems", "argument_tree", "example_arguments", "expected_shape", "resolve"]
 
 _MAX_DEPTH = 6
 _HINT = re.compile(r"""\be\.\s?g\.,?:?\s*(?:'([^']+)'|"([^"]+)"|`([^`]+)`|([^\s,;)]+))""", re.IGNORECASE)
@@ -234,7 +244,7 @@ def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
     return _example_object(resolve(schema, schema), schema, 1)
 
 
-# --- what is wrong with a value ------------------------------------------------------------
+# --- what is wrong with a value (jsonschema) ------------------------------------------------
 
 
 def _kind_of(value: Any) -> str:
@@ -259,62 +269,100 @@ def _matches_type(kind: Any, value: Any) -> bool:
     return False
 
 
-def _variant_problems(
-    schema: Mapping[str, Any], root: Mapping[str, Any], value: Any, path: str, depth: int
-) -> list[str]:
-    variants = _variants(schema, root)
-    per_variant = [_problems(v, root, value, path, depth + 1) for v in variants]
-    if any(not p for p in per_variant):
-        return []
-    if all(v.get("type") == "null" or len(p) == 1 for v, p in zip(variants, per_variant, strict=True)):
-        return [f"{path or 'arguments'}: expected {_type_label(schema, root)}, got {_kind_of(value)}"]
-    return min(per_variant, key=len)
+@functools.lru_cache(maxsize=4096)
+def _validator(schema_json: str) -> Any:
+    """A compiled validator for the schema (by its canonical JSON), or None when the schema itself
+    is not valid JSON Schema: then the tool is left to judge its arguments."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError:
+        return None
+    return cls(schema)
 
 
-def _object_problems(
-    schema: Mapping[str, Any], root: Mapping[str, Any], value: Mapping[str, Any], path: str, depth: int
-) -> list[str]:
-    found_props = schema.get("properties")
-    props: Mapping[str, Any] = found_props if isinstance(found_props, Mapping) else {}
-    found_required = schema.get("required")
-    required: list[Any] = found_required if isinstance(found_required, list) else []
-    prefix = f"{path}." if path else ""
-    problems = [f"{prefix}{name}: required" for name in required if name not in value]
-    for name, item in value.items():
-        if name in props:
-            problems += _problems(resolve(props[name], root), root, item, f"{prefix}{name}", depth + 1)
-        elif schema.get("additionalProperties") is False:
-            known = ", ".join(props) or "none"
-            problems.append(f"{prefix}{name}: not an argument of this tool (arguments: {known})")
-    return problems
+def _path(error: ValidationError) -> str:
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
-def _problems(
-    schema: Mapping[str, Any], root: Mapping[str, Any], value: Any, path: str, depth: int
-) -> list[str]:
-    where = path or "arguments"
-    problems: list[str] = []
-    kind = schema.get("type")
-    if depth > _MAX_DEPTH:
-        pass
-    elif _variants(schema, root):
-        problems = _variant_problems(schema, root, value, path, depth)
-    elif isinstance(schema.get("enum"), list) and value not in schema["enum"]:
-        got = json.dumps(value, ensure_ascii=False)
-        problems = [f"{where}: expected one of {_type_label(schema, root)}, got {got}"]
-    elif kind is not None and not _matches_type(kind, value):
-        problems = [f"{where}: expected {_type_label(schema, root)}, got {_kind_of(value)}"]
-    elif isinstance(value, dict):
-        problems = _object_problems(schema, root, value, path, depth)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        items = resolve(schema["items"], root)
-        for i, item in enumerate(value):
-            problems += _problems(items, root, item, f"{where}[{i}]", depth + 1)
-    return problems
+def _type_names(schema: Any) -> list[str]:
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if isinstance(kind, list):
+        return [str(k) for k in kind]
+    return [kind] if isinstance(kind, str) else []
+
+
+def _variants_line(error: ValidationError, schema: Mapping[str, Any], where: str) -> list[str]:
+    variants = error.validator_value if isinstance(error.validator_value, list) else []
+    # Every variant failed on its type alone (``anyOf [string, null]``): one line naming them all.
+    if all(e.validator == "type" and not e.relative_path for e in error.context):
+        names = [n for v in variants for n in _type_names(resolve(v, schema))]
+        if names:
+            return [f"{where}: expected {'|'.join(dict.fromkeys(names))}, got {_kind_of(error.instance)}"]
+    return _describe(jsonschema.exceptions.best_match(error.context), schema)
+
+
+def _describe(error: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+    where = _path(error) or "arguments"
+    prefix = f"{_path(error)}." if error.absolute_path else ""
+    kind = error.validator
+    lines = [f"{where}: {error.message}"]
+    if kind == "required":
+        missing = re.match(r"^'(.*)' is a required property$", error.message)
+        lines = [f"{prefix}{missing.group(1) if missing else error.message}: required"]
+    elif kind == "type":
+        wanted = "|".join(_type_names(error.schema)) or str(error.validator_value)
+        lines = [f"{where}: expected {wanted}, got {_kind_of(error.instance)}"]
+    elif kind == "enum":
+        values = error.validator_value if isinstance(error.validator_value, list) else []
+        choices = " | ".join(json.dumps(v, ensure_ascii=False) for v in values)
+        lines = [f"{where}: expected one of {choices}, got {json.dumps(error.instance, ensure_ascii=False)}"]
+    elif kind == "additionalProperties" and isinstance(error.instance, Mapping):
+        props = error.schema.get("properties") if isinstance(error.schema, Mapping) else None
+        known = list(props) if isinstance(props, Mapping) else []
+        listed = ", ".join(known) or "none"
+        lines = [
+            f"{prefix}{name}: not an argument of this tool (arguments: {listed})"
+            for name in error.instance
+            if name not in known
+        ]
+    elif kind in ("anyOf", "oneOf") and error.context:
+        lines = _variants_line(error, schema, where)
+    return lines
+
+
+def _ordered(errors: Iterable[ValidationError]) -> list[ValidationError]:
+    # Missing arguments first (what a caller most often forgot), then by where in the arguments.
+    return sorted(errors, key=lambda e: (e.validator != "required", [str(p) for p in e.absolute_path]))
 
 
 def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
-    """Where ``arguments`` do not fit the schema (types, required keys, enums, unknown keys), one
-    line each; empty when they fit as far as this check sees (it does not check string formats,
-    lengths or numeric bounds: the tool reports those itself)."""
-    return _problems(resolve(schema, schema), schema, dict(arguments), "", 0)
+    """Where ``arguments`` do not fit the schema, one line each (``location: required``, ``days:
+    expected integer, got string``); empty when they fit. String formats are not checked (the tool
+    judges those), and a schema that is not valid JSON Schema (or refers outside itself) checks
+    nothing: the tool then answers for itself."""
+    validator = _validator(json.dumps(schema, sort_keys=True, ensure_ascii=False))
+    if validator is None:
+        return []
+    try:
+        errors = _ordered(validator.iter_errors(dict(arguments)))
+    except (referencing.exceptions.Unresolvable, RecursionError):
+        return []
+    return [line for error in errors for line in _describe(error, schema)]
+
+
+def expected_shape(name: str, schema: Mapping[str, Any], problems: Iterable[str]) -> str:
+    """What a caller reads when its arguments do not fit: the problems, every argument of the tool
+    (as ``toolscout describe`` prints them) and example arguments."""
+    lines = [f"The arguments do not fit what {name} takes:"]
+    lines += [f"  {problem}" for problem in problems]
+    tree = argument_tree(schema)
+    lines.append("Expected arguments:" if tree else "Expected arguments: none")
+    lines += tree
+    example = json.dumps(example_arguments(schema), ensure_ascii=False)
+    lines.append(f"Example arguments: {example}")
+    return "\n".join(lines)

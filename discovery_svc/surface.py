@@ -1,0 +1,112 @@
+"""The cache-stable tool surface: the one ``search_tools`` / ``call_tool`` pair every consumer serves.
+
+On the stable surface the tool list is the toolset's eager tools, ``search_tools`` and
+``call_tool``, and nothing else for a whole catalog version: a search never changes it, so a prompt
+cache keyed on the tools survives every search (the MCP client best practices' remedy for cache
+churn). A search answers with each found tool's full definition as text the model reads and as
+data (an MCP ``structuredContent``); the model then calls ``call_tool`` with the tool's name and
+arguments, which the caller validates against the tool's input schema before the pool runs it.
+
+Discovery owns these definitions and texts so that the orchestrator (``deferral: stable``) and the
+MCP gateway (meta mode) send the same bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolscout.client import CALL_TOOL_NAME
+
+from discovery_svc.catalog import Tool
+
+__all__ = [
+    "CALL_TOOL_NAME",
+    "CALL_TOOL_PARAMETERS",
+    "Surface",
+    "call_tool_definition",
+    "format_tool_with_schema",
+    "stable_call_hint",
+    "structured_result",
+]
+
+
+class Surface(enum.Enum):
+    """How found tools reach the model: joining the tool list (append), or through call_tool."""
+
+    APPEND = "append"
+    STABLE = "stable"
+
+
+CALL_TOOL_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {
+            "type": "string",
+            "description": "The exact name of a tool that search_tools returned (or one in the manifest).",
+        },
+        "arguments": {
+            "type": "object",
+            "description": "The tool's arguments, matching the input schema search_tools showed for it.",
+        },
+    },
+    "required": ["name"],
+}
+
+_CALL_TOOL_DESCRIPTION = (
+    "Call a tool that search_tools found, by its name, with arguments that fit its input schema. "
+    "Search first: the tools behind this one are not in your tool list."
+)
+
+
+def call_tool_definition() -> Tool:
+    """The ``call_tool`` tool (its bytes never depend on the catalog)."""
+    return Tool.create(
+        server="",
+        name=CALL_TOOL_NAME,
+        llm_name=CALL_TOOL_NAME,
+        description=_CALL_TOOL_DESCRIPTION,
+        input_schema=CALL_TOOL_PARAMETERS,
+    )
+
+
+def _schema_text(tool: Tool) -> str:
+    return json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def format_tool_with_schema(tool: Tool, head: str) -> str:
+    """One found tool on the stable surface: ``head`` (name, server, description) and its whole
+    input schema as compact JSON, which is what the model must fit its call_tool arguments to."""
+    return f"{head}\n  Input schema: {_schema_text(tool)}"
+
+
+def stable_call_hint(new: Sequence[Tool]) -> str:
+    """The closing sentence after found tools: how to call them through call_tool."""
+    first = new[0].llm_name
+    return (
+        f"Call them with {CALL_TOOL_NAME}, e.g. "
+        f'{{"name": "{first}", "arguments": {{...}}}} with arguments that fit the input schema.'
+    )
+
+
+def structured_result(
+    new: Sequence[Tool], old: Sequence[Tool], missing: Sequence[tuple[str, Sequence[str]]], total: int
+) -> dict[str, Any]:
+    """The search answer as data (an MCP tool result's ``structuredContent``)."""
+    return {
+        "tools": [
+            {
+                "name": t.llm_name,
+                "server": t.server,
+                "tool": t.name,
+                "description": t.description,
+                "inputSchema": dict(t.input_schema),
+            }
+            for t in new
+        ],
+        "alreadyLoaded": [t.llm_name for t in old],
+        "notFound": [{"name": name, "closest": list(closest)} for name, closest in missing],
+        "totalMatches": total,
+    }

@@ -1,0 +1,172 @@
+"""Running one tool for an MCP client: check the arguments, call the pool, hand the result back.
+
+The pool's contracts travel through unchanged: a tool's own failure is a result with ``isError``
+(every content block, ``structuredContent`` and ``isError`` as the MCP server sent them); a call
+that was sent and lost (``OutcomeUnknownError``) says the tool may or may not have run and is never
+retried; a call that was not sent (server down) names the server and its state. Arguments that do
+not fit the tool's input schema never reach the pool: the answer shows the expected shape, as
+``toolscout describe`` prints it, so the model can correct itself. Cancelling the MCP request
+cancels the CallTool RPC (and the pool sends ``notifications/cancelled`` to the MCP server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from pydantic import ValidationError
+from toolscout.client import AsyncShardedPoolClient, CallToolResult, Tool, ToolscoutClientError
+
+from mcp_gateway_svc.metrics import GatewayMetrics
+from toolscout_kit.arguments import argument_problems, expected_shape
+from toolscout_kit.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutcomeUnknownError,
+    ResourceExhaustedError,
+    UnavailableError,
+)
+from toolscout_kit.logging import get_logger
+from toolscout_kit.status import error_from_client
+
+__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "text_result"]
+
+_log = get_logger(__name__)
+
+# ``_meta`` key of a tools/call request: seconds the caller will wait. It becomes the pool's
+# per-call timeout and (with a margin) the CallTool RPC's deadline. MCP has no timeout field of its
+# own: a client that gives up cancels the request instead, which cancels the RPC too.
+TIMEOUT_META_KEY = "toolscout/timeoutSeconds"
+# Reserved by the protocol for its own use (protocol version, client info, progress tokens): not
+# the MCP server's business, so not passed on with the call.
+_RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progressToken$")
+# Error text from the channel to the pool can carry peer addresses and exception names: neither
+# belongs in what a model reads.
+_INTERNALS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
+)
+
+
+def text_result(text: str, *, is_error: bool = False, structured: Any = None) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+    )
+
+
+def error_result(text: str) -> types.CallToolResult:
+    return text_result(text if text.startswith("Error") else f"Error: {text}", is_error=True)
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"\s{2,}", " ", _INTERNALS.sub("", text)).strip(" :;")
+
+
+def outcome_unknown_text(name: str, detail: str) -> str:
+    return (
+        f"Error: the outcome of this call of '{name}' is unknown: {_clean(detail)} The tool may or may "
+        "not have run, and it was not run again. Check whether it took effect before calling it again."
+    )
+
+
+def _mcp_result(result: CallToolResult) -> types.CallToolResult:
+    """The pool's result as the MCP server sent it."""
+    structured = result.structured_content if result.structured_content_json else None
+    content: list[Any] = []
+    for block in result.content:
+        raw = block.to_mcp()
+        try:
+            content.append(types.CallToolResult.model_validate({"content": [raw]}).content[0])
+        except ValidationError:
+            # A block of a protocol revision this SDK does not know: its text, at least.
+            content.append(types.TextContent(type="text", text=block.text or json.dumps(raw)))
+    return types.CallToolResult(content=content, structured_content=structured, is_error=result.is_error)
+
+
+def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
+    """The ``_meta`` to pass on to the MCP server, and the caller's timeout (0 = none given)."""
+    if not meta:
+        return {}, 0.0
+    raw = meta.get(TIMEOUT_META_KEY)
+    timeout = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0 else 0.0
+    return {k: v for k, v in meta.items() if not _RESERVED_META.search(k)}, timeout
+
+
+class ToolCaller:
+    """Calls tools through the (sharded) pool client on behalf of MCP clients."""
+
+    def __init__(self, pool: AsyncShardedPoolClient, metrics: GatewayMetrics) -> None:
+        self._pool = pool
+        self._metrics = metrics
+
+    async def call(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any] | None,
+        *,
+        mode: str,
+        meta: Mapping[str, Any] | None = None,
+    ) -> types.CallToolResult:
+        """Runs ``tool``; every outcome but cancellation is a result the model can read."""
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result, outcome = await self._call(tool, dict(arguments or {}), meta)
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self._metrics.tool_call(mode, outcome, time.perf_counter() - started)
+
+    async def _call(
+        self, tool: Tool, arguments: dict[str, Any], meta: Mapping[str, Any] | None
+    ) -> tuple[types.CallToolResult, str]:
+        problems = argument_problems(tool.input_schema, arguments)
+        if problems:
+            return error_result(
+                expected_shape(tool.llm_name, tool.input_schema, problems)
+            ), "invalid_arguments"
+        passed_meta, timeout = call_meta(meta)
+        try:
+            result = await self._pool.call_tool(
+                tool.llm_name,
+                arguments,
+                server_hint=tool.server,
+                meta=passed_meta or None,
+                timeout_seconds=timeout,
+                # The pool bounds a call by the server's call_timeout; the caller's own timeout,
+                # when it gave one, bounds the RPC (the client adds a margin for the answer).
+                deadline=None,
+            )
+        except ToolscoutClientError as err:
+            return self._failed(tool, error_from_client(err, "pool"))
+        return _mcp_result(result), "tool_error" if result.is_error else "ok"
+
+    def _failed(self, tool: Tool, err: Exception) -> tuple[types.CallToolResult, str]:
+        name = tool.llm_name
+        message = getattr(err, "message", str(err))
+        if isinstance(err, OutcomeUnknownError):
+            return error_result(outcome_unknown_text(name, message)), "unknown"
+        if isinstance(err, CancelledError):
+            raise asyncio.CancelledError
+        if isinstance(err, UnavailableError):
+            # Not sent: the pool names the server and its state (reconnecting, failed, ...).
+            detail = _clean(message.removeprefix("pool unavailable: "))
+            return error_result(f"'{name}' was not run: {detail}"), "unavailable"
+        if isinstance(err, DeadlineExceededError):
+            return error_result(f"'{name}' did not answer in time: {_clean(message)}"), "timeout"
+        if isinstance(err, InvalidArgumentError | NotFoundError | ResourceExhaustedError):
+            outcome = "unknown_tool" if isinstance(err, NotFoundError) else "error"
+            return error_result(_clean(message)), outcome
+        _log.warning("tool call failed", tool=name, error=message)
+        return error_result(f"'{name}' could not be run: the pool failed ({_clean(message)})"), "error"

@@ -1,0 +1,168 @@
+"""The gateway's endpoints: ``/mcp`` (the default toolset, or every tool) and ``/mcp/<toolset>``.
+
+Each endpoint serves one toolset in one mode. It follows discovery's stable-surface plan of its
+toolset (and, in progressive mode, the append-surface ``search_tools``) from the first request on,
+and announces every change of what it lists: on the ``subscriptions/listen`` streams of 2026-07-28
+clients, and on the standalone stream of each open session of the handshake revisions whose own
+list changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from toolscout.client import AsyncDiscoveryClient, Tool, ToolPlan
+
+from mcp_gateway_svc.metrics import GatewayMetrics
+from mcp_gateway_svc.sessions import SessionRegistry
+from mcp_gateway_svc.tool_lists import listed_tools, signature
+from mcp_gateway_svc.views import PlanFollower, ToolsetView
+from toolscout_kit.config import GatewayMode
+from toolscout_kit.logging import get_logger
+
+__all__ = ["Endpoint", "Endpoints", "modern_mode"]
+
+_log = get_logger(__name__)
+
+# Seconds a request waits for an endpoint's first plan (discovery starting, or a new endpoint).
+PLAN_WAIT = 10.0
+
+
+def modern_mode(mode: str) -> str:
+    """The mode a 2026-07-28 client gets: the revision has no session to hold a progressive
+    session's loaded tools, so a progressive endpoint serves it the meta surface (stateless)."""
+    return "meta" if mode == "progressive" else mode
+
+
+class Endpoint:
+    """One endpoint: its toolset, mode, plans and change announcements."""
+
+    def __init__(
+        self,
+        key: str,
+        toolset: str,
+        mode: GatewayMode,
+        discovery: AsyncDiscoveryClient,
+        sessions: SessionRegistry,
+        metrics: GatewayMetrics,
+    ) -> None:
+        self.key = key
+        self.toolset = toolset
+        self.mode: GatewayMode = mode
+        self._sessions = sessions
+        self._metrics = metrics
+        self._stable = PlanFollower(
+            discovery, toolset, surface="stable", include_deferred_tools=True, on_plan=self._on_plan
+        )
+        self._append = (
+            PlanFollower(discovery, toolset, surface="append", include_deferred_tools=False)
+            if mode == "progressive"
+            else None
+        )
+        self.view: ToolsetView | None = None
+        self._bus = InMemorySubscriptionBus()
+        # Serves subscriptions/listen (2026-07-28) for this endpoint.
+        self.listen = ListenHandler(self._bus)
+
+    @property
+    def path(self) -> str:
+        return f"/mcp/{self.key}" if self.key else "/mcp"
+
+    def start(self) -> None:
+        self._stable.start()
+        if self._append is not None:
+            self._append.start()
+
+    async def close(self) -> None:
+        self.listen.close()
+        await self._stable.close()
+        if self._append is not None:
+            await self._append.close()
+
+    async def current(self) -> ToolsetView:
+        """The toolset as of the latest catalog version (waiting for the first plan).
+
+        Raises:
+            GatewayUnavailableError: discovery has not answered (or does not know the toolset).
+        """
+        if self.view is None:
+            self.view = ToolsetView.from_plan(await self._stable.plan(PLAN_WAIT))
+        return self.view
+
+    async def progressive_search_tool(self) -> Tool | None:
+        """Discovery's append-surface search_tools (progressive mode)."""
+        if self._append is None:
+            return None
+        return (await self._append.plan(PLAN_WAIT)).search_tool
+
+    async def _on_plan(self, plan: ToolPlan) -> None:
+        old, new = self.view, ToolsetView.from_plan(plan)
+        self.view = new
+        if old is None or old.version == new.version:
+            return
+        modern = modern_mode(self.mode)
+        if signature(listed_tools(old, modern)) != signature(listed_tools(new, modern)):
+            self._metrics.list_changed.labels("catalog").inc()
+            await self._bus.publish(ToolsListChanged())
+        search = self._append.current.search_tool if self._append and self._append.current else None
+        for session in self._sessions.of_endpoint(self.key):
+            if session.outbound is None or session.listed is None:
+                continue
+            now = signature(listed_tools(new, self.mode, session.loaded, search))
+            if now == session.listed:
+                continue
+            session.listed = now
+            self._metrics.list_changed.labels("catalog").inc()
+            # The client may have closed its standalone stream: the notification is advisory.
+            with contextlib.suppress(Exception):
+                await session.outbound.send_tool_list_changed()
+        _log.info("catalog change announced", endpoint=self.path, catalog_version=new.version)
+
+
+class Endpoints:
+    """Every endpoint of the gateway, created on first use."""
+
+    def __init__(
+        self,
+        *,
+        toolsets: Mapping[str, GatewayMode],
+        default_toolset: str,
+        default_mode: GatewayMode,
+        discovery: AsyncDiscoveryClient,
+        sessions: SessionRegistry,
+        metrics: GatewayMetrics,
+    ) -> None:
+        self._toolsets = dict(toolsets)
+        self._default_toolset = default_toolset
+        self._default_mode = default_mode
+        self._discovery = discovery
+        self._sessions = sessions
+        self._metrics = metrics
+        self._open: dict[str, Endpoint] = {}
+
+    def toolset_of(self, key: str) -> str | None:
+        """The toolset endpoint ``key`` serves ("" = /mcp), or None when there is no such toolset."""
+        if not key:
+            return self._default_toolset
+        return key if key in self._toolsets else None
+
+    def get(self, key: str) -> Endpoint | None:
+        endpoint = self._open.get(key)
+        if endpoint is None:
+            toolset = self.toolset_of(key)
+            if toolset is None:
+                return None
+            mode = self._toolsets.get(toolset, self._default_mode) if toolset else self._default_mode
+            endpoint = Endpoint(key, toolset, mode, self._discovery, self._sessions, self._metrics)
+            endpoint.start()
+            self._open[key] = endpoint
+        return endpoint
+
+    def opened(self) -> list[Endpoint]:
+        return list(self._open.values())
+
+    async def close(self) -> None:
+        for endpoint in self._open.values():
+            await endpoint.close()

@@ -1,0 +1,112 @@
+"""The gateway's Prometheus metrics (``toolscout_gateway_*``; names are a contract: the dashboard and
+the alert rules use them).
+
+:class:`GatewayMetrics` registers in the registry it is given (the service's own, served on its
+metrics port). Labels are bounded: MCP methods of the specification (anything else is ``other``),
+the three modes, fixed outcome words. No label carries a query, an argument or a tool result.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics"]
+
+MODES = ("meta", "progressive", "all")
+# MCP methods a client may send; any other method is counted as "other" (labels stay bounded).
+KNOWN_METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "subscriptions/listen",
+        "notifications/initialized",
+        "notifications/cancelled",
+    }
+)
+# Outcomes of a tool call through the gateway (call_tool in meta mode, a tool by name otherwise).
+CALL_OUTCOMES = (
+    "ok",
+    "tool_error",
+    "invalid_arguments",
+    "unknown_tool",
+    "unavailable",
+    "unknown",
+    "timeout",
+    "cancelled",
+    "error",
+)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class GatewayMetrics:
+    """Requests by MCP method, mode and outcome; search latency; tool calls; open sessions."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            "toolscout_gateway_requests",
+            "MCP requests answered, by method, the endpoint's mode and outcome (ok, error: a "
+            "JSON-RPC error answer).",
+            ["method", "mode", "outcome"],
+            registry=r,
+        )
+        self.rejections = Counter(
+            "toolscout_gateway_http_rejections",
+            "HTTP requests refused before MCP, by reason (unauthorized, forbidden_toolset, "
+            "unknown_toolset, bad_origin, bad_host, too_large, unknown_session).",
+            ["reason"],
+            registry=r,
+        )
+        self.search_seconds = Histogram(
+            "toolscout_gateway_search_duration_seconds",
+            "Time to answer one search_tools call in the gateway (discovery's search included).",
+            ["mode"],
+            buckets=(0.0001, 0.00025, *_LATENCY_BUCKETS),
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "toolscout_gateway_tool_calls",
+            "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
+            "invalid_arguments, unknown_tool, unavailable, unknown = may or may not have run, "
+            "timeout, cancelled, error).",
+            ["mode", "outcome"],
+            registry=r,
+        )
+        self.tool_call_seconds = Histogram(
+            "toolscout_gateway_tool_call_duration_seconds",
+            "Time of one tool call through the gateway, by outcome.",
+            ["outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.open_sessions = Gauge(
+            "toolscout_gateway_open_sessions",
+            "MCP sessions open on this replica (handshake revisions on progressive and all endpoints).",
+            ["mode"],
+            registry=r,
+        )
+        self.list_changed = Counter(
+            "toolscout_gateway_list_changed_notifications",
+            "notifications/tools/list_changed sent, by reason (catalog: a new catalog version "
+            "changed the list; search: a progressive search loaded tools).",
+            ["reason"],
+            registry=r,
+        )
+        self.forwarded = Counter(
+            "toolscout_gateway_forwarded_requests",
+            "Requests for a session held by another replica, forwarded there, by outcome (ok, unreachable).",
+            ["outcome"],
+            registry=r,
+        )
+        for mode in MODES:
+            self.open_sessions.labels(mode).set(0)
+
+    def request(self, method: str, mode: str, outcome: str) -> None:
+        self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
+
+    def tool_call(self, mode: str, outcome: str, seconds: float) -> None:
+        self.tool_calls.labels(mode, outcome).inc()
+        self.tool_call_seconds.labels(outcome).observe(seconds)

@@ -1,0 +1,93 @@
+"""MCP sessions of the handshake revisions on this replica: what each one loaded, and its channel
+for ``notifications/tools/list_changed``.
+
+A session (``Mcp-Session-Id``) is opened by the SDK's streamable-HTTP transport; the HTTP front
+records it here when the transport hands out its id, binds it to the endpoint and the token that
+opened it (a session is never usable from another toolset or by another tenant), counts its
+requests in flight and forgets it when the client deletes it, when the transport no longer knows
+it, or after ``session_idle_timeout`` without a request (the transport's own idle rule). Progressive
+mode keeps the session's loaded tools here; every mode keeps the session's server-to-client channel
+so that a catalog change can be announced on its standalone stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_gateway_svc.metrics import GatewayMetrics
+
+__all__ = ["Session", "SessionRegistry"]
+
+# A session is forgotten this long after the transport's idle timeout (which ends it there first).
+_REAP_MARGIN = 5.0
+
+
+@dataclass
+class Session:
+    sid: str
+    endpoint: str
+    mode: str
+    principal: str
+    # Progressive mode: LLM names loaded by this session's searches, in order.
+    loaded: list[str] = field(default_factory=list)
+    # The SDK's per-request session proxy of a recent request: its standalone channel reaches the
+    # client's GET stream (if it opened one).
+    outbound: Any = None
+    # Hash of the tool list the session was last given (a change is announced with list_changed).
+    listed: int | None = None
+    inflight: int = 0
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+class SessionRegistry:
+    """Sessions by the transport's session id."""
+
+    def __init__(self, metrics: GatewayMetrics, idle_timeout: float) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._metrics = metrics
+        self._idle_timeout = idle_timeout
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, sid: str) -> Session | None:
+        return self._sessions.get(sid)
+
+    def open(self, sid: str, *, endpoint: str, mode: str, principal: str) -> Session:
+        session = self._sessions.get(sid)
+        if session is None:
+            session = self._sessions[sid] = Session(sid, endpoint, mode, principal)
+            self._metrics.open_sessions.labels(mode).inc()
+        return session
+
+    def close(self, sid: str) -> None:
+        session = self._sessions.pop(sid, None)
+        if session is not None:
+            self._metrics.open_sessions.labels(session.mode).dec()
+
+    def of_endpoint(self, endpoint: str) -> list[Session]:
+        return [s for s in self._sessions.values() if s.endpoint == endpoint]
+
+    @contextmanager
+    def serving(self, session: Session) -> Iterator[None]:
+        """Counts one request of ``session`` in flight (a GET stream for as long as it is open)."""
+        session.inflight += 1
+        session.last_seen = time.monotonic()
+        try:
+            yield
+        finally:
+            session.inflight -= 1
+            session.last_seen = time.monotonic()
+
+    def reap(self, now: float | None = None) -> int:
+        """Forgets sessions idle past the transport's timeout; returns how many."""
+        now = time.monotonic() if now is None else now
+        limit = self._idle_timeout + _REAP_MARGIN
+        idle = [s.sid for s in self._sessions.values() if not s.inflight and now - s.last_seen > limit]
+        for sid in idle:
+            self.close(sid)
+        return len(idle)

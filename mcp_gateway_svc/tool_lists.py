@@ -1,0 +1,68 @@
+"""What ``tools/list`` answers in each mode, as MCP tool definitions.
+
+- **meta**: the toolset's eager tools, ``search_tools`` (the manifest in its description) and
+  ``call_tool``: the same bytes for a whole catalog version, however many searches run.
+- **progressive**: the eager tools, ``search_tools`` and the tools this session's searches loaded,
+  in the order they were loaded.
+- **all**: every tool of the toolset.
+
+A toolset with nothing deferred has no search tool: every mode lists its tools. The definitions
+are discovery's (names are the pool's LLM-facing names); one MCP object per tool definition is
+built once and reused.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import mcp_types as types
+from pydantic import ValidationError
+from toolscout.client import Tool
+
+from mcp_gateway_svc.views import ToolsetView
+
+__all__ = ["listed_tools", "mcp_tool", "signature"]
+
+
+@functools.lru_cache(maxsize=65536)
+def mcp_tool(tool: Tool) -> types.Tool:
+    """The MCP definition of one catalog tool (its schemas and annotations as its server sent them)."""
+    annotations = None
+    if tool.annotations_json:
+        try:
+            annotations = types.ToolAnnotations.model_validate(tool.annotations)
+        except ValidationError:
+            annotations = None
+    return types.Tool(
+        name=tool.llm_name,
+        title=tool.title or None,
+        description=tool.description or None,
+        input_schema=tool.input_schema or {"type": "object", "properties": {}},
+        output_schema=tool.output_schema or None,
+        annotations=annotations,
+    )
+
+
+def listed_tools(
+    view: ToolsetView, mode: str, loaded: Sequence[str] = (), search_tool: Tool | None = None
+) -> list[Tool]:
+    """The catalog tools (and discovery's synthetic ones) that ``mode`` lists, in order.
+
+    ``search_tool`` is progressive mode's (discovery's append-surface definition, whose description
+    says found tools join the list); the view holds the stable surface's pair.
+    """
+    if view.search_tool is None or mode == "all":
+        return [*view.eager, *view.deferred]
+    if mode == "meta":
+        extra = [view.call_tool] if view.call_tool is not None else []
+        return [*view.eager, view.search_tool, *extra]
+    found = [
+        view.by_name[n] for n in dict.fromkeys(loaded) if n in view.by_name and n not in view.eager_names
+    ]
+    return [*view.eager, search_tool or view.search_tool, *found]
+
+
+def signature(tools: Sequence[Tool]) -> int:
+    """Equal for equal tool lists (what a client would see), to tell whether to announce a change."""
+    return hash(tuple(tools))
