@@ -103,3 +103,43 @@ async def test_a_chat_whose_pool_process_dies_mid_call_tells_the_llm_it_may_have
     assert result.messages[-1].content == "done"
     # The model was asked once more (with the result), and the tool was not called again.
     assert len(fake.requests) == 2
+
+
+def _echo_the_named_tool(request: RecordedRequest) -> Reply:
+    last = request.body["messages"][-1]
+    if last["role"] == "user":
+        return Reply.calls(ScriptedCall(last["content"].split()[-1], {"text": "hello"}))
+    return Reply.answer(f"result: {last['content']}")
+
+
+async def _server_ready(address: str, server: str) -> None:
+    async with tc.AsyncPoolClient.connect(address) as shard:
+        async with asyncio.timeout(WAIT):
+            while True:
+                states = {s.name: s.state for s in await shard.list_servers()}
+                if states.get(server) == "ready":
+                    return
+                # Another process: no event to wait on; a bounded poll.
+                await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("shards", [0, 3], ids=["unsharded", "three-shards"])
+async def test_a_chat_right_after_a_pool_process_restarts_reaches_it(tmp_path: Path, shards: int) -> None:
+    """Issue 19, item 6: the shard is READY, so the orchestrator's channel must not still be in its
+    reconnect backoff saying "not reachable"."""
+    async with FakeProvider() as fake:
+        fake.responder = _echo_the_named_tool
+        document = _document(tmp_path, fake.openai_base_url)
+        async with running_sharded_stack(tmp_path, document, shards=shards, orchestrator=True) as stack:
+            assert stack.orchestrator is not None
+            owner = _owner(stack, "other")
+            async with tc.AsyncOrchestratorClient.connect(stack.orchestrator.address) as orchestrator:
+                first = await orchestrator.chat("call other__echo", model="gpt", deadline=WAIT)
+                assert first.messages[-1].content == "result: hello"
+                await stack.kill(stack.pools[owner])
+                down = await orchestrator.chat("call other__echo", model="gpt", deadline=WAIT)
+                assert "hello" not in down.messages[-1].content
+                await stack.start_pool(owner)
+                await _server_ready(stack.shard_address(owner), "other")
+                again = await orchestrator.chat("call other__echo", model="gpt", deadline=WAIT)
+    assert again.messages[-1].content == "result: hello"

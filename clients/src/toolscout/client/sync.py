@@ -8,6 +8,7 @@ tree instead of ``grpc.RpcError``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -16,9 +17,9 @@ import grpc
 
 from toolscout.client import _convert as conv
 from toolscout.client import types as t
-from toolscout.client._base import ChannelSettings, Deadlines
+from toolscout.client._base import NOT_REACHABLE_MESSAGE, ChannelSettings, Deadlines, connect_wait
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
-from toolscout.client.errors import translate_rpc_error
+from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
@@ -112,6 +113,15 @@ class _SyncClient:
             call.cancel()
 
 
+def _connected(channel: grpc.Channel, within: float) -> bool:
+    """Whether the channel is connected, or connects within ``within`` seconds (it is asked to)."""
+    try:
+        grpc.channel_ready_future(channel).result(timeout=within)
+    except grpc.FutureTimeoutError:
+        return False
+    return True
+
+
 class PoolClient(_SyncClient):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
@@ -161,20 +171,28 @@ class PoolClient(_SyncClient):
     ) -> t.CallToolResult:
         """Call a tool by LLM name, or by its own ``name`` on ``server``.
 
-        A tool that fails is a result with ``is_error``. Raises InvalidArgumentError (arguments not
-        a JSON object), NotFoundError, UnavailableError (server down), DeadlineExceededError,
-        ResourceExhaustedError (result too large).
+        A tool that fails is a result with ``is_error``. Errors as for
+        :meth:`toolscout.client.AsyncPoolClient.call_tool`: ``UnavailableError`` only when the call
+        was not sent, ``OutcomeUnknownError`` when it was and the pool or its server went away.
         """
         req = conv.call_tool_request(
             name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
         )
-        resp = self._unary(
-            "CallTool",
-            self._stub.CallTool,
-            req,
-            self._deadlines.call_tool(deadline, timeout_seconds),
-            metadata,
-        )
+        rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
+        wait = connect_wait(rpc_deadline)
+        started = time.monotonic()
+        if not _connected(self._channel, wait):
+            raise not_sent_error(NOT_REACHABLE_MESSAGE.format(wait=wait), method=f"/{self._service}/CallTool")
+        try:
+            resp = self._unary(
+                "CallTool",
+                self._stub.CallTool,
+                req,
+                None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001),
+                metadata,
+            )
+        except UnavailableError as err:
+            raise call_outcome_error(err) from err
         return conv.call_tool_result(resp)
 
     def watch_catalog(
