@@ -52,6 +52,7 @@ _CONNECT_FAILURES = (
     "connection refused",
     "dns resolution failed",
     "unreachable",
+    "not reachable",
     "no healthy",
 )
 

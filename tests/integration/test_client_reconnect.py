@@ -15,6 +15,7 @@ import pytest
 from toolscout import client as tc
 
 from mcp_pool_svc.server import build_server
+from toolscout_kit.server import RunningServer
 from tests.support.mcp_servers import free_port, misbehaving_config
 from toolscout_kit.config import parse_config
 
@@ -25,14 +26,23 @@ SLOW_BACKOFF = (
 )
 
 
+async def _serve(tmp_path: Path, port: int) -> RunningServer:
+    config = parse_config({"servers": {"fixture": misbehaving_config()}}, base_dir=tmp_path)
+    return await build_server(config, listen=f"127.0.0.1:{port}", metrics_port=-1)
+
+
 async def test_a_call_after_the_pool_returns_waits_for_the_reconnect_instead_of_failing(tmp_path: Path) -> None:
     port = free_port()
-    config = parse_config({"servers": {"fixture": misbehaving_config()}}, base_dir=tmp_path)
     async with tc.AsyncPoolClient.connect(f"127.0.0.1:{port}", options=SLOW_BACKOFF) as pool:
+        server = await _serve(tmp_path, port)
+        try:
+            assert (await pool.call_tool("fixture__echo", {"text": "up"}, deadline=30)).text == "up"
+        finally:
+            await server.stop(0.5)
         with pytest.raises(tc.UnavailableError) as down:
             await pool.call_tool("fixture__echo", {"text": "x"}, deadline=0.5)
         assert down.value.not_sent
-        server = await build_server(config, listen=f"127.0.0.1:{port}", metrics_port=-1)
+        server = await _serve(tmp_path, port)
         try:
             result = await pool.call_tool("fixture__echo", {"text": "back"}, deadline=30)
         finally:
@@ -42,14 +52,20 @@ async def test_a_call_after_the_pool_returns_waits_for_the_reconnect_instead_of_
 
 async def test_the_blocking_client_also_waits_for_the_reconnect(tmp_path: Path) -> None:
     port = free_port()
-    config = parse_config({"servers": {"fixture": misbehaving_config()}}, base_dir=tmp_path)
     with tc.PoolClient.connect(f"127.0.0.1:{port}", options=SLOW_BACKOFF) as pool:
+        server = await _serve(tmp_path, port)
+        try:
+            up = await asyncio.to_thread(pool.call_tool, "fixture__echo", {"text": "up"}, deadline=30)
+            assert up.text == "up"
+        finally:
+            await server.stop(0.5)
         with pytest.raises(tc.UnavailableError) as down:
             await asyncio.to_thread(pool.call_tool, "fixture__echo", {"text": "x"}, deadline=0.5)
         assert down.value.not_sent
-        server = await build_server(config, listen=f"127.0.0.1:{port}", metrics_port=-1)
+        server = await _serve(tmp_path, port)
         try:
             result = await asyncio.to_thread(pool.call_tool, "fixture__echo", {"text": "back"}, deadline=30)
         finally:
             await server.stop(0.5)
     assert result.text == "back"
+

@@ -126,6 +126,8 @@ class AsyncPoolClient(_AsyncClient):
 
     _stub: mcp_pool_pb2_grpc.McpPoolStub
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
+    # Whether the channel was ever connected: only then is a lost connection waited for.
+    _was_connected = False
 
     async def list_servers(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -178,8 +180,9 @@ class AsyncPoolClient(_AsyncClient):
     ) -> t.CallToolResult:
         """Call a tool by LLM name, or by its own ``name`` on ``server``.
 
-        A tool that fails is a result with ``is_error``. A channel that is not connected is given
-        a few seconds (``CONNECT_WAIT``, within the deadline) to connect before anything is sent.
+        A tool that fails is a result with ``is_error``. A channel that lost its connection is
+        given a few seconds (``CONNECT_WAIT``, within the deadline) to reconnect before anything is
+        sent; one that never connected, its first attempt.
 
         Raises:
             InvalidArgumentError: arguments not a JSON object.
@@ -213,18 +216,22 @@ class AsyncPoolClient(_AsyncClient):
         return conv.call_tool_result(resp)
 
     async def _connected(self, within: float) -> bool:
-        """Whether the channel is connected, or connects within ``within`` seconds."""
+        """Whether the channel is connected, or connects within ``within`` seconds.
+
+        A channel that never connected is given its first attempt only: a failed one is final.
+        """
         channel = self._channel
         state = channel.get_state(try_to_connect=True)
-        if state is grpc.ChannelConnectivity.READY:
-            return True
         try:
             async with asyncio.timeout(within):
                 while state is not grpc.ChannelConnectivity.READY:
+                    if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and not self._was_connected:
+                        return False
                     await channel.wait_for_state_change(state)
                     state = channel.get_state(try_to_connect=True)
         except TimeoutError:
             return False
+        self._was_connected = True
         return True
 
     def watch_catalog(

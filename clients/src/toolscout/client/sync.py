@@ -17,7 +17,14 @@ import grpc
 
 from toolscout.client import _convert as conv
 from toolscout.client import types as t
-from toolscout.client._base import NOT_REACHABLE_MESSAGE, ChannelSettings, Deadlines, connect_wait
+from toolscout.client._base import (
+    CONNECT_WAIT,
+    FIRST_CONNECT_WAIT,
+    NOT_REACHABLE_MESSAGE,
+    ChannelSettings,
+    Deadlines,
+    connect_wait,
+)
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
@@ -129,6 +136,8 @@ class PoolClient(_SyncClient):
 
     _stub: mcp_pool_pb2_grpc.McpPoolStub
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
+    # Whether the channel was ever connected: only then is a lost connection waited for long.
+    _was_connected = False
 
     def list_servers(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -179,10 +188,11 @@ class PoolClient(_SyncClient):
             name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
         )
         rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
-        wait = connect_wait(rpc_deadline)
+        wait = connect_wait(rpc_deadline, CONNECT_WAIT if self._was_connected else FIRST_CONNECT_WAIT)
         started = time.monotonic()
         if not _connected(self._channel, wait):
             raise not_sent_error(NOT_REACHABLE_MESSAGE.format(wait=wait), method=f"/{self._service}/CallTool")
+        self._was_connected = True
         try:
             resp = self._unary(
                 "CallTool",
