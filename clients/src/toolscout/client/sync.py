@@ -120,12 +120,24 @@ class _SyncClient:
             call.cancel()
 
 
+# The server's overall health (an empty HealthCheckRequest), asked raw: no health-checking
+# dependency for one probe.
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+
 def _connected(channel: grpc.Channel, within: float) -> bool:
-    """Whether the channel is connected, or connects within ``within`` seconds (it is asked to)."""
+    """Whether the channel is connected, or connects within ``within`` seconds.
+
+    A blocking channel cannot tell its state without a subscription (whose polling thread fails
+    when the channel closes under it), so a health check that waits for the connection asks.
+    Any answer, UNIMPLEMENTED included, proves the connection.
+    """
+    check = channel.unary_unary(_HEALTH_CHECK, request_serializer=None, response_deserializer=None)
     try:
-        grpc.channel_ready_future(channel).result(timeout=within)
-    except grpc.FutureTimeoutError:
-        return False
+        check(b"", timeout=max(within, 0.001), wait_for_ready=True)
+    except grpc.RpcError as err:
+        code = err.code() if callable(getattr(err, "code", None)) else None
+        return code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     return True
 
 
