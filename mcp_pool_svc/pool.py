@@ -51,7 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.placement import Placement, ServerRule, ShardIdentity, resolve_identity
-from mcp_pool_svc.reaper import become_subreaper
+from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.results import (
     ToolResult,
     apply_size_cap,
@@ -200,11 +200,14 @@ class McpPool:
         self._index = self._shard.index
         self._placement = self._placement_for(config, self._shard.count)
         self._http = HttpClients()
+        self._reaper = Reaper()
+        self._reaping: asyncio.Task[None] | None = None
         self._connect = connector or make_connector(
             base_dir=Path(config.base_dir),
             stderr_sink=StderrLog(config, os.environ if environ is None else environ),
             max_line_bytes=reply_line_limit(self._settings.max_result_bytes),
             http_clients=self._http,
+            reaper=self._reaper,
         )
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
@@ -267,10 +270,11 @@ class McpPool:
 
         Servers still starting when the wait ends keep starting (a thousand remote servers take
         longer than a few seconds); the pool serves meanwhile. On Linux the process becomes a child
-        subreaper first, so that processes a server detaches stay in the pool's tree (see
-        :mod:`mcp_pool_svc.reaper`).
+        subreaper first, so that processes a server detaches stay in the pool's tree, and reaps
+        each of them that exits (see :mod:`mcp_pool_svc.reaper`).
         """
-        become_subreaper()
+        if become_subreaper() and self._reaping is None:
+            self._reaping = asyncio.create_task(self._reaper.run(), name="reaper")
         self._started = True
         for sup in self._supervisors.values():
             self._launch(sup)
@@ -313,6 +317,10 @@ class McpPool:
             if pending:
                 await asyncio.wait(pending, timeout=_STOP_TIMEOUT)
         self._tasks.clear()
+        if self._reaping is not None:
+            self._reaping.cancel()
+            self._reaping = None
+        self._reaper.sweep()
         await self._http.aclose()
 
     async def reshard(self, config: ToolscoutConfig) -> ReshardResult:

@@ -44,6 +44,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
+from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 
@@ -183,6 +184,7 @@ def _transport(
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
     http_clients: HttpClients | None,
+    reaper: Reaper,
 ) -> AbstractAsyncContextManager[Any]:
     if isinstance(config, StdioServerConfig):
         cwd = Path(os.path.expanduser(config.cwd)) if config.cwd else base_dir
@@ -196,6 +198,7 @@ def _transport(
             on_exit=lambda detail: on_event("exited", detail),
             on_stderr=on_stderr,
             max_line_bytes=max_line_bytes,
+            reaper=reaper,
         )
     return _remote_transport(config, http_clients)
 
@@ -278,6 +281,7 @@ def make_connector(
     stderr_sink: StderrSink,
     max_line_bytes: int,
     http_clients: HttpClients | None = None,
+    reaper: Reaper | None = None,
 ) -> Connector:
     """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder).
 
@@ -285,8 +289,10 @@ def make_connector(
     line longer than ``max_line_bytes`` is refused (see :mod:`mcp_pool_svc.stdio`). When the process
     exits, the exit event carries its last stderr line (masked): usually the reason it could not
     start ("ModuleNotFoundError: ..."). Streamable-HTTP servers share the clients of
-    ``http_clients`` (each connection opens its own without it).
+    ``http_clients`` (each connection opens its own without it). Stdio servers' processes are
+    reaped by ``reaper`` (one of its own without it).
     """
+    reaper = reaper or Reaper()
 
     def connect(
         name: str,
@@ -311,6 +317,7 @@ def make_connector(
             on_stderr=stderr,
             max_line_bytes=max_line_bytes,
             http_clients=http_clients,
+            reaper=reaper,
         )
 
     return connect
@@ -406,6 +413,7 @@ async def open_connection(
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
     http_clients: HttpClients | None = None,
+    reaper: Reaper | None = None,
 ) -> AsyncIterator[Connection]:
     """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``.
 
@@ -425,6 +433,7 @@ async def open_connection(
                 on_stderr=on_stderr,
                 max_line_bytes=max_line_bytes,
                 http_clients=http_clients,
+                reaper=reaper or Reaper(),
             )
         )
         relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)

@@ -1,0 +1,144 @@
+"""The pool process reaps every child that exits, whenever it exits (issue 19, item 2).
+
+The pool is a child subreaper, so processes its MCP servers leave behind become its children; each
+one that exits must be collected, or it stays ``<defunct>``. ``toolscout serve pool`` runs here in
+its own process with two servers: the misbehaving fixture started directly ("plain") and through
+a ``bash -c`` wrapper that also leaves a short-lived background process behind each time it
+starts ("wrapped": the orphaned ``sleep`` exits while the server runs). Restarts are forced by
+SIGKILLing each server's leader (the wrapper itself, for the wrapped one): the server it ran is
+re-parented to the pool and ends when the pool tears the session down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev group
+import pytest
+from toolscout import client as tc
+
+from tests.support.mcp_servers import MISBEHAVING_SERVER, REPO_ROOT, free_port, wait_until_gone
+
+WAIT = 60.0
+RESTARTS = 3
+
+
+def _zombies(pid: int) -> list[int]:
+    out = []
+    for child in psutil.Process(pid).children():
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                out.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+async def _until(check: object, within: float = WAIT) -> None:
+    async with asyncio.timeout(within):
+        while not await check():  # type: ignore[operator]  # noqa: ASYNC110 - a bounded poll of another process
+            await asyncio.sleep(0.05)
+
+
+def _leader(tmp: Path, name: str) -> int:
+    """The process the pool started for ``name``: the server, or the wrapper around it."""
+    server = int((tmp / f"{name}.pid").read_text().split()[0])
+    return psutil.Process(server).ppid() if name == "wrapped" else server
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    server = f"{sys.executable} {MISBEHAVING_SERVER}"
+    document = {
+        "servers": {
+            "plain": {"command": sys.executable, "args": [str(MISBEHAVING_SERVER), "--pid-file", str(tmp_path / "plain.pid")]},
+            "wrapped": {
+                "command": "bash",
+                # The subshell's sleep is orphaned at once and exits while the server runs.
+                "args": ["-c", f"(sleep 0.3 &); {server} --pid-file {tmp_path / 'wrapped.pid'}; exit $?"],
+            },
+        },
+        "toolscout": {"pool": {"listen": f"127.0.0.1:{free_port()}", "metrics_port": -1}},
+    }
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+async def test_restarts_of_plain_and_wrapped_servers_leave_no_zombie(tmp_path: Path, config: Path) -> None:
+    address = json.loads(config.read_text())["toolscout"]["pool"]["listen"]
+    log = (tmp_path / "pool.log").open("wb")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "toolscout_cli", "serve", "pool", "-c", str(config),
+        cwd=REPO_ROOT, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    try:
+        async with tc.AsyncPoolClient.connect(address) as pool:
+            await asyncio.wait_for(pool.channel.channel_ready(), WAIT)
+
+            async def restarted(name: str, count: int) -> bool:
+                status = {s.name: s for s in await pool.list_servers()}[name]
+                return status.state == "ready" and status.restarts >= count
+
+            killed: set[int] = set()
+            for name in ("plain", "wrapped"):
+                await _until(lambda name=name: restarted(name, 0))
+                for n in range(1, RESTARTS + 1):
+                    leader = _leader(tmp_path, name)
+                    killed |= {leader, int((tmp_path / f"{name}.pid").read_text().split()[0])}
+                    os.kill(leader, signal.SIGKILL)
+                    await _until(lambda name=name, n=n: restarted(name, n))
+
+            async def no_zombies() -> bool:
+                return not _zombies(process.pid)
+
+            # Bounded: an exited child must be collected soon after it exits, not at the next stop.
+            with contextlib.suppress(TimeoutError):
+                await _until(no_zombies, within=10)
+            assert _zombies(process.pid) == []
+            # Nothing of the killed incarnations outlived them either.
+            assert not await wait_until_gone(killed)
+            tree = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(process.wait(), WAIT)
+        log.close()
+    assert not await wait_until_gone(list(tree))
+
+
+async def test_the_pool_never_reaps_a_child_that_is_not_one_of_its_servers(tmp_path: Path) -> None:
+    """A pool in a process that starts children of its own (a test, ``toolscout up``) must leave
+    their exit status to them: only processes of its servers' sessions are reaped."""
+    from mcp_pool_svc.pool import McpPool
+    from toolscout_kit.config import parse_config
+
+    server = f"{sys.executable} {MISBEHAVING_SERVER}"
+    wrapped = {"command": "bash", "args": ["-c", f"(sleep 0.1 &); {server}; exit $?"]}
+    pool = McpPool(parse_config({"servers": {"wrapped": wrapped}}, base_dir=tmp_path))
+    # Not waited for until the end, so they stay zombies meanwhile, in reach of a careless reaper.
+    mine = [
+        subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]),
+        subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"], start_new_session=True),
+    ]
+    await pool.start(wait=WAIT)
+    try:
+        me = os.getpid()
+
+        async def server_orphans_reaped() -> bool:
+            # The wrapper's orphaned sleep exits, and is reaped by the pool: sweeps have run.
+            children = psutil.Process(me).children()
+            return not [c for c in children if c.name() == "sleep"] and set(_zombies(me)) == {p.pid for p in mine}
+
+        await _until(server_orphans_reaped, within=30)
+        assert [p.wait(timeout=WAIT) for p in mine] == [3, 4]
+    finally:
+        await pool.stop()
