@@ -28,8 +28,8 @@ import math
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -635,10 +635,7 @@ class McpPool:
         listed = self.catalog.lookup(sup.name, tool)
         read_only = listed is not None and listed.tool.read_only
         repeatable = listed is not None and (listed.tool.read_only or listed.tool.idempotent)
-        serial: AbstractAsyncContextManager[Any] = (
-            sup.write_lock if sup.write_lock is not None and not read_only else nullcontext()
-        )
-        async with serial, sup.semaphore:
+        async with self._write_turn(sup, read_only), sup.semaphore:
             lost: Connection | None = None
             while True:
                 try:
@@ -649,7 +646,7 @@ class McpPool:
                     raise
                 call.sent = True
                 try:
-                    return await conn.session.call_tool(
+                    answer = await conn.session.call_tool(
                         tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
                     )
                 except MCPError as err:
@@ -659,6 +656,23 @@ class McpPool:
                         raise _SentThenLost(retried=lost is not None) from None
                     log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
                     lost = conn
+                    continue
+                if not read_only:
+                    sup.call_may_have_changed_tools()
+                return answer
+
+    def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
+        """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""
+        if sup.write_lock is None or read_only:
+            return nullcontext()
+        return self._locked(sup.name, sup.write_lock)
+
+    @asynccontextmanager
+    async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
+        waiting = time.perf_counter()
+        async with lock:
+            self._metrics.write_lock_waited(server, time.perf_counter() - waiting)
+            yield
 
     def _convert(self, server: str, tool: str, raw: Any, started: float) -> ToolResult:
         content = tuple(content_from_mcp(block) for block in raw.content)

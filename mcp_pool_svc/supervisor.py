@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import ServerUnavailableError
-from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
@@ -143,7 +143,8 @@ class Supervisor:
         self._poke = asyncio.Event()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._refresh = False
+        # Why the next listing is due before its interval (None: it is not).
+        self._refresh: ListingReason | None = None
         self._conn: Connection | None = None
         self._restarts = 0
         self._last_error = ""
@@ -280,9 +281,21 @@ class Supervisor:
         self._metrics.catalog_tools(self.name, self._catalog.tool_count(self.name))
         self._on_change(self.name)
 
+    def call_may_have_changed_tools(self) -> None:
+        """A call of a tool not annotated read-only was answered: list the tools again soon.
+
+        A change is announced differently at each MCP revision, and SDK 2.3.0 drops an
+        announcement made the other era's way (a server calling ``send_tool_list_changed()`` is
+        never heard by a 2026-07-28 client): re-listing after such calls, coalesced, catches the
+        changes they make however they are announced.
+        """
+        if self._refresh is None:
+            self._refresh = "after_call"
+        self._poke.set()
+
     def _on_event(self, event: ConnectionEvent, detail: str) -> None:
         if event == "tools_changed":
-            self._refresh = True
+            self._refresh = "notification"
         elif event == "exited":
             self._exit_detail = detail
         elif event == "stream_error":
@@ -431,7 +444,8 @@ class Supervisor:
         self._stream_error = ""
         self._last_error = ""
         self._last_activity = time.monotonic()
-        self._refresh = False
+        self._refresh = None
+        self._metrics.tools_listed(self.name, "connect")
         if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
             self._catalog_changed()
         self._conn = conn
@@ -455,7 +469,8 @@ class Supervisor:
                 self._catalog_changed()
         self._grace_task = None
 
-    async def _relist(self, conn: Connection) -> None:
+    async def _relist(self, conn: Connection, reason: ListingReason) -> None:
+        self._metrics.tools_listed(self.name, reason)
         try:
             with anyio.fail_after(self.config.call_timeout):
                 tools = await conn.list_tools()
@@ -483,9 +498,9 @@ class Supervisor:
             if conn.closed.is_set():
                 raise _SessionLost("the connection was closed by the server")
             now = time.monotonic()
-            if self._refresh or now >= next_list:
-                self._refresh = False
-                await self._relist(conn)
+            if self._refresh is not None or now >= next_list:
+                reason, self._refresh = self._refresh or "ttl", None
+                await self._relist(conn, reason)
                 # After the listing: its cache hint sets when the next one is due.
                 next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
             idle_at = float("inf")
