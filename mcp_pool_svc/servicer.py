@@ -81,6 +81,9 @@ def _status_to_proto(status: ServerStatus) -> mcp_pool_pb2.ServerStatus:
         placement=status.placement,
         tool_cache_ttl_seconds=status.tool_cache_ttl_seconds,
         change_notifications=status.change_notifications,
+        serialize_writes=status.serialize_writes,
+        serialized_tools=status.serialized_tools,
+        unannotated_tools=status.unannotated_tools,
     )
 
 

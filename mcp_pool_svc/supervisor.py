@@ -33,7 +33,7 @@ import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
-from mcp_pool_svc.catalog import Catalog
+from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
@@ -79,6 +79,10 @@ class ServerStatus:
     tool_cache_ttl_seconds: float = 0.0
     # Whether the current session delivers the server's tool-change notifications.
     change_notifications: bool = False
+    # serialize_writes, the tools it serializes (not read-only) and those without annotations.
+    serialize_writes: bool = True
+    serialized_tools: int = 0
+    unannotated_tools: int = 0
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:
@@ -160,6 +164,7 @@ class Supervisor:
         self._last_activity = time.monotonic()
         self._grace_task: asyncio.Task[None] | None = None
         self._attempt: anyio.CancelScope | None = None
+        self._serialization_explained = False
         self.semaphore = asyncio.Semaphore(config.max_concurrency)
         # Calls to tools not annotated read-only take this first (see serialize_writes).
         self.write_lock: asyncio.Lock | None = asyncio.Lock() if config.serialize_writes else None
@@ -175,6 +180,7 @@ class Supervisor:
         return isinstance(self.config, RemoteServerConfig)
 
     def status(self) -> ServerStatus:
+        writes, unannotated = self._catalog.write_counts(self.name)
         return ServerStatus(
             name=self.name,
             transport=transport_name(self.config),
@@ -190,6 +196,9 @@ class Supervisor:
             protocol_version=self._protocol_version,
             tool_cache_ttl_seconds=self._ttl,
             change_notifications=self._conn is not None and self._conn.change_notifications,
+            serialize_writes=self.write_lock is not None,
+            serialized_tools=writes if self.write_lock is not None else 0,
+            unannotated_tools=unannotated,
         )
 
     def unavailable_message(self) -> str:
@@ -450,6 +459,25 @@ class Supervisor:
             self._catalog_changed()
         self._conn = conn
         self._set_state(ServerState.READY)
+        self._explain_serialized_writes(tools)
+
+    def _explain_serialized_writes(self, tools: list[ListedTool]) -> None:
+        """Once per server: which of its tools run one at a time, why, and how to opt out."""
+        if self._serialization_explained or self.write_lock is None:
+            return
+        self._serialization_explained = True
+        serialized = sorted(t.name for t in tools if not t.read_only)
+        if not serialized:
+            return
+        log.info(
+            "mcp_server_writes_serialized",
+            server=self.name,
+            serialized_tools=len(serialized),
+            unannotated_tools=sum(not t.annotations_json for t in tools),
+            tools=serialized[:20],
+            reason="not annotated readOnlyHint: true",
+            opt_out=f"servers.{self.name}.serialize_writes: false, if the server is safe under concurrent writes",
+        )
 
     def _went_down(self) -> None:
         self._metrics.server_up(self.name, False)

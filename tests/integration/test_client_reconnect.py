@@ -15,9 +15,9 @@ import pytest
 from toolscout import client as tc
 
 from mcp_pool_svc.server import build_server
-from toolscout_kit.server import RunningServer
 from tests.support.mcp_servers import free_port, misbehaving_config
 from toolscout_kit.config import parse_config
+from toolscout_kit.server import RunningServer
 
 SLOW_BACKOFF = (
     ("grpc.initial_reconnect_backoff_ms", 3000),
@@ -31,7 +31,9 @@ async def _serve(tmp_path: Path, port: int) -> RunningServer:
     return await build_server(config, listen=f"127.0.0.1:{port}", metrics_port=-1)
 
 
-async def test_a_call_after_the_pool_returns_waits_for_the_reconnect_instead_of_failing(tmp_path: Path) -> None:
+async def test_a_call_after_the_pool_returns_waits_for_the_reconnect_instead_of_failing(
+    tmp_path: Path,
+) -> None:
     port = free_port()
     async with tc.AsyncPoolClient.connect(f"127.0.0.1:{port}", options=SLOW_BACKOFF) as pool:
         server = await _serve(tmp_path, port)
@@ -68,4 +70,3 @@ async def test_the_blocking_client_also_waits_for_the_reconnect(tmp_path: Path) 
         finally:
             await server.stop(0.5)
     assert result.text == "back"
-

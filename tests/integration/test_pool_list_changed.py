@@ -17,7 +17,6 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,10 +43,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "modern-bus": (_flags("modern", "bus"), "stdio", "2026-07-28"),
     "modern-session": (_flags("modern", "session"), "stdio", "2026-07-28"),
     "dual-session": (_flags("dual", "session"), "stdio", "2026-07-28"),
-    **{
-        f"legacy-{v}": (_flags("legacy", "session", v), "stdio", v)
-        for v in HANDSHAKE_PROTOCOL_VERSIONS
-    },
+    **{f"legacy-{v}": (_flags("legacy", "session", v), "stdio", v) for v in HANDSHAKE_PROTOCOL_VERSIONS},
     "http-modern-bus": (_flags("modern", "bus"), "http", "2026-07-28"),
     "http-dual-session": (_flags("dual", "session"), "http", "2026-07-28"),
     "http-legacy-2025-06-18": (_flags("legacy", "session", "2025-06-18"), "http", "2025-06-18"),
@@ -80,7 +76,9 @@ async def pool(servers: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.mark.parametrize("server", list(CASES))
-async def test_a_tool_added_by_an_sdk_server_reaches_the_catalog_without_the_ttl(pool: McpPool, server: str) -> None:
+async def test_a_tool_added_by_an_sdk_server_reaches_the_catalog_without_the_ttl(
+    pool: McpPool, server: str
+) -> None:
     status = pool.server_status(server)
     assert (status.state.value, status.protocol_version) == ("ready", CASES[server][2])
     assert status.tool_cache_ttl_seconds == 3600
@@ -88,4 +86,3 @@ async def test_a_tool_added_by_an_sdk_server_reaches_the_catalog_without_the_ttl
     result = await pool.call_tool(server=server, tool="add_tool", arguments={"name": name})
     assert not result.is_error, result.content
     await pool.wait_until(lambda: pool.catalog.lookup(server, name) is not None, WAIT)
-

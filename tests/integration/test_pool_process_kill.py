@@ -58,20 +58,23 @@ async def test_a_pool_process_killed_mid_call_gives_outcome_unknown_and_the_tool
     tmp_path: Path, shards: int
 ) -> None:
     async with running_sharded_stack(tmp_path, _document(tmp_path), shards=shards) as stack:
-        async with _pool_client(stack) as pool:
-            # Through the sharded client (what the orchestrator uses) and a plain one to the owner.
-            async with tc.AsyncPoolClient.connect(stack.shard_address(_owner(stack, "slow"))) as plain:
-                clients: list[tc.AsyncShardedPoolClient | tc.AsyncPoolClient] = [pool, plain]
-                for n, client in enumerate(clients, start=1):
-                    if n > 1:
-                        await stack.start_pool(_owner(stack, "slow"))
-                    call = asyncio.ensure_future(client.call_tool("slow__hang", {}, deadline=WAIT))
-                    assert len(await wait_for_lines(tmp_path / "slow.calls", n, within=WAIT)) == n
-                    await stack.kill(stack.pools[_owner(stack, "slow")])
-                    with pytest.raises(tc.OutcomeUnknownError) as lost:
-                        await call
-                    assert "may or may not have run" in lost.value.message
-                    assert (tmp_path / "slow.calls").read_text().splitlines() == ["hang"] * n
+        owner = _owner(stack, "slow")
+        # Through the sharded client (what the orchestrator uses) and a plain one to the owner.
+        async with (
+            _pool_client(stack) as pool,
+            tc.AsyncPoolClient.connect(stack.shard_address(owner)) as plain,
+        ):
+            clients: list[tc.AsyncShardedPoolClient | tc.AsyncPoolClient] = [pool, plain]
+            for n, client in enumerate(clients, start=1):
+                if n > 1:
+                    await stack.start_pool(owner)
+                call = asyncio.ensure_future(client.call_tool("slow__hang", {}, deadline=WAIT))
+                assert len(await wait_for_lines(tmp_path / "slow.calls", n, within=WAIT)) == n
+                await stack.kill(stack.pools[owner])
+                with pytest.raises(tc.OutcomeUnknownError) as lost:
+                    await call
+                assert "may or may not have run" in lost.value.message
+                assert (tmp_path / "slow.calls").read_text().splitlines() == ["hang"] * n
 
 
 def _call_slow_then_answer(request: RecordedRequest) -> Reply:

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev group
 import pytest
@@ -53,12 +54,29 @@ def _leader(tmp: Path, name: str) -> int:
     return psutil.Process(server).ppid() if name == "wrapped" else server
 
 
+def _log_file(tmp_path: Path) -> IO[bytes]:
+    return (tmp_path / "pool.log").open("wb")
+
+
+def _children_of_our_own() -> list[subprocess.Popen[bytes]]:
+    """Children that are not the pool's, not waited for until the end: zombies meanwhile, in reach
+    of a careless reaper."""
+    return [
+        subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]),
+        subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"], start_new_session=True),
+    ]
+
+
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
+def config(tmp_path: Path) -> tuple[Path, str]:
+    """The pool's config file and the address it listens on."""
     server = f"{sys.executable} {MISBEHAVING_SERVER}"
     document = {
         "servers": {
-            "plain": {"command": sys.executable, "args": [str(MISBEHAVING_SERVER), "--pid-file", str(tmp_path / "plain.pid")]},
+            "plain": {
+                "command": sys.executable,
+                "args": [str(MISBEHAVING_SERVER), "--pid-file", str(tmp_path / "plain.pid")],
+            },
             "wrapped": {
                 "command": "bash",
                 # The subshell's sleep is orphaned at once and exits while the server runs.
@@ -69,14 +87,16 @@ def config(tmp_path: Path) -> Path:
     }
     path = tmp_path / "pool.json"
     path.write_text(json.dumps(document))
-    return path
+    return path, document["toolscout"]["pool"]["listen"]
 
 
-async def test_restarts_of_plain_and_wrapped_servers_leave_no_zombie(tmp_path: Path, config: Path) -> None:
-    address = json.loads(config.read_text())["toolscout"]["pool"]["listen"]
-    log = (tmp_path / "pool.log").open("wb")
+async def test_restarts_of_plain_and_wrapped_servers_leave_no_zombie(
+    tmp_path: Path, config: tuple[Path, str]
+) -> None:
+    path, address = config
+    log = _log_file(tmp_path)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolscout_cli", "serve", "pool", "-c", str(config),
+        sys.executable, "-m", "toolscout_cli", "serve", "pool", "-c", str(path),
         cwd=REPO_ROOT, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
@@ -124,11 +144,7 @@ async def test_the_pool_never_reaps_a_child_that_is_not_one_of_its_servers(tmp_p
     server = f"{sys.executable} {MISBEHAVING_SERVER}"
     wrapped = {"command": "bash", "args": ["-c", f"(sleep 0.1 &); {server}; exit $?"]}
     pool = McpPool(parse_config({"servers": {"wrapped": wrapped}}, base_dir=tmp_path))
-    # Not waited for until the end, so they stay zombies meanwhile, in reach of a careless reaper.
-    mine = [
-        subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]),
-        subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"], start_new_session=True),
-    ]
+    mine = _children_of_our_own()
     await pool.start(wait=WAIT)
     try:
         me = os.getpid()
@@ -136,7 +152,9 @@ async def test_the_pool_never_reaps_a_child_that_is_not_one_of_its_servers(tmp_p
         async def server_orphans_reaped() -> bool:
             # The wrapper's orphaned sleep exits, and is reaped by the pool: sweeps have run.
             children = psutil.Process(me).children()
-            return not [c for c in children if c.name() == "sleep"] and set(_zombies(me)) == {p.pid for p in mine}
+            return not [c for c in children if c.name() == "sleep"] and set(_zombies(me)) == {
+                p.pid for p in mine
+            }
 
         await _until(server_orphans_reaped, within=30)
         assert [p.wait(timeout=WAIT) for p in mine] == [3, 4]

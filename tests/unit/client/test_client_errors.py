@@ -85,7 +85,7 @@ def test_outcome_unknown_is_the_aborted_error_and_is_not_retryable() -> None:
     assert not err.retryable
 
 
-def test_a_call_unavailable_without_the_not_sent_mark_becomes_outcome_unknown_without_transport_text() -> None:
+def test_an_unmarked_call_unavailable_becomes_outcome_unknown_without_transport_text() -> None:
     lost = error_for_code(grpc.StatusCode.UNAVAILABLE, "Stream removed (Socket closed)", method="/m")
     err = tc.call_outcome_error(lost)
     assert isinstance(err, tc.OutcomeUnknownError)
@@ -97,7 +97,9 @@ def test_a_call_unavailable_without_the_not_sent_mark_becomes_outcome_unknown_wi
 
 def test_a_call_unavailable_marked_not_sent_stays_unavailable() -> None:
     refused = error_for_code(
-        grpc.StatusCode.UNAVAILABLE, "server down; the call was not sent", trailing_metadata=tc.NOT_SENT_METADATA
+        grpc.StatusCode.UNAVAILABLE,
+        "server down; the call was not sent",
+        trailing_metadata=tc.NOT_SENT_METADATA,
     )
     assert isinstance(refused, tc.UnavailableError)
     assert refused.not_sent

@@ -8,11 +8,10 @@ tree instead of ``grpc.aio.AioRpcError``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
-
-import asyncio
 
 import grpc
 import grpc.aio
