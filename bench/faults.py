@@ -24,7 +24,8 @@ Issue 19 (processes, "not sent", list_changed, the write lock):
   * zombies after `--restarts` leader kills of a plain and of a `bash -c`-wrapped server (must be
     0), each kill → READY in a row, idle stop and processes left;
   * leader kill → READY with a fresh backoff (target <= 3 s), busy stop with a write in flight;
-  * list_changed → catalog per protocol revision with real SDK servers (target <= 0.5 s);
+  * list_changed per protocol revision with real SDK servers: whether the notice reaches the
+    pool's session at all, and change → catalog (target <= 0.5 s);
   * 32 concurrent 100 ms unannotated calls with and without serialize_writes: wall time, lock wait.
 
 Run: uv run --frozen python bench/faults.py [--outage 15] [--fuzz 100] [--quick] [--only a,b]
@@ -65,6 +66,7 @@ from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import Placement
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server as build_pool
+from mcp_pool_svc.session import open_connection
 from mcp_pool_svc.supervisor import ServerState
 from tests.support.fake_provider import FakeProvider, RecordedRequest, Reply, ScriptedCall
 from tests.support.mcp_servers import (
@@ -77,7 +79,7 @@ from tests.support.mcp_servers import (
 )
 from tests.support.protocol_servers import PROTOCOL_SERVER
 from tests.support.sharded_stack import running_sharded_stack
-from toolscout_kit.config import ToolscoutConfig, parse_config
+from toolscout_kit.config import StdioServerConfig, ToolscoutConfig, parse_config
 from toolscout_kit.logging import configure_logging
 
 RESULTS = REPO_ROOT / "bench" / "results" / "faults.json"
@@ -827,6 +829,40 @@ async def list_changed_latency(workdir: Path, rounds: int) -> dict[str, Any]:
     return out
 
 
+async def list_changed_notices(workdir: Path, rounds: int) -> dict[str, Any]:
+    """Where a change notice gets lost: a session negotiated as the pool does (``open_connection``),
+    add_tool called on it, and the time until the notice (a ``tools_changed`` event from the
+    session or the listen stream) arrives — or that none did within 2 s. No re-listing here."""
+    out: dict[str, Any] = {}
+    for label, (flags, _) in LIST_CHANGED_CASES.items():
+        config = StdioServerConfig(
+            command=sys.executable, args=[str(PROTOCOL_SERVER), *flags, "--api", "mcpserver"]
+        )
+        arrived = asyncio.Event()
+
+        def on_event(kind: str, _detail: str, arrived: asyncio.Event = arrived) -> None:
+            if kind == "tools_changed":
+                arrived.set()
+
+        times: list[float] = []
+        missed = 0
+        async with open_connection(
+            config, on_event, base_dir=workdir, on_stderr=lambda _line: None, max_line_bytes=1 << 20
+        ) as conn:
+            negotiated = conn.protocol_version
+            for n in range(rounds):
+                arrived.clear()
+                t0 = time.monotonic()
+                await conn.session.call_tool("add_tool", {"name": f"notice_{n}"})
+                try:
+                    await asyncio.wait_for(arrived.wait(), 2.0)
+                    times.append(time.monotonic() - t0)
+                except TimeoutError:
+                    missed += 1
+        out[label] = {"negotiated": negotiated, "notices_missed": missed, "seconds": _quantiles(times)}
+    return out
+
+
 async def serialized_wait(calls: int, seconds: float) -> dict[str, Any]:
     """``calls`` concurrent calls of an unannotated 100 ms tool (the example text server's ``wait``),
     with the default ``serialize_writes: true`` and with ``false``: wall time and lock waits."""
@@ -884,6 +920,7 @@ async def main(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ("zombies_and_idle_stop", lambda: zombies_and_stop(workdir, args.restarts)),
         ("leader_kill_to_ready", lambda: leader_kill_to_ready(workdir, args.leader_kills)),
         ("busy_stop", lambda: busy_stop(workdir)),
+        ("list_changed_notices", lambda: list_changed_notices(workdir, args.list_changed_rounds)),
         ("list_changed_latency", lambda: list_changed_latency(workdir, args.list_changed_rounds)),
         ("serialized_call_wait", lambda: serialized_wait(32, 0.1)),
     ]

@@ -361,13 +361,26 @@ async def negotiate(session: ClientSession) -> None:
         await session.discover()
 
 
-async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEvent, str], None]) -> None:
+async def _listen_for_changes(
+    conn: Connection, on_event: Callable[[ConnectionEvent, str], None], first: anyio.Event
+) -> None:
     """Keeps a ``subscriptions/listen`` stream for tool changes open while the session lives.
 
     A change arrives both here and as a notification on the session (which already tells the
-    supervisor), so the events are only drained. A stream that ends is re-opened with a growing
-    delay, and the tools are listed again then, since changes meanwhile were not delivered.
+    supervisor), so the events are only drained. ``first`` is set once the first stream is open
+    (or cannot be): the connection is handed out only then, so that no change falls between the
+    first listing and the subscription. A stream that ends is re-opened with a growing delay,
+    and the tools are listed again then, since changes meanwhile were not delivered.
     """
+    try:
+        await _listen_loop(conn, on_event, first)
+    finally:
+        first.set()
+
+
+async def _listen_loop(
+    conn: Connection, on_event: Callable[[ConnectionEvent, str], None], first: anyio.Event
+) -> None:
     delay = _LISTEN_RETRY
     reopened = False
     while not conn.closed.is_set():
@@ -377,6 +390,7 @@ async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEv
                 if not subscription.honored.tools_list_changed:
                     return  # the server offers no tool-change events after all: the TTL rules
                 conn.listening = True
+                first.set()
                 delay = _LISTEN_RETRY
                 if reopened:
                     on_event("tools_changed", "")
@@ -395,6 +409,7 @@ async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEv
             problem = f"change stream lost: {type(err).__name__}"
         finally:
             conn.listening = False
+        first.set()
         if conn.closed.is_set():
             return
         on_event("listen_lost", problem)
@@ -463,5 +478,9 @@ async def open_connection(
             # ended first, while the session can still say so, and only then the session closes.
             listening = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(listening.cancel_scope.cancel)
-            listening.start_soon(_listen_for_changes, conn, on_event)
+            subscribed = anyio.Event()
+            listening.start_soon(_listen_for_changes, conn, on_event, subscribed)
+            # Bounded: a server slow to open the stream is used meanwhile, with the TTL as before.
+            with anyio.move_on_after(config.connect_timeout):
+                await subscribed.wait()
         yield conn

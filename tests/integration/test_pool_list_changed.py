@@ -17,15 +17,18 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import pytest_asyncio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.session import open_connection
 from tests.support.protocol_servers import PROTOCOL_SERVER, running_protocol_http
-from toolscout_kit.config import parse_config
+from toolscout_kit.config import RemoteServerConfig, StdioServerConfig, parse_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -86,3 +89,30 @@ async def test_a_tool_added_by_an_sdk_server_reaches_the_catalog_without_the_ttl
     result = await pool.call_tool(server=server, tool="add_tool", arguments={"name": name})
     assert not result.is_error, result.content
     await pool.wait_until(lambda: pool.catalog.lookup(server, name) is not None, WAIT)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_change_right_after_the_connection_opens_is_announced(tmp_path: Path, transport: str) -> None:
+    """The connection is handed out once its listen stream is open: a change made at once is not
+    published to a bus nobody listens to yet (and then seen only at the TTL)."""
+    flags = _flags("modern", "bus")
+    arrived = anyio.Event()
+
+    def on_event(kind: str, _detail: str) -> None:
+        if kind == "tools_changed":
+            arrived.set()
+
+    with ExitStack() as stack:
+        config: StdioServerConfig | RemoteServerConfig
+        if transport == "stdio":
+            config = StdioServerConfig(command=sys.executable, args=[str(PROTOCOL_SERVER), *flags])
+        else:
+            http = stack.enter_context(running_protocol_http("modern", *flags[2:]))
+            config = RemoteServerConfig(url=http.url, transport="streamable-http")
+        with anyio.fail_after(WAIT):
+            async with open_connection(
+                config, on_event, base_dir=tmp_path, on_stderr=lambda _line: None, max_line_bytes=1 << 20
+            ) as conn:
+                assert conn.listening
+                await conn.session.call_tool("add_tool", {"name": "at_once"})
+                await arrived.wait()
