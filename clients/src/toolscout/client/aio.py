@@ -18,7 +18,13 @@ import grpc.aio
 
 from toolscout.client import _convert as conv
 from toolscout.client import types as t
-from toolscout.client._base import NOT_REACHABLE_MESSAGE, ChannelSettings, Deadlines, connect_wait
+from toolscout.client._base import (
+    NOT_REACHABLE_MESSAGE,
+    ChannelSettings,
+    Deadlines,
+    connect_wait,
+    no_connection,
+)
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
@@ -201,7 +207,9 @@ class AsyncPoolClient(_AsyncClient):
         loop = asyncio.get_running_loop()
         started = loop.time()
         if not await self._connected(wait):
-            raise not_sent_error(NOT_REACHABLE_MESSAGE.format(wait=wait), method=f"/{self._service}/CallTool")
+            raise not_sent_error(
+                NOT_REACHABLE_MESSAGE.format(why=no_connection(wait)), method=f"/{self._service}/CallTool"
+            )
         try:
             resp = await self._unary(
                 "CallTool",
