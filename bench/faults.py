@@ -637,7 +637,9 @@ async def pool_process_killed_mid_call(workdir: Path, shards: int, calls: int) -
     }
 
 
-async def _serve_pool(workdir: Path, servers: dict[str, Any], name: str) -> tuple[Any, str]:
+async def _serve_pool(
+    workdir: Path, servers: dict[str, Any], name: str
+) -> tuple[asyncio.subprocess.Process, str]:
     port = free_port()
     path = workdir / f"{name}.json"
     path.write_text(
@@ -692,6 +694,15 @@ async def _kill_leader_until_ready(pool: tc.AsyncPoolClient, workdir: Path, name
     return time.monotonic() - killed
 
 
+async def _timed_stop(process: asyncio.subprocess.Process) -> tuple[set[int], float]:
+    """SIGTERM → exit: the process's descendants just before, and the seconds it took."""
+    tree = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
+    process.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    await asyncio.wait_for(process.wait(), 60)
+    return tree, time.monotonic() - started
+
+
 async def zombies_and_stop(workdir: Path, restarts: int) -> dict[str, Any]:
     """``restarts`` leader kills of a plain and of a `bash -c`-wrapped server in quick succession,
     then the zombies left and the idle stop (SIGTERM → exit) with the processes left after it."""
@@ -707,11 +718,7 @@ async def zombies_and_stop(workdir: Path, restarts: int) -> dict[str, Any]:
         zombies_at_once = _zombies(process.pid)
         await asyncio.sleep(1.0)  # the reaper sweeps every 0.5 s
         zombies_after_1s = _zombies(process.pid)
-        tree = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
-        process.send_signal(signal.SIGTERM)
-        t0 = time.monotonic()
-        await asyncio.wait_for(process.wait(), 60)
-        stop_seconds = time.monotonic() - t0
+        tree, stop_seconds = await _timed_stop(process)
     finally:
         await _end(process)
     return {
@@ -755,11 +762,7 @@ async def busy_stop(workdir: Path) -> dict[str, Any]:
         async with tc.AsyncPoolClient.connect(address) as pool:
             call = asyncio.ensure_future(pool.call_tool("fixture__hang", {}, deadline=60))
             await _poll(lambda: log.exists() and bool(log.read_text()), 30)
-            tree = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
-            process.send_signal(signal.SIGTERM)
-            t0 = time.monotonic()
-            await asyncio.wait_for(process.wait(), 60)
-            stop_seconds = time.monotonic() - t0
+            tree, stop_seconds = await _timed_stop(process)
             try:
                 await call
                 reply = "OK"
