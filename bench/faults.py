@@ -638,22 +638,25 @@ async def pool_process_killed_mid_call(workdir: Path, shards: int, calls: int) -
 
 
 async def _serve_pool(
-    workdir: Path, servers: dict[str, Any], name: str
+    workdir: Path, servers: dict[str, Any], name: str, *, up: bool = False
 ) -> tuple[asyncio.subprocess.Process, str]:
-    port = free_port()
+    """``toolscout serve pool`` (or, with ``up``, the whole ``toolscout up`` stack) on free ports."""
+    services = ("pool", "discovery", "orchestrator") if up else ("pool",)
+    ports = [free_port() for _ in services]
+    settings = {
+        svc: {"listen": f"127.0.0.1:{port}", "metrics_port": -1}
+        for svc, port in zip(services, ports, strict=True)
+    }
     path = workdir / f"{name}.json"
-    path.write_text(
-        json.dumps(
-            {"servers": servers, "toolscout": {"pool": {"listen": f"127.0.0.1:{port}", "metrics_port": -1}}}
-        )
-    )
+    path.write_text(json.dumps({"servers": servers, "toolscout": settings}))
+    command = ["up", "-c", str(path), "--json"] if up else ["serve", "pool", "-c", str(path)]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolscout_cli", "serve", "pool", "-c", str(path),
+        sys.executable, "-m", "toolscout_cli", *command,
         cwd=REPO_ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
-    await _serving(port)
-    return process, f"127.0.0.1:{port}"
+    await _serving(ports[0])
+    return process, f"127.0.0.1:{ports[0]}"
 
 
 def _plain_and_wrapped(workdir: Path) -> dict[str, Any]:
@@ -694,21 +697,24 @@ async def _kill_leader_until_ready(pool: tc.AsyncPoolClient, workdir: Path, name
     return time.monotonic() - killed
 
 
-async def _timed_stop(process: asyncio.subprocess.Process) -> tuple[set[int], float]:
-    """SIGTERM → exit: the process's descendants just before, and the seconds it took."""
+async def _timed_stop(
+    process: asyncio.subprocess.Process, sig: int = signal.SIGTERM
+) -> tuple[set[int], float]:
+    """``sig`` → exit: the process's descendants just before, and the seconds it took."""
     tree = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(sig)
     started = time.monotonic()
     await asyncio.wait_for(process.wait(), 60)
     return tree, time.monotonic() - started
 
 
-async def zombies_and_stop(workdir: Path, restarts: int) -> dict[str, Any]:
+async def zombies_and_stop(workdir: Path, restarts: int, *, up: bool = False) -> dict[str, Any]:
     """``restarts`` leader kills of a plain and of a `bash -c`-wrapped server in quick succession,
-    then the zombies left and the idle stop (SIGTERM → exit) with the processes left after it."""
+    then the zombies left and the idle stop (SIGTERM → exit; ``toolscout up``: SIGINT, Ctrl-C)
+    with the processes left after it."""
     tmp = workdir / f"zombies-{time.monotonic_ns()}"
     tmp.mkdir()
-    process, address = await _serve_pool(tmp, _plain_and_wrapped(tmp), "zombies")
+    process, address = await _serve_pool(tmp, _plain_and_wrapped(tmp), "zombies", up=up)
     ready: dict[str, list[float]] = {"plain": [], "wrapped": []}
     try:
         async with tc.AsyncPoolClient.connect(address) as pool:
@@ -718,10 +724,11 @@ async def zombies_and_stop(workdir: Path, restarts: int) -> dict[str, Any]:
         zombies_at_once = _zombies(process.pid)
         await asyncio.sleep(1.0)  # the reaper sweeps every 0.5 s
         zombies_after_1s = _zombies(process.pid)
-        tree, stop_seconds = await _timed_stop(process)
+        tree, stop_seconds = await _timed_stop(process, signal.SIGINT if up else signal.SIGTERM)
     finally:
         await _end(process)
     return {
+        "process": "toolscout up" if up else "toolscout serve pool",
         "restarts": {name: len(times) for name, times in ready.items()},
         "zombies_when_last_ready": zombies_at_once,
         "zombies_1s_later": zombies_after_1s,
@@ -921,6 +928,7 @@ async def main(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ),
         ("killed_shard_mid_call", lambda: pool_process_killed_mid_call(workdir, 3, args.killed_calls)),
         ("zombies_and_idle_stop", lambda: zombies_and_stop(workdir, args.restarts)),
+        ("up_zombies_and_idle_stop", lambda: zombies_and_stop(workdir, args.restarts, up=True)),
         ("leader_kill_to_ready", lambda: leader_kill_to_ready(workdir, args.leader_kills)),
         ("busy_stop", lambda: busy_stop(workdir)),
         ("list_changed_notices", lambda: list_changed_notices(workdir, args.list_changed_rounds)),
