@@ -70,3 +70,25 @@ async def test_the_blocking_client_also_waits_for_the_reconnect(tmp_path: Path) 
         finally:
             await server.stop(0.5)
     assert result.text == "back"
+
+
+async def test_a_new_client_right_after_a_restart_waits_for_its_own_attempt(tmp_path: Path) -> None:
+    """gRPC shares a connection between channels to the same address, with its reconnect backoff:
+    a client created while that backoff runs must not take the old failure for its own."""
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    async with tc.AsyncPoolClient.connect(target, options=SLOW_BACKOFF) as old:
+        server = await _serve(tmp_path, port)
+        try:
+            assert (await old.call_tool("fixture__echo", {"text": "up"}, deadline=30)).text == "up"
+        finally:
+            await server.stop(0.5)
+        with pytest.raises(tc.UnavailableError):
+            await old.call_tool("fixture__echo", {"text": "x"}, deadline=0.5)
+        server = await _serve(tmp_path, port)
+        try:
+            async with tc.AsyncPoolClient.connect(target, options=SLOW_BACKOFF) as new:
+                result = await new.call_tool("fixture__echo", {"text": "new"}, deadline=30)
+        finally:
+            await server.stop(0.5)
+    assert result.text == "new"

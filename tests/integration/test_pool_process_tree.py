@@ -141,22 +141,43 @@ async def test_the_pool_never_reaps_a_child_that_is_not_one_of_its_servers(tmp_p
     from mcp_pool_svc.pool import McpPool
     from toolscout_kit.config import parse_config
 
-    server = f"{sys.executable} {MISBEHAVING_SERVER}"
-    wrapped = {"command": "bash", "args": ["-c", f"(sleep 0.1 &); {server}; exit $?"]}
+    pid_file = tmp_path / "wrapped.pid"
+    server = f"{sys.executable} {MISBEHAVING_SERVER} --pid-file {pid_file}"
+    # The orphaned sleep lives long enough to be seen alive, then exits while the server runs.
+    wrapped = {"command": "bash", "args": ["-c", f"(sleep 0.5 &); {server}; exit $?"]}
     pool = McpPool(parse_config({"servers": {"wrapped": wrapped}}, base_dir=tmp_path))
     mine = _children_of_our_own()
-    await pool.start(wait=WAIT)
     try:
+        await pool.start(wait=WAIT)
         me = os.getpid()
+        session = _leader_of(pid_file)
+        orphans: set[int] = set()
 
-        async def server_orphans_reaped() -> bool:
-            # The wrapper's orphaned sleep exits, and is reaped by the pool: sweeps have run.
-            children = psutil.Process(me).children()
-            return not [c for c in children if c.name() == "sleep"] and set(_zombies(me)) == {
-                p.pid for p in mine
-            }
+        async def an_orphan_of_the_server_was_reaped_meanwhile() -> bool:
+            # Sweeps ran while ours were zombies: the server's orphan was seen, and is gone now.
+            of_server = {c.pid for c in psutil.Process(me).children() if _session(c.pid) == session}
+            orphans.update(of_server - {session})
+            return bool(orphans) and not (orphans & of_server) and {p.pid for p in mine} <= set(_zombies(me))
 
-        await _until(server_orphans_reaped, within=30)
+        await _until(an_orphan_of_the_server_was_reaped_meanwhile, within=30)
         assert [p.wait(timeout=WAIT) for p in mine] == [3, 4]
     finally:
         await pool.stop()
+        for child in mine:
+            if child.returncode is None:
+                child.kill()
+                child.wait(timeout=WAIT)
+
+
+def _session(pid: int) -> int | None:
+    """The session id of a process (a zombie's too), or None once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(raw[raw.rfind(b")") + 2 :].split()[3])
+
+
+def _leader_of(pid_file: Path) -> int:
+    """The wrapper that started the server whose pid is in ``pid_file`` (it leads the session)."""
+    return int(psutil.Process(int(pid_file.read_text().split()[0])).ppid())

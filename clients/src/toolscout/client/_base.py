@@ -30,8 +30,8 @@ CALL_TOOL_MARGIN = 5.0
 # A CallTool on a channel that was connected before and is not now (the pool restarted, a shard
 # came back) waits this long, within its deadline, for the channel to reconnect before the pool
 # is reported unreachable (not sent): it is called once the channel's reconnect backoff lets it
-# through, instead of failing meanwhile. A channel that never connected gets one attempt, of at
-# most FIRST_CONNECT_WAIT seconds in the blocking client.
+# through, instead of failing meanwhile. A channel that never connected gets one attempt (at
+# most FIRST_CONNECT_WAIT seconds in the blocking client, which cannot see it fail).
 CONNECT_WAIT = 5.0
 FIRST_CONNECT_WAIT = 1.0
 NOT_REACHABLE_MESSAGE = "the pool is not reachable ({why}); the call was not sent"

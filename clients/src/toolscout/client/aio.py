@@ -206,10 +206,9 @@ class AsyncPoolClient(_AsyncClient):
         wait = connect_wait(rpc_deadline)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        if not await self._connected(wait):
-            raise not_sent_error(
-                NOT_REACHABLE_MESSAGE.format(why=no_connection(wait)), method=f"/{self._service}/CallTool"
-            )
+        why = await self._unreachable(wait)
+        if why is not None:
+            raise not_sent_error(NOT_REACHABLE_MESSAGE.format(why=why), method=f"/{self._service}/CallTool")
         try:
             resp = await self._unary(
                 "CallTool",
@@ -222,24 +221,30 @@ class AsyncPoolClient(_AsyncClient):
             raise call_outcome_error(err) from err
         return conv.call_tool_result(resp)
 
-    async def _connected(self, within: float) -> bool:
-        """Whether the channel is connected, or connects within ``within`` seconds.
+    async def _unreachable(self, within: float) -> str | None:
+        """None once the channel is connected (waiting up to ``within`` seconds), else why not.
 
-        A channel that never connected is given its first attempt only: a failed one is final.
+        A channel this client never saw connected is given one connection attempt of its own: a
+        failure seen before that attempt started (gRPC shares connections between channels to the
+        same address, with their reconnect backoff) waits for the next one; a failed attempt is
+        final. A channel that was connected waits for the reconnect.
         """
         channel = self._channel
         state = channel.get_state(try_to_connect=True)
+        attempted = state is grpc.ChannelConnectivity.CONNECTING
         try:
             async with asyncio.timeout(within):
                 while state is not grpc.ChannelConnectivity.READY:
-                    if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and not self._was_connected:
-                        return False
+                    failed = state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+                    if failed and attempted and not self._was_connected:
+                        return "its connection attempt failed"
                     await channel.wait_for_state_change(state)
                     state = channel.get_state(try_to_connect=True)
+                    attempted = attempted or state is grpc.ChannelConnectivity.CONNECTING
         except TimeoutError:
-            return False
+            return no_connection(within)
         self._was_connected = True
-        return True
+        return None
 
     def watch_catalog(
         self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None

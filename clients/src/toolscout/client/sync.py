@@ -126,17 +126,16 @@ class _SyncClient:
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
-def _connected(channel: grpc.Channel, within: float, *, wait: bool) -> bool:
+def _connected(channel: grpc.Channel, within: float) -> bool:
     """Whether the channel is connected, or connects within ``within`` seconds.
 
     A blocking channel cannot tell its state without a subscription (whose polling thread fails
-    when the channel closes under it), so a health check asks: with ``wait``, one that waits for
-    the connection; without, one connection attempt decides. Any answer, UNIMPLEMENTED included,
-    proves the connection.
+    when the channel closes under it), so a health check that waits for the connection asks.
+    Any answer, UNIMPLEMENTED included, proves the connection.
     """
     check = channel.unary_unary(_HEALTH_CHECK, request_serializer=None, response_deserializer=None)
     try:
-        check(b"", timeout=max(within, 0.001), wait_for_ready=wait)
+        check(b"", timeout=max(within, 0.001), wait_for_ready=True)
     except grpc.RpcError as err:
         code = err.code() if callable(getattr(err, "code", None)) else None
         return code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -204,7 +203,7 @@ class PoolClient(_SyncClient):
         rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
         wait = connect_wait(rpc_deadline, CONNECT_WAIT if self._was_connected else FIRST_CONNECT_WAIT)
         started = time.monotonic()
-        if not _connected(self._channel, wait, wait=self._was_connected):
+        if not _connected(self._channel, wait):
             raise not_sent_error(
                 NOT_REACHABLE_MESSAGE.format(why=no_connection(wait)), method=f"/{self._service}/CallTool"
             )
