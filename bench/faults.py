@@ -21,9 +21,20 @@ Measures, with real processes on 127.0.0.1:
     time until searches are BM25 and, once it answers again, until they are hybrid again; and the
     same hang without a breaker, for comparison.
 
-Run: uv run --frozen python bench/faults.py [--outage 15] [--fuzz 100] [--quick] [--only NAME ...]
+Issue 19 (processes, "not sent", list_changed, the write lock):
+  * a pool process killed mid-call, unsharded and one of 3 shards (`toolscout serve pool`
+    processes): executions of the tool and what the caller got (must be 1 and outcome-unknown),
+    through the sharded client and through a Chat (what the LLM read);
+  * zombies after `--restarts` leader kills of a plain and of a `bash -c`-wrapped server (must be
+    0), each kill → READY in a row, idle stop and processes left;
+  * leader kill → READY with a fresh backoff (target <= 3 s), busy stop with a write in flight;
+  * list_changed per protocol revision with real SDK servers: whether the notice reaches the
+    pool's session at all, and change → catalog (target <= 0.5 s);
+  * 32 concurrent 100 ms unannotated calls with and without serialize_writes: wall time, lock wait.
+
+Run: uv run --frozen python bench/faults.py [--outage 15] [--fuzz 100] [--quick] [--only NAME[,NAME] ...]
 Prints the figures and writes bench/results/faults.json (with --only, the other figures in the
-file are kept).
+file are kept; each step records its own command and load).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import platform
@@ -48,23 +60,31 @@ from typing import Any
 
 import grpc
 import psutil  # type: ignore[import-untyped]  # dev dependency, as in the tests
+from prometheus_client import CollectorRegistry
 from toolscout import client as tc
 from toolscout.discovery.v1 import discovery_pb2
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
 
 from discovery_svc.server import build_server as build_discovery
 from mcp_pool_svc.errors import ToolOutcomeUnknownError
+from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.placement import Placement
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server as build_pool
+from mcp_pool_svc.session import open_connection
 from mcp_pool_svc.supervisor import ServerState
+from tests.support.fake_provider import FakeProvider, RecordedRequest, Reply, ScriptedCall
 from tests.support.mcp_servers import (
+    MISBEHAVING_SERVER,
     REPO_ROOT,
     free_port,
     memory_server_config,
     misbehaving_config,
     running_example_http,
 )
-from toolscout_kit.config import ToolscoutConfig, parse_config
+from tests.support.protocol_servers import PROTOCOL_SERVER
+from tests.support.sharded_stack import running_sharded_stack
+from toolscout_kit.config import StdioServerConfig, ToolscoutConfig, parse_config
 from toolscout_kit.logging import configure_logging
 
 RESULTS = REPO_ROOT / "bench" / "results" / "faults.json"
@@ -653,6 +673,389 @@ async def embedder_hang(tools: int, searches: int, concurrency: int, breaker: bo
     return result
 
 
+# --- issue 19: processes, "not sent", list_changed, the write lock ------------------------------
+#
+# Every pool here is `toolscout serve pool` in its own process (unsharded, or three `--shard K/3`),
+# except the list_changed and write-lock figures, which measure the pool in process.
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"n": 0, "p50": None, "max": None}
+    ordered = sorted(values)
+    return {
+        "n": len(values),
+        "p50": round(statistics.median(ordered), 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
+async def _poll(check: Callable[[], Any], within: float, every: float = 0.02) -> bool:
+    """Polls ``check`` (sync or async; another process gives no event to wait on) until true or
+    ``within`` passes."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return True
+        await asyncio.sleep(every)
+    return False
+
+
+def _owner_of(stack: Any, server: str) -> int:
+    if stack.unsharded:
+        return 0
+    config = parse_config(stack.document, base_dir=stack.tmp)
+    return Placement.from_config(config, stack.count).owners(server)[0]
+
+
+async def pool_process_killed_mid_call(workdir: Path, shards: int, calls: int) -> dict[str, Any]:
+    """The pool process (or the shard that runs the server) SIGKILLed while a write is in flight.
+
+    Through the sharded client (the orchestrator's path), then through a Chat with a real
+    orchestrator and the fake provider: executions of the tool, what the caller got, and whether
+    the LLM read "may or may not have run" without transport text.
+    """
+    tmp = workdir / f"killed-{shards}-{time.monotonic_ns()}"
+    tmp.mkdir()
+    log = tmp / "slow.calls"
+
+    def respond(request: RecordedRequest) -> Reply:
+        if request.body["messages"][-1]["role"] == "user":
+            return Reply.calls(ScriptedCall("slow__hang", {}))
+        return Reply.answer("done")
+
+    def executed() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def beyond(count: int) -> Callable[[], bool]:
+        return lambda: executed() > count
+
+    replies: Counter[str] = Counter()
+    executions: list[int] = []
+    chat_texts: list[str] = []
+    async with FakeProvider() as fake:
+        fake.responder = respond
+        document = {
+            "clients": {"oai": {"provider": "openai", "base_url": fake.openai_base_url, "api_key": "k"}},
+            "models": {"gpt": {"client": "oai", "model": "gpt-test"}},
+            "servers": {"slow": misbehaving_config("--call-log", str(log)), "other": misbehaving_config()},
+        }
+        async with running_sharded_stack(tmp, document, shards=shards, orchestrator=True) as stack:
+            owner = _owner_of(stack, "slow")
+            targets = [stack.shard_address(k) for k in range(max(shards, 1))]
+            async with tc.AsyncShardedPoolClient.connect(targets) as pool:
+                for n in range(calls):
+                    if n:
+                        await stack.start_pool(owner)
+                    before = executed()
+                    call = asyncio.ensure_future(pool.call_tool("slow__hang", {}, deadline=60))
+                    await _poll(beyond(before), 60)
+                    await stack.kill(stack.pools[owner])
+                    try:
+                        await call
+                        replies["OK"] += 1
+                    except tc.ToolscoutClientError as err:
+                        replies[f"{type(err).__name__} ({err.code.name})"] += 1
+                    # Anything replayed would have reached the (one) server by now: the call is over.
+                    executions.append(executed() - before)
+            await stack.start_pool(owner)
+            assert stack.orchestrator is not None
+            async with tc.AsyncOrchestratorClient.connect(stack.orchestrator.address) as orchestrator:
+                before = executed()
+                chat = asyncio.ensure_future(orchestrator.chat("run it", model="gpt", deadline=60))
+                await _poll(beyond(before), 60)
+                await stack.kill(stack.pools[owner])
+                result = await chat
+                chat_executions = executed() - before
+            chat_texts = [m["content"] for m in fake.requests[-1].body["messages"] if m["role"] == "tool"]
+    transport = ("Socket closed", "Stream removed", "Connection reset", "unavailable", "ipv4:")
+    return {
+        "topology": "unsharded serve pool"
+        if shards == 0
+        else f"{shards} shards (serve pool --shard K/{shards})",
+        "client_calls": calls,
+        "client_executions": executions,
+        "client_replies": dict(replies),
+        "chat_executions": chat_executions,
+        "chat_llm_told_may_or_may_not_have_run": any("may or may not have run" in t for t in chat_texts),
+        "chat_llm_saw_transport_text": any(w in t for t in chat_texts for w in transport),
+        "chat_answer": result.messages[-1].content,
+    }
+
+
+async def _serve_pool(
+    workdir: Path, servers: dict[str, Any], name: str, *, up: bool = False
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``toolscout serve pool`` (or, with ``up``, the whole ``toolscout up`` stack) on free ports."""
+    services = ("pool", "discovery", "orchestrator") if up else ("pool",)
+    ports = [free_port() for _ in services]
+    settings = {
+        svc: {"listen": f"127.0.0.1:{port}", "metrics_port": -1}
+        for svc, port in zip(services, ports, strict=True)
+    }
+    path = workdir / f"{name}.json"
+    path.write_text(json.dumps({"servers": servers, "toolscout": settings}))
+    command = ["up", "-c", str(path), "--json"] if up else ["serve", "pool", "-c", str(path)]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "toolscout_cli", *command,
+        cwd=REPO_ROOT, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    await _serving(ports[0])
+    return process, f"127.0.0.1:{ports[0]}"
+
+
+def _plain_and_wrapped(workdir: Path) -> dict[str, Any]:
+    server = f"{sys.executable} {MISBEHAVING_SERVER}"
+    return {
+        "plain": misbehaving_config("--pid-file", str(workdir / "plain.pid")),
+        # The subshell leaves an orphaned `sleep` to the pool at every start, too.
+        "wrapped": {
+            "command": "bash",
+            "args": ["-c", f"(sleep 0.3 &); {server} --pid-file {workdir / 'wrapped.pid'}; exit $?"],
+        },
+    }
+
+
+def _leader(workdir: Path, name: str) -> int:
+    server = int((workdir / f"{name}.pid").read_text().split()[0])
+    return int(psutil.Process(server).ppid()) if name == "wrapped" else server
+
+
+def _zombies(pid: int) -> int:
+    count = 0
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            count += child.status() == psutil.STATUS_ZOMBIE
+    return count
+
+
+async def _kill_leader_until_ready(pool: tc.AsyncPoolClient, workdir: Path, name: str) -> float:
+    before = {s.name: s.restarts for s in await pool.list_servers()}[name]
+    os.kill(_leader(workdir, name), signal.SIGKILL)
+    killed = time.monotonic()
+
+    async def back() -> bool:
+        status = {s.name: s for s in await pool.list_servers()}[name]
+        return status.state == "ready" and status.restarts > before
+
+    await _poll(back, 60)
+    return time.monotonic() - killed
+
+
+async def _timed_stop(
+    process: asyncio.subprocess.Process, sig: int = signal.SIGTERM
+) -> tuple[set[int], float]:
+    """``sig`` → exit: the process's descendants just before, and the seconds it took."""
+    tree = {c.pid for c in psutil.Process(process.pid).children(recursive=True)}
+    process.send_signal(sig)
+    started = time.monotonic()
+    await asyncio.wait_for(process.wait(), 60)
+    return tree, time.monotonic() - started
+
+
+async def zombies_and_stop(workdir: Path, restarts: int, *, up: bool = False) -> dict[str, Any]:
+    """``restarts`` leader kills of a plain and of a `bash -c`-wrapped server in quick succession,
+    then the zombies left and the idle stop (SIGTERM → exit; ``toolscout up``: SIGINT, Ctrl-C)
+    with the processes left after it."""
+    tmp = workdir / f"zombies-{time.monotonic_ns()}"
+    tmp.mkdir()
+    process, address = await _serve_pool(tmp, _plain_and_wrapped(tmp), "zombies", up=up)
+    ready: dict[str, list[float]] = {"plain": [], "wrapped": []}
+    try:
+        async with tc.AsyncPoolClient.connect(address) as pool:
+            for name, times in ready.items():
+                for _ in range(restarts):
+                    times.append(round(await _kill_leader_until_ready(pool, tmp, name), 3))
+        zombies_at_once = _zombies(process.pid)
+        await asyncio.sleep(1.0)  # the reaper sweeps every 0.5 s
+        zombies_after_1s = _zombies(process.pid)
+        tree, stop_seconds = await _timed_stop(process, signal.SIGINT if up else signal.SIGTERM)
+    finally:
+        await _end(process)
+    return {
+        "process": "toolscout up" if up else "toolscout serve pool",
+        "restarts": {name: len(times) for name, times in ready.items()},
+        "zombies_when_last_ready": zombies_at_once,
+        "zombies_1s_later": zombies_after_1s,
+        "kill_to_ready_seconds_in_a_row": ready,
+        "idle_stop_seconds": round(stop_seconds, 3),
+        "processes_left_after_stop": len(_alive(tree)),
+    }
+
+
+async def leader_kill_to_ready(workdir: Path, kills: int) -> dict[str, Any]:
+    """Leader kill → READY with a fresh backoff: each kill after the session ran 10 s (stable)."""
+    tmp = workdir / f"leader-{time.monotonic_ns()}"
+    tmp.mkdir()
+    process, address = await _serve_pool(tmp, _plain_and_wrapped(tmp), "leader")
+    out: dict[str, Any] = {}
+    try:
+        async with tc.AsyncPoolClient.connect(address) as pool:
+            for name in ("plain", "wrapped"):
+                times = []
+                for _ in range(kills):
+                    await asyncio.sleep(10.5)  # a session this old counts as stable: no growing backoff
+                    times.append(await _kill_leader_until_ready(pool, tmp, name))
+                out[name] = _quantiles(times)
+    finally:
+        await _end(process)
+    return out
+
+
+async def busy_stop(workdir: Path) -> dict[str, Any]:
+    """SIGTERM with a write in flight (default shutdown_grace 10 s): exit time and the caller's status."""
+    tmp = workdir / f"busy-{time.monotonic_ns()}"
+    tmp.mkdir()
+    log = tmp / "calls"
+    servers = {"fixture": misbehaving_config("--call-log", str(log)), **_plain_and_wrapped(tmp)}
+    process, address = await _serve_pool(tmp, servers, "busy")
+    reply = ""
+    try:
+        async with tc.AsyncPoolClient.connect(address) as pool:
+            call = asyncio.ensure_future(pool.call_tool("fixture__hang", {}, deadline=60))
+            await _poll(lambda: log.exists() and bool(log.read_text()), 30)
+            tree, stop_seconds = await _timed_stop(process)
+            try:
+                await call
+                reply = "OK"
+            except tc.ToolscoutClientError as err:
+                reply = f"{type(err).__name__} ({err.code.name})"
+    finally:
+        await _end(process)
+    return {
+        "busy_stop_seconds": round(stop_seconds, 3),
+        "shutdown_grace": 10,
+        "caller_got": reply,
+        "executions": len(log.read_text().splitlines()),
+        "processes_left_after_stop": len(_alive(tree)),
+    }
+
+
+LIST_CHANGED_CASES: dict[str, tuple[list[str], str]] = {
+    # name -> (protocol fixture flags, the way the server announces the change)
+    "2026-07-28 listen stream (ctx.notify_tools_changed)": (["--era", "modern", "--announce", "bus"], "bus"),
+    "2026-07-28 session notice (ctx.session.send_tool_list_changed)": (
+        ["--era", "dual", "--announce", "session"],
+        "session",
+    ),
+    **{
+        f"{v} session notice": (["--era", "legacy", "--versions", v, "--announce", "session"], "session")
+        for v in ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+    },
+}
+
+
+def _listed(pool: McpPool, server: str, tool: str) -> Callable[[], bool]:
+    return lambda: pool.catalog.lookup(server, tool) is not None
+
+
+async def list_changed_latency(workdir: Path, rounds: int) -> dict[str, Any]:
+    """A tool added by a real SDK server (``MCPServer``) → in the pool's catalog, per revision.
+
+    The catalog TTL and the servers' ``ttlMs`` are an hour: only the change can bring the tool in.
+    Timed from the moment the add_tool call returned (the server has changed its list).
+    """
+    servers = {
+        f"s{i}": {
+            "command": sys.executable,
+            "args": [str(PROTOCOL_SERVER), *flags, "--api", "mcpserver", "--ttl-ms", "3600000"],
+        }
+        for i, (flags, _) in enumerate(LIST_CHANGED_CASES.values())
+    }
+    out: dict[str, Any] = {}
+    async with _pool(servers, tool_cache_ttl=3600) as pool:
+        for i, label in enumerate(LIST_CHANGED_CASES):
+            server = f"s{i}"
+            times: list[float] = []
+            for n in range(rounds):
+                name = f"added_{n}"
+                await pool.call_tool(server=server, tool="add_tool", arguments={"name": name})
+                t0 = time.monotonic()
+                try:
+                    await pool.wait_until(_listed(pool, server, name), 10)
+                    times.append(time.monotonic() - t0)
+                except TimeoutError:
+                    times.append(float("inf"))
+            status = pool.server_status(server)
+            out[label] = {
+                "negotiated": status.protocol_version,
+                "seconds": _quantiles(times),
+            }
+    return out
+
+
+async def list_changed_notices(workdir: Path, rounds: int) -> dict[str, Any]:
+    """Where a change notice gets lost: a session negotiated as the pool does (``open_connection``),
+    add_tool called on it, and the time until the notice (a ``tools_changed`` event from the
+    session or the listen stream) arrives — or that none did within 2 s. No re-listing here."""
+    out: dict[str, Any] = {}
+    for label, (flags, _) in LIST_CHANGED_CASES.items():
+        config = StdioServerConfig(
+            command=sys.executable, args=[str(PROTOCOL_SERVER), *flags, "--api", "mcpserver"]
+        )
+        arrived = asyncio.Event()
+
+        def on_event(kind: str, _detail: str, arrived: asyncio.Event = arrived) -> None:
+            if kind == "tools_changed":
+                arrived.set()
+
+        times: list[float] = []
+        missed = 0
+        async with open_connection(
+            config, on_event, base_dir=workdir, on_stderr=lambda _line: None, max_line_bytes=1 << 20
+        ) as conn:
+            negotiated = conn.protocol_version
+            for n in range(rounds):
+                arrived.clear()
+                t0 = time.monotonic()
+                await conn.session.call_tool("add_tool", {"name": f"notice_{n}"})
+                try:
+                    await asyncio.wait_for(arrived.wait(), 2.0)
+                    times.append(time.monotonic() - t0)
+                except TimeoutError:
+                    missed += 1
+        out[label] = {"negotiated": negotiated, "notices_missed": missed, "seconds": _quantiles(times)}
+    return out
+
+
+async def serialized_wait(calls: int, seconds: float) -> dict[str, Any]:
+    """``calls`` concurrent calls of an unannotated 100 ms tool (the example text server's ``wait``),
+    with the default ``serialize_writes: true`` and with ``false``: wall time and lock waits."""
+    out: dict[str, Any] = {}
+    for serialize in (True, False):
+        registry = CollectorRegistry()
+        entry = {"command": sys.executable, "args": [str(REPO_ROOT / "examples" / "servers" / "text.py")]}
+        pool = McpPool(
+            _config({"text": {**entry, "serialize_writes": serialize, "max_concurrency": calls}}),
+            metrics=PoolMetrics(registry),
+        )
+        await pool.start(wait=60)
+        try:
+            t0 = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    pool.call_tool(server="text", tool="wait", arguments={"seconds": seconds})
+                    for _ in range(calls)
+                )
+            )
+            wall = time.perf_counter() - t0
+        finally:
+            await pool.stop()
+        count = registry.get_sample_value("toolscout_pool_write_lock_wait_seconds_count", {"server": "text"})
+        total = registry.get_sample_value("toolscout_pool_write_lock_wait_seconds_sum", {"server": "text"})
+        out[f"serialize_writes_{str(serialize).lower()}"] = {
+            "wall_seconds": round(wall, 3),
+            "lock_waits_recorded": int(count or 0),
+            "lock_wait_mean_seconds": round(total / count, 3) if count and total is not None else None,
+            "lock_wait_total_seconds": round(total, 3) if total is not None else None,
+        }
+    return {"calls": calls, "tool_seconds": seconds, **out}
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -669,9 +1072,27 @@ async def main(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ("fuzz", lambda: fuzz(args.fuzz, args.seed)),
         ("embedder_hang_breaker", lambda: embedder_hang(args.embedder_tools, args.searches, 4, breaker=True)),
         ("embedder_hang_no_breaker", lambda: embedder_hang(args.embedder_tools, 8, 4, breaker=False)),
+        # issue 19: processes, "not sent", list_changed, the write lock
+        (
+            "killed_unsharded_pool_mid_call",
+            lambda: pool_process_killed_mid_call(workdir, 0, args.killed_calls),
+        ),
+        ("killed_shard_mid_call", lambda: pool_process_killed_mid_call(workdir, 3, args.killed_calls)),
+        ("zombies_and_idle_stop", lambda: zombies_and_stop(workdir, args.restarts)),
+        ("up_zombies_and_idle_stop", lambda: zombies_and_stop(workdir, args.restarts, up=True)),
+        ("leader_kill_to_ready", lambda: leader_kill_to_ready(workdir, args.leader_kills)),
+        ("busy_stop", lambda: busy_stop(workdir)),
+        ("list_changed_notices", lambda: list_changed_notices(workdir, args.list_changed_rounds)),
+        ("list_changed_latency", lambda: list_changed_latency(workdir, args.list_changed_rounds)),
+        ("serialized_call_wait", lambda: serialized_wait(32, 0.1)),
     ]
     if args.only:
-        steps = [(name, step) for name, step in steps if name in args.only]
+        # Names given as several arguments or comma-separated.
+        wanted = {name for arg in args.only for name in arg.split(",") if name}
+        unknown = wanted - {name for name, _ in steps}
+        if unknown:
+            raise SystemExit(f"unknown steps: {', '.join(sorted(unknown))}")
+        steps = [(name, step) for name, step in steps if name in wanted]
     figures: dict[str, Any] = {}
     for name, step in steps:
         started = time.monotonic()
@@ -696,10 +1117,19 @@ if __name__ == "__main__":
     parser.add_argument("--log-level", default="WARNING", help="log level of the in-process pools")
     parser.add_argument("--embedder-tools", type=int, default=1000, help="catalog size of the embedder hang")
     parser.add_argument("--searches", type=int, default=200, help="searches per phase of the embedder hang")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these figures (keep the others)")
+    parser.add_argument("--restarts", type=int, default=6, help="leader kills per server (plain, wrapped)")
+    parser.add_argument("--leader-kills", type=int, default=3, help="spaced leader kills per server")
+    parser.add_argument("--list-changed-rounds", type=int, default=5)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        help="run only these steps (space- or comma-separated); keep the others",
+    )
     args = parser.parse_args()
     if args.quick:
         args.outage, args.fuzz, args.killed_calls, args.sizes = 5.0, 20, 1, [10_000_000]
+        args.leader_kills, args.list_changed_rounds = 1, 2
     configure_logging(args.log_level)
     with tempfile.TemporaryDirectory() as tmp:
         figures = asyncio.run(main(args, Path(tmp)))

@@ -188,6 +188,12 @@ class Catalog:
         entry = self._entries.get(server)
         return len(entry.tools) if entry else 0
 
+    def write_counts(self, server: str) -> tuple[int, int]:
+        """``(not read-only, without annotations)``: the server's tools that ``serialize_writes``
+        serializes, and those that carry no annotations at all."""
+        tools = self._entries[server].tools if server in self._entries else ()
+        return sum(not t.read_only for t in tools), sum(not t.annotations_json for t in tools)
+
     def counts(self) -> Mapping[str, int]:
         return {server: len(entry.tools) for server, entry in self._entries.items()}
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["OUTCOMES", "Outcome", "PoolMetrics"]
+__all__ = ["LISTING_REASONS", "OUTCOMES", "ListingReason", "Outcome", "PoolMetrics"]
 
 # "unknown": the call was sent and its server went away before answering (it may have run).
 Outcome = Literal["ok", "tool_error", "timeout", "unavailable", "unknown", "cancelled", "error"]
@@ -23,6 +23,14 @@ OUTCOMES: tuple[Outcome, ...] = (
     "cancelled",
     "error",
 )
+
+
+# Why the pool listed a server's tools: its session started, the re-listing interval came, the
+# server announced a change, or a call of a tool that is not read-only may have changed them.
+ListingReason = Literal["connect", "ttl", "notification", "after_call"]
+LISTING_REASONS: tuple[ListingReason, ...] = ("connect", "ttl", "notification", "after_call")
+# Seconds a call waited for its server's write lock (serialize_writes).
+_WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class PoolMetrics:
@@ -61,6 +69,20 @@ class PoolMetrics:
         self._shard_count = Gauge(
             "toolscout_pool_shard_count", "The shard count this pool process places servers for.", registry=r
         )
+        self._listings = Counter(
+            "toolscout_pool_tool_listings",
+            "tools/list requests the pool sent to a server, by reason.",
+            ["server", "reason"],
+            registry=r,
+        )
+        self._write_lock_wait = Histogram(
+            "toolscout_pool_write_lock_wait_seconds",
+            "Time calls to tools not annotated read-only waited for their server's write lock "
+            "(serialize_writes), by server.",
+            ["server"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
         self._moved = Counter(
             "toolscout_pool_reshard_servers",
             "Servers started here (in) or handed to another shard (out) by a change of the shard count.",
@@ -90,6 +112,14 @@ class PoolMetrics:
         """A reshard started ``moved_in`` servers here and handed ``moved_out`` to other shards."""
         self._moved.labels("in").inc(moved_in)
         self._moved.labels("out").inc(moved_out)
+
+    def tools_listed(self, server: str, reason: ListingReason) -> None:
+        """The pool sent ``tools/list`` to the server (one listing, however many pages)."""
+        self._listings.labels(server, reason).inc()
+
+    def write_lock_waited(self, server: str, seconds: float) -> None:
+        """A call waited ``seconds`` for the server's write lock (0 when it was free)."""
+        self._write_lock_wait.labels(server).observe(seconds)
 
     def catalog_tools(self, server: str, count: int) -> None:
         """The number of the server's tools in the catalog."""

@@ -28,8 +28,8 @@ import math
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -51,7 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.placement import Placement, ServerRule, ShardIdentity, resolve_identity
-from mcp_pool_svc.reaper import become_subreaper
+from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.results import (
     ToolResult,
     apply_size_cap,
@@ -183,11 +183,14 @@ class McpPool:
         self._index = self._shard.index
         self._placement = self._placement_for(config, self._shard.count)
         self._http = HttpClients()
+        self._reaper = Reaper()
+        self._reaping: asyncio.Task[None] | None = None
         self._connect = connector or make_connector(
             base_dir=Path(config.base_dir),
             stderr_sink=StderrLog(config, os.environ if environ is None else environ),
             max_line_bytes=reply_line_limit(self._settings.max_result_bytes),
             http_clients=self._http,
+            reaper=self._reaper,
         )
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
@@ -250,10 +253,11 @@ class McpPool:
 
         Servers still starting when the wait ends keep starting (a thousand remote servers take
         longer than a few seconds); the pool serves meanwhile. On Linux the process becomes a child
-        subreaper first, so that processes a server detaches stay in the pool's tree (see
-        :mod:`mcp_pool_svc.reaper`).
+        subreaper first, so that processes a server detaches stay in the pool's tree, and reaps
+        each of them that exits (see :mod:`mcp_pool_svc.reaper`).
         """
-        become_subreaper()
+        if become_subreaper() and self._reaping is None:
+            self._reaping = asyncio.create_task(self._reaper.run(), name="reaper")
         self._started = True
         for sup in self._supervisors.values():
             self._launch(sup)
@@ -296,6 +300,10 @@ class McpPool:
             if pending:
                 await asyncio.wait(pending, timeout=_STOP_TIMEOUT)
         self._tasks.clear()
+        if self._reaping is not None:
+            self._reaping.cancel()
+            self._reaping = None
+        self._reaper.sweep()
         await self._http.aclose()
 
     async def reshard(self, config: ToolscoutConfig) -> ReshardResult:
@@ -610,10 +618,7 @@ class McpPool:
         listed = self.catalog.lookup(sup.name, tool)
         read_only = listed is not None and listed.tool.read_only
         repeatable = listed is not None and (listed.tool.read_only or listed.tool.idempotent)
-        serial: AbstractAsyncContextManager[Any] = (
-            sup.write_lock if sup.write_lock is not None and not read_only else nullcontext()
-        )
-        async with serial, sup.semaphore:
+        async with self._write_turn(sup, read_only), sup.semaphore:
             lost: Connection | None = None
             while True:
                 try:
@@ -624,7 +629,7 @@ class McpPool:
                     raise
                 call.sent = True
                 try:
-                    return await conn.session.call_tool(
+                    answer = await conn.session.call_tool(
                         tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
                     )
                 except MCPError as err:
@@ -634,6 +639,23 @@ class McpPool:
                         raise _SentThenLost(retried=lost is not None) from None
                     log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
                     lost = conn
+                    continue
+                if not read_only:
+                    sup.call_may_have_changed_tools()
+                return answer
+
+    def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
+        """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""
+        if sup.write_lock is None or read_only:
+            return nullcontext()
+        return self._locked(sup.name, sup.write_lock)
+
+    @asynccontextmanager
+    async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
+        waiting = time.perf_counter()
+        async with lock:
+            self._metrics.write_lock_waited(server, time.perf_counter() - waiting)
+            yield
 
     def _convert(self, server: str, tool: str, raw: Any, started: float) -> ToolResult:
         content = tuple(content_from_mcp(block) for block in raw.content)

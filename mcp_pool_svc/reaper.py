@@ -12,6 +12,14 @@ and when the server dies it is re-parented away. Two things catch it here:
 
 When a server's connection ends, :func:`kill_leftovers` signals every process of that server:
 its descendants at that moment and every process carrying its tag.
+
+A subreaper must also collect the exit status of every orphan that lands on it, whenever it exits
+(a wrapper's server after the wrapper was killed, a daemon a server double-forked), or each stays
+a ``<defunct>`` entry. :class:`Reaper` does, for the processes of the servers the pool started:
+each server runs in a session of its own, registered for as long as its process tree lives, and
+an exited child of the pool in a registered session is reaped — never the server process itself
+(its transport waits for it), and never a child of anything else in the process (a test, ``toolscout
+up``), whose owner waits for it.
 """
 
 from __future__ import annotations
@@ -29,7 +37,14 @@ import anyio
 
 from toolscout_kit.logging import get_logger
 
-__all__ = ["SERVER_TAG_ENV", "become_subreaper", "descendants_of", "kill_leftovers", "new_server_tag"]
+__all__ = [
+    "SERVER_TAG_ENV",
+    "Reaper",
+    "become_subreaper",
+    "descendants_of",
+    "kill_leftovers",
+    "new_server_tag",
+]
 
 log = get_logger(__name__)
 
@@ -37,6 +52,8 @@ SERVER_TAG_ENV = "TOOLSCOUT_MCP_SERVER_ID"
 _PR_SET_CHILD_SUBREAPER = 36
 _PROC = Path("/proc")
 _POLL = 0.02
+# Seconds between two looks for exited children (one waitid call when there are none).
+REAP_INTERVAL = 0.5
 
 
 def become_subreaper() -> bool:
@@ -55,15 +72,20 @@ def new_server_tag() -> str:
     return uuid.uuid4().hex
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """``(state, ppid)`` of a process, or None once it is gone."""
+def _fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None once gone."""
     try:
         raw = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[1])
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """``(state, ppid)`` of a process, or None once it is gone."""
+    fields = _fields(pid)
+    return None if fields is None else (fields[0].decode(), int(fields[1]))
 
 
 def _parents() -> dict[int, int]:
@@ -124,6 +146,61 @@ def _reap(pids: Iterable[int]) -> None:
         if stat is not None and stat[1] == me:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
+
+
+class Reaper:
+    """Reaps the exited processes of the MCP servers' sessions that were left to this process.
+
+    ``register(leader)`` when a server starts (it leads its own session), ``unregister`` once its
+    whole tree is gone; :meth:`sweep` collects what exited (the stdio transport sweeps while it
+    waits for a process group to empty), and :meth:`run` sweeps every ``REAP_INTERVAL`` seconds
+    for the orphans that exit while their server runs.
+    """
+
+    def __init__(self) -> None:
+        self._sessions: set[int] = set()
+        self.reaped = 0
+
+    def register(self, leader: int) -> None:
+        self._sessions.add(leader)
+
+    def unregister(self, leader: int) -> None:
+        self.sweep()
+        self._sessions.discard(leader)
+
+    def sweep(self) -> int:
+        """Reaps every exited child of this process in a registered session (not a leader)."""
+        if not self._sessions:
+            return 0
+        try:
+            # Peeks (WNOWAIT): is any child waiting to be reaped at all? One call, nothing taken.
+            if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                return 0
+        except ChildProcessError:
+            return 0
+        if not _PROC.is_dir():
+            return 0
+        me = os.getpid()
+        reaped = 0
+        for entry in _PROC.iterdir():
+            if not entry.name.isdigit() or int(entry.name) in self._sessions:
+                continue
+            fields = _fields(int(entry.name))
+            # state, ppid, pgrp, session: an exited child of ours in a server's session.
+            if fields is None or fields[0] != b"Z" or int(fields[1]) != me:
+                continue
+            if int(fields[3]) in self._sessions:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    if os.waitpid(int(entry.name), os.WNOHANG)[0]:
+                        reaped += 1
+        self.reaped += reaped
+        return reaped
+
+    async def run(self, interval: float = REAP_INTERVAL) -> None:
+        """Sweeps until cancelled."""
+        while True:
+            self.sweep()
+            await anyio.sleep(interval)
 
 
 def _signal(pids: Iterable[int], sig: int) -> None:

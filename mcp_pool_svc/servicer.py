@@ -1,8 +1,11 @@
 """gRPC adapter for :class:`mcp_pool_svc.pool.McpPool`: protobuf in, domain call, protobuf out.
 
-Domain errors propagate unchanged; the kit's error interceptor maps them to status codes. A
+Domain errors propagate unchanged; the kit's error interceptor maps them to status codes. A call
+the pool did not send (:class:`~mcp_pool_svc.errors.ServerUnavailableError`) is marked so in the
+trailing metadata (``toolscout-not-sent: 1``): gRPC answers ``UNAVAILABLE`` by itself when the
+connection dies mid-call, so the code alone cannot tell callers that nothing ran. A
 :class:`~mcp_pool_svc.errors.NotOwnerError` (a call for a server another shard runs) also puts
-the owners into the trailing metadata, where the sharded client reads them to route the call.
+the owners there, where the sharded client reads them to route the call.
 """
 
 from __future__ import annotations
@@ -11,12 +14,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from toolscout.client import SHARD_COUNT_KEY, SHARD_OWNERS_KEY
+from toolscout.client import NOT_SENT_METADATA, SHARD_COUNT_KEY, SHARD_OWNERS_KEY
 from toolscout.common.v1 import common_pb2
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from mcp_pool_svc.catalog import CatalogSnapshot, CatalogTool
-from mcp_pool_svc.errors import NotOwnerError
+from mcp_pool_svc.errors import NotOwnerError, ServerUnavailableError
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.results import ContentItem, ToolResult
 from mcp_pool_svc.supervisor import ServerState, ServerStatus
@@ -78,6 +81,9 @@ def _status_to_proto(status: ServerStatus) -> mcp_pool_pb2.ServerStatus:
         placement=status.placement,
         tool_cache_ttl_seconds=status.tool_cache_ttl_seconds,
         change_notifications=status.change_notifications,
+        serialize_writes=status.serialize_writes,
+        serialized_tools=status.serialized_tools,
+        unannotated_tools=status.unannotated_tools,
     )
 
 
@@ -99,6 +105,11 @@ def _result_to_proto(result: ToolResult) -> mcp_pool_pb2.CallToolResponse:
 
 def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
     return ((SHARD_OWNERS_KEY, ",".join(map(str, err.owners))), (SHARD_COUNT_KEY, str(err.count)))
+
+
+def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ...]:
+    refusal = _refusal_metadata(err) if isinstance(err, NotOwnerError) else ()
+    return (*NOT_SENT_METADATA, *refusal)
 
 
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
@@ -148,8 +159,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
                 timeout_seconds=request.timeout_seconds,
                 deadline=deadline,
             )
-        except NotOwnerError as err:
-            context.set_trailing_metadata(_refusal_metadata(err))
+        except ServerUnavailableError as err:
+            context.set_trailing_metadata(_not_sent_metadata(err))
             raise
         return _result_to_proto(result)
 

@@ -44,6 +44,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
+from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 
@@ -183,6 +184,7 @@ def _transport(
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
     http_clients: HttpClients | None,
+    reaper: Reaper,
 ) -> AbstractAsyncContextManager[Any]:
     if isinstance(config, StdioServerConfig):
         cwd = Path(os.path.expanduser(config.cwd)) if config.cwd else base_dir
@@ -196,6 +198,7 @@ def _transport(
             on_exit=lambda detail: on_event("exited", detail),
             on_stderr=on_stderr,
             max_line_bytes=max_line_bytes,
+            reaper=reaper,
         )
     return _remote_transport(config, http_clients)
 
@@ -278,6 +281,7 @@ def make_connector(
     stderr_sink: StderrSink,
     max_line_bytes: int,
     http_clients: HttpClients | None = None,
+    reaper: Reaper | None = None,
 ) -> Connector:
     """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder).
 
@@ -285,8 +289,10 @@ def make_connector(
     line longer than ``max_line_bytes`` is refused (see :mod:`mcp_pool_svc.stdio`). When the process
     exits, the exit event carries its last stderr line (masked): usually the reason it could not
     start ("ModuleNotFoundError: ..."). Streamable-HTTP servers share the clients of
-    ``http_clients`` (each connection opens its own without it).
+    ``http_clients`` (each connection opens its own without it). Stdio servers' processes are
+    reaped by ``reaper`` (one of its own without it).
     """
+    reaper = reaper or Reaper()
 
     def connect(
         name: str,
@@ -311,6 +317,7 @@ def make_connector(
             on_stderr=stderr,
             max_line_bytes=max_line_bytes,
             http_clients=http_clients,
+            reaper=reaper,
         )
 
     return connect
@@ -354,13 +361,26 @@ async def negotiate(session: ClientSession) -> None:
         await session.discover()
 
 
-async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEvent, str], None]) -> None:
+async def _listen_for_changes(
+    conn: Connection, on_event: Callable[[ConnectionEvent, str], None], first: anyio.Event
+) -> None:
     """Keeps a ``subscriptions/listen`` stream for tool changes open while the session lives.
 
     A change arrives both here and as a notification on the session (which already tells the
-    supervisor), so the events are only drained. A stream that ends is re-opened with a growing
-    delay, and the tools are listed again then, since changes meanwhile were not delivered.
+    supervisor), so the events are only drained. ``first`` is set once the first stream is open
+    (or cannot be): the connection is handed out only then, so that no change falls between the
+    first listing and the subscription. A stream that ends is re-opened with a growing delay,
+    and the tools are listed again then, since changes meanwhile were not delivered.
     """
+    try:
+        await _listen_loop(conn, on_event, first)
+    finally:
+        first.set()
+
+
+async def _listen_loop(
+    conn: Connection, on_event: Callable[[ConnectionEvent, str], None], first: anyio.Event
+) -> None:
     delay = _LISTEN_RETRY
     reopened = False
     while not conn.closed.is_set():
@@ -370,6 +390,7 @@ async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEv
                 if not subscription.honored.tools_list_changed:
                     return  # the server offers no tool-change events after all: the TTL rules
                 conn.listening = True
+                first.set()
                 delay = _LISTEN_RETRY
                 if reopened:
                     on_event("tools_changed", "")
@@ -388,6 +409,7 @@ async def _listen_for_changes(conn: Connection, on_event: Callable[[ConnectionEv
             problem = f"change stream lost: {type(err).__name__}"
         finally:
             conn.listening = False
+        first.set()
         if conn.closed.is_set():
             return
         on_event("listen_lost", problem)
@@ -406,6 +428,7 @@ async def open_connection(
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
     http_clients: HttpClients | None = None,
+    reaper: Reaper | None = None,
 ) -> AsyncIterator[Connection]:
     """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``.
 
@@ -425,6 +448,7 @@ async def open_connection(
                 on_stderr=on_stderr,
                 max_line_bytes=max_line_bytes,
                 http_clients=http_clients,
+                reaper=reaper or Reaper(),
             )
         )
         relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
@@ -454,5 +478,9 @@ async def open_connection(
             # ended first, while the session can still say so, and only then the session closes.
             listening = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(listening.cancel_scope.cancel)
-            listening.start_soon(_listen_for_changes, conn, on_event)
+            subscribed = anyio.Event()
+            listening.start_soon(_listen_for_changes, conn, on_event, subscribed)
+            # Bounded: a server slow to open the stream is used meanwhile, with the TTL as before.
+            with anyio.move_on_after(config.connect_timeout):
+                await subscribed.wait()
         yield conn

@@ -35,7 +35,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from mcp_pool_svc.lines import LineSplitter, OversizedLine, request_id_of
-from mcp_pool_svc.reaper import SERVER_TAG_ENV, descendants_of, kill_leftovers, new_server_tag
+from mcp_pool_svc.reaper import SERVER_TAG_ENV, Reaper, descendants_of, kill_leftovers, new_server_tag
 from toolscout_kit.logging import get_logger
 
 __all__ = ["OVERSIZED_REPLY", "describe_exit", "stdio_transport"]
@@ -129,15 +129,22 @@ async def _wait_exit(process: Process, exited: anyio.Event, seconds: float) -> b
     return False
 
 
-async def _wait_group_gone(pgid: int, seconds: float) -> bool:
+async def _wait_group_gone(pgid: int, seconds: float, reaper: Reaper) -> bool:
     with anyio.move_on_after(seconds):
-        while _signal_group(pgid, 0):  # noqa: ASYNC110 - nothing signals that a process group emptied
+        while True:
+            # A member that exited stays in the group until it is reaped: an orphan re-parented
+            # to the pool (the wrapper that started it was killed) is reaped here, not waited out.
+            reaper.sweep()
+            if not _signal_group(pgid, 0):
+                return True
+            # Nothing signals that a process group emptied: poll, bounded by ``seconds``.
             await anyio.sleep(_POLL)
-        return True
     return False
 
 
-async def _stop(process: Process, exited: anyio.Event, tag: str, before_signal: Callable[[], None]) -> None:
+async def _stop(
+    process: Process, exited: anyio.Event, tag: str, before_signal: Callable[[], None], reaper: Reaper
+) -> None:
     """Stops the server and everything it started; ``before_signal()`` runs before it is signalled."""
     pgid = process.pid
     # Seen while the server still runs: children that cleared their environment are among them.
@@ -153,10 +160,10 @@ async def _stop(process: Process, exited: anyio.Event, tag: str, before_signal: 
     if (
         _signal_group(pgid, signal.SIGTERM)
         and _signal_group(pgid, signal.SIGCONT)
-        and not await _wait_group_gone(pgid, TERM_GRACE)
+        and not await _wait_group_gone(pgid, TERM_GRACE, reaper)
     ):
         _signal_group(pgid, signal.SIGKILL)
-        await _wait_group_gone(pgid, TERM_GRACE)
+        await _wait_group_gone(pgid, TERM_GRACE, reaper)
     await _wait_exit(process, exited, TERM_GRACE)
     await kill_leftovers(process.pid, tag, TERM_GRACE, known=known)
     with anyio.move_on_after(TERM_GRACE), suppress(OSError, anyio.BrokenResourceError):
@@ -233,11 +240,13 @@ async def stdio_transport(
     on_exit: Callable[[str], None],
     on_stderr: Callable[[str], None],
     max_line_bytes: int,
+    reaper: Reaper,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Starts the server and yields ``(read_stream, write_stream)`` for a ``ClientSession``.
 
     ``on_exit`` receives :func:`describe_exit` of a process that ended by itself (not of one the
-    pool stopped), at the latest when the transport exits.
+    pool stopped), at the latest when the transport exits. The server's session is registered
+    with ``reaper`` until its whole process tree is gone.
 
     Raises:
         OSError: the command cannot be started (not found, not executable, bad cwd).
@@ -250,6 +259,7 @@ async def stdio_transport(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    reaper.register(process.pid)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     exited = anyio.Event()
@@ -298,9 +308,10 @@ async def stdio_transport(
                     # A process that already ended did so by itself: report it before stopping.
                     if process.returncode is not None or exited.is_set():
                         exit_report.send()
-                    await _stop(process, exited, tag, exit_report.stopping)
+                    await _stop(process, exited, tag, exit_report.stopping, reaper)
                     exit_report.send()
                 tg.cancel_scope.cancel()
     finally:
+        reaper.unregister(process.pid)
         for stream in (read_stream, write_stream, read_writer, write_reader):
             stream.close()

@@ -33,9 +33,9 @@ import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
-from mcp_pool_svc.catalog import Catalog
+from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
-from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
@@ -79,6 +79,10 @@ class ServerStatus:
     tool_cache_ttl_seconds: float = 0.0
     # Whether the current session delivers the server's tool-change notifications.
     change_notifications: bool = False
+    # serialize_writes, the tools it serializes (not read-only) and those without annotations.
+    serialize_writes: bool = True
+    serialized_tools: int = 0
+    unannotated_tools: int = 0
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:
@@ -143,7 +147,8 @@ class Supervisor:
         self._poke = asyncio.Event()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._refresh = False
+        # Why the next listing is due before its interval (None: it is not).
+        self._refresh: ListingReason | None = None
         self._conn: Connection | None = None
         self._restarts = 0
         self._last_error = ""
@@ -159,6 +164,7 @@ class Supervisor:
         self._last_activity = time.monotonic()
         self._grace_task: asyncio.Task[None] | None = None
         self._attempt: anyio.CancelScope | None = None
+        self._serialization_explained = False
         self.semaphore = asyncio.Semaphore(config.max_concurrency)
         # Calls to tools not annotated read-only take this first (see serialize_writes).
         self.write_lock: asyncio.Lock | None = asyncio.Lock() if config.serialize_writes else None
@@ -174,6 +180,7 @@ class Supervisor:
         return isinstance(self.config, RemoteServerConfig)
 
     def status(self) -> ServerStatus:
+        writes, unannotated = self._catalog.write_counts(self.name)
         return ServerStatus(
             name=self.name,
             transport=transport_name(self.config),
@@ -189,6 +196,9 @@ class Supervisor:
             protocol_version=self._protocol_version,
             tool_cache_ttl_seconds=self._ttl,
             change_notifications=self._conn is not None and self._conn.change_notifications,
+            serialize_writes=self.write_lock is not None,
+            serialized_tools=writes if self.write_lock is not None else 0,
+            unannotated_tools=unannotated,
         )
 
     def unavailable_message(self) -> str:
@@ -280,9 +290,21 @@ class Supervisor:
         self._metrics.catalog_tools(self.name, self._catalog.tool_count(self.name))
         self._on_change(self.name)
 
+    def call_may_have_changed_tools(self) -> None:
+        """A call of a tool not annotated read-only was answered: list the tools again soon.
+
+        A change is announced differently at each MCP revision, and SDK 2.3.0 drops an
+        announcement made the other era's way (a server calling ``send_tool_list_changed()`` is
+        never heard by a 2026-07-28 client): re-listing after such calls, coalesced, catches the
+        changes they make however they are announced.
+        """
+        if self._refresh is None:
+            self._refresh = "after_call"
+        self._poke.set()
+
     def _on_event(self, event: ConnectionEvent, detail: str) -> None:
         if event == "tools_changed":
-            self._refresh = True
+            self._refresh = "notification"
         elif event == "exited":
             self._exit_detail = detail
         elif event == "stream_error":
@@ -431,11 +453,31 @@ class Supervisor:
         self._stream_error = ""
         self._last_error = ""
         self._last_activity = time.monotonic()
-        self._refresh = False
+        self._refresh = None
+        self._metrics.tools_listed(self.name, "connect")
         if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
             self._catalog_changed()
         self._conn = conn
         self._set_state(ServerState.READY)
+        self._explain_serialized_writes(tools)
+
+    def _explain_serialized_writes(self, tools: list[ListedTool]) -> None:
+        """Once per server: which of its tools run one at a time, why, and how to opt out."""
+        if self._serialization_explained or self.write_lock is None:
+            return
+        self._serialization_explained = True
+        serialized = sorted(t.name for t in tools if not t.read_only)
+        if not serialized:
+            return
+        log.info(
+            "mcp_server_writes_serialized",
+            server=self.name,
+            serialized_tools=len(serialized),
+            unannotated_tools=sum(not t.annotations_json for t in tools),
+            tools=serialized[:20],
+            reason="not annotated readOnlyHint: true",
+            opt_out=f"servers.{self.name}.serialize_writes: false, if the server is safe under concurrent writes",
+        )
 
     def _went_down(self) -> None:
         self._metrics.server_up(self.name, False)
@@ -455,7 +497,8 @@ class Supervisor:
                 self._catalog_changed()
         self._grace_task = None
 
-    async def _relist(self, conn: Connection) -> None:
+    async def _relist(self, conn: Connection, reason: ListingReason) -> None:
+        self._metrics.tools_listed(self.name, reason)
         try:
             with anyio.fail_after(self.config.call_timeout):
                 tools = await conn.list_tools()
@@ -483,9 +526,9 @@ class Supervisor:
             if conn.closed.is_set():
                 raise _SessionLost("the connection was closed by the server")
             now = time.monotonic()
-            if self._refresh or now >= next_list:
-                self._refresh = False
-                await self._relist(conn)
+            if self._refresh is not None or now >= next_list:
+                reason, self._refresh = self._refresh or "ttl", None
+                await self._relist(conn, reason)
                 # After the listing: its cache hint sets when the next one is due.
                 next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
             idle_at = float("inf")

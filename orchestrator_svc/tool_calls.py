@@ -59,7 +59,7 @@ def _without_internals(text: str) -> str:
 
 def _outcome_unknown(name: str) -> str:
     return (
-        f"Error: the outcome of this call of '{name}' is unknown: the connection to its MCP server was "
+        f"Error: the outcome of this call of '{name}' is unknown: the connection to the tool was "
         "lost after the call was sent, so the tool may or may not have run. Check whether it took "
         "effect before calling it again."
     )

@@ -53,6 +53,7 @@ _CONNECT_FAILURES = (
     "connection refused",
     "dns resolution failed",
     "unreachable",
+    "not reachable",
     "no healthy",
 )
 

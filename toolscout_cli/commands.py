@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from toolscout.client import CallToolResult, Tool, ToolscoutClient
+from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient
 
 from toolscout_cli.connection import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Targets
 from toolscout_cli.not_found import unknown
@@ -34,12 +34,25 @@ def _servers(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, ou
             s.tool_count,
             s.restarts,
             "yes" if s.defer_loading else "no",
+            _serialized(s),
             truncate(s.last_error, 200) or "-",
         )
         for s in servers
     ]
-    out.table(("Server", "Transport", "State", "Tools", "Restarts", "Deferred", "Last error"), rows)
+    out.table(
+        ("Server", "Transport", "State", "Tools", "Restarts", "Deferred", "Serialized", "Last error"), rows
+    )
     return EXIT_OK
+
+
+def _serialized(s: ServerStatus) -> str:
+    """Which of the server's tools run one at a time (serialize_writes), and why."""
+    if not s.serialize_writes:
+        return "off"
+    if not s.serialized_tools:
+        return "-"
+    why = f" ({s.unannotated_tools} unannotated)" if s.unannotated_tools else ""
+    return f"{s.serialized_tools} of {s.tool_count}{why}"
 
 
 def _discovery_enabled(targets: Targets, deferred: int) -> bool:

@@ -72,6 +72,19 @@ def test_servers_lists_every_server_ready(stack: RunningStack) -> None:
     assert servers["time"]["tool_count"] == 2
 
 
+def test_servers_shows_which_servers_run_their_writes_one_at_a_time_and_why(stack: RunningStack) -> None:
+    """notes has 6 tools: 2 annotated readOnlyHint, delete_note only destructiveHint, 3 none."""
+    code, out, _ = cli(stack, "servers")
+    assert code == 0
+    header, _rule, *lines = out.splitlines()
+    column = header.index("Serialized")
+    cells = {line.split()[0]: line[column:].split("  ")[0].strip() for line in lines}
+    assert cells == {"notes": "4 of 6 (3 unannotated)", "time": "-", "weather": "-"}
+    code, out, _ = cli(stack, "servers", "--json")
+    notes = {s["name"]: s for s in json.loads(out)["servers"]}["notes"]
+    assert (notes["serialize_writes"], notes["serialized_tools"], notes["unannotated_tools"]) == (True, 4, 3)
+
+
 def test_tools_marks_deferred_servers_tools_as_deferred(stack: RunningStack) -> None:
     code, out, _err = cli(stack, "tools")
     assert code == 0

@@ -11,6 +11,7 @@ import pytest
 from toolscout import client as tc
 
 from tests.support.fake_services import FakeStack, FakeState, fake_stack
+from tests.support.mcp_servers import free_port
 
 
 @pytest.fixture
@@ -141,12 +142,34 @@ async def test_retries_stop_at_max_attempts_and_raise_unavailable(stack: FakeSta
 
 
 async def test_a_tool_call_is_never_retried_by_the_channel(stack: FakeStack) -> None:
-    # UNAVAILABLE from a pool may come after the tool ran: a replay would run it twice.
+    # UNAVAILABLE from a pool may come after the tool ran: a replay would run it twice. Without
+    # the pool's "not sent" mark it is what gRPC says when a connection dies mid-call.
     stack.state.fail("CallTool", grpc.StatusCode.UNAVAILABLE, times=5)
     async with tc.AsyncPoolClient.connect(stack.target) as pool:
-        with pytest.raises(tc.UnavailableError):
+        with pytest.raises(tc.OutcomeUnknownError, match="may or may not have run") as lost:
             await pool.call_tool("time_get_current_time")
     assert stack.state.attempts["CallTool"] == 1
+    assert "scripted" not in lost.value.message
+
+
+async def test_an_unavailable_marked_not_sent_stays_unavailable_and_says_so(stack: FakeStack) -> None:
+    stack.state.fail(
+        "CallTool", grpc.StatusCode.UNAVAILABLE, details="server down", trailing=tc.NOT_SENT_METADATA
+    )
+    async with tc.AsyncPoolClient.connect(stack.target) as pool:
+        with pytest.raises(tc.UnavailableError, match="server down") as refused:
+            await pool.call_tool("time_get_current_time")
+    assert refused.value.not_sent
+    assert stack.state.attempts["CallTool"] == 1
+
+
+async def test_a_call_to_a_pool_that_does_not_answer_is_not_sent_and_says_so() -> None:
+    port = free_port()  # nothing listens there
+    async with tc.AsyncPoolClient.connect(f"127.0.0.1:{port}") as pool:
+        with pytest.raises(tc.UnavailableError, match="not reachable") as down:
+            await pool.call_tool("time_get_current_time", deadline=0.5)
+    assert down.value.not_sent
+    assert "127.0.0.1" not in down.value.message
 
 
 async def test_a_chat_is_never_retried_by_the_channel(stack: FakeStack) -> None:

@@ -38,6 +38,7 @@ async def test_servers_prints_a_table_and_json(stack: FakeStack, capsys: pytest.
         "Tools",
         "Restarts",
         "Deferred",
+        "Serialized",
         "Last",
         "error",
     ]

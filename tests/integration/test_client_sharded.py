@@ -1,8 +1,9 @@
 """The sharded pool client against fake shards (in-process gRPC servers on 127.0.0.1:0).
 
 Each fake shard answers CallTool for the servers it runs and refuses the others the way a pool
-shard does: UNAVAILABLE with the owners in the trailing metadata, or NOT_FOUND for a name it
-does not know. Every call a shard executes is recorded, so "never run twice" is counted.
+shard does: UNAVAILABLE marked "not sent", with the owners in the trailing metadata, or NOT_FOUND
+for a name it does not know. Every call a shard executes is recorded, so "never run twice" is
+counted.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class FakeShard(mcp_pool_pb2_grpc.McpPoolServicer):
     elsewhere: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
     executed: list[str] = field(default_factory=list)
     refusals: int = 0
+    # Whether refusals carry the pool's "not sent" mark (a real pool's always do).
+    marked: bool = True
 
     async def CallTool(self, request: Any, context: Any) -> Any:
         server = request.server or request.llm_name.split("__", 1)[0]
@@ -44,6 +47,7 @@ class FakeShard(mcp_pool_pb2_grpc.McpPoolServicer):
                 grpc.StatusCode.UNAVAILABLE,
                 f"MCP server {server!r} runs elsewhere; the call was not sent",
                 trailing_metadata=(
+                    *(tc.NOT_SENT_METADATA if self.marked else ()),
                     (tc.SHARD_OWNERS_KEY, ",".join(map(str, owners))),
                     (tc.SHARD_COUNT_KEY, str(count)),
                 ),
@@ -104,6 +108,18 @@ async def test_a_refusal_is_sent_on_to_the_owner_it_names_and_remembered(
     assert shards[2][0].executed == ["memory", "memory"]
     assert shards[1][0].executed == []
     assert shards[1][0].refusals == 1  # the second call went straight to the owner
+
+
+async def test_an_unavailable_without_the_not_sent_mark_is_never_sent_on_to_another_shard(
+    shards: list[tuple[FakeShard, RunningServer]],
+) -> None:
+    # Owners in the metadata but no mark: nothing proves shard 1 did not run it, so no re-send.
+    shards[1][0].marked = False
+    async with _client(shards) as pool:
+        with pytest.raises(tc.OutcomeUnknownError):
+            await pool.call_tool("echo", server="memory")
+    assert all(fake.executed == [] for fake, _ in shards)
+    assert shards[1][0].refusals == 1
 
 
 async def test_a_refusal_naming_a_shard_this_client_cannot_reach_is_not_sent(

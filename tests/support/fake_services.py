@@ -52,7 +52,9 @@ def sample_tools() -> list[common_pb2.Tool]:
 class FakeState:
     """What the fakes answer and what they saw."""
 
-    failures: dict[str, list[tuple[Any, str]]] = field(default_factory=lambda: defaultdict(list))
+    failures: dict[str, list[tuple[Any, str, tuple[tuple[str, str], ...]]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     attempts: Counter[str] = field(default_factory=Counter)
     metadata: dict[str, list[dict[str, str]]] = field(default_factory=lambda: defaultdict(list))
     deadlines: dict[str, float | None] = field(default_factory=dict)
@@ -82,9 +84,16 @@ class FakeState:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     last_requests: dict[str, Any] = field(default_factory=dict)
 
-    def fail(self, method: str, code: Any, times: int = 1, details: str = "") -> None:
-        """The next ``times`` calls of ``method`` fail with ``code``."""
-        self.failures[method].extend([(code, details or f"scripted {code.name}")] * times)
+    def fail(
+        self,
+        method: str,
+        code: Any,
+        times: int = 1,
+        details: str = "",
+        trailing: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """The next ``times`` calls of ``method`` fail with ``code`` (and ``trailing`` metadata)."""
+        self.failures[method].extend([(code, details or f"scripted {code.name}", trailing)] * times)
 
     async def enter(self, method: str, request: Any, context: Any) -> None:
         self.attempts[method] += 1
@@ -92,8 +101,8 @@ class FakeState:
         self.deadlines[method] = context.time_remaining()
         self.last_requests[method] = request
         if self.failures[method]:
-            code, details = self.failures[method].pop(0)
-            await context.abort(code, details)
+            code, details, trailing = self.failures[method].pop(0)
+            await context.abort(code, details, trailing_metadata=trailing)
 
 
 class _Pool(mcp_pool_pb2_grpc.McpPoolServicer):

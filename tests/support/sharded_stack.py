@@ -4,6 +4,8 @@ Every service is ``toolscout serve <service>`` in its own process on 127.0.0.1, 
 file whose ``toolscout.pool.shards.addresses`` lists the shards' ports (picked free beforehand, one
 more than needed so the count can grow). ``set_shard_count`` rewrites the file; ``reload`` sends
 SIGHUP so a process applies it (``reload_interval`` is 0: only SIGHUP reloads, no timing involved).
+With ``shards=0`` the pool is one unsharded ``toolscout serve pool`` (no ``shards`` section; the
+other services find it through ``pool_target``).
 """
 
 from __future__ import annotations
@@ -88,10 +90,24 @@ class ShardedStack:
     def shard_address(self, index: int) -> str:
         return f"127.0.0.1:{self.ports[index]}"
 
+    @property
+    def unsharded(self) -> bool:
+        return self.count == 0
+
     def set_shard_count(self, count: int) -> None:
-        """Writes the config for ``count`` shards (the processes apply it on :meth:`reload`)."""
+        """Writes the config for ``count`` shards (the processes apply it on :meth:`reload`).
+
+        0: one unsharded pool, which discovery and the orchestrator reach by ``pool_target``.
+        """
         self.count = count
-        pool = self.document.setdefault("toolscout", {}).setdefault("pool", {})
+        section = self.document.setdefault("toolscout", {})
+        pool = section.setdefault("pool", {})
+        if count == 0:
+            pool.pop("shards", None)
+            for service in ("discovery", "orchestrator"):
+                section.setdefault(service, {})["pool_target"] = self.shard_address(0)
+            self.config.write_text(json.dumps(self.document, indent=1))
+            return
         pool["shards"] = {
             "count": count,
             "addresses": [self.shard_address(k) for k in range(count)],
@@ -126,7 +142,8 @@ class ShardedStack:
 
     async def start_pool(self, index: int) -> Service:
         address = self.shard_address(index)
-        service = await self._spawn(f"pool-{index}", ["pool", "--shard", f"{index}/{self.count}"], address)
+        shard = [] if self.unsharded else ["--shard", f"{index}/{self.count}"]
+        service = await self._spawn(f"pool-{index}", ["pool", *shard], address)
         self.pools[index] = service
         await wait_serving(address, POOL_SERVICE)
         return service
@@ -140,7 +157,7 @@ class ShardedStack:
     async def start_orchestrator(self) -> Service:
         address = f"127.0.0.1:{free_port()}"
         # The orchestrator finds discovery through the config.
-        self.document["toolscout"]["orchestrator"] = {"discovery_target": self.discovery_address}
+        self.document["toolscout"].setdefault("orchestrator", {})["discovery_target"] = self.discovery_address
         self.config.write_text(json.dumps(self.document, indent=1))
         self.orchestrator = await self._spawn("orchestrator", ["orchestrator"], address)
         await wait_serving(address, ORCHESTRATOR_SERVICE)
@@ -185,10 +202,11 @@ class ShardedStack:
 async def running_sharded_stack(
     tmp: Path, document: dict[str, Any], *, shards: int, spare: int = 1, orchestrator: bool = False
 ) -> AsyncIterator[ShardedStack]:
-    """``shards`` pool processes and discovery (and the orchestrator), all stopped on exit."""
-    stack = ShardedStack(tmp, document, [free_port() for _ in range(shards + spare)], shards)
+    """``shards`` pool processes (0: one unsharded pool) and discovery (and the orchestrator), all
+    stopped on exit."""
+    stack = ShardedStack(tmp, document, [free_port() for _ in range(max(shards, 1) + spare)], shards)
     try:
-        await asyncio.gather(*(stack.start_pool(k) for k in range(shards)))
+        await asyncio.gather(*(stack.start_pool(k) for k in range(max(shards, 1))))
         await stack.start_discovery()
         if orchestrator:
             await stack.start_orchestrator()

@@ -83,3 +83,31 @@ def test_outcome_unknown_is_the_aborted_error_and_is_not_retryable() -> None:
     assert isinstance(err, tc.OutcomeUnknownError)
     assert tc.OutcomeUnknownError is tc.AbortedError
     assert not err.retryable
+
+
+def test_an_unmarked_call_unavailable_becomes_outcome_unknown_without_transport_text() -> None:
+    lost = error_for_code(grpc.StatusCode.UNAVAILABLE, "Stream removed (Socket closed)", method="/m")
+    err = tc.call_outcome_error(lost)
+    assert isinstance(err, tc.OutcomeUnknownError)
+    assert err.code == grpc.StatusCode.ABORTED
+    assert err.method == "/m"
+    assert "may or may not have run" in err.message
+    assert "Socket closed" not in err.message
+
+
+def test_a_call_unavailable_marked_not_sent_stays_unavailable() -> None:
+    refused = error_for_code(
+        grpc.StatusCode.UNAVAILABLE,
+        "server down; the call was not sent",
+        trailing_metadata=tc.NOT_SENT_METADATA,
+    )
+    assert isinstance(refused, tc.UnavailableError)
+    assert refused.not_sent
+    assert tc.call_outcome_error(refused) is refused
+    assert tc.not_sent_error("no connection").not_sent
+
+
+@pytest.mark.parametrize("code", [c for c in EXPECTED if c is not grpc.StatusCode.UNAVAILABLE])
+def test_other_call_errors_pass_through_unchanged(code: grpc.StatusCode) -> None:
+    err = error_for_code(code, "x")
+    assert tc.call_outcome_error(err) is err

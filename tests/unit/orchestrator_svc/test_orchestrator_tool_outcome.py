@@ -12,8 +12,8 @@ from tests.support.orchestrator_fakes import Harness
 from toolscout_kit.errors import OutcomeUnknownError, UnavailableError
 
 OUTCOME_UNKNOWN = (
-    "Error: the outcome of this call of 'weather_forecast' is unknown: the connection to its MCP "
-    "server was lost after the call was sent, so the tool may or may not have run. Check whether it "
+    "Error: the outcome of this call of 'weather_forecast' is unknown: the connection to the tool "
+    "was lost after the call was sent, so the tool may or may not have run. Check whether it "
     "took effect before calling it again."
 )
 

@@ -26,6 +26,8 @@ from toolscout.client.channel import (
     service_config,
 )
 from toolscout.client.errors import (
+    NOT_SENT_KEY,
+    NOT_SENT_METADATA,
     AbortedError,
     AlreadyExistsError,
     CancelledError,
@@ -44,7 +46,9 @@ from toolscout.client.errors import (
     UnavailableError,
     UnimplementedError,
     UnknownError,
+    call_outcome_error,
     error_for_code,
+    not_sent_error,
     translate_rpc_error,
 )
 from toolscout.client.sharded import (
@@ -111,6 +115,8 @@ __all__ = [
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "NOT_SENT_KEY",
+    "NOT_SENT_METADATA",
     "RETRIED_METHODS",
     "SEARCH_TOOL_NAME",
     "SHARD_COUNT_KEY",
@@ -179,10 +185,12 @@ __all__ = [
     "UnimplementedError",
     "UnknownError",
     "UsageUpdate",
+    "call_outcome_error",
     "catalog_version",
     "create_channel",
     "default_channel_options",
     "error_for_code",
+    "not_sent_error",
     "owners_of",
     "parse_json_object",
     "parse_owners",

@@ -28,6 +28,23 @@ DEFAULT_DEADLINES: Mapping[str, float | None] = {
 }
 # A CallTool deadline leaves the pool this long after the tool's own timeout to answer.
 CALL_TOOL_MARGIN = 5.0
+# A CallTool on a channel that was connected before and is not now (the pool restarted, a shard
+# came back) waits this long, within its deadline, for the channel to reconnect before the pool
+# is reported unreachable (not sent): it is called once the channel's reconnect backoff lets it
+# through, instead of failing meanwhile. A channel that never connected gets one attempt (at
+# most FIRST_CONNECT_WAIT seconds in the blocking client, which cannot see it fail).
+CONNECT_WAIT = 5.0
+FIRST_CONNECT_WAIT = 1.0
+NOT_REACHABLE_MESSAGE = "the pool is not reachable ({why}); the call was not sent"
+
+
+def no_connection(wait: float) -> str:
+    return f"no connection within {wait:g}s"
+
+
+def connect_wait(deadline: float | None, limit: float = CONNECT_WAIT) -> float:
+    """Seconds a CallTool with ``deadline`` may wait for its channel to connect (at most ``limit``)."""
+    return limit if deadline is None else max(min(limit, deadline), 0.0)
 
 
 class Deadlines:

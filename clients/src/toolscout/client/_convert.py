@@ -120,6 +120,9 @@ def server_status(m: mcp_pool_pb2.ServerStatus) -> t.ServerStatus:
         placement=m.placement or "owner",
         tool_cache_ttl_seconds=m.tool_cache_ttl_seconds,
         change_notifications=m.change_notifications,
+        serialize_writes=m.serialize_writes,
+        serialized_tools=m.serialized_tools,
+        unannotated_tools=m.unannotated_tools,
     )
 
 

@@ -8,6 +8,7 @@ tree instead of ``grpc.aio.AioRpcError``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -17,9 +18,15 @@ import grpc.aio
 
 from toolscout.client import _convert as conv
 from toolscout.client import types as t
-from toolscout.client._base import ChannelSettings, Deadlines
+from toolscout.client._base import (
+    NOT_REACHABLE_MESSAGE,
+    ChannelSettings,
+    Deadlines,
+    connect_wait,
+    no_connection,
+)
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
-from toolscout.client.errors import translate_rpc_error
+from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
@@ -124,6 +131,8 @@ class AsyncPoolClient(_AsyncClient):
 
     _stub: mcp_pool_pb2_grpc.McpPoolStub
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
+    # Whether the channel was ever connected: only then is a lost connection waited for.
+    _was_connected = False
 
     async def list_servers(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -176,21 +185,66 @@ class AsyncPoolClient(_AsyncClient):
     ) -> t.CallToolResult:
         """Call a tool by LLM name, or by its own ``name`` on ``server``.
 
-        A tool that fails is a result with ``is_error``. Raises InvalidArgumentError (arguments not
-        a JSON object), NotFoundError, UnavailableError (server down), DeadlineExceededError,
-        ResourceExhaustedError (result too large).
+        A tool that fails is a result with ``is_error``. A channel that lost its connection is
+        given a few seconds (``CONNECT_WAIT``, within the deadline) to reconnect before anything is
+        sent; one that never connected, its first attempt.
+
+        Raises:
+            InvalidArgumentError: arguments not a JSON object.
+            NotFoundError: no such server or tool.
+            UnavailableError: not sent (server down or starting, pool stopping or not reachable);
+                safe to retry. Its ``not_sent`` is always true.
+            OutcomeUnknownError: sent, and then its server or the pool itself went away (the pool
+                process was killed, the connection died) before answering: the tool may or may not
+                have run. Never retried.
+            DeadlineExceededError, ResourceExhaustedError (result too large).
         """
         req = conv.call_tool_request(
             name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
         )
-        resp = await self._unary(
-            "CallTool",
-            self._stub.CallTool,
-            req,
-            self._deadlines.call_tool(deadline, timeout_seconds),
-            metadata,
-        )
+        rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
+        wait = connect_wait(rpc_deadline)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        why = await self._unreachable(wait)
+        if why is not None:
+            raise not_sent_error(NOT_REACHABLE_MESSAGE.format(why=why), method=f"/{self._service}/CallTool")
+        try:
+            resp = await self._unary(
+                "CallTool",
+                self._stub.CallTool,
+                req,
+                None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001),
+                metadata,
+            )
+        except UnavailableError as err:
+            raise call_outcome_error(err) from err
         return conv.call_tool_result(resp)
+
+    async def _unreachable(self, within: float) -> str | None:
+        """None once the channel is connected (waiting up to ``within`` seconds), else why not.
+
+        A channel this client never saw connected is given one connection attempt of its own: a
+        failure seen before that attempt started (gRPC shares connections between channels to the
+        same address, with their reconnect backoff) waits for the next one; a failed attempt is
+        final. A channel that was connected waits for the reconnect.
+        """
+        channel = self._channel
+        state = channel.get_state(try_to_connect=True)
+        attempted = state is grpc.ChannelConnectivity.CONNECTING
+        try:
+            async with asyncio.timeout(within):
+                while state is not grpc.ChannelConnectivity.READY:
+                    failed = state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+                    if failed and attempted and not self._was_connected:
+                        return "its connection attempt failed"
+                    await channel.wait_for_state_change(state)
+                    state = channel.get_state(try_to_connect=True)
+                    attempted = attempted or state is grpc.ChannelConnectivity.CONNECTING
+        except TimeoutError:
+            return no_connection(within)
+        self._was_connected = True
+        return None
 
     def watch_catalog(
         self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None

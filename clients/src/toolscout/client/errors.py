@@ -3,6 +3,12 @@
 Callers catch :class:`ToolscoutClientError` (or one category) instead of ``grpc.RpcError``; the
 status code stays available as ``.code`` so a service that re-raises can keep it. The messages are
 the server's own status details, which toolscout writes for callers (never stack traces).
+
+"Not sent" is proven, never inferred. gRPC itself answers ``UNAVAILABLE`` when a connection dies
+while a call is in flight, which is also the code the pool uses for a call it did not send; so the
+pool marks its own "not sent" answers with the trailing metadata ``toolscout-not-sent: 1``
+(:data:`NOT_SENT_KEY`), and :func:`call_outcome_error` turns an ``UNAVAILABLE`` on ``CallTool``
+without that mark into :class:`OutcomeUnknownError`.
 """
 
 from __future__ import annotations
@@ -30,9 +36,16 @@ __all__ = [
     "UnavailableError",
     "UnimplementedError",
     "UnknownError",
+    "call_outcome_error",
     "error_for_code",
+    "not_sent_error",
     "translate_rpc_error",
 ]
+
+# Trailing metadata on an UNAVAILABLE answer whose sender proves the request was not sent (the
+# pool's CallTool: server down or starting, pool stopping, another shard runs the server).
+NOT_SENT_KEY = "toolscout-not-sent"
+NOT_SENT_METADATA: tuple[tuple[str, str], ...] = ((NOT_SENT_KEY, "1"),)
 
 
 class ToolscoutClientError(Exception):
@@ -165,10 +178,17 @@ class InternalError(ToolscoutClientError):
 class UnavailableError(ToolscoutClientError):
     """The service (or a dependency of it) is down or unreachable; retrying later may help.
 
-    The channel already retried according to its service config before this was raised.
+    The channel already retried according to its service config before this was raised. From the
+    pool's ``CallTool`` this always means "not sent" (:attr:`not_sent`): an ``UNAVAILABLE`` without
+    the pool's mark is raised as :class:`OutcomeUnknownError` instead.
     """
 
     code = grpc.StatusCode.UNAVAILABLE
+
+    @property
+    def not_sent(self) -> bool:
+        """Whether the request is proven not sent: marked by the pool, or never sent by this client."""
+        return self.metadata_value(NOT_SENT_KEY) == "1"
 
 
 class DataLossError(ToolscoutClientError):
@@ -217,6 +237,32 @@ def error_for_code(
         code=code if code in _BY_CODE else grpc.StatusCode.UNKNOWN,
         method=method,
         trailing_metadata=trailing_metadata,
+    )
+
+
+def not_sent_error(message: str, *, method: str = "") -> UnavailableError:
+    """An UNAVAILABLE for a call this client did not send (no connection, no shard to send it to)."""
+    return UnavailableError(
+        message, code=grpc.StatusCode.UNAVAILABLE, method=method, trailing_metadata=NOT_SENT_METADATA
+    )
+
+
+def call_outcome_error(err: ToolscoutClientError) -> ToolscoutClientError:
+    """The error a caller of ``CallTool`` gets for ``err``: an unmarked UNAVAILABLE is outcome-unknown.
+
+    The request may have reached the pool, and the tool may have run, before the connection died
+    (the pool process was killed, a shard went away): only the pool's explicit mark proves it did
+    not. The transport's own words ("Stream removed", addresses) stay in the chained cause, out of
+    the message, which callers may show to an LLM.
+    """
+    if not isinstance(err, UnavailableError) or err.not_sent:
+        return err
+    return OutcomeUnknownError(
+        "the connection to the pool was lost after the call was sent: the tool may or may not "
+        "have run. It was not sent again.",
+        code=grpc.StatusCode.ABORTED,
+        method=err.method,
+        trailing_metadata=err.trailing_metadata,
     )
 
 

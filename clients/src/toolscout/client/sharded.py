@@ -8,8 +8,9 @@
 Routing is by server name (see :mod:`toolscout.client.sharding` for the owner function); pass the
 configured ``placement`` of pinned (``shard: K``) and ``placement: all`` servers, or let the client
 learn them: a shard that receives a call for a server it does not run refuses it before sending
-anything (``UNAVAILABLE`` with the owners in its trailing metadata), and the client sends the call
-to the owner. A call is therefore never run twice by this routing: only refusals are re-sent.
+anything (``UNAVAILABLE`` marked "not sent", with the owners in its trailing metadata), and the
+client sends the call to the owner. A call is therefore never run twice by this routing: only
+refusals are re-sent, and a shard that dies with the call in flight is ``OutcomeUnknownError``.
 
 :class:`ShardedPoolClient` is the same over blocking channels (``ToolscoutClient.connect`` makes one
 when ``pool`` names several shards); both route with one :class:`ShardRouter`.
@@ -29,7 +30,7 @@ from toolscout.client import types as t
 from toolscout.client._base import ChannelSettings
 from toolscout.client.aio import AsyncPoolClient, Metadata
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
-from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError
+from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
 from toolscout.client.sharding import CatalogMerger, ServerPlacement, owners_of
 from toolscout.client.sync import PoolClient
 
@@ -135,17 +136,15 @@ class ShardRouter:
         return owners[0] if len(owners) == 1 else self.pick(route)
 
     def disagreement(self, route: str) -> UnavailableError:
-        return UnavailableError(
+        return not_sent_error(
             f"the pool shards disagree on who runs server {route!r} (a resharding in progress?); "
-            "the call was not sent",
-            code=grpc.StatusCode.UNAVAILABLE,
+            "the call was not sent"
         )
 
     def unknown_shard(self, shard: int) -> UnavailableError:
-        return UnavailableError(
+        return not_sent_error(
             f"pool shard {shard} is not known to this client (it routes for {self.count} shards); "
-            "the call was not sent",
-            code=grpc.StatusCode.UNAVAILABLE,
+            "the call was not sent"
         )
 
 
@@ -339,6 +338,7 @@ class AsyncShardedPoolClient:
 
         Raises:
             UnavailableError: not sent (server down, or its shard unreachable / unknown to this client).
+            OutcomeUnknownError: sent, and its shard (or its server) went away before answering.
             the errors of :meth:`AsyncPoolClient.call_tool`.
         """
         router = self._router

@@ -8,6 +8,7 @@ tree instead of ``grpc.RpcError``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -16,9 +17,17 @@ import grpc
 
 from toolscout.client import _convert as conv
 from toolscout.client import types as t
-from toolscout.client._base import ChannelSettings, Deadlines
+from toolscout.client._base import (
+    CONNECT_WAIT,
+    FIRST_CONNECT_WAIT,
+    NOT_REACHABLE_MESSAGE,
+    ChannelSettings,
+    Deadlines,
+    connect_wait,
+    no_connection,
+)
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
-from toolscout.client.errors import translate_rpc_error
+from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
@@ -112,6 +121,27 @@ class _SyncClient:
             call.cancel()
 
 
+# The server's overall health (an empty HealthCheckRequest), asked raw: no health-checking
+# dependency for one probe.
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+
+def _connected(channel: grpc.Channel, within: float) -> bool:
+    """Whether the channel is connected, or connects within ``within`` seconds.
+
+    A blocking channel cannot tell its state without a subscription (whose polling thread fails
+    when the channel closes under it), so a health check that waits for the connection asks.
+    Any answer, UNIMPLEMENTED included, proves the connection.
+    """
+    check = channel.unary_unary(_HEALTH_CHECK, request_serializer=None, response_deserializer=None)
+    try:
+        check(b"", timeout=max(within, 0.001), wait_for_ready=True)
+    except grpc.RpcError as err:
+        code = err.code() if callable(getattr(err, "code", None)) else None
+        return code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    return True
+
+
 class PoolClient(_SyncClient):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
@@ -119,6 +149,8 @@ class PoolClient(_SyncClient):
 
     _stub: mcp_pool_pb2_grpc.McpPoolStub
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
+    # Whether the channel was ever connected: only then is a lost connection waited for long.
+    _was_connected = False
 
     def list_servers(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -161,20 +193,31 @@ class PoolClient(_SyncClient):
     ) -> t.CallToolResult:
         """Call a tool by LLM name, or by its own ``name`` on ``server``.
 
-        A tool that fails is a result with ``is_error``. Raises InvalidArgumentError (arguments not
-        a JSON object), NotFoundError, UnavailableError (server down), DeadlineExceededError,
-        ResourceExhaustedError (result too large).
+        A tool that fails is a result with ``is_error``. Errors as for
+        :meth:`toolscout.client.AsyncPoolClient.call_tool`: ``UnavailableError`` only when the call
+        was not sent, ``OutcomeUnknownError`` when it was and the pool or its server went away.
         """
         req = conv.call_tool_request(
             name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
         )
-        resp = self._unary(
-            "CallTool",
-            self._stub.CallTool,
-            req,
-            self._deadlines.call_tool(deadline, timeout_seconds),
-            metadata,
-        )
+        rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
+        wait = connect_wait(rpc_deadline, CONNECT_WAIT if self._was_connected else FIRST_CONNECT_WAIT)
+        started = time.monotonic()
+        if not _connected(self._channel, wait):
+            raise not_sent_error(
+                NOT_REACHABLE_MESSAGE.format(why=no_connection(wait)), method=f"/{self._service}/CallTool"
+            )
+        self._was_connected = True
+        try:
+            resp = self._unary(
+                "CallTool",
+                self._stub.CallTool,
+                req,
+                None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001),
+                metadata,
+            )
+        except UnavailableError as err:
+            raise call_outcome_error(err) from err
         return conv.call_tool_result(resp)
 
     def watch_catalog(

@@ -176,6 +176,11 @@ class ServerStatus:
     tool_cache_ttl_seconds: float = 0.0
     # Whether the pool receives its tool-change notifications.
     change_notifications: bool = False
+    # Whether calls to its tools not annotated readOnlyHint run one at a time (serialize_writes),
+    # how many of its tools that serializes, and how many carry no annotations at all.
+    serialize_writes: bool = True
+    serialized_tools: int = 0
+    unannotated_tools: int = 0
 
 
 @dataclass(frozen=True, slots=True)

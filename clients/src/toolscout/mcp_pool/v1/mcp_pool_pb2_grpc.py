@@ -94,11 +94,15 @@ class McpPoolServicer:
         stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
         it answered: the tool may or may not have run; never retried automatically),
         DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        Every UNAVAILABLE the pool answers carries the trailing metadata `toolscout-not-sent: 1`.
+        gRPC itself answers UNAVAILABLE when the connection dies while a call is in flight (the pool
+        process was killed, a shard went away), after the tool may have run: callers must treat an
+        UNAVAILABLE without this mark as ABORTED (outcome unknown); the client library does.
         A call for a configured server that another shard runs (a caller routing with an old shard
-        count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
-        `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
-        so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
-        Channels never retry this method.
+        count during a resharding) is refused with UNAVAILABLE (not sent, marked) and the trailing
+        metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
+        `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
+        `toolscout.client` does. Channels never retry this method.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

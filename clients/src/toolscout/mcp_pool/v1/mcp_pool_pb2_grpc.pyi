@@ -51,11 +51,15 @@ class McpPoolStub:
     stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
     it answered: the tool may or may not have run; never retried automatically),
     DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    Every UNAVAILABLE the pool answers carries the trailing metadata `toolscout-not-sent: 1`.
+    gRPC itself answers UNAVAILABLE when the connection dies while a call is in flight (the pool
+    process was killed, a shard went away), after the tool may have run: callers must treat an
+    UNAVAILABLE without this mark as ABORTED (outcome unknown); the client library does.
     A call for a configured server that another shard runs (a caller routing with an old shard
-    count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
-    `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
-    so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
-    Channels never retry this method.
+    count during a resharding) is refused with UNAVAILABLE (not sent, marked) and the trailing
+    metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
+    `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
+    `toolscout.client` does. Channels never retry this method.
     """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -83,11 +87,15 @@ class McpPoolAsyncStub(McpPoolStub):
     stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
     it answered: the tool may or may not have run; never retried automatically),
     DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+    Every UNAVAILABLE the pool answers carries the trailing metadata `toolscout-not-sent: 1`.
+    gRPC itself answers UNAVAILABLE when the connection dies while a call is in flight (the pool
+    process was killed, a shard went away), after the tool may have run: callers must treat an
+    UNAVAILABLE without this mark as ABORTED (outcome unknown); the client library does.
     A call for a configured server that another shard runs (a caller routing with an old shard
-    count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
-    `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
-    so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
-    Channels never retry this method.
+    count during a resharding) is refused with UNAVAILABLE (not sent, marked) and the trailing
+    metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
+    `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
+    `toolscout.client` does. Channels never retry this method.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -130,11 +138,15 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         stopping; safe to retry), ABORTED (sent, then the server went away or the pool stopped before
         it answered: the tool may or may not have run; never retried automatically),
         DEADLINE_EXCEEDED (call timeout), RESOURCE_EXHAUSTED (result too large).
+        Every UNAVAILABLE the pool answers carries the trailing metadata `toolscout-not-sent: 1`.
+        gRPC itself answers UNAVAILABLE when the connection dies while a call is in flight (the pool
+        process was killed, a shard went away), after the tool may have run: callers must treat an
+        UNAVAILABLE without this mark as ABORTED (outcome unknown); the client library does.
         A call for a configured server that another shard runs (a caller routing with an old shard
-        count during a resharding) is refused with UNAVAILABLE (not sent) and the trailing metadata
-        `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and `toolscout-shard-count`,
-        so that the caller can send it to the owner; the sharded client in `toolscout.client` does.
-        Channels never retry this method.
+        count during a resharding) is refused with UNAVAILABLE (not sent, marked) and the trailing
+        metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
+        `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
+        `toolscout.client` does. Channels never retry this method.
         """
 
     @_abc_1.abstractmethod
