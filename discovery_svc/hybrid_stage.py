@@ -2,7 +2,7 @@
 
 When a catalog version's index is built, :meth:`HybridStage.start` embeds its tools in a worker
 thread (only texts missing from the embedding cache reach the model; progress goes to the log)
-while searches keep answering with BM25 and ``toolscout_search_mode_active{mode="bm25"}`` is 1.
+while searches keep answering with BM25 and ``toolscout_discovery_search_mode_active{mode="bm25"}`` is 1.
 When every tool has a vector, the catalog's searcher becomes a
 :class:`~discovery_svc.hybrid.HybridIndex` and the gauge flips to ``hybrid``. A failed attempt
 (endpoint down, model error) is logged as a warning and retried with a growing delay; search stays
