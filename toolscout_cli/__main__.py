@@ -1,7 +1,8 @@
 """The ``toolscout`` command line: run the stack, inspect it, search, call tools and chat.
 
 Exit codes: 0 ok · 1 other failure (a tool that reported an error, an internal error) ·
-2 usage or bad config · 3 not found (tool, server, model, toolset) · 4 stack unreachable ·
+2 usage or bad config (a chat model whose client has no API key in the stack's environment
+included) · 3 not found (tool, server, model, toolset) · 4 stack unreachable ·
 5 the LLM provider failed (unreachable, rate limited, or refused the key).
 Errors are one line on stderr, never a traceback.
 """
@@ -20,7 +21,7 @@ import sysconfig
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from toolscout.client import NotFoundError, ToolscoutClientError, UnavailableError
+from toolscout.client import FailedPreconditionError, NotFoundError, ToolscoutClientError, UnavailableError
 
 from toolscout_cli.chat import run_chat
 from toolscout_cli.commands import COMMANDS
@@ -225,6 +226,12 @@ def _provider_failed(err: ToolscoutClientError) -> bool:
     return err.method.endswith(("/Chat", "/StreamChat")) and err.message.startswith("provider ")
 
 
+def _model_not_configured(err: ToolscoutClientError) -> bool:
+    # The stack cannot run the model as configured (its client has no API key in the stack's
+    # environment, its prompt template does not load): configuration, like exit 2 elsewhere.
+    return isinstance(err, FailedPreconditionError) and err.method.endswith(("/Chat", "/StreamChat"))
+
+
 def _own_scripts_on_path() -> None:
     # Servers configured as "python ..." (the example config's are) need the Python that runs
     # toolscout, which has the MCP SDK: `uv run` and an activated venv put it first on PATH; so
@@ -254,6 +261,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             config = load_config(args.config)
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
+        for warning in config.load_warnings:
+            out.note(f"toolscout: warning: {warning}")
         if args.command == "up" or args.service == "orchestrator":
             _check_templates(config, args.config)
         _own_scripts_on_path()
@@ -294,6 +303,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     except ToolscoutClientError as err:
         if _provider_failed(err):
             raise CliError(err.message, EXIT_PROVIDER) from None
+        if _model_not_configured(err):
+            raise CliError(err.message, EXIT_USAGE) from None
         message = _unreachable_message(err, targets) if isinstance(err, UnavailableError) else None
         if message is None:
             raise

@@ -16,6 +16,7 @@ from toolscout_kit.names import unknown_name
 
 __all__ = ["closest_tools", "explain_not_found", "unknown"]
 
+
 def unknown(
     kind: str, name: str, known: Sequence[str], closest: Sequence[str] | None = None, *, where: str = ""
 ) -> str:

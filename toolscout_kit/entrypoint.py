@@ -47,6 +47,8 @@ def run_service(
         return 2
     configure_logging(args.log_level or config.toolscout.log_level)
     log = get_logger(name)
+    for warning in config.load_warnings:
+        log.warning("config", problem=warning)
     extra = options(args) if options is not None else {}
 
     async def main() -> None:
