@@ -33,6 +33,7 @@ from discovery_svc.embeddings import (
     Embedder,
     EmbedderError,
     EmbedderUnavailableError,
+    check_embedder,
     embedder_from_settings,
     embedding_text,
 )
@@ -40,11 +41,11 @@ from discovery_svc.fusion import DEFAULT_FUSION, FusionConfig
 from discovery_svc.hybrid import DenseIndex, HybridIndex
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.scope import SearchScope
-from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.config import SEARCH_MODE_ENV, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 
-__all__ = ["HybridStage", "hybrid_stage_from_config"]
+__all__ = ["HybridStage", "check_search", "hybrid_stage_from_config"]
 
 _log = get_logger(__name__)
 _WARN_EVERY = 60.0  # seconds between repeated "answering with BM25" warnings
@@ -260,6 +261,32 @@ class HybridStage:
             self._fallbacks_since_warning = 0
 
 
+def check_search(config: ToolscoutConfig, env: Mapping[str, str] | None = None) -> None:
+    """Whether ``toolscout.search`` can be served here; run before anything starts.
+
+    Imports the local model's package when it is the embedder (~0.3 s).
+
+    Raises:
+        ConfigError: hybrid with an embedder that cannot work here (the local model without the
+            ``toolscout[embeddings]`` extra, an API key variable that is not set).
+    """
+    search = config.toolscout.search
+    if search.mode != "hybrid":
+        return
+    try:
+        check_embedder(search.embedder, os.environ if env is None else env)
+    except EmbedderUnavailableError as err:
+        hint = (
+            f" (or set toolscout.search.mode, or {SEARCH_MODE_ENV}, to 'bm25')"
+            if search.embedder.type == "local"
+            else ""
+        )
+        raise ConfigError(
+            f"toolscout.search.mode is 'hybrid' but the {search.embedder.type} embedder cannot be used: "
+            f"{err}{hint}"
+        ) from None
+
+
 def hybrid_stage_from_config(
     config: ToolscoutConfig, metrics: DiscoveryMetrics, env: Mapping[str, str] | None = None
 ) -> HybridStage | None:
@@ -274,14 +301,8 @@ def hybrid_stage_from_config(
     search = config.toolscout.search
     if search.mode != "hybrid":
         return None
-    try:
-        embedder = embedder_from_settings(search.embedder, os.environ if env is None else env)
-    except EmbedderUnavailableError as err:
-        hint = " (or set toolscout.search.mode to 'bm25')" if search.embedder.type == "local" else ""
-        raise ConfigError(
-            f"toolscout.search.mode is 'hybrid' but the {search.embedder.type} embedder cannot be used: "
-            f"{err}{hint}"
-        ) from None
+    check_search(config, env)
+    embedder = embedder_from_settings(search.embedder, os.environ if env is None else env)
     cache_dir = config.resolve_path(search.cache_dir) if search.cache_dir else None
     if cache_dir is None:
         _log.info("no toolscout.search.cache_dir: embeddings are kept in memory only")

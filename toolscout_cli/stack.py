@@ -14,12 +14,13 @@ import shlex
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 
+from discovery_svc.hybrid_stage import check_search
 from discovery_svc.server import build_server as build_discovery
 from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
@@ -31,6 +32,7 @@ from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import ToolscoutConfig, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
+from toolscout_kit.preflight import check_free, missing_api_keys, service_endpoints
 from toolscout_kit.server import serve_until_signal
 
 __all__ = ["run_serve", "run_up"]
@@ -98,9 +100,7 @@ def with_pool_shards(config: ToolscoutConfig, count: int) -> ToolscoutConfig:
     return config.model_copy(update={"toolscout": config.toolscout.model_copy(update={"pool": pool})})
 
 
-async def _up(
-    config: ToolscoutConfig, out: Output, source: str, walkthrough: bool, pool_shards: int | None = None
-) -> int:
+async def _up(config: ToolscoutConfig, out: Output, source: str, walkthrough: bool) -> int:
     stop = asyncio.Event()
     _install_stop(asyncio.get_running_loop(), stop)
     reported: dict[str, str] = {}
@@ -130,10 +130,7 @@ async def _up(
         out.line(f"  {_SYMBOL.get(state, '?')} {name:<20} {state:<12} {detail}{deferred}")
 
     servers: list[tuple[str, Any]] = []
-
-    count = pool_shards if pool_shards is not None else config.toolscout.pool.shards.count
-    if count != 1 or pool_shards is not None:
-        config = with_pool_shards(config, count)
+    count = config.toolscout.pool.shards.count
 
     async def start() -> None:
         if not out.json_mode:
@@ -257,6 +254,13 @@ def run_up(
     to a temporary file for a person, whose terminal then shows one line per state change. A file
     gets INFO and up (the servers' own stderr lines are INFO events); stderr WARNING and up.
     """
+    count = pool_shards if pool_shards is not None else config.toolscout.pool.shards.count
+    try:
+        if count != 1 or pool_shards is not None:
+            config = with_pool_shards(config, count)
+        _preflight(config, ("pool", "discovery", "orchestrator"), out)
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
     path = Path(log_file) if log_file else None
     if path is None and not out.json_mode:
         path = Path(tempfile.gettempdir()) / f"toolscout-up-{os.getpid()}.log"
@@ -276,12 +280,40 @@ def run_up(
             # (`out` keeps the terminal's stderr for the CLI's own messages.)
             files.enter_context(contextlib.redirect_stderr(stream))
         try:
-            return asyncio.run(_up(config, out, source, walkthrough, pool_shards))
+            return asyncio.run(_up(config, out, source, walkthrough))
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         finally:
             if path is not None and not log_file and path.exists() and path.stat().st_size == 0:
                 path.unlink()  # nothing was logged: leave no empty file behind
+
+
+def _preflight(
+    config: ToolscoutConfig,
+    services: Sequence[str],
+    out: Output,
+    *,
+    listen: str | None = None,
+    metrics_port: int | None = None,
+) -> None:
+    """What can be found wrong before anything starts (see :mod:`toolscout_kit.preflight`).
+
+    Raises:
+        ConfigError: hybrid search without a working embedder, addresses taken or wanted twice.
+    """
+    if "discovery" in services:
+        check_search(config)
+    check_free(
+        endpoint
+        for service in services
+        for endpoint in service_endpoints(config, service, listen=listen, metrics_port=metrics_port)
+    )
+    if "orchestrator" in services:
+        for variable, models in missing_api_keys(config, os.environ).items():
+            out.note(
+                f"toolscout: warning: no {variable} in this environment: chat with "
+                f"{', '.join(models)} exits 2 until the stack runs with it"
+            )
 
 
 BuildServer = Callable[..., Awaitable[Any]]
@@ -319,6 +351,10 @@ def run_serve(
     ``shard`` ("K/N") makes a pool process one shard of a sharded pool. With ``config_path`` the
     file is applied again on SIGHUP and when it changes (a new shard count, see toolscout_kit.reload).
     """
+    try:
+        _preflight(config, (service,), Output(json_mode=False), listen=listen, metrics_port=metrics_port)
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
     configure_logging(log_level)
     options: dict[str, Any] = {"listen": listen, "metrics_port": metrics_port}
     if service == "pool":

@@ -38,6 +38,7 @@ from toolscout_kit.names import closest, unknown_name
 __all__ = [
     "CONFIG_ENV",
     "RESULT_FORMATS",
+    "SEARCH_MODE_ENV",
     "ClientConfig",
     "DiscoverySettings",
     "EmbedderSettings",
@@ -63,6 +64,8 @@ __all__ = [
 ]
 
 CONFIG_ENV = "TOOLSCOUT_CONFIG"
+# Replaces toolscout.search.mode when set (an image or a Deployment picks the mode it can serve).
+SEARCH_MODE_ENV = "TOOLSCOUT_SEARCH_MODE"
 # Where each provider's own API is (which refuses calls without a key), and where keys come from.
 _PROVIDER_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "ollama": "OPENAI_API_KEY"}
@@ -777,7 +780,8 @@ def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> Tools
     """casual-mcp's environment variables, resolved once here rather than on every use.
 
     ``MCP_TOOL_CACHE_TTL`` applies when the file sets no ``pool.tool_cache_ttl`` (<= 0 means "cache
-    until list_changed"); ``TOOL_RESULT_FORMAT`` wins over ``orchestrator.tool_result_format``.
+    until list_changed"); ``TOOL_RESULT_FORMAT`` wins over ``orchestrator.tool_result_format``, and
+    toolscout's ``TOOLSCOUT_SEARCH_MODE`` over ``search.mode``.
 
     Raises:
         ConfigError: a variable holds a value that is not valid.
@@ -798,12 +802,22 @@ def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> Tools
                 f"TOOL_RESULT_FORMAT: expected one of {', '.join(RESULT_FORMATS)}, got {raw_fmt!r}"
             )
         fmt = raw_fmt
+    search = settings.search
+    raw_mode = env.get(SEARCH_MODE_ENV, "").strip()
+    if raw_mode:
+        if raw_mode not in ("bm25", "hybrid"):
+            raise ConfigError(f"{SEARCH_MODE_ENV}: expected bm25 or hybrid, got {raw_mode!r}")
+        search = search.model_copy(update={"mode": raw_mode})
     pool = settings.pool.model_copy(
         update={"tool_cache_ttl": ttl if ttl is not None else _DEFAULT_TOOL_CACHE_TTL}
     )
     orchestrator = settings.orchestrator.model_copy(update={"tool_result_format": fmt or "result"})
     return config.model_copy(
-        update={"toolscout": settings.model_copy(update={"pool": pool, "orchestrator": orchestrator})}
+        update={
+            "toolscout": settings.model_copy(
+                update={"pool": pool, "orchestrator": orchestrator, "search": search}
+            )
+        }
     )
 
 

@@ -48,6 +48,9 @@ _log = get_logger(__name__)
 
 # Server-side keepalive: clients may ping every 20 s; idle connections stay open.
 _SERVER_OPTIONS = [
+    # gRPC binds with SO_REUSEPORT by default: a second server on a taken port would start and
+    # share its connections with the first instead of failing.
+    ("grpc.so_reuseport", 0),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),

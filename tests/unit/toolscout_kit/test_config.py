@@ -267,7 +267,10 @@ def test_an_embedder_can_be_named_or_described() -> None:
         ({"embedder": {"type": "openai-compatible", "base_url": "ftp://x", "model": "m"}}, "base_url"),
         ({"embedder": {"query_timeout": 0}}, "query_timeout: Input should be greater than 0"),
         ({"min_similarity": 2}, "min_similarity: Input should be less than or equal to 1"),
-        ({"cache": "x"}, "toolscout.search: unknown key 'cache' (keys: cache_dir, embedder, min_similarity, mode)"),
+        (
+            {"cache": "x"},
+            "toolscout.search: unknown key 'cache' (keys: cache_dir, embedder, min_similarity, mode)",
+        ),
     ],
 )
 def test_bad_search_settings_name_the_key_and_the_problem(search: dict[str, object], expected: str) -> None:
@@ -325,3 +328,20 @@ def test_an_unknown_key_like_a_known_one_is_an_error_naming_the_closest_keys(
     with pytest.raises(ConfigError) as err:
         parse_config(data, source="c.json", env={})
     assert err.value.message == expected
+
+
+@pytest.mark.parametrize(
+    ("configured", "env", "expected"),
+    [("hybrid", "bm25", "bm25"), ("bm25", "hybrid", "hybrid"), ("hybrid", "", "hybrid")],
+)
+def test_toolscout_search_mode_replaces_the_configured_search_mode(
+    configured: str, env: str, expected: str
+) -> None:
+    config = parse_config({"toolscout": {"search": {"mode": configured}}}, env={"TOOLSCOUT_SEARCH_MODE": env})
+    assert config.toolscout.search.mode == expected
+
+
+def test_a_bad_toolscout_search_mode_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({}, env={"TOOLSCOUT_SEARCH_MODE": "semantic"})
+    assert err.value.message == "TOOLSCOUT_SEARCH_MODE: expected bm25 or hybrid, got 'semantic'"
