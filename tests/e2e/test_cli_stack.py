@@ -255,12 +255,44 @@ def test_call_with_arguments_of_the_wrong_shape_prints_what_the_tool_takes(stack
     code, out, err = cli(
         stack, "call", "weather__get_forecast", "--args", '{"location": "Berlin", "days": 2}'
     )
-    assert code == 1
-    assert "validation error" in out  # the tool's own message, unchanged
-    assert "toolscout: the arguments do not fit what weather__get_forecast takes:" in err
+    assert code == 2
+    assert out == ""  # not sent: the tool never saw it
+    assert (
+        "toolscout: the arguments do not fit what weather__get_forecast takes (the call was not sent):" in err
+    )
     assert "  location: expected object, got string" in err
     assert "    city (string|null): City name, e.g. 'Berlin'" in err
     assert """call weather__get_forecast --args '{"location": {"city": "Berlin"}}'""" in err
+
+
+def test_call_with_a_missing_argument_says_so_once(stack: RunningStack) -> None:
+    code, out, err = cli(stack, "call", "weather__get_forecast", "--args", "{}")
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[:3] == [
+        "toolscout: the arguments do not fit what weather__get_forecast takes (the call was not sent):",
+        "  location: required",
+        "expected arguments:",
+    ]
+    # The problem once; the rest is what the tool takes and an example.
+    assert [line for line in lines if "required" in line] == [
+        "  location: required",
+        "  location (object, required): A place: either a known city name or coordinates.",
+    ]
+    assert lines[-1].startswith("example: ")
+
+
+def test_a_range_only_the_tool_checks_gets_its_own_message_and_the_shape(stack: RunningStack) -> None:
+    code, out, err = cli(
+        stack, "call", "weather__get_forecast", "--args", '{"location": {"city": "Berlin"}, "days": 30}'
+    )
+    assert code == 1
+    assert "validation error" in out  # the tool's own message, unchanged
+    assert err.splitlines()[:2] == [
+        "toolscout: the tool weather__get_forecast reported an error",
+        "expected arguments:",
+    ]
 
 
 def test_a_tool_error_that_is_not_about_arguments_prints_no_shape(stack: RunningStack) -> None:
