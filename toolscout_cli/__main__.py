@@ -19,6 +19,7 @@ import argparse
 import sys
 import sysconfig
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Any
 
 from toolscout.client import FailedPreconditionError, NotFoundError, ToolscoutClientError, UnavailableError
@@ -127,6 +128,11 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
     p.add_argument("--log-level", default=None, help="override toolscout.log_level")
 
 
+def _version() -> str:
+    # The installed distributions' versions, both built from toolscout/client/_version.py.
+    return f"toolscout {metadata.version('toolscout')} (toolscout-client {metadata.version('toolscout-client')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="toolscout",
@@ -138,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=_version())
     _common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
