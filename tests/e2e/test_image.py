@@ -22,7 +22,9 @@ import pytest
 from tests.support.images import Buildah, ensure_image_tools, local_python_base
 from tests.support.mcp_servers import REPO_ROOT
 
-pytestmark = pytest.mark.e2e
+# Making the base (debootstrap) and building the image take minutes on 2 shared cores, and they
+# run in the first test's fixtures.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 VERSION = re.search(
     r'__version__ = "([^"]+)"', (REPO_ROOT / "clients/src/toolscout/client/_version.py").read_text()
@@ -135,6 +137,8 @@ def _run_default(buildah: Buildah, image: str, name: str) -> tuple[list[str], st
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
         reader.join(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
     log = subprocess.run(
         buildah.run_argv(container, ["sh", "-c", "cat /tmp/toolscout-up-*.log"]),
         capture_output=True,
