@@ -489,7 +489,9 @@ class McpPool:
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"
                     )
-                raise UnknownToolError(unknown_name("tool", llm_name, [t.llm_name for t in self.catalog.snapshot().tools]))
+                raise UnknownToolError(
+                    unknown_name("tool", llm_name, [t.llm_name for t in self.catalog.snapshot().tools])
+                )
             return found.server, found.name
         if not server or not tool:
             raise InvalidToolArgumentsError("name the tool with llm_name, or with both server and tool")

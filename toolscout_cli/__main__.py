@@ -130,7 +130,9 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
 
 def _version() -> str:
     # The installed distributions' versions, both built from toolscout/client/_version.py.
-    return f"toolscout {metadata.version('toolscout')} (toolscout-client {metadata.version('toolscout-client')})"
+    return (
+        f"toolscout {metadata.version('toolscout')} (toolscout-client {metadata.version('toolscout-client')})"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

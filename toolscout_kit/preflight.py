@@ -19,6 +19,7 @@ from toolscout_kit.errors import ConfigError
 
 __all__ = ["Endpoint", "check_free", "missing_api_keys", "service_endpoints"]
 
+
 @dataclass(frozen=True)
 class Endpoint:
     """An address a service will bind: ``what`` names it in messages (``discovery gRPC``)."""
