@@ -15,6 +15,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support.mcp_servers import REPO_ROOT
+
 __all__ = ["Buildah", "ensure_image_tools", "local_python_base"]
 
 _DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -114,9 +116,13 @@ def local_python_base(
         RuntimeError: debootstrap or buildah fails.
     """
     rootfs = work / "rootfs"
+    # The downloaded packages are kept (git-ignored .cache/), so a second run only unpacks them.
+    packages = REPO_ROOT / ".cache" / "debootstrap"
+    packages.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [
             "debootstrap",
+            f"--cache-dir={packages}",
             "--variant=minbase",
             "--include=python3.11,python3-pip,ca-certificates,passwd",
             "bookworm",
