@@ -161,3 +161,18 @@ def test_the_exit_code_list_is_the_clis() -> None:
     }
     assert "no API key" in listed[str(EXIT_USAGE)]
     assert "provider failed" in listed[str(EXIT_PROVIDER)]
+
+
+def test_every_place_that_names_the_version_names_the_one_in_the_version_file() -> None:
+    from toolscout.client import __version__
+    from toolscout.client.channel import default_channel_options
+
+    kustomization = (REPO_ROOT / "deploy/base/kustomization.yaml").read_text(encoding="utf-8")
+    assert f"newTag: {__version__}\n" in kustomization
+    assert (
+        f"dist/toolscout_client-{__version__}-py3-none-any.whl"
+        in (REPO_ROOT / "clients/README.md").read_text()
+    )
+    assert f"## {__version__} " in (REPO_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    options = dict(default_channel_options())
+    assert options["grpc.primary_user_agent"] == f"toolscout-client/{__version__}"
