@@ -256,7 +256,7 @@ def test_up_for_a_person_prints_state_lines_and_keeps_logs_out_of_the_terminal(t
     assert "boom" in logged  # the server's own stderr
     assert '"level": "warning"' in logged
     # What the first line and the README say the file holds is what it holds.
-    assert up.lines[0] == f"logs (INFO and up, MCP servers' stderr): {log}"
+    assert up.lines[0].rstrip("\n") == f"logs (INFO and up, MCP servers' stderr): {log}"
     assert '"level": "info"' in logged
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert "Logs (INFO and up, and the MCP servers' stderr) go to the file" in readme
