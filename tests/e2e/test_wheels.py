@@ -27,7 +27,9 @@ from tests.support.cli_stack import ThreadedProvider
 from tests.support.fake_provider import Reply
 from tests.support.mcp_servers import EXAMPLE_SERVERS, REPO_ROOT
 
-pytestmark = pytest.mark.e2e
+# Building both distributions and installing a venv from the registry run in the first test's
+# fixtures: minutes on a fresh machine with an empty uv cache.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 VERSION = re.search(
     r'__version__ = "([^"]+)"', (REPO_ROOT / "clients/src/toolscout/client/_version.py").read_text()
