@@ -295,3 +295,33 @@ def test_up_reports_ignored_keys_and_keyless_models_when_it_loads_the_config(tmp
         "toolscout: warning: no ANTHROPIC_API_KEY in this environment: chat with sonnet exits 2 until "
         "the stack runs with it",
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[*CLI, "serve", "pool"], [sys.executable, "-m", "mcp_pool_svc"]],
+    ids=["toolscout serve pool", "python -m mcp_pool_svc"],
+)
+def test_one_service_on_a_taken_port_is_refused_before_its_servers_start(
+    tmp_path: Path, command: list[str]
+) -> None:
+    started = tmp_path / "started"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = stack_config(
+            tmp_path / "config.json", ports=(port, 0, 0), extra_servers={"marker": _start_marker(started)}
+        )
+        done = subprocess.run(
+            [*command, "-c", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO_ROOT,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (pool gRPC): address already in use" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not started.exists()
