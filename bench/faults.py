@@ -601,7 +601,7 @@ async def embedder_hang(tools: int, searches: int, concurrency: int, breaker: bo
         def mode() -> str:
             return (
                 "hybrid"
-                if registry.get_sample_value("toolscout_search_mode_active", {"mode": "hybrid"})
+                if registry.get_sample_value("toolscout_discovery_search_mode_active", {"mode": "hybrid"})
                 else "bm25"
             )
 

@@ -79,6 +79,11 @@ _COLORS = {
 }
 # Chat Completions / Responses dashed, Anthropic Messages solid.
 _API_STYLE = {"messages": "-", "chat_completions": "--", "responses": "--"}
+_API_NAMES = {
+    "messages": "Anthropic Messages",
+    "chat_completions": "OpenAI Chat Completions",
+    "responses": "OpenAI Responses",
+}
 _SPARE_COLORS = ["#17becf", "#bcbd22", "#e377c2", "#8c564b", "#9467bd"]
 _DATASET_ORDER = ["bfcl", "toolbench", "sealtools", "metatool", "restbench"]
 # Tick marks for a log axis that spans less than a decade (matplotlib would label none).
@@ -275,9 +280,16 @@ def plot_pool_cdf(data: Mapping[str, Any], path: Path) -> Path:
         fractions = [i / (len(values) - 1) for i in range(len(values))]
         median = values[len(values) // 2]
         ax.plot(values, fractions, color=colors[key], label=f"{_name(key)}: p50 {median:.2f} ms")
+    # Dotted: this process's CPU time per call, which the machine's other load does not inflate.
+    cpu = {key: [max(v, 0.001) for v in values] for key, values in data.get("cpu_cdf_ms", {}).items()}
+    for key, values in cpu.items():
+        fractions = [i / (len(values) - 1) for i in range(len(values))]
+        median = values[len(values) // 2]
+        label = f"{_name(key)}, CPU in the calling process: p50 {median:.2f} ms"
+        ax.plot(values, fractions, ":", color=colors.get(key, "0.3"), label=label)
     ax.set_xscale("log")
-    low = min(min(v) for v in cdf.values())
-    high = max(max(v) for v in cdf.values())
+    low = min(min(v) for v in [*cdf.values(), *cpu.values()])
+    high = max(max(v) for v in [*cdf.values(), *cpu.values()])
     ax.set_xticks([t for t in _NICE_TICKS if low <= t <= high] or [low, high])
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -287,14 +299,15 @@ def plot_pool_cdf(data: Mapping[str, Any], path: Path) -> Path:
     )
     ax.set_ylabel("fraction of calls at most this slow")
     calls = data.get("calls", "?")
-    ax.set_title(f"CallTool latency CDF: {calls} calls of a stdio tool, direct vs through the pool")
+    ax.set_title(
+        f"CallTool latency CDF: {calls} calls of a stdio tool, direct vs through the pool (dotted: CPU)"
+    )
     ax.legend(fontsize=8, loc="best")
     return _save(fig, path)
 
 
-def plot_deferral_cost(data: Mapping[str, Any], path: Path) -> Path:
-    """Cache-weighted input cost of each LLM call of the scripted conversation, one line per
-    deferral mode (bench/deferral_bench.py): where a changed tool list costs a cache rewrite."""
+def deferral_cost_axes(data: Mapping[str, Any]) -> tuple[Any, Axes]:
+    """The figure of :func:`plot_deferral_cost`, before it is saved (tests read its legends)."""
     modes: Mapping[str, Any] = data["modes"]
     keys = list(modes)
     colors = _colors(keys)
@@ -320,12 +333,35 @@ def plot_deferral_cost(data: Mapping[str, Any], path: Path) -> Path:
     longest = max((len(modes[k]["cache_weighted_per_call"]) for k in keys), default=1)
     ax.set_xticks(range(1, longest + 1))
     ax.set_xlabel("LLM call of the conversation")
-    ax.set_ylabel("input cost in full-price tokens (log; dashed: OpenAI APIs)")
+    ax.set_ylabel("input cost in full-price tokens (log)")
     tools = data.get("catalog", {}).get("tools", "?")
     ax.set_title(
         f"Cache-weighted input cost per LLM call by deferral mode: 3-task chat over livemcpbench ({tools} tools)"
     )
-    ax.legend(fontsize=7, loc="upper right")
+    modes_legend = ax.legend(fontsize=7, loc="upper right", title="mode (API): total", title_fontsize=7)
+    # The line style says which provider API a mode runs on: a key of its own, not in the axis label.
+    apis = sorted({modes[k]["api"] for k in keys}, key=lambda api: (_API_STYLE.get(api, "-"), api))
+    styles: dict[str, list[str]] = {}
+    for api in apis:
+        styles.setdefault(_API_STYLE.get(api, "-"), []).append(_API_NAMES.get(api, api))
+    # Empty lines drawn after the modes' legend was made: only this key shows them.
+    handles = [ax.plot([], [], style, color="0.3")[0] for style in styles]
+    ax.legend(
+        handles,
+        [" / ".join(names) for names in styles.values()],
+        fontsize=7,
+        loc="lower left",
+        title="line style: API",
+        title_fontsize=7,
+    )
+    ax.add_artist(modes_legend)
+    return fig, ax
+
+
+def plot_deferral_cost(data: Mapping[str, Any], path: Path) -> Path:
+    """Cache-weighted input cost of each LLM call of the scripted conversation, one line per
+    deferral mode (bench/deferral_bench.py): where a changed tool list costs a cache rewrite."""
+    fig, _ = deferral_cost_axes(data)
     return _save(fig, path)
 
 

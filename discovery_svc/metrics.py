@@ -12,6 +12,8 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from toolscout_kit.metrics import DeprecatedNames
+
 __all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "toolset_label"]
 
 SearchRanking = Literal["bm25", "hybrid"]
@@ -73,7 +75,7 @@ class DiscoveryMetrics:
             registry=r,
         )
         self.search_mode_active = Gauge(
-            "toolscout_search_mode_active",
+            "toolscout_discovery_search_mode_active",
             "1 for the ranking that answers search queries now: bm25, or hybrid once the catalog's "
             "embeddings are ready.",
             ["mode"],
@@ -98,6 +100,8 @@ class DiscoveryMetrics:
         )
         for mode in ("bm25", "hybrid"):
             self.search_mode_active.labels(mode).set(0)
+        # Its name before 0.2.0, served until 0.3.0.
+        DeprecatedNames(r, {"toolscout_search_mode_active": self.search_mode_active})
 
     def merged(self, seconds: float) -> None:
         """One merge of a pool shard's changed catalog into discovery's catalog."""

@@ -66,8 +66,9 @@ class PoolMetrics:
         self._shard_index = Gauge(
             "toolscout_pool_shard_index", "This pool process's shard index (0-based).", registry=r
         )
+        # Not "..._shard_count": the _count suffix belongs to histograms and summaries.
         self._shard_count = Gauge(
-            "toolscout_pool_shard_count", "The shard count this pool process places servers for.", registry=r
+            "toolscout_pool_shards", "The shard count this pool process places servers for.", registry=r
         )
         self._listings = Counter(
             "toolscout_pool_tool_listings",

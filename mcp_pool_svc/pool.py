@@ -65,6 +65,7 @@ from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
+from toolscout_kit.names import unknown_name
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "ReshardResult", "reply_line_limit", "require_json_object"]
 
@@ -479,7 +480,9 @@ class McpPool:
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"
                     )
-                raise UnknownToolError(f"unknown tool {llm_name!r}: no tool in the catalog has this name")
+                raise UnknownToolError(
+                    unknown_name("tool", llm_name, [t.llm_name for t in self.catalog.snapshot().tools])
+                )
             return found.server, found.name
         if not server or not tool:
             raise InvalidToolArgumentsError("name the tool with llm_name, or with both server and tool")
@@ -487,7 +490,14 @@ class McpPool:
         if self.catalog.lookup(server, tool) is None:
             if not self.catalog.has_listing(server):
                 raise ServerUnavailableError(f"{sup.unavailable_message()}; it has not listed its tools yet")
-            raise UnknownToolError(f"MCP server {server!r} has no tool {tool!r}")
+            raise UnknownToolError(
+                unknown_name(
+                    "tool",
+                    tool,
+                    [t.name for t in self.catalog.snapshot(servers=[server]).tools],
+                    where=f" on server '{server}'",
+                )
+            )
         return server, tool
 
     async def call_tool(

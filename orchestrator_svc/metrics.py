@@ -1,5 +1,8 @@
 """The orchestrator's Prometheus metrics. Names are a contract: dashboards and alerts use them.
 
+Every name starts ``toolscout_orchestrator_``. The names before 0.2.0 (``toolscout_llm_*``,
+``toolscout_chats_total``, …) are served too until 0.3.0 (:data:`DEPRECATED_NAMES`).
+
 ``server.py`` passes the service's own registry (the one its metrics endpoint serves); tests pass a
 fresh one. Definition-token figures are counted here, once per LLM call actually made.
 """
@@ -11,8 +14,25 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orchestrator_svc.messages import Usage
+from toolscout_kit.metrics import DeprecatedNames
 
-__all__ = ["INLINE_TOOLSET_LABEL", "OrchestratorMetrics"]
+__all__ = ["DEPRECATED_NAMES", "INLINE_TOOLSET_LABEL", "OrchestratorMetrics"]
+
+# Old name → attribute of OrchestratorMetrics holding the renamed metric (served until 0.3.0).
+DEPRECATED_NAMES = {
+    "toolscout_llm_tokens": "llm_tokens",
+    "toolscout_llm_call_duration_seconds": "llm_call_duration",
+    "toolscout_llm_errors": "llm_errors",
+    "toolscout_chat_iterations": "chat_iterations",
+    "toolscout_chats": "chats",
+    "toolscout_deferred_call_rejections": "deferred_rejections",
+    "toolscout_tokens_saved": "tokens_saved",
+    "toolscout_definition_tokens_sent": "definition_tokens_sent",
+    "toolscout_definition_tokens_all": "definition_tokens_all",
+    "toolscout_native_deferral_fallbacks": "native_fallbacks",
+    "toolscout_search_calls": "search_calls",
+    "toolscout_discovered_tool_calls": "discovered_tool_calls",
+}
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 _ITERATION_BUCKETS = (0, 1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 100)
@@ -30,67 +50,73 @@ class OrchestratorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = registry if registry is not None else CollectorRegistry()
         self.llm_tokens = Counter(
-            "toolscout_llm_tokens", "Provider-reported LLM tokens.", ["provider", "model", "type"], registry=r
+            "toolscout_orchestrator_llm_tokens",
+            "Provider-reported LLM tokens.",
+            ["provider", "model", "type"],
+            registry=r,
         )
         self.llm_call_duration = Histogram(
-            "toolscout_llm_call_duration_seconds",
+            "toolscout_orchestrator_llm_call_duration_seconds",
             "Duration of one LLM call (retries included).",
             ["provider", "model"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.llm_errors = Counter(
-            "toolscout_llm_errors",
+            "toolscout_orchestrator_llm_errors",
             "Failed LLM call attempts by reason.",
             ["provider", "model", "reason"],
             registry=r,
         )
         self.chat_iterations = Histogram(
-            "toolscout_chat_iterations",
+            "toolscout_orchestrator_chat_iterations",
             "Tool-loop iterations per chat.",
             buckets=_ITERATION_BUCKETS,
             registry=r,
         )
-        self.chats = Counter("toolscout_chats", "Chats by outcome.", ["model", "outcome"], registry=r)
+        self.chats = Counter(
+            "toolscout_orchestrator_chats", "Chats by outcome.", ["model", "outcome"], registry=r
+        )
         self.deferred_rejections = Counter(
-            "toolscout_deferred_call_rejections",
+            "toolscout_orchestrator_deferred_call_rejections",
             "Calls of deferred tools rejected because they were not loaded yet.",
             ["model"],
             registry=r,
         )
         self.tokens_saved = Counter(
-            "toolscout_tokens_saved",
+            "toolscout_orchestrator_tokens_saved",
             "Tool-definition tokens not sent thanks to discovery.",
             ["model", "toolset"],
             registry=r,
         )
         self.definition_tokens_sent = Counter(
-            "toolscout_definition_tokens_sent",
+            "toolscout_orchestrator_definition_tokens_sent",
             "Tool-definition tokens sent to LLMs.",
             ["model", "toolset"],
             registry=r,
         )
         self.definition_tokens_all = Counter(
-            "toolscout_definition_tokens_all",
+            "toolscout_orchestrator_definition_tokens_all",
             "Tool-definition tokens that sending every definition would have cost.",
             ["model", "toolset"],
             registry=r,
         )
         self.native_fallbacks = Counter(
-            "toolscout_native_deferral_fallbacks",
+            "toolscout_orchestrator_native_deferral_fallbacks",
             "Conversations of a model configured for native deferral sent in append mode instead, by reason.",
             ["model", "reason"],
             registry=r,
         )
         self.search_calls = Counter(
-            "toolscout_search_calls", "search_tools calls made by models.", ["model"], registry=r
+            "toolscout_orchestrator_search_calls", "search_tools calls made by models.", ["model"], registry=r
         )
         self.discovered_tool_calls = Counter(
-            "toolscout_discovered_tool_calls",
+            "toolscout_orchestrator_discovered_tool_calls",
             "Calls of tools that were loaded through search_tools (search-to-call conversion).",
             ["model"],
             registry=r,
         )
+        DeprecatedNames(r, {old: getattr(self, attr) for old, attr in DEPRECATED_NAMES.items()})
 
     def expect_native_models(self, models: Iterable[str], reasons: Iterable[str]) -> None:
         """Exports zero fallbacks for models configured for native deferral, so dashboards and

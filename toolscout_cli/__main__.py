@@ -1,7 +1,8 @@
 """The ``toolscout`` command line: run the stack, inspect it, search, call tools and chat.
 
 Exit codes: 0 ok · 1 other failure (a tool that reported an error, an internal error) ·
-2 usage or bad config · 3 not found (tool, server, model, toolset) · 4 stack unreachable ·
+2 usage or bad config (a chat model whose client has no API key in the stack's environment
+included) · 3 not found (tool, server, model, toolset) · 4 stack unreachable ·
 5 the LLM provider failed (unreachable, rate limited, or refused the key).
 Errors are one line on stderr, never a traceback.
 """
@@ -18,9 +19,10 @@ import argparse
 import sys
 import sysconfig
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Any
 
-from toolscout.client import NotFoundError, ToolscoutClientError, UnavailableError
+from toolscout.client import FailedPreconditionError, NotFoundError, ToolscoutClientError, UnavailableError
 
 from toolscout_cli.chat import run_chat
 from toolscout_cli.commands import COMMANDS
@@ -131,6 +133,13 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
     p.add_argument("--log-level", default=None, help="override toolscout.log_level")
 
 
+def _version() -> str:
+    # The installed distributions' versions, both built from toolscout/client/_version.py.
+    return (
+        f"toolscout {metadata.version('toolscout')} (toolscout-client {metadata.version('toolscout-client')})"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="toolscout",
@@ -142,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=_version())
     _common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -230,6 +240,12 @@ def _provider_failed(err: ToolscoutClientError) -> bool:
     return err.method.endswith(("/Chat", "/StreamChat")) and err.message.startswith("provider ")
 
 
+def _model_not_configured(err: ToolscoutClientError) -> bool:
+    # The stack cannot run the model as configured (its client has no API key in the stack's
+    # environment, its prompt template does not load): configuration, like exit 2 elsewhere.
+    return isinstance(err, FailedPreconditionError) and err.method.endswith(("/Chat", "/StreamChat"))
+
+
 def _own_scripts_on_path() -> None:
     # Servers configured as "python ..." (the example config's are) need the Python that runs
     # toolscout, which has the MCP SDK: `uv run` and an activated venv put it first on PATH; so
@@ -304,6 +320,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             config = load_config(args.config, overrides=overrides)
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
+        for warning in config.load_warnings:
+            out.note(f"toolscout: warning: {warning}")
         if args.command == "up" or args.service == "orchestrator":
             _check_templates(config, args.config)
         _own_scripts_on_path()
@@ -344,6 +362,8 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     except ToolscoutClientError as err:
         if _provider_failed(err):
             raise CliError(err.message, EXIT_PROVIDER) from None
+        if _model_not_configured(err):
+            raise CliError(err.message, EXIT_USAGE) from None
         message = _unreachable_message(err, targets) if isinstance(err, UnavailableError) else None
         if message is None:
             raise

@@ -12,7 +12,8 @@ from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient
 from toolscout_cli.connection import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Targets
 from toolscout_cli.not_found import unknown
 from toolscout_cli.output import Output, truncate
-from toolscout_cli.tool_help import describe, show_expected_shape
+from toolscout_cli.tool_help import describe, find_tool, report_argument_problems, show_expected_shape
+from toolscout_kit.arguments import argument_problems
 from toolscout_kit.json_text import JsonTextError, parse_json
 
 __all__ = ["COMMANDS"]
@@ -237,6 +238,18 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
         raise CliError(err.message.replace("--args: not", "--args is not"), EXIT_USAGE) from None
     if not isinstance(arguments, dict):
         raise CliError('--args must be a JSON object, e.g. \'{"timezone": "UTC"}\'', EXIT_USAGE)
+    # Arguments that cannot fit the tool's schema are not sent: the problem is said once, here,
+    # instead of by the tool, by us and again in the shape we print. (An unknown tool goes to the
+    # pool, whose NOT_FOUND names the closest tools.)
+    tool = find_tool(ts, args.tool, args.server or "")
+    problems = argument_problems(tool.input_schema, arguments) if tool is not None else []
+    if tool is not None and problems:
+        if out.json_mode:
+            raise CliError(
+                f"the arguments do not fit what {tool.llm_name} takes: {'; '.join(problems)}", EXIT_USAGE
+            )
+        report_argument_problems(args, tool, problems, out)
+        return EXIT_USAGE
     result = ts.pool.call_tool(
         args.tool, arguments, server=args.server or "", timeout_seconds=args.call_timeout or 0
     )
@@ -246,8 +259,10 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
         _render_result(result, out)
     if result.is_error:
         out.note(f"toolscout: the tool {args.tool} reported an error")
-        if not out.json_mode:
-            show_expected_shape(args, ts, arguments, result, out)
+        # The tool found fault with arguments that looked right here (a range, a format): its own
+        # message above says what; add what it takes.
+        if not out.json_mode and tool is not None and "validation error" in result.text.lower():
+            show_expected_shape(args, tool, out)
         return EXIT_ERROR
     return EXIT_OK
 

@@ -8,29 +8,20 @@ of the names it was given is unknown and says so the same way every time:
 from __future__ import annotations
 
 import argparse
-import difflib
 from collections.abc import Callable, Sequence
 
 from toolscout.client import NotFoundError, ToolscoutClient, ToolscoutClientError
 
-__all__ = ["closest_tools", "explain_not_found", "unknown"]
+from toolscout_kit.names import unknown_name
 
-_LISTED = 12  # names listed when none is close
+__all__ = ["closest_tools", "explain_not_found", "unknown"]
 
 
 def unknown(
     kind: str, name: str, known: Sequence[str], closest: Sequence[str] | None = None, *, where: str = ""
 ) -> str:
     """``unknown tool 'x' (closest: ...)``; the known names when nothing is close."""
-    close = list(closest) if closest is not None else difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    head = f"unknown {kind} '{name}'{where}"
-    if close:
-        return f"{head} (closest: {', '.join(close)})"
-    if not known:
-        return f"{head} (no similar names)" if closest is not None else f"{head} (no {kind}s configured)"
-    names = sorted(known)
-    more = f", ... {len(names) - _LISTED} more" if len(names) > _LISTED else ""
-    return f"{head} ({kind}s: {', '.join(names[:_LISTED])}{more})"
+    return unknown_name(kind, name, known, closest, where=where)
 
 
 def closest_tools(ts: ToolscoutClient, name: str) -> list[str]:

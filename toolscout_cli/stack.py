@@ -14,10 +14,11 @@ import shlex
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from discovery_svc.hybrid_stage import check_search
 from discovery_svc.server import build_server as build_discovery
 from mcp_gateway_svc.server import build_server as build_gateway
 from mcp_pool_svc.placement import ShardIdentity
@@ -33,6 +34,7 @@ from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import ToolscoutConfig, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
+from toolscout_kit.preflight import check_free, missing_api_keys, service_endpoints
 from toolscout_kit.server import serve_until_signal
 
 __all__ = ["run_serve", "run_up"]
@@ -336,6 +338,13 @@ def run_up(
     to a temporary file for a person, whose terminal then shows one line per state change. A file
     gets INFO and up (the servers' own stderr lines are INFO events); stderr WARNING and up.
     """
+    # Shards beyond one run in processes of their own on free ports: only an in-process pool binds
+    # the config's addresses.
+    services = ("pool",) if config.toolscout.pool.shards.count == 1 else ()
+    try:
+        _preflight(config, (*services, "discovery", "orchestrator", "gateway"), out)
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
     path = Path(log_file) if log_file else None
     if path is None and not out.json_mode:
         path = Path(tempfile.gettempdir()) / f"toolscout-up-{os.getpid()}.log"
@@ -371,6 +380,34 @@ def run_up(
         finally:
             if path is not None and not log_file and path.exists() and path.stat().st_size == 0:
                 path.unlink()  # nothing was logged: leave no empty file behind
+
+
+def _preflight(
+    config: ToolscoutConfig,
+    services: Sequence[str],
+    out: Output,
+    *,
+    listen: str | None = None,
+    metrics_port: int | None = None,
+) -> None:
+    """What can be found wrong before anything starts (see :mod:`toolscout_kit.preflight`).
+
+    Raises:
+        ConfigError: hybrid search without a working embedder, addresses taken or wanted twice.
+    """
+    if "discovery" in services:
+        check_search(config)
+    check_free(
+        endpoint
+        for service in services
+        for endpoint in service_endpoints(config, service, listen=listen, metrics_port=metrics_port)
+    )
+    if "orchestrator" in services:
+        for variable, models in missing_api_keys(config, os.environ).items():
+            out.note(
+                f"toolscout: warning: no {variable} in this environment: chat with "
+                f"{', '.join(models)} exits 2 until the stack runs with it"
+            )
 
 
 BuildServer = Callable[..., Awaitable[Any]]
@@ -414,6 +451,10 @@ def run_serve(
     the file is applied again on SIGHUP and when it changes (a new shard count, see
     toolscout_kit.reload).
     """
+    try:
+        _preflight(config, (service,), Output(json_mode=False), listen=listen, metrics_port=metrics_port)
+    except ConfigError as err:
+        raise CliError(err.message, EXIT_USAGE) from None
     configure_logging(log_level)
     options: dict[str, Any] = {"listen": listen, "metrics_port": metrics_port}
     if service == "pool":

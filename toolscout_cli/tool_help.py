@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
-from toolscout.client import CallToolResult, Tool, ToolscoutClient
+from toolscout.client import Tool, ToolscoutClient
 
 from toolscout_cli.connection import EXIT_NOT_FOUND, EXIT_OK, CliError, Targets, program
 from toolscout_cli.not_found import closest_tools, unknown
 from toolscout_cli.output import Output
-from toolscout_kit.arguments import argument_problems, argument_tree, example_arguments
+from toolscout_kit.arguments import argument_tree, example_arguments
 from toolscout_kit.json_text import json_object_or_none
 
-__all__ = ["describe", "find_tool", "invocation", "show_expected_shape"]
+__all__ = ["describe", "find_tool", "invocation", "report_argument_problems", "show_expected_shape"]
 
 # Flags that say where the stack is: repeated in the example so that it reaches the same stack.
 _WHERE = (
@@ -124,25 +123,19 @@ def describe(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, ou
     return EXIT_OK
 
 
-def show_expected_shape(
-    args: argparse.Namespace,
-    ts: ToolscoutClient,
-    arguments: Mapping[str, Any],
-    result: CallToolResult,
-    out: Output,
+def report_argument_problems(
+    args: argparse.Namespace, tool: Tool, problems: Sequence[str], out: Output
 ) -> None:
-    """After a tool error: when the arguments do not fit the tool's schema (or the tool says they
-    failed validation), what is wrong, what it takes and an example (stderr)."""
-    tool = find_tool(ts, result.tool or args.tool, result.server or args.server or "")
-    if tool is None:
-        return
-    problems = argument_problems(tool.input_schema, arguments)
-    said_so = "validation error" in result.text.lower()
-    if not problems and not said_so:
-        return
-    out.note(f"toolscout: the arguments do not fit what {tool.llm_name} takes:")
+    """Arguments that do not fit the tool's schema, found before the call (which is then not
+    sent): each problem once, what the tool takes and an example (stderr)."""
+    out.note(f"toolscout: the arguments do not fit what {tool.llm_name} takes (the call was not sent):")
     for problem in problems:
         out.note(f"  {problem}")
+    show_expected_shape(args, tool, out)
+
+
+def show_expected_shape(args: argparse.Namespace, tool: Tool, out: Output) -> None:
+    """What ``tool`` takes, nested arguments included, and an example call (stderr)."""
     tree = argument_tree(tool.input_schema)
     out.note("expected arguments:" if tree else "expected arguments: none")
     for line in tree:

@@ -133,18 +133,15 @@ def run_walkthrough(targets: Targets, out: Output, cli: str) -> None:
     out.line("")
 
 
-_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
-
 def _chat_model(models: Sequence[ModelInfo], targets: Targets) -> tuple[ModelInfo, str]:
-    """The model to suggest, and the environment variable its key comes from ("" when none is
-    needed or the config holds it)."""
+    """The model to suggest, and the environment variable its key must come from ("" when the
+    config holds the key, or its client's base_url makes one optional)."""
 
     def key_env(model: ModelInfo) -> str:
         client = targets.config.clients.get(model.client) if targets.config else None
-        if client is not None and client.api_key is not None:
+        if client is None:
             return ""
-        return _KEY_ENV.get(model.provider, "")
+        return client.key_env if client.needs_api_key and client.api_key is None else ""
 
     # A model with a key at hand runs as shown; otherwise the OpenAI one (the key most people have).
     ready = [m for m in models if key_env(m) and os.environ.get(key_env(m))]

@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -32,10 +35,12 @@ from pydantic import (
 )
 
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.names import closest, unknown_name
 
 __all__ = [
     "CONFIG_ENV",
     "RESULT_FORMATS",
+    "SEARCH_MODE_ENV",
     "ClientConfig",
     "DiscoverySettings",
     "EmbedderSettings",
@@ -63,6 +68,11 @@ __all__ = [
 ]
 
 CONFIG_ENV = "TOOLSCOUT_CONFIG"
+# Replaces toolscout.search.mode when set (an image or a Deployment picks the mode it can serve).
+SEARCH_MODE_ENV = "TOOLSCOUT_SEARCH_MODE"
+# Where each provider's own API is (which refuses calls without a key), and where keys come from.
+_PROVIDER_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "ollama": "OPENAI_API_KEY"}
 ResultFormat = Literal["result", "function_result", "function_args_result"]
 RESULT_FORMATS: tuple[ResultFormat, ...] = ("result", "function_result", "function_args_result")
 _DEFAULT_TOOL_CACHE_TTL = 30.0
@@ -108,6 +118,29 @@ class ClientConfig(_Strict):
     max_retries: int = Field(default=2, ge=0, le=10)
     # toolscout: which OpenAI API (provider openai only).
     api: Literal["chat_completions", "responses"] = "chat_completions"
+
+    @property
+    def key_env(self) -> str:
+        """The environment variable the key comes from when ``api_key`` is not set."""
+        return _KEY_ENV[self.provider]
+
+    @property
+    def needs_api_key(self) -> bool:
+        """Whether calls need a key: the provider's own API does (no ``base_url``, or one on its
+        host); a ``base_url`` elsewhere (Ollama, vLLM, LM Studio, a proxy) and ``ollama`` may not."""
+        if self.provider not in _PROVIDER_HOSTS:
+            return False
+        if self.base_url is None:
+            return True
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        own = _PROVIDER_HOSTS[self.provider]
+        return host == own or host.endswith("." + own)
+
+    def missing_api_key(self, env: Mapping[str, str]) -> str | None:
+        """The variable to set when a key is needed and neither ``api_key`` nor ``env`` has one."""
+        if not self.needs_api_key or self.api_key is not None or env.get(self.key_env):
+            return None
+        return self.key_env
 
     @model_validator(mode="after")
     def _responses_only_for_openai(self) -> ClientConfig:
@@ -602,6 +635,9 @@ class ToolscoutConfig(BaseModel):
     toolscout: ToolscoutSettings = Field(default_factory=ToolscoutSettings)
     # Folder of the config file; relative paths in it resolve against this. Not read from the file.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+    # What loading found worth saying but not refusing (keys casual-mcp also ignores), each line
+    # naming the file and the key path. Not read from the file; ``up`` and ``serve`` report them.
+    load_warnings: tuple[str, ...] = Field(default=(), exclude=True)
 
     @model_validator(mode="after")
     def _check_references(self) -> ToolscoutConfig:
@@ -670,6 +706,83 @@ class ToolscoutConfig(BaseModel):
         """A path from the config, made absolute against the config file's folder."""
         p = Path(os.path.expanduser(path))
         return p if p.is_absolute() else (self.base_dir / p)
+
+
+# --- unknown keys --------------------------------------------------------------------------
+#
+# casual-mcp (pydantic with its default ``extra="ignore"``) ignores keys it does not know, and
+# files written for it carry some (``$schema`` for editors, notes). toolscout accepts those with a
+# warning, so the same file loads in both, but a key that looks like a misspelling of a known one
+# is an error naming the closest keys: a typo must not silently turn a setting off. In toolscout's
+# own section every unknown key is an error.
+
+
+def _models_of(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation allows (through Optional, unions and Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _models_of(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _models_of(arg)]
+    return []
+
+
+def _dict_values(annotation: Any) -> Any | None:
+    """``V`` of a ``dict[str, V]`` annotation (through Optional), else None."""
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return typing.get_args(annotation)[1]
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _dict_values(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _pick(models: list[type[BaseModel]], value: Mapping[str, Any]) -> type[BaseModel] | None:
+    # The union member that knows most of the keys (servers: stdio vs remote; "exclude" lists).
+    if not models:
+        return None
+    return max(models, key=lambda m: sum(1 for k in value if k in m.model_fields))
+
+
+def _sort_unknown_keys(
+    model: type[BaseModel], data: Mapping[str, Any], path: str, own: bool, found: list[tuple[str, str, bool]]
+) -> dict[str, Any]:
+    """``data`` without the unknown keys that may be ignored; records ``(path, message, is_error)``."""
+    kept: dict[str, Any] = {}
+    known = [name for name, field in model.model_fields.items() if not field.exclude]
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else str(key)
+        field = model.model_fields.get(key)
+        if field is None or field.exclude:
+            # Stricter than for names: short keys look alike (comment/command is 0.71).
+            close = closest(str(key), known, cutoff=0.75)
+            if own or close:
+                found.append((path or "<root>", unknown_name("key", str(key), known, close), True))
+                kept[key] = value
+            else:
+                found.append((where, "not a key toolscout knows: ignored, as casual-mcp does", False))
+            continue
+        kept[key] = _sort_value(
+            field.annotation, value, where, own or (not path and key == "toolscout"), found
+        )
+    return kept
+
+
+def _sort_value(annotation: Any, value: Any, path: str, own: bool, found: list[tuple[str, str, bool]]) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    values = _dict_values(annotation)
+    if values is not None:
+        return {k: _sort_value(values, v, f"{path}.{k}", own, found) for k, v in value.items()}
+    model = _pick(_models_of(annotation), value)
+    if model is None:
+        return value
+    return _sort_unknown_keys(model, value, path, own, found)
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -790,7 +903,13 @@ def parse_config(
     if overrides:
         expanded = _overlay(expanded, overrides)
     _apply_count_file(expanded, base_dir or Path.cwd(), source)
+    found: list[tuple[str, str, bool]] = []
+    expanded = _sort_unknown_keys(ToolscoutConfig, expanded, "", False, found)
+    errors = [f"{source}: {path}: {message}" for path, message, is_error in found if is_error]
+    if errors:
+        raise ConfigError("\n".join(errors))
     expanded["base_dir"] = base_dir or Path.cwd()
+    expanded["load_warnings"] = tuple(f"{source}: {path}: {message}" for path, message, _ in found)
     try:
         config = ToolscoutConfig.model_validate(expanded)
     except ValidationError as err:
@@ -802,7 +921,8 @@ def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> Tools
     """casual-mcp's environment variables, resolved once here rather than on every use.
 
     ``MCP_TOOL_CACHE_TTL`` applies when the file sets no ``pool.tool_cache_ttl`` (<= 0 means "cache
-    until list_changed"); ``TOOL_RESULT_FORMAT`` wins over ``orchestrator.tool_result_format``.
+    until list_changed"); ``TOOL_RESULT_FORMAT`` wins over ``orchestrator.tool_result_format``, and
+    toolscout's ``TOOLSCOUT_SEARCH_MODE`` over ``search.mode``.
 
     Raises:
         ConfigError: a variable holds a value that is not valid.
@@ -823,12 +943,22 @@ def _apply_environment(config: ToolscoutConfig, env: Mapping[str, str]) -> Tools
                 f"TOOL_RESULT_FORMAT: expected one of {', '.join(RESULT_FORMATS)}, got {raw_fmt!r}"
             )
         fmt = raw_fmt
+    search = settings.search
+    raw_mode = env.get(SEARCH_MODE_ENV, "").strip()
+    if raw_mode:
+        if raw_mode not in ("bm25", "hybrid"):
+            raise ConfigError(f"{SEARCH_MODE_ENV}: expected bm25 or hybrid, got {raw_mode!r}")
+        search = search.model_copy(update={"mode": raw_mode})
     pool = settings.pool.model_copy(
         update={"tool_cache_ttl": ttl if ttl is not None else _DEFAULT_TOOL_CACHE_TTL}
     )
     orchestrator = settings.orchestrator.model_copy(update={"tool_result_format": fmt or "result"})
     return config.model_copy(
-        update={"toolscout": settings.model_copy(update={"pool": pool, "orchestrator": orchestrator})}
+        update={
+            "toolscout": settings.model_copy(
+                update={"pool": pool, "orchestrator": orchestrator, "search": search}
+            )
+        }
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -11,9 +12,18 @@ from typing import Any
 from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging, get_logger
+from toolscout_kit.preflight import check_free, missing_api_keys, service_endpoints
 from toolscout_kit.server import Serving, serve_until_signal
 
 __all__ = ["BuildServer", "run_service"]
+
+# The config section of each service package.
+_SETTINGS = {
+    "mcp_pool_svc": "pool",
+    "discovery_svc": "discovery",
+    "orchestrator_svc": "orchestrator",
+    "mcp_gateway_svc": "gateway",
+}
 
 # ``build_server(config, **options)`` where the options come from the service's own arguments.
 BuildServer = Callable[..., Awaitable[Serving]]
@@ -39,14 +49,22 @@ def run_service(
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(argv)
+    service = _SETTINGS[name]
     try:
         path = resolve_config_path(args.config)
         config = load_config(path)
+        # Before the pool starts its MCP servers: a taken port is refused at once.
+        check_free(service_endpoints(config, service))
     except ConfigError as err:
         print(f"{name}: {err.message}", file=sys.stderr)  # logging is not configured yet
         return 2
     configure_logging(args.log_level or config.toolscout.log_level)
     log = get_logger(name)
+    for warning in config.load_warnings:
+        log.warning("config", problem=warning)
+    if service == "orchestrator":
+        for variable, models in missing_api_keys(config, os.environ).items():
+            log.warning("no API key: chat with these models fails", variable=variable, models=list(models))
     extra = options(args) if options is not None else {}
 
     async def main() -> None:

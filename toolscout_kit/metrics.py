@@ -4,11 +4,17 @@ the scrape endpoint.
 Each service builds its registry with :func:`new_registry` in its ``server.py``, hands it to its own
 metrics class and to :func:`toolscout_kit.server.start_server`, which serves exactly that registry.
 Services sharing a process (``toolscout up``) therefore never report each other's figures.
+
+Metric names follow one scheme per service (``toolscout_pool_*``, ``toolscout_discovery_*``,
+``toolscout_orchestrator_*``, ``toolscout_gateway_*``). A renamed metric keeps its old name for one
+release through :class:`DeprecatedNames`, which serves the new metric's samples under the old name
+too, so dashboards and alerts written for it keep working while they are moved over.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator, Mapping
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -20,8 +26,17 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
-__all__ = ["GrpcServerMetrics", "MetricsEndpoint", "new_registry", "start_metrics_endpoint"]
+__all__ = [
+    "DeprecatedNames",
+    "GrpcServerMetrics",
+    "MetricsEndpoint",
+    "new_registry",
+    "start_metrics_endpoint",
+]
 
 
 def new_registry() -> CollectorRegistry:
@@ -31,6 +46,39 @@ def new_registry() -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
+
+
+class DeprecatedNames(Collector):
+    """Serves metrics under their old names as well, for one release after a rename.
+
+    ``renamed`` maps each old family name (without ``_total``) to the metric that replaced it; a
+    scrape returns that metric's samples again under the old name, so both always agree.
+    """
+
+    def __init__(self, registry: CollectorRegistry, renamed: Mapping[str, MetricWrapperBase]) -> None:
+        self._renamed = dict(renamed)
+        registry.register(self)
+
+    def _aliases(self, families: Iterable[tuple[str, Metric]]) -> Iterator[Metric]:
+        for old, family in families:
+            alias = Metric(
+                old, f"Deprecated: renamed to {family.name}. {family.documentation}", family.type, family.unit
+            )
+            alias.samples = [
+                sample._replace(name=old + sample.name[len(family.name) :]) for sample in family.samples
+            ]
+            yield alias
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._aliases(
+            (old, family) for old, new in self._renamed.items() for family in new.collect()
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        # The registry checks names for duplicates with this; no samples needed.
+        yield from self._aliases(
+            (old, family) for old, new in self._renamed.items() for family in new.describe()
+        )
 
 
 class GrpcServerMetrics:

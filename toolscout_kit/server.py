@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import CollectorRegistry
 
 from toolscout_kit.config import SecuritySettings, ToolscoutConfig
@@ -41,12 +42,22 @@ from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry, start_metrics_endpoint
 from toolscout_kit.reload import ConfigReloader, Reload
 
-__all__ = ["RunningServer", "ServiceBinding", "Serving", "serve_until_signal", "start_server"]
+__all__ = [
+    "REFLECTION_V1",
+    "RunningServer",
+    "ServiceBinding",
+    "Serving",
+    "serve_until_signal",
+    "start_server",
+]
 
 _log = get_logger(__name__)
 
 # Server-side keepalive: clients may ping every 20 s; idle connections stay open.
 _SERVER_OPTIONS = [
+    # gRPC binds with SO_REUSEPORT by default: a second server on a taken port would start and
+    # share its connections with the first instead of failing.
+    ("grpc.so_reuseport", 0),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
@@ -60,6 +71,51 @@ _SERVER_OPTIONS = [
 # cancels the RPCs left at the end of the grace (with UNAVAILABLE, which means "not sent").
 DRAIN_MARGIN = 0.25
 _HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+# grpcio-reflection serves only v1alpha; current grpcurl, Postman and grpcui ask v1 first.
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+_REFLECTION_V1_FILE = "grpc/reflection/v1/reflection.proto"
+
+
+def _register_reflection_v1_descriptor() -> None:
+    """Adds grpc/reflection/v1/reflection.proto to the default pool, so that reflection can describe
+    the v1 service it serves. v1 is v1alpha with a new package name: same messages, same fields."""
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(_REFLECTION_V1_FILE)
+        return
+    except KeyError:
+        pass
+    proto = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(proto)
+    proto.name = _REFLECTION_V1_FILE
+    proto.package = "grpc.reflection.v1"
+    old, new = ".grpc.reflection.v1alpha.", ".grpc.reflection.v1."
+    for message in proto.message_type:
+        for field in message.field:
+            if field.HasField("type_name"):
+                field.type_name = field.type_name.replace(old, new)
+    for service in proto.service:
+        for method in service.method:
+            method.input_type = method.input_type.replace(old, new)
+            method.output_type = method.output_type.replace(old, new)
+    pool.Add(proto)
+
+
+def _enable_reflection(service_names: Sequence[str], server: grpc.aio.Server) -> None:
+    """Server reflection as ``grpc.reflection.v1`` and ``v1alpha``, one servicer behind both (the two
+    are the same messages on the wire)."""
+    _register_reflection_v1_descriptor()
+    names = [*service_names, REFLECTION_V1, reflection.SERVICE_NAME]
+    servicer = reflection.aio.ReflectionServicer(names)
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    for service in (REFLECTION_V1, reflection.SERVICE_NAME):
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service, {"ServerReflectionInfo": handler}),)
+        )
 
 
 @dataclass(frozen=True)
@@ -240,7 +296,7 @@ async def start_server(
     for binding in bindings:
         binding.add_to_server(binding.servicer, server)
     names = [b.name for b in bindings]
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    _enable_reflection([*names, health.SERVICE_NAME], server)
 
     address = listen or settings.listen
     credentials = _server_credentials(security)

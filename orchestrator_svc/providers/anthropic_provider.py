@@ -21,6 +21,7 @@ from orchestrator_svc.providers.base import (
     StreamCollector,
     classify_status,
     clean_reason,
+    connection_failure,
     parse_retry_after,
 )
 from orchestrator_svc.reasoning import split_reasoning
@@ -140,7 +141,7 @@ class AnthropicProvider(SdkProvider):
         if isinstance(exc, anthropic.APITimeoutError):
             return Failure("timeout", "the provider did not answer in time")
         if isinstance(exc, anthropic.APIConnectionError):
-            return Failure("unavailable", clean_reason(f"connection error: {exc.message}"))
+            return connection_failure(exc)
         if isinstance(exc, anthropic.APIStatusError):
             reason = exc.message
             body = exc.body

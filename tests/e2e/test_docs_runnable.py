@@ -234,6 +234,28 @@ def test_every_command_the_walkthrough_prints_runs_as_printed(tmp_path: Path, sh
     )
 
 
+def test_the_walkthrough_asks_for_no_key_when_the_clients_base_url_makes_it_optional(tmp_path: Path) -> None:
+    # OPENAI_BASE_URL points the example's OpenAI clients at an OpenAI-compatible server (here the
+    # fake): no OPENAI_API_KEY is needed, so the walkthrough must not ask for one, and the chat it
+    # prints answers.
+    with ThreadedProvider() as fake:
+        _answering(fake)
+        config = example_config_copy(tmp_path / "casual_mcp_config.json", fixed_ports())
+        env = {"OPENAI_BASE_URL": fake.openai_base_url, "OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""}
+        up = UpProcess(config, "--walkthrough", env=env, json_output=False)
+        try:
+            printed = up.wait_for_line("The stack keeps running", timeout=180)
+            chat = next(c for c in _printed_commands(printed) if " chat " in c)
+            answered = run_shell(chat, reader_env(), timeout=60)
+        finally:
+            code = up.stop()
+    assert code == 0, up.stderr
+    assert " --model gpt-4.1" in chat
+    assert not [line for line in printed if "OPENAI_API_KEY" in line], "\n".join(printed)
+    assert answered.returncode == 0, answered.stderr
+    assert "It is 9 in the evening in Tokyo." in answered.stdout
+
+
 # One call to a tool of every server of the example config.
 _ONE_CALL_PER_SERVER = {
     "time__get_current_time": '{"timezone": "UTC"}',
@@ -265,3 +287,8 @@ def test_up_for_a_person_prints_state_lines_and_keeps_logs_out_of_the_terminal(t
     logged = log.read_text()
     assert "boom" in logged  # the server's own stderr
     assert '"level": "warning"' in logged
+    # What the first line and the README say the file holds is what it holds.
+    assert up.lines[0].rstrip("\n") == f"logs (INFO and up, MCP servers' stderr): {log}"
+    assert '"level": "info"' in logged
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "Logs (INFO and up, and the MCP servers' stderr) go to the file" in readme

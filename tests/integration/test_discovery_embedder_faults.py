@@ -44,7 +44,9 @@ class Running:
     def mode(self) -> str:
         samples = scrape(self.server)
         [active] = [
-            m for m in ("bm25", "hybrid") if samples[f'toolscout_search_mode_active{{mode="{m}"}}'] == 1
+            m
+            for m in ("bm25", "hybrid")
+            if samples[f'toolscout_discovery_search_mode_active{{mode="{m}"}}'] == 1
         ]
         return active
 

@@ -166,8 +166,8 @@ async def test_hybrid_search_over_grpc_reports_its_mode_and_degrades_to_bm25() -
             async with grpc.aio.insecure_channel(running.address) as channel:
                 stub = discovery_pb2_grpc.DiscoveryStub(channel)
                 before = scrape(running)
-                assert before['toolscout_search_mode_active{mode="bm25"}'] == 1
-                assert before['toolscout_search_mode_active{mode="hybrid"}'] == 0
+                assert before['toolscout_discovery_search_mode_active{mode="bm25"}'] == 1
+                assert before['toolscout_discovery_search_mode_active{mode="hybrid"}'] == 0
                 request = discovery_pb2.SearchToolsRequest(arguments_json='{"query": "weather forecast"}')
                 bm25 = await stub.SearchTools(request, timeout=WAIT)
                 assert bm25.matches[0].tool.llm_name == "weather_forecast"
@@ -176,7 +176,7 @@ async def test_hybrid_search_over_grpc_reports_its_mode_and_degrades_to_bm25() -
                 async with asyncio.timeout(WAIT):
                     await engine.wait_hybrid_ready()
                 ready = scrape(running)
-                assert ready['toolscout_search_mode_active{mode="hybrid"}'] == 1
+                assert ready['toolscout_discovery_search_mode_active{mode="hybrid"}'] == 1
                 assert ready["toolscout_discovery_tools_embedded_total"] == len(TOOLS)
                 hybrid = await stub.SearchTools(request, timeout=WAIT)
                 assert hybrid.matches[0].tool.llm_name == "weather_forecast"

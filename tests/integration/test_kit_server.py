@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -79,6 +80,45 @@ async def test_reflection_lists_every_service(server: RunningServer) -> None:
         await call.done_writing()
         names = {s.name for s in reply.list_services_response.service}
     assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names
+
+
+async def test_reflection_v1_lists_and_describes_every_service_as_current_grpcurl_asks(
+    server: RunningServer,
+) -> None:
+    # grpc.reflection.v1 has the same messages as v1alpha under a new package: v1alpha's classes
+    # encode the bytes, the v1 method path is what a current client calls.
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        info = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        call = info(timeout=5)
+        await call.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+        listed = await call.read()
+        files = {}
+        for symbol in (SERVICE, "grpc.reflection.v1.ServerReflection"):
+            await call.write(reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol))
+            reply = await call.read()
+            assert not reply.HasField("error_response"), reply.error_response
+            proto = descriptor_pb2.FileDescriptorProto.FromString(
+                reply.file_descriptor_response.file_descriptor_proto[0]
+            )
+            files[symbol] = proto
+        await call.done_writing()
+    names = {s.name for s in listed.list_services_response.service}
+    assert {
+        SERVICE,
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    } <= names
+    assert files[SERVICE].name == "toolscout/mcp_pool/v1/mcp_pool.proto"
+    v1 = files["grpc.reflection.v1.ServerReflection"]
+    assert (v1.package, [m.name for m in v1.service[0].method]) == (
+        "grpc.reflection.v1",
+        ["ServerReflectionInfo"],
+    )
+    assert v1.service[0].method[0].input_type == ".grpc.reflection.v1.ServerReflectionRequest"
 
 
 async def test_domain_error_maps_to_its_status_code(server: RunningServer) -> None:

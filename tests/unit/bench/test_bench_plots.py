@@ -59,3 +59,24 @@ def test_a_series_added_to_the_retrieval_results_is_drawn_too() -> None:
     assert plots.engines_in(results) == ["toolscout", "hybrid", "casual-mcp", "fastmcp"]
     results["bfcl"]["dense-only"] = results["bfcl"]["toolscout"]
     assert plots.engines_in(results)[-1] == "dense-only"
+
+
+def test_the_deferral_cost_plot_keys_its_line_styles_in_a_legend_not_in_the_axis_label() -> None:
+    data = json.loads((FIXTURES / "deferral.json").read_text())
+    first = next(iter(data["modes"].values()))
+    data["modes"]["responses_native"] = {**first, "label": "Responses native", "api": "responses"}
+    data["modes"]["append_chat"] = {**first, "label": "append", "api": "chat_completions"}
+    fig, ax = plots.deferral_cost_axes(data)
+    try:
+        assert ax.get_ylabel() == "input cost in full-price tokens (log)"
+        legends = [child for child in ax.get_children() if type(child).__name__ == "Legend"]
+        keys = {
+            legend.get_title().get_text(): [t.get_text() for t in legend.get_texts()] for legend in legends
+        }
+        assert keys["line style: API"] == ["Anthropic Messages", "OpenAI Chat Completions / OpenAI Responses"]
+        style_key = next(legend for legend in legends if legend.get_title().get_text() == "line style: API")
+        assert [line.get_linestyle() for line in style_key.get_lines()] == ["-", "--"]
+        modes = keys["mode (API): total"]
+        assert len(modes) == len(data["modes"])
+    finally:
+        plots.plt.close(fig)

@@ -540,16 +540,16 @@ def test_dashboard_covers_savings_search_tools_servers_llm_and_grpc() -> None:
     assert rows == ["Token savings", "Search", "Tool calls", "MCP servers", "LLM", "gRPC", "MCP gateway"]
     exprs = " ".join(e for _, e in _dashboard_expressions())
     for needle in (
-        "toolscout_tokens_saved_total",
-        "toolscout_definition_tokens_sent_total",
+        "toolscout_orchestrator_tokens_saved_total",
+        "toolscout_orchestrator_definition_tokens_sent_total",
         "histogram_quantile(0.5, sum by (mode, le) (rate(toolscout_discovery_search_duration_seconds_bucket",
         "histogram_quantile(0.99, sum by (mode, le) (rate(toolscout_discovery_search_duration_seconds_bucket",
         "toolscout_discovery_searches_total",
         'toolscout_pool_tool_calls_total{server=~"$server",outcome!="ok"}',
         "toolscout_pool_server_up",
         "toolscout_pool_server_restarts_total",
-        "toolscout_llm_tokens_total",
-        "toolscout_llm_call_duration_seconds_bucket",
+        "toolscout_orchestrator_llm_tokens_total",
+        "toolscout_orchestrator_llm_call_duration_seconds_bucket",
         'grpc_server_handled_total{grpc_code!="OK"}',
         "toolscout_gateway_requests_total",
         "mode:toolscout_gateway_errors:ratio_rate5m",

@@ -73,7 +73,11 @@ class Harness:
         return self.registry.get_sample_value(name, labels) or 0.0
 
     def mode(self) -> str:
-        active = [m for m in ("bm25", "hybrid") if self.sample("toolscout_search_mode_active", mode=m) == 1]
+        active = [
+            m
+            for m in ("bm25", "hybrid")
+            if self.sample("toolscout_discovery_search_mode_active", mode=m) == 1
+        ]
         assert len(active) == 1, active
         return active[0]
 
@@ -125,8 +129,8 @@ async def test_bm25_mode_reports_bm25_active() -> None:
     engine = DiscoveryEngine(config(DOC), metrics=DiscoveryMetrics(registry))
     engine.set_catalog(catalog(TOOLS))
     await engine.warm()
-    assert registry.get_sample_value("toolscout_search_mode_active", {"mode": "bm25"}) == 1
-    assert registry.get_sample_value("toolscout_search_mode_active", {"mode": "hybrid"}) == 0
+    assert registry.get_sample_value("toolscout_discovery_search_mode_active", {"mode": "bm25"}) == 1
+    assert registry.get_sample_value("toolscout_discovery_search_mode_active", {"mode": "hybrid"}) == 0
 
 
 async def test_a_failing_query_embedding_answers_with_bm25_and_a_warning_never_an_error() -> None:

@@ -107,7 +107,10 @@ async def test_overloaded_then_success_is_retried(harness: Harness) -> None:
     assert result.messages[0].content == "ok"
     assert (
         harness.metric(
-            "toolscout_llm_errors_total", provider="anthropic", model="sonnet", reason="unavailable"
+            "toolscout_orchestrator_llm_errors_total",
+            provider="anthropic",
+            model="sonnet",
+            reason="unavailable",
         )
         == 1
     )

@@ -33,3 +33,29 @@ async def test_backoff_grows_without_retry_after_and_stops_at_the_deadline() -> 
             await provider.complete(request)
         assert delays == []  # the first backoff (>= 0.25 s) would already overshoot
         await client.close()
+
+
+@pytest.mark.parametrize("provider_kind", ["openai", "anthropic"])
+async def test_a_provider_that_cannot_be_reached_is_named_by_the_url_tried(provider_kind: str) -> None:
+    from anthropic import AsyncAnthropic
+
+    from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
+    from tests.support.mcp_servers import free_port
+
+    base = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    request = LLMRequest(model="m", system="", messages=[Message("user", "hi")], tools=[])
+    if provider_kind == "openai":
+        sdk: AsyncOpenAI | AsyncAnthropic = AsyncOpenAI(api_key="k", base_url=f"{base}/v1", max_retries=0)
+        provider: OpenAIProvider | AnthropicProvider = OpenAIProvider(
+            sdk, client_name="oai", max_retries=0, request_timeout=10
+        )
+        url = f"{base}/v1/chat/completions"
+    else:
+        sdk = AsyncAnthropic(api_key="k", base_url=base, max_retries=0)
+        provider = AnthropicProvider(sdk, client_name="claude", max_retries=0, request_timeout=10)
+        url = f"{base}/v1/messages"
+    with pytest.raises(ProviderUnavailableError) as err:
+        await provider.complete(request)
+    await sdk.close()
+    assert f"connection error to {url}: " in err.value.message
+    assert "refused" in err.value.message.lower()

@@ -108,7 +108,10 @@ def test_missing_environment_variable_names_the_key_path() -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ({"servers": {"a": {"command": "x", "defer_loadng": True}}}, "servers.a.defer_loadng: Extra inputs"),
+        (
+            {"servers": {"a": {"command": "x", "defer_loadng": True}}},
+            "servers.a: unknown key 'defer_loadng' (closest: defer_loading)",
+        ),
         ({"servers": {"a": {"url": "ftp://x"}}}, "servers.a.url: String should match pattern"),
         (
             {"servers": {"a": {"url": "http://x", "transport": "grpc"}}},
@@ -119,7 +122,7 @@ def test_missing_environment_variable_names_the_key_path() -> None:
         ({"tool_sets": {"t": {"servers": {"zz": True}}}}, "tool_sets.t.servers.zz: unknown server 'zz'"),
         ({"clients": {"c": {"provider": "gemini"}}}, "clients.c.provider: Input should be 'openai'"),
         ({"tool_discovery": {"max_search_results": 0}}, "tool_discovery.max_search_results: Input should be"),
-        ({"toolscout": {"pool": {"bogus": 1}}}, "toolscout.pool.bogus: Extra inputs are not permitted"),
+        ({"toolscout": {"pool": {"bogus": 1}}}, "toolscout.pool: unknown key 'bogus' (keys: blip_grace, "),
         (
             {"toolscout": {"security": {"tls_cert_file": "c.pem"}}},
             "tls_cert_file and tls_key_file must be set",
@@ -264,7 +267,10 @@ def test_an_embedder_can_be_named_or_described() -> None:
         ({"embedder": {"type": "openai-compatible", "base_url": "ftp://x", "model": "m"}}, "base_url"),
         ({"embedder": {"query_timeout": 0}}, "query_timeout: Input should be greater than 0"),
         ({"min_similarity": 2}, "min_similarity: Input should be less than or equal to 1"),
-        ({"cache": "x"}, "toolscout.search.cache: Extra inputs are not permitted"),
+        (
+            {"cache": "x"},
+            "toolscout.search: unknown key 'cache' (keys: cache_dir, embedder, min_similarity, mode)",
+        ),
     ],
 )
 def test_bad_search_settings_name_the_key_and_the_problem(search: dict[str, object], expected: str) -> None:
@@ -302,3 +308,71 @@ def test_gateway_settings_default_to_a_local_meta_endpoint_and_check_toolsets_an
         parse_config({"toolscout": {"gateway": {"tokens": {"not a name": ["*"]}}}})
     with pytest.raises(ConfigError, match="mode"):
         parse_config({"toolscout": {"gateway": {"mode": "lazy"}}})
+
+
+def test_keys_casual_mcp_ignores_are_accepted_with_a_warning_naming_each() -> None:
+    config = parse_config(
+        {
+            "$schema": "https://example.com/casual_mcp_config.schema.json",
+            "servers": {"s": {"command": "x", "notes": "ours, for people", "comment": "not command"}},
+            "models": {"m": {"client": "c", "model": "x", "comment": "cheap one"}},
+            "clients": {"c": {"provider": "openai"}},
+        },
+        source="c.json",
+        env={},
+    )
+    assert config.load_warnings == (
+        "c.json: $schema: not a key toolscout knows: ignored, as casual-mcp does",
+        "c.json: servers.s.notes: not a key toolscout knows: ignored, as casual-mcp does",
+        "c.json: servers.s.comment: not a key toolscout knows: ignored, as casual-mcp does",
+        "c.json: models.m.comment: not a key toolscout knows: ignored, as casual-mcp does",
+    )
+    assert "notes" not in config.servers["s"].model_dump()
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"tool_discovery": {"enabld": True}},
+            "c.json: tool_discovery: unknown key 'enabld' (closest: enabled)",
+        ),
+        ({"severs": {}}, "c.json: <root>: unknown key 'severs' (closest: servers)"),
+        (
+            {"clients": {"c": {"provider": "openai", "base_ur": "http://x"}}},
+            "c.json: clients.c: unknown key 'base_ur' (closest: base_url)",
+        ),
+        (
+            {"servers": {"s": {"url": "http://x/mcp", "header": {}}}},
+            "c.json: servers.s: unknown key 'header' (closest: headers)",
+        ),
+        (
+            {"servers": {"s": {"command": "x"}}, "tool_sets": {"t": {"servers": {"s": {"exclud": ["a"]}}}}},
+            "c.json: tool_sets.t.servers.s: unknown key 'exclud' (closest: exclude)",
+        ),
+        ({"toolscout": {"poll": {}}}, "c.json: toolscout: unknown key 'poll' (closest: pool)"),
+    ],
+)
+def test_an_unknown_key_like_a_known_one_is_an_error_naming_the_closest_keys(
+    data: dict[str, object], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, source="c.json", env={})
+    assert err.value.message == expected
+
+
+@pytest.mark.parametrize(
+    ("configured", "env", "expected"),
+    [("hybrid", "bm25", "bm25"), ("bm25", "hybrid", "hybrid"), ("hybrid", "", "hybrid")],
+)
+def test_toolscout_search_mode_replaces_the_configured_search_mode(
+    configured: str, env: str, expected: str
+) -> None:
+    config = parse_config({"toolscout": {"search": {"mode": configured}}}, env={"TOOLSCOUT_SEARCH_MODE": env})
+    assert config.toolscout.search.mode == expected
+
+
+def test_a_bad_toolscout_search_mode_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({}, env={"TOOLSCOUT_SEARCH_MODE": "semantic"})
+    assert err.value.message == "TOOLSCOUT_SEARCH_MODE: expected bm25 or hybrid, got 'semantic'"

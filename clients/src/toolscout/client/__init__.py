@@ -12,6 +12,7 @@ Depends only on grpcio and protobuf. See clients/README.md.
 """
 
 from toolscout.client._base import DEFAULT_DEADLINES
+from toolscout.client._version import __version__
 from toolscout.client.aio import (
     AsyncDiscoveryClient,
     AsyncOrchestratorClient,
@@ -185,6 +186,7 @@ __all__ = [
     "UnimplementedError",
     "UnknownError",
     "UsageUpdate",
+    "__version__",
     "call_outcome_error",
     "catalog_version",
     "create_channel",

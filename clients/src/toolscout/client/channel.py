@@ -30,6 +30,8 @@ from typing import Any, Literal, overload
 import grpc
 import grpc.aio
 
+from toolscout.client._version import __version__
+
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "RETRIED_METHODS",
@@ -58,7 +60,7 @@ RETRIED_METHODS: dict[str, tuple[str, ...]] = {
 }
 # gRPC caps maxAttempts at 5 (the first call included).
 DEFAULT_MAX_ATTEMPTS = 5
-_USER_AGENT = "toolscout-client/0.1.0"
+_USER_AGENT = f"toolscout-client/{__version__}"
 # Catalogs of tens of thousands of tools exceed gRPC's 4 MiB default.
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 

@@ -1,0 +1,123 @@
+"""Checks that run before anything starts: everything a config can be found wrong about at load.
+
+``toolscout up`` and ``toolscout serve`` (and ``python -m <service>``) run these before the first
+MCP server process or port: a second ``toolscout up`` on the same ports, for instance, is refused
+at once, naming every address in use, instead of starting every MCP server and failing on the
+last port. Each service adds its own checks (discovery: the hybrid embedder; the orchestrator:
+prompt templates and API keys) beside the ones here.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.errors import ConfigError
+
+__all__ = ["Endpoint", "check_free", "missing_api_keys", "service_endpoints"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An address a service will bind: ``what`` names it in messages (``discovery gRPC``)."""
+
+    what: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def _split(address: str) -> tuple[str, int] | None:
+    """``host:port`` / ``[v6]:port`` of a gRPC listen address; None for forms not checked here."""
+    if address.startswith("unix:") or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - ":50051" binds every interface
+    try:
+        return host, int(port)
+    except ValueError:
+        return None
+
+
+def service_endpoints(
+    config: ToolscoutConfig, service: str, *, listen: str | None = None, metrics_port: int | None = None
+) -> list[Endpoint]:
+    """The gRPC and metrics addresses ``service`` binds with ``config`` (and the same overrides
+    ``build_server`` takes); port 0 (any free port) and -1 (off) are left out."""
+    settings = getattr(config.toolscout, service)
+    found: list[Endpoint] = []
+    grpc_address = _split(listen or settings.listen)
+    if grpc_address is not None and grpc_address[1] > 0:
+        # The gateway serves MCP over HTTP; the others gRPC.
+        found.append(Endpoint(f"{service} {'HTTP' if service == 'gateway' else 'gRPC'}", *grpc_address))
+    port = settings.metrics_port if metrics_port is None else metrics_port
+    if port > 0:
+        found.append(Endpoint(f"{service} metrics", settings.metrics_host, port))
+    return found
+
+
+def _in_use(endpoint: Endpoint) -> str | None:
+    """Why ``endpoint`` cannot be bound now, or None when it can."""
+    try:
+        infos = socket.getaddrinfo(
+            endpoint.host, endpoint.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as err:
+        return f"cannot resolve {endpoint.host!r}: {err.strerror or err}"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # As a server binds: TIME_WAIT leftovers do not count, a listener does.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    return "address already in use"
+                if err.errno == errno.EADDRNOTAVAIL:
+                    return "not an address of this machine"
+                return err.strerror or str(err)
+    return None
+
+
+def check_free(endpoints: Iterable[Endpoint]) -> None:
+    """Refuses addresses that are taken, or wanted twice.
+
+    Raises:
+        ConfigError: one line per problem, naming what wanted the address.
+    """
+    problems: list[str] = []
+    seen: dict[tuple[str, int], Endpoint] = {}
+    for endpoint in endpoints:
+        key = (endpoint.host, endpoint.port)
+        if key in seen:
+            problems.append(f"{endpoint.what} and {seen[key].what} both want {endpoint}")
+            continue
+        seen[key] = endpoint
+        why = _in_use(endpoint)
+        if why is not None:
+            problems.append(f"cannot listen on {endpoint} ({endpoint.what}): {why}")
+    if problems:
+        if any("already in use" in p for p in problems):
+            problems.append(
+                "is another toolscout (or another program) running on these ports? Stop it, or set "
+                "other `listen` / `metrics_port` values in the config (0 = any free port)"
+            )
+        raise ConfigError("\n".join(problems))
+
+
+def missing_api_keys(config: ToolscoutConfig, env: Mapping[str, str]) -> dict[str, Sequence[str]]:
+    """Models that cannot chat here: ``{environment variable: [model, ...]}`` for every model
+    whose client needs a key (see :attr:`ClientConfig.needs_api_key`) that is neither configured
+    nor in ``env``."""
+    missing: dict[str, list[str]] = {}
+    for name, model in sorted(config.models.items()):
+        variable = config.clients[model.client].missing_api_key(env)
+        if variable is not None:
+            missing.setdefault(variable, []).append(name)
+    return dict(missing)
