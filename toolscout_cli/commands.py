@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient
+from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient, UnavailableError
 
 from toolscout_cli.connection import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Targets
 from toolscout_cli.not_found import unknown
@@ -241,7 +241,12 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
     # Arguments that cannot fit the tool's schema are not sent: the problem is said once, here,
     # instead of by the tool, by us and again in the shape we print. (An unknown tool goes to the
     # pool, whose NOT_FOUND names the closest tools.)
-    tool = find_tool(ts, args.tool, args.server or "")
+    try:
+        tool = find_tool(ts, args.tool, args.server or "")
+    except UnavailableError:
+        # A sharded pool with a shard down cannot list every tool; the call still goes to the owner,
+        # whose pool checks the arguments the same way.
+        tool = None
     problems = argument_problems(tool.input_schema, arguments) if tool is not None else []
     if tool is not None and problems:
         if out.json_mode:

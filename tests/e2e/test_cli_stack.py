@@ -296,16 +296,21 @@ def test_call_with_a_missing_argument_says_so_once(stack: RunningStack) -> None:
     assert lines[-1].startswith("example: ")
 
 
-def test_a_range_only_the_tool_checks_gets_its_own_message_and_the_shape(stack: RunningStack) -> None:
+def test_a_range_the_schema_states_is_refused_before_the_call_with_the_problem_once(
+    stack: RunningStack,
+) -> None:
     code, out, err = cli(
         stack, "call", "weather__get_forecast", "--args", '{"location": {"city": "Berlin"}, "days": 30}'
     )
-    assert code == 1
-    assert "validation error" in out  # the tool's own message, unchanged
-    assert err.splitlines()[:2] == [
-        "toolscout: the tool weather__get_forecast reported an error",
+    assert code == 2
+    assert out == ""  # not sent: the tool printed nothing
+    lines = err.splitlines()
+    assert lines[:3] == [
+        "toolscout: the arguments do not fit what weather__get_forecast takes (the call was not sent):",
+        "  days: 30 is greater than the maximum of 7",
         "expected arguments:",
     ]
+    assert [line for line in lines if "maximum" in line] == ["  days: 30 is greater than the maximum of 7"]
 
 
 def test_a_tool_error_that_is_not_about_arguments_prints_no_shape(stack: RunningStack) -> None:

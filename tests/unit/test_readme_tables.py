@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
 from discovery_svc.metrics import DiscoveryMetrics
+from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_pool_svc.metrics import PoolMetrics
 from orchestrator_svc.metrics import DEPRECATED_NAMES, OrchestratorMetrics
 from tests.support.mcp_servers import REPO_ROOT
@@ -58,6 +59,7 @@ def _registered_metrics() -> set[str]:
     PoolMetrics(registry)
     DiscoveryMetrics(registry)
     OrchestratorMetrics(registry)
+    GatewayMetrics(registry)
     deprecated = {*DEPRECATED_NAMES, "toolscout_search_mode_active"}
     names = set()
     for family in registry.collect():
@@ -109,7 +111,9 @@ def _documented_toolscout_keys() -> set[str]:
         for name in names:
             full = name if name == first or name.count(".") >= first.count(".") else parent + name
             if full.startswith("<service>."):
-                keys |= {full.replace("<service>", s) for s in ("pool", "discovery", "orchestrator")}
+                keys |= {
+                    full.replace("<service>", s) for s in ("pool", "discovery", "orchestrator", "gateway")
+                }
             else:
                 keys.add(full)
     return keys
