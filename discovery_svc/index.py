@@ -15,6 +15,12 @@ differ from its ``BM25Okapi``:
   (term -> {doc id: contribution}) and a query adds up the postings of its terms, skipping with
   MaxScore the work that cannot change the top results. Documents sharing no term with the query
   are never touched; the hits equal a full scan's (a unit test checks it against one).
+* A query whose terms are common in a big catalog ("specific information", "get data list" at
+  50,000 tools: tens of thousands of postings) is summed in numpy instead: every term holding
+  more than ``_RANKED_MIN_DOCS`` documents also keeps its postings as arrays in rank order, one
+  ``bincount`` adds them up, and only documents reaching a lower bound of the ``limit``-th score
+  (the ``limit``-th best in-scope contribution of a single term) are looked at. The same arrays
+  answer a one-term query inside a toolset mask without a pass over the term's postings.
 
 An exact tool-name match (the raw name or the LLM-facing key, case-insensitive, spaces/underscores/
 hyphens treated alike) always ranks first.
@@ -61,7 +67,11 @@ NAME_WEIGHT = 3  # name tokens are counted this many times
 _MAX_SCHEMA_DEPTH = 4  # nested object properties indexed down to this depth
 _MAX_ENUM_VALUES = 50
 _TOP_WEIGHTS = 20  # per-term best weights kept for cheap MaxScore thresholds
-_RANKED_MIN_DOCS = 256  # terms in more documents also keep their best documents in rank order
+_RANKED_MIN_DOCS = 256  # terms in more documents also keep their postings as arrays in rank order
+# A query adding up at least this many postings (and 1/16 of the catalog) is summed in numpy.
+_DENSE_MIN_POSTINGS = 2000
+# A scope this small (a server, an ``only`` list, a small toolset) is scored document by document.
+_SMALL_SCOPE = 2048
 
 _NAME_NORM_RE = re.compile(r"[\s_\-]+")
 
@@ -360,9 +370,14 @@ class SearchIndex:
             if i not in banned and (scope is None or i in scope)
         ]
         postings = [p for t in dict.fromkeys(tokenize(query)) if (p := self._postings.get(t)) is not None]
-        if scope is not None and len(scope) * len(postings) <= sum(len(p.weights) for p in postings):
+        entries = sum(len(p.weights) for p in postings)
+        if not postings:
+            scores: dict[int, float] = {}  # no term of the query is in the catalog
+        elif scope is not None and len(scope) <= _SMALL_SCOPE and len(scope) * len(postings) <= entries:
             ids = scope.ids() if isinstance(scope, CandidateMask) else scope
             scores = _score_each(postings, [i for i in ids if i not in banned])
+        elif entries >= _DENSE_MIN_POSTINGS and entries * 32 >= len(self._keys):
+            scores = _dense_scores(postings, limit, banned, scope, len(self._keys), must=exact)
         else:
             # Enough BM25 hits to fill the page after the exact ones, which are ranked ahead anyway.
             scores = _top_scores(postings, limit, banned, scope, must=exact)
@@ -382,22 +397,49 @@ class _Posting:
 
     weights: dict[int, float]  # doc id -> contribution; ints/floats only, so the GC never scans it
     top: tuple[float, ...]  # the largest contributions, descending (top[0] bounds any document's)
-    # For common terms, their best documents in rank order: a one-term query ("get", "search") over
-    # a big catalog is answered without touching tens of thousands of postings.
-    ranked: tuple[tuple[int, float], ...] | None
+    # For common terms, every posting in rank order (contribution descending, doc id ascending) as
+    # arrays: a one-term query ("get", "search") over a big catalog reads the head only, and a
+    # query of common terms is summed in numpy (``_dense_scores``).
+    ranked_ids: npt.NDArray[np.int32] | None = None
+    ranked_weights: npt.NDArray[np.float64] | None = None
 
     @classmethod
     def of(cls, weights: dict[int, float]) -> _Posting:
         if len(weights) <= _TOP_WEIGHTS:
-            return cls(weights, tuple(sorted(weights.values(), reverse=True)), None)
+            return cls(weights, tuple(sorted(weights.values(), reverse=True)))
         if len(weights) <= _RANKED_MIN_DOCS:
-            return cls(weights, tuple(heapq.nlargest(_TOP_WEIGHTS, weights.values())), None)
-        ranked = tuple(heapq.nsmallest(_TOP_WEIGHTS, weights.items(), key=_rank_key))
-        return cls(weights, tuple(w for _, w in ranked), ranked)
+            return cls(weights, tuple(heapq.nlargest(_TOP_WEIGHTS, weights.values())))
+        ranked = sorted(weights.items(), key=_rank_key)
+        ids = np.fromiter((d for d, _ in ranked), dtype=np.int32, count=len(ranked))
+        values = np.fromiter((w for _, w in ranked), dtype=np.float64, count=len(ranked))
+        return cls(weights, tuple(w for _, w in ranked[:_TOP_WEIGHTS]), ids, values)
 
     def floor(self, limit: int) -> float:
         """A lower bound of the ``limit``-th best score of any query containing this term."""
         return self.top[limit - 1] if limit <= len(self.top) else 0.0
+
+    def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
+        """Doc ids and contributions as arrays (rank order when kept, else built now: small)."""
+        if self.ranked_ids is not None and self.ranked_weights is not None:
+            return self.ranked_ids, self.ranked_weights
+        n = len(self.weights)
+        return (
+            np.fromiter(self.weights.keys(), dtype=np.int32, count=n),
+            np.fromiter(self.weights.values(), dtype=np.float64, count=n),
+        )
+
+    def best_in(self, keep: Any, limit: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
+        """The term's ``limit`` best documents that ``keep`` (ids -> bool array) accepts, in rank
+        order (fewer when fewer qualify). Reads a growing head of the ranking, not all of it."""
+        assert self.ranked_ids is not None
+        assert self.ranked_weights is not None
+        window = 4 * limit + 16
+        while True:
+            ids = self.ranked_ids[:window]
+            chosen = np.flatnonzero(keep(ids))[:limit]
+            if len(chosen) == limit or window >= len(self.ranked_ids):
+                return ids[chosen], self.ranked_weights[chosen]
+            window *= 4
 
 
 def _rank_key(item: tuple[int, float]) -> tuple[float, int]:
@@ -453,12 +495,13 @@ def _top_scores(
     candidates. Common terms ("get", "data") in a 50,000-tool catalog thus rarely cost a pass over
     their postings, and the top results equal those of scoring every document.
     """
-    if len(postings) == 1 and postings[0].ranked is not None:
-        # The term's best documents that pass the filter, if enough of them do.
+    if len(postings) == 1 and postings[0].ranked_ids is not None:
+        # The term's best documents that pass the filter: a prefix of its filtered ranking, exact.
         weights = postings[0].weights
-        best = [(d, w) for d, w in postings[0].ranked if d not in banned and (scope is None or d in scope)]
-        if len(best) >= limit:  # a prefix of the term's full (filtered) ranking: exact
-            return dict(best[:limit]) | {d: weights[d] for d in must if d in weights}
+        ids, values = postings[0].best_in(_acceptor(scope, banned), limit)
+        return dict(zip(ids.tolist(), values.tolist(), strict=True)) | {
+            d: weights[d] for d in must if d in weights
+        }
     postings = sorted(postings, key=lambda p: -p.top[0])
     remaining = [0.0] * (len(postings) + 1)
     for i in range(len(postings) - 1, -1, -1):
@@ -483,6 +526,74 @@ def _top_scores(
             scores.pop(doc_id, None)
         if scope is None and not banned:
             floor = max(floor, posting.floor(limit))
+    return scores
+
+
+def _acceptor(scope: Collection[int] | None, banned: set[int]) -> Any:
+    """A vectorised filter: doc id array -> boolean array of the ids in ``scope`` and not banned."""
+    ban = np.fromiter(banned, dtype=np.int64, count=len(banned)) if banned else None
+    if isinstance(scope, CandidateMask):
+        bits = scope.array()
+
+        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+            return bits[ids]
+
+    elif isinstance(scope, range):
+        lo, hi = scope.start, scope.stop
+
+        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+            return (ids >= lo) & (ids < hi)
+
+    elif scope is not None:
+        members = np.fromiter(scope, dtype=np.int64, count=len(scope))
+
+        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+            return np.isin(ids, members)
+
+    else:
+
+        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+            return np.ones(len(ids), dtype=np.bool_)
+
+    if ban is None:
+        return in_scope
+    return lambda ids: in_scope(ids) & ~np.isin(ids, ban)
+
+
+def _dense_scores(
+    postings: list[_Posting],
+    limit: int,
+    banned: set[int],
+    scope: Collection[int] | None,
+    size: int,
+    must: Collection[int],
+) -> dict[int, float]:
+    """Exact BM25 scores of the documents that can make the top ``limit``, summed in numpy.
+
+    Every document holding a term scores at least that term's contribution, so the ``limit``-th
+    best in-scope contribution of any single term bounds the ``limit``-th best score from below:
+    only documents at or above it are returned (with the exact-name ones). Postings are added in
+    the order the MaxScore path merges them (decreasing best contribution), so each document's
+    sum is the same floating-point sum.
+    """
+    postings = sorted(postings, key=lambda p: -p.top[0])
+    keep = _acceptor(scope, banned)
+    bound = 0.0
+    for posting in postings:
+        if posting.ranked_ids is not None:
+            _, best = posting.best_in(keep, limit)
+            if len(best) == limit:
+                bound = max(bound, float(best[-1]))
+    arrays = [posting.arrays() for posting in postings]
+    sums = np.bincount(
+        np.concatenate([ids for ids, _ in arrays]),
+        weights=np.concatenate([values for _, values in arrays]),
+        minlength=size,
+    )
+    found = np.flatnonzero(sums >= bound) if bound > 0.0 else np.flatnonzero(sums)
+    found = found[keep(found)]
+    scores = dict(zip(found.tolist(), sums[found].tolist(), strict=True))
+    scores.update((d, float(sums[d])) for d in must if sums[d] > 0.0)
     return scores
 
 

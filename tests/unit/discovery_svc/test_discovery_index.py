@@ -294,6 +294,35 @@ def test_pruned_scoring_returns_the_same_top_hits_as_a_full_scan() -> None:
         assert keys(index.search(query, limit, skip=skip)) == reference.top(query, limit, skip), query
 
 
+def test_queries_of_common_terms_in_a_big_catalog_match_a_full_scan_in_and_out_of_toolsets() -> None:
+    # 2,400 documents where "get", "list", "data" and "file" each appear in about half: a query of
+    # them adds up thousands of postings, which the index sums in numpy (not merge by merge).
+    rng = random.Random(21)  # noqa: S311 - test data, not cryptography
+    vocab = [f"w{i}" for i in range(80)] + ["get", "list", "data", "file"] * 12
+    catalog = [
+        doc(f"srv{i % 11}", f"tool{i}", " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 30))))
+        for i in range(2400)
+    ]
+    index, reference = SearchIndex(catalog), _FullScan(catalog)
+    all_keys = [d.key for d in catalog]
+    for _ in range(30):
+        query = " ".join(rng.sample(["get", "list", "data", "file", "w3", "w7"], rng.randint(2, 4)))
+        limit = rng.choice([1, 5, 50])
+        skip = set(rng.sample(all_keys, rng.choice([0, 30])))
+        assert keys(index.search(query, limit, skip=skip)) == reference.top(query, limit, skip), query
+        members = set(rng.sample(all_keys, rng.choice([300, 1200, 2300])))
+        outside = skip | (set(all_keys) - members)
+        masked = index.search(query, limit, skip=skip, candidates=index.mask(members))
+        assert keys(masked) == reference.top(query, limit, outside), query
+
+
+def test_a_query_of_stopwords_or_unknown_words_finds_nothing_in_a_toolset() -> None:
+    index = SearchIndex(CATALOG)
+    mask = index.mask(d.key for d in CATALOG[:5])
+    assert index.search("the and of", 5, candidates=mask) == []
+    assert index.search("zxqv blorf", 5, candidates=mask) == []
+
+
 def test_one_common_term_query_uses_the_precomputed_ranking_and_matches_a_full_scan() -> None:
     # 600 documents all holding "common": past the size where a term keeps its ranked best list.
     rng = random.Random(9)  # noqa: S311 - test data, not cryptography
