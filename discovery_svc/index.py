@@ -90,8 +90,12 @@ class SearchDoc:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     key: str
-    score: float
+    score: float  # what the ranking used: the BM25 score, or the fused score of hybrid search
     exact: bool = False  # an exact tool-name match (ranked ahead of every other hit)
+    # The parts, for explaining a ranking: the tool's BM25 score (None: no word in common with
+    # the query) and, in hybrid search, its cosine with the query.
+    bm25: float | None = None
+    similarity: float | None = None
 
 
 class CandidateMask:
@@ -385,9 +389,10 @@ class SearchIndex:
         hits: list[SearchHit] = []
         # Exact names outrank every BM25 score; among themselves, by their own BM25 score.
         for doc_id in sorted(exact, key=lambda i: (-scores.get(i, 0.0), i))[:limit]:
-            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + scores.pop(doc_id, 0.0), exact=True))
+            words = scores.pop(doc_id, 0.0)
+            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + words, exact=True, bm25=words or None))
         best = _best(scores, limit - len(hits))
-        hits.extend(SearchHit(self._keys[doc_id], score) for doc_id, score in best)
+        hits.extend(SearchHit(self._keys[doc_id], score, bm25=score) for doc_id, score in best)
         return hits
 
 

@@ -139,7 +139,14 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         response = discovery_pb2.SearchToolsResponse(
             mode=_MODES[result.mode],
             matches=[
-                discovery_pb2.ToolMatch(tool=pb, already_loaded=m.already_loaded, score=m.score)
+                discovery_pb2.ToolMatch(
+                    tool=pb,
+                    already_loaded=m.already_loaded,
+                    score=m.score,
+                    bm25_score=m.hit.bm25 if m.hit is not None else None,
+                    similarity=m.hit.similarity if m.hit is not None else None,
+                    exact_name=m.hit is not None and m.hit.exact,
+                )
                 for m, pb in zip(result.matches, matched, strict=True)
             ],
             newly_loaded=[by_name[t.llm_name] for t in result.newly_loaded],
@@ -149,6 +156,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             ],
             total_matches=result.total_matches,
             catalog_version=result.catalog_version,
+            ranking=result.ranking,
         )
         if result.plan is not None:
             response.plan.CopyFrom(self._plan_to_proto(result.plan))

@@ -1,0 +1,86 @@
+"""Search on the example config's own catalog, as a new user meets it: BM25 and hybrid search with the
+bundled model, through the engine's search_tools (the time and notes servers are loaded, the others
+deferred, exactly as in examples/casual_mcp_config.json).
+
+The catalog is bench/data/example.tools.jsonl (what the example servers list; an end-to-end test
+checks it against the running servers) and the queries are the documented ones in
+bench/data/example.queries.jsonl, each with the tool it must find first, or none for an off-topic
+question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.hybrid_stage import hybrid_stage_from_config
+from discovery_svc.metrics import DiscoveryMetrics
+from discovery_svc.search_tool import SearchResult
+from tests.support.discovery_catalogs import example_catalog, example_config, example_queries
+
+WAIT = 60.0
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+DOCUMENTED = example_queries()
+ON_TOPIC = [q for q in DOCUMENTED if q["gold"]]
+OFF_TOPIC = [q for q in DOCUMENTED if not q["gold"]]
+CATALOG = example_catalog()
+LLM_NAME = {(t.server, t.name): t.llm_name for t in CATALOG.tools}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["bm25", "hybrid"])
+async def engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[DiscoveryEngine]:
+    config = example_config(request.param, tmp_path_factory.mktemp("embeddings"))
+    metrics = DiscoveryMetrics()
+    hybrid = hybrid_stage_from_config(config, metrics)
+    service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
+    service.set_catalog(CATALOG)
+    await service.warm()
+    if hybrid is not None:
+        async with asyncio.timeout(WAIT):
+            await service.wait_hybrid_ready()
+    yield service
+    await service.close()
+
+
+async def search(engine: DiscoveryEngine, query: str) -> SearchResult:
+    return await engine.search_tools(SearchRequest(query=query))
+
+
+@pytest.mark.parametrize("query", ON_TOPIC, ids=[q["id"] for q in ON_TOPIC])
+async def test_every_documented_example_query_finds_its_tool_first(
+    engine: DiscoveryEngine, query: dict[str, Any]
+) -> None:
+    result = await search(engine, query["query"])
+    expected = LLM_NAME[(query["gold"][0]["server"], query["gold"][0]["name"])]
+    assert [m.tool.llm_name for m in result.matches][:1] == [expected], result.text
+
+
+@pytest.mark.parametrize("query", OFF_TOPIC, ids=[q["id"] for q in OFF_TOPIC])
+async def test_an_off_topic_question_finds_nothing_and_loads_nothing(
+    engine: DiscoveryEngine, query: dict[str, Any]
+) -> None:
+    result = await search(engine, query["query"])
+    assert [m.tool.llm_name for m in result.matches] == []
+    assert result.newly_loaded == ()
+    assert result.text.startswith(f"No tools found matching '{query['query']}'")
+
+
+async def test_a_clear_word_match_is_first_and_no_two_different_tools_show_the_same_score(
+    engine: DiscoveryEngine,
+) -> None:
+    # "current time": the time tool matches both words, the weather tool one; the time tool is
+    # loaded already (the time server is not deferred), the weather tool is not.
+    result = await search(engine, "current time")
+    scores = [m.score for m in result.matches]
+    assert result.matches[0].tool.llm_name == "time__get_current_time"
+    assert scores == sorted(scores, reverse=True)
+    assert len(set(scores)) == len(scores), scores
