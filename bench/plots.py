@@ -4,7 +4,9 @@
 
 Reads the JSON files the benchmark scripts save and writes, next to them:
   * retrieval_recall.png       Recall@5 per data set, every engine in retrieval.json
-  * search_latency.png         search p50/p99 against catalog size, log-log, ours vs casual-mcp
+  * retrieval_sizes.png        Recall@5 and false-load rate against catalog size (retrieval_sweep.json)
+  * search_latency.png         search p50/p99 against catalog size, log-log: BM25, BM25 in a toolset,
+                               hybrid, casual-mcp
   * tokens_per_call.png        tool-definition tokens of each LLM call of the scripted
                                livemcpbench conversation, per mode (orchestrator.json)
   * pool_latency_cdf.png       CallTool latency CDF: direct SDK, through the pool, over gRPC
@@ -40,6 +42,7 @@ WIDTH, HEIGHT = 1000, 560  # pixels of every plot
 _NAMES = {
     "toolscout": "toolscout (BM25)",
     "hybrid": "toolscout hybrid",
+    "toolscout-mask": "toolscout (BM25) in a toolset of half the catalog",
     "casual-mcp": "casual-mcp 1.0",
     "fastmcp": "FastMCP 4 (BM25)",
     "without_discovery": "without discovery (every definition, every call)",
@@ -51,6 +54,7 @@ _NAMES = {
 _COLORS = {
     "toolscout": "#1f6fb4",
     "hybrid": "#7b3fb0",
+    "toolscout-mask": "#17becf",
     "casual-mcp": "#d9822b",
     "fastmcp": "#5a9e4b",
     "without_discovery": "#c0392b",
@@ -171,14 +175,32 @@ def _queries(per_engine: Mapping[str, Any]) -> str:
     return f"{counts.pop():,}" if len(counts) == 1 else "?"
 
 
+# search_latency.json series: (engine, its variant) -> plot series key.
+_LATENCY_SERIES = {
+    ("toolscout", "query"): "toolscout",
+    ("toolscout", "query_half_catalog_mask"): "toolscout-mask",
+    ("toolscout-hybrid", "query"): "hybrid",
+    ("casual-mcp", "query"): "casual-mcp",
+}
+
+
 def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
-    """Log-log: query latency p50 (solid) and p99 (dashed) against catalog size, per engine."""
+    """Log-log: query latency p50 (solid) and p99 (dashed) against catalog size, per engine: BM25,
+    BM25 inside a toolset (half the catalog), hybrid (query embedding included), casual-mcp."""
     sizes = sorted(data["sizes"], key=int)
-    engines = [e for e in ("toolscout", "casual-mcp") if any(e in data["sizes"][s] for s in sizes)]
-    colors = _colors(engines)
+    series = [
+        (key, engine, variant)
+        for (engine, variant), key in _LATENCY_SERIES.items()
+        if any(variant in data["sizes"][s].get(engine, {}) for s in sizes)
+    ]
+    colors = _colors([key for key, _, _ in series])
     fig, ax = _figure()
-    for engine in engines:
-        points = [(int(s), data["sizes"][s][engine]["query"]) for s in sizes if engine in data["sizes"][s]]
+    for key, engine, variant in series:
+        points = [
+            (int(s), data["sizes"][s][engine][variant])
+            for s in sizes
+            if variant in data["sizes"][s].get(engine, {})
+        ]
         xs = [x for x, _ in points]
         for quantile, style in (("p50", "-"), ("p99", "--")):
             ax.plot(
@@ -186,8 +208,8 @@ def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
                 [q[f"{quantile}_ms"] for _, q in points],
                 style,
                 marker="o",
-                color=colors[engine],
-                label=f"{_name(engine)} {quantile}",
+                color=colors[key],
+                label=f"{_name(key)} {quantile}",
             )
     cpu = [
         (int(s), data["sizes"][s]["toolscout"].get("query_cpu"))
@@ -214,7 +236,70 @@ def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
     ax.set_xlabel(f"tools in the catalog{_load_note(data.get('load_average_1m_at_end'))}")
     ax.set_ylabel("search latency per query (ms)")
     ax.set_title("search_tools latency in process against catalog size (log-log, lower is better)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncols=2)
+    return _save(fig, path)
+
+
+# retrieval_sweep.json engines -> plot series keys.
+_SWEEP_ENGINES = {
+    "toolscout-bm25": "toolscout",
+    "toolscout-hybrid": "hybrid",
+    "casual-mcp": "casual-mcp",
+    "fastmcp": "fastmcp",
+}
+
+
+def plot_retrieval_sizes(data: Mapping[str, Any], path: Path) -> Path:
+    """Two panels against catalog size (25, 100, 300 tools, each set's full size): Recall@5 of
+    queries whose tools are in the catalog, and the false-load rate of the same queries with their
+    tools removed (share of searches that load a tool anyway). Thin lines: one per data set; thick:
+    the mean over the sets."""
+    results: Mapping[str, Mapping[str, Any]] = data["results"]
+    sets = [s for s in _DATASET_ORDER if s in results] + sorted(s for s in results if s not in _DATASET_ORDER)
+    sizes = ["25", "100", "300", "full"]
+    engines = [e for e in _SWEEP_ENGINES if any(e in row for v in results.values() for row in v.values())]
+    colors = _colors([_SWEEP_ENGINES[e] for e in engines])
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
+    panels = (("R@5", "", "Recall@5 (tools in the catalog; higher is better)"),
+              ("false_load_rate", "-negative", "false-load rate (tools removed; lower is better)"))  # fmt: skip
+    for ax, (metric, suffix, title) in zip(axes, panels, strict=True):
+        ax.grid(True, alpha=0.3)
+        ax.set_axisbelow(True)
+        for engine in engines:
+            key = _SWEEP_ENGINES[engine]
+            per_size: dict[int, list[float]] = {}
+            for name in sets:
+                points = [
+                    (i, results[name][f"{size}{suffix}"][engine][metric])
+                    for i, size in enumerate(sizes)
+                    if engine in results[name].get(f"{size}{suffix}", {})
+                ]
+                ax.plot(
+                    [x for x, _ in points], [y for _, y in points], "-", color=colors[key], alpha=0.18, lw=1
+                )
+                for x, y in points:
+                    per_size.setdefault(x, []).append(y)
+            xs = sorted(per_size)
+            ax.plot(
+                xs,
+                [sum(per_size[x]) / len(per_size[x]) for x in xs],
+                "-",
+                marker="o",
+                color=colors[key],
+                lw=2.2,
+                label=_name(key),
+            )
+        full = [int(results[s]["full"]["tools"]) for s in sets if "full" in results[s]]
+        span = f"\n({min(full):,}-{max(full):,})" if full else ""
+        ax.set_xticks(range(len(sizes)), ["25", "100", "300", f"full{span}"])
+        ax.set_ylim(0, 1.02)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(f"tools in the catalog{_load_note(data.get('load_average_1m_at_end'))}", fontsize=8)
+    axes[0].legend(fontsize=8, loc="lower left")
+    fig.suptitle(
+        f"Search on catalogs of every size: mean over {len(sets)} data sets (thin lines: each set)",
+        fontsize=10,
+    )
     return _save(fig, path)
 
 
@@ -322,6 +407,7 @@ def plot_deferral_cost(data: Mapping[str, Any], path: Path) -> Path:
 
 PLOTS: dict[str, tuple[str, Callable[[Mapping[str, Any], Path], Path]]] = {
     "retrieval_recall.png": ("retrieval.json", plot_retrieval),
+    "retrieval_sizes.png": ("retrieval_sweep.json", plot_retrieval_sizes),
     "search_latency.png": ("search_latency.json", plot_search_latency),
     "tokens_per_call.png": ("orchestrator.json", plot_tokens_per_call),
     "pool_latency_cdf.png": ("pool_latency.json", plot_pool_cdf),

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from toolscout.discovery.v1 import discovery_pb2_grpc
 
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.hybrid_stage import hybrid_stage_from_config
@@ -20,7 +21,6 @@ from discovery_svc.server import SERVICE_NAME
 from discovery_svc.servicer import DiscoveryServicer
 from tests.support.cli_stack import run_cli
 from tests.support.discovery_catalogs import example_catalog, example_config
-from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 
 WAIT = 60.0
