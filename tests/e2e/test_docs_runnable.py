@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from tests.support.cli_stack import (
     stack_config,
     wait_for_search_mode,
 )
+from tests.support.discovery_catalogs import EXAMPLE_TOOLS
 from tests.support.doc_blocks import DOCS, DocBlock, blocks, output_matches
 from tests.support.fake_provider import FakeProvider, Reply
 from tests.support.mcp_servers import REPO_ROOT
@@ -301,3 +303,25 @@ def test_the_walkthrough_searches_the_same_with_a_cold_and_a_warm_embedding_cach
         shown.append(_section(printed, "── A search", "── A tool call"))
     assert shown[0] == shown[1]
     assert any("ranked by hybrid" in line for line in shown[0]), shown[0]
+
+
+def test_the_example_catalog_that_search_is_measured_on_is_what_the_example_servers_list(
+    stack: dict[str, str],
+) -> None:
+    # bench/retrieval.py and the example-catalog search tests read bench/data/example.tools.jsonl.
+    done = run_shell(".venv/bin/toolscout -c examples/casual_mcp_config.json tools --json", reader_env(stack))
+    assert done.returncode == 0, done.stderr
+    live = [
+        {
+            "server": t["server"],
+            "name": t["tool"],
+            "description": t["description"],
+            "input_schema": t["input_schema"],
+        }
+        for t in json.loads(done.stdout)["tools"]
+    ]
+    saved = [
+        json.loads(line) for line in EXAMPLE_TOOLS.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    key = itemgetter("server", "name")
+    assert sorted(live, key=key) == sorted(saved, key=key)

@@ -22,10 +22,9 @@ from discovery_svc.hybrid_stage import hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.search_tool import SearchResult
 from tests.support.discovery_catalogs import example_catalog, example_config, example_queries
+from tests.support.mcp_servers import REPO_ROOT
 
 WAIT = 60.0
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DOCUMENTED = example_queries()
 ON_TOPIC = [q for q in DOCUMENTED if q["gold"]]
@@ -55,6 +54,7 @@ async def search(engine: DiscoveryEngine, query: str) -> SearchResult:
     return await engine.search_tools(SearchRequest(query=query))
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("query", ON_TOPIC, ids=[q["id"] for q in ON_TOPIC])
 async def test_every_documented_example_query_finds_its_tool_first(
     engine: DiscoveryEngine, query: dict[str, Any]
@@ -64,6 +64,7 @@ async def test_every_documented_example_query_finds_its_tool_first(
     assert [m.tool.llm_name for m in result.matches][:1] == [expected], result.text
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("query", OFF_TOPIC, ids=[q["id"] for q in OFF_TOPIC])
 async def test_an_off_topic_question_finds_nothing_and_loads_nothing(
     engine: DiscoveryEngine, query: dict[str, Any]
@@ -74,6 +75,7 @@ async def test_an_off_topic_question_finds_nothing_and_loads_nothing(
     assert result.text.startswith(f"No tools found matching '{query['query']}'")
 
 
+@pytest.mark.asyncio(loop_scope="module")
 async def test_a_clear_word_match_is_first_and_no_two_different_tools_show_the_same_score(
     engine: DiscoveryEngine,
 ) -> None:
@@ -84,3 +86,24 @@ async def test_a_clear_word_match_is_first_and_no_two_different_tools_show_the_s
     assert result.matches[0].tool.llm_name == "time__get_current_time"
     assert scores == sorted(scores, reverse=True)
     assert len(set(scores)) == len(scores), scores
+
+
+def test_the_readme_documents_exactly_these_queries_and_first_tools() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = readme.index("  | query | first tool |")
+    rows = []
+    for line in readme[start + 2 :]:
+        if not line.strip().startswith("|"):
+            break
+        query, first = (cell.strip() for cell in line.strip().strip("|").split("|"))
+        rows.append((query, first.strip("`")))
+    expected = [
+        (
+            q["query"],
+            LLM_NAME[(q["gold"][0]["server"], q["gold"][0]["name"])]
+            if q["gold"]
+            else "none (No tools found)",
+        )
+        for q in DOCUMENTED
+    ]
+    assert rows == expected
