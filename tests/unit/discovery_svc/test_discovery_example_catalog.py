@@ -107,3 +107,32 @@ def test_the_readme_documents_exactly_these_queries_and_first_tools() -> None:
         for q in DOCUMENTED
     ]
     assert rows == expected
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def both(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, DiscoveryEngine]]:
+    engines: dict[str, DiscoveryEngine] = {}
+    for mode in ("bm25", "hybrid"):
+        config = example_config(mode, tmp_path_factory.mktemp("embeddings"))
+        metrics = DiscoveryMetrics()
+        hybrid = hybrid_stage_from_config(config, metrics)
+        engines[mode] = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
+        engines[mode].set_catalog(CATALOG)
+        await engines[mode].warm()
+        if hybrid is not None:
+            async with asyncio.timeout(WAIT):
+                await engines[mode].wait_hybrid_ready()
+    yield engines
+    for engine in engines.values():
+        await engine.close()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("query", DOCUMENTED, ids=[q["id"] for q in DOCUMENTED])
+async def test_hybrid_search_loads_no_more_tools_than_bm25_for_a_documented_query(
+    both: dict[str, DiscoveryEngine], query: dict[str, Any]
+) -> None:
+    # A chat searching "current time in a timezone" loaded 5 unrelated tools (weather, text__wait,
+    # media__tone, ...) with hybrid search, 1 with BM25: every loaded tool stays for the whole chat.
+    bm25, hybrid = [await search(both[mode], query["query"]) for mode in ("bm25", "hybrid")]
+    assert len(hybrid.newly_loaded) <= len(bm25.newly_loaded)
