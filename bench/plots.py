@@ -250,54 +250,59 @@ _SWEEP_ENGINES = {
 
 
 def plot_retrieval_sizes(data: Mapping[str, Any], path: Path) -> Path:
-    """Two panels against catalog size (25, 100, 300 tools, each set's full size): Recall@5 of
-    queries whose tools are in the catalog, and the false-load rate of the same queries with their
-    tools removed (share of searches that load a tool anyway). Thin lines: one per data set; thick:
-    the mean over the sets."""
+    """Two panels against catalog size (log): Recall@5 of queries whose tools are in the catalog
+    (25, 100, 300 tools of each set, then the whole set), and the false-load rate of the same
+    queries with their tools removed (share of searches that load a tool anyway). One line per
+    engine and data set: colour = engine, line style = data set."""
+    from matplotlib.lines import Line2D
+
     results: Mapping[str, Mapping[str, Any]] = data["results"]
     sets = [s for s in _DATASET_ORDER if s in results] + sorted(s for s in results if s not in _DATASET_ORDER)
-    sizes = ["25", "100", "300", "full"]
+    styles = dict(zip(sets, ["-", "--", ":", "-.", (0, (3, 1, 1, 1, 1, 1))] * 2, strict=False))
     engines = [e for e in _SWEEP_ENGINES if any(e in row for v in results.values() for row in v.values())]
     colors = _colors([_SWEEP_ENGINES[e] for e in engines])
     fig, axes = plt.subplots(1, 2, figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
-    panels = (("R@5", "", "Recall@5 (tools in the catalog; higher is better)"),
-              ("false_load_rate", "-negative", "false-load rate (tools removed; lower is better)"))  # fmt: skip
-    for ax, (metric, suffix, title) in zip(axes, panels, strict=True):
+    panels = (("R@5", "", "Recall@5, tools in the catalog (higher is better)", (0.3, 1.01)),
+              ("false_load_rate", "-negative", "false-load rate, tools removed (lower is better)", (0.75, 1.01)))  # fmt: skip
+    for ax, (metric, suffix, title, ylim) in zip(axes, panels, strict=True):
         ax.grid(True, alpha=0.3)
         ax.set_axisbelow(True)
         for engine in engines:
-            key = _SWEEP_ENGINES[engine]
-            per_size: dict[int, list[float]] = {}
             for name in sets:
-                points = [
-                    (i, results[name][f"{size}{suffix}"][engine][metric])
-                    for i, size in enumerate(sizes)
-                    if engine in results[name].get(f"{size}{suffix}", {})
-                ]
-                ax.plot(
-                    [x for x, _ in points], [y for _, y in points], "-", color=colors[key], alpha=0.18, lw=1
+                variants = results[name]
+                points = sorted(
+                    (int(row["tools"]), row[engine][metric])
+                    for label, row in variants.items()
+                    if label.endswith(suffix)
+                    and (suffix or not label.endswith("-negative"))
+                    and engine in row
                 )
-                for x, y in points:
-                    per_size.setdefault(x, []).append(y)
-            xs = sorted(per_size)
-            ax.plot(
-                xs,
-                [sum(per_size[x]) / len(per_size[x]) for x in xs],
-                "-",
-                marker="o",
-                color=colors[key],
-                lw=2.2,
-                label=_name(key),
-            )
-        full = [int(results[s]["full"]["tools"]) for s in sets if "full" in results[s]]
-        span = f"\n({min(full):,}-{max(full):,})" if full else ""
-        ax.set_xticks(range(len(sizes)), ["25", "100", "300", f"full{span}"])
-        ax.set_ylim(0, 1.02)
+                ax.plot(
+                    [x for x, _ in points],
+                    [y for _, y in points],
+                    linestyle=styles[name],
+                    marker="o",
+                    markersize=3,
+                    color=colors[_SWEEP_ENGINES[engine]],
+                    alpha=0.8,
+                    lw=1.3,
+                )
+        ax.set_xscale("log")
+        ticks = [25, 100, 300, 1000, 4000]
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(*ylim)
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel(f"tools in the catalog{_load_note(data.get('load_average_1m_at_end'))}", fontsize=8)
-    axes[0].legend(fontsize=8, loc="lower left")
+        ax.set_xlabel(
+            f"tools in the catalog (log){_load_note(data.get('load_average_1m_at_end'))}", fontsize=8
+        )
+    handles = [
+        Line2D([], [], color=colors[_SWEEP_ENGINES[e]], lw=2, label=_name(_SWEEP_ENGINES[e])) for e in engines
+    ]
+    handles += [Line2D([], [], color="#555555", linestyle=styles[s], label=s) for s in sets]
+    axes[0].legend(handles=handles, fontsize=7, loc="lower left", ncols=2)
     fig.suptitle(
-        f"Search on catalogs of every size: mean over {len(sets)} data sets (thin lines: each set)",
+        "Search on catalogs of every size: each query in its own catalog of its tools + random others",
         fontsize=10,
     )
     return _save(fig, path)

@@ -236,8 +236,10 @@ def run_ours(
             return SearchIndex(catalog, **params)
 
     else:
+        from discovery_svc.fusion import fusion_for
         from discovery_svc.hybrid import DenseIndex, HybridIndex
 
+        fusion = fusion_for(embedder.model_id)  # what discovery uses with this embedder
         doc_vectors, query_vectors = dense_vectors(docs, texts, embedder)
         row_of = {d.key: i for i, d in enumerate(docs)}
         queries = _PrecomputedQueries(embedder, dict(zip(texts, query_vectors, strict=True)))
@@ -245,7 +247,7 @@ def run_ours(
         def build(catalog: list[SearchDoc]) -> Any:
             index = SearchIndex(catalog, **params)
             rows = [row_of[k] for k in index.keys]
-            return HybridIndex(index, DenseIndex(doc_vectors[rows]), queries)
+            return HybridIndex(index, DenseIndex(doc_vectors[rows]), queries, config=fusion)
 
     shared: Any = None
     rankings: list[list[str]] = []
@@ -459,9 +461,9 @@ def run_all(embedder: Embedder | None, reuse_baselines: bool) -> dict[str, Any]:
         "results": table,
     }
     if embedder is not None:
-        from discovery_svc.fusion import DEFAULT_FUSION
+        from discovery_svc.fusion import fusion_for
 
-        report["hybrid"] = {"embedder": embedder.model_id, "fusion": repr(DEFAULT_FUSION)}
+        report["hybrid"] = {"embedder": embedder.model_id, "fusion": repr(fusion_for(embedder.model_id))}
     return report
 
 
@@ -544,9 +546,9 @@ def run_sweep(
         "load_average_1m_at_end": round(os.getloadavg()[0], 2),
     }
     if embedder is not None:
-        from discovery_svc.fusion import DEFAULT_FUSION
+        from discovery_svc.fusion import fusion_for
 
-        report["hybrid"] = {"embedder": embedder.model_id, "fusion": repr(DEFAULT_FUSION)}
+        report["hybrid"] = {"embedder": embedder.model_id, "fusion": repr(fusion_for(embedder.model_id))}
     return report
 
 

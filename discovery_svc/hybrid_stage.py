@@ -72,7 +72,7 @@ class HybridStage:
         self._embedder = embedder
         self._metrics = metrics
         self._cache_dir = cache_dir
-        # None: what was measured for this embedder (uncalibrated ones: BM25's count, min-max).
+        # None: what was measured for this embedder (others find nothing by meaning alone).
         self._fusion = fusion if fusion is not None else fusion_for(embedder.model_id)
         self._query_timeout = query_timeout
         self._batch_size = batch_size
@@ -295,9 +295,7 @@ def hybrid_stage_from_config(
         embedder,
         metrics=metrics,
         cache_dir=cache_dir,
-        fusion=fusion_for(
-            embedder.model_id, similarity_range=search.similarity_range, min_similarity=search.min_similarity
-        ),
+        fusion=fusion_for(embedder.model_id, min_similarity=search.min_similarity),
         query_timeout=search.embedder.query_timeout,
         batch_size=search.embedder.batch_size,
     )

@@ -433,22 +433,11 @@ class SearchSettings(_Strict):
     # Folder of the on-disk embedding cache (relative to the config file's folder; created on
     # demand). Unset: vectors are kept in memory only and a restart embeds every tool again.
     cache_dir: str | None = None
-    # A search returns as many tools as share a word with the query (BM25's count), chosen and
-    # ordered by the fused score, plus tools whose cosine with the query reaches min_similarity;
-    # similarity_range is [unrelated, closely related] cosines, against which a cosine is scaled.
-    # Unset: the values measured for the embedder (the bundled model: 0.88 and [0.70, 0.90]); an
-    # embedder without measured values scales cosines min-max over the candidates and finds no
-    # tool by meaning alone (bench/retrieval.py --sweep --embedder ... measures yours).
+    # A hybrid search returns as many tools as share a word with the query (BM25's count), chosen
+    # and ordered by the fused score, plus tools whose cosine with the query reaches this. Unset:
+    # the value measured for the embedder (the bundled model: 0.88); an embedder without one finds
+    # no tool by meaning alone (bench/retrieval.py --sweep --embedder ... measures yours).
     min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    similarity_range: tuple[float, float] | None = None
-
-    @model_validator(mode="after")
-    def _range_in_order(self) -> SearchSettings:
-        if self.similarity_range is not None:
-            low, high = self.similarity_range
-            if not -1.0 <= low < high <= 1.0:
-                raise ValueError("similarity_range must be [low, high] with -1 <= low < high <= 1")
-        return self
 
 
 class ToolscoutSettings(_Strict):
