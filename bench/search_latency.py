@@ -324,6 +324,9 @@ def main() -> None:
     parser.add_argument("--hybrid-queries", type=int, default=1000)
     parser.add_argument("--embedder", choices=["local", "minilm"], default="local")
     parser.add_argument("--throughput-tools", type=int, default=256)
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS.relative_to(ROOT)})"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     queries = sample_queries(args.queries, rng)
@@ -391,9 +394,9 @@ def main() -> None:
             )
         print(line, flush=True)
     report["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"saved {args.out}")
 
 
 if __name__ == "__main__":
