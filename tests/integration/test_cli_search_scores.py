@@ -14,13 +14,11 @@ import pytest
 import pytest_asyncio
 from toolscout.discovery.v1 import discovery_pb2_grpc
 
-from discovery_svc.engine import DiscoveryEngine
-from discovery_svc.hybrid_stage import hybrid_stage_from_config
-from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.server import SERVICE_NAME
 from discovery_svc.servicer import DiscoveryServicer
 from tests.support.cli_stack import run_cli
-from tests.support.discovery_catalogs import example_catalog, example_config
+from tests.support.discovery_catalogs import config as default_config
+from tests.support.discovery_catalogs import example_engine
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 
 WAIT = 60.0
@@ -33,22 +31,15 @@ async def discovery(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[tuple[str, str]]:
     mode: str = request.param
-    config = example_config(mode, tmp_path_factory.mktemp("embeddings"))
-    metrics = DiscoveryMetrics()
-    hybrid = hybrid_stage_from_config(config, metrics)
-    engine = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
-    engine.set_catalog(example_catalog())
-    await engine.warm()
-    if hybrid is not None:
-        async with asyncio.timeout(WAIT):
-            await engine.wait_hybrid_ready()
+    engine = await example_engine(mode, tmp_path_factory.mktemp("embeddings"), WAIT)
+    settings = default_config().toolscout  # the service's own settings: defaults, its own port
     binding = ServiceBinding(
         SERVICE_NAME, discovery_pb2_grpc.add_DiscoveryServicer_to_server, DiscoveryServicer(engine)
     )
     running: RunningServer = await start_server(
         [binding],
-        config.toolscout.discovery,
-        config.toolscout.security,
+        settings.discovery,
+        settings.security,
         listen="127.0.0.1:0",
         metrics_port=-1,
     )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.engine import DiscoveryEngine
+from discovery_svc.hybrid_stage import hybrid_stage_from_config
+from discovery_svc.metrics import DiscoveryMetrics
 from mcp_pool_svc.naming import NameTable
 from tests.support.mcp_servers import REPO_ROOT
 from toolscout_kit.config import ToolscoutConfig, parse_config
@@ -24,6 +28,7 @@ __all__ = [
     "config",
     "example_catalog",
     "example_config",
+    "example_engine",
     "example_queries",
     "load_jsonl_tools",
     "make_tool",
@@ -133,3 +138,18 @@ def example_config(mode: str, cache_dir: Path) -> ToolscoutConfig:
     doc = json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
     doc.setdefault("toolscout", {})["search"] = {"mode": mode, "cache_dir": str(cache_dir)}
     return parse_config(doc, env={}, base_dir=EXAMPLE_CONFIG.parent)
+
+
+async def example_engine(mode: str, cache_dir: Path, wait: float = 60.0) -> DiscoveryEngine:
+    """A discovery engine on the example catalog, searching with ``mode``; with hybrid search, once
+    the tools are embedded (at most ``wait`` seconds). Close it when done."""
+    config = example_config(mode, cache_dir)
+    metrics = DiscoveryMetrics()
+    hybrid = hybrid_stage_from_config(config, metrics)
+    engine = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
+    engine.set_catalog(example_catalog())
+    await engine.warm()
+    if hybrid is not None:
+        async with asyncio.timeout(wait):
+            await engine.wait_hybrid_ready()
+    return engine

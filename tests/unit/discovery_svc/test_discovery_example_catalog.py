@@ -10,7 +10,6 @@ question.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,10 +17,8 @@ import pytest
 import pytest_asyncio
 
 from discovery_svc.engine import DiscoveryEngine, SearchRequest
-from discovery_svc.hybrid_stage import hybrid_stage_from_config
-from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.search_tool import SearchResult
-from tests.support.discovery_catalogs import example_catalog, example_config, example_queries
+from tests.support.discovery_catalogs import example_catalog, example_engine, example_queries
 from tests.support.mcp_servers import REPO_ROOT
 
 WAIT = 60.0
@@ -37,15 +34,7 @@ LLM_NAME = {(t.server, t.name): t.llm_name for t in CATALOG.tools}
 async def engine(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[DiscoveryEngine]:
-    config = example_config(request.param, tmp_path_factory.mktemp("embeddings"))
-    metrics = DiscoveryMetrics()
-    hybrid = hybrid_stage_from_config(config, metrics)
-    service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
-    service.set_catalog(CATALOG)
-    await service.warm()
-    if hybrid is not None:
-        async with asyncio.timeout(WAIT):
-            await service.wait_hybrid_ready()
+    service = await example_engine(request.param, tmp_path_factory.mktemp("embeddings"))
     yield service
     await service.close()
 
@@ -111,20 +100,12 @@ def test_the_readme_documents_exactly_these_queries_and_first_tools() -> None:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def both(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, DiscoveryEngine]]:
-    engines: dict[str, DiscoveryEngine] = {}
-    for mode in ("bm25", "hybrid"):
-        config = example_config(mode, tmp_path_factory.mktemp("embeddings"))
-        metrics = DiscoveryMetrics()
-        hybrid = hybrid_stage_from_config(config, metrics)
-        engines[mode] = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
-        engines[mode].set_catalog(CATALOG)
-        await engines[mode].warm()
-        if hybrid is not None:
-            async with asyncio.timeout(WAIT):
-                await engines[mode].wait_hybrid_ready()
+    engines = {
+        mode: await example_engine(mode, tmp_path_factory.mktemp("embeddings")) for mode in ("bm25", "hybrid")
+    }
     yield engines
-    for engine in engines.values():
-        await engine.close()
+    for service in engines.values():
+        await service.close()
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -279,13 +279,22 @@ class _FullScan:
         return sorted(scores, key=lambda key: (-round(scores[key], 9), self.order[key]))[:limit]
 
 
+def random_catalog(
+    rng: random.Random, size: int, servers: int, vocab: list[str], words: int
+) -> list[SearchDoc]:
+    """``size`` tools over ``servers`` servers, each described by 3 to ``words`` words of ``vocab``."""
+    return [
+        doc(
+            f"srv{i % servers}", f"tool{i}", " ".join(rng.choice(vocab) for _ in range(rng.randint(3, words)))
+        )
+        for i in range(size)
+    ]
+
+
 def test_pruned_scoring_returns_the_same_top_hits_as_a_full_scan() -> None:
     rng = random.Random(5)  # noqa: S311 - test data, not cryptography
     vocab = [f"w{i}" for i in range(60)] + ["get", "list", "data", "file"] * 10
-    catalog = [
-        doc(f"srv{i % 7}", f"tool{i}", " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 25))))
-        for i in range(300)
-    ]
+    catalog = random_catalog(rng, 300, 7, vocab, 25)
     index, reference = SearchIndex(catalog), _FullScan(catalog)
     for _ in range(120):
         query = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 8)))
@@ -299,10 +308,7 @@ def test_queries_of_common_terms_in_a_big_catalog_match_a_full_scan_in_and_out_o
     # them adds up thousands of postings, which the index sums in numpy (not merge by merge).
     rng = random.Random(21)  # noqa: S311 - test data, not cryptography
     vocab = [f"w{i}" for i in range(80)] + ["get", "list", "data", "file"] * 12
-    catalog = [
-        doc(f"srv{i % 11}", f"tool{i}", " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 30))))
-        for i in range(2400)
-    ]
+    catalog = random_catalog(rng, 2400, 11, vocab, 30)
     index, reference = SearchIndex(catalog), _FullScan(catalog)
     all_keys = [d.key for d in catalog]
     for _ in range(30):
