@@ -501,11 +501,15 @@ def run_sweep(
     """Every set x catalog size x (positive, negative) x engine; the example catalog too.
 
     Full-size positive runs take every query; the others a seeded sample of ``max_queries``.
-    ``reuse_baselines`` takes the baselines' rows from the previous sweep file when it has them.
+    ``reuse_baselines`` takes the baselines' rows from the previous sweep file when it has them
+    (for the same seed and sample size).
     """
     previous: dict[str, Any] = {}
     if reuse_baselines and SWEEP_RESULTS.exists():
-        previous = json.loads(SWEEP_RESULTS.read_text(encoding="utf-8")).get("results", {})
+        last = json.loads(SWEEP_RESULTS.read_text(encoding="utf-8"))
+        # Rows of another seed or sample size were measured on other catalogs: not comparable.
+        if (last.get("seed"), last.get("queries_per_sample")) == (seed, max_queries):
+            previous = last.get("results", {})
     engines: list[str] = ["toolscout-bm25"] + (["toolscout-hybrid"] if embedder else []) + list(BASELINES)
     table: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     seconds: dict[str, float] = {}
