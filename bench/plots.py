@@ -211,22 +211,21 @@ def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
                 color=colors[key],
                 label=f"{_name(key)} {quantile}",
             )
-    cpu = [
-        (int(s), data["sizes"][s]["toolscout"].get("query_cpu"))
-        for s in sizes
-        if "toolscout" in data["sizes"][s]
-    ]
-    if cpu and all(q for _, q in cpu):
-        # On a shared machine the wall-clock tail mostly measures other processes; the thread's own
-        # CPU time shows what the search itself costs.
-        ax.plot(
-            [x for x, _ in cpu],
-            [q["p99_ms"] for _, q in cpu],
-            ":",
-            marker=".",
-            color=colors.get("toolscout", "#1f6fb4"),
-            label=f"{_name('toolscout')} p99, CPU time of the searching thread",
-        )
+    # On a shared machine the wall-clock tail mostly measures other processes; CPU time shows what
+    # the search itself costs (BM25: the searching thread's; hybrid: the process's, model included).
+    for engine, key in (("toolscout", "toolscout"), ("toolscout-hybrid", "hybrid")):
+        cpu = [
+            (int(s), data["sizes"][s][engine].get("query_cpu")) for s in sizes if engine in data["sizes"][s]
+        ]
+        if cpu and all(q for _, q in cpu):
+            ax.plot(
+                [x for x, _ in cpu],
+                [q["p99_ms"] for _, q in cpu],
+                ":",
+                marker=".",
+                color=colors.get(key, _COLORS[key]),
+                label=f"{_name(key)} p99, CPU time",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks([int(s) for s in sizes], [f"{int(s):,}" for s in sizes])
