@@ -37,7 +37,7 @@ import heapq
 import math
 import re
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import add, itemgetter
@@ -68,12 +68,16 @@ _MAX_SCHEMA_DEPTH = 4  # nested object properties indexed down to this depth
 _MAX_ENUM_VALUES = 50
 _TOP_WEIGHTS = 20  # per-term best weights kept for cheap MaxScore thresholds
 _RANKED_MIN_DOCS = 256  # terms in more documents also keep their postings as arrays in rank order
-# A query adding up at least this many postings (and 1/16 of the catalog) is summed in numpy.
+# A query adding up at least this many postings (and 1/32 of the catalog) is summed in numpy.
 _DENSE_MIN_POSTINGS = 2000
 # A scope this small (a server, an ``only`` list, a small toolset) is scored document by document.
 _SMALL_SCOPE = 2048
 
 _NAME_NORM_RE = re.compile(r"[\s_\-]+")
+
+# Doc ids -> which of them a search may return (its scope, minus skipped tools), vectorised.
+_Ids = npt.NDArray[np.integer[Any]]
+_Keep = Callable[[_Ids], npt.NDArray[np.bool_]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,7 +437,7 @@ class _Posting:
             np.fromiter(self.weights.values(), dtype=np.float64, count=n),
         )
 
-    def best_in(self, keep: Any, limit: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
+    def best_in(self, keep: _Keep, limit: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
         """The term's ``limit`` best documents that ``keep`` (ids -> bool array) accepts, in rank
         order (fewer when fewer qualify). Reads a growing head of the ranking, not all of it."""
         assert self.ranked_ids is not None
@@ -534,35 +538,39 @@ def _top_scores(
     return scores
 
 
-def _acceptor(scope: Collection[int] | None, banned: set[int]) -> Any:
+def _acceptor(scope: Collection[int] | None, banned: set[int]) -> _Keep:
     """A vectorised filter: doc id array -> boolean array of the ids in ``scope`` and not banned."""
     ban = np.fromiter(banned, dtype=np.int64, count=len(banned)) if banned else None
     if isinstance(scope, CandidateMask):
         bits = scope.array()
 
-        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
             return bits[ids]
 
     elif isinstance(scope, range):
         lo, hi = scope.start, scope.stop
 
-        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
             return (ids >= lo) & (ids < hi)
 
     elif scope is not None:
         members = np.fromiter(scope, dtype=np.int64, count=len(scope))
 
-        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
             return np.isin(ids, members)
 
     else:
 
-        def in_scope(ids: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
             return np.ones(len(ids), dtype=np.bool_)
 
     if ban is None:
         return in_scope
-    return lambda ids: in_scope(ids) & ~np.isin(ids, ban)
+
+    def allowed(ids: _Ids) -> npt.NDArray[np.bool_]:
+        return in_scope(ids) & ~np.isin(ids, ban)
+
+    return allowed
 
 
 def _dense_scores(
