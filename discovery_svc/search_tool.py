@@ -77,16 +77,18 @@ def _query_matches(
     # One ranking of every candidate, so all scores are on one scale (hybrid scores are relative to
     # the query's best BM25 hit: two searches, one of new and one of loaded tools, each had a
     # "best" of its own and showed unrelated tools at the same score). Already-loaded tools never
-    # take a slot from a new tool; they are reported when they rank among the new ones.
+    # take a slot from a new tool; they are reported (``limit`` at most) when they rank among the
+    # new ones.
     hits = scope.index.search(query, limit + len(loaded), server=server)
     matches: list[Match] = []
-    new = 0
+    counts = {False: 0, True: 0}  # new, already loaded
     for hit in hits:
-        if new == limit:
+        if counts[False] == limit:
             break
         already = hit.key in loaded
-        new += not already
-        matches.append(Match(scope.tool(hit.key), already, hit.score, hit))
+        if counts[already] < limit:
+            counts[already] += 1
+            matches.append(Match(scope.tool(hit.key), already, hit.score, hit))
     return matches
 
 
