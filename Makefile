@@ -21,10 +21,10 @@ uv:
 install: uv
 	$(UV) sync --frozen
 
-# Runtime, example MCP servers and the embeddings extra (the example config uses hybrid search),
-# no dev group. --inexact: a dev install already there stays.
+# Runtime and example MCP servers, no dev group (the example config searches with BM25; hybrid
+# search needs the embeddings extra: uv sync --extra embeddings). --inexact: a dev install stays.
 install-runtime: uv
-	$(UV) sync --frozen --no-dev --inexact --extra embeddings
+	$(UV) sync --frozen --no-dev --inexact
 
 proto: install
 	$(UV) run --frozen python -m grpc_tools.protoc -Iprotos \

@@ -4,7 +4,9 @@
 
 Reads the JSON files the benchmark scripts save and writes, next to them:
   * retrieval_recall.png       Recall@5 per data set, every engine in retrieval.json
-  * search_latency.png         search p50/p99 against catalog size, log-log, ours vs casual-mcp
+  * retrieval_sizes.png        Recall@5 and false-load rate against catalog size (retrieval_sweep.json)
+  * search_latency.png         search p50/p99 against catalog size, log-log: BM25, BM25 in a toolset,
+                               hybrid, casual-mcp
   * tokens_per_call.png        tool-definition tokens of each LLM call of the scripted
                                livemcpbench conversation, per mode (orchestrator.json)
   * pool_latency_cdf.png       CallTool latency CDF: direct SDK, through the pool, over gRPC
@@ -43,6 +45,7 @@ WIDTH, HEIGHT = 1000, 560  # pixels of every plot
 _NAMES = {
     "toolscout": "toolscout (BM25)",
     "hybrid": "toolscout hybrid",
+    "toolscout-mask": "toolscout (BM25) in a toolset of half the catalog",
     "casual-mcp": "casual-mcp 1.0",
     "fastmcp": "FastMCP 4 (BM25)",
     "without_discovery": "without discovery (every definition, every call)",
@@ -57,6 +60,7 @@ _NAMES = {
 _COLORS = {
     "toolscout": "#1f6fb4",
     "hybrid": "#7b3fb0",
+    "toolscout-mask": "#17becf",
     "casual-mcp": "#d9822b",
     "fastmcp": "#5a9e4b",
     "without_discovery": "#c0392b",
@@ -185,14 +189,32 @@ def _queries(per_engine: Mapping[str, Any]) -> str:
     return f"{counts.pop():,}" if len(counts) == 1 else "?"
 
 
+# search_latency.json series: (engine, its variant) -> plot series key.
+_LATENCY_SERIES = {
+    ("toolscout", "query"): "toolscout",
+    ("toolscout", "query_half_catalog_mask"): "toolscout-mask",
+    ("toolscout-hybrid", "query"): "hybrid",
+    ("casual-mcp", "query"): "casual-mcp",
+}
+
+
 def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
-    """Log-log: query latency p50 (solid) and p99 (dashed) against catalog size, per engine."""
+    """Log-log: query latency p50 (solid) and p99 (dashed) against catalog size, per engine: BM25,
+    BM25 inside a toolset (half the catalog), hybrid (query embedding included), casual-mcp."""
     sizes = sorted(data["sizes"], key=int)
-    engines = [e for e in ("toolscout", "casual-mcp") if any(e in data["sizes"][s] for s in sizes)]
-    colors = _colors(engines)
+    series = [
+        (key, engine, variant)
+        for (engine, variant), key in _LATENCY_SERIES.items()
+        if any(variant in data["sizes"][s].get(engine, {}) for s in sizes)
+    ]
+    colors = _colors([key for key, _, _ in series])
     fig, ax = _figure()
-    for engine in engines:
-        points = [(int(s), data["sizes"][s][engine]["query"]) for s in sizes if engine in data["sizes"][s]]
+    for key, engine, variant in series:
+        points = [
+            (int(s), data["sizes"][s][engine][variant])
+            for s in sizes
+            if variant in data["sizes"][s].get(engine, {})
+        ]
         xs = [x for x, _ in points]
         for quantile, style in (("p50", "-"), ("p99", "--")):
             ax.plot(
@@ -200,25 +222,24 @@ def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
                 [q[f"{quantile}_ms"] for _, q in points],
                 style,
                 marker="o",
-                color=colors[engine],
-                label=f"{_name(engine)} {quantile}",
+                color=colors[key],
+                label=f"{_name(key)} {quantile}",
             )
-    cpu = [
-        (int(s), data["sizes"][s]["toolscout"].get("query_cpu"))
-        for s in sizes
-        if "toolscout" in data["sizes"][s]
-    ]
-    if cpu and all(q for _, q in cpu):
-        # On a shared machine the wall-clock tail mostly measures other processes; the thread's own
-        # CPU time shows what the search itself costs.
-        ax.plot(
-            [x for x, _ in cpu],
-            [q["p99_ms"] for _, q in cpu],
-            ":",
-            marker=".",
-            color=colors.get("toolscout", "#1f6fb4"),
-            label=f"{_name('toolscout')} p99, CPU time of the searching thread",
-        )
+    # On a shared machine the wall-clock tail mostly measures other processes; CPU time shows what
+    # the search itself costs (BM25: the searching thread's; hybrid: the process's, model included).
+    for engine, key in (("toolscout", "toolscout"), ("toolscout-hybrid", "hybrid")):
+        cpu = [
+            (int(s), data["sizes"][s][engine].get("query_cpu")) for s in sizes if engine in data["sizes"][s]
+        ]
+        if cpu and all(q for _, q in cpu):
+            ax.plot(
+                [x for x, _ in cpu],
+                [q["p99_ms"] for _, q in cpu],
+                ":",
+                marker=".",
+                color=colors.get(key, _COLORS[key]),
+                label=f"{_name(key)} p99, CPU time",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks([int(s) for s in sizes], [f"{int(s):,}" for s in sizes])
@@ -228,7 +249,75 @@ def plot_search_latency(data: Mapping[str, Any], path: Path) -> Path:
     ax.set_xlabel(f"tools in the catalog{_load_note(data.get('load_average_1m_at_end'))}")
     ax.set_ylabel("search latency per query (ms)")
     ax.set_title("search_tools latency in process against catalog size (log-log, lower is better)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncols=2)
+    return _save(fig, path)
+
+
+# retrieval_sweep.json engines -> plot series keys.
+_SWEEP_ENGINES = {
+    "toolscout-bm25": "toolscout",
+    "toolscout-hybrid": "hybrid",
+    "casual-mcp": "casual-mcp",
+    "fastmcp": "fastmcp",
+}
+
+
+def plot_retrieval_sizes(data: Mapping[str, Any], path: Path) -> Path:
+    """Two panels against catalog size (log): Recall@5 of queries whose tools are in the catalog
+    (25, 100, 300 tools of each set, then the whole set), and the false-load rate of the same
+    queries with their tools removed (share of searches that load a tool anyway). One line per
+    engine and data set: colour = engine, line style = data set."""
+    from matplotlib.lines import Line2D
+
+    results: Mapping[str, Mapping[str, Any]] = data["results"]
+    sets = [s for s in _DATASET_ORDER if s in results] + sorted(s for s in results if s not in _DATASET_ORDER)
+    styles = dict(zip(sets, ["-", "--", ":", "-.", (0, (3, 1, 1, 1, 1, 1))] * 2, strict=False))
+    engines = [e for e in _SWEEP_ENGINES if any(e in row for v in results.values() for row in v.values())]
+    colors = _colors([_SWEEP_ENGINES[e] for e in engines])
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
+    panels = (("R@5", "", "Recall@5, tools in the catalog (higher is better)", (0.3, 1.01)),
+              ("false_load_rate", "-negative", "false-load rate, tools removed (lower is better)", (0.75, 1.01)))  # fmt: skip
+    for ax, (metric, suffix, title, ylim) in zip(axes, panels, strict=True):
+        ax.grid(True, alpha=0.3)
+        ax.set_axisbelow(True)
+        for engine in engines:
+            for name in sets:
+                variants = results[name]
+                points = sorted(
+                    (int(row["tools"]), row[engine][metric])
+                    for label, row in variants.items()
+                    if label.endswith(suffix)
+                    and (suffix or not label.endswith("-negative"))
+                    and engine in row
+                )
+                ax.plot(
+                    [x for x, _ in points],
+                    [y for _, y in points],
+                    linestyle=styles[name],
+                    marker="o",
+                    markersize=3,
+                    color=colors[_SWEEP_ENGINES[engine]],
+                    alpha=0.8,
+                    lw=1.3,
+                )
+        ax.set_xscale("log")
+        ticks = [25, 100, 300, 1000, 4000]
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(*ylim)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(
+            f"tools in the catalog (log){_load_note(data.get('load_average_1m_at_end'))}", fontsize=8
+        )
+    handles = [
+        Line2D([], [], color=colors[_SWEEP_ENGINES[e]], lw=2, label=_name(_SWEEP_ENGINES[e])) for e in engines
+    ]
+    handles += [Line2D([], [], color="#555555", linestyle=styles[s], label=s) for s in sets]
+    axes[0].legend(handles=handles, fontsize=7, loc="lower left", ncols=2)
+    fig.suptitle(
+        "Search on catalogs of every size: each query in its own catalog of its tools + random others",
+        fontsize=10,
+    )
     return _save(fig, path)
 
 
@@ -400,6 +489,7 @@ def plot_gateway_tokens(data: Mapping[str, Any], path: Path) -> Path:
 
 PLOTS: dict[str, tuple[str, Callable[[Mapping[str, Any], Path], Path]]] = {
     "retrieval_recall.png": ("retrieval.json", plot_retrieval),
+    "retrieval_sizes.png": ("retrieval_sweep.json", plot_retrieval_sizes),
     "search_latency.png": ("search_latency.json", plot_search_latency),
     "tokens_per_call.png": ("orchestrator.json", plot_tokens_per_call),
     "pool_latency_cdf.png": ("pool_latency.json", plot_pool_cdf),

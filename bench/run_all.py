@@ -20,6 +20,8 @@ BENCH = Path(__file__).resolve().parent
 # (script, arguments, arguments added by --quick)
 RUNS: list[tuple[str, list[str], list[str]]] = [
     ("retrieval.py", ["--all"], []),
+    # Catalog sizes and negatives; the peers' rows of the last sweep are reused (pinned versions).
+    ("retrieval.py", ["--sweep", "--reuse-baselines"], ["--max-queries", "100"]),
     ("search_latency.py", [], ["--sizes", "500", "5000", "--queries", "500"]),
     ("discovery_bench.py", [], ["--quick"]),
     ("discovery_memory.py", [], ["--tools", "5000"]),

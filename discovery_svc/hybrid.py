@@ -14,7 +14,8 @@ of the index's documents in ``index.keys`` order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import dataclasses
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -56,6 +57,11 @@ class DenseIndex:
         if scope is not None:
             return np.fromiter(sorted(scope), dtype=np.intp, count=len(scope))
         return None
+
+    def similarities(self, query: Vectors, rows: Sequence[int]) -> list[float]:
+        """The cosine of each of ``rows`` with the query vector."""
+        values: list[float] = (self._matrix[np.asarray(rows, dtype=np.intp)] @ query).tolist()
+        return values
 
     def search(
         self,
@@ -168,4 +174,10 @@ class HybridIndex:
         banned = {i for k in skip if (i := self.bm25.doc_id(k)) is not None}
         keys = self.bm25.keys
         semantic = [(keys[i], s) for i, s in self.dense.search(vector, depth, scope=scope, banned=banned)]
-        return fuse(lexical, semantic, limit, self._config)
+        hits = fuse(lexical, semantic, limit, self._config)
+        # A word match beyond the dense candidates still gets its cosine (to explain the ranking).
+        rows = {h.key: i for h in hits if h.similarity is None and (i := self.bm25.doc_id(h.key)) is not None}
+        if not rows:
+            return hits
+        cosines = dict(zip(rows, self.dense.similarities(vector, list(rows.values())), strict=True))
+        return [dataclasses.replace(h, similarity=cosines[h.key]) if h.key in cosines else h for h in hits]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import threading
 import time
@@ -52,7 +51,7 @@ from discovery_svc.embeddings import (
     embedder_from_settings,
     embedding_text,
 )
-from discovery_svc.fusion import DEFAULT_FUSION, FusionConfig
+from discovery_svc.fusion import FusionConfig, fusion_for
 from discovery_svc.hybrid import DenseIndex, HybridIndex
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.scope import SearchScope
@@ -125,7 +124,7 @@ class HybridStage:
         *,
         metrics: DiscoveryMetrics,
         cache_dir: Path | None = None,
-        fusion: FusionConfig = DEFAULT_FUSION,
+        fusion: FusionConfig | None = None,
         query_timeout: float = 2.0,
         batch_size: int = 64,
         retry_initial: float = 5.0,
@@ -137,7 +136,8 @@ class HybridStage:
         self._embedder = embedder
         self._metrics = metrics
         self._cache_dir = cache_dir
-        self._fusion = fusion
+        # None: what was measured for this embedder (others find nothing by meaning alone).
+        self._fusion = fusion if fusion is not None else fusion_for(embedder.model_id)
         self._query_timeout = query_timeout
         self._batch_size = batch_size
         self._retry_initial = retry_initial
@@ -453,7 +453,7 @@ def hybrid_stage_from_config(
         embedder,
         metrics=metrics,
         cache_dir=cache_dir,
-        fusion=dataclasses.replace(DEFAULT_FUSION, min_similarity=search.min_similarity),
+        fusion=fusion_for(embedder.model_id, min_similarity=search.min_similarity),
         query_timeout=search.embedder.query_timeout,
         batch_size=search.embedder.batch_size,
         breaker_failures=search.embedder.breaker_failures,

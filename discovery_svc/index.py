@@ -14,7 +14,9 @@ differ from its ``BM25Okapi``:
   only on the term, the document's tf and length, so it is precomputed into postings
   (term -> {doc id: contribution}) and a query adds up the postings of its terms, skipping with
   MaxScore the work that cannot change the top results. Documents sharing no term with the query
-  are never touched; the hits equal a full scan's (a unit test checks it against one).
+  are never touched; the hits equal a full scan's (a unit test checks it against one). A query
+  whose terms are common in a big catalog is summed in numpy instead (:mod:`discovery_svc.postings`
+  has the ways of adding postings up; :meth:`SearchIndex.search` picks one per query).
 
 An exact tool-name match (the raw name or the LLM-facing key, case-insensitive, spaces/underscores/
 hyphens treated alike) always ranks first.
@@ -27,20 +29,24 @@ statistics (IDF, average length) stay those of the whole catalog.
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
-from operator import add, itemgetter
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
 from rank_bm25 import BM25
 
+from discovery_svc.postings import (
+    DENSE_MIN_POSTINGS,
+    CandidateMask,
+    Posting,
+    best_scores,
+    dense_scores,
+    score_each,
+    top_scores,
+)
 from discovery_svc.text import tokenize
 
 __all__ = [
@@ -60,8 +66,8 @@ B = 0.75
 NAME_WEIGHT = 3  # name tokens are counted this many times
 _MAX_SCHEMA_DEPTH = 4  # nested object properties indexed down to this depth
 _MAX_ENUM_VALUES = 50
-_TOP_WEIGHTS = 20  # per-term best weights kept for cheap MaxScore thresholds
-_RANKED_MIN_DOCS = 256  # terms in more documents also keep their best documents in rank order
+# A scope this small (a server, an ``only`` list, a small toolset) is scored document by document.
+_SMALL_SCOPE = 2048
 
 _NAME_NORM_RE = re.compile(r"[\s_\-]+")
 
@@ -80,49 +86,12 @@ class SearchDoc:
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     key: str
-    score: float
+    score: float  # what the ranking used: the BM25 score, or the fused score of hybrid search
     exact: bool = False  # an exact tool-name match (ranked ahead of every other hit)
-
-
-class CandidateMask:
-    """A subset of one index's tools (a toolset, a caller's inline filter): one byte per tool.
-
-    Built by :meth:`SearchIndex.mask` and valid only for that index (doc ids are its own). Cheap to
-    keep per toolset: 50,000 tools cost 50 KB. Membership tests run in C (``compress`` over the
-    bytes); :meth:`array` is a zero-copy boolean view for vectorised (dense) scoring.
-    """
-
-    __slots__ = ("_bits", "_owner", "count")
-
-    def __init__(self, bits: bytearray, owner: object) -> None:
-        self._bits = bits
-        self._owner = owner
-        self.count = bits.count(1)
-
-    def __contains__(self, doc_id: object) -> bool:
-        return isinstance(doc_id, int) and 0 <= doc_id < len(self._bits) and self._bits[doc_id] == 1
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.ids())
-
-    def array(self) -> npt.NDArray[np.bool_]:
-        return np.frombuffer(self._bits, dtype=np.bool_)
-
-    def ids(self) -> list[int]:
-        ids: list[int] = np.flatnonzero(self.array()).tolist()
-        return ids
-
-    def keep(self, doc_ids: Iterable[int]) -> list[int]:
-        """The given doc ids that are in the mask, in order."""
-        ids = list(doc_ids)
-        return list(compress(ids, map(self._bits.__getitem__, ids)))
-
-    def check_owner(self, owner: object) -> None:
-        if owner is not self._owner:
-            raise ValueError("CandidateMask used with an index it was not built for")
+    # The parts, for explaining a ranking: the tool's BM25 score (None: no word in common with
+    # the query) and, in hybrid search, its cosine with the query.
+    bm25: float | None = None
+    similarity: float | None = None
 
 
 def normalize_name(name: str) -> str:
@@ -262,7 +231,7 @@ class SearchIndex:
                 if form:
                     self._exact.setdefault(form, []).append(i)
 
-        self._postings: dict[str, _Posting] = {}
+        self._postings: dict[str, Posting] = {}
         if not ordered:
             return
         # rank-bm25 divides by the average length; an all-empty corpus gets one dummy token each.
@@ -275,7 +244,7 @@ class SearchIndex:
             norm = k1 * (1.0 - b + b * length / bm25.avgdl)
             for term, tf in freqs.items():
                 postings[term][doc_id] = idf[term] * tf * k1_plus_1 / (tf + norm)
-        self._postings = {term: _Posting.of(w) for term, w in postings.items()}
+        self._postings = {term: Posting.of(w) for term, w in postings.items()}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -360,150 +329,23 @@ class SearchIndex:
             if i not in banned and (scope is None or i in scope)
         ]
         postings = [p for t in dict.fromkeys(tokenize(query)) if (p := self._postings.get(t)) is not None]
-        if scope is not None and len(scope) * len(postings) <= sum(len(p.weights) for p in postings):
+        entries = sum(len(p.weights) for p in postings)
+        if not postings:
+            scores: dict[int, float] = {}  # no term of the query is in the catalog
+        elif scope is not None and len(scope) <= _SMALL_SCOPE and len(scope) * len(postings) <= entries:
             ids = scope.ids() if isinstance(scope, CandidateMask) else scope
-            scores = _score_each(postings, [i for i in ids if i not in banned])
+            scores = score_each(postings, [i for i in ids if i not in banned])
+        elif entries >= DENSE_MIN_POSTINGS and entries * 32 >= len(self._keys):
+            scores = dense_scores(postings, limit, banned, scope, len(self._keys), must=exact)
         else:
             # Enough BM25 hits to fill the page after the exact ones, which are ranked ahead anyway.
-            scores = _top_scores(postings, limit, banned, scope, must=exact)
+            scores = top_scores(postings, limit, banned, scope, must=exact)
         top = max(scores.values(), default=0.0)
         hits: list[SearchHit] = []
         # Exact names outrank every BM25 score; among themselves, by their own BM25 score.
         for doc_id in sorted(exact, key=lambda i: (-scores.get(i, 0.0), i))[:limit]:
-            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + scores.pop(doc_id, 0.0), exact=True))
-        best = _best(scores, limit - len(hits))
-        hits.extend(SearchHit(self._keys[doc_id], score) for doc_id, score in best)
+            words = scores.pop(doc_id, 0.0)
+            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + words, exact=True, bm25=words or None))
+        best = best_scores(scores, limit - len(hits))
+        hits.extend(SearchHit(self._keys[doc_id], score, bm25=score) for doc_id, score in best)
         return hits
-
-
-@dataclass(frozen=True, slots=True)
-class _Posting:
-    """The BM25 contribution of one term to each document holding it."""
-
-    weights: dict[int, float]  # doc id -> contribution; ints/floats only, so the GC never scans it
-    top: tuple[float, ...]  # the largest contributions, descending (top[0] bounds any document's)
-    # For common terms, their best documents in rank order: a one-term query ("get", "search") over
-    # a big catalog is answered without touching tens of thousands of postings.
-    ranked: tuple[tuple[int, float], ...] | None
-
-    @classmethod
-    def of(cls, weights: dict[int, float]) -> _Posting:
-        if len(weights) <= _TOP_WEIGHTS:
-            return cls(weights, tuple(sorted(weights.values(), reverse=True)), None)
-        if len(weights) <= _RANKED_MIN_DOCS:
-            return cls(weights, tuple(heapq.nlargest(_TOP_WEIGHTS, weights.values())), None)
-        ranked = tuple(heapq.nsmallest(_TOP_WEIGHTS, weights.items(), key=_rank_key))
-        return cls(weights, tuple(w for _, w in ranked), ranked)
-
-    def floor(self, limit: int) -> float:
-        """A lower bound of the ``limit``-th best score of any query containing this term."""
-        return self.top[limit - 1] if limit <= len(self.top) else 0.0
-
-
-def _rank_key(item: tuple[int, float]) -> tuple[float, int]:
-    return (-item[1], item[0])
-
-
-def _best(scores: dict[int, float], n: int) -> list[tuple[int, float]]:
-    """The ``n`` best (doc id, score) pairs, score descending then doc id ascending."""
-    if n <= 0 or not scores:
-        return []
-    top = heapq.nlargest(n, scores.items(), key=itemgetter(1))  # C-level key, no Python frames
-    cut = top[-1][1]
-    # nlargest breaks ties by dict order; when ties straddle the cut, settle them by doc id.
-    if len(scores) > n and list(scores.values()).count(cut) > sum(1 for _, s in top if s == cut):
-        above = [item for item in top if item[1] > cut]
-        tied = sorted(d for d, s in scores.items() if s == cut)
-        top = above + [(d, cut) for d in tied[: n - len(above)]]
-    return sorted(top, key=_rank_key)
-
-
-def _score_each(postings: list[_Posting], candidates: Iterable[int]) -> dict[int, float]:
-    """Scores of a small candidate set (one server, an ``only`` list), looked up term by term."""
-    scores: dict[int, float] = {}
-    for doc_id in candidates:
-        total = 0.0
-        for posting in postings:
-            total += posting.weights.get(doc_id, 0.0)
-        if total > 0.0:
-            scores[doc_id] = total
-    return scores
-
-
-def _merge(scores: dict[int, float], weights: dict[int, float]) -> None:
-    """``scores += weights`` with the loops in C (set algebra, map/zip), not in Python bytecode."""
-    common = list(scores.keys() & weights.keys())
-    sums = list(map(add, map(scores.__getitem__, common), map(weights.__getitem__, common)))
-    scores.update(weights)  # new documents get the weight; shared ones are fixed on the next line
-    scores.update(zip(common, sums, strict=True))
-
-
-def _top_scores(
-    postings: list[_Posting],
-    limit: int,
-    banned: set[int],
-    scope: Collection[int] | None,
-    must: Collection[int],
-) -> dict[int, float]:
-    """Exact BM25 scores of every document that can still reach the top ``limit`` (MaxScore).
-
-    Terms are merged in decreasing order of their best contribution. Once the terms left could not
-    lift a document holding none of the merged terms above the current ``limit``-th partial score,
-    no new document can enter the top: the remaining terms are only looked up for the surviving
-    candidates. Common terms ("get", "data") in a 50,000-tool catalog thus rarely cost a pass over
-    their postings, and the top results equal those of scoring every document.
-    """
-    if len(postings) == 1 and postings[0].ranked is not None:
-        # The term's best documents that pass the filter, if enough of them do.
-        weights = postings[0].weights
-        best = [(d, w) for d, w in postings[0].ranked if d not in banned and (scope is None or d in scope)]
-        if len(best) >= limit:  # a prefix of the term's full (filtered) ranking: exact
-            return dict(best[:limit]) | {d: weights[d] for d in must if d in weights}
-    postings = sorted(postings, key=lambda p: -p.top[0])
-    remaining = [0.0] * (len(postings) + 1)
-    for i in range(len(postings) - 1, -1, -1):
-        remaining[i] = remaining[i + 1] + postings[i].top[0]
-    scores: dict[int, float] = {}
-    floor = 0.0  # a cheap lower bound of the current limit-th score: no pass over the scores
-    for i, posting in enumerate(postings):
-        if remaining[i] < floor:
-            return _refine(scores, postings[i:], remaining[i], limit, must)
-        if len(scores) >= limit and len(scores) < len(posting.weights):
-            # Computing the exact threshold is cheaper than merging this posting: try it.
-            threshold = heapq.nlargest(limit, scores.values())[-1]
-            if remaining[i] < threshold:
-                return _refine(scores, postings[i:], remaining[i], limit, must)
-        # Scoped: only this posting's in-scope documents join (earlier ones were filtered already).
-        weights = posting.weights if scope is None else _restrict(posting.weights, scope)
-        if scores:
-            _merge(scores, weights)
-        else:
-            scores = weights.copy() if scope is None else weights
-        for doc_id in banned:
-            scores.pop(doc_id, None)
-        if scope is None and not banned:
-            floor = max(floor, posting.floor(limit))
-    return scores
-
-
-def _restrict(scores: dict[int, float], scope: Collection[int]) -> dict[int, float]:
-    if isinstance(scope, CandidateMask):
-        return {d: scores[d] for d in scope.keep(scores)}
-    return {d: scores[d] for d in scores.keys() & scope}
-
-
-def _refine(
-    scores: dict[int, float], rest: list[_Posting], bound: float, limit: int, must: Collection[int]
-) -> dict[int, float]:
-    """Finish scoring the candidates that may still make the top ``limit`` (and exact-name docs)."""
-    threshold = heapq.nlargest(limit, scores.values())[-1]
-    # A candidate whose partial score plus everything the remaining terms could add stays below
-    # the threshold cannot make the page. compress/map keep the pass over all candidates in C.
-    keep = compress(scores.keys(), map((threshold - bound).__le__, scores.values()))
-    survivors = {d: scores[d] for d in keep}
-    survivors.update((d, scores[d]) for d in must if d in scores)
-    for posting in rest:
-        weights = posting.weights
-        for doc_id in survivors.keys() & weights.keys():
-            survivors[doc_id] += weights[doc_id]
-    return survivors

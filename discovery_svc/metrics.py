@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from toolscout_kit.metrics import DeprecatedNames
 
-__all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "toolset_label"]
+__all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "active_search_mode", "toolset_label"]
 
 SearchRanking = Literal["bm25", "hybrid"]
 # Inline toolsets are unbounded in number: they share one label.
@@ -118,3 +118,11 @@ class DiscoveryMetrics:
     def set_search_mode(self, mode: SearchRanking) -> None:
         self.search_mode_active.labels("bm25").set(1 if mode == "bm25" else 0)
         self.search_mode_active.labels("hybrid").set(1 if mode == "hybrid" else 0)
+
+
+def active_search_mode(registry: CollectorRegistry) -> SearchRanking | None:
+    """The ranking a discovery serving ``registry`` answers queries with now (its mode gauge)."""
+    for mode in ("hybrid", "bm25"):
+        if registry.get_sample_value("toolscout_discovery_search_mode_active", {"mode": mode}) == 1:
+            return mode
+    return None

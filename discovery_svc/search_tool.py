@@ -30,6 +30,8 @@ class Match:
     tool: Tool
     already_loaded: bool
     score: float = 0.0
+    # The ranking's parts for a query match (None for browse and tool_names matches).
+    hit: SearchHit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ class SearchResult:
     plan: Plan | None = None
     # The stable surface: the answer as data (structuredContent), JSON.
     structured_json: str = ""
+    # What ranked a query search: "bm25" or "hybrid" ("" for a server browse and tool_names).
+    ranking: str = ""
 
 
 # --- execution -----------------------------------------------------------------------------
@@ -74,16 +78,22 @@ def _unknown_server(scope: SearchScope, server: str) -> UnknownServerError:
 def _query_matches(
     scope: SearchScope, query: str, server: str | None, loaded: frozenset[str], limit: int
 ) -> list[Match]:
-    new = scope.index.search(query, limit, server=server, skip=loaded)
-    # Already-loaded tools are searched separately so they never take a slot from a new tool;
-    # they are reported only when they rank with the new ones.
-    old: list[SearchHit] = scope.index.search(query, limit, server=server, only=loaded) if loaded else []
-    if len(new) >= limit:
-        floor = new[-1].score
-        old = [h for h in old if h.score >= floor]
-    hits = [(h, False) for h in new] + [(h, True) for h in old]
-    hits.sort(key=lambda pair: -pair[0].score)
-    return [Match(scope.tool(h.key), flag, h.score) for h, flag in hits]
+    # One ranking of every candidate, so all scores are on one scale (hybrid scores are relative to
+    # the query's best BM25 hit: two searches, one of new and one of loaded tools, each had a
+    # "best" of its own and showed unrelated tools at the same score). Already-loaded tools never
+    # take a slot from a new tool; they are reported (``limit`` at most) when they rank among the
+    # new ones.
+    hits = scope.index.search(query, limit + len(loaded), server=server)
+    matches: list[Match] = []
+    counts = {False: 0, True: 0}  # new, already loaded
+    for hit in hits:
+        if counts[False] == limit:
+            break
+        already = hit.key in loaded
+        if counts[already] < limit:
+            counts[already] += 1
+            matches.append(Match(scope.tool(hit.key), already, hit.score, hit))
+    return matches
 
 
 def _by_names(

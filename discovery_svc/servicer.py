@@ -170,7 +170,14 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         response = discovery_pb2.SearchToolsResponse(
             mode=_MODES[result.mode],
             matches=[
-                discovery_pb2.ToolMatch(tool=pb, already_loaded=m.already_loaded, score=m.score)
+                discovery_pb2.ToolMatch(
+                    tool=pb,
+                    already_loaded=m.already_loaded,
+                    score=m.score,
+                    bm25_score=m.hit.bm25 if m.hit is not None else None,
+                    similarity=m.hit.similarity if m.hit is not None else None,
+                    exact_name=m.hit is not None and m.hit.exact,
+                )
                 for m, pb in zip(result.matches, matched, strict=True)
             ],
             newly_loaded=[by_name[t.llm_name] for t in result.newly_loaded],
@@ -181,6 +188,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
             total_matches=result.total_matches,
             catalog_version=result.catalog_version,
             structured_content_json=result.structured_json,
+            ranking=result.ranking,
         )
         if result.plan is not None:
             response.plan.CopyFrom(self._plan_to_proto(result.plan))

@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="maximum results (default: the config's max_search_results)")
     p.add_argument("--offset", type=int, help="skip results of a server browse")
     p.add_argument("--llm-text", action="store_true", help="print the text the LLM receives")
+    p.add_argument(
+        "--explain", action="store_true", help="also print each match's BM25 score and cosine similarity"
+    )
     p = command("call", "call one tool")
     p.add_argument(
         "tool", help="LLM name (e.g. time__get_current_time), or the tool's own name with --server"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient, UnavailableError
@@ -198,21 +199,39 @@ def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     if not matches:
         out.line("No tools found.")
         return code
-    rows = [
-        (
+    scores = _readable_scores([m.score for m in matches if not m.exact_name])
+    explain = bool(getattr(args, "explain", False))
+    rows = []
+    for i, m in enumerate(matches, 1):
+        row: list[object] = [
             i,
             m.tool.llm_name,
             m.tool.server,
-            f"{m.score:.2f}",
-            ("(loaded) " if m.already_loaded else "") + m.tool.description,
-        )
-        for i, m in enumerate(matches, 1)
-    ]
-    out.table(("#", "Tool", "Server", "Score", "Description"), rows)
+            "exact name" if m.exact_name else next(scores),
+        ]
+        if explain:
+            row += [_part(m.bm25_score, 2), _part(m.similarity, 3)]
+        rows.append((*row, ("(loaded) " if m.already_loaded else "") + m.tool.description))
+    header = ("#", "Tool", "Server", "Score", *(("BM25", "Cosine") if explain else ()), "Description")
+    out.table(header, rows)
     first = (args.offset or 0) + 1 if result.mode == "server" else 1
     shown = f"{first}-{first + len(matches) - 1}" if first > 1 else str(len(matches))
-    out.note(f"{shown} of {result.total_matches} matches · mode {result.mode}")
+    ranked = f" · ranked by {result.ranking}" if result.ranking else ""
+    out.note(f"{shown} of {result.total_matches} matches · mode {result.mode}{ranked}")
     return code
+
+
+def _readable_scores(scores: list[float]) -> Iterator[str]:
+    """Scores with as many decimals (2-6) as it takes for different scores to print differently."""
+    for decimals in range(2, 7):
+        texts = [f"{s:.{decimals}f}" for s in scores]
+        if all(a != b or x == y for a, b, x, y in zip(texts, texts[1:], scores, scores[1:], strict=False)):
+            break
+    return iter(texts)
+
+
+def _part(value: float | None, decimals: int) -> str:
+    return "-" if value is None else f"{value:.{decimals}f}"
 
 
 def _render_result(result: CallToolResult, out: Output) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from discovery_svc.hybrid_stage import check_search
+from discovery_svc.metrics import active_search_mode
 from discovery_svc.server import build_server as build_discovery
 from mcp_gateway_svc.server import build_server as build_gateway
 from mcp_pool_svc.placement import ShardIdentity
@@ -40,6 +41,7 @@ from toolscout_kit.server import serve_until_signal
 __all__ = ["run_serve", "run_up"]
 
 _SYMBOL = {"ready": "✓", "failed": "✗", "reconnecting": "…", "idle": "·", "stopped": "·"}
+_SEARCH_READY_WAIT = 120.0  # seconds the walkthrough waits for hybrid search to be ready
 
 
 def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -301,9 +303,27 @@ def _pool_target(servers: list[tuple[str, Any]]) -> str:
     return ",".join(running.address for name, running in servers if name.startswith("pool"))
 
 
+async def _search_ready(discovery: Any, mode: str, stop: asyncio.Event) -> bool:
+    """Waits (bounded) until discovery ranks with the configured ``mode``: with hybrid search the
+    tools are embedded in the background first (a second or two for the example, from the cache
+    after the first start), and the walkthrough's search should look the same either way."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _SEARCH_READY_WAIT
+    while active_search_mode(discovery.registry) != mode:
+        if stop.is_set() or loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.1)  # the gauge has no change event to wait on
+    return True
+
+
 async def _walkthrough(
     stop: asyncio.Event, servers: list[tuple[str, Any]], config: ToolscoutConfig, out: Output, cli: str
 ) -> None:
+    mode = config.toolscout.search.mode
+    if not await _search_ready(dict(servers)["discovery"], mode, stop):
+        out.line(
+            f"(the tools are still being embedded: this walkthrough's search is ranked by BM25, not {mode})"
+        )
     addresses = dict((name, running.address) for name, running in servers)
     targets = targets_for(config, _pool_target(servers), addresses["discovery"], addresses["orchestrator"])
     # The sync client blocks, and this event loop serves the stack: run it in a worker thread.

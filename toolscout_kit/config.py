@@ -565,10 +565,10 @@ class SearchSettings(_Strict):
     # Folder of the on-disk embedding cache (relative to the config file's folder; created on
     # demand). Unset: vectors are kept in memory only and a restart embeds every tool again.
     cache_dir: str | None = None
-    # A tool with no lexical match is found only if its cosine with the query reaches this
-    # (unset: any). With the bundled model no value separates off-topic queries from relevant ones
-    # without losing recall (bench/hybrid_probes.py), so it is off; embedders with a wider
-    # similarity range may want one, so that search_tools can answer "No tools found".
+    # A hybrid search returns as many tools as share a word with the query (BM25's count), chosen
+    # and ordered by the fused score, plus tools whose cosine with the query reaches this. Unset:
+    # the value measured for the embedder (the bundled model: 0.88); an embedder without one finds
+    # no tool by meaning alone (bench/retrieval.py --sweep --embedder ... measures yours).
     min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 

@@ -3,7 +3,10 @@ tools/queries the parent wrote and print rankings as JSON, so the parent scores 
 
 Input: ``--tools`` JSONL of ``{"key", "server", "name", "description", "input_schema"}`` (``key`` is
 the LLM-facing name the pool gives the tool), ``--queries`` JSONL of ``{"query"}``, ``--depth``.
-Output (stdout): ``{"rankings": [[key, ...], ...], "build_s": float, "search_s": [float, ...]}``.
+A query may carry ``"tools"`` (positions in the tools file: it is searched in an index of those
+tools only, a catalog of its own) and ``"exclude"`` (keys dropped from its ranking).
+Output (stdout): ``{"rankings": [[key, ...], ...], "build_s": float, "search_s": [float, ...],
+"search_cpu_s": [float, ...]}`` (wall-clock and this thread's CPU seconds per query).
 """
 
 from __future__ import annotations
@@ -29,15 +32,21 @@ def run(build: Callable[[list[dict[str, Any]]], Callable[[str, int], list[str]]]
     parser.add_argument("--depth", type=int, default=10)
     args = parser.parse_args()
     tools = read_jsonl(args.tools)
-    queries = [q["query"] for q in read_jsonl(args.queries)]
+    queries = read_jsonl(args.queries)
     started = time.perf_counter()
-    search = build(tools)
+    # The whole catalog's index only when some query searches the whole catalog.
+    search = build(tools) if any("tools" not in q for q in queries) else None
     build_s = time.perf_counter() - started
     rankings: list[list[str]] = []
     times: list[float] = []
+    cpu: list[float] = []
     for query in queries:
-        t0 = time.perf_counter()
-        ranking = search(query, args.depth)
+        searcher = build([tools[i] for i in query["tools"]]) if "tools" in query else search
+        assert searcher is not None
+        exclude = set(query.get("exclude", ()))
+        c0, t0 = time.thread_time(), time.perf_counter()
+        ranking = searcher(query["query"], args.depth + len(exclude))
         times.append(time.perf_counter() - t0)
-        rankings.append(ranking)
-    json.dump({"rankings": rankings, "build_s": build_s, "search_s": times}, sys.stdout)
+        cpu.append(time.thread_time() - c0)
+        rankings.append([key for key in ranking if key not in exclude][: args.depth])
+    json.dump({"rankings": rankings, "build_s": build_s, "search_s": times, "search_cpu_s": cpu}, sys.stdout)

@@ -11,6 +11,7 @@ documented `-c examples/casual_mcp_config.json` finds a stack that is not on the
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -18,12 +19,21 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.cli_stack import ThreadedProvider, UpProcess, fixed_ports, stack_config
-from tests.support.doc_blocks import DOCS, DocBlock, blocks
+from tests.support.cli_stack import (
+    ThreadedProvider,
+    UpProcess,
+    fixed_ports,
+    stack_config,
+    wait_for_search_mode,
+)
+from tests.support.discovery_catalogs import EXAMPLE_TOOLS
+from tests.support.doc_blocks import DOCS, DocBlock, blocks, output_matches
 from tests.support.fake_provider import FakeProvider, Reply
 from tests.support.mcp_servers import REPO_ROOT
 
@@ -32,19 +42,43 @@ pytestmark = pytest.mark.e2e
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "casual_mcp_config.json"
 EXAMPLE_SERVERS = {"notes", "time", "weather", "text", "media"}
 RUNNABLE = [b for path in DOCS for b in blocks(REPO_ROOT, path) if b.marker == "runnable"]
+# The output a runnable block is documented to print (the block right after it), by block id.
+OUTPUTS = {
+    before.id: block
+    for path in DOCS
+    for before, block in itertools.pairwise(blocks(REPO_ROOT, path))
+    if block.marker == "output"
+}
+SEARCH_MODE = (
+    json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
+    .get("toolscout", {})
+    .get("search", {})
+    .get("mode", "bm25")
+)
 
 
-def example_config_copy(path: Path, ports: tuple[int, int, int] = (0, 0, 0), gateway_port: int = 0) -> Path:
+def example_config_copy(
+    path: Path,
+    ports: tuple[int, int, int] = (0, 0, 0),
+    gateway_port: int = 0,
+    *,
+    discovery_metrics: bool = False,
+    search: Mapping[str, Any] | None = None,
+) -> Path:
     """examples/casual_mcp_config.json as it is, except where it listens (and, being elsewhere now,
-    its relative paths made absolute)."""
+    its relative paths made absolute); ``discovery_metrics`` serves discovery's metrics on a free
+    port, ``search`` replaces ``toolscout.search``."""
     config = json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
     for server in config["servers"].values():
         if "command" in server:
             server["cwd"] = str(EXAMPLE_CONFIG.parent / server.get("cwd", "."))
     settings = config.setdefault("toolscout", {})
     for name, port in zip(("pool", "discovery", "orchestrator"), ports, strict=True):
-        settings.setdefault(name, {}).update(listen=f"127.0.0.1:{port}", metrics_port=-1)
+        metrics = 0 if discovery_metrics and name == "discovery" else -1
+        settings.setdefault(name, {}).update(listen=f"127.0.0.1:{port}", metrics_port=metrics)
     settings.setdefault("gateway", {}).update(listen=f"127.0.0.1:{gateway_port}", metrics_port=-1)
+    if search is not None:
+        settings["search"] = dict(search)
     orchestrator = settings["orchestrator"]
     orchestrator["templates_dir"] = str(
         EXAMPLE_CONFIG.parent / orchestrator.get("templates_dir", "prompt-templates")
@@ -108,12 +142,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         # Started like `.venv/bin/toolscout up` from a plain terminal: the config's "python" servers
         # must still get the Python that has the MCP SDK.
         env = {**provider_env(fake), "PATH": reader_env()["PATH"]}
-        up = UpProcess(example_config_copy(tmp / "casual_mcp_config.json"), env=env)
+        config = example_config_copy(tmp / "casual_mcp_config.json", discovery_metrics=True)
+        up = UpProcess(config, env=env)
         try:
-            endpoints = up.wait_ready(timeout=120)
+            ready = up.next_event("ready", timeout=120)
             states = up.server_states(EXAMPLE_SERVERS, timeout=120)
             assert {s["state"] for s in states.values()} == {"ready"}, states
-            yield endpoints
+            # What the docs show is what the configured search mode answers: with hybrid search
+            # the example's tools are embedded first.
+            wait_for_search_mode(ready["metrics"]["discovery"], SEARCH_MODE, timeout=120)
+            yield dict(ready["endpoints"])
         finally:
             code = up.stop()
         assert code == 0, up.stderr
@@ -154,6 +192,9 @@ def test_a_runnable_documentation_block_runs_as_written(
     report = f"{block.id} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     assert done.returncode == 0, report
     assert "Traceback" not in done.stderr, report
+    shown = OUTPUTS.get(block.id)
+    if shown is not None:
+        assert output_matches(shown.body, done.stdout), f"{shown.id} shows:\n{shown.body}\n{report}"
 
 
 def test_the_readme_mcp_host_example_searches_then_calls_through_call_tool(
@@ -292,3 +333,55 @@ def test_up_for_a_person_prints_state_lines_and_keeps_logs_out_of_the_terminal(t
     assert '"level": "info"' in logged
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert "Logs (INFO and up, and the MCP servers' stderr) go to the file" in readme
+
+
+def _section(lines: list[str], start: str, end: str) -> list[str]:
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    last = next(i for i, line in enumerate(lines) if i > first and line.startswith(end))
+    return lines[first:last]
+
+
+def test_the_walkthrough_searches_the_same_with_a_cold_and_a_warm_embedding_cache(tmp_path: Path) -> None:
+    # The example config in hybrid mode: the first start embeds the tools (searches answer with
+    # BM25 until then), the second finds every vector in the cache. The walkthrough waits for the
+    # configured ranking either way, so a reader sees the same search both times.
+    cache = tmp_path / "embeddings"
+    shown: list[list[str]] = []
+    for _run in ("cold", "warm"):
+        config = example_config_copy(
+            tmp_path / "casual_mcp_config.json",
+            fixed_ports(),
+            search={"mode": "hybrid", "cache_dir": str(cache)},
+        )
+        with ThreadedProvider() as fake:
+            up = UpProcess(config, "--walkthrough", env=provider_env(fake), json_output=False)
+            try:
+                printed = up.wait_for_line("The stack keeps running", timeout=180)
+            finally:
+                code = up.stop()
+        assert code == 0, up.stderr
+        shown.append(_section(printed, "── A search", "── A tool call"))
+    assert shown[0] == shown[1]
+    assert any("ranked by hybrid" in line for line in shown[0]), shown[0]
+
+
+def test_the_example_catalog_that_search_is_measured_on_is_what_the_example_servers_list(
+    stack: dict[str, str],
+) -> None:
+    # bench/retrieval.py and the example-catalog search tests read bench/data/example.tools.jsonl.
+    done = run_shell(".venv/bin/toolscout -c examples/casual_mcp_config.json tools --json", reader_env(stack))
+    assert done.returncode == 0, done.stderr
+    live = [
+        {
+            "server": t["server"],
+            "name": t["tool"],
+            "description": t["description"],
+            "input_schema": t["input_schema"],
+        }
+        for t in json.loads(done.stdout)["tools"]
+    ]
+    saved = [
+        json.loads(line) for line in EXAMPLE_TOOLS.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    key = itemgetter("server", "name")
+    assert sorted(live, key=key) == sorted(saved, key=key)

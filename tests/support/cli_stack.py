@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,15 @@ from typing import Any
 from tests.support.fake_provider import FakeProvider
 from tests.support.mcp_servers import REPO_ROOT, example_server_config, free_port, time_server_config
 
-__all__ = ["ThreadedProvider", "UpProcess", "fixed_ports", "run_cli", "stack_config", "wait_gone"]
+__all__ = [
+    "ThreadedProvider",
+    "UpProcess",
+    "fixed_ports",
+    "run_cli",
+    "stack_config",
+    "wait_for_search_mode",
+    "wait_gone",
+]
 
 CLI = [sys.executable, "-m", "toolscout_cli"]
 
@@ -65,6 +74,24 @@ def stack_config(
     config.update(extra_keys or {})
     path.write_text(json.dumps(config, indent=2))
     return path
+
+
+def wait_for_search_mode(metrics_url: str, mode: str, timeout: float = 120.0) -> None:
+    """Waits (bounded) until discovery's mode gauge at ``metrics_url`` says it ranks with ``mode``
+    (hybrid: once the tools are embedded).
+
+    Raises:
+        TimeoutError: not within ``timeout`` seconds.
+    """
+    sample = f'toolscout_search_mode_active{{mode="{mode}"}} 1.0'
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(metrics_url, timeout=10) as reply:  # noqa: S310 - a local URL
+            if sample in reply.read().decode().splitlines():
+                return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"discovery did not rank with {mode} within {timeout}s")
+        time.sleep(0.1)  # the gauge has no change event to wait on
 
 
 def fixed_ports() -> tuple[int, int, int]:

@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.engine import DiscoveryEngine
+from discovery_svc.hybrid_stage import hybrid_stage_from_config
+from discovery_svc.metrics import DiscoveryMetrics
+from mcp_pool_svc.naming import NameTable
+from tests.support.mcp_servers import REPO_ROOT
 from toolscout_kit.config import ToolscoutConfig, parse_config
 
-__all__ = ["catalog", "config", "load_jsonl_tools", "make_tool", "synthetic_tools"]
+# The example config's catalog as its servers list it (tests/e2e checks it against the running
+# servers) and the documented queries, each with the tool it must find first (none: off-topic).
+EXAMPLE_CONFIG = REPO_ROOT / "examples" / "casual_mcp_config.json"
+EXAMPLE_TOOLS = REPO_ROOT / "bench" / "data" / "example.tools.jsonl"
+EXAMPLE_QUERIES = REPO_ROOT / "bench" / "data" / "example.queries.jsonl"
+
+__all__ = [
+    "EXAMPLE_QUERIES",
+    "catalog",
+    "config",
+    "example_catalog",
+    "example_config",
+    "example_engine",
+    "example_queries",
+    "load_jsonl_tools",
+    "make_tool",
+    "synthetic_tools",
+]
 
 
 def make_tool(
@@ -83,3 +106,50 @@ def load_jsonl_tools(path: str | Path) -> list[Tool]:
                 )
             )
     return tools
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def example_catalog() -> Catalog:
+    """The example config's 24 tools, named as the pool names them."""
+    rows = _read_jsonl(EXAMPLE_TOOLS)
+    names = NameTable((r["server"], r["name"]) for r in rows)
+    tools = [
+        Tool.create(
+            server=r["server"],
+            name=r["name"],
+            llm_name=names.name_for(r["server"], r["name"]),
+            description=r["description"],
+            input_schema=r["input_schema"],
+        )
+        for r in rows
+    ]
+    return Catalog("example", tools)
+
+
+def example_queries() -> list[dict[str, Any]]:
+    return _read_jsonl(EXAMPLE_QUERIES)
+
+
+def example_config(mode: str, cache_dir: Path) -> ToolscoutConfig:
+    """examples/casual_mcp_config.json with ``toolscout.search.mode`` set (embeddings in ``cache_dir``)."""
+    doc = json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
+    doc.setdefault("toolscout", {})["search"] = {"mode": mode, "cache_dir": str(cache_dir)}
+    return parse_config(doc, env={}, base_dir=EXAMPLE_CONFIG.parent)
+
+
+async def example_engine(mode: str, cache_dir: Path, wait: float = 60.0) -> DiscoveryEngine:
+    """A discovery engine on the example catalog, searching with ``mode``; with hybrid search, once
+    the tools are embedded (at most ``wait`` seconds). Close it when done."""
+    config = example_config(mode, cache_dir)
+    metrics = DiscoveryMetrics()
+    hybrid = hybrid_stage_from_config(config, metrics)
+    engine = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
+    engine.set_catalog(example_catalog())
+    await engine.warm()
+    if hybrid is not None:
+        async with asyncio.timeout(wait):
+            await engine.wait_hybrid_ready()
+    return engine

@@ -7,7 +7,9 @@ rendered):
   config (bash blocks in bash from the repository root, python blocks with the project's Python);
 * ``<!-- runnable: app-venv -->``: the same, inside a fresh, activated virtual environment standing
   for the reader's own application (install instructions);
-* ``<!-- not runnable: WHY -->``: says why no test runs it (a cluster, fixed ports, a listing).
+* ``<!-- not runnable: WHY -->``: says why no test runs it (a cluster, fixed ports, a listing);
+* ``<!-- output -->`` (a ``text`` block right after a runnable one): what that block prints, line for
+  line; ``…`` stands for a part that changes from run to run (a date, a port).
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DOCS", "DocBlock", "blocks"]
+__all__ = ["DOCS", "DocBlock", "blocks", "output_matches"]
 
 DOCS = ("README.md", "clients/README.md", "deploy/README.md")
 
 _FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<info>[^`]*)$")
-_MARKER = re.compile(r"^<!--\s*(?P<kind>runnable|not runnable)\s*(?::\s*(?P<detail>.*?))?\s*-->$")
+_MARKER = re.compile(r"^<!--\s*(?P<kind>runnable|not runnable|output)\s*(?::\s*(?P<detail>.*?))?\s*-->$")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class DocBlock:
     line: int  # 1-based line of the opening fence
     language: str
     body: str
-    marker: str  # "runnable", "not runnable" or "" (unmarked)
+    marker: str  # "runnable", "not runnable", "output" or "" (unmarked)
     detail: str  # runnable's option ("app-venv") or not runnable's reason
 
     @property
@@ -64,3 +66,14 @@ def blocks(root: Path, path: str) -> list[DocBlock]:
         )
         i = end + 1
     return found
+
+
+def output_matches(expected: str, actual: str) -> bool:
+    """Whether ``actual`` (a block's output) is ``expected`` (an output block) line for line, each
+    ``…`` in an expected line standing for any text."""
+    want = [line.rstrip() for line in expected.strip("\n").splitlines()]
+    got = [line.rstrip() for line in actual.strip("\n").splitlines()]
+    if len(want) != len(got):
+        return False
+    patterns = [re.compile(".*?".join(re.escape(part) for part in line.split("…")) + "$") for line in want]
+    return all(p.match(line) for p, line in zip(patterns, got, strict=True))

@@ -27,7 +27,9 @@ def build(embedder: ConceptEmbedder | None = None, **kw: object) -> HybridIndex:
     bm25 = SearchIndex(CATALOG)
     by_key = {d.key: d for d in CATALOG}
     vectors = embedder.embed_documents([embedding_text(by_key[k]) for k in bm25.keys])
-    return HybridIndex(bm25, DenseIndex(vectors), embedder, config=FusionConfig(method="rrf", k=10.0), **kw)  # type: ignore[arg-type]
+    # The fake model's cosines: a tool of the query's concepts is at ~0.98, others far below.
+    config = FusionConfig(method="rrf", k=10.0, min_similarity=0.9)
+    return HybridIndex(bm25, DenseIndex(vectors), embedder, config=config, **kw)  # type: ignore[arg-type]
 
 
 def keys(hits: list[SearchHit]) -> list[str]:

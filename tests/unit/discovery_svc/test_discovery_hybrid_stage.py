@@ -17,6 +17,7 @@ from discovery_svc.catalog import Tool
 from discovery_svc.catalog_index import search_doc
 from discovery_svc.embeddings import embedding_text
 from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.fusion import FusionConfig
 from discovery_svc.hybrid_stage import HybridStage, hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
 from tests.support.concept_embedder import ConceptEmbedder
@@ -40,6 +41,8 @@ DOC: dict[str, Any] = {
 }
 # No word in common with "Search the internet" (BM25 finds nothing); the same concepts.
 GAP_QUERY = "online lookup"
+# The fake model puts a tool of the query's concepts at cosine ~0.98: found by meaning alone.
+CONCEPT_FUSION = FusionConfig(min_similarity=0.9)
 
 
 class Harness:
@@ -65,6 +68,7 @@ class Harness:
                 query_timeout=query_timeout,
                 retry_initial=retry_initial,
                 batch_size=2,
+                fusion=CONCEPT_FUSION,
                 **stage,
             ),
         )
@@ -115,9 +119,11 @@ async def test_search_answers_with_bm25_until_the_embeddings_are_ready_then_hybr
         await h.ready()
         assert h.mode() == "hybrid"
         assert (await h.search(GAP_QUERY))[0] == "search_web_search"
-        # A toolset is still a filter of the same hybrid index.
-        files = await h.search(GAP_QUERY, toolset="files")
-        assert files
+        # A toolset is still a filter of the same hybrid index: the web tool is outside it, and no
+        # file tool is close to an internet lookup.
+        assert await h.search(GAP_QUERY, toolset="files") == []
+        files = await h.search("file details", toolset="files")
+        assert files[0] == "fs_get_file_info"
         assert all(name.startswith("fs_") for name in files)
     finally:
         release.set()

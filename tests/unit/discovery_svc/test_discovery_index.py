@@ -279,19 +279,54 @@ class _FullScan:
         return sorted(scores, key=lambda key: (-round(scores[key], 9), self.order[key]))[:limit]
 
 
+def random_catalog(
+    rng: random.Random, size: int, servers: int, vocab: list[str], words: int
+) -> list[SearchDoc]:
+    """``size`` tools over ``servers`` servers, each described by 3 to ``words`` words of ``vocab``."""
+    return [
+        doc(
+            f"srv{i % servers}", f"tool{i}", " ".join(rng.choice(vocab) for _ in range(rng.randint(3, words)))
+        )
+        for i in range(size)
+    ]
+
+
 def test_pruned_scoring_returns_the_same_top_hits_as_a_full_scan() -> None:
     rng = random.Random(5)  # noqa: S311 - test data, not cryptography
     vocab = [f"w{i}" for i in range(60)] + ["get", "list", "data", "file"] * 10
-    catalog = [
-        doc(f"srv{i % 7}", f"tool{i}", " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 25))))
-        for i in range(300)
-    ]
+    catalog = random_catalog(rng, 300, 7, vocab, 25)
     index, reference = SearchIndex(catalog), _FullScan(catalog)
     for _ in range(120):
         query = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 8)))
         skip = {f"srv{i % 7}__tool{i}" for i in rng.sample(range(300), rng.choice([0, 0, 5, 50]))}
         limit = rng.choice([1, 5, 10])
         assert keys(index.search(query, limit, skip=skip)) == reference.top(query, limit, skip), query
+
+
+def test_queries_of_common_terms_in_a_big_catalog_match_a_full_scan_in_and_out_of_toolsets() -> None:
+    # 2,400 documents where "get", "list", "data" and "file" each appear in about half: a query of
+    # them adds up thousands of postings, which the index sums in numpy (not merge by merge).
+    rng = random.Random(21)  # noqa: S311 - test data, not cryptography
+    vocab = [f"w{i}" for i in range(80)] + ["get", "list", "data", "file"] * 12
+    catalog = random_catalog(rng, 2400, 11, vocab, 30)
+    index, reference = SearchIndex(catalog), _FullScan(catalog)
+    all_keys = [d.key for d in catalog]
+    for _ in range(30):
+        query = " ".join(rng.sample(["get", "list", "data", "file", "w3", "w7"], rng.randint(2, 4)))
+        limit = rng.choice([1, 5, 50])
+        skip = set(rng.sample(all_keys, rng.choice([0, 30])))
+        assert keys(index.search(query, limit, skip=skip)) == reference.top(query, limit, skip), query
+        members = set(rng.sample(all_keys, rng.choice([300, 1200, 2300])))
+        outside = skip | (set(all_keys) - members)
+        masked = index.search(query, limit, skip=skip, candidates=index.mask(members))
+        assert keys(masked) == reference.top(query, limit, outside), query
+
+
+def test_a_query_of_stopwords_or_unknown_words_finds_nothing_in_a_toolset() -> None:
+    index = SearchIndex(CATALOG)
+    mask = index.mask(d.key for d in CATALOG[:5])
+    assert index.search("the and of", 5, candidates=mask) == []
+    assert index.search("zxqv blorf", 5, candidates=mask) == []
 
 
 def test_one_common_term_query_uses_the_precomputed_ranking_and_matches_a_full_scan() -> None:

@@ -279,7 +279,15 @@ def search_result(m: discovery_pb2.SearchToolsResponse) -> t.SearchResult:
     return t.SearchResult(
         mode=_enum_name(discovery_pb2.SearchMode, m.mode, "SEARCH_MODE_"),
         matches=tuple(
-            t.ToolMatch(tool=tool(x.tool), already_loaded=x.already_loaded, score=x.score) for x in m.matches
+            t.ToolMatch(
+                tool=tool(x.tool),
+                already_loaded=x.already_loaded,
+                score=x.score,
+                bm25_score=x.bm25_score if x.HasField("bm25_score") else None,
+                similarity=x.similarity if x.HasField("similarity") else None,
+                exact_name=x.exact_name,
+            )
+            for x in m.matches
         ),
         newly_loaded=tools(m.newly_loaded),
         result_text=m.result_text,
@@ -288,6 +296,7 @@ def search_result(m: discovery_pb2.SearchToolsResponse) -> t.SearchResult:
         catalog_version=m.catalog_version,
         plan=tool_plan(m.plan) if m.HasField("plan") else None,
         structured_content_json=m.structured_content_json,
+        ranking=m.ranking,
     )
 
 

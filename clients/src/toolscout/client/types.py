@@ -268,7 +268,14 @@ class ToolPlan:
 class ToolMatch:
     tool: Tool
     already_loaded: bool = False
+    # What the ranking used: BM25, or the fused score of hybrid search (0 for a server browse or
+    # tool_names); an exact tool-name match ranks above every other whatever its score.
     score: float = 0.0
+    # The parts of a query match's score: its BM25 score (None: no word in common with the
+    # query) and, in hybrid search, its cosine similarity with the query.
+    bm25_score: float | None = None
+    similarity: float | None = None
+    exact_name: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +297,8 @@ class SearchResult:
     catalog_version: str = ""
     # With ``include_plan``: what to send on the next LLM call (the plan after this search).
     plan: ToolPlan | None = None
+    # What ranked a query search: "bm25" or "hybrid" ("" for a server browse and tool_names).
+    ranking: str = ""
     # With ``surface="stable"``: the answer as data (an MCP tool result's structuredContent), JSON:
     # {"tools": [{"name", "server", "tool", "description", "inputSchema"}], "alreadyLoaded",
     # "notFound": [{"name", "closest"}], "totalMatches"}.

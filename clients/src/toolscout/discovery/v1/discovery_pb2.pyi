@@ -128,17 +128,23 @@ class SearchToolsRequest(_message.Message):
     def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., compact_text: _Optional[bool] = ..., toolset_json: _Optional[str] = ..., surface: _Optional[_Union[ToolSurface, str]] = ...) -> None: ...
 
 class ToolMatch(_message.Message):
-    __slots__ = ("tool", "already_loaded", "score")
+    __slots__ = ("tool", "already_loaded", "score", "bm25_score", "similarity", "exact_name")
     TOOL_FIELD_NUMBER: _ClassVar[int]
     ALREADY_LOADED_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    BM25_SCORE_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    EXACT_NAME_FIELD_NUMBER: _ClassVar[int]
     tool: _common_pb2.Tool
     already_loaded: bool
     score: float
-    def __init__(self, tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., already_loaded: _Optional[bool] = ..., score: _Optional[float] = ...) -> None: ...
+    bm25_score: float
+    similarity: float
+    exact_name: bool
+    def __init__(self, tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., already_loaded: _Optional[bool] = ..., score: _Optional[float] = ..., bm25_score: _Optional[float] = ..., similarity: _Optional[float] = ..., exact_name: _Optional[bool] = ...) -> None: ...
 
 class SearchToolsResponse(_message.Message):
-    __slots__ = ("mode", "matches", "newly_loaded", "result_text", "not_found", "total_matches", "plan", "catalog_version", "structured_content_json")
+    __slots__ = ("mode", "matches", "newly_loaded", "result_text", "not_found", "total_matches", "plan", "catalog_version", "structured_content_json", "ranking")
     MODE_FIELD_NUMBER: _ClassVar[int]
     MATCHES_FIELD_NUMBER: _ClassVar[int]
     NEWLY_LOADED_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +154,7 @@ class SearchToolsResponse(_message.Message):
     PLAN_FIELD_NUMBER: _ClassVar[int]
     CATALOG_VERSION_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    RANKING_FIELD_NUMBER: _ClassVar[int]
     mode: SearchMode
     matches: _containers.RepeatedCompositeFieldContainer[ToolMatch]
     newly_loaded: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
@@ -157,7 +164,8 @@ class SearchToolsResponse(_message.Message):
     plan: PlanToolsResponse
     catalog_version: str
     structured_content_json: str
-    def __init__(self, mode: _Optional[_Union[SearchMode, str]] = ..., matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ..., newly_loaded: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., result_text: _Optional[str] = ..., not_found: _Optional[_Iterable[_Union[NameSuggestion, _Mapping]]] = ..., total_matches: _Optional[int] = ..., plan: _Optional[_Union[PlanToolsResponse, _Mapping]] = ..., catalog_version: _Optional[str] = ..., structured_content_json: _Optional[str] = ...) -> None: ...
+    ranking: str
+    def __init__(self, mode: _Optional[_Union[SearchMode, str]] = ..., matches: _Optional[_Iterable[_Union[ToolMatch, _Mapping]]] = ..., newly_loaded: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., result_text: _Optional[str] = ..., not_found: _Optional[_Iterable[_Union[NameSuggestion, _Mapping]]] = ..., total_matches: _Optional[int] = ..., plan: _Optional[_Union[PlanToolsResponse, _Mapping]] = ..., catalog_version: _Optional[str] = ..., structured_content_json: _Optional[str] = ..., ranking: _Optional[str] = ...) -> None: ...
 
 class NameSuggestion(_message.Message):
     __slots__ = ("name", "closest")
