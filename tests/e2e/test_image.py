@@ -183,15 +183,19 @@ def test_the_image_runs_its_bundled_example_by_default_with_the_search_it_can_se
     assert _left_running() == []
 
 
-def test_without_the_image_default_the_example_asks_for_hybrid_and_is_refused_before_starting(
+def test_hybrid_search_asked_of_an_image_without_the_extra_is_refused_before_anything_starts(
     buildah: Buildah, image: str
 ) -> None:
-    # Why the default command sets the mode: the example config itself wants the extra.
+    # The example searches with BM25; asking this image (no embeddings extra) for hybrid search is
+    # a configuration error found before any MCP server starts, naming the way out.
     container = buildah("from", "--name", "plain-up", image).strip()
     try:
         done = subprocess.run(
             buildah.run_argv(
-                container, ["toolscout", "up", "-c", "/app/examples/casual_mcp_config.json"], user="10001"
+                container,
+                ["toolscout", "up", "-c", "/app/examples/casual_mcp_config.json"],
+                user="10001",
+                env={"TOOLSCOUT_SEARCH_MODE": "hybrid"},
             ),
             capture_output=True,
             text=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support.mcp_servers import REPO_ROOT
@@ -81,7 +81,9 @@ class Buildah:
             raise RuntimeError(f"buildah {' '.join(map(str, args))} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
 
-    def run_argv(self, container: str, argv: Sequence[str], *, user: str = "") -> list[str]:
+    def run_argv(
+        self, container: str, argv: Sequence[str], *, user: str = "", env: Mapping[str, str] | None = None
+    ) -> list[str]:
         """The command line that runs ``argv`` in ``container`` in a network namespace of its own
         (loopback only): a stack inside binds its fixed example ports there, not on this machine."""
         run = [
@@ -90,6 +92,7 @@ class Buildah:
             "--isolation",
             "chroot",
             *(["--user", user] if user else []),
+            *(arg for name, value in (env or {}).items() for arg in ("--env", f"{name}={value}")),
             container,
             "--",
         ]

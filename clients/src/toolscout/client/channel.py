@@ -129,6 +129,10 @@ def default_channel_options(
         ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
         ("grpc.primary_user_agent", _USER_AGENT),
+        # Each channel connects on its own: gRPC otherwise shares connections between channels to
+        # the same address, and a new channel would inherit another's failure and reconnect backoff,
+        # so a call's "not reachable" could speak of an attempt made before the server was back.
+        ("grpc.use_local_subchannel_pool", 1),
     ]
 
 
