@@ -17,6 +17,8 @@ from orchestrator_svc.seams import DiscoverySeam
 
 __all__ = ["DeferredTools", "DeferredToolsCache"]
 
+_Key = tuple[str, str, str]
+
 
 @dataclass(frozen=True, slots=True)
 class DeferredTools:
@@ -28,13 +30,20 @@ class DeferredTools:
 
 class DeferredToolsCache:
     """A small LRU of ``(catalog version, toolset, inline toolset) -> deferred tools``, shared by
-    every chat."""
+    every chat.
+
+    A hit takes no lock and never waits. A miss joins the fetch already in flight for its key (one
+    PlanTools per key at a time), and fetches of different keys run side by side. A failed fetch
+    is not kept: every caller waiting on it gets its error, the next one fetches again.
+    """
 
     def __init__(self, discovery: DiscoverySeam, *, size: int = 32) -> None:
         self._discovery = discovery
         self._size = size
-        self._cache: OrderedDict[tuple[str, str, str], DeferredTools] = OrderedDict()
-        self._lock = asyncio.Lock()
+        self._cache: OrderedDict[_Key, DeferredTools] = OrderedDict()
+        # Fetches in flight by (key, with definitions); each runs as its own task so that a caller
+        # that goes away (a cancelled chat) does not cancel it for the others.
+        self._flights: dict[tuple[_Key, bool], asyncio.Task[DeferredTools]] = {}
 
     async def get(
         self,
@@ -53,25 +62,40 @@ class DeferredToolsCache:
             the discovery seam's errors (NotFoundError, UnavailableError).
         """
         key = (catalog_version, toolset, toolset_json)
-        async with self._lock:
-            found = self._cache.get(key)
-            if found is None or (definitions and found.definitions is None):
-                plan = await self._discovery.plan_tools(
-                    toolset=toolset,
-                    discovered=(),
-                    provider=provider,
-                    time_limit=time_limit,
-                    with_deferred_names=True,
-                    with_deferred_tools=definitions,
-                    toolset_json=toolset_json,
-                )
-                found = DeferredTools(
-                    plan.deferred_names, tuple(plan.deferred_tools) if definitions else None
-                )
-                # The catalog may have moved on meanwhile: file the tools under what was read.
-                key = (plan.catalog_version or catalog_version, toolset, toolset_json)
-                self._cache[key] = found
-                while len(self._cache) > self._size:
-                    self._cache.popitem(last=False)
+        found = self._cache.get(key)
+        if found is not None and (not definitions or found.definitions is not None):
             self._cache.move_to_end(key)
             return found
+        flight = (key, definitions)
+        task = self._flights.get(flight)
+        if task is None:
+            task = asyncio.create_task(self._fetch(key, provider, time_limit, definitions))
+            self._flights[flight] = task
+            task.add_done_callback(lambda done: self._landed(flight, done))
+        return await asyncio.shield(task)
+
+    def _landed(self, flight: tuple[_Key, bool], task: asyncio.Task[DeferredTools]) -> None:
+        if self._flights.get(flight) is task:
+            del self._flights[flight]
+        if not task.cancelled():
+            task.exception()  # retrieved: the waiters (if any are left) raise it themselves
+
+    async def _fetch(
+        self, key: _Key, provider: str, time_limit: float | None, definitions: bool
+    ) -> DeferredTools:
+        catalog_version, toolset, toolset_json = key
+        plan = await self._discovery.plan_tools(
+            toolset=toolset,
+            discovered=(),
+            provider=provider,
+            time_limit=time_limit,
+            with_deferred_names=True,
+            with_deferred_tools=definitions,
+            toolset_json=toolset_json,
+        )
+        found = DeferredTools(plan.deferred_names, tuple(plan.deferred_tools) if definitions else None)
+        # The catalog may have moved on meanwhile: file the tools under what was read.
+        self._cache[(plan.catalog_version or catalog_version, toolset, toolset_json)] = found
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return found

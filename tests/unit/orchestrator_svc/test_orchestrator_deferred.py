@@ -1,0 +1,111 @@
+"""The deferred-tools cache: one fetch per key at a time, fetches of different toolsets side by side,
+and cache hits that never wait behind a fetch in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+
+from orchestrator_svc.deferred import DeferredToolsCache
+from orchestrator_svc.seams import ToolPlan
+
+WAIT = 5.0
+
+
+class SlowDiscovery:
+    """Answers PlanTools only when the test releases the toolset; records which fetches are in flight."""
+
+    def __init__(self) -> None:
+        self.release: dict[str, asyncio.Event] = {}
+        self.started: dict[str, asyncio.Event] = {}
+        self.fetches: Counter[str] = Counter()
+
+    def gate(self, toolset: str) -> None:
+        self.release[toolset] = asyncio.Event()
+        self.started[toolset] = asyncio.Event()
+
+    async def plan_tools(
+        self,
+        *,
+        toolset: str,
+        discovered: Sequence[str],
+        provider: str,
+        time_limit: float | None,
+        with_deferred_names: bool = False,
+        with_deferred_tools: bool = False,
+        toolset_json: str = "",
+    ) -> ToolPlan:
+        self.fetches[toolset] += 1
+        if toolset in self.release:
+            self.started[toolset].set()
+            await self.release[toolset].wait()
+        return ToolPlan(loaded_tools=[], deferred_names=frozenset({f"{toolset}_tool"}), catalog_version="v1")
+
+
+async def get(cache: DeferredToolsCache, toolset: str) -> frozenset[str]:
+    found = await cache.get(toolset=toolset, catalog_version="v1", provider="openai", time_limit=None)
+    return found.names
+
+
+async def test_two_toolsets_are_fetched_side_by_side() -> None:
+    discovery = SlowDiscovery()
+    discovery.gate("a")
+    discovery.gate("b")
+    cache = DeferredToolsCache(discovery)
+    first = asyncio.create_task(get(cache, "a"))
+    await asyncio.wait_for(discovery.started["a"].wait(), WAIT)
+    second = asyncio.create_task(get(cache, "b"))
+    # The second toolset's fetch starts while the first is still waiting for discovery.
+    await asyncio.wait_for(discovery.started["b"].wait(), WAIT)
+    discovery.release["b"].set()
+    assert await asyncio.wait_for(second, WAIT) == frozenset({"b_tool"})
+    assert not first.done()
+    discovery.release["a"].set()
+    assert await asyncio.wait_for(first, WAIT) == frozenset({"a_tool"})
+
+
+async def test_a_hit_does_not_wait_behind_a_fetch_in_flight() -> None:
+    discovery = SlowDiscovery()
+    cache = DeferredToolsCache(discovery)
+    assert await get(cache, "cached") == frozenset({"cached_tool"})
+    discovery.gate("slow")
+    slow = asyncio.create_task(get(cache, "slow"))
+    await asyncio.wait_for(discovery.started["slow"].wait(), WAIT)
+    assert await asyncio.wait_for(get(cache, "cached"), WAIT) == frozenset({"cached_tool"})
+    assert not slow.done()
+    discovery.release["slow"].set()
+    await asyncio.wait_for(slow, WAIT)
+    assert discovery.fetches == Counter({"cached": 1, "slow": 1})
+
+
+async def test_concurrent_misses_of_one_toolset_fetch_it_once() -> None:
+    discovery = SlowDiscovery()
+    discovery.gate("a")
+    cache = DeferredToolsCache(discovery)
+    waiters = [asyncio.create_task(get(cache, "a")) for _ in range(5)]
+    await asyncio.wait_for(discovery.started["a"].wait(), WAIT)
+    discovery.release["a"].set()
+    assert await asyncio.wait_for(asyncio.gather(*waiters), WAIT) == [frozenset({"a_tool"})] * 5
+    assert discovery.fetches == Counter({"a": 1})
+
+
+async def test_a_failed_fetch_is_not_cached_and_every_waiter_sees_the_error() -> None:
+    class FailingOnce(SlowDiscovery):
+        async def plan_tools(self, **kw: object) -> ToolPlan:  # type: ignore[override]
+            self.fetches["a"] += 1
+            if self.fetches["a"] == 1:
+                self.started["a"].set()
+                await self.release["a"].wait()
+                raise LookupError("discovery said no")
+            return ToolPlan(loaded_tools=[], deferred_names=frozenset({"a_tool"}), catalog_version="v1")
+
+    discovery = FailingOnce()
+    discovery.gate("a")
+    cache = DeferredToolsCache(discovery)
+    waiters = [asyncio.create_task(get(cache, "a")) for _ in range(3)]
+    await asyncio.wait_for(discovery.started["a"].wait(), WAIT)
+    discovery.release["a"].set()
+    results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), WAIT)
+    assert all(isinstance(r, LookupError) for r in results)
+    assert await get(cache, "a") == frozenset({"a_tool"})
