@@ -68,7 +68,6 @@ from toolscout.mcp_pool.v1 import mcp_pool_pb2
 from discovery_svc.server import build_server as build_discovery
 from mcp_pool_svc.errors import ToolOutcomeUnknownError
 from mcp_pool_svc.metrics import PoolMetrics
-from mcp_pool_svc.placement import Placement
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server as build_pool
 from mcp_pool_svc.session import open_connection
@@ -86,6 +85,7 @@ from tests.support.protocol_servers import PROTOCOL_SERVER
 from tests.support.sharded_stack import running_sharded_stack
 from toolscout_kit.config import StdioServerConfig, ToolscoutConfig, parse_config
 from toolscout_kit.logging import configure_logging
+from toolscout_kit.shards import placement_for
 
 RESULTS = REPO_ROOT / "bench" / "results" / "faults.json"
 
@@ -708,7 +708,7 @@ def _owner_of(stack: Any, server: str) -> int:
     if stack.unsharded:
         return 0
     config = parse_config(stack.document, base_dir=stack.tmp)
-    return Placement.from_config(config, stack.count).owners(server)[0]
+    return placement_for(config, stack.count).owners(server)[0]
 
 
 async def pool_process_killed_mid_call(workdir: Path, shards: int, calls: int) -> dict[str, Any]:

@@ -44,8 +44,8 @@ import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev grou
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
-
-from mcp_pool_svc.placement import Placement, ServerRule, moved_servers
+from toolscout.client import Placement, moved_servers
+from toolscout.client import ServerPlacement as ServerRule
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = ROOT / "bench" / "mcp_fleet.py"

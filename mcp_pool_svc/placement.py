@@ -17,32 +17,22 @@ computes the same owners::
     weight(name, k) = int.from_bytes(blake2b(utf8(name) + b"\\x00" + ascii(str(k)), digest_size=8), "big")
     owner(name, N)  = the k in 0..N-1 with the largest weight (the smallest k on a tie)
 
-Python's ``hash()`` is salted per process and would give every process different owners. The one
-implementation is in the client library (:mod:`toolscout.client.sharding`), which routes calls with
-it; the pool uses the same functions, so the two can never disagree.
+Python's ``hash()`` is salted per process and would give every process different owners. The rule
+itself (:func:`~toolscout.client.owners_of`, :class:`~toolscout.client.Placement`) is in the client
+library, which routes calls with it; the pool runs its servers by the same class (built from the
+config by :func:`toolscout_kit.shards.placement_for`). This module is the pool's side: which shard
+this process is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from toolscout.client import rendezvous_owner, rendezvous_weight
-
-from toolscout_kit.config import ShardSettings, ToolscoutConfig
+from toolscout_kit.config import ShardSettings
 from toolscout_kit.errors import ConfigError
 
-__all__ = [
-    "Placement",
-    "ServerRule",
-    "ShardIdentity",
-    "moved_servers",
-    "rendezvous_owner",
-    "rendezvous_weight",
-    "resolve_identity",
-]
+__all__ = ["ShardIdentity", "resolve_identity"]
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -126,90 +116,3 @@ def resolve_identity(
         f"toolscout.pool.shards.count is {shards.count} but this pool process has no shard: "
         f"pass --shard K/{shards.count} or run it as a pod named {shards.statefulset}-<K>"
     )
-
-
-@dataclass(frozen=True)
-class ServerRule:
-    """One server's configured placement: ``owner`` (optionally pinned to ``shard``) or ``all``."""
-
-    placement: Literal["owner", "all"] = "owner"
-    shard: int | None = None
-
-
-_DEFAULT_RULE = ServerRule()
-
-
-class Placement:
-    """The owners of every server for one shard count.
-
-    Servers not in ``rules`` get the default placement (their rendezvous owner), so a caller that
-    only knows a server's name still finds the same shard as the pool.
-    """
-
-    def __init__(self, count: int, rules: Mapping[str, ServerRule] | None = None) -> None:
-        """Computes every configured server's owners once.
-
-        Raises:
-            ValueError: ``count`` is below 1, a pinned shard is not below it, or a rule pins ``all``.
-        """
-        if count < 1:
-            raise ValueError(f"the shard count must be at least 1, got {count}")
-        self.count = count
-        self._rules = dict(rules or {})
-        for name, rule in self._rules.items():
-            if rule.shard is not None and (rule.placement == "all" or not 0 <= rule.shard < count):
-                raise ValueError(f"server {name!r}: cannot pin to shard {rule.shard} of {count}")
-        self._owners = {name: self._compute(name, rule) for name, rule in self._rules.items()}
-
-    @classmethod
-    def from_config(cls, config: ToolscoutConfig, count: int | None = None) -> Placement:
-        """The placement of the configured servers over ``count`` shards (default: the configured count)."""
-        rules = {
-            name: ServerRule(placement=server.placement, shard=server.shard)
-            for name, server in config.servers.items()
-        }
-        return cls(config.toolscout.pool.shards.count if count is None else count, rules)
-
-    def _compute(self, name: str, rule: ServerRule) -> tuple[int, ...]:
-        if rule.placement == "all":
-            return tuple(range(self.count))
-        if rule.shard is not None:
-            return (rule.shard,)
-        return (rendezvous_owner(name, self.count),)
-
-    @property
-    def servers(self) -> list[str]:
-        """The configured server names, sorted."""
-        return sorted(self._rules)
-
-    def rule(self, server: str) -> ServerRule:
-        """The configured placement of ``server`` (the default for one not configured)."""
-        return self._rules.get(server, _DEFAULT_RULE)
-
-    def owners(self, server: str) -> tuple[int, ...]:
-        """The shards that run ``server``, ascending: one, or all of them for ``placement: all``."""
-        owners = self._owners.get(server)
-        return owners if owners is not None else self._compute(server, _DEFAULT_RULE)
-
-    def owns(self, shard: int, server: str) -> bool:
-        """Whether ``shard`` runs ``server`` (a call for it may be served there)."""
-        return shard in self.owners(server)
-
-    def servers_for(self, shard: int) -> list[str]:
-        """The configured servers that ``shard`` runs, sorted.
-
-        Raises:
-            ValueError: ``shard`` is not below the shard count.
-        """
-        if not 0 <= shard < self.count:
-            raise ValueError(f"shard {shard} does not exist (count is {self.count})")
-        return [name for name in sorted(self._owners) if shard in self._owners[name]]
-
-
-def moved_servers(before: Placement, after: Placement, servers: Iterable[str] | None = None) -> list[str]:
-    """The servers whose owners differ between two placements (those a reshard restarts), sorted.
-
-    ``servers`` defaults to the union of both placements' configured servers.
-    """
-    names = set(servers) if servers is not None else set(before.servers) | set(after.servers)
-    return sorted(name for name in names if before.owners(name) != after.owners(name))

@@ -50,7 +50,7 @@ from mcp_pool_svc.errors import (
     UnknownToolError,
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
-from mcp_pool_svc.placement import Placement, ServerRule, ShardIdentity, resolve_identity
+from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.results import (
     ToolResult,
@@ -66,6 +66,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.names import unknown_name
+from toolscout_kit.shards import placement_for
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "ReshardResult", "reply_line_limit", "require_json_object"]
 
@@ -182,7 +183,7 @@ class McpPool:
         self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
         # Kept when a reshard leaves this shard out (its index beyond the new count).
         self._index = self._shard.index
-        self._placement = self._placement_for(config, self._shard.count)
+        self._placement = placement_for(config, self._shard.count)
         self._http = HttpClients()
         self._reaper = Reaper()
         self._reaping: asyncio.Task[None] | None = None
@@ -199,18 +200,6 @@ class McpPool:
         self._leaving: dict[str, Supervisor] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._metrics.shard(self._shard.index, self._shard.count)
-
-    @staticmethod
-    def _placement_for(config: ToolscoutConfig, count: int) -> Placement:
-        rules = {
-            name: ServerRule(
-                placement=server.placement,
-                # A pin beyond a shrunk count cannot apply; the config check reports it on reload.
-                shard=server.shard if server.shard is not None and server.shard < count else None,
-            )
-            for name, server in config.servers.items()
-        }
-        return Placement(count, rules)
 
     def _owned(self) -> list[str]:
         if self._shard is None:
@@ -321,7 +310,7 @@ class McpPool:
         known = {name: server for name, server in config.servers.items() if name in self._config.servers}
         self._config = self._config.model_copy(update={"servers": {**self._config.servers, **known}})
         before = set(self._supervisors)
-        self._placement = self._placement_for(self._config, count)
+        self._placement = placement_for(self._config, count)
         self._shard = ShardIdentity(index, count) if index < count else None
         after = set(self._owned())
         self._metrics.shard(index, count)

@@ -8,7 +8,7 @@ orchestrator and the MCP gateway call tools on it.
 
 from __future__ import annotations
 
-from toolscout.client import AsyncPoolClient, AsyncShardedPoolClient, ServerPlacement
+from toolscout.client import AsyncPoolClient, AsyncShardedPoolClient, Placement, ServerPlacement
 
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import SecuritySettings, ShardSettings, ToolscoutConfig
@@ -17,6 +17,7 @@ from toolscout_kit.errors import ConfigError
 __all__ = [
     "SHARD_CHANNEL_OPTIONS",
     "ShardClients",
+    "placement_for",
     "server_placements",
     "shard_targets",
     "sharded_pool_client",
@@ -57,6 +58,19 @@ def server_placements(config: ToolscoutConfig) -> dict[str, ServerPlacement]:
         for name, server in config.servers.items()
         if server.placement == "all" or server.shard is not None
     }
+
+
+def placement_for(config: ToolscoutConfig, count: int | None = None) -> Placement:
+    """The owners of every configured server over ``count`` shards (default: the configured count).
+
+    A pin beyond ``count`` (the count shrank below it; the config check reports it on reload) falls
+    back to the hash owner.
+    """
+    rules = {
+        name: ServerPlacement(placement=server.placement, shard=server.shard)
+        for name, server in config.servers.items()
+    }
+    return Placement(config.toolscout.pool.shards.count if count is None else count, rules, strict=False)
 
 
 class ShardClients:

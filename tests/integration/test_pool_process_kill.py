@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from toolscout import client as tc
 
-from mcp_pool_svc.placement import Placement
 from tests.support.fake_provider import FakeProvider, RecordedRequest, Reply, ScriptedCall
 from tests.support.mcp_servers import misbehaving_config, wait_for_lines
 from tests.support.sharded_stack import ShardedStack, running_sharded_stack
 from toolscout_kit.config import parse_config
+from toolscout_kit.shards import placement_for
 
 WAIT = 60.0
 # Transport text gRPC writes for a dead connection: never for the LLM.
@@ -45,7 +45,7 @@ def _owner(stack: ShardedStack, server: str) -> int:
     if stack.unsharded:
         return 0
     config = parse_config(stack.document, base_dir=stack.tmp)
-    return Placement.from_config(config, stack.count).owners(server)[0]
+    return placement_for(config, stack.count).owners(server)[0]
 
 
 def _pool_client(stack: ShardedStack) -> tc.AsyncShardedPoolClient:

@@ -20,12 +20,12 @@ import pytest
 import pytest_asyncio
 from toolscout import client as tc
 
-from mcp_pool_svc.placement import Placement
 from mcp_pool_svc.pool import McpPool
 from tests.support.fake_provider import FakeProvider, RecordedRequest, Reply, ScriptedCall
 from tests.support.mcp_servers import misbehaving_config
 from tests.support.sharded_stack import ShardedStack, running_sharded_stack, scrape
 from toolscout_kit.config import parse_config
+from toolscout_kit.shards import placement_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -133,13 +133,13 @@ async def _chat(stack: ShardedStack, tool: str) -> tc.ChatResult:
 
 
 async def test_the_placement_used_here_is_the_one_the_hash_gives() -> None:
-    three, four = Placement(3), Placement(4)
+    three, four = tc.Placement(3), tc.Placement(4)
     assert [three.owners(s)[0] for s in ("srv4", "srv0", "srv1")] == [0, 1, 2]
     assert [s for s in SERVERS if three.owners(s) != four.owners(s)] == ["srv7", "srv8"]
 
 
-def _placement(count: int) -> Placement:
-    return Placement.from_config(parse_config({"servers": _servers(Path("/"), logs=False)}), count)
+def _placement(count: int) -> tc.Placement:
+    return placement_for(parse_config({"servers": _servers(Path("/"), logs=False)}), count)
 
 
 async def test_each_shard_runs_and_reports_only_the_servers_placed_on_it(stack: ShardedStack) -> None:

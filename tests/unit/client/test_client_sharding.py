@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import hashlib
+import random
 
 import grpc
+import pytest
 from toolscout.client import (
     CatalogMerger,
+    Placement,
     ServerPlacement,
+    ShardRouter,
     Tool,
     UnavailableError,
+    moved_servers,
     owners_of,
     parse_owners,
     rendezvous_owner,
     rendezvous_weight,
 )
+from toolscout.client import ServerPlacement as ServerRule
 from toolscout.client.sharded import SHARD_COUNT_KEY, SHARD_OWNERS_KEY
 
-from mcp_pool_svc.placement import Placement, ServerRule
+from toolscout_kit.config import parse_config
+from toolscout_kit.shards import placement_for, server_placements
 
 
 def test_the_weight_is_exactly_the_documented_blake2b_formula() -> None:
@@ -35,6 +42,72 @@ def test_the_client_and_the_pool_agree_on_every_owner() -> None:
         client = {"pinned": ServerPlacement(shard=pin), "all": ServerPlacement(placement="all")}
         for name in [*names, "pinned", "all"]:
             assert owners_of(name, count, client.get(name)) == pool.owners(name)
+
+
+def _expected_owners(name: str, count: int, rule: ServerPlacement | None) -> tuple[int, ...]:
+    """The placement rule written out from its definition (the module docstring), for comparison."""
+    if rule is not None and rule.placement == "all":
+        return tuple(range(count))
+    if rule is not None and rule.shard is not None and rule.shard < count:
+        return (rule.shard,)
+    weights = [rendezvous_weight(name, k) for k in range(count)]
+    return (weights.index(max(weights)),)
+
+
+def _random_config(rng: random.Random) -> dict[str, object]:
+    servers: dict[str, object] = {}
+    for i in range(rng.randint(1, 40)):
+        server: dict[str, object] = {"command": "x"}
+        kind = rng.random()
+        if kind < 0.15:
+            server["placement"] = "all"
+        elif kind < 0.35:
+            server["shard"] = rng.randint(0, 11)
+        servers[f"{rng.choice(['srv', 'mcp-', 'x_'])}{i}{rng.choice(['', 'é', '.io'])}"] = server
+    # Pins are checked against the configured count; a smaller count below lets some fall back.
+    return {"servers": servers, "toolscout": {"pool": {"shards": {"count": 12}}}}
+
+
+def test_the_pool_and_its_callers_place_servers_by_the_one_rule_over_random_configs_and_counts() -> None:
+    # A seeded property test: random configs (pins, some beyond the count; placement: all) and counts.
+    rng = random.Random(2104)  # noqa: S311 - test data, not cryptography
+    for _ in range(300):
+        config = parse_config(_random_config(rng))
+        count = rng.randint(1, 12)
+        pool = placement_for(config, count)  # what a pool shard runs
+        router = ShardRouter(count, server_placements(config))  # where a sharded client sends a call
+        shards: list[set[str]] = [set(pool.servers_for(k)) for k in range(count)]
+        for name, server in config.servers.items():
+            rule = ServerPlacement(placement=server.placement, shard=server.shard)
+            owners = pool.owners(name)
+            assert (
+                owners
+                == router.owners(name)
+                == owners_of(name, count, rule)
+                == _expected_owners(name, count, rule)
+            )
+            assert owners
+            assert list(owners) == sorted(set(owners))
+            assert all(0 <= k < count for k in owners)
+            assert {k for k in range(count) if name in shards[k]} == set(owners)
+        # One more shard moves only servers placed by the hash, and only onto the new shard.
+        grown = placement_for(config, count + 1)
+        for name in moved_servers(pool, grown):
+            server = config.servers[name]
+            if server.placement == "all":
+                assert grown.owners(name) == tuple(range(count + 1))
+            elif server.shard is None or server.shard >= count:
+                assert grown.owners(name) == (count,)
+
+
+def test_a_strict_placement_refuses_a_pin_that_cannot_apply_and_a_lenient_one_falls_back() -> None:
+    rules = {"memory": ServerPlacement(shard=3), "both": ServerPlacement(placement="all", shard=0)}
+    for name, rule in rules.items():
+        with pytest.raises(ValueError, match=f"server {name!r}"):
+            Placement(3, {name: rule})
+    lenient = Placement(3, rules, strict=False)
+    assert lenient.owners("memory") == (rendezvous_owner("memory", 3),)
+    assert lenient.owners("both") == (0, 1, 2)
 
 
 def test_growing_the_count_moves_about_one_in_n_and_only_to_the_new_shard() -> None:

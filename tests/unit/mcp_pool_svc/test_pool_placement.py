@@ -5,18 +5,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from toolscout.client import Placement, moved_servers, rendezvous_owner, rendezvous_weight
+from toolscout.client import ServerPlacement as ServerRule
 
-from mcp_pool_svc.placement import (
-    Placement,
-    ServerRule,
-    ShardIdentity,
-    moved_servers,
-    rendezvous_owner,
-    rendezvous_weight,
-    resolve_identity,
-)
+from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from toolscout_kit.config import ShardSettings, parse_config
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.shards import placement_for
 
 NAMES = [f"server-{i:04d}" for i in range(1000)]
 
@@ -131,9 +126,9 @@ def test_placement_follows_the_configuration() -> None:
             "toolscout": {"pool": {"shards": {"count": 3}}},
         }
     )
-    placement = Placement.from_config(config)
+    placement = placement_for(config)
     assert placement.count == 3
     assert placement.owners("memory") == (2,)
     assert placement.owners("time") == (0, 1, 2)
     assert placement.owners("notes") == (rendezvous_owner("notes", 3),)
-    assert Placement.from_config(config, count=4).count == 4
+    assert placement_for(config, count=4).count == 4

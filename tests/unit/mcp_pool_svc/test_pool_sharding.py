@@ -12,12 +12,13 @@ import pytest
 
 from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import NotOwnerError, UnknownServerError
-from mcp_pool_svc.placement import Placement, ShardIdentity
+from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.supervisor import ServerState
 from tests.unit.mcp_pool_svc.test_pool_supervisor import FakeServer, fake_connector
 from toolscout_kit.config import ToolscoutConfig, parse_config
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.shards import placement_for
 
 # Owners by the hash: srv4 -> 0, srv0 -> 1, srv1 -> 2 of 3; of 4, srv7 and srv8 move to shard 3.
 NAMES = [f"srv{i}" for i in range(9)]
@@ -61,7 +62,7 @@ async def test_a_shard_starts_and_reports_only_the_servers_placed_on_it() -> Non
     pool = _pool(config, ShardIdentity(2, 3), fakes)
     await pool.start(wait=WAIT)
     try:
-        expected = Placement.from_config(config, 3).servers_for(2)
+        expected = placement_for(config, 3).servers_for(2)
         assert [s.name for s in pool.list_servers()] == expected
         assert {"pinned", "everywhere", "srv1"} <= set(expected)
         assert {name for name, fake in fakes.items() if fake.connects} == set(expected)
@@ -107,7 +108,7 @@ async def test_a_reshard_starts_and_stops_only_the_servers_whose_owner_changed()
         result = await pool.reshard(four)
         assert (result.started, result.stopped) == ((), ("srv7", "srv8"))
         assert result.shard == ShardIdentity(2, 4)
-        assert [s.name for s in pool.list_servers()] == Placement.from_config(four, 4).servers_for(2)
+        assert [s.name for s in pool.list_servers()] == placement_for(four, 4).servers_for(2)
         # The others kept their very sessions; the moved ones are closed and out of the catalog.
         for name in pool.server_names:
             assert fakes[name].live is before[name]
@@ -135,7 +136,7 @@ async def test_a_shard_beyond_the_new_count_hands_over_everything() -> None:
     try:
         result = await pool.reshard(_config(3))
         assert result.shard is None
-        assert set(result.stopped) == set(Placement.from_config(four, 4).servers_for(3))
+        assert set(result.stopped) == set(placement_for(four, 4).servers_for(3))
         assert pool.list_servers() == []
         assert pool.shard_index == 3
     finally:

@@ -62,8 +62,10 @@ from toolscout.client.sharded import (
 )
 from toolscout.client.sharding import (
     CatalogMerger,
+    Placement,
     ServerPlacement,
     catalog_version,
+    moved_servers,
     owners_of,
     rendezvous_owner,
     rendezvous_weight,
@@ -155,6 +157,7 @@ __all__ = [
     "OutOfRangeError",
     "OutcomeUnknownError",
     "PermissionDeniedError",
+    "Placement",
     "PoolClient",
     "ReasoningDelta",
     "ResourceExhaustedError",
@@ -192,6 +195,7 @@ __all__ = [
     "create_channel",
     "default_channel_options",
     "error_for_code",
+    "moved_servers",
     "not_sent_error",
     "owners_of",
     "parse_json_object",

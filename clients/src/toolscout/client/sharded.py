@@ -31,7 +31,7 @@ from toolscout.client._base import ChannelSettings
 from toolscout.client.aio import AsyncPoolClient, Metadata
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
-from toolscout.client.sharding import CatalogMerger, ServerPlacement, owners_of
+from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement
 from toolscout.client.sync import PoolClient
 
 __all__ = [
@@ -81,8 +81,7 @@ class ShardRouter:
     ) -> None:
         if count < 1:
             raise ValueError("a sharded pool client needs at least one shard")
-        self.count = count
-        self.placement = dict(placement or {})
+        self.placement = Placement(count, placement, strict=False)
         self.max_reroutes = max_reroutes
         # Owners learned from refusals, with the shard count they are for.
         self._learned: dict[str, tuple[tuple[int, ...], int]] = {}
@@ -92,17 +91,20 @@ class ShardRouter:
         """Routes for ``count`` shards from now on (and ``placement``, if given); forgets what it learned."""
         if count < 1:
             raise ValueError("a sharded pool client needs at least one shard")
-        self.count = count
-        if placement is not None:
-            self.placement = dict(placement)
+        rules = {name: self.placement.rule(name) for name in self.placement.servers}
+        self.placement = Placement(count, rules if placement is None else placement, strict=False)
         self._learned.clear()
+
+    @property
+    def count(self) -> int:
+        return self.placement.count
 
     def owners(self, server: str) -> tuple[int, ...]:
         """The shards that run ``server`` as far as this router knows."""
         learned = self._learned.get(server)
         if learned is not None and learned[1] >= self.count:
             return learned[0]
-        return owners_of(server, self.count, self.placement.get(server))
+        return self.placement.owners(server)
 
     def pick(self, server: str, failing: Callable[[int], bool] = lambda _: False) -> int:
         """The shard a call for ``server`` goes to: its owner, or one of them in turn.

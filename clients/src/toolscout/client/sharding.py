@@ -28,8 +28,10 @@ from toolscout.client.types import Tool, ToolCatalog
 
 __all__ = [
     "CatalogMerger",
+    "Placement",
     "ServerPlacement",
     "catalog_version",
+    "moved_servers",
     "owners_of",
     "rendezvous_owner",
     "rendezvous_weight",
@@ -65,7 +67,8 @@ class ServerPlacement:
 
 
 def owners_of(server: str, count: int, rule: ServerPlacement | None = None) -> tuple[int, ...]:
-    """The shards that run ``server`` among ``count``: one, or every shard for ``placement: all``.
+    """The shards that run ``server`` among ``count``, ascending: one, or every shard for
+    ``placement: all``. This is the one placement rule: the pool runs, and every caller routes, by it.
 
     A pin to a shard that does not exist (the count shrank below it) falls back to the hash owner.
 
@@ -79,6 +82,75 @@ def owners_of(server: str, count: int, rule: ServerPlacement | None = None) -> t
     if rule is not None and rule.shard is not None and 0 <= rule.shard < count:
         return (rule.shard,)
     return (rendezvous_owner(server, count),)
+
+
+_DEFAULT = ServerPlacement()
+
+
+class Placement:
+    """The owners of every configured server for one shard count (by :func:`owners_of`).
+
+    Servers not in ``rules`` get the default placement (their rendezvous owner), so a caller that
+    only knows a server's name finds the same shard as the pool.
+    """
+
+    def __init__(
+        self, count: int, rules: Mapping[str, ServerPlacement] | None = None, *, strict: bool = True
+    ) -> None:
+        """Computes every configured server's owners once.
+
+        With ``strict`` a pin that cannot apply is an error; without it, a pin beyond ``count``
+        (the count shrank below it) falls back to the hash owner, as :func:`owners_of` does.
+
+        Raises:
+            ValueError: ``count`` is below 1; with ``strict``, a pinned shard is not below it or a
+                rule pins ``all``.
+        """
+        if count < 1:
+            raise ValueError(f"the shard count must be at least 1, got {count}")
+        self.count = count
+        self._rules = dict(rules or {})
+        for name, rule in self._rules.items():
+            if strict and rule.shard is not None and (rule.placement == "all" or not 0 <= rule.shard < count):
+                raise ValueError(f"server {name!r}: cannot pin to shard {rule.shard} of {count}")
+        self._owners = {name: owners_of(name, count, rule) for name, rule in self._rules.items()}
+
+    @property
+    def servers(self) -> list[str]:
+        """The configured server names, sorted."""
+        return sorted(self._rules)
+
+    def rule(self, server: str) -> ServerPlacement:
+        """The configured placement of ``server`` (the default for one not configured)."""
+        return self._rules.get(server, _DEFAULT)
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server``, ascending: one, or all of them for ``placement: all``."""
+        owners = self._owners.get(server)
+        return owners if owners is not None else owners_of(server, self.count, self._rules.get(server))
+
+    def owns(self, shard: int, server: str) -> bool:
+        """Whether ``shard`` runs ``server`` (a call for it may be served there)."""
+        return shard in self.owners(server)
+
+    def servers_for(self, shard: int) -> list[str]:
+        """The configured servers that ``shard`` runs, sorted.
+
+        Raises:
+            ValueError: ``shard`` is not below the shard count.
+        """
+        if not 0 <= shard < self.count:
+            raise ValueError(f"shard {shard} does not exist (count is {self.count})")
+        return [name for name in sorted(self._owners) if shard in self._owners[name]]
+
+
+def moved_servers(before: Placement, after: Placement, servers: Iterable[str] | None = None) -> list[str]:
+    """The servers whose owners differ between two placements (those a reshard restarts), sorted.
+
+    ``servers`` defaults to the union of both placements' configured servers.
+    """
+    names = set(servers) if servers is not None else set(before.servers) | set(after.servers)
+    return sorted(name for name in names if before.owners(name) != after.owners(name))
 
 
 # --- the catalog version -------------------------------------------------------------------------
