@@ -1,15 +1,16 @@
 """The seam to the pool: follow its catalog through the client library and hand snapshots to discovery.
 
-On start (and after every disconnect) a follower calls ``ListTools`` for the full catalog, then
-follows ``WatchCatalog`` from that version. When the pool restarts or the stream breaks it
+On start (and after every disconnect) each shard's stream calls ``ListTools`` for the full catalog,
+then follows ``WatchCatalog`` from that version. When a shard restarts or its stream breaks it
 reconnects with exponential backoff. Client errors become domain errors here and nowhere else.
 
-A sharded pool is followed shard by shard (:class:`ShardedCatalogFollower`): each shard's catalog
-goes into a :class:`~toolscout.client.CatalogMerger`, and discovery gets one catalog with one
-version, the same names and the same version as an unsharded pool with those tools. A shard that
-cannot be reached keeps its tools in the catalog, marked unavailable (after ``down_grace``, so a
-restart of a moment changes nothing); the other shards' tools are untouched. Only the servers
-whose tools changed are converted again, so a change on one shard costs what that shard changed.
+The pool is followed shard by shard (:class:`CatalogFollower`; an unsharded pool is one shard):
+each shard's catalog goes into a :class:`~toolscout.client.CatalogMerger`, and discovery gets one
+catalog with one version, the same names and the same version as an unsharded pool with those
+tools (one shard's catalog is passed on as it is, version included). A shard that cannot be
+reached keeps its tools in the catalog, marked unavailable (after ``down_grace``, so a restart of a
+moment changes nothing); the other shards' tools are untouched. Only the servers whose tools
+changed are converted again, so a change on one shard costs what that shard changed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
 
-__all__ = ["PoolCatalogFollower", "ShardedCatalogFollower", "catalog_from_pool"]
+__all__ = ["CatalogFollower", "catalog_from_pool"]
 
 _log = get_logger(__name__)
 
@@ -135,54 +136,16 @@ class _Stream:
             backoff = min(backoff * 2, self._max_backoff)
 
 
-class PoolCatalogFollower:
-    """Keeps discovery's catalog in step with one (unsharded) pool until cancelled.
-
-    The pool's snapshot is passed on as it is, version included; while the pool cannot be reached
-    discovery keeps the last catalog it had.
-    """
-
-    def __init__(
-        self,
-        pool: AsyncPoolClient,
-        on_catalog: Callable[[Catalog], None],
-        *,
-        initial_backoff: float = 0.2,
-        max_backoff: float = 10.0,
-        list_timeout: float = 10.0,
-    ) -> None:
-        self._on_catalog = on_catalog
-        self._version = ""
-        self._stream = _Stream(
-            pool,
-            self._install,
-            initial_backoff=initial_backoff,
-            max_backoff=max_backoff,
-            list_timeout=list_timeout,
-        )
-        self.connected = self._stream.connected
-
-    async def _install(self, version: str, tools: tuple[PoolTool, ...]) -> None:
-        if version == self._version:
-            return
-        # Parsing 50k schemas takes a while: keep the event loop (health checks, RPCs) responsive.
-        catalog = await asyncio.to_thread(catalog_from_pool, version, tools)
-        self._version = version
-        self._on_catalog(catalog)
-
-    async def run(self) -> None:
-        """Follows the catalog forever, reconnecting with backoff; returns only when cancelled."""
-        await self._stream.run()
-
-
-class ShardedCatalogFollower:
-    """Follows every shard of a sharded pool and keeps discovery's one merged catalog in step.
+class CatalogFollower:
+    """Follows every shard of the pool (one, when it is not sharded) and keeps discovery's one
+    merged catalog in step until cancelled.
 
     ``shards[k]`` is a client of shard ``k``. ``configured`` names the configured servers: one
     that vanishes from every shard (moving to another during a resharding) keeps its tools,
     unavailable, until its new owner lists it. The first catalog is handed over once every shard
     has sent its catalog or been found unreachable (``down_grace`` after its first failed attempt),
-    so discovery never starts with a part of the tools that looks like the whole.
+    and at least one has sent one, so discovery never starts with a part of the tools that looks
+    like the whole, nor with no tools while no shard has answered yet.
     """
 
     def __init__(
@@ -276,8 +239,9 @@ class ShardedCatalogFollower:
     async def _publish(self, started: float) -> None:
         if not self._complete:
             # Every shard heard from (a catalog, or found down): from then on every change counts.
-            self._complete = all(
-                self._merger.has_catalog(k) or self._merger.is_down(k) for k in self._streams
+            heard = [self._merger.has_catalog(k) for k in self._streams]
+            self._complete = any(heard) and all(
+                has or self._merger.is_down(k) for k, has in zip(self._streams, heard, strict=True)
             )
             if not self._complete:
                 return

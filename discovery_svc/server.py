@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from toolscout.client import AsyncPoolClient
 from toolscout.discovery.v1 import discovery_pb2_grpc
 
 from discovery_svc.catalog import Catalog
-from discovery_svc.catalog_follower import PoolCatalogFollower, ShardedCatalogFollower
+from discovery_svc.catalog_follower import CatalogFollower
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.hybrid_stage import hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.servicer import DiscoveryServicer
-from toolscout_kit.channels import create_channel
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
-from toolscout_kit.shards import SHARD_CHANNEL_OPTIONS, shard_targets
+from toolscout_kit.shards import ShardClients, shard_targets
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -39,8 +38,9 @@ async def build_server(
 ) -> RunningServer:
     """Starts discovery: NOT_SERVING until the first catalog arrives from the pool.
 
-    A sharded pool (``toolscout.pool.shards``, or ``pool_targets``: one address per shard) is
-    followed shard by shard and merged into one catalog.
+    The pool is followed shard by shard and merged into one catalog: a sharded pool's shards
+    (``toolscout.pool.shards``, or ``pool_targets``: one address per shard), or the one pool at
+    ``pool_target``.
 
     Raises:
         ConfigError: the address or metrics port cannot be bound, TLS files cannot be read, the pool
@@ -84,65 +84,31 @@ async def build_server(
             task.add_done_callback(background.discard)
 
     targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
-    if targets is None or len(targets) == 1:
-        target = targets[0] if targets else pool_target or settings.pool_target
-        pool = AsyncPoolClient(create_channel(target, security), owns_channel=True)
-        follower = PoolCatalogFollower(pool, on_catalog)
-        follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
-
-        async def cleanup() -> None:
-            for task in (follow_task, *background):
-                task.cancel()
-            for task in (follow_task, *background):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await pool.close()
-
-        running.add_cleanup(cleanup)
-        return running
-    _follow_shards(running, config, targets, on_catalog, background, metrics=metrics)
-    return running
-
-
-# --- a sharded pool (issue 15): one follower per shard, merged ----------------------------------
-
-
-def _follow_shards(
-    running: RunningServer,
-    config: ToolscoutConfig,
-    targets: list[str],
-    on_catalog: Callable[[Catalog], None],
-    background: set[asyncio.Task[None]],
-    *,
-    metrics: DiscoveryMetrics,
-) -> None:
-    security = config.toolscout.security
-    clients: dict[str, AsyncPoolClient] = {}
+    sharded = targets is not None
+    clients = ShardClients(security)
 
     def shard_clients(addresses: list[str]) -> dict[int, AsyncPoolClient]:
         # A shard still at the same address keeps its client (and its catalog stream).
-        for address in addresses:
-            if address not in clients:
-                channel = create_channel(address, security, options=SHARD_CHANNEL_OPTIONS)
-                clients[address] = AsyncPoolClient(channel, owns_channel=True)
-        return {index: clients[address] for index, address in enumerate(addresses)}
+        return {index: clients.get(address) for index, address in enumerate(addresses)}
 
-    follower = ShardedCatalogFollower(
-        shard_clients(targets), on_catalog, configured=config.servers, metrics=metrics
+    follower = CatalogFollower(
+        shard_clients(targets or [pool_target or settings.pool_target]),
+        on_catalog,
+        # A server that vanishes from every shard while configured is moving between shards
+        # (resharding): its tools stay, unavailable. One pool drops what it drops.
+        configured=config.servers if sharded else (),
+        metrics=metrics,
     )
-    follow_task = asyncio.create_task(follower.run(), name="discovery-shard-followers")
+    follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
 
     async def reload(new_config: ToolscoutConfig) -> None:
         addresses = shard_targets(new_config.toolscout.pool.shards)
+        if addresses is None and not sharded:
+            return
         if addresses is None:
             _log.warning("the pool is no longer sharded in the config: restart discovery to apply it")
             return
-        unused = await follower.reshard(shard_clients(addresses), new_config.servers)
-        for client in unused:
-            for address, known in list(clients.items()):
-                if known is client:
-                    del clients[address]
-            await client.close()
+        await clients.forget(await follower.reshard(shard_clients(addresses), new_config.servers))
         _log.info("following pool shards", shards=len(addresses))
 
     async def cleanup() -> None:
@@ -151,8 +117,8 @@ def _follow_shards(
         for task in (follow_task, *background):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for client in clients.values():
-            await client.close()
+        await clients.close()
 
     running.add_reload(reload)
     running.add_cleanup(cleanup)
+    return running

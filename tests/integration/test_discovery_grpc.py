@@ -16,7 +16,7 @@ from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from discovery_svc.catalog import Catalog
-from discovery_svc.catalog_follower import PoolCatalogFollower
+from discovery_svc.catalog_follower import CatalogFollower
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.server import SERVICE_NAME, build_server
 from discovery_svc.servicer import DiscoveryServicer
@@ -243,7 +243,7 @@ async def _follow(
         seen.put_nowait(catalog)
 
     pool = AsyncPoolClient.connect(f"127.0.0.1:{port}")
-    follower = PoolCatalogFollower(pool, on_catalog, initial_backoff=0.05, max_backoff=0.2)
+    follower = CatalogFollower({0: pool}, on_catalog, initial_backoff=0.05, max_backoff=0.2)
     return service, seen, asyncio.create_task(follower.run()), pool
 
 

@@ -9,7 +9,7 @@ import pytest
 from toolscout.client import AsyncPoolClient
 
 from discovery_svc.catalog import Catalog
-from discovery_svc.catalog_follower import ShardedCatalogFollower
+from discovery_svc.catalog_follower import CatalogFollower
 from tests.integration.test_discovery_grpc import FakePool, pb_tool, start_pool
 
 WAIT = 10.0
@@ -46,7 +46,7 @@ async def shards() -> AsyncIterator[Shards]:
 
 async def _follow(shards: Shards, **kw: object) -> tuple[asyncio.Task[None], list[AsyncPoolClient]]:
     clients = [AsyncPoolClient.connect(f"127.0.0.1:{port}") for port in shards.ports]
-    follower = ShardedCatalogFollower(
+    follower = CatalogFollower(
         dict(enumerate(clients)),
         shards.on_catalog,
         configured=["alpha", "beta", "both"],

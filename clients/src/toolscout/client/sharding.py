@@ -265,7 +265,9 @@ class CatalogMerger:
     ``keep(server)`` holds (it is still configured: its new owner has not listed it yet) stays,
     unavailable, until a shard lists it again.
 
-    Work is proportional to what changed: an update re-hashes only that shard's servers.
+    Work is proportional to what changed: an update re-hashes only that shard's servers. The
+    catalog of a single shard that is up is passed on with its own version (a pool's version is
+    this same hash of its contents).
     """
 
     def __init__(self, *, keep: Mapping[str, object] | None = None) -> None:
@@ -387,5 +389,9 @@ class CatalogMerger:
         self._names = names
         tools = tuple(t for name in names for t in merged[name].tools)
         version = catalog_version((name, merged[name].digest) for name in names)
+        only = next(iter(self._shards.values())) if len(self._shards) == 1 else None
+        if only is not None and only.servers is not None and not only.down and not self._retained:
+            # One shard's catalog as it is: the same contents, so (from a pool) the same version.
+            version = only.version
         self._catalog = ToolCatalog(tools=tools, catalog_version=version)
         self._dirty = False
