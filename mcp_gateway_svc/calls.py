@@ -34,7 +34,7 @@ from toolscout_kit.errors import (
     UnavailableError,
 )
 from toolscout_kit.logging import get_logger
-from toolscout_kit.status import error_from_client
+from toolscout_kit.status import error_from_client, outcome_unknown_text, without_internals
 
 __all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "text_result"]
 
@@ -47,14 +47,6 @@ TIMEOUT_META_KEY = "toolscout/timeoutSeconds"
 # Reserved by the protocol for its own use (protocol version, client info, progress tokens): not
 # the MCP server's business, so not passed on with the call.
 _RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progressToken$")
-# Error text from the channel to the pool can carry peer addresses and exception names: neither
-# belongs in what a model reads.
-_INTERNALS = re.compile(
-    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
-    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
-    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
-    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
-)
 
 
 def text_result(text: str, *, is_error: bool = False, structured: Any = None) -> types.CallToolResult:
@@ -65,17 +57,6 @@ def text_result(text: str, *, is_error: bool = False, structured: Any = None) ->
 
 def error_result(text: str) -> types.CallToolResult:
     return text_result(text if text.startswith("Error") else f"Error: {text}", is_error=True)
-
-
-def _clean(text: str) -> str:
-    return re.sub(r"\s{2,}", " ", _INTERNALS.sub("", text)).strip(" :;")
-
-
-def outcome_unknown_text(name: str, detail: str) -> str:
-    return (
-        f"Error: the outcome of this call of '{name}' is unknown: {_clean(detail)} The tool may or may "
-        "not have run, and it was not run again. Check whether it took effect before calling it again."
-    )
 
 
 def _mcp_result(result: CallToolResult) -> types.CallToolResult:
@@ -161,12 +142,14 @@ class ToolCaller:
             raise asyncio.CancelledError
         if isinstance(err, UnavailableError):
             # Not sent: the pool names the server and its state (reconnecting, failed, ...).
-            detail = _clean(message.removeprefix("pool unavailable: "))
+            detail = without_internals(message.removeprefix("pool unavailable: "))
             return error_result(f"'{name}' was not run: {detail}"), "unavailable"
         if isinstance(err, DeadlineExceededError):
-            return error_result(f"'{name}' did not answer in time: {_clean(message)}"), "timeout"
+            return error_result(f"'{name}' did not answer in time: {without_internals(message)}"), "timeout"
         if isinstance(err, InvalidArgumentError | NotFoundError | ResourceExhaustedError):
             outcome = "unknown_tool" if isinstance(err, NotFoundError) else "error"
-            return error_result(_clean(message)), outcome
+            return error_result(without_internals(message)), outcome
         _log.warning("tool call failed", tool=name, error=message)
-        return error_result(f"'{name}' could not be run: the pool failed ({_clean(message)})"), "error"
+        return error_result(
+            f"'{name}' could not be run: the pool failed ({without_internals(message)})"
+        ), "error"

@@ -91,10 +91,16 @@ def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Rand
     return float(capped / 2 + rng.uniform(0, capped / 2))
 
 
-def describe_error(err: BaseException) -> str:
-    """A one-line, secret-free description of why a connection failed."""
+def _first_cause(err: BaseException) -> BaseException:
+    """The error itself, or the first error inside (nested) exception groups (anyio task groups)."""
     while isinstance(err, BaseExceptionGroup) and err.exceptions:
         err = err.exceptions[0]
+    return err
+
+
+def describe_error(err: BaseException) -> str:
+    """A one-line, secret-free description of why a connection failed."""
+    err = _first_cause(err)
     if isinstance(err, _SessionLost):
         return redact(str(err))[:500]
     if isinstance(err, TimeoutError) and not str(err):
@@ -417,10 +423,11 @@ class Supervisor:
         return attempt + 1
 
     def _explain(self, err: BaseException, *, starting: bool) -> str:
+        cause = _first_cause(err)
         text = describe_error(err)
-        if text == "timed out" and starting:
+        if starting and isinstance(cause, TimeoutError):
             text = f"no answer to initialize within {self.config.connect_timeout:g}s"
-        elif text == "MCPError: Connection closed" and starting:
+        elif starting and isinstance(cause, MCPError) and cause.code == mcp_types.CONNECTION_CLOSED:
             text = "the server closed the connection while starting"
         if self._exit_detail and self._exit_detail not in text:
             text = f"{text}: {self._exit_detail}"

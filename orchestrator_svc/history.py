@@ -75,7 +75,7 @@ def discovery_candidates(
                     found.setdefault(name, None)
                 continue
             result = results.get(call.id)
-            # A call we rejected as "not yet loaded" does not mean the tool was ever loaded.
-            if result is None or result.content != not_loaded_error(call.name):
+            # A call we refused as "not yet loaded" does not mean the tool was ever loaded.
+            if result is None or not result.not_loaded:
                 found.setdefault(call.name, None)
     return list(found)

@@ -118,6 +118,9 @@ class Message:
     loaded_tools: list[str] | None = None
     # Assistant message: the provider's whole output, verbatim (see NativeItem).
     native_items: list[NativeItem] = field(default_factory=list)
+    # On a tool result: the call named a deferred tool no search had loaded yet, and was refused
+    # before anything ran (the history rebuild does not count such a tool as loaded).
+    not_loaded: bool = False
 
 
 @dataclass(frozen=True, slots=True)

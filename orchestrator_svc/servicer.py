@@ -80,6 +80,7 @@ def message_in(m: pb.Message) -> Message:
         is_error=m.is_error,
         loaded_tools=list(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
         native_items=[_native_item_in(i, n) for n, i in enumerate(m.native_items_json)],
+        not_loaded=m.not_loaded,
     )
 
 
@@ -95,6 +96,7 @@ def message_out(m: Message) -> pb.Message:
         is_error=m.is_error,
         loaded_tools=None if m.loaded_tools is None else pb.LoadedTools(names=m.loaded_tools),
         native_items_json=[i.to_json() for i in m.native_items],
+        not_loaded=m.not_loaded,
     )
 
 

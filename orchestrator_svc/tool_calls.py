@@ -9,7 +9,6 @@ bugs) escape.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from toolscout_kit.errors import (
     ToolscoutError,
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
+from toolscout_kit.status import outcome_unknown_text, without_internals
 
 __all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
 
@@ -41,28 +41,6 @@ _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
 _DEADLINE_SLACK = 0.25
 _UNKNOWN_LIST_LIMIT = 30
-# Error text from the channel to the pool can carry peer addresses and exception names
-# ("ipv4:127.0.0.1:52205", "DecodeError"): neither belongs in what the LLM reads.
-_INTERNALS = re.compile(
-    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
-    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
-    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
-    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
-    r"|<class '[^']*'>"
-    r"|\b(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:?"
-)
-
-
-def _without_internals(text: str) -> str:
-    return re.sub(r"\s{2,}", " ", _INTERNALS.sub("", text)).strip(" :;")
-
-
-def _outcome_unknown(name: str) -> str:
-    return (
-        f"Error: the outcome of this call of '{name}' is unknown: the connection to the tool was "
-        "lost after the call was sent, so the tool may or may not have run. Check whether it took "
-        "effect before calling it again."
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,13 +150,14 @@ class ToolCallRunner:
         started = time.monotonic()
         attachments: list[Attachment] = []
         loaded_by_search: list[str] | None = None
+        not_loaded = False
         if is_search:
             text, is_error, plans[index] = await self._search(call, loaded, discovered, found)
             loaded_by_search = None if is_error else list(found)
         elif call.name in loaded:
             text, attachments, is_error, server = await self._call_pool(call, server, call.name in discovered)
         elif await chat.is_deferred(call.name):
-            text, is_error = not_loaded_error(call.name), True
+            text, is_error, not_loaded = not_loaded_error(call.name), True, True
             chat.stats.discovery.deferred_call_rejections += 1
             self._metrics.deferred_rejections.labels(chat.model).inc()
         else:
@@ -195,6 +174,7 @@ class ToolCallRunner:
             attachments=attachments,
             is_error=is_error,
             loaded_tools=loaded_by_search,
+            not_loaded=not_loaded,
         )
 
     @staticmethod
@@ -256,10 +236,10 @@ class ToolCallRunner:
             raise
         except OutcomeUnknownError:
             # Never re-sent: it may have run. The LLM must know, not guess that it failed.
-            return self._format(call, _outcome_unknown(call.name)), [], True, server
+            return self._format(call, outcome_unknown_text(call.name)), [], True, server
         except ToolscoutError as err:
             self._raise_if_chat_deadline(err)
-            return self._format(call, f"Error: {_without_internals(err.message)}"), [], True, server
+            return self._format(call, f"Error: {without_internals(err.message)}"), [], True, server
         text, attachments = outcome_text(outcome)
         return self._format(call, text), attachments, outcome.is_error, outcome.server or server
 

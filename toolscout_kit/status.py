@@ -3,6 +3,10 @@
 Servers use :func:`status_for` (through the error interceptor). A service calling another one does
 so through the client library ``toolscout.client`` and turns its errors into domain errors with
 :func:`error_from_client`, at one seam, so that domain code only ever sees domain errors.
+
+What a model reads about a failed call is written here too, once: :func:`without_internals` takes
+peer addresses and exception names out of an error's text, and :func:`outcome_unknown_text` says
+that a call which was sent and then lost may or may not have run.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from toolscout_kit.errors import (
     UnavailableError,
 )
 
-__all__ = ["GENERIC_INTERNAL_MESSAGE", "STATUS_BY_CATEGORY", "error_from_client", "status_for"]
+__all__ = [
+    "GENERIC_INTERNAL_MESSAGE",
+    "STATUS_BY_CATEGORY",
+    "error_from_client",
+    "outcome_unknown_text",
+    "status_for",
+    "without_internals",
+]
 
 GENERIC_INTERNAL_MESSAGE = "internal error; see the server logs for details"
 
@@ -81,6 +92,17 @@ _CONNECTION_LOST = re.compile(
     r"|endpoint read failed|recvmsg|sendmsg|connection aborted|transport (?:is )?closing",
     re.I,
 )
+# Peer addresses and exception names in an error's text ("ipv4:127.0.0.1:52205", "DecodeError"):
+# neither belongs in what a caller or a model reads.
+_INTERNALS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
+    r"|<class '[^']*'>"
+    r"|\b(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:?"
+)
+_CHECK_FIRST = "Check whether it took effect before calling it again."
 # A peer's bug, or an answer no toolscout service gives: nothing a retry would fix.
 _INTERNAL_WORDS = {grpc.StatusCode.INTERNAL: "internal error", grpc.StatusCode.UNKNOWN: "unknown error"}
 
@@ -112,3 +134,23 @@ def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
     if category is UnavailableError:
         return UnavailableError(f"{what} unavailable: {details}" if details else f"{what} unavailable")
     return category(f"{what}: {details}" if details else what)
+
+
+def without_internals(text: str) -> str:
+    """``text`` without peer addresses and exception names (and the spaces and colons they leave)."""
+    return re.sub(r"\s{2,}", " ", _INTERNALS.sub("", text)).strip(" :;")
+
+
+def outcome_unknown_text(name: str, detail: str = "") -> str:
+    """The tool result a model reads for a call of ``name`` that was sent and then lost: the tool may
+    or may not have run, and it is not run again. ``detail``, the peer's own account of what was
+    lost (internal addresses removed), is included when given."""
+    if detail:
+        return (
+            f"Error: the outcome of this call of '{name}' is unknown: {without_internals(detail)} The tool "
+            f"may or may not have run, and it was not run again. {_CHECK_FIRST}"
+        )
+    return (
+        f"Error: the outcome of this call of '{name}' is unknown: the connection to the tool was lost "
+        f"after the call was sent, so the tool may or may not have run. {_CHECK_FIRST}"
+    )

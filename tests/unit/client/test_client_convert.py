@@ -59,6 +59,13 @@ def test_messages_round_trip_through_protobuf() -> None:
     assert conv.chat_message(conv.chat_message_pb(msg)) == msg
 
 
+def test_a_refusal_mark_survives_the_round_trip_of_a_history() -> None:
+    refused = t.ChatMessage(
+        role="tool", content="search first", tool_call_id="c1", is_error=True, not_loaded=True
+    )
+    assert conv.chat_message(conv.chat_message_pb(refused)) == refused
+
+
 @pytest.mark.parametrize(
     ("event", "expected"),
     [

@@ -9,13 +9,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 from toolscout.client import CallToolResult, ContentBlock, TokenAccounting, Tool, ToolPlan
 
-from mcp_gateway_svc.calls import _mcp_result, call_meta, outcome_unknown_text
+from mcp_gateway_svc.calls import _mcp_result, call_meta
 from mcp_gateway_svc.front import Guard, Tenants, _endpoint_key
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.tool_lists import listed_tools, mcp_tool, signature
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.status import outcome_unknown_text
 
 
 def _tool(name: str, server: str = "s") -> Tool:

@@ -62,7 +62,20 @@ def test_history_rebuild_ignores_failed_searches_and_rejected_calls() -> None:
     messages = [
         Message("assistant", "", [ToolCall("s1", "search_tools", "{}"), ToolCall("c1", "files_read", "{}")]),
         Message("tool", "Error: no tool named weather_alerts", tool_call_id="s1", is_error=True),
-        Message("tool", not_loaded_error("files_read"), tool_call_id="c1", is_error=True),
+        Message("tool", not_loaded_error("files_read"), tool_call_id="c1", is_error=True, not_loaded=True),
     ]
     assert successful_searches(messages) == []
     assert rebuild_discovered(messages, [], DEFERRED) == []
+
+
+def test_a_refused_call_is_told_by_its_mark_not_by_its_text() -> None:
+    messages = [
+        Message(
+            "assistant", "", [ToolCall("c1", "files_read", "{}"), ToolCall("c2", "weather_alerts", "{}")]
+        ),
+        # Refused (marked), whatever its words: a client may have shown it translated.
+        Message("tool", "Fehler: zuerst suchen", tool_call_id="c1", is_error=True, not_loaded=True),
+        # A tool that ran and failed with the same words is still a tool that was loaded.
+        Message("tool", not_loaded_error("weather_alerts"), tool_call_id="c2", is_error=True),
+    ]
+    assert rebuild_discovered(messages, [], DEFERRED) == ["weather_alerts"]

@@ -145,7 +145,9 @@ async def test_rejected_calls_in_the_history_do_not_count_as_loaded(harness: Har
     history = [
         Message("user", "hi"),
         Message("assistant", "", [ToolCall("c1", "weather_forecast", "{}")]),
-        Message("tool", NOT_LOADED, tool_call_id="c1", name="weather_forecast", is_error=True),
+        Message(
+            "tool", NOT_LOADED, tool_call_id="c1", name="weather_forecast", is_error=True, not_loaded=True
+        ),
         Message("assistant", "I need to search."),
         Message("user", "go on"),
     ]
@@ -153,6 +155,20 @@ async def test_rejected_calls_in_the_history_do_not_count_as_loaded(harness: Har
     result = await harness.loop.run(ChatRequest(messages=history, model="gpt"))
     assert harness.fake.requests[0].tool_names == ["clock_now", "search_tools"]
     assert result.loaded_tools == []
+
+
+async def test_a_refusal_is_marked_and_its_history_sent_back_does_not_load_the_tool(harness: Harness) -> None:
+    harness.fake.script(
+        Reply.calls(ScriptedCall("weather_forecast", {"city": "Paris"})), Reply.answer("search?")
+    )
+    first = await harness.loop.run(ask())
+    refusal = first.messages[1]
+    assert (refusal.content, refusal.is_error, refusal.not_loaded) == (NOT_LOADED, True, True)
+    harness.fake.script(Reply.answer("ok"))
+    history = [Message("user", "weather in Paris?"), *first.messages, Message("user", "go on")]
+    second = await harness.loop.run(ChatRequest(messages=history, model="gpt"))
+    assert harness.fake.requests[2].tool_names == ["clock_now", "search_tools"]
+    assert second.loaded_tools == []
 
 
 async def test_unknown_tool_gets_an_error_listing_the_loaded_tools(harness: Harness) -> None:

@@ -342,6 +342,7 @@ def chat_message(m: orchestrator_pb2.Message) -> t.ChatMessage:
         is_error=m.is_error,
         loaded_tools=tuple(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
         native_items_json=tuple(m.native_items_json),
+        not_loaded=m.not_loaded,
     )
 
 
@@ -361,6 +362,7 @@ def chat_message_pb(msg: t.ChatMessage) -> orchestrator_pb2.Message:
         is_error=msg.is_error,
         loaded_tools=loaded,
         native_items_json=list(msg.native_items_json),
+        not_loaded=msg.not_loaded,
     )
 
 

@@ -360,6 +360,9 @@ class ChatMessage:
     loaded_tools: tuple[str, ...] | None = None
     # On an assistant message: provider-native output items (JSON) to send back unchanged.
     native_items_json: tuple[str, ...] = ()
+    # On a tool result from the orchestrator: the call named a deferred tool no search had loaded
+    # yet and was refused before anything ran. Keep it when sending the history back.
+    not_loaded: bool = False
 
     @classmethod
     def user(cls, content: str) -> ChatMessage:

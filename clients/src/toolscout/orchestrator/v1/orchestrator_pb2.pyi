@@ -28,7 +28,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools", "native_items_json")
+    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools", "native_items_json", "not_loaded")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class Message(_message.Message):
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     NATIVE_ITEMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    NOT_LOADED_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
@@ -49,7 +50,8 @@ class Message(_message.Message):
     is_error: bool
     loaded_tools: LoadedTools
     native_items_json: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ..., native_items_json: _Optional[_Iterable[str]] = ...) -> None: ...
+    not_loaded: bool
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ..., native_items_json: _Optional[_Iterable[str]] = ..., not_loaded: _Optional[bool] = ...) -> None: ...
 
 class LoadedTools(_message.Message):
     __slots__ = ("names",)
