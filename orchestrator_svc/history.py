@@ -2,7 +2,9 @@
 
 No server-side state: a conversation's discovered tools are the union of what the caller says it
 has (``discovered_tools``, from a previous response) and what the history shows — deferred tools
-the assistant called, and the tools earlier successful ``search_tools`` calls loaded. The
+the assistant called, the tools earlier successful ``search_tools`` calls loaded, and the tools
+a provider's own search referenced (:func:`search_result_references`, the one reader of Anthropic
+``tool_references``). The
 orchestrator records the latter on each search result (``Message.loaded_tools``); searches in a
 history from another client, which lacks the record, are replayed against discovery. casual-mcp
 forgets discovered tools every turn, so the model would have to search again.
@@ -11,12 +13,19 @@ forgets discovered tools every turn, so the model would have to search again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import Message, ToolCall
 
-__all__ = ["discovery_candidates", "not_loaded_error", "recorded_searches"]
+__all__ = [
+    "discovery_candidates",
+    "history_loaded_tools",
+    "not_loaded_error",
+    "recorded_searches",
+    "search_result_references",
+]
 
 
 def not_loaded_error(name: str) -> str:
@@ -79,3 +88,26 @@ def discovery_candidates(
             if result is None or not result.not_loaded:
                 found.setdefault(call.name, None)
     return list(found)
+
+
+def search_result_references(block: Mapping[str, Any]) -> list[str]:
+    """The tools an Anthropic server-side search result block (``tool_search_tool_result``) loaded:
+    the ``tool_name`` of each of its ``tool_references``; [] for any other block."""
+    if block.get("type") != "tool_search_tool_result":
+        return []
+    content = block.get("content")
+    refs = content.get("tool_references") if isinstance(content, dict) else None
+    return [r["tool_name"] for r in refs or [] if isinstance(r, dict) and "tool_name" in r]
+
+
+def history_loaded_tools(messages: Sequence[Message]) -> list[str]:
+    """Every tool the history's searches loaded, in order: ``loaded_tools`` of tool messages and
+    the references of Anthropic server-side search results (``search: provider``). The loop
+    rebuilds a conversation's loaded set from these; native requests must declare them all."""
+    names: list[str] = []
+    for m in messages:
+        names += m.loaded_tools or []
+        for item in m.native_items:
+            if item.provider == "anthropic":
+                names += search_result_references(item.data)
+    return names

@@ -32,7 +32,7 @@ from orchestrator_svc.chat import (
 )
 from orchestrator_svc.deferred import DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
-from orchestrator_svc.history import discovery_candidates, recorded_searches
+from orchestrator_svc.history import discovery_candidates, history_loaded_tools, recorded_searches
 from orchestrator_svc.messages import DeferralMode, LLMRequest, Message, ToolCall, ToolDef
 from orchestrator_svc.metrics import INLINE_TOOLSET_LABEL, OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
@@ -40,7 +40,6 @@ from orchestrator_svc.providers.deferral import (
     MAX_DEFERRED_TOOLS,
     NativeDeferralLimitError,
     NativeLimitProblem,
-    history_loaded_tools,
     native_limit_problem,
 )
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel

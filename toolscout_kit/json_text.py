@@ -16,7 +16,8 @@ is parsed here, so that one set of limits holds everywhere and no parser error b
 
 :func:`parse_json` raises :class:`JsonTextError` (an ``INVALID_ARGUMENT``); :func:`json_object_or_none`
 is the lenient form for text that may legitimately be malformed (a model's own tool-call arguments
-in a history, a schema from a peer), which reads anything unusable as "no object".
+in a history, a schema from a peer), which reads anything unusable as "no object"
+(:func:`json_object_or_empty`: as ``{}``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "JsonTextError",
     "json_depth_bound",
+    "json_object_or_empty",
     "json_object_or_none",
     "nested_deeper_than",
     "parse_json",
@@ -168,6 +170,12 @@ def json_object_or_none(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> dict[s
     except JsonTextError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def json_object_or_empty(text: str) -> dict[str, Any]:
+    """The JSON object in ``text``, or ``{}`` (as :func:`json_object_or_none` reads it): for text a
+    wire format needs as an object whatever it holds, such as a model's own tool-call arguments."""
+    return json_object_or_none(text) or {}
 
 
 def _json_type(value: Any) -> str:

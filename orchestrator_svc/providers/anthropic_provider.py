@@ -8,6 +8,7 @@ from typing import Any
 import anthropic
 from anthropic import AsyncAnthropic
 
+from orchestrator_svc.history import search_result_references
 from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, NativeItem, ToolCall, Usage
 from orchestrator_svc.providers.anthropic_wire import (
     DEFAULT_MAX_TOKENS,
@@ -25,7 +26,7 @@ from orchestrator_svc.providers.base import (
     parse_retry_after,
 )
 from orchestrator_svc.reasoning import split_reasoning
-from toolscout_kit.json_text import json_object_or_none
+from toolscout_kit.json_text import json_object_or_empty
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -51,12 +52,7 @@ def anthropic_usage(raw: Any) -> Usage:
 
 
 def _loaded_by_server_search(blocks: list[dict[str, Any]]) -> list[str]:
-    names: list[str] = []
-    for b in blocks:
-        if b.get("type") == "tool_search_tool_result":
-            content = b.get("content") or {}
-            names += [r["tool_name"] for r in content.get("tool_references") or [] if "tool_name" in r]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(name for b in blocks for name in search_result_references(b)))
 
 
 def _result(
@@ -179,11 +175,7 @@ class _BlockRecorder:
 
     def stop(self, index: int) -> None:
         if index in self._json:
-            self._blocks[index]["input"] = _object(self._json.pop(index))
+            self._blocks[index]["input"] = json_object_or_empty(self._json.pop(index))
 
     def ordered(self) -> list[dict[str, Any]]:
         return [self._blocks[i] for i in sorted(self._blocks)]
-
-
-def _object(raw: str) -> dict[str, Any]:
-    return json_object_or_none(raw) or {}

@@ -21,7 +21,7 @@ from typing import Any
 from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import LLMRequest, Message, ToolDef
-from toolscout_kit.json_text import json_object_or_none
+from toolscout_kit.json_text import json_object_or_empty
 from toolscout_kit.logging import get_logger
 
 __all__ = [
@@ -71,11 +71,6 @@ def anthropic_tools(
             entry["defer_loading"] = True
         out.append(entry)
     return out
-
-
-def _arguments(raw: str) -> dict[str, Any]:
-    # The history may hold malformed arguments the model produced; the API needs an object.
-    return json_object_or_none(raw) or {}
 
 
 def _tool_result(m: Message, referable: frozenset[str]) -> dict[str, Any]:
@@ -147,8 +142,14 @@ def anthropic_messages(
                 push("assistant", replay)
                 continue
             blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            # The history may hold malformed arguments the model produced; the API needs an object.
             blocks += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments_json)}
+                {
+                    "type": "tool_use",
+                    "id": c.id,
+                    "name": c.name,
+                    "input": json_object_or_empty(c.arguments_json),
+                }
                 for c in m.tool_calls
             ]
             push("assistant", blocks or [{"type": "text", "text": "(no content)"}])

@@ -40,7 +40,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from orchestrator_svc.messages import DeferralMode, LLMRequest, Message
+from orchestrator_svc.history import history_loaded_tools
+from orchestrator_svc.messages import DeferralMode, LLMRequest
 from toolscout_kit.config import ClientConfig, ModelConfig, OrchestratorSettings
 from toolscout_kit.errors import ResourceExhaustedError
 
@@ -56,7 +57,6 @@ __all__ = [
     "NativeLimitProblem",
     "ProviderApi",
     "api_of",
-    "history_loaded_tools",
     "is_strict",
     "native_limit_problem",
     "native_supported",
@@ -214,21 +214,6 @@ class NativeLimitProblem:
 
     reason: FallbackReason
     detail: str
-
-
-def history_loaded_tools(messages: Sequence[Message]) -> list[str]:
-    """Every tool the history's searches loaded, in order: ``loaded_tools`` of tool messages and
-    the references of Anthropic server-side search results (``search: provider``). The loop
-    rebuilds a conversation's loaded set from these; native requests must declare them all."""
-    names: list[str] = []
-    for m in messages:
-        names += m.loaded_tools or []
-        for item in m.native_items:
-            if item.provider == "anthropic" and item.type == "tool_search_tool_result":
-                content = item.data.get("content")
-                refs = content.get("tool_references") if isinstance(content, dict) else None
-                names += [r["tool_name"] for r in refs or [] if isinstance(r, dict) and "tool_name" in r]
-    return names
 
 
 def native_limit_problem(

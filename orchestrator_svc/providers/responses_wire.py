@@ -29,7 +29,7 @@ from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import LLMRequest, Message, ToolDef
 from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
-from toolscout_kit.json_text import json_object_or_none
+from toolscout_kit.json_text import json_object_or_empty
 
 __all__ = ["namespace_names", "responses_body", "responses_input", "responses_tools"]
 
@@ -121,10 +121,6 @@ def _search_output(
     return {"type": "tool_search_output", "call_id": call_id, "execution": "client", "tools": tools}
 
 
-def _arguments_object(raw: str) -> dict[str, Any]:
-    return json_object_or_none(raw) or {}
-
-
 def _function_output(m: Message, vision: bool) -> dict[str, Any]:
     images = [a for a in m.attachments if shown_as_image(a, vision)]
     output: str | list[dict[str, Any]]
@@ -209,7 +205,7 @@ class _InputBuilder:
                         "type": "tool_search_call",
                         "call_id": c.id,
                         "execution": "client",
-                        "arguments": _arguments_object(c.arguments_json),
+                        "arguments": json_object_or_empty(c.arguments_json),
                     }
                 )
                 self.search_ids.add(c.id)

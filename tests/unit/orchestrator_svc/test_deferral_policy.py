@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator_svc.history import history_loaded_tools
 from orchestrator_svc.messages import LLMRequest, LLMResult, Message, NativeItem, ToolDef, Usage
 from orchestrator_svc.providers.base import LLMProvider
 from orchestrator_svc.providers.deferral import (
     MAX_DEFERRED_TOOLS,
     ModelRule,
     ProviderApi,
-    history_loaded_tools,
     is_strict,
     native_limit_problem,
     resolve_deferral,
