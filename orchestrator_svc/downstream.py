@@ -22,6 +22,7 @@ from toolscout.client import (
     AsyncDiscoveryClient,
     AsyncShardedPoolClient,
     ToolscoutClientError,
+    ToolsetRef,
 )
 from toolscout.client import Tool as ClientTool
 from toolscout.client import ToolPlan as ClientPlan
@@ -130,8 +131,7 @@ class ClientDiscovery:
     ) -> ToolPlan:
         try:
             plan = await self._client.plan_tools(
-                toolset,
-                toolset_json=toolset_json,
+                ToolsetRef(name=toolset, filter_json=toolset_json),
                 discovered_tools=discovered,
                 provider=provider,
                 include_deferred_names=with_deferred_names,
@@ -157,8 +157,7 @@ class ClientDiscovery:
     ) -> SearchOutcome:
         try:
             result = await self._client.search_tools(
-                toolset=toolset,
-                toolset_json=toolset_json,
+                toolset=ToolsetRef(name=toolset, filter_json=toolset_json),
                 arguments_json=arguments_json or "{}",
                 loaded_tools=loaded,
                 include_plan=bool(provider),

@@ -21,9 +21,10 @@ from toolscout.client import (
     ToolCallStarted,
     ToolscoutClient,
     ToolsDiscovered,
+    ToolsetRef,
 )
 
-from toolscout_cli.connection import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Targets
+from toolscout_cli.connection import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Targets, toolset_arg
 from toolscout_cli.output import Output, to_jsonable, truncate
 
 __all__ = ["Conversation", "run_chat"]
@@ -36,9 +37,7 @@ class Conversation:
     """The history and discovered tools carried from turn to turn, and the running token totals."""
 
     model: str
-    toolset: str = ""
-    # An inline toolset (JSON) instead of ``toolset``.
-    toolset_json: str = ""
+    toolset: ToolsetRef = field(default_factory=ToolsetRef)
     system: str = ""
     history: list[ChatMessage] = field(default_factory=list)
     discovered: tuple[str, ...] = ()
@@ -117,7 +116,6 @@ def _turn(
         [*conv.history, user],
         model=conv.model,
         toolset=conv.toolset,
-        toolset_json=conv.toolset_json,
         system=conv.system,
         discovered_tools=conv.discovered,
     )
@@ -148,8 +146,7 @@ def run_chat(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, ou
     model = args.model or _default_model(targets)
     conv = Conversation(
         model=model,
-        toolset=args.toolset or "",
-        toolset_json=args.toolset_json or "",
+        toolset=toolset_arg(args),
         system=args.system or "",
     )
     if args.message:
@@ -158,7 +155,7 @@ def run_chat(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, ou
     interactive = sys.stdin.isatty()
     if interactive and not out.json_mode:
         out.note(
-            f"Chatting with {model}{f' (toolset {conv.toolset})' if conv.toolset else ''}. 'exit' or Ctrl-D ends."
+            f"Chatting with {model}{f' (toolset {conv.toolset.name})' if conv.toolset.name else ''}. 'exit' or Ctrl-D ends."
         )
     while True:
         try:

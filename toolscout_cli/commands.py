@@ -10,7 +10,15 @@ from typing import Any
 
 from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient, UnavailableError
 
-from toolscout_cli.connection import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Targets
+from toolscout_cli.connection import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Targets,
+    toolset_arg,
+)
 from toolscout_cli.not_found import unknown
 from toolscout_cli.output import Output, truncate
 from toolscout_cli.tool_help import describe, find_tool, report_argument_problems, show_expected_shape
@@ -160,9 +168,7 @@ def _models(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
 
 
 def _manifest(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    manifest = ts.discovery.get_manifest(
-        args.toolset or "", toolset_json=args.toolset_json or "", provider=args.provider or ""
-    )
+    manifest = ts.discovery.get_manifest(toolset_arg(args), provider=args.provider or "")
     if out.json_mode:
         out.json(manifest)
         return EXIT_OK
@@ -179,8 +185,7 @@ def _search(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
         raise CliError("search needs a QUERY, --server or --tool", EXIT_USAGE)
     result = ts.discovery.search_tools(
         args.query or "",
-        toolset=args.toolset or "",
-        toolset_json=args.toolset_json or "",
+        toolset=toolset_arg(args),
         server_name=args.server or "",
         tool_names=args.tool or (),
         max_results=args.limit or 0,

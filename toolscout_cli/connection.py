@@ -15,6 +15,7 @@ from toolscout.client import (
     NotFoundError,
     ToolscoutClient,
     ToolscoutClientError,
+    ToolsetRef,
     UnavailableError,
 )
 
@@ -67,6 +68,11 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def toolset_arg(args: argparse.Namespace) -> ToolsetRef:
+    """The toolset of ``--toolset`` / ``--toolset-json``, sent as given (both: discovery refuses the pair)."""
+    return ToolsetRef(name=args.toolset or "", filter_json=getattr(args, "toolset_json", None) or "")
 
 
 def program() -> str:

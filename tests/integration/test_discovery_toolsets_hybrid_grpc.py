@@ -52,7 +52,7 @@ async def serve(engine: DiscoveryEngine, registry: CollectorRegistry | None = No
 
 
 def catalog() -> Any:
-    from toolscout.client._convert import tool
+    from toolscout.client.wire import tool
 
     return catalog_from_pool("v1", [tool(t) for t in TOOLS])
 
@@ -136,7 +136,8 @@ async def test_the_client_library_sends_a_mapping_as_an_inline_toolset() -> None
             assert plan.total_tools == 3
             result = await client.search_tools("forecast", toolset={"servers": {"weather": ["forecast"]}})
             assert [t.llm_name for t in result.newly_loaded] == ["weather_forecast"]
-            manifest = await client.get_manifest(toolset_json=WEATHER_ONLY)
+            with pytest.warns(DeprecationWarning, match="toolset_json is deprecated"):
+                manifest = await client.get_manifest(toolset_json=WEATHER_ONLY)
             assert manifest.deferred_tools == 2
             with pytest.raises(NotFoundError, match="server 'nope' is not configured"):
                 await client.plan_tools({"servers": {"nope": True}})

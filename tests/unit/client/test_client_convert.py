@@ -6,8 +6,8 @@ import dataclasses
 import json
 
 import pytest
-from toolscout.client import _convert as conv
 from toolscout.client import types as t
+from toolscout.client import wire as conv
 from toolscout.client._base import DEFAULT_DEADLINES, Deadlines
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
 from toolscout.orchestrator.v1 import orchestrator_pb2
@@ -22,10 +22,14 @@ def test_enums_become_lowercase_names_and_unknown_numbers_survive() -> None:
 
 
 def test_call_tool_request_uses_llm_name_unless_a_server_is_given() -> None:
-    by_llm = conv.call_tool_request("time_now", {"tz": "UTC"}, server="", meta=None, timeout_seconds=0)
+    by_llm = conv.call_request_pb(
+        t.CallRequest.to("time_now", {"tz": "UTC"}, server="", meta=None, timeout_seconds=0)
+    )
     assert (by_llm.llm_name, by_llm.server, by_llm.tool) == ("time_now", "", "")
     assert json.loads(by_llm.arguments_json) == {"tz": "UTC"}
-    by_server = conv.call_tool_request("now", '{"tz": 1}', server="time", meta={"k": 1}, timeout_seconds=3)
+    by_server = conv.call_request_pb(
+        t.CallRequest.to("now", '{"tz": 1}', server="time", meta={"k": 1}, timeout_seconds=3)
+    )
     assert (by_server.llm_name, by_server.server, by_server.tool) == ("", "time", "now")
     assert by_server.arguments_json == '{"tz": 1}'
     assert json.loads(by_server.meta_json) == {"k": 1}
@@ -133,7 +137,7 @@ def test_default_deadlines_cover_every_method_and_chat_gets_the_longest() -> Non
 
 
 def test_tool_surfaces_map_to_the_proto_enum_and_unknown_names_are_refused() -> None:
-    from toolscout.client import _convert as conv
+    from toolscout.client import wire as conv
     from toolscout.discovery.v1 import discovery_pb2
 
     assert conv.surface("") == discovery_pb2.TOOL_SURFACE_UNSPECIFIED

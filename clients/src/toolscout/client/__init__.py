@@ -8,6 +8,8 @@
         hits = await ts.discovery.search_tools("current time in a timezone")
         result = await ts.pool.call_tool(hits.matches[0].tool.llm_name, {"timezone": "UTC"})
 
+The values they take and return (:mod:`toolscout.client.types`) are the one vocabulary every
+toolscout service uses too; :mod:`toolscout.client.wire` converts them to and from protobuf.
 Depends only on grpcio and protobuf. See clients/README.md.
 """
 
@@ -78,6 +80,7 @@ from toolscout.client.types import (
     EMPTY_INPUT_SCHEMA_JSON,
     SEARCH_TOOL_NAME,
     AssistantMessage,
+    CallRequest,
     CallToolResult,
     CatalogSnapshot,
     ChatEvent,
@@ -86,11 +89,16 @@ from toolscout.client.types import (
     ChatResult,
     ChatStats,
     ContentBlock,
+    DeprecatedToolset,
     DiscoveryStats,
     Manifest,
     ModelInfo,
     NameSuggestion,
+    PlanFields,
+    PlanRequest,
     ReasoningDelta,
+    SearchFields,
+    SearchRequest,
     SearchResult,
     ServerStatus,
     ServerTokens,
@@ -108,8 +116,11 @@ from toolscout.client.types import (
     ToolPlan,
     ToolsDiscovered,
     ToolsetInfo,
+    ToolsetLike,
+    ToolsetRef,
     ToolsetServer,
     UsageUpdate,
+    json_object_text,
     parse_json_object,
 )
 
@@ -132,6 +143,7 @@ __all__ = [
     "AsyncPoolClient",
     "AsyncShardedPoolClient",
     "AsyncToolscoutClient",
+    "CallRequest",
     "CallToolResult",
     "CancelledError",
     "CatalogMerger",
@@ -144,6 +156,7 @@ __all__ = [
     "ContentBlock",
     "DataLossError",
     "DeadlineExceededError",
+    "DeprecatedToolset",
     "DiscoveryClient",
     "DiscoveryStats",
     "FailedPreconditionError",
@@ -158,9 +171,13 @@ __all__ = [
     "OutcomeUnknownError",
     "PermissionDeniedError",
     "Placement",
+    "PlanFields",
+    "PlanRequest",
     "PoolClient",
     "ReasoningDelta",
     "ResourceExhaustedError",
+    "SearchFields",
+    "SearchRequest",
     "SearchResult",
     "ServerPlacement",
     "ServerStatus",
@@ -183,6 +200,8 @@ __all__ = [
     "ToolscoutClient",
     "ToolscoutClientError",
     "ToolsetInfo",
+    "ToolsetLike",
+    "ToolsetRef",
     "ToolsetServer",
     "UnauthenticatedError",
     "UnavailableError",
@@ -195,6 +214,7 @@ __all__ = [
     "create_channel",
     "default_channel_options",
     "error_for_code",
+    "json_object_text",
     "moved_servers",
     "not_sent_error",
     "owners_of",

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 import grpc
 import grpc.aio
 
-from toolscout.client import _convert as conv
 from toolscout.client import types as t
+from toolscout.client import wire
 from toolscout.client._base import (
     NOT_REACHABLE_MESSAGE,
     ChannelSettings,
@@ -25,6 +25,7 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
+from toolscout.client._requests import plan_request, search_request, toolset_ref
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
@@ -145,7 +146,7 @@ class AsyncPoolClient(_AsyncClient):
             self._deadlines.resolve("ListServers", deadline),
             metadata,
         )
-        return tuple(conv.server_status(s) for s in resp.servers)
+        return tuple(wire.server_status(s) for s in resp.servers)
 
     async def list_tools(
         self,
@@ -170,7 +171,7 @@ class AsyncPoolClient(_AsyncClient):
             metadata,
             wait_for_ready,
         )
-        return conv.tool_catalog(resp)
+        return wire.tool_catalog(resp)
 
     async def call_tool(
         self,
@@ -183,7 +184,14 @@ class AsyncPoolClient(_AsyncClient):
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Call a tool by LLM name, or by its own ``name`` on ``server``.
+        """Call a tool by LLM name, or by its own ``name`` on ``server`` (see :meth:`call`)."""
+        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
+        return await self.call(request, deadline=deadline, metadata=metadata)
+
+    async def call(
+        self, request: t.CallRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.CallToolResult:
+        """Run one tool call.
 
         A tool that fails is a result with ``is_error``. A channel that lost its connection is
         given a few seconds (``CONNECT_WAIT``, within the deadline) to reconnect before anything is
@@ -199,10 +207,7 @@ class AsyncPoolClient(_AsyncClient):
                 have run. Never retried.
             DeadlineExceededError, ResourceExhaustedError (result too large).
         """
-        req = conv.call_tool_request(
-            name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
-        )
-        rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
+        rpc_deadline = self._deadlines.call_tool(deadline, request.timeout_seconds)
         wait = connect_wait(rpc_deadline)
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -213,13 +218,13 @@ class AsyncPoolClient(_AsyncClient):
             resp = await self._unary(
                 "CallTool",
                 self._stub.CallTool,
-                req,
+                wire.call_request_pb(request),
                 None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001),
                 metadata,
             )
         except UnavailableError as err:
             raise call_outcome_error(err) from err
-        return conv.call_tool_result(resp)
+        return wire.call_tool_result(resp)
 
     async def _unreachable(self, within: float) -> str | None:
         """None once the channel is connected (waiting up to ``within`` seconds), else why not.
@@ -257,7 +262,7 @@ class AsyncPoolClient(_AsyncClient):
             req,
             self._deadlines.resolve("WatchCatalog", deadline),
             metadata,
-            conv.catalog_snapshot,
+            wire.catalog_snapshot,
         )
 
 
@@ -271,54 +276,46 @@ class AsyncDiscoveryClient(_AsyncClient):
 
     async def plan_tools(
         self,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         *,
-        discovered_tools: Sequence[str] = (),
-        provider: str = "",
-        include_deferred_names: bool = False,
-        include_deferred_tools: bool = False,
-        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **fields: Unpack[t.PlanFields],
     ) -> t.ToolPlan:
         """What to send the LLM for ``toolset``. Raises NotFoundError, UnavailableError (no catalog yet).
 
         ``toolset`` is a configured toolset's name, or an inline filter in the shape of a config
-        ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``);
-        ``toolset_json`` is the same filter as JSON text (for callers that already hold it).
-        An invalid inline filter raises InvalidArgumentError (malformed) or NotFoundError
-        (unknown server or tool, naming what exists). ``surface`` is ``"append"`` (default) or
-        ``"stable"``: eager tools + search_tools + ``call_tool``, the same bytes for a whole
-        catalog version (the plan's ``call_tool`` is then set).
+        ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``, or a
+        :class:`ToolsetRef`). An invalid inline filter raises InvalidArgumentError (malformed) or
+        NotFoundError (unknown server or tool, naming what exists). ``fields`` are those of
+        :class:`PlanRequest`: ``discovered_tools``, ``provider``, ``include_deferred_names``,
+        ``include_deferred_tools``, and ``surface``: ``"append"`` (default) or ``"stable"`` (eager
+        tools + search_tools + ``call_tool``, the same bytes for a whole catalog version; the plan's
+        ``call_tool`` is then set).
         """
-        req = conv.plan_tools_request(
-            toolset,
-            toolset_json,
-            discovered_tools=discovered_tools,
-            provider=provider,
-            include_deferred_names=include_deferred_names,
-            include_deferred_tools=include_deferred_tools,
-            surface_name=surface,
-        )
+        return await self.plan(plan_request(toolset, fields), deadline=deadline, metadata=metadata)
+
+    async def plan(
+        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.ToolPlan:
+        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
         resp = await self._unary(
-            "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata
+            "PlanTools",
+            self._stub.PlanTools,
+            wire.plan_request_pb(request),
+            self._deadlines.resolve("PlanTools", deadline),
+            metadata,
         )
-        return conv.tool_plan(resp)
+        return wire.tool_plan(resp)
 
     def watch_plan(
         self,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         *,
         known_version: str = "",
-        discovered_tools: Sequence[str] = (),
-        provider: str = "",
-        include_deferred_names: bool = False,
-        include_deferred_tools: bool = False,
-        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **fields: Unpack[t.PlanFields],
     ) -> AsyncGenerator[t.ToolPlan, None]:
         """The plan for ``toolset`` (as :meth:`plan_tools`) once the catalog differs from
         ``known_version``, then again after every catalog change, until the caller stops iterating.
@@ -326,100 +323,79 @@ class AsyncDiscoveryClient(_AsyncClient):
         Raises (while iterating) NotFoundError for an unknown toolset, UnavailableError when
         discovery goes away: follow again with the last plan's ``catalog_version``.
         """
-        req = discovery_pb2.WatchPlanRequest(
-            plan=conv.plan_tools_request(
-                toolset,
-                toolset_json,
-                discovered_tools=discovered_tools,
-                provider=provider,
-                include_deferred_names=include_deferred_names,
-                include_deferred_tools=include_deferred_tools,
-                surface_name=surface,
-            ),
-            known_version=known_version,
-        )
+        request = plan_request(toolset, fields)
+        return self.watch(request, known_version=known_version, deadline=deadline, metadata=metadata)
+
+    def watch(
+        self,
+        request: t.PlanRequest,
+        *,
+        known_version: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> AsyncGenerator[t.ToolPlan, None]:
+        """``WatchPlan`` for ``request`` (see :meth:`watch_plan`)."""
+        req = discovery_pb2.WatchPlanRequest(plan=wire.plan_request_pb(request), known_version=known_version)
         return self._stream(
             "WatchPlan",
             self._stub.WatchPlan,
             req,
             self._deadlines.resolve("WatchPlan", deadline),
             metadata,
-            conv.watch_plan,
+            wire.watch_plan,
         )
 
     async def search_tools(
         self,
         query: str = "",
         *,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
-        server_name: str = "",
-        tool_names: Sequence[str] = (),
-        arguments_json: str = "",
-        loaded_tools: Sequence[str] = (),
-        max_results: int = 0,
-        offset: int = 0,
-        include_plan: bool = False,
-        discovered_tools: Sequence[str] = (),
-        provider: str = "",
-        compact_text: bool = False,
-        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **fields: Unpack[t.SearchFields],
     ) -> t.SearchResult:
         """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
 
+        ``fields`` are those of :class:`SearchRequest` (``toolset``, ``server_name``,
+        ``tool_names``, ``arguments_json``, ``loaded_tools``, ``max_results``, ``offset``, ...).
         With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
         tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
         With ``surface="stable"`` the text gives each found tool's input schema, to be called
         through call_tool, and ``structured_content_json`` the same as data.
         """
-        req = conv.search_tools_request(
-            query,
-            toolset=toolset,
-            toolset_json=toolset_json,
-            server_name=server_name,
-            tool_names=tool_names,
-            arguments_json=arguments_json,
-            loaded_tools=loaded_tools,
-            max_results=max_results,
-            offset=offset,
-            include_plan=include_plan,
-            discovered_tools=discovered_tools,
-            provider=provider,
-            compact_text=compact_text,
-            surface_name=surface,
-        )
+        return await self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
+
+    async def search(
+        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.SearchResult:
+        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
         resp = await self._unary(
             "SearchTools",
             self._stub.SearchTools,
-            req,
+            wire.search_request_pb(request),
             self._deadlines.resolve("SearchTools", deadline),
             metadata,
         )
-        return conv.search_result(resp)
+        return wire.search_result(resp)
 
     async def get_manifest(
         self,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         *,
         provider: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
     ) -> t.Manifest:
         """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        req = discovery_pb2.GetManifestRequest(
-            **conv.toolset_fields(toolset, toolset_json), provider=provider
-        )
+        ref = toolset_ref(toolset, deprecated, stacklevel=3)
         resp = await self._unary(
             "GetManifest",
             self._stub.GetManifest,
-            req,
+            wire.manifest_request_pb(ref, provider),
             self._deadlines.resolve("GetManifest", deadline),
             metadata,
         )
-        return conv.manifest(resp)
+        return wire.manifest(resp)
 
 
 class AsyncOrchestratorClient(_AsyncClient):
@@ -435,8 +411,7 @@ class AsyncOrchestratorClient(_AsyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         system: str = "",
         discovered_tools: Sequence[str] = (),
         meta: Mapping[str, Any] | str | None = None,
@@ -444,6 +419,7 @@ class AsyncOrchestratorClient(_AsyncClient):
         tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
     ) -> t.ChatResult:
         """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
@@ -453,12 +429,11 @@ class AsyncOrchestratorClient(_AsyncClient):
         NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
         UnavailableError, DeadlineExceededError.
         """
-        req = conv.chat_request(
+        req = wire.chat_request(
             messages,
             model=model,
             system=system,
-            toolset=toolset,
-            toolset_json=toolset_json,
+            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
             meta=meta,
             discovered_tools=discovered_tools,
             max_iterations=max_iterations,
@@ -467,15 +442,14 @@ class AsyncOrchestratorClient(_AsyncClient):
         resp = await self._unary(
             "Chat", self._stub.Chat, req, self._deadlines.resolve("Chat", deadline), metadata
         )
-        return conv.chat_result(resp)
+        return wire.chat_result(resp)
 
     def stream_chat(
         self,
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         system: str = "",
         discovered_tools: Sequence[str] = (),
         meta: Mapping[str, Any] | str | None = None,
@@ -483,17 +457,17 @@ class AsyncOrchestratorClient(_AsyncClient):
         tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
     ) -> AsyncGenerator[t.ChatEvent, None]:
         """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
 
         Stopping the iteration early (``break``) cancels the chat on the server.
         """
-        req = conv.chat_request(
+        req = wire.chat_request(
             messages,
             model=model,
             system=system,
-            toolset=toolset,
-            toolset_json=toolset_json,
+            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
             meta=meta,
             discovered_tools=discovered_tools,
             max_iterations=max_iterations,
@@ -505,7 +479,7 @@ class AsyncOrchestratorClient(_AsyncClient):
             req,
             self._deadlines.resolve("StreamChat", deadline),
             metadata,
-            conv.chat_event,
+            wire.chat_event,
         )
 
     async def list_models(
@@ -518,7 +492,7 @@ class AsyncOrchestratorClient(_AsyncClient):
             self._deadlines.resolve("ListModels", deadline),
             metadata,
         )
-        return tuple(conv.model_info(m) for m in resp.models)
+        return tuple(wire.model_info(m) for m in resp.models)
 
     async def list_toolsets(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -530,7 +504,7 @@ class AsyncOrchestratorClient(_AsyncClient):
             self._deadlines.resolve("ListToolsets", deadline),
             metadata,
         )
-        return tuple(conv.toolset_info(x) for x in resp.toolsets)
+        return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 
 class AsyncToolscoutClient:

@@ -331,34 +331,38 @@ class AsyncShardedPoolClient:
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Calls a tool on the shard that runs its server; errors as :meth:`AsyncPoolClient.call_tool`.
+        """Calls a tool on the shard that runs its server (see :meth:`call`)."""
+        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
+        return await self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
 
-        Name the tool by its own ``name`` on ``server``, or by its LLM-facing ``name`` alone; with
-        an LLM-facing name, ``server_hint`` (the server the plan or catalog gave for it) picks the
+    async def call(
+        self,
+        request: t.CallRequest,
+        *,
+        server_hint: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.CallToolResult:
+        """Runs ``request`` on the shard that runs its server; errors as :meth:`AsyncPoolClient.call`.
+
+        Name the tool by its own name on a server, or by its LLM-facing name alone; with an
+        LLM-facing name, ``server_hint`` (the server the plan or catalog gave for it) picks the
         shard. Without either, the route is guessed from the name and, if that shard does not know
         the tool, the other shards are asked in turn (a NOT_FOUND answer means nothing was sent).
 
         Raises:
             UnavailableError: not sent (server down, or its shard unreachable / unknown to this client).
             OutcomeUnknownError: sent, and its shard (or its server) went away before answering.
-            the errors of :meth:`AsyncPoolClient.call_tool`.
+            the errors of :meth:`AsyncPoolClient.call`.
         """
         router = self._router
-        route, guessed = router.route(name, server, server_hint)
+        route, guessed = router.route(request.name, request.server, server_hint)
 
         async def attempt(shard: int) -> t.CallToolResult:
             client = self._client(shard)
             if client is None:
                 raise router.unknown_shard(shard)
-            return await client.call_tool(
-                name,
-                arguments,
-                server=server,
-                meta=meta,
-                timeout_seconds=timeout_seconds,
-                deadline=deadline,
-                metadata=metadata,
-            )
+            return await client.call(request, deadline=deadline, metadata=metadata)
 
         if not route:
             return await self._scan(attempt, range(self.count))
@@ -489,22 +493,26 @@ class ShardedPoolClient:
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Calls a tool on the shard that runs its server (see :meth:`AsyncShardedPoolClient.call_tool`)."""
+        """Calls a tool on the shard that runs its server (see :meth:`AsyncShardedPoolClient.call`)."""
+        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
+        return self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
+
+    def call(
+        self,
+        request: t.CallRequest,
+        *,
+        server_hint: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> t.CallToolResult:
+        """Runs ``request`` on the shard that runs its server (see :meth:`AsyncShardedPoolClient.call`)."""
         router = self._router
-        route, guessed = router.route(name, server, server_hint)
+        route, guessed = router.route(request.name, request.server, server_hint)
 
         def attempt(shard: int) -> t.CallToolResult:
             if shard >= len(self._shards):
                 raise router.unknown_shard(shard)
-            return self._shards[shard].call_tool(
-                name,
-                arguments,
-                server=server,
-                meta=meta,
-                timeout_seconds=timeout_seconds,
-                deadline=deadline,
-                metadata=metadata,
-            )
+            return self._shards[shard].call(request, deadline=deadline, metadata=metadata)
 
         if not route:
             return self._scan(attempt, range(self.count))

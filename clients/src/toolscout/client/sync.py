@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, Unpack
 
 import grpc
 
-from toolscout.client import _convert as conv
 from toolscout.client import types as t
+from toolscout.client import wire
 from toolscout.client._base import (
     CONNECT_WAIT,
     FIRST_CONNECT_WAIT,
@@ -26,9 +26,10 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
+from toolscout.client._requests import plan_request, search_request, toolset_ref
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
-from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
+from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 
@@ -163,7 +164,7 @@ class PoolClient(_SyncClient):
             self._deadlines.resolve("ListServers", deadline),
             metadata,
         )
-        return tuple(conv.server_status(s) for s in resp.servers)
+        return tuple(wire.server_status(s) for s in resp.servers)
 
     def list_tools(
         self,
@@ -178,7 +179,7 @@ class PoolClient(_SyncClient):
         resp = self._unary(
             "ListTools", self._stub.ListTools, req, self._deadlines.resolve("ListTools", deadline), metadata
         )
-        return conv.tool_catalog(resp)
+        return wire.tool_catalog(resp)
 
     def call_tool(
         self,
@@ -191,16 +192,18 @@ class PoolClient(_SyncClient):
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Call a tool by LLM name, or by its own ``name`` on ``server``.
+        """Call a tool by LLM name, or by its own ``name`` on ``server`` (see :meth:`call`)."""
+        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
+        return self.call(request, deadline=deadline, metadata=metadata)
 
-        A tool that fails is a result with ``is_error``. Errors as for
-        :meth:`toolscout.client.AsyncPoolClient.call_tool`: ``UnavailableError`` only when the call
+    def call(
+        self, request: t.CallRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.CallToolResult:
+        """Run one tool call. A tool that fails is a result with ``is_error``. Errors as for
+        :meth:`toolscout.client.AsyncPoolClient.call`: ``UnavailableError`` only when the call
         was not sent, ``OutcomeUnknownError`` when it was and the pool or its server went away.
         """
-        req = conv.call_tool_request(
-            name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds
-        )
-        rpc_deadline = self._deadlines.call_tool(deadline, timeout_seconds)
+        rpc_deadline = self._deadlines.call_tool(deadline, request.timeout_seconds)
         wait = connect_wait(rpc_deadline, CONNECT_WAIT if self._was_connected else FIRST_CONNECT_WAIT)
         started = time.monotonic()
         if not _connected(self._channel, wait):
@@ -212,13 +215,13 @@ class PoolClient(_SyncClient):
             resp = self._unary(
                 "CallTool",
                 self._stub.CallTool,
-                req,
+                wire.call_request_pb(request),
                 None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001),
                 metadata,
             )
         except UnavailableError as err:
             raise call_outcome_error(err) from err
-        return conv.call_tool_result(resp)
+        return wire.call_tool_result(resp)
 
     def watch_catalog(
         self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
@@ -231,7 +234,7 @@ class PoolClient(_SyncClient):
             req,
             self._deadlines.resolve("WatchCatalog", deadline),
             metadata,
-            conv.catalog_snapshot,
+            wire.catalog_snapshot,
         )
 
 
@@ -245,114 +248,78 @@ class DiscoveryClient(_SyncClient):
 
     def plan_tools(
         self,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         *,
-        discovered_tools: Sequence[str] = (),
-        provider: str = "",
-        include_deferred_names: bool = False,
-        include_deferred_tools: bool = False,
-        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **fields: Unpack[t.PlanFields],
     ) -> t.ToolPlan:
-        """What to send the LLM for ``toolset``. Raises NotFoundError, UnavailableError (no catalog yet).
+        """What to send the LLM for ``toolset`` (see :meth:`toolscout.client.AsyncDiscoveryClient.plan_tools`).
 
-        ``toolset`` is a configured toolset's name, or an inline filter in the shape of a config
-        ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``);
-        ``toolset_json`` is the same filter as JSON text (for callers that already hold it).
-        An invalid inline filter raises InvalidArgumentError (malformed) or NotFoundError
-        (unknown server or tool, naming what exists). ``surface`` is ``"append"`` (default) or
-        ``"stable"``: eager tools + search_tools + ``call_tool``, the same bytes for a whole
-        catalog version (the plan's ``call_tool`` is then set).
+        Raises NotFoundError, UnavailableError (no catalog yet), InvalidArgumentError (a malformed
+        inline toolset).
         """
-        req = conv.plan_tools_request(
-            toolset,
-            toolset_json,
-            discovered_tools=discovered_tools,
-            provider=provider,
-            include_deferred_names=include_deferred_names,
-            include_deferred_tools=include_deferred_tools,
-            surface_name=surface,
-        )
+        return self.plan(plan_request(toolset, fields), deadline=deadline, metadata=metadata)
+
+    def plan(
+        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.ToolPlan:
+        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
         resp = self._unary(
-            "PlanTools", self._stub.PlanTools, req, self._deadlines.resolve("PlanTools", deadline), metadata
+            "PlanTools",
+            self._stub.PlanTools,
+            wire.plan_request_pb(request),
+            self._deadlines.resolve("PlanTools", deadline),
+            metadata,
         )
-        return conv.tool_plan(resp)
+        return wire.tool_plan(resp)
 
     def search_tools(
         self,
         query: str = "",
         *,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
-        server_name: str = "",
-        tool_names: Sequence[str] = (),
-        arguments_json: str = "",
-        loaded_tools: Sequence[str] = (),
-        max_results: int = 0,
-        offset: int = 0,
-        include_plan: bool = False,
-        discovered_tools: Sequence[str] = (),
-        provider: str = "",
-        compact_text: bool = False,
-        surface: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **fields: Unpack[t.SearchFields],
     ) -> t.SearchResult:
-        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
+        """Run search_tools (see :meth:`toolscout.client.AsyncDiscoveryClient.search_tools`).
 
-        With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
-        tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
-        With ``surface="stable"`` the text gives each found tool's input schema, to be called
-        through call_tool, and ``structured_content_json`` the same as data.
+        Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
         """
-        req = conv.search_tools_request(
-            query,
-            toolset=toolset,
-            toolset_json=toolset_json,
-            server_name=server_name,
-            tool_names=tool_names,
-            arguments_json=arguments_json,
-            loaded_tools=loaded_tools,
-            max_results=max_results,
-            offset=offset,
-            include_plan=include_plan,
-            discovered_tools=discovered_tools,
-            provider=provider,
-            compact_text=compact_text,
-            surface_name=surface,
-        )
+        return self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
+
+    def search(
+        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.SearchResult:
+        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
         resp = self._unary(
             "SearchTools",
             self._stub.SearchTools,
-            req,
+            wire.search_request_pb(request),
             self._deadlines.resolve("SearchTools", deadline),
             metadata,
         )
-        return conv.search_result(resp)
+        return wire.search_result(resp)
 
     def get_manifest(
         self,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         *,
         provider: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
     ) -> t.Manifest:
         """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        req = discovery_pb2.GetManifestRequest(
-            **conv.toolset_fields(toolset, toolset_json), provider=provider
-        )
+        ref = toolset_ref(toolset, deprecated, stacklevel=3)
         resp = self._unary(
             "GetManifest",
             self._stub.GetManifest,
-            req,
+            wire.manifest_request_pb(ref, provider),
             self._deadlines.resolve("GetManifest", deadline),
             metadata,
         )
-        return conv.manifest(resp)
+        return wire.manifest(resp)
 
 
 class OrchestratorClient(_SyncClient):
@@ -368,8 +335,7 @@ class OrchestratorClient(_SyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         system: str = "",
         discovered_tools: Sequence[str] = (),
         meta: Mapping[str, Any] | str | None = None,
@@ -377,6 +343,7 @@ class OrchestratorClient(_SyncClient):
         tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
     ) -> t.ChatResult:
         """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
@@ -386,27 +353,25 @@ class OrchestratorClient(_SyncClient):
         NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
         UnavailableError, DeadlineExceededError.
         """
-        req = conv.chat_request(
+        req = wire.chat_request(
             messages,
             model=model,
             system=system,
-            toolset=toolset,
-            toolset_json=toolset_json,
+            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
             meta=meta,
             discovered_tools=discovered_tools,
             max_iterations=max_iterations,
             tool_result_format=tool_result_format,
         )
         resp = self._unary("Chat", self._stub.Chat, req, self._deadlines.resolve("Chat", deadline), metadata)
-        return conv.chat_result(resp)
+        return wire.chat_result(resp)
 
     def stream_chat(
         self,
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: str | Mapping[str, Any] = "",
-        toolset_json: str = "",
+        toolset: t.ToolsetLike = "",
         system: str = "",
         discovered_tools: Sequence[str] = (),
         meta: Mapping[str, Any] | str | None = None,
@@ -414,17 +379,17 @@ class OrchestratorClient(_SyncClient):
         tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
     ) -> Generator[t.ChatEvent, None, None]:
         """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
 
         Stopping the iteration early (``break``) cancels the chat on the server (call ``.close()`` on the iterator, or let it be collected).
         """
-        req = conv.chat_request(
+        req = wire.chat_request(
             messages,
             model=model,
             system=system,
-            toolset=toolset,
-            toolset_json=toolset_json,
+            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
             meta=meta,
             discovered_tools=discovered_tools,
             max_iterations=max_iterations,
@@ -436,7 +401,7 @@ class OrchestratorClient(_SyncClient):
             req,
             self._deadlines.resolve("StreamChat", deadline),
             metadata,
-            conv.chat_event,
+            wire.chat_event,
         )
 
     def list_models(
@@ -449,7 +414,7 @@ class OrchestratorClient(_SyncClient):
             self._deadlines.resolve("ListModels", deadline),
             metadata,
         )
-        return tuple(conv.model_info(m) for m in resp.models)
+        return tuple(wire.model_info(m) for m in resp.models)
 
     def list_toolsets(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -461,7 +426,7 @@ class OrchestratorClient(_SyncClient):
             self._deadlines.resolve("ListToolsets", deadline),
             metadata,
         )
-        return tuple(conv.toolset_info(x) for x in resp.toolsets)
+        return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 
 class ToolscoutClient:

@@ -1,4 +1,10 @@
-"""Typed results of every toolscout RPC: plain frozen dataclasses, independent of protobuf.
+"""The values every toolscout RPC takes and returns: plain frozen dataclasses, independent of protobuf.
+
+This is the one vocabulary of toolscout (as ``mcp_types`` is the MCP SDK's): the clients return
+these values, and every service uses the same definitions for what it plans, finds, runs and counts
+(:mod:`toolscout.client.wire` converts them to and from protobuf, for clients and servers alike).
+Requests that cross a seam are values too (:class:`PlanRequest`, :class:`SearchRequest`,
+:class:`CallRequest`), so a new field is added once; :class:`ToolsetRef` names a toolset.
 
 JSON documents (schemas, arguments, structured content) keep their wire form as ``*_json``
 strings, with a property that parses them on demand. Enums become lowercase strings
@@ -8,15 +14,18 @@ strings, with a property that parses them on demand. Enums become lowercase stri
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = [
     "CALL_TOOL_NAME",
     "EMPTY_INPUT_SCHEMA_JSON",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
+    "CallRequest",
     "CallToolResult",
     "CatalogSnapshot",
     "ChatEvent",
@@ -25,11 +34,16 @@ __all__ = [
     "ChatResult",
     "ChatStats",
     "ContentBlock",
+    "DeprecatedToolset",
     "DiscoveryStats",
     "Manifest",
     "ModelInfo",
     "NameSuggestion",
+    "PlanFields",
+    "PlanRequest",
     "ReasoningDelta",
+    "SearchFields",
+    "SearchRequest",
     "SearchResult",
     "ServerStatus",
     "ServerTokens",
@@ -47,8 +61,11 @@ __all__ = [
     "ToolPlan",
     "ToolsDiscovered",
     "ToolsetInfo",
+    "ToolsetLike",
+    "ToolsetRef",
     "ToolsetServer",
     "UsageUpdate",
+    "json_object_text",
     "parse_json_object",
 ]
 
@@ -75,6 +92,113 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
 
 def _parse_object(text: str) -> dict[str, Any]:
     return parse_json_object(text) or {}
+
+
+def json_object_text(value: Mapping[str, Any] | str | None) -> str:
+    """A JSON object as wire text (compact, keys in their order); a str passes through unchanged
+    (the server validates it), None is ``""``."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _strings(value: Iterable[str] | str) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+# --- toolsets -----------------------------------------------------------------------------------
+
+
+def _canonical_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """An inline toolset in its canonical form: servers sorted, tool lists sorted and deduplicated,
+    the description (which filters nothing) left out. Anything not of the ``tool_sets`` shape is
+    kept as it is, for discovery to refuse with its own words."""
+    out = {k: v for k, v in spec.items() if k != "description"}
+    servers = out.get("servers")
+    if isinstance(servers, Mapping):
+        canonical: dict[str, Any] = {}
+        for name in sorted(servers, key=str):
+            value = servers[name]
+            if isinstance(value, list) and all(isinstance(x, str) for x in value):
+                value = sorted(set(value))
+            elif (
+                isinstance(value, Mapping)
+                and set(value) == {"exclude"}
+                and isinstance(value["exclude"], list)
+                and all(isinstance(x, str) for x in value["exclude"])
+            ):
+                value = {"exclude": sorted(set(value["exclude"]))}
+            canonical[name] = value
+        out["servers"] = canonical
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetRef:
+    """Which tools a request may use: a configured toolset by ``name`` (``""``: every tool), or an
+    inline filter in the shape of a config ``tool_sets`` entry (``filter_json``).
+
+    Canonical and hashable: :meth:`inline` (and :meth:`of` a mapping) writes a filter in one form
+    (servers sorted, tool lists sorted and deduplicated, no description), so the same filter given
+    twice, however it was written, is one key (:attr:`key`). Requests accept a name, a mapping or a
+    ref where they take a toolset. The constructor keeps the fields as given (the wire form);
+    discovery canonicalizes what it receives.
+    """
+
+    name: str = ""
+    # The canonical JSON of an inline filter ({"servers": {...}}); "" for a name.
+    filter_json: str = ""
+
+    @classmethod
+    def named(cls, name: str) -> ToolsetRef:
+        return cls(name=name)
+
+    @classmethod
+    def inline(cls, spec: Mapping[str, Any] | str) -> ToolsetRef:
+        """An inline filter (``{"servers": {"weather": True, "mail": ["send_email"]}}``), as a
+        mapping or its JSON text. Text that is not a JSON object is kept as it is: discovery
+        refuses it (``INVALID_ARGUMENT``) with its own words."""
+        value: Any = spec
+        if isinstance(spec, str):
+            try:
+                value = json.loads(spec)
+            except (ValueError, RecursionError):
+                return cls(filter_json=spec)
+            if not isinstance(value, dict):
+                return cls(filter_json=spec)
+        text = json.dumps(_canonical_spec(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return cls(filter_json=text)
+
+    @classmethod
+    def of(cls, toolset: ToolsetLike | None = None) -> ToolsetRef:
+        """A configured name (a str), an inline filter (a mapping), or a ref as it is."""
+        if toolset is None:
+            return cls()
+        if isinstance(toolset, ToolsetRef):
+            return toolset
+        if isinstance(toolset, str):
+            return cls(name=toolset)
+        return cls.inline(toolset)
+
+    @property
+    def is_inline(self) -> bool:
+        return bool(self.filter_json)
+
+    @property
+    def key(self) -> str:
+        """The name, or ``inline:<hash of the canonical filter>``: equal for equal toolsets."""
+        if not self.filter_json:
+            return self.name
+        return "inline:" + hashlib.sha256(self.filter_json.encode()).hexdigest()[:32]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+# A toolset as callers may write it: a configured name, an inline filter as a mapping, or a ref.
+ToolsetLike = ToolsetRef | str | Mapping[str, Any]
 
 
 # --- common -------------------------------------------------------------------------------------
@@ -212,6 +336,47 @@ class CatalogSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class CallRequest:
+    """One tool call (``CallTool``): by ``llm_name``, or by ``server`` and the tool's own ``tool``.
+
+    ``arguments_json`` and ``meta_json`` are JSON object texts (empty: none); :meth:`to` builds one
+    from mappings. ``timeout_seconds`` 0 is the server's configured call timeout.
+    """
+
+    llm_name: str = ""
+    server: str = ""
+    tool: str = ""
+    arguments_json: str = ""
+    meta_json: str = ""
+    timeout_seconds: float = 0.0
+
+    @classmethod
+    def to(
+        cls,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        server: str = "",
+        meta: Mapping[str, Any] | str | None = None,
+        timeout_seconds: float = 0.0,
+    ) -> CallRequest:
+        """A call of ``name``: its LLM-facing name, or (with ``server``) its own name on that server."""
+        return cls(
+            llm_name="" if server else name,
+            server=server,
+            tool=name if server else "",
+            arguments_json=json_object_text(arguments),
+            meta_json=json_object_text(meta),
+            timeout_seconds=timeout_seconds,
+        )
+
+    @property
+    def name(self) -> str:
+        """The name the call was made with (the LLM-facing one, else the tool's own)."""
+        return self.llm_name or self.tool
+
+
+@dataclass(frozen=True, slots=True)
 class CallToolResult:
     """A tool's result. A tool that failed is data: ``is_error`` with the server's text."""
 
@@ -234,6 +399,97 @@ class CallToolResult:
 
 
 # --- Discovery ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What ``PlanTools`` (and ``WatchPlan``) is asked: the tool list to send for a toolset.
+
+    ``toolset`` and the name lists accept what callers have (a str, a mapping, lists); they are
+    stored as a :class:`ToolsetRef` and tuples.
+    """
+
+    toolset: ToolsetRef = ToolsetRef()
+    # LLM names already discovered in the conversation (they are planned as loaded).
+    discovered_tools: tuple[str, ...] = ()
+    # For the token encoding: "openai" (default), "anthropic" or "ollama".
+    provider: str = ""
+    # Also return the names / the definitions of every deferred tool (native deferral).
+    include_deferred_names: bool = False
+    include_deferred_tools: bool = False
+    # "append" (default) or "stable": eager tools + search_tools + call_tool for a whole catalog version.
+    surface: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))
+        object.__setattr__(self, "discovered_tools", _strings(self.discovered_tools))
+
+
+class DeprecatedToolset(TypedDict, total=False):
+    """The keyword the clients accept for one more release: an inline toolset as JSON text (pass
+    it as ``toolset`` instead: a mapping, or :meth:`ToolsetRef.inline`). It warns."""
+
+    toolset_json: str
+
+
+class PlanFields(DeprecatedToolset, total=False):
+    """The keyword arguments of ``plan_tools`` / ``watch_plan``: :class:`PlanRequest`'s fields."""
+
+    discovered_tools: Sequence[str]
+    provider: str
+    include_deferred_names: bool
+    include_deferred_tools: bool
+    surface: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One ``search_tools`` call (``SearchTools``): a query, a server to browse, or exact names.
+
+    ``arguments_json`` (the raw arguments a model sent) replaces ``query`` / ``server_name`` /
+    ``tool_names`` when set. With ``include_plan`` the result carries the plan after the search.
+    """
+
+    query: str = ""
+    toolset: ToolsetRef = ToolsetRef()
+    server_name: str = ""
+    tool_names: tuple[str, ...] = ()
+    arguments_json: str = ""
+    # LLM names already loaded in the conversation: reported as such, not counted as results.
+    loaded_tools: tuple[str, ...] = ()
+    # 0: the configured default; also the page size of a server browse.
+    max_results: int = 0
+    offset: int = 0
+    include_plan: bool = False
+    # With include_plan: the tools discovered earlier (in order) and the provider for token counts.
+    discovered_tools: tuple[str, ...] = ()
+    provider: str = ""
+    # The provider loads found definitions itself (native deferral): the text lists names only.
+    compact_text: bool = False
+    # "append" (default) or "stable" (found tools' schemas in the text, to be called via call_tool).
+    surface: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))
+        for name in ("tool_names", "loaded_tools", "discovered_tools"):
+            object.__setattr__(self, name, _strings(getattr(self, name)))
+
+
+class SearchFields(DeprecatedToolset, total=False):
+    """The keyword arguments of ``search_tools``: :class:`SearchRequest`'s fields but the query."""
+
+    toolset: ToolsetLike
+    server_name: str
+    tool_names: Sequence[str]
+    arguments_json: str
+    loaded_tools: Sequence[str]
+    max_results: int
+    offset: int
+    include_plan: bool
+    discovered_tools: Sequence[str]
+    provider: str
+    compact_text: bool
+    surface: str
 
 
 @dataclass(frozen=True, slots=True)
