@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolscout.client import PlanRequest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -65,9 +67,10 @@ from deferral_metrics import (  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 from orchestrator_bench import LocalDiscovery  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
+from toolscout.client import SearchRequest  # noqa: E402
 
 from discovery_svc.catalog import Catalog  # noqa: E402
-from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
+from discovery_svc.engine import DiscoveryEngine  # noqa: E402
 from orchestrator_svc.chat import ChatRequest  # noqa: E402
 from orchestrator_svc.loop import ChatLoop  # noqa: E402
 from orchestrator_svc.messages import LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
@@ -158,7 +161,7 @@ async def build_env(with_casual: bool) -> Env:
     catalog: Catalog = load_catalog()
     engine = DiscoveryEngine(parse_config({"tool_discovery": {"enabled": True, "defer_all": True}}))
     engine.set_catalog(catalog)
-    plan = await engine.plan_tools(provider="openai")
+    plan = await engine.plan_tools(PlanRequest(provider="openai"))
     assert plan.search_tool is not None
     tools = [_def(t) for t in catalog.tools]
     found = []
@@ -297,7 +300,7 @@ class CasualChat:
                 SearchRequest(arguments_json=json.dumps({"query": task.query}))
             )
             new = [t.llm_name for t in result.newly_loaded]
-            messages.append(Message("tool", result.text, tool_call_id=sid, name=self.search.llm_name))
+            messages.append(Message("tool", result.result_text, tool_call_id=sid, name=self.search.llm_name))
             discovered += new
             cid = f"call_{turn}_tool"
             fake.script(Reply.calls(ScriptedCall(self.env.found[turn], task.arguments, id=cid)))

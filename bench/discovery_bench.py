@@ -29,11 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolscout.client import PlanRequest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from discovery_svc.catalog import Catalog, Tool  # noqa: E402
-from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
+from toolscout.client import SearchRequest  # noqa: E402
+
+from discovery_svc.catalog import Catalog, ParsedTool  # noqa: E402
+from discovery_svc.engine import DiscoveryEngine  # noqa: E402
 from discovery_svc.tokens import TokenCounter, definition_json  # noqa: E402
 from tests.support.discovery_catalogs import config, synthetic_tools  # noqa: E402
 from toolscout_kit.logging import configure_logging  # noqa: E402
@@ -73,14 +77,14 @@ def pool_names(rows: list[dict[str, Any]]) -> list[str]:
     return [table.name_for(r["server"], r["name"]) for r in rows]
 
 
-def livemcp_tools() -> list[Tool]:
+def livemcp_tools() -> list[ParsedTool]:
     rows = [
         json.loads(line)
         for line in (DATA / "livemcpbench.tools.jsonl").read_text("utf-8").splitlines()
         if line
     ]
     return [
-        Tool.create(
+        ParsedTool.create(
             server=r["server"],
             name=r["name"],
             llm_name=key,
@@ -109,7 +113,7 @@ async def bench_plan(n_tools: int, iterations: int) -> dict[str, Any]:
         samples = []
         for _ in range(iterations):
             t0 = time.perf_counter()
-            await svc.plan_tools(discovered=names)
+            await svc.plan_tools(PlanRequest(discovered_tools=names))
             samples.append(time.perf_counter() - t0)
         out[label] = percentiles(samples)
     out["builds"] = svc.builds
@@ -161,7 +165,7 @@ async def bench_search_hybrid(n_tools: int, iterations: int) -> dict[str, Any]:
     """search_tools through the engine in hybrid mode: fresh queries, so each is embedded by the
     bundled model (in a worker thread, as the service does), then fused with BM25 off the loop.
 
-    Tool vectors come from a temporary cache filled with random unit vectors (their values change
+    ParsedTool vectors come from a temporary cache filled with random unit vectors (their values change
     no work), so only the query side runs the model."""
     import numpy as np
     from prometheus_client import CollectorRegistry
@@ -208,7 +212,7 @@ async def bench_search_hybrid(n_tools: int, iterations: int) -> dict[str, Any]:
     return {"tools": n_tools, "cached_ready_s": round(ready_s, 2), "search": percentiles(samples)}
 
 
-def casual_first_call(tools: list[Tool]) -> dict[str, Any] | None:
+def casual_first_call(tools: list[ParsedTool]) -> dict[str, Any] | None:
     """casual-mcp 1.0.0's first-call payload, built by its own code in an isolated env."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as fh:
         for t in tools:
@@ -238,14 +242,14 @@ async def bench_tokens(with_casual: bool) -> dict[str, Any]:
     counter = TokenCounter()
     casual = casual_first_call(tools) if with_casual else None
     for provider in ("openai", "anthropic"):
-        plan = await svc.plan_tools(provider=provider)
+        plan = await svc.plan_tools(PlanRequest(provider=provider))
         enc = counter.encoding_for(provider)
         row: dict[str, Any] = {
             "encoding": plan.tokens.encoding,
             "estimate": plan.tokens.estimate,
-            "all_definitions": plan.tokens.all_definitions,
-            "first_call": plan.tokens.sent,
-            "first_call_pct": round(100 * plan.tokens.sent / plan.tokens.all_definitions, 2),
+            "all_definitions": plan.tokens.all_definitions_tokens,
+            "first_call": plan.tokens.sent_tokens,
+            "first_call_pct": round(100 * plan.tokens.sent_tokens / plan.tokens.all_definitions_tokens, 2),
             "manifest_tokens": counter.count_text(plan.manifest, enc.name),
         }
         if casual is not None:
@@ -256,13 +260,15 @@ async def bench_tokens(with_casual: bool) -> dict[str, Any]:
                 "search_tool": tool_tokens,
                 "system_message": system_tokens,
                 "first_call": tool_tokens + system_tokens,
-                "first_call_pct": round(100 * (tool_tokens + system_tokens) / plan.tokens.all_definitions, 2),
+                "first_call_pct": round(
+                    100 * (tool_tokens + system_tokens) / plan.tokens.all_definitions_tokens, 2
+                ),
             }
         out[provider] = row
     return out
 
 
-def casual_system_message_tokens(tools: list[Tool], counter: TokenCounter) -> int:
+def casual_system_message_tokens(tools: list[ParsedTool], counter: TokenCounter) -> int:
     """casual-mcp 1.0's system message, reproduced from its format (SearchToolsTool.system_prompt)."""
     by_server: dict[str, list[str]] = {}
     for t in tools:

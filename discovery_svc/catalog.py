@@ -10,33 +10,32 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
-from toolscout.client import EMPTY_INPUT_SCHEMA_JSON
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, Tool
 
 from toolscout_kit.json_text import json_object_or_none
 
-__all__ = ["Catalog", "Tool"]
+__all__ = ["Catalog", "ParsedTool"]
 
-_EMPTY_SCHEMA: Mapping[str, Any] = MappingProxyType(json.loads(EMPTY_INPUT_SCHEMA_JSON))
+# Shared by every tool without a usable schema (never mutated).
+_EMPTY_SCHEMA: dict[str, Any] = json.loads(EMPTY_INPUT_SCHEMA_JSON)
 
 
 @dataclass(frozen=True, slots=True)
-class Tool:
-    """One MCP tool, with its input schema parsed once per catalog version."""
+class ParsedTool(Tool):
+    """A catalog tool (the shared :class:`~toolscout.client.Tool`) with its input schema parsed
+    once per catalog version, which indexing, result texts and token counts read again and again.
 
-    server: str
-    name: str
-    llm_name: str
-    description: str = ""
-    input_schema_json: str = EMPTY_INPUT_SCHEMA_JSON
-    title: str = ""
-    output_schema_json: str = ""
-    annotations_json: str = ""
-    available: bool = True
-    # Parsed from input_schema_json; never part of equality (it is derived).
-    input_schema: Mapping[str, Any] = field(default_factory=lambda: _EMPTY_SCHEMA, compare=False, repr=False)
+    It is a ``Tool``: plans and search results hold it as it is, and it goes on the wire as one.
+    """
+
+    # Parsed from input_schema_json; never part of equality (it is derived). Read, never changed.
+    parsed_schema: dict[str, Any] = field(default_factory=lambda: _EMPTY_SCHEMA, compare=False, repr=False)
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self.parsed_schema
 
     @classmethod
     def create(
@@ -52,26 +51,39 @@ class Tool:
         output_schema_json: str = "",
         annotations_json: str = "",
         available: bool = True,
-    ) -> Tool:
+    ) -> ParsedTool:
         """A tool from either a schema object or its JSON text (an invalid schema becomes empty)."""
         if input_schema_json is None:
-            schema: Mapping[str, Any] = (
-                dict(input_schema) if input_schema is not None else dict(_EMPTY_SCHEMA)
-            )
+            schema: dict[str, Any] = dict(input_schema) if input_schema is not None else _EMPTY_SCHEMA
             input_schema_json = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
         else:
-            schema = json_object_or_none(input_schema_json) or dict(_EMPTY_SCHEMA)
+            schema = json_object_or_none(input_schema_json) or _EMPTY_SCHEMA
         return cls(
             server=server,
             name=name,
             llm_name=llm_name,
+            title=title,
             description=description,
             input_schema_json=input_schema_json,
-            title=title,
             output_schema_json=output_schema_json,
             annotations_json=annotations_json,
             available=available,
-            input_schema=schema,
+            parsed_schema=schema,
+        )
+
+    @classmethod
+    def of(cls, tool: Tool) -> ParsedTool:
+        """``tool`` (as the pool listed it) with its schema parsed."""
+        return cls.create(
+            server=tool.server,
+            name=tool.name,
+            llm_name=tool.llm_name,
+            description=tool.description,
+            input_schema_json=tool.input_schema_json,
+            title=tool.title,
+            output_schema_json=tool.output_schema_json,
+            annotations_json=tool.annotations_json,
+            available=tool.available,
         )
 
 
@@ -80,15 +92,15 @@ class Catalog:
 
     __slots__ = ("_by_llm_name", "_by_server", "tools", "version")
 
-    def __init__(self, version: str, tools: Iterable[Tool]) -> None:
+    def __init__(self, version: str, tools: Iterable[ParsedTool]) -> None:
         self.version = version
         # The pool sends tools sorted by (server, name); sort anyway so order never depends on it.
-        self.tools: tuple[Tool, ...] = tuple(sorted(tools, key=lambda t: (t.server, t.name)))
-        self._by_llm_name: dict[str, Tool] = {t.llm_name: t for t in self.tools}
-        by_server: dict[str, list[Tool]] = {}
+        self.tools: tuple[ParsedTool, ...] = tuple(sorted(tools, key=lambda t: (t.server, t.name)))
+        self._by_llm_name: dict[str, ParsedTool] = {t.llm_name: t for t in self.tools}
+        by_server: dict[str, list[ParsedTool]] = {}
         for tool in self.tools:
             by_server.setdefault(tool.server, []).append(tool)
-        self._by_server: dict[str, tuple[Tool, ...]] = {s: tuple(ts) for s, ts in by_server.items()}
+        self._by_server: dict[str, tuple[ParsedTool, ...]] = {s: tuple(ts) for s, ts in by_server.items()}
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -98,8 +110,8 @@ class Catalog:
         """Servers with at least one tool, sorted."""
         return sorted(self._by_server)
 
-    def by_llm_name(self, llm_name: str) -> Tool | None:
+    def by_llm_name(self, llm_name: str) -> ParsedTool | None:
         return self._by_llm_name.get(llm_name)
 
-    def server_tools(self, server: str) -> tuple[Tool, ...]:
+    def server_tools(self, server: str) -> tuple[ParsedTool, ...]:
         return self._by_server.get(server, ())

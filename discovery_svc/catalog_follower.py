@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from toolscout.client import AsyncPoolClient, CatalogMerger, ToolscoutClientError
-from toolscout.client import Tool as PoolTool
+from toolscout.client import AsyncPoolClient, CatalogMerger, Tool, ToolscoutClientError
 
-from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.catalog import Catalog, ParsedTool
 from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
@@ -35,21 +34,7 @@ __all__ = ["CatalogFollower", "catalog_from_pool"]
 _log = get_logger(__name__)
 
 
-def _tool(t: PoolTool) -> Tool:
-    return Tool.create(
-        server=t.server,
-        name=t.name,
-        llm_name=t.llm_name,
-        description=t.description,
-        input_schema_json=t.input_schema_json,
-        title=t.title,
-        output_schema_json=t.output_schema_json,
-        annotations_json=t.annotations_json,
-        available=t.available,
-    )
-
-
-def _same_but_availability(old: Tool, new: PoolTool) -> bool:
+def _same_but_availability(old: Tool, new: Tool) -> bool:
     return (
         old.server == new.server
         and old.name == new.name
@@ -62,9 +47,9 @@ def _same_but_availability(old: Tool, new: PoolTool) -> bool:
     )
 
 
-def catalog_from_pool(version: str, tools: Iterable[PoolTool]) -> Catalog:
+def catalog_from_pool(version: str, tools: Iterable[Tool]) -> Catalog:
     """A domain catalog from the pool's tools (schemas parsed once, here)."""
-    return Catalog(version, (_tool(t) for t in tools))
+    return Catalog(version, (ParsedTool.of(t) for t in tools))
 
 
 class _Stream:
@@ -73,7 +58,7 @@ class _Stream:
     def __init__(
         self,
         pool: AsyncPoolClient,
-        on_snapshot: Callable[[str, tuple[PoolTool, ...]], Any],
+        on_snapshot: Callable[[str, tuple[Tool, ...]], Any],
         *,
         on_lost: Callable[[], Any] | None = None,
         name: str = "pool",
@@ -168,9 +153,9 @@ class CatalogFollower:
         self._lock = asyncio.Lock()
         # Converted tools by server digest: this catalog's, and the previous one's (a shard that
         # went down and came back finds its tools still converted).
-        self._tools: dict[bytes, tuple[Tool, ...]] = {}
-        self._previous: dict[bytes, tuple[Tool, ...]] = {}
-        self._by_server: dict[str, tuple[Tool, ...]] = {}
+        self._tools: dict[bytes, tuple[ParsedTool, ...]] = {}
+        self._previous: dict[bytes, tuple[ParsedTool, ...]] = {}
+        self._by_server: dict[str, tuple[ParsedTool, ...]] = {}
         self._version = ""
         self._streams: dict[int, _Stream] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -184,7 +169,7 @@ class CatalogFollower:
     def _stream(self, index: int, client: AsyncPoolClient) -> _Stream:
         initial, cap, list_timeout = self._backoff
 
-        async def on_snapshot(version: str, tools: tuple[PoolTool, ...]) -> None:
+        async def on_snapshot(version: str, tools: tuple[Tool, ...]) -> None:
             await self._update(index, version, tools)
 
         return _Stream(
@@ -206,7 +191,7 @@ class CatalogFollower:
 
     # --- merging ------------------------------------------------------------------------------
 
-    async def _update(self, index: int, version: str, tools: tuple[PoolTool, ...]) -> None:
+    async def _update(self, index: int, version: str, tools: tuple[Tool, ...]) -> None:
         down = self._downs.pop(index, None)
         if down is not None:
             down.cancel()
@@ -259,7 +244,7 @@ class CatalogFollower:
         )
         self._on_catalog(catalog)
 
-    def _convert(self, server: str, digest: bytes, listed: tuple[PoolTool, ...]) -> tuple[Tool, ...]:
+    def _convert(self, server: str, digest: bytes, listed: tuple[Tool, ...]) -> tuple[ParsedTool, ...]:
         cached = self._tools.get(digest) or self._previous.get(digest)
         if cached is not None:
             return cached
@@ -274,15 +259,15 @@ class CatalogFollower:
                 old if old.available == new.available else dataclasses.replace(old, available=new.available)
                 for old, new in zip(prior, listed, strict=True)
             )
-        return tuple(_tool(t) for t in listed)
+        return tuple(ParsedTool.of(t) for t in listed)
 
     def _build(self) -> Catalog | None:
         """The merged discovery catalog; only servers whose tools changed are converted again."""
         merged = self._merger.catalog()
         if merged.catalog_version == self._version:
             return None
-        tools: dict[bytes, tuple[Tool, ...]] = {}
-        by_server: dict[str, tuple[Tool, ...]] = {}
+        tools: dict[bytes, tuple[ParsedTool, ...]] = {}
+        by_server: dict[str, tuple[ParsedTool, ...]] = {}
         for server, digest, listed in self._merger.listings():
             tools[digest] = by_server[server] = self._convert(server, digest, listed)
         self._previous, self._tools, self._by_server = self._tools, tools, by_server

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from discovery_svc.catalog import Catalog, Tool
+from toolscout.client import Tool
+
+from discovery_svc.catalog import Catalog
 from discovery_svc.index import CandidateMask, SearchDoc, Searcher, SearchIndex, normalize_name
 
 __all__ = ["CatalogIndex", "IndexFactory", "search_doc"]

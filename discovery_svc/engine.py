@@ -18,8 +18,18 @@ import dataclasses
 import functools
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+
+from toolscout.client import (
+    Manifest,
+    PlanRequest,
+    SearchRequest,
+    SearchResult,
+    ServerTokens,
+    ToolPlan,
+    ToolsetLike,
+    ToolsetRef,
+)
 
 from discovery_svc.catalog import Catalog
 from discovery_svc.catalog_index import CatalogIndex, IndexFactory
@@ -27,69 +37,19 @@ from discovery_svc.errors import SearchArgumentError
 from discovery_svc.hybrid_stage import HybridStage
 from discovery_svc.index import SearchIndex
 from discovery_svc.metrics import DiscoveryMetrics
-from discovery_svc.partition import InlineToolset, ToolsetRef, partition_tools, select_toolset
-from discovery_svc.planner import Plan, PreparedToolset, plan_tools
+from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
+from discovery_svc.planner import PreparedToolset, plan_tools
 from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
-from discovery_svc.search_tool import SearchResult, execute_search
+from discovery_svc.search_tool import execute_search
 from discovery_svc.surface import Surface
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
 
-__all__ = ["DiscoveryEngine", "ManifestInfo", "SearchRequest"]
+__all__ = ["DiscoveryEngine"]
 
 _log = get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class SearchRequest:
-    # A configured toolset's name ("" = every tool) or an inline filter.
-    toolset: ToolsetRef = ""
-    query: str = ""
-    server_name: str = ""
-    tool_names: tuple[str, ...] = ()
-    # The raw JSON the LLM sent; when set it replaces the three fields above.
-    arguments_json: str = ""
-    loaded_tools: tuple[str, ...] = ()
-    max_results: int = 0
-    offset: int = 0
-    # Answer with the plan after the search too (one round trip per search iteration): the plan of
-    # ``discovered_tools`` plus what the search loaded, counted in ``provider``'s encoding.
-    include_plan: bool = False
-    discovered_tools: tuple[str, ...] = ()
-    provider: str = ""
-    # The provider loads found tools' definitions itself (native deferral): the text lists names
-    # and descriptions, not parameters.
-    compact_text: bool = False
-    # Seconds the caller will wait (its deadline); a query embedding gets at most half of it.
-    time_limit: float | None = None
-    # The tool surface the caller serves (the stable one answers with schemas and data too).
-    surface: Surface = Surface.APPEND
-
-
-@dataclass(frozen=True, slots=True)
-class ServerTokens:
-    """One server's share of a toolset's tool-definition tokens."""
-
-    server: str
-    tools: int
-    deferred_tools: int
-    all_tokens: int
-    loaded_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestInfo:
-    manifest: str
-    tokens: int
-    budget_tokens: int
-    deferred_servers: int
-    deferred_tools: int
-    catalog_version: str
-    servers: tuple[ServerTokens, ...] = ()
-    encoding: str = ""
-    estimate: bool = False
 
 
 class DiscoveryEngine:
@@ -187,13 +147,16 @@ class DiscoveryEngine:
                 self._hybrid.start(base)
         return base
 
-    async def prepared(self, toolset: ToolsetRef) -> PreparedToolset:
+    async def prepared(self, toolset: ToolsetLike | Toolset) -> PreparedToolset:
         """The prepared state for ``toolset`` at the current catalog version (built at most once).
 
         Raises:
             UnavailableError: no catalog yet.
+            InvalidToolsetError: a malformed inline toolset, or a name and an inline one together.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
+        if not isinstance(toolset, str | InlineToolset):
+            toolset = resolve_toolset(ToolsetRef.of(toolset))
         catalog = self.catalog
         name = toolset.key if isinstance(toolset, InlineToolset) else toolset
         key = (catalog.version, name)
@@ -237,7 +200,7 @@ class DiscoveryEngine:
                     self._cache.popitem(last=False)
             return prepared
 
-    async def warm(self, toolset: ToolsetRef = "", provider: str = "openai") -> None:
+    async def warm(self, toolset: ToolsetLike = "", provider: str = "openai") -> None:
         """Builds the state and token totals for ``toolset`` ahead of the first request."""
         prepared = await self.prepared(toolset)
         enc = self._counter.encoding_for(provider)
@@ -246,47 +209,29 @@ class DiscoveryEngine:
 
     # --- RPCs ------------------------------------------------------------------------------
 
-    async def plan_tools(
-        self,
-        toolset: ToolsetRef = "",
-        discovered: Sequence[str] = (),
-        provider: str = "",
-        *,
-        include_deferred_names: bool = False,
-        include_deferred_tools: bool = False,
-        surface: Surface = Surface.APPEND,
-    ) -> Plan:
+    async def plan_tools(self, request: PlanRequest) -> ToolPlan:
         """Loaded definitions, search_tools, manifest and token accounting for one LLM call.
 
         ``include_deferred_names`` / ``include_deferred_tools`` add the names / definitions of
         every deferred tool (the list can be long; native deferral declares them all). ``surface``
-        STABLE plans eager tools + search_tools + call_tool (:mod:`discovery_svc.surface`).
+        stable plans eager tools + search_tools + call_tool (:mod:`discovery_svc.surface`).
 
         Raises:
-            InvalidArgumentError: unknown provider.
+            InvalidArgumentError: unknown provider, or a malformed inline toolset.
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
+        toolset = resolve_toolset(request.toolset)
         return await self._plan(
             await self.prepared(toolset),
-            discovered,
-            provider,
-            include_deferred_names=include_deferred_names,
-            include_deferred_tools=include_deferred_tools,
-            surface=surface,
+            request.discovered_tools,
+            request.provider,
+            include_deferred_names=request.include_deferred_names,
+            include_deferred_tools=request.include_deferred_tools,
+            surface=Surface.of(request.surface),
         )
 
-    async def watch_plans(
-        self,
-        toolset: ToolsetRef = "",
-        discovered: Sequence[str] = (),
-        provider: str = "",
-        *,
-        include_deferred_names: bool = False,
-        include_deferred_tools: bool = False,
-        surface: Surface = Surface.APPEND,
-        known_version: str = "",
-    ) -> AsyncIterator[Plan]:
+    async def watch_plans(self, request: PlanRequest, known_version: str = "") -> AsyncIterator[ToolPlan]:
         """The plan (as :meth:`plan_tools`) once the catalog differs from ``known_version``, then
         again after every new catalog version, until the caller stops iterating.
 
@@ -301,27 +246,20 @@ class DiscoveryEngine:
             if current is None or current.version == version:
                 await changed.wait()
                 continue
-            plan = await self.plan_tools(
-                toolset,
-                discovered,
-                provider,
-                include_deferred_names=include_deferred_names,
-                include_deferred_tools=include_deferred_tools,
-                surface=surface,
-            )
+            plan = await self.plan_tools(request)
             version = plan.catalog_version
             yield plan
 
     async def _plan(
         self,
         prepared: PreparedToolset,
-        discovered: Sequence[str],
+        discovered: tuple[str, ...],
         provider: str,
         *,
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
         surface: Surface = Surface.APPEND,
-    ) -> Plan:
+    ) -> ToolPlan:
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
@@ -334,8 +272,9 @@ class DiscoveryEngine:
             surface=surface,
         )
 
-    async def search_tools(self, request: SearchRequest) -> SearchResult:
-        """Executes one search_tools call.
+    async def search_tools(self, request: SearchRequest, *, time_limit: float | None = None) -> SearchResult:
+        """Executes one search_tools call; ``time_limit``: the seconds the caller will wait (its
+        deadline), of which a query embedding gets at most half.
 
         With ``include_plan`` the result carries the plan for the next LLM call.
 
@@ -343,10 +282,13 @@ class DiscoveryEngine:
             SearchArgumentError: malformed arguments (message written for the LLM), or a
                 negative ``max_results``.
             UnknownServerError: server_name not in the toolset (message lists valid servers).
-            InvalidArgumentError: unknown provider (with ``include_plan``).
+            InvalidArgumentError: unknown provider (with ``include_plan``), or a malformed inline
+                toolset.
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
+        toolset = resolve_toolset(request.toolset)
+        surface = Surface.of(request.surface)
         started = time.perf_counter()
         mode = "unknown"
         try:
@@ -364,10 +306,10 @@ class DiscoveryEngine:
                     request.offset,
                 )
             mode = args.mode.value
-            prepared = await self.prepared(request.toolset)
+            prepared = await self.prepared(toolset)
             scope, threaded = prepared.scope, False
             if self._hybrid is not None:
-                scope, threaded = await self._hybrid.scope_for(scope, args.query, request.time_limit)
+                scope, threaded = await self._hybrid.scope_for(scope, args.query, time_limit)
             search = functools.partial(
                 execute_search,
                 scope,
@@ -377,7 +319,7 @@ class DiscoveryEngine:
                 # An explicit max_results pages a server browse too (the LLM's calls never set it).
                 browse_limit=request.max_results or self._settings.server_browse_limit,
                 parameters=not request.compact_text,
-                surface=request.surface,
+                surface=surface,
             )
             # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
             # not on the event loop. BM25 answers in well under a millisecond: in place.
@@ -388,7 +330,7 @@ class DiscoveryEngine:
         plan = None
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
-            plan = await self._plan(prepared, discovered, request.provider, surface=request.surface)
+            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface)
         ranking = ""
         if result.mode in (SearchMode.QUERY, SearchMode.SERVER_QUERY):
             # Threaded: the query has its vector, so the hybrid index ranked it.
@@ -396,24 +338,25 @@ class DiscoveryEngine:
         result = dataclasses.replace(
             result, catalog_version=prepared.catalog_version, plan=plan, ranking=ranking
         )
-        mode = result.mode.value
+        mode = result.mode
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
 
-    async def get_manifest(self, toolset: ToolsetRef = "", provider: str = "") -> ManifestInfo:
+    async def get_manifest(self, toolset: ToolsetLike = "", provider: str = "") -> Manifest:
         """The manifest for ``toolset`` and its size in ``provider``'s encoding.
 
         Raises:
-            InvalidArgumentError: unknown provider.
+            InvalidArgumentError: unknown provider, or a malformed inline toolset.
             UnavailableError: no catalog yet.
             ToolsetNotFoundError: unknown or invalid toolset.
         """
+        resolved = resolve_toolset(ToolsetRef.of(toolset))
         enc = self._counter.encoding_for(provider)
-        prepared = await self.prepared(toolset)
+        prepared = await self.prepared(resolved)
         manifest = prepared.manifest
         servers = await asyncio.to_thread(self._server_tokens, prepared, enc)
-        return ManifestInfo(
+        return Manifest(
             manifest=manifest.text,
             tokens=self._counter.count_text(manifest.text, enc.name),
             budget_tokens=self._settings.manifest_budget_tokens,

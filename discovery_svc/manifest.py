@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from discovery_svc.catalog import Tool
+from toolscout.client import Tool
 
-__all__ = ["MANIFEST_HEADER", "Manifest", "build_manifest", "search_tool_description", "system_message"]
+__all__ = ["MANIFEST_HEADER", "BuiltManifest", "build_manifest", "search_tool_description", "system_message"]
 
 MANIFEST_HEADER = "Available tool servers (call search_tools to load their definitions):"
 
@@ -57,7 +57,10 @@ _LEVELS: tuple[_Level, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class Manifest:
+class BuiltManifest:
+    """The manifest text as built for a toolset, with how it was built (the ``GetManifest`` answer
+    is :class:`toolscout.client.Manifest`, counted per provider from this)."""
+
     text: str
     # Tokens of ``text`` under the counter it was built with (the largest of the encodings).
     tokens: int
@@ -165,23 +168,23 @@ def _cut_servers(groups: Sequence[tuple[str, Sequence[Tool]]], count: Counter, b
         shown -= 1
 
 
-def build_manifest(deferred: Sequence[Tool], count: Counter, budget: int) -> Manifest:
+def build_manifest(deferred: Sequence[Tool], count: Counter, budget: int) -> BuiltManifest:
     """The manifest of ``deferred`` (catalog order), never over ``budget`` tokens of ``count``."""
     groups_map: dict[str, list[Tool]] = {}
     for tool in deferred:
         groups_map.setdefault(tool.server, []).append(tool)
     groups = [(s, groups_map[s]) for s in sorted(groups_map)]
     if not groups:
-        return Manifest(text="", tokens=0, deferred_servers=0, deferred_tools=0, level=0)
+        return BuiltManifest(text="", tokens=0, deferred_servers=0, deferred_tools=0, level=0)
     for number, level in enumerate(_LEVELS):
         text = _try_level(groups, level, count, budget)
         if text is not None:
-            return Manifest(text, count(text), len(groups), len(deferred), number)
+            return BuiltManifest(text, count(text), len(groups), len(deferred), number)
     text = _cut_servers(groups, count, budget)
-    return Manifest(text, count(text), len(groups), len(deferred), len(_LEVELS))
+    return BuiltManifest(text, count(text), len(groups), len(deferred), len(_LEVELS))
 
 
-def search_tool_description(manifest: Manifest, *, embed: bool, stable: bool = False) -> str:
+def search_tool_description(manifest: BuiltManifest, *, embed: bool, stable: bool = False) -> str:
     """The search_tools description, with the manifest inside it when ``embed`` (PRD placement).
 
     ``stable``: the variant of the cache-stable surface, where found tools are called through
@@ -193,7 +196,7 @@ def search_tool_description(manifest: Manifest, *, embed: bool, stable: bool = F
     return intro
 
 
-def system_message(manifest: Manifest) -> str:
+def system_message(manifest: BuiltManifest) -> str:
     """The system message carrying the manifest (casual-mcp 1.0's placement)."""
     if not manifest.text:
         return ""

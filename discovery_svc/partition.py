@@ -7,14 +7,13 @@ tools, ``{exclude: [...]}`` = all but those) and are validated against the catal
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+from toolscout.client import Tool, ToolsetRef
 
-from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.catalog import Catalog
 from discovery_svc.errors import InvalidToolsetError, ToolsetNotFoundError
 from toolscout_kit.config import ExcludeSpec, ToolscoutConfig, ToolSetConfig
 from toolscout_kit.json_text import JsonTextError, parse_json
@@ -22,26 +21,33 @@ from toolscout_kit.json_text import JsonTextError, parse_json
 __all__ = [
     "InlineToolset",
     "Partition",
+    "Toolset",
     "ToolsetNotFoundError",
-    "ToolsetRef",
     "partition_tools",
+    "resolve_toolset",
     "select_toolset",
-    "toolset_ref",
 ]
 
 _MAX_INLINE_JSON = 256 * 1024
+# The request field an inline toolset travels in, named in what a caller is told about it.
+_FIELD = "toolset_json"
 
 
 @dataclass(frozen=True, slots=True)
 class InlineToolset:
-    """A toolset a caller gives with its request, in the shape of a ``tool_sets`` entry.
+    """A toolset a caller gives with its request, in the shape of a ``tool_sets`` entry, validated.
 
-    ``key`` is a hash of its canonical form (servers sorted, tool lists sorted and deduplicated,
-    the description left out), so the same filter written differently shares one prepared state.
+    ``key`` is its :class:`~toolscout.client.ToolsetRef`'s: a hash of its canonical form (servers
+    sorted, tool lists sorted and deduplicated, the description left out), so the same filter
+    written differently shares one prepared state.
     """
 
     spec: ToolSetConfig
-    key: str
+    ref: ToolsetRef
+
+    @property
+    def key(self) -> str:
+        return self.ref.key
 
     @classmethod
     def parse(cls, text: str) -> InlineToolset:
@@ -52,13 +58,13 @@ class InlineToolset:
                 tool_sets shape (booleans must be JSON ``true``/``false``), or too large.
         """
         if len(text) > _MAX_INLINE_JSON:
-            raise InvalidToolsetError(f"toolset_json: larger than {_MAX_INLINE_JSON} bytes")
+            raise InvalidToolsetError(f"{_FIELD}: larger than {_MAX_INLINE_JSON} bytes")
         try:
-            data = parse_json(text, "toolset_json")
+            data = parse_json(text, _FIELD)
         except JsonTextError as err:
             raise InvalidToolsetError(err.message) from None
         if not isinstance(data, dict):
-            raise InvalidToolsetError('toolset_json: expected an object like {"servers": {"weather": true}}')
+            raise InvalidToolsetError(f'{_FIELD}: expected an object like {{"servers": {{"weather": true}}}}')
         try:
             spec = ToolSetConfig.model_validate(data)
         except ValidationError as err:
@@ -68,40 +74,25 @@ class InlineToolset:
                 loc = ".".join(str(p) for p in e["loc"] if str(p) not in {"bool", "list[str]", "ExcludeSpec"})
                 msg = e["msg"].removeprefix("Value error, ")
                 problems.append(f"{loc}: {msg}" if loc else msg)
-            raise InvalidToolsetError("toolset_json: " + "; ".join(dict.fromkeys(problems))) from None
-        return cls.of(spec)
-
-    @classmethod
-    def of(cls, spec: ToolSetConfig) -> InlineToolset:
-        canonical: dict[str, object] = {}
-        for server in sorted(spec.servers):
-            value = spec.servers[server]
-            if isinstance(value, list):
-                canonical[server] = sorted(set(value))
-            elif isinstance(value, ExcludeSpec):
-                canonical[server] = {"exclude": sorted(set(value.exclude))}
-            else:
-                canonical[server] = value
-        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
-        return cls(spec, f"inline:{digest}")
+            raise InvalidToolsetError(f"{_FIELD}: " + "; ".join(dict.fromkeys(problems))) from None
+        return cls(spec, ToolsetRef.inline(data))
 
 
-# A configured toolset's name ("" = every tool), or a caller's inline filter.
-ToolsetRef = str | InlineToolset
+# A toolset resolved for use: a configured toolset's name ("" = every tool), or a validated inline one.
+Toolset = str | InlineToolset
 
 
-def toolset_ref(name: str, inline_json: str) -> ToolsetRef:
-    """The toolset a request asks for: its name, or its inline filter (at most one of the two).
+def resolve_toolset(ref: ToolsetRef) -> Toolset:
+    """The toolset a request names: its name, or its inline filter parsed (at most one of the two).
 
     Raises:
         InvalidToolsetError: both are given, or the inline filter is malformed.
     """
-    if not inline_json:
-        return name
-    if name:
-        raise InvalidToolsetError("give either a toolset name or an inline toolset (toolset_json), not both")
-    return InlineToolset.parse(inline_json)
+    if not ref.filter_json:
+        return ref.name
+    if ref.name:
+        raise InvalidToolsetError(f"give either a toolset name or an inline toolset ({_FIELD}), not both")
+    return InlineToolset.parse(ref.filter_json)
 
 
 def _names(values: Sequence[str], limit: int = 50) -> str:
@@ -135,7 +126,7 @@ def _validate(name: str, toolset: ToolSetConfig, catalog: Catalog, config: Tools
         raise ToolsetNotFoundError(f"{what} is invalid: " + "; ".join(problems) + ".")
 
 
-def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: ToolsetRef) -> tuple[Tool, ...]:
+def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) -> tuple[Tool, ...]:
     """The catalog's tools allowed by ``toolset`` ("" = every tool), in catalog order.
 
     An inline toolset is validated exactly like a configured one.

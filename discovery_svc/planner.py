@@ -15,27 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from discovery_svc.catalog import Tool
+from toolscout.client import TokenAccounting, Tool, ToolPlan
+
+from discovery_svc.catalog import ParsedTool
 from discovery_svc.catalog_index import CatalogIndex
-from discovery_svc.manifest import Manifest, build_manifest, search_tool_description, system_message
+from discovery_svc.manifest import BuiltManifest, build_manifest, search_tool_description, system_message
 from discovery_svc.partition import Partition
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 from discovery_svc.surface import Surface, call_tool_definition
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
-__all__ = ["Plan", "PreparedToolset", "TokenAccounting", "plan_tools"]
+__all__ = ["PreparedToolset", "plan_tools"]
 
 Placement = Literal["tool_description", "system_message"]
-
-
-@dataclass(frozen=True, slots=True)
-class TokenAccounting:
-    all_definitions: int
-    sent: int
-    saved: int
-    encoding: str
-    estimate: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,35 +41,8 @@ class _Totals:
     stable_tools: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    loaded_tools: tuple[Tool, ...]
-    search_tool: Tool | None
-    manifest: str
-    placement: Placement
-    system_message: str
-    total_tools: int
-    loaded_count: int
-    deferred_count: int
-    catalog_version: str
-    tokens: TokenAccounting
-    deferred_tool_names: tuple[str, ...]
-    dropped_tools: tuple[str, ...]
-    # The discovered names that are deferred tools of the toolset (now loaded), in order.
-    discovered: tuple[str, ...] = ()
-    # With include_deferred_tools: every deferred tool of the toolset, catalog order.
-    deferred_tools: tuple[Tool, ...] = ()
-    # The stable surface: the call_tool definition (with search_tools).
-    call_tool: Tool | None = None
-    surface: Surface = Surface.APPEND
-
-    @property
-    def has_search_tool(self) -> bool:
-        return self.search_tool is not None
-
-
-def _search_tool(description: str) -> Tool:
-    return Tool.create(
+def _search_tool(description: str) -> ParsedTool:
+    return ParsedTool.create(
         server="",
         name=SEARCH_TOOL_NAME,
         llm_name=SEARCH_TOOL_NAME,
@@ -109,15 +75,15 @@ class PreparedToolset:
         )
         # One text for every provider (prompt caches), so it must fit the budget in every encoding.
         encodings = sorted({e.name for e in PROVIDERS.values()})
-        self.manifest: Manifest = build_manifest(
+        self.manifest: BuiltManifest = build_manifest(
             partition.deferred,
             lambda text: max(counter.count_text(text, name) for name in encodings),
             manifest_budget,
         )
-        self.search_tool: Tool | None = None
+        self.search_tool: ParsedTool | None = None
         # The cache-stable surface's pair (discovery_svc.surface).
-        self.stable_search_tool: Tool | None = None
-        self.call_tool: Tool | None = None
+        self.stable_search_tool: ParsedTool | None = None
+        self.call_tool: ParsedTool | None = None
         self.system_message = ""
         if partition.has_search_tool:
             embed = placement == "tool_description"
@@ -175,7 +141,7 @@ class PreparedToolset:
     def count_tool(self, tool: Tool, enc: TokenEncoding) -> int:
         return self._counter.count_tool(tool, enc)
 
-    def is_deferred(self, llm_name: str) -> Tool | None:
+    def is_deferred(self, llm_name: str) -> ParsedTool | None:
         if not self.partition.deferred or not self._base.contains(self._deferred, llm_name):
             return None
         return self._base.catalog.by_llm_name(llm_name)
@@ -192,7 +158,7 @@ def plan_tools(
     include_deferred_names: bool = False,
     include_deferred_tools: bool = False,
     surface: Surface = Surface.APPEND,
-) -> Plan:
+) -> ToolPlan:
     """What to send: eager tools, then discovered ones in the order given, plus search_tools.
 
     Discovered names that are no longer in the toolset are reported as dropped; eager ones and
@@ -212,7 +178,7 @@ def plan_tools(
             extra.append(tool)
         elif not prepared.is_eager(name):
             dropped.append(name)
-    eager = prepared.partition.loaded
+    eager: tuple[Tool, ...] = prepared.partition.loaded
     stable = surface is Surface.STABLE
     if stable:
         loaded = eager
@@ -224,26 +190,28 @@ def plan_tools(
     names: tuple[str, ...] = ()
     if include_deferred_names:
         names = tuple(n for n in prepared.deferred_names if n not in seen)
-    return Plan(
+    search_tool = prepared.stable_search_tool if stable else prepared.search_tool
+    return ToolPlan(
         loaded_tools=loaded,
-        search_tool=prepared.stable_search_tool if stable else prepared.search_tool,
+        has_search_tool=search_tool is not None,
+        search_tool=search_tool,
         manifest=prepared.manifest.text,
-        placement=prepared.placement,
-        system_message=prepared.system_message,
+        manifest_placement=prepared.placement,
+        manifest_system_message=prepared.system_message,
         total_tools=len(prepared.partition.tools),
         loaded_count=len(loaded),
         deferred_count=len(prepared.partition.deferred) - len(extra),
         catalog_version=prepared.catalog_version,
         tokens=TokenAccounting(
-            all_definitions=totals.all_definitions,
-            sent=sent,
-            saved=max(totals.all_definitions - sent, 0),
+            all_definitions_tokens=totals.all_definitions,
+            sent_tokens=sent,
+            saved_tokens=max(totals.all_definitions - sent, 0),
             encoding=enc.name,
             estimate=enc.estimate,
         ),
         deferred_tool_names=names,
         dropped_tools=tuple(dropped),
-        discovered=tuple(t.llm_name for t in extra),
+        discovered_tools=tuple(t.llm_name for t in extra),
         deferred_tools=prepared.partition.deferred if include_deferred_tools else (),
         call_tool=prepared.call_tool if stable else None,
         surface=surface,

@@ -11,7 +11,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from discovery_svc.catalog import Tool
+from toolscout.client import Tool
+
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import CALL_TOOL_NAME, format_tool_with_schema, stable_call_hint
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Sequence
 
-from discovery_svc.catalog import Tool
+from toolscout.client import Tool
+
 from discovery_svc.catalog_index import CatalogIndex
 from discovery_svc.index import CandidateMask, RestrictedIndex, Searcher
 

@@ -65,7 +65,7 @@ SEARCH_TOOL_PARAMETERS: Mapping[str, Any] = {
 }
 
 
-class SearchMode(enum.Enum):
+class SearchMode(enum.StrEnum):
     TOOL_NAMES = "tool_names"
     SERVER = "server"
     SERVER_QUERY = "server_query"

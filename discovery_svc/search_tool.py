@@ -9,52 +9,26 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
-from discovery_svc.catalog import Tool
+from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch
+
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit
-from discovery_svc.planner import Plan
 from discovery_svc.result_text import result_text
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import Surface, structured_result
 
-__all__ = ["Match", "NameSuggestion", "SearchResult", "execute_search"]
+__all__ = ["execute_search"]
 
 _LISTED_SERVERS = 50
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
-    tool: Tool
-    already_loaded: bool
-    score: float = 0.0
-    # The ranking's parts for a query match (None for browse and tool_names matches).
-    hit: SearchHit | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NameSuggestion:
-    name: str
-    closest: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    mode: SearchMode
-    matches: tuple[Match, ...]
-    newly_loaded: tuple[Tool, ...]
-    text: str
-    not_found: tuple[NameSuggestion, ...]
-    total_matches: int
-    catalog_version: str = ""
-    # Set when the caller asked for it: the plan after this search (what to send next).
-    plan: Plan | None = None
-    # The stable surface: the answer as data (structuredContent), JSON.
-    structured_json: str = ""
-    # What ranked a query search: "bm25" or "hybrid" ("" for a server browse and tool_names).
-    ranking: str = ""
+def _match(tool: Tool, already_loaded: bool, hit: SearchHit | None = None) -> ToolMatch:
+    """A found tool; a query match carries its ranking's parts (browse and name matches score 0)."""
+    if hit is None:
+        return ToolMatch(tool, already_loaded)
+    return ToolMatch(tool, already_loaded, hit.score, hit.bm25, hit.similarity, hit.exact)
 
 
 # --- execution -----------------------------------------------------------------------------
@@ -77,14 +51,14 @@ def _unknown_server(scope: SearchScope, server: str) -> UnknownServerError:
 
 def _query_matches(
     scope: SearchScope, query: str, server: str | None, loaded: frozenset[str], limit: int
-) -> list[Match]:
+) -> list[ToolMatch]:
     # One ranking of every candidate, so all scores are on one scale (hybrid scores are relative to
     # the query's best BM25 hit: two searches, one of new and one of loaded tools, each had a
     # "best" of its own and showed unrelated tools at the same score). Already-loaded tools never
     # take a slot from a new tool; they are reported (``limit`` at most) when they rank among the
     # new ones.
     hits = scope.index.search(query, limit + len(loaded), server=server)
-    matches: list[Match] = []
+    matches: list[ToolMatch] = []
     counts = {False: 0, True: 0}  # new, already loaded
     for hit in hits:
         if counts[False] == limit:
@@ -92,21 +66,21 @@ def _query_matches(
         already = hit.key in loaded
         if counts[already] < limit:
             counts[already] += 1
-            matches.append(Match(scope.tool(hit.key), already, hit.score, hit))
+            matches.append(_match(scope.tool(hit.key), already, hit))
     return matches
 
 
 def _by_names(
     scope: SearchScope, names: Sequence[str], server: str | None, loaded: frozenset[str]
-) -> tuple[list[Match], list[NameSuggestion]]:
-    matches: dict[str, Match] = {}
+) -> tuple[list[ToolMatch], list[NameSuggestion]]:
+    matches: dict[str, ToolMatch] = {}
     missing: list[NameSuggestion] = []
     for name in names:
         tools = [t for t in scope.resolve(name) if server is None or t.server == server]
         if not tools:
-            missing.append(NameSuggestion(name, scope.closest(name, server)))
+            missing.append(NameSuggestion(name, tuple(scope.closest(name, server))))
         for tool in tools:
-            matches.setdefault(tool.llm_name, Match(tool, tool.llm_name in loaded))
+            matches.setdefault(tool.llm_name, _match(tool, tool.llm_name in loaded))
     return list(matches.values()), missing
 
 
@@ -123,7 +97,7 @@ def execute_search(
     """Runs one search_tools call (``parameters``: list each found tool's parameters in the text).
 
     On the stable ``surface`` the text gives each found tool's whole input schema and the
-    answer also comes as data (``structured_json``).
+    answer also comes as data (``structured_content_json``). ``mode`` is a :class:`SearchMode`.
 
     ``loaded`` are LLM names already loaded in the conversation (eager tools count as loaded too).
 
@@ -136,7 +110,7 @@ def execute_search(
     loaded_set = scope.eager | frozenset(n for n in loaded if scope.has(n))
     server = args.server_name
     missing: list[NameSuggestion] = []
-    matches: list[Match] = []
+    matches: list[ToolMatch] = []
     page: tuple[int, int, int] | None = None
 
     mode = args.mode
@@ -155,7 +129,7 @@ def execute_search(
                 f"(offsets 0-{len(tools) - 1})."
             )
         chunk = tools[args.offset : args.offset + browse_limit]
-        matches = [Match(t, t.llm_name in loaded_set) for t in chunk]
+        matches = [_match(t, t.llm_name in loaded_set) for t in chunk]
         page = (args.offset, args.offset + len(chunk), len(tools))
     elif mode is not SearchMode.TOOL_NAMES:
         assert args.query is not None  # validate_arguments guarantees one of the three
@@ -180,4 +154,12 @@ def execute_search(
     if stable:
         data = structured_result(newly, old, missed, total)
         structured = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return SearchResult(mode, tuple(matches), newly, text, tuple(missing), total, structured_json=structured)
+    return SearchResult(
+        mode=mode,
+        matches=tuple(matches),
+        newly_loaded=newly,
+        result_text=text,
+        not_found=tuple(missing),
+        total_matches=total,
+        structured_content_json=structured,
+    )

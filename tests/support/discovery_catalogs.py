@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from discovery_svc.catalog import Catalog, Tool
+from discovery_svc.catalog import Catalog, ParsedTool
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.hybrid_stage import hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
@@ -42,17 +42,17 @@ def make_tool(
     description: str = "",
     params: Mapping[str, Any] | None = None,
     required: Sequence[str] = (),
-) -> Tool:
+) -> ParsedTool:
     """A tool named ``{server}_{name}`` for the LLM; ``params`` maps parameter name to its schema."""
     schema: dict[str, Any] = {"type": "object", "properties": dict(params or {})}
     if required:
         schema["required"] = list(required)
-    return Tool.create(
+    return ParsedTool.create(
         server=server, name=name, llm_name=f"{server}_{name}", description=description, input_schema=schema
     )
 
 
-def catalog(tools: Iterable[Tool], version: str = "v1") -> Catalog:
+def catalog(tools: Iterable[ParsedTool], version: str = "v1") -> Catalog:
     return Catalog(version, tools)
 
 
@@ -71,7 +71,7 @@ _NOUNS = [
 ]  # fmt: skip
 
 
-def synthetic_tools(n: int, per_server: int = 25) -> list[Tool]:
+def synthetic_tools(n: int, per_server: int = 25) -> list[ParsedTool]:
     """``n`` plausible tools over ``n / per_server`` servers (deterministic)."""
     tools = []
     for i in range(n):
@@ -88,7 +88,7 @@ def synthetic_tools(n: int, per_server: int = 25) -> list[Tool]:
     return tools
 
 
-def load_jsonl_tools(path: str | Path) -> list[Tool]:
+def load_jsonl_tools(path: str | Path) -> list[ParsedTool]:
     """Tools from a ``../shared/data`` file, named ``{server}_{name}`` like the pool names them."""
     tools = []
     with open(path, encoding="utf-8") as fh:
@@ -97,7 +97,7 @@ def load_jsonl_tools(path: str | Path) -> list[Tool]:
             tools.append(
                 make_tool(d["server"], d["name"], d.get("description") or "", None)
                 if not d.get("input_schema")
-                else Tool.create(
+                else ParsedTool.create(
                     server=d["server"],
                     name=d["name"],
                     llm_name=f"{d['server']}_{d['name']}",
@@ -117,7 +117,7 @@ def example_catalog() -> Catalog:
     rows = _read_jsonl(EXAMPLE_TOOLS)
     names = NameTable((r["server"], r["name"]) for r in rows)
     tools = [
-        Tool.create(
+        ParsedTool.create(
             server=r["server"],
             name=r["name"],
             llm_name=names.name_for(r["server"], r["name"]),

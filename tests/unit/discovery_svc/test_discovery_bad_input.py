@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from toolscout.client import SearchRequest
 
-from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.engine import DiscoveryEngine
 from tests.support.discovery_catalogs import catalog, config, make_tool
 from toolscout_kit.errors import InvalidArgumentError
 

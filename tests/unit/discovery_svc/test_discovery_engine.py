@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from toolscout.client import PlanRequest, SearchRequest
 
 from discovery_svc.catalog import Catalog
-from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.errors import SearchArgumentError, ToolsetNotFoundError, UnknownServerError
 from discovery_svc.metrics import DiscoveryMetrics, toolset_label
 from tests.support.discovery_catalogs import catalog, config, make_tool
@@ -47,11 +48,11 @@ def sample(name: str, **labels: str) -> float:
 
 async def test_requests_before_the_first_catalog_are_unavailable() -> None:
     with pytest.raises(UnavailableError):
-        await DiscoveryEngine(config(DOC)).plan_tools()
+        await DiscoveryEngine(config(DOC)).plan_tools(PlanRequest())
 
 
 async def test_plan_sends_eager_tools_and_search_tools_with_the_manifest() -> None:
-    plan = await service().plan_tools()
+    plan = await service().plan_tools(PlanRequest())
     assert [t.llm_name for t in plan.loaded_tools] == ["time_now"]
     assert plan.search_tool is not None
     assert plan.search_tool.llm_name == "search_tools"
@@ -59,13 +60,13 @@ async def test_plan_sends_eager_tools_and_search_tools_with_the_manifest() -> No
     assert "- weather (2 tools): alerts, forecast" in plan.manifest
     assert (plan.total_tools, plan.loaded_count, plan.deferred_count) == (4, 1, 3)
     assert plan.catalog_version == "v1"
-    assert plan.placement == "tool_description"
-    assert plan.system_message == ""
+    assert plan.manifest_placement == "tool_description"
+    assert plan.manifest_system_message == ""
 
 
 async def test_plan_token_accounting_adds_up() -> None:
     svc = service()
-    plan = await svc.plan_tools(provider="anthropic")
+    plan = await svc.plan_tools(PlanRequest(provider="anthropic"))
     prepared = await svc.prepared("")
     enc = svc._counter.encoding_for("anthropic")
     all_defs = sum(svc._counter.count_tool(t, enc) for t in TOOLS)
@@ -73,22 +74,24 @@ async def test_plan_token_accounting_adds_up() -> None:
     sent = svc._counter.count_tool(prepared.partition.loaded[0], enc) + svc._counter.count_tool(
         plan.search_tool, enc
     )
-    assert (plan.tokens.all_definitions, plan.tokens.sent) == (all_defs, sent)
-    assert plan.tokens.saved == max(all_defs - sent, 0)
+    assert (plan.tokens.all_definitions_tokens, plan.tokens.sent_tokens) == (all_defs, sent)
+    assert plan.tokens.saved_tokens == max(all_defs - sent, 0)
     assert (plan.tokens.encoding, plan.tokens.estimate) == ("cl100k_base", True)
 
 
 async def test_system_message_placement_moves_the_manifest_out_of_the_tool() -> None:
-    plan = await service(manifest_placement="system_message").plan_tools()
+    plan = await service(manifest_placement="system_message").plan_tools(PlanRequest())
     assert plan.search_tool is not None
     assert "<manifest>" not in plan.search_tool.description
-    assert plan.manifest in plan.system_message
-    assert plan.placement == "system_message"
+    assert plan.manifest in plan.manifest_system_message
+    assert plan.manifest_placement == "system_message"
 
 
 async def test_discovered_tools_are_appended_in_order_and_unknown_ones_dropped() -> None:
     plan = await service().plan_tools(
-        discovered=["mail_send_email", "gone_tool", "weather_alerts", "time_now", "mail_send_email"]
+        PlanRequest(
+            discovered_tools=["mail_send_email", "gone_tool", "weather_alerts", "time_now", "mail_send_email"]
+        )
     )
     assert [t.llm_name for t in plan.loaded_tools] == ["time_now", "mail_send_email", "weather_alerts"]
     assert plan.dropped_tools == ("gone_tool",)
@@ -98,20 +101,22 @@ async def test_discovered_tools_are_appended_in_order_and_unknown_ones_dropped()
 
 async def test_deferred_names_only_on_request() -> None:
     svc = service()
-    assert (await svc.plan_tools()).deferred_tool_names == ()
-    plan = await svc.plan_tools(discovered=["mail_send_email"], include_deferred_names=True)
+    assert (await svc.plan_tools(PlanRequest())).deferred_tool_names == ()
+    plan = await svc.plan_tools(
+        PlanRequest(discovered_tools=["mail_send_email"], include_deferred_names=True)
+    )
     assert plan.deferred_tool_names == ("weather_alerts", "weather_forecast")
 
 
 async def test_discovery_disabled_plans_every_tool_without_search_tools() -> None:
-    plan = await service({**DOC, "tool_discovery": {"enabled": False}}).plan_tools()
+    plan = await service({**DOC, "tool_discovery": {"enabled": False}}).plan_tools(PlanRequest())
     assert plan.loaded_count == 4
     assert plan.search_tool is None
-    assert plan.tokens.sent == plan.tokens.all_definitions
+    assert plan.tokens.sent_tokens == plan.tokens.all_definitions_tokens
 
 
 async def test_toolset_is_filtered_before_the_partition() -> None:
-    plan = await service().plan_tools("no_mail")
+    plan = await service().plan_tools(PlanRequest("no_mail"))
     assert plan.total_tools == 3
     assert "mail" not in plan.manifest
     with pytest.raises(UnknownServerError):
@@ -120,9 +125,9 @@ async def test_toolset_is_filtered_before_the_partition() -> None:
 
 async def test_unknown_toolset_and_provider_are_errors() -> None:
     with pytest.raises(ToolsetNotFoundError, match="Toolsets: no_mail"):
-        await service().plan_tools("nope")
+        await service().plan_tools(PlanRequest("nope"))
     with pytest.raises(InvalidArgumentError):
-        await service().plan_tools(provider="gemini")
+        await service().plan_tools(PlanRequest(provider="gemini"))
 
 
 async def test_prepared_state_is_built_once_and_reused_across_requests() -> None:
@@ -130,24 +135,24 @@ async def test_prepared_state_is_built_once_and_reused_across_requests() -> None
     builds = sample("toolscout_discovery_index_builds_total")
     timed = sample("toolscout_discovery_index_build_duration_seconds_count")
     first = await svc.prepared("")
-    await svc.plan_tools()
+    await svc.plan_tools(PlanRequest())
     await svc.search_tools(SearchRequest(query="weather"))
     await svc.get_manifest()
     assert await svc.prepared("") is first
     assert svc.builds == 1
     assert sample("toolscout_discovery_index_builds_total") == builds + 1
     assert sample("toolscout_discovery_index_build_duration_seconds_count") == timed + 1
-    await svc.plan_tools("no_mail")
+    await svc.plan_tools(PlanRequest("no_mail"))
     assert svc.builds == 2
 
 
 async def test_catalog_change_rebuilds_and_discovered_tools_stay_loaded() -> None:
     svc = service()
-    before = await svc.plan_tools(discovered=["mail_send_email"])
+    before = await svc.plan_tools(PlanRequest(discovered_tools=["mail_send_email"]))
     assert not svc.set_catalog(catalog(TOOLS, "v1"))  # same version: nothing to do
     changed = [*TOOLS, make_tool("weather", "radar", "Rain radar images.")]
     assert svc.set_catalog(catalog(changed, "v2"))
-    after = await svc.plan_tools(discovered=["mail_send_email"])
+    after = await svc.plan_tools(PlanRequest(discovered_tools=["mail_send_email"]))
     assert svc.builds == 2
     assert after.catalog_version == "v2"
     assert [t.llm_name for t in after.loaded_tools] == [t.llm_name for t in before.loaded_tools]
@@ -217,16 +222,18 @@ async def test_a_search_can_answer_with_the_plan_for_the_next_call() -> None:
     assert result.plan is not None
     newly = [t.llm_name for t in result.newly_loaded]
     assert "weather_forecast" in newly
-    assert result.plan.discovered == ("mail_send_email", *newly)
-    expected = await svc.plan_tools("", ["mail_send_email", *newly], "anthropic")
+    assert result.plan.discovered_tools == ("mail_send_email", *newly)
+    expected = await svc.plan_tools(PlanRequest("", ["mail_send_email", *newly], "anthropic"))
     assert result.plan == expected
     plain = await svc.search_tools(SearchRequest(query="weather forecast city"))
     assert plain.plan is None
 
 
 async def test_plan_reports_which_discovered_names_are_deferred_tools() -> None:
-    plan = await service().plan_tools("", ["weather_alerts", "time_now", "gone_tool", "weather_alerts"])
-    assert plan.discovered == ("weather_alerts",)
+    plan = await service().plan_tools(
+        PlanRequest("", ["weather_alerts", "time_now", "gone_tool", "weather_alerts"])
+    )
+    assert plan.discovered_tools == ("weather_alerts",)
     assert plan.dropped_tools == ("gone_tool",)
 
 
@@ -234,7 +241,7 @@ async def test_manifest_breaks_definition_tokens_down_per_server_in_one_encoding
     svc = service()
     info = await svc.get_manifest("", "anthropic")
     enc = svc._counter.encoding_for("anthropic")
-    plan = await svc.plan_tools("", [], "anthropic")
+    plan = await svc.plan_tools(PlanRequest("", [], "anthropic"))
     assert (info.encoding, info.estimate) == ("cl100k_base", True)
     by_server = {s.server: s for s in info.servers}
     assert [s.server for s in info.servers] == ["mail", "time", "weather"]
@@ -242,18 +249,18 @@ async def test_manifest_breaks_definition_tokens_down_per_server_in_one_encoding
     assert by_server["weather"].loaded_tokens == 0
     time_tokens = svc._counter.count_tool(TOOLS[3], enc)
     assert by_server["time"].all_tokens == by_server["time"].loaded_tokens == time_tokens
-    assert sum(s.all_tokens for s in info.servers) == plan.tokens.all_definitions
+    assert sum(s.all_tokens for s in info.servers) == plan.tokens.all_definitions_tokens
 
 
 async def test_compact_text_lists_found_tools_without_their_parameters() -> None:
     svc = service()
     full = await svc.search_tools(SearchRequest(query="weather forecast city"))
     compact = await svc.search_tools(SearchRequest(query="weather forecast city", compact_text=True))
-    assert "Parameters:" in full.text
-    assert "Parameters:" not in compact.text
+    assert "Parameters:" in full.result_text
+    assert "Parameters:" not in compact.result_text
     assert [t.llm_name for t in compact.newly_loaded] == [t.llm_name for t in full.newly_loaded]
-    assert "- weather_forecast (server: weather, tool: forecast)" in compact.text
-    assert compact.text.endswith("These tools are now loaded and available to call.")
+    assert "- weather_forecast (server: weather, tool: forecast)" in compact.result_text
+    assert compact.result_text.endswith("These tools are now loaded and available to call.")
 
 
 async def test_an_explicit_max_results_pages_a_server_browse() -> None:
@@ -261,4 +268,4 @@ async def test_an_explicit_max_results_pages_a_server_browse() -> None:
     page = await svc.search_tools(SearchRequest(server_name="weather", max_results=1))
     assert [t.llm_name for t in (m.tool for m in page.matches)] == ["weather_alerts"]
     assert page.total_matches == 2
-    assert "offset=1" in page.text
+    assert "offset=1" in page.result_text

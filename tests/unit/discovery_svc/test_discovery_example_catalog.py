@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from toolscout.client import SearchRequest, SearchResult
 
-from discovery_svc.engine import DiscoveryEngine, SearchRequest
-from discovery_svc.search_tool import SearchResult
+from discovery_svc.engine import DiscoveryEngine
 from tests.support.discovery_catalogs import example_catalog, example_engine, example_queries
 from tests.support.mcp_servers import REPO_ROOT
 
@@ -50,7 +50,7 @@ async def test_every_documented_example_query_finds_its_tool_first(
 ) -> None:
     result = await search(engine, query["query"])
     expected = LLM_NAME[(query["gold"][0]["server"], query["gold"][0]["name"])]
-    assert [m.tool.llm_name for m in result.matches][:1] == [expected], result.text
+    assert [m.tool.llm_name for m in result.matches][:1] == [expected], result.result_text
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -61,7 +61,7 @@ async def test_an_off_topic_question_finds_nothing_and_loads_nothing(
     result = await search(engine, query["query"])
     assert [m.tool.llm_name for m in result.matches] == []
     assert result.newly_loaded == ()
-    assert result.text.startswith(f"No tools found matching '{query['query']}'")
+    assert result.result_text.startswith(f"No tools found matching '{query['query']}'")
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 import structlog
 from prometheus_client import CollectorRegistry
+from toolscout.client import SearchRequest
 
-from discovery_svc.catalog import Tool
+from discovery_svc.catalog import ParsedTool
 from discovery_svc.catalog_index import search_doc
 from discovery_svc.embeddings import embedding_text
-from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.fusion import FusionConfig
 from discovery_svc.hybrid_stage import HybridStage, hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
@@ -85,7 +86,7 @@ class Harness:
         assert len(active) == 1, active
         return active[0]
 
-    async def hybrid(self, tools: list[Tool] = TOOLS) -> None:
+    async def hybrid(self, tools: list[ParsedTool] = TOOLS) -> None:
         """Installs a catalog of ``tools`` and waits until searches are hybrid."""
         self.engine.set_catalog(catalog(tools))
         await self.engine.warm()
@@ -95,15 +96,15 @@ class Harness:
         async with asyncio.timeout(WAIT):
             await self.engine.wait_hybrid_ready()
 
-    async def search(self, query: str, **kw: Any) -> list[str]:
-        result = await self.engine.search_tools(SearchRequest(query=query, **kw))
+    async def search(self, query: str, time_limit: float | None = None, **kw: Any) -> list[str]:
+        result = await self.engine.search_tools(SearchRequest(query=query, **kw), time_limit=time_limit)
         return [m.tool.llm_name for m in result.matches]
 
     async def close(self) -> None:
         await self.engine.close()
 
 
-def text_of(tool: Tool) -> str:
+def text_of(tool: ParsedTool) -> str:
     return embedding_text(search_doc(tool))
 
 

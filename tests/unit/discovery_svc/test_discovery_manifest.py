@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from discovery_svc.manifest import _LEVELS, Manifest, build_manifest, search_tool_description, system_message
+from discovery_svc.manifest import (
+    _LEVELS,
+    BuiltManifest,
+    build_manifest,
+    search_tool_description,
+    system_message,
+)
 from discovery_svc.tokens import TokenCounter
 from tests.support.discovery_catalogs import catalog, make_tool, synthetic_tools
 
@@ -61,7 +67,7 @@ def test_summary_keeps_non_ascii_descriptions() -> None:
 
 
 def test_no_deferred_tools_means_empty_manifest() -> None:
-    assert build_manifest([], count, 2000) == Manifest("", 0, 0, 0, 0)
+    assert build_manifest([], count, 2000) == BuiltManifest("", 0, 0, 0, 0)
 
 
 @pytest.fixture(scope="module")

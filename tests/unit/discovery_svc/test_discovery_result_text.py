@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from discovery_svc.catalog import Tool
+from discovery_svc.catalog import ParsedTool
 from discovery_svc.result_text import format_tool
 from tests.support.schemas import FORECAST_SCHEMA
 
 
-def _tool(schema: dict[str, Any], description: str = "Daily forecast.") -> Tool:
-    return Tool.create(
+def _tool(schema: dict[str, Any], description: str = "Daily forecast.") -> ParsedTool:
+    return ParsedTool.create(
         server="weather",
         name="get_forecast",
         llm_name="weather__get_forecast",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from toolscout.client import SearchResult
 
-from discovery_svc.catalog import Tool
+from discovery_svc.catalog import ParsedTool
 from discovery_svc.catalog_index import CatalogIndex
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json
-from discovery_svc.search_tool import SearchResult, execute_search
+from discovery_svc.search_tool import execute_search
 from tests.support.discovery_catalogs import catalog, make_tool
 from toolscout_kit.errors import NotFoundError
 
@@ -28,7 +29,7 @@ TOOLS = [
 ]  # fmt: skip
 
 
-def scope(tools: Sequence[Tool] = TOOLS, eager: Sequence[str] = ()) -> SearchScope:
+def scope(tools: Sequence[ParsedTool] = TOOLS, eager: Sequence[str] = ()) -> SearchScope:
     return SearchScope(CatalogIndex(catalog(tools)), None, eager)
 
 
@@ -90,7 +91,7 @@ def test_server_alone_lists_its_tools() -> None:
     assert result.mode is SearchMode.SERVER
     assert llm_names(result) == ["mail_list_inbox", "mail_send_email"]
     assert result.total_matches == 2
-    assert "offset=" not in result.text
+    assert "offset=" not in result.result_text
 
 
 def test_server_browse_is_capped_and_says_how_to_see_the_rest() -> None:
@@ -98,13 +99,13 @@ def test_server_browse_is_capped_and_says_how_to_see_the_rest() -> None:
     first = run('{"server_name": "big"}', scope(tools), browse=3)
     assert llm_names(first) == ["big_op_00", "big_op_01", "big_op_02"]
     assert first.total_matches == 7
-    assert first.text.startswith("Server 'big' has 7 tools; showing 1-3:")
-    assert first.text.endswith(
+    assert first.result_text.startswith("Server 'big' has 7 tools; showing 1-3:")
+    assert first.result_text.endswith(
         'Showing 1-3 of 7. Call search_tools again with server_name="big" and offset=3 for more.'
     )
     last = run('{"server_name": "big", "offset": 6}', scope(tools), browse=3)
     assert llm_names(last) == ["big_op_06"]
-    assert "offset=" not in last.text
+    assert "offset=" not in last.result_text
 
 
 def test_server_browse_offset_past_the_end_is_an_error() -> None:
@@ -145,13 +146,13 @@ def test_unknown_tool_names_come_back_with_the_closest_names() -> None:
     assert llm_names(result) == ["calendar_get_forecast", "weather_get_forecast"]
     assert result.not_found[0].name == "send_emial"
     assert result.not_found[0].closest[0] == "mail_send_email"
-    assert "Not found: 'send_emial' (closest: mail_send_email" in result.text
+    assert "Not found: 'send_emial' (closest: mail_send_email" in result.result_text
 
 
 def test_only_unknown_tool_names_give_no_results_text_with_suggestions() -> None:
     result = run('{"tool_names": ["zzzz_qqq"]}')
     assert result.matches == ()
-    assert result.text == (
+    assert result.result_text == (
         "No tools found with those names. Not found: 'zzzz_qqq' (no similar names). "
         "Use exact names from the manifest, or search with a query."
     )
@@ -167,7 +168,7 @@ def test_query_is_the_fallback_when_no_tool_name_exists() -> None:
 def test_no_match_says_no_tools_found_with_a_hint() -> None:
     result = run('{"query": "xylophone"}')
     assert result.matches == ()
-    assert result.text == (
+    assert result.result_text == (
         "No tools found matching 'xylophone'. Try fewer or different keywords (an action and an "
         "object, e.g. 'send email'), or list a server's tools with server_name."
     )
@@ -175,7 +176,7 @@ def test_no_match_says_no_tools_found_with_a_hint() -> None:
 
 def test_no_match_in_a_server_suggests_browsing_it() -> None:
     result = run('{"query": "xylophone", "server_name": "mail"}')
-    assert result.text == (
+    assert result.result_text == (
         "No tools found matching 'xylophone' in server 'mail'. Try other keywords, or call "
         'search_tools with only server_name="mail" to list its tools.'
     )
@@ -189,19 +190,19 @@ def test_already_loaded_matches_are_reported_and_do_not_crowd_out_new_ones() -> 
     assert new == ["s_weather_2", "s_weather_3"]
     assert old == ["s_weather_0", "s_weather_1"]
     assert [t.llm_name for t in result.newly_loaded] == new
-    assert "Already loaded (call directly): s_weather_0, s_weather_1" in result.text
+    assert "Already loaded (call directly): s_weather_0, s_weather_1" in result.result_text
 
 
 def test_eagerly_loaded_tools_count_as_already_loaded() -> None:
     result = run('{"tool_names": ["mail_send_email"]}', scope(eager=["mail_send_email"]))
     assert result.matches[0].already_loaded
     assert result.newly_loaded == ()
-    assert result.text.endswith("No new tools were loaded: every match is already available to call.")
+    assert result.result_text.endswith("No new tools were loaded: every match is already available to call.")
 
 
 def test_result_text_lists_server_name_description_and_parameters() -> None:
     result = run('{"tool_names": ["weather_get_forecast", "mail_list_inbox", "calendar_create_event"]}')
-    assert result.text == (
+    assert result.result_text == (
         "Found 3 tools:\n\n"
         "- weather_get_forecast (server: weather, tool: get_forecast)\n"
         "  Weather forecast for the next days.\n"

@@ -10,7 +10,9 @@ import asyncio
 import json
 from typing import Any
 
-from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from toolscout.client import PlanRequest, SearchRequest
+
+from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.surface import CALL_TOOL_PARAMETERS, Surface
 from tests.support.discovery_catalogs import catalog, config, make_tool
 
@@ -38,15 +40,17 @@ def engine() -> DiscoveryEngine:
 
 async def test_a_stable_plan_is_eager_tools_search_tools_and_call_tool_whatever_was_discovered() -> None:
     svc = engine()
-    fresh = await svc.plan_tools(surface=Surface.STABLE)
-    later = await svc.plan_tools(discovered=["weather_forecast", "mail_send_email"], surface=Surface.STABLE)
+    fresh = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    later = await svc.plan_tools(
+        PlanRequest(discovered_tools=["weather_forecast", "mail_send_email"], surface=Surface.STABLE)
+    )
     assert [t.llm_name for t in fresh.loaded_tools] == ["time_now"]
     assert later.loaded_tools == fresh.loaded_tools
     assert later.search_tool == fresh.search_tool
     assert later.call_tool == fresh.call_tool
     # Discovered tools are still checked and reported, but are called through call_tool.
-    assert later.discovered == ("weather_forecast", "mail_send_email")
-    assert later.tokens.sent == fresh.tokens.sent
+    assert later.discovered_tools == ("weather_forecast", "mail_send_email")
+    assert later.tokens.sent_tokens == fresh.tokens.sent_tokens
     assert fresh.call_tool is not None
     assert fresh.call_tool.llm_name == "call_tool"
     assert fresh.call_tool.input_schema == CALL_TOOL_PARAMETERS
@@ -56,8 +60,8 @@ async def test_the_stable_search_tool_carries_the_manifest_and_says_found_tools_
     None
 ):
     svc = engine()
-    stable = await svc.plan_tools(surface=Surface.STABLE)
-    append = await svc.plan_tools()
+    stable = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    append = await svc.plan_tools(PlanRequest())
     assert stable.search_tool is not None
     assert append.search_tool is not None
     assert f"<manifest>\n{stable.manifest}\n</manifest>" in stable.search_tool.description
@@ -69,10 +73,10 @@ async def test_the_stable_search_tool_carries_the_manifest_and_says_found_tools_
 
 async def test_the_stable_plan_counts_call_tool_in_what_is_sent() -> None:
     svc = engine()
-    stable = await svc.plan_tools(surface=Surface.STABLE)
-    append = await svc.plan_tools()
-    assert stable.tokens.sent > append.tokens.sent
-    assert stable.tokens.all_definitions == append.tokens.all_definitions
+    stable = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    append = await svc.plan_tools(PlanRequest())
+    assert stable.tokens.sent_tokens > append.tokens.sent_tokens
+    assert stable.tokens.all_definitions_tokens == append.tokens.all_definitions_tokens
 
 
 async def test_a_stable_search_gives_each_found_tool_its_schema_and_how_to_call_it() -> None:
@@ -80,7 +84,7 @@ async def test_a_stable_search_gives_each_found_tool_its_schema_and_how_to_call_
         SearchRequest(query="weather forecast city", max_results=1, surface=Surface.STABLE)
     )
     schema = json.dumps(TOOLS[0].input_schema, ensure_ascii=False, separators=(",", ":"))
-    assert result.text == (
+    assert result.result_text == (
         "Found 1 tool:\n\n"
         "- weather_forecast (server: weather, tool: forecast)\n"
         "  Weather forecast for a city.\n"
@@ -88,7 +92,7 @@ async def test_a_stable_search_gives_each_found_tool_its_schema_and_how_to_call_
         'Call them with call_tool, e.g. {"name": "weather_forecast", "arguments": {...}} with arguments '
         "that fit the input schema."
     )
-    data = json.loads(result.structured_json)
+    data = json.loads(result.structured_content_json)
     assert data == {
         "tools": [
             {
@@ -113,10 +117,10 @@ async def test_a_stable_search_tells_eager_tools_from_tools_found_earlier_and_re
             surface=Surface.STABLE,
         )
     )
-    assert "Already in your tool list (call directly): time_now" in result.text
-    assert "Found earlier (call with call_tool): weather_alerts" in result.text
-    assert "Not found: 'weather_forcast' (closest: weather_forecast" in result.text
-    data = json.loads(result.structured_json)
+    assert "Already in your tool list (call directly): time_now" in result.result_text
+    assert "Found earlier (call with call_tool): weather_alerts" in result.result_text
+    assert "Not found: 'weather_forcast' (closest: weather_forecast" in result.result_text
+    data = json.loads(result.structured_content_json)
     assert data["alreadyLoaded"] == ["time_now", "weather_alerts"]
     assert data["notFound"][0]["name"] == "weather_forcast"
     assert data["notFound"][0]["closest"][0] == "weather_forecast"
@@ -124,14 +128,14 @@ async def test_a_stable_search_tells_eager_tools_from_tools_found_earlier_and_re
 
 async def test_the_append_surface_is_unchanged_and_has_no_structured_answer() -> None:
     result = await engine().search_tools(SearchRequest(query="weather forecast city", max_results=1))
-    assert result.text.endswith("These tools are now loaded and available to call.")
-    assert "Input schema" not in result.text
-    assert result.structured_json == ""
+    assert result.result_text.endswith("These tools are now loaded and available to call.")
+    assert "Input schema" not in result.result_text
+    assert result.structured_content_json == ""
 
 
 async def test_a_plan_watcher_gets_the_plan_now_and_again_after_each_catalog_change() -> None:
     svc = engine()
-    plans = svc.watch_plans(surface=Surface.STABLE, include_deferred_tools=True)
+    plans = svc.watch_plans(PlanRequest(surface=Surface.STABLE, include_deferred_tools=True))
     first = await anext(plans)
     waiting = asyncio.ensure_future(anext(plans))
     await asyncio.sleep(0)
@@ -146,7 +150,7 @@ async def test_a_plan_watcher_gets_the_plan_now_and_again_after_each_catalog_cha
 
 async def test_a_plan_watcher_that_knows_the_version_waits_for_the_next() -> None:
     svc = engine()
-    plans = svc.watch_plans(known_version="v1")
+    plans = svc.watch_plans(PlanRequest(), known_version="v1")
     waiting = asyncio.ensure_future(anext(plans))
     await asyncio.sleep(0.01)
     assert not waiting.done()

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from toolscout.client import PlanRequest, SearchRequest, ToolsetRef
 
-from discovery_svc.engine import DiscoveryEngine, SearchRequest
+from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.errors import InvalidToolsetError, ToolsetNotFoundError
 from discovery_svc.index import CandidateMask
 from discovery_svc.metrics import DiscoveryMetrics, toolset_label
-from discovery_svc.partition import InlineToolset, toolset_ref
+from discovery_svc.partition import resolve_toolset
 from tests.support.discovery_catalogs import catalog, config, make_tool
 from toolscout_kit.errors import InvalidArgumentError, NotFoundError
 
@@ -46,8 +47,8 @@ def service(*, cache_size: int = 64, registry: CollectorRegistry | None = None) 
     return svc
 
 
-def inline(servers: dict[str, Any]) -> InlineToolset:
-    return InlineToolset.parse(json.dumps({"servers": servers}))
+def inline(servers: dict[str, Any]) -> ToolsetRef:
+    return ToolsetRef.inline(json.dumps({"servers": servers}))
 
 
 def names(result: Any) -> list[str]:
@@ -83,7 +84,7 @@ async def test_a_toolset_search_only_returns_its_own_tools() -> None:
     ]
     empty = await svc.search_tools(SearchRequest(toolset="no_mail", query="email"))
     assert empty.matches == ()
-    assert empty.text.startswith("No tools found")
+    assert empty.result_text.startswith("No tools found")
 
 
 async def test_server_browse_and_exact_names_are_scoped_to_the_toolset() -> None:
@@ -109,7 +110,9 @@ async def test_a_catalog_change_builds_one_new_index_for_every_toolset() -> None
 
 
 async def test_plans_of_a_toolset_count_only_its_tools() -> None:
-    plan = await service().plan_tools("send_only", discovered=["mail_send_email", "mail_list_inbox"])
+    plan = await service().plan_tools(
+        PlanRequest("send_only", discovered_tools=["mail_send_email", "mail_list_inbox"])
+    )
     assert [t.llm_name for t in plan.loaded_tools] == ["time_now", "mail_send_email"]
     assert plan.dropped_tools == ("mail_list_inbox",)
     assert (plan.total_tools, plan.deferred_count) == (2, 0)
@@ -120,8 +123,8 @@ async def test_plans_of_a_toolset_count_only_its_tools() -> None:
 
 async def test_an_inline_toolset_plans_and_searches_like_the_configured_one() -> None:
     svc = service()
-    configured = await svc.plan_tools("no_mail")
-    given = await svc.plan_tools(inline({"weather": True, "time": True}))
+    configured = await svc.plan_tools(PlanRequest("no_mail"))
+    given = await svc.plan_tools(PlanRequest(inline({"weather": True, "time": True})))
     assert given.manifest == configured.manifest
     assert [t.llm_name for t in given.loaded_tools] == [t.llm_name for t in configured.loaded_tools]
     assert given.tokens == configured.tokens
@@ -134,7 +137,7 @@ async def test_an_inline_toolset_plans_and_searches_like_the_configured_one() ->
 async def test_the_same_inline_filter_written_differently_is_prepared_once() -> None:
     svc = service()
     first = inline({"weather": True, "mail": ["send_email", "list_inbox"]})
-    again = InlineToolset.parse(
+    again = ToolsetRef.inline(
         '{"description": "other words", "servers": {"mail": ["list_inbox", "send_email", "send_email"],'
         ' "weather": true}}'
     )
@@ -147,7 +150,7 @@ async def test_the_same_inline_filter_written_differently_is_prepared_once() -> 
 async def test_an_inline_toolset_naming_an_unknown_server_or_tool_lists_what_exists() -> None:
     svc = service()
     with pytest.raises(ToolsetNotFoundError) as err:
-        await svc.plan_tools(inline({"wether": True}))
+        await svc.plan_tools(PlanRequest(inline({"wether": True})))
     assert isinstance(err.value, NotFoundError)
     assert err.value.message == (
         "The inline toolset is invalid: server 'wether' is not configured (servers: mail, time, weather)."
@@ -172,15 +175,15 @@ async def test_an_inline_toolset_naming_an_unknown_server_or_tool_lists_what_exi
 )
 def test_a_malformed_inline_toolset_is_an_invalid_argument(text: str, problem: str) -> None:
     with pytest.raises(InvalidToolsetError, match=problem) as err:
-        toolset_ref("", text)
+        resolve_toolset(ToolsetRef(filter_json=text))
     assert isinstance(err.value, InvalidArgumentError)
     assert err.value.message.startswith("toolset_json: ")
 
 
 def test_a_toolset_name_and_an_inline_toolset_together_are_refused() -> None:
     with pytest.raises(InvalidToolsetError, match="not both"):
-        toolset_ref("no_mail", '{"servers": {"time": true}}')
-    assert toolset_ref("no_mail", "") == "no_mail"
+        resolve_toolset(ToolsetRef("no_mail", '{"servers": {"time": true}}'))
+    assert resolve_toolset(ToolsetRef("no_mail")) == "no_mail"
 
 
 async def test_inline_toolset_states_are_bounded_by_the_lru() -> None:
