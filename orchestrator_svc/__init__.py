@@ -3,6 +3,6 @@
 Start it with ``python -m orchestrator_svc --config PATH`` or ``orchestrator_svc.server.build_server``.
 """
 
-from orchestrator_svc.loop import ChatLoop, ChatRequest, ChatResult
+from orchestrator_svc.loop import ChatLoop, ChatOutcome, ChatRequest
 
-__all__ = ["ChatLoop", "ChatRequest", "ChatResult"]
+__all__ = ["ChatLoop", "ChatOutcome", "ChatRequest"]

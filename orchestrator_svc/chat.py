@@ -6,14 +6,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from toolscout.client import ChatResult, ToolsetRef
+
 from orchestrator_svc.messages import Message, ToolCall, Usage
-from orchestrator_svc.stats import ChatStats
+from orchestrator_svc.stats import ChatTally
 
 __all__ = [
     "AssistantMessageEvent",
     "ChatEvent",
+    "ChatOutcome",
     "ChatRequest",
-    "ChatResult",
     "EventSink",
     "ReasoningDeltaEvent",
     "StopReason",
@@ -32,25 +34,41 @@ class ChatRequest:
     messages: list[Message]
     model: str
     system: str = ""
-    toolset: str = ""
-    # An inline toolset (JSON, the shape of a config ``tool_sets`` entry) instead of ``toolset``;
-    # discovery validates it.
-    toolset_json: str = ""
+    # A configured toolset, or an inline one (discovery validates it); as the caller sent it.
+    toolset: ToolsetRef = field(default_factory=ToolsetRef)
     meta_json: str = ""
     discovered_tools: list[str] = field(default_factory=list)
     max_iterations: int = 0
     tool_result_format: str = ""
 
+    def __post_init__(self) -> None:
+        # A toolset named as callers have it (a name, a mapping) is a ref like any other.
+        self.toolset = ToolsetRef.of(self.toolset)
+
 
 @dataclass(slots=True)
-class ChatResult:
+class ChatOutcome:
+    """A finished chat in the loop's terms (its own messages, its tally); :meth:`result` is the
+    shared :class:`~toolscout.client.ChatResult` the servicer sends."""
+
     messages: list[Message]
     loaded_tools: list[str]
-    stats: ChatStats
+    stats: ChatTally
     stop_reason: StopReason
     model: str
     error: str = ""
     tools_disabled_fallback: bool = False
+
+    def result(self) -> ChatResult:
+        return ChatResult(
+            messages=tuple(m.to_chat_message() for m in self.messages),
+            loaded_tools=tuple(self.loaded_tools),
+            stats=self.stats.stats(),
+            stop_reason=self.stop_reason,
+            error=self.error,
+            tools_disabled_fallback=self.tools_disabled_fallback,
+            model=self.model,
+        )
 
 
 @dataclass(frozen=True, slots=True)

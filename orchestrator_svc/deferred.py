@@ -12,25 +12,24 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from orchestrator_svc.messages import ToolDef
+from toolscout.client import PlanRequest, Tool, ToolsetRef
+
 from orchestrator_svc.seams import DiscoverySeam
 
 __all__ = ["DeferredTools", "DeferredToolsCache"]
 
-_Key = tuple[str, str, str]
+_Key = tuple[str, ToolsetRef]
 
 
 @dataclass(frozen=True, slots=True)
 class DeferredTools:
     names: frozenset[str]
-    # Every deferred definition (flagged ``deferred``), catalog order; None when only the names
-    # were fetched.
-    definitions: tuple[ToolDef, ...] | None = None
+    # Every deferred definition, catalog order; None when only the names were fetched.
+    definitions: tuple[Tool, ...] | None = None
 
 
 class DeferredToolsCache:
-    """A small LRU of ``(catalog version, toolset, inline toolset) -> deferred tools``, shared by
-    every chat.
+    """A small LRU of ``(catalog version, toolset) -> deferred tools``, shared by every chat.
 
     A hit takes no lock and never waits. A miss joins the fetch already in flight for its key (one
     PlanTools per key at a time), and fetches of different keys run side by side. A failed fetch
@@ -47,13 +46,12 @@ class DeferredToolsCache:
 
     async def get(
         self,
+        toolset: ToolsetRef,
         *,
-        toolset: str,
         catalog_version: str,
         provider: str,
-        time_limit: float | None,
+        deadline: float | None,
         definitions: bool = False,
-        toolset_json: str = "",
     ) -> DeferredTools:
         """The deferred tools of ``toolset`` at ``catalog_version`` (fetched on first use; with
         ``definitions``, fetched again once if only the names were known).
@@ -61,7 +59,7 @@ class DeferredToolsCache:
         Raises:
             the discovery seam's errors (NotFoundError, UnavailableError).
         """
-        key = (catalog_version, toolset, toolset_json)
+        key = (catalog_version, toolset)
         found = self._cache.get(key)
         if found is not None and (not definitions or found.definitions is not None):
             self._cache.move_to_end(key)
@@ -69,7 +67,10 @@ class DeferredToolsCache:
         flight = (key, definitions)
         task = self._flights.get(flight)
         if task is None:
-            task = asyncio.create_task(self._fetch(key, provider, time_limit, definitions))
+            request = PlanRequest(
+                toolset, provider=provider, include_deferred_names=True, include_deferred_tools=definitions
+            )
+            task = asyncio.create_task(self._fetch(key, request, deadline))
             self._flights[flight] = task
             task.add_done_callback(lambda done: self._landed(flight, done))
         return await asyncio.shield(task)
@@ -80,22 +81,12 @@ class DeferredToolsCache:
         if not task.cancelled():
             task.exception()  # retrieved: the waiters (if any are left) raise it themselves
 
-    async def _fetch(
-        self, key: _Key, provider: str, time_limit: float | None, definitions: bool
-    ) -> DeferredTools:
-        catalog_version, toolset, toolset_json = key
-        plan = await self._discovery.plan_tools(
-            toolset=toolset,
-            discovered=(),
-            provider=provider,
-            time_limit=time_limit,
-            with_deferred_names=True,
-            with_deferred_tools=definitions,
-            toolset_json=toolset_json,
-        )
-        found = DeferredTools(plan.deferred_names, tuple(plan.deferred_tools) if definitions else None)
+    async def _fetch(self, key: _Key, request: PlanRequest, deadline: float | None) -> DeferredTools:
+        plan = await self._discovery.plan_tools(request, deadline=deadline)
+        definitions = plan.deferred_tools if request.include_deferred_tools else None
+        found = DeferredTools(frozenset(plan.deferred_tool_names), definitions)
         # The catalog may have moved on meanwhile: file the tools under what was read.
-        self._cache[(plan.catalog_version or catalog_version, toolset, toolset_json)] = found
+        self._cache[(plan.catalog_version or key[0], request.toolset)] = found
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
         return found

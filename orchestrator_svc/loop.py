@@ -14,13 +14,13 @@ import time
 from collections.abc import Sequence
 from typing import Literal, cast
 
-from toolscout.client import SEARCH_TOOL_NAME
+from toolscout.client import SEARCH_TOOL_NAME, PlanRequest, SearchRequest, Tool, ToolPlan
 
 from orchestrator_svc.chat import (
     AssistantMessageEvent,
     ChatEvent,
+    ChatOutcome,
     ChatRequest,
-    ChatResult,
     EventSink,
     ReasoningDeltaEvent,
     StopReason,
@@ -30,21 +30,16 @@ from orchestrator_svc.chat import (
     ToolsDiscoveredEvent,
     UsageEvent,
 )
-from orchestrator_svc.deferred import DeferredToolsCache
+from orchestrator_svc.deferred import DeferredTools, DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
 from orchestrator_svc.history import discovery_candidates, history_loaded_tools, recorded_searches
-from orchestrator_svc.messages import DeferralMode, LLMRequest, Message, ToolCall, ToolDef
+from orchestrator_svc.messages import LLMRequest, Message, ToolCall
 from orchestrator_svc.metrics import INLINE_TOOLSET_LABEL, OrchestratorMetrics
+from orchestrator_svc.native import NativeDeferral
 from orchestrator_svc.prompts import SystemPrompts
-from orchestrator_svc.providers.deferral import (
-    MAX_DEFERRED_TOOLS,
-    NativeDeferralLimitError,
-    NativeLimitProblem,
-    native_limit_problem,
-)
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
-from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
-from orchestrator_svc.stats import ChatStats
+from orchestrator_svc.seams import DiscoverySeam, PoolSeam
+from orchestrator_svc.stats import ChatTally
 from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
 from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat
 from toolscout_kit.errors import (
@@ -58,8 +53,8 @@ __all__ = [
     "AssistantMessageEvent",
     "ChatEvent",
     "ChatLoop",
+    "ChatOutcome",
     "ChatRequest",
-    "ChatResult",
     "EventSink",
     "ReasoningDeltaEvent",
     "TextDeltaEvent",
@@ -113,7 +108,7 @@ class _Chat:
         self.fmt = fmt
         self.deadline = deadline
         self.events = events
-        self.stats = ChatStats()
+        self.stats = ChatTally()
         self.new_messages: list[Message] = []
         # An explicit system prompt replaces system messages of the history.
         history = request.messages
@@ -122,22 +117,17 @@ class _Chat:
         self.history_has_system = any(m.role == "system" for m in history)
         self.conversation = list(history)
         self.discovered: list[str] = []
-        self.plan = ToolPlan(loaded_tools=[])
+        self.plan = ToolPlan()
         self.tools_disabled = False
-        # Native deferral declares every deferred definition (flagged) on every request, so that
-        # `tools` never changes; a documented provider limit sends the chat back to append.
-        self.deferral: DeferralMode = resolved.deferral
-        self.native_tools: tuple[ToolDef, ...] = ()
-        self.stats.discovery.deferral = self.deferral
+        self.native = NativeDeferral(resolved, self.stats, loop.metrics)
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
         first = next((m.content for m in request.messages if m.role == "user"), "")
-        seed = "\x00".join((resolved.name, request.toolset, request.toolset_json, first))
+        seed = "\x00".join((resolved.name, request.toolset.name, request.toolset.filter_json, first))
         self.cache_key = hashlib.sha256(seed.encode()).hexdigest()[:32]
         context = ChatContext(
             model=resolved.name,
             toolset=request.toolset,
-            toolset_json=request.toolset_json,
             meta_json=request.meta_json,
             result_format=fmt,
             max_result_chars=loop.settings.max_tool_result_chars,
@@ -146,7 +136,7 @@ class _Chat:
             remaining=self.remaining,
             emit=self.emit,
             is_deferred=self.is_deferred,
-            native=lambda: bool(self.native_tools),
+            native=lambda: self.native.active,
         )
         self.tools = ToolCallRunner(context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics)
 
@@ -159,14 +149,10 @@ class _Chat:
 
     async def replan(self, discovered: list[str] | None = None) -> None:
         """Plans the tool list for ``discovered`` (default: the chat's) and keeps what discovery kept."""
-        self.plan = await self.loop.discovery.plan_tools(
-            toolset=self.request.toolset,
-            discovered=self.discovered if discovered is None else discovered,
-            provider=self.resolved.client.provider,
-            time_limit=self.remaining(),
-            toolset_json=self.request.toolset_json,
-        )
-        self.discovered = list(self.plan.discovered)
+        wanted = self.discovered if discovered is None else discovered
+        request = PlanRequest(self.request.toolset, tuple(wanted), self.resolved.client.provider)
+        self.plan = await self.loop.discovery.plan_tools(request, deadline=self.remaining())
+        self.discovered = list(self.plan.discovered_tools)
 
     async def start(self) -> None:
         """One PlanTools for the tools this conversation already discovered.
@@ -182,20 +168,15 @@ class _Chat:
         # Tools the provider's own search loaded (native `search: provider`) count too.
         candidates += [n for n in history_loaded_tools(self.request.messages) if n not in candidates]
         await self.replan(candidates)
-        await self.prepare_native()
+        await self.native.prepare(self.plan, len(self.discovered), self.deferred)
 
     async def _replay(self, calls: list[ToolCall]) -> dict[str, list[str]]:
         """What each of these earlier searches loaded (same catalog, same answer)."""
 
         async def replay(call: ToolCall) -> list[str]:
+            request = SearchRequest(toolset=self.request.toolset, arguments_json=call.arguments_json or "{}")
             try:
-                outcome = await self.loop.discovery.search_tools(
-                    toolset=self.request.toolset,
-                    arguments_json=call.arguments_json,
-                    loaded=[],
-                    time_limit=self.remaining(),
-                    toolset_json=self.request.toolset_json,
-                )
+                outcome = await self.loop.discovery.search_tools(request, deadline=self.remaining())
             except (InvalidArgumentError, NotFoundError):
                 return []  # the catalog changed since; that search no longer loads anything
             return [t.llm_name for t in outcome.newly_loaded]
@@ -203,56 +184,21 @@ class _Chat:
         found = await asyncio.gather(*(replay(c) for c in calls))
         return {c.id: names for c, names in zip(calls, found, strict=True)}
 
+    async def deferred(self, *, definitions: bool = False) -> DeferredTools:
+        """The toolset's deferred tools at the plan's catalog version (fetched once per version)."""
+        return await self.loop.deferred_tools.get(
+            self.request.toolset,
+            catalog_version=self.plan.catalog_version,
+            provider=self.resolved.client.provider,
+            deadline=self.remaining(),
+            definitions=definitions,
+        )
+
     async def is_deferred(self, name: str) -> bool:
         """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
-        deferred = await self.loop.deferred_tools.get(
-            toolset=self.request.toolset,
-            catalog_version=self.plan.catalog_version,
-            provider=self.resolved.client.provider,
-            time_limit=self.remaining(),
-            toolset_json=self.request.toolset_json,
-        )
-        return name in deferred.names
+        return name in (await self.deferred()).names
 
-    async def prepare_native(self) -> None:
-        """Fetches the deferred definitions native mode declares (once per catalog version)."""
-        if self.deferral != "native" or self.plan.search_tool is None:
-            return  # nothing deferred: the plan is the whole toolset either way
-        if self.plan.deferred_count + len(self.discovered) > MAX_DEFERRED_TOOLS:
-            detail = f"{self.plan.deferred_count + len(self.discovered)} deferred tools; at most {MAX_DEFERRED_TOOLS}"
-            self.fall_back(NativeLimitProblem("too_many_deferred", detail))
-            return
-        deferred = await self.loop.deferred_tools.get(
-            toolset=self.request.toolset,
-            catalog_version=self.plan.catalog_version,
-            provider=self.resolved.client.provider,
-            time_limit=self.remaining(),
-            definitions=True,
-            toolset_json=self.request.toolset_json,
-        )
-        self.native_tools = deferred.definitions or ()
-
-    def fall_back(self, problem: NativeLimitProblem) -> None:
-        """Append mode for the rest of this chat; a strict model cannot take it (its tools may
-        not change), so its chat stops with the reason.
-
-        Raises:
-            NativeDeferralLimitError: the model is strict.
-        """
-        model = self.resolved.name
-        if self.resolved.strict_tools:
-            raise NativeDeferralLimitError(
-                f"model {model!r} needs native tool deferral (it rejects changes to its tools), but "
-                f"this conversation exceeds a provider limit: {problem.detail}"
-            )
-        _log.warning("native_deferral_fallback", model=model, reason=problem.reason, detail=problem.detail)
-        self.loop.metrics.native_fallbacks.labels(model, problem.reason).inc()
-        self.deferral = "append"
-        self.native_tools = ()
-        disc = self.stats.discovery
-        disc.deferral, disc.native_fallback_reason = "append", problem.reason
-
-    def loaded_tools(self) -> list[ToolDef]:
+    def loaded_tools(self) -> list[Tool]:
         """What the model can call: eager tools, then search_tools, then discovered tools in
         discovery order (each call's list extends the previous one, so prompt caches survive)."""
         discovered = set(self.discovered)
@@ -261,17 +207,17 @@ class _Chat:
         search = [self.plan.search_tool] if self.plan.search_tool is not None else []
         return eager + search + found
 
-    def tools_to_send(self) -> list[ToolDef]:
+    def tools_to_send(self) -> list[Tool]:
         """Append mode: the loaded tools. Native mode: the eager tools and search_tools, then every
-        deferred tool (catalog order, discovered ones too), flagged: the same list all chat."""
-        if not self.native_tools:
+        deferred tool (catalog order, discovered ones too), declared deferred: the same list all chat."""
+        if not self.native.active:
             return self.loaded_tools()
         discovered = set(self.discovered)
         eager = [t for t in self.plan.loaded_tools if t.llm_name not in discovered]
         search = [self.plan.search_tool] if self.plan.search_tool is not None else []
-        return eager + search + list(self.native_tools)
+        return eager + search + list(self.native.tools)
 
-    def system_prompt(self, tools: list[ToolDef]) -> str:
+    def system_prompt(self, tools: list[Tool]) -> str:
         if self.history_has_system and not self.request.system:
             system = ""
         else:
@@ -296,7 +242,8 @@ class _Chat:
             temperature=model_cfg.temperature,
             timeout=self.remaining(),
             vision=model_cfg.vision,
-            deferral="native" if self.native_tools else "append",
+            deferral="native" if self.native.active else "append",
+            deferred=self.native.names,
             search=model_cfg.search,
             prompt_cache=model_cfg.prompt_cache,
             cache_key=self.cache_key,
@@ -304,15 +251,12 @@ class _Chat:
 
     async def call_llm(self) -> Message:
         request = self.llm_request()
-        if request.deferral == "native":
-            problem = native_limit_problem(request, self.resolved.api)
-            if problem is not None:
-                self.fall_back(problem)
-                request = self.llm_request()
+        if self.native.falls_back(request):
+            request = self.llm_request()
         tokens = self.plan.tokens
         disc = self.stats.discovery
-        disc.definition_tokens_sent += tokens.sent if request.tools else 0
-        disc.definition_tokens_all += tokens.all_definitions
+        disc.definition_tokens_sent += tokens.sent_tokens if request.tools else 0
+        disc.definition_tokens_all += tokens.all_definitions_tokens
         disc.encoding, disc.estimate = tokens.encoding, tokens.estimate
         provider = self.resolved.provider
         metrics = self.loop.metrics
@@ -371,18 +315,18 @@ class _Chat:
         if not new:
             return
         wanted = [*self.discovered, *new]
-        if plan is not None and plan.discovered == wanted:
+        if plan is not None and list(plan.discovered_tools) == wanted:
             # The search already answered with the plan for the next call: no extra round trip.
             self.plan = plan
-            self.discovered = list(plan.discovered)
+            self.discovered = list(plan.discovered_tools)
         else:
             # Several searches of one message loaded tools: plan their union once.
             await self.replan(wanted)
         self.stats.discovery.tools_discovered += len(new)
         await self.emit(ToolsDiscoveredEvent(new))
 
-    def result(self, stop: StopReason, error: str = "") -> ChatResult:
-        return ChatResult(
+    def result(self, stop: StopReason, error: str = "") -> ChatOutcome:
+        return ChatOutcome(
             messages=self.new_messages,
             loaded_tools=list(self.discovered),
             stats=self.stats,
@@ -416,7 +360,7 @@ class ChatLoop:
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None
-    ) -> ChatResult:
+    ) -> ChatOutcome:
         """Runs the loop to an answer or the iteration limit.
 
         Raises:
@@ -452,7 +396,7 @@ class ChatLoop:
             disc = chat.stats.discovery
             self.metrics.record_chat(
                 resolved.name,
-                INLINE_TOOLSET_LABEL if request.toolset_json else request.toolset,
+                INLINE_TOOLSET_LABEL if request.toolset.is_inline else request.toolset.name,
                 outcome,
                 chat.stats.iterations,
                 disc.definition_tokens_sent,
@@ -467,7 +411,7 @@ class ChatLoop:
                 seconds=round(chat.stats.duration_seconds, 4),
             )
 
-    async def _loop(self, chat: _Chat, max_iterations: int) -> ChatResult:
+    async def _loop(self, chat: _Chat, max_iterations: int) -> ChatOutcome:
         await chat.start()
         while True:
             message = await chat.call_llm()

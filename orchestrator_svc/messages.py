@@ -1,9 +1,15 @@
 """Provider-neutral chat types shared by the loop, the providers and the servicer.
 
+Tool definitions, tool calls and content blocks are the client library's values
+(``toolscout.client``: :class:`Tool`, :class:`ToolCall`, :class:`ContentBlock`), as discovery and
+the pool return them. :class:`Message` is the orchestrator's own: a chat message that holds its
+provider-native items parsed (:meth:`Message.of` / :meth:`Message.to_chat_message` convert it to
+and from the wire's :class:`~toolscout.client.ChatMessage`).
+
 Deferral modes (see :mod:`orchestrator_svc.providers.deferral`) add three things here:
 
-* ``ToolDef.deferred``: in *native* mode every tool of the toolset is sent on every request and
-  the deferred ones carry this flag (sent as ``defer_loading: true``);
+* ``LLMRequest.deferred``: in *native* mode every tool of the toolset is sent on every request and
+  the deferred ones (named there) are sent with ``defer_loading: true``;
 * ``Message.loaded_tools``: on the tool message answering a search, the names of the tools that
   search loaded (Anthropic: ``tool_reference`` blocks; OpenAI Responses: the ``tool_search_output``);
 * ``Message.native_items``: provider-native history (Anthropic server-tool blocks, Responses
@@ -12,14 +18,15 @@ Deferral modes (see :mod:`orchestrator_svc.providers.deferral`) add three things
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from toolscout.client import ContentBlock
+from toolscout.client import ChatMessage, ContentBlock, Tool, ToolCall
 
-from toolscout_kit.json_text import JsonTextError, parse_json
+from toolscout_kit.json_text import JsonTextError, json_object_or_none, parse_json
 
 __all__ = [
     "Attachment",
@@ -33,8 +40,9 @@ __all__ = [
     "Role",
     "SearchMode",
     "ToolCall",
-    "ToolDef",
     "Usage",
+    "object_schema",
+    "tool_schema",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -48,14 +56,6 @@ NativeProvider = Literal["anthropic", "openai_responses"]
 
 # A non-text content block of a tool result: the client library's type, as the pool returns it.
 Attachment = ContentBlock
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    id: str
-    name: str
-    # As the model produced it: possibly malformed, so it is never parsed here.
-    arguments_json: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,19 +122,63 @@ class Message:
     # before anything ran (the history rebuild does not count such a tool as loaded).
     not_loaded: bool = False
 
+    @classmethod
+    def of(cls, m: ChatMessage) -> Message:
+        """``m`` with its native items parsed.
 
-@dataclass(frozen=True, slots=True)
-class ToolDef:
-    """A tool definition as sent to the LLM (server/name kept for stats and events)."""
+        Raises:
+            ValueError: a native item is not one (the message says which, for the caller).
+        """
+        native: list[NativeItem] = []
+        for n, text in enumerate(m.native_items_json):
+            try:
+                native.append(NativeItem.from_json(text))
+            except ValueError as err:
+                raise ValueError(f"native_items_json[{n}]: {err}") from None
+        return cls(
+            role=cast(Role, m.role),
+            content=m.content,
+            tool_calls=list(m.tool_calls),
+            tool_call_id=m.tool_call_id,
+            name=m.name,
+            reasoning=m.reasoning,
+            attachments=list(m.attachments),
+            is_error=m.is_error,
+            loaded_tools=None if m.loaded_tools is None else list(m.loaded_tools),
+            native_items=native,
+            not_loaded=m.not_loaded,
+        )
 
-    llm_name: str
-    description: str
-    input_schema: dict[str, Any]
-    server: str = ""
-    name: str = ""
-    # Native deferral: declared on every request but withheld from the model's context until a
-    # search loads it (``defer_loading: true``). Ignored in append mode.
-    deferred: bool = False
+    def to_chat_message(self) -> ChatMessage:
+        return ChatMessage(
+            role=self.role,
+            content=self.content,
+            tool_calls=tuple(self.tool_calls),
+            tool_call_id=self.tool_call_id,
+            name=self.name,
+            reasoning=self.reasoning,
+            attachments=tuple(self.attachments),
+            is_error=self.is_error,
+            loaded_tools=None if self.loaded_tools is None else tuple(self.loaded_tools),
+            native_items_json=tuple(i.to_json() for i in self.native_items),
+            not_loaded=self.not_loaded,
+        )
+
+
+_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+@functools.lru_cache(maxsize=8192)
+def tool_schema(tool: Tool) -> dict[str, Any]:
+    """The input schema of ``tool`` as the providers send it, parsed once per definition: the same
+    definitions go out on every LLM call of a chat and of every chat. Shared: never change it."""
+    return json_object_or_none(tool.input_schema_json) or _EMPTY_SCHEMA
+
+
+def object_schema(tool: Tool) -> dict[str, Any]:
+    """:func:`tool_schema` where an API takes only object schemas (an empty object otherwise)."""
+    schema = tool_schema(tool)
+    return schema if schema.get("type") == "object" else _EMPTY_SCHEMA
 
 
 @dataclass(slots=True)
@@ -164,16 +208,19 @@ class LLMRequest:
     model: str
     system: str
     messages: list[Message]
-    tools: list[ToolDef]
+    tools: list[Tool]
     max_tokens: int | None = None
     temperature: float | None = None
     # Seconds left for this call (the chat's deadline), or None.
     timeout: float | None = None
     # The model accepts images (ModelConfig.vision).
     vision: bool = False
-    # "native": every tool of the toolset is in ``tools`` (deferred ones flagged) and searches are
-    # answered natively; "append": ``tools`` holds only loaded tools (see providers/deferral.py).
+    # "native": every tool of the toolset is in ``tools`` (those in ``deferred`` withheld from the
+    # model's context until a search loads them) and searches are answered natively; "append":
+    # ``tools`` holds only loaded tools (see providers/deferral.py).
     deferral: DeferralMode = "append"
+    # Native mode: the LLM names of the tools of ``tools`` declared deferred (``defer_loading``).
+    deferred: frozenset[str] = frozenset()
     # Native mode only: "provider" declares the provider's own tool search instead of ours.
     search: SearchMode = "ours"
     # Put prompt-cache breakpoints on the stable prefix (providers with explicit caching).

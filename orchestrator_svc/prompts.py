@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from toolscout.client import Tool
 
 from orchestrator_svc.errors import TemplateError
-from orchestrator_svc.messages import ToolDef
+from orchestrator_svc.messages import tool_schema
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 
@@ -47,7 +48,7 @@ class SystemPrompts:
         except jinja2.TemplateError as err:
             raise TemplateError(f"system prompt template {template!r} is invalid: {err}") from None
 
-    def resolve(self, *, explicit: str, template: str | None, tools: list[ToolDef]) -> str:
+    def resolve(self, *, explicit: str, template: str | None, tools: list[Tool]) -> str:
         """Raises TemplateError when the model's template is missing or fails to render."""
         if explicit:
             return explicit
@@ -60,12 +61,12 @@ class SystemPrompts:
             raise TemplateError(f"system prompt template {template!r} failed to render: {err}") from None
 
 
-def _tool_view(tool: ToolDef) -> dict[str, Any]:
+def _tool_view(tool: Tool) -> dict[str, Any]:
     # casual-mcp templates read tool.name / tool.description / tool.parameters.
     return {
         "name": tool.llm_name,
         "description": tool.description,
-        "parameters": tool.input_schema,
+        "parameters": tool_schema(tool),
         "server": tool.server,
         "tool": tool.name,
     }

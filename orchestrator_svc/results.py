@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from toolscout.client import CallToolResult
+
 from orchestrator_svc.messages import Attachment, ToolCall
-from orchestrator_svc.seams import ToolOutcome
 from toolscout_kit.config import ResultFormat
 from toolscout_kit.json_text import json_object_or_none
 
@@ -34,7 +35,7 @@ def cap_text(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[... truncated: {len(text) - limit} more characters not shown]"
 
 
-def outcome_text(outcome: ToolOutcome) -> tuple[str, list[Attachment]]:
+def outcome_text(outcome: CallToolResult) -> tuple[str, list[Attachment]]:
     """(text for the LLM, non-text blocks to attach) of a pool result."""
     texts: list[str] = []
     attachments: list[Attachment] = []

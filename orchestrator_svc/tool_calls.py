@@ -13,16 +13,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from toolscout.client import SEARCH_TOOL_NAME
+from toolscout.client import SEARCH_TOOL_NAME, CallRequest, SearchRequest, Tool, ToolPlan, ToolsetRef
 
 from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
 from orchestrator_svc.errors import ChatDeadlineError
 from orchestrator_svc.history import not_loaded_error
-from orchestrator_svc.messages import Attachment, Message, ToolCall, ToolDef
+from orchestrator_svc.messages import Attachment, Message, ToolCall
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.results import cap_text, format_result, outcome_text
-from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
-from orchestrator_svc.stats import ChatStats
+from orchestrator_svc.seams import DiscoverySeam, PoolSeam
+from orchestrator_svc.stats import ChatTally
 from toolscout_kit.config import ResultFormat
 from toolscout_kit.errors import (
     CancelledError,
@@ -48,13 +48,11 @@ class ChatContext:
     """What tool calls need to know about the chat they run in."""
 
     model: str
-    toolset: str
+    toolset: ToolsetRef
     meta_json: str
-    # An inline toolset (JSON) instead of ``toolset``, passed through to discovery.
-    toolset_json: str
     result_format: ResultFormat
     max_result_chars: int
-    stats: ChatStats
+    stats: ChatTally
     # The chat's provider: plans returned by searches count tokens in its encoding.
     provider: str
     # Seconds left before the chat's deadline (None: no deadline).
@@ -136,7 +134,7 @@ class ToolCallRunner:
     async def _run_one(
         self,
         call: ToolCall,
-        loaded: dict[str, ToolDef],
+        loaded: dict[str, Tool],
         has_search: bool,
         discovered: Sequence[str],
         found: list[str],
@@ -178,7 +176,7 @@ class ToolCallRunner:
         )
 
     @staticmethod
-    def _unknown_tool(name: str, loaded: dict[str, ToolDef], has_search: bool) -> str:
+    def _unknown_tool(name: str, loaded: dict[str, Tool], has_search: bool) -> str:
         names = sorted(loaded)
         listed = ", ".join(names[:_UNKNOWN_LIST_LIMIT]) + (
             ", ..." if len(names) > _UNKNOWN_LIST_LIMIT else ""
@@ -187,23 +185,24 @@ class ToolCallRunner:
         return f"Error: Unknown tool '{name}'. Available tools: {listed or 'none'}.{hint}"
 
     async def _search(
-        self, call: ToolCall, loaded: dict[str, ToolDef], discovered: Sequence[str], found: list[str]
+        self, call: ToolCall, loaded: dict[str, Tool], discovered: Sequence[str], found: list[str]
     ) -> tuple[str, bool, ToolPlan | None]:
         """The result text, whether it is an error, and the plan after the search."""
         chat = self._chat
         chat.stats.discovery.search_calls += 1
         self._metrics.search_calls.labels(chat.model).inc()
         try:
-            outcome = await self._discovery.search_tools(
+            request = SearchRequest(
                 toolset=chat.toolset,
-                arguments_json=call.arguments_json,
-                loaded=list(loaded),
-                time_limit=chat.remaining(),
-                discovered=discovered,
+                arguments_json=call.arguments_json or "{}",
+                loaded_tools=tuple(loaded),
+                # The plan after the search comes with it: one round trip per search iteration.
+                include_plan=True,
+                discovered_tools=tuple(discovered),
                 provider=chat.provider,
                 compact_text=chat.native(),
-                toolset_json=chat.toolset_json,
             )
+            outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the LLM by discovery: it can correct its arguments and try again.
             return f"Error: {err.message}", True, None
@@ -226,12 +225,12 @@ class ToolCallRunner:
             text = f"Error: invalid arguments for tool '{call.name}': {problem}. Call it again with a JSON object."
             return text, [], True, server
         try:
-            outcome = await self._pool.call_tool(
+            request = CallRequest(
                 llm_name=call.name,
                 arguments_json=call.arguments_json if call.arguments_json.strip() else "{}",
                 meta_json=chat.meta_json,
-                time_limit=chat.remaining(),
             )
+            outcome = await self._pool.call_tool(request, deadline=chat.remaining())
         except CancelledError:
             raise
         except OutcomeUnknownError:

@@ -16,11 +16,12 @@ next call of the loop will read). Four in all, the API's maximum.
 from __future__ import annotations
 
 import base64
+from collections.abc import Collection
 from typing import Any
 
-from toolscout.client import SEARCH_TOOL_NAME
+from toolscout.client import SEARCH_TOOL_NAME, Tool
 
-from orchestrator_svc.messages import LLMRequest, Message, ToolDef
+from orchestrator_svc.messages import LLMRequest, Message, object_schema
 from toolscout_kit.json_text import json_object_or_empty
 from toolscout_kit.logging import get_logger
 
@@ -50,24 +51,27 @@ _IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 _CACHEABLE = {"text", "image", "document", "tool_use", "tool_result", "tool_reference"}
 
 
-def _schema(t: ToolDef) -> dict[str, Any]:
-    if t.input_schema.get("type") == "object":
-        return t.input_schema
-    return {"type": "object", "properties": {}}
-
-
 def anthropic_tools(
-    tools: list[ToolDef], *, native: bool = False, provider_search: bool = False
+    tools: list[Tool],
+    *,
+    native: bool = False,
+    deferred: Collection[str] = frozenset(),
+    provider_search: bool = False,
 ) -> list[dict[str, Any]]:
-    """Tool definitions in the order given; in native mode deferred ones carry ``defer_loading``
-    and, with ``provider_search``, ``search_tools`` becomes Anthropic's own search tool."""
+    """Tool definitions in the order given; in native mode the ``deferred`` ones carry
+    ``defer_loading`` and, with ``provider_search``, ``search_tools`` becomes Anthropic's own
+    search tool."""
     out: list[dict[str, Any]] = []
     for t in tools:
         if native and provider_search and t.llm_name == SEARCH_TOOL_NAME:
             out.append(dict(PROVIDER_SEARCH_TOOL))
             continue
-        entry: dict[str, Any] = {"name": t.llm_name, "description": t.description, "input_schema": _schema(t)}
-        if native and t.deferred:
+        entry: dict[str, Any] = {
+            "name": t.llm_name,
+            "description": t.description,
+            "input_schema": object_schema(t),
+        }
+        if native and t.llm_name in deferred:
             entry["defer_loading"] = True
         out.append(entry)
     return out
@@ -185,11 +189,7 @@ def anthropic_body(request: LLMRequest, *, tools: bool = True) -> dict[str, Any]
         # Anthropic's search tool has no description to carry our manifest: it joins the system.
         manifest = next((t.description for t in request.tools if t.llm_name == SEARCH_TOOL_NAME), "")
         system = "\n\n".join(p for p in (system, manifest) if p)
-    referable = (
-        frozenset(t.llm_name for t in request.tools if t.deferred)
-        if native and not provider_search
-        else frozenset()
-    )
+    referable = request.deferred if native and not provider_search else frozenset()
     system, messages = anthropic_messages(system, request.messages, native=native, referable=referable)
     body: dict[str, Any] = {
         "model": request.model,
@@ -197,7 +197,9 @@ def anthropic_body(request: LLMRequest, *, tools: bool = True) -> dict[str, Any]
         "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
     }
     tool_list = (
-        anthropic_tools(request.tools, native=native, provider_search=provider_search)
+        anthropic_tools(
+            request.tools, native=native, deferred=request.deferred, provider_search=provider_search
+        )
         if tools and request.tools
         else []
     )

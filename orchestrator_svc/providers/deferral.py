@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from orchestrator_svc.history import history_loaded_tools
-from orchestrator_svc.messages import DeferralMode, LLMRequest
+from orchestrator_svc.messages import DeferralMode, LLMRequest, tool_schema
 from toolscout_kit.config import ClientConfig, ModelConfig, OrchestratorSettings
 from toolscout_kit.errors import ResourceExhaustedError
 
@@ -233,7 +233,7 @@ def native_limit_problem(
         return NativeLimitProblem("unknown_reference", f"referenced tools not in tools: {shown}")
     if api != "messages":
         return None
-    deferred = sum(1 for t in request.tools if t.deferred)
+    deferred = sum(1 for t in request.tools if t.llm_name in request.deferred)
     if request.tools and deferred == len(request.tools):
         return NativeLimitProblem("no_eager_tool", "every tool is deferred; at least one must not be")
     if deferred > MAX_DEFERRED_TOOLS:
@@ -261,7 +261,7 @@ def _estimated_size(request: LLMRequest) -> int:
     tools = request.tools
     step = max(1, len(tools) // _SIZE_SAMPLE)
     sample = tools[::step]
-    per_tool = sum(_json_size([t.llm_name, t.description, t.input_schema]) + 60 for t in sample)
+    per_tool = sum(_json_size([t.llm_name, t.description, tool_schema(t)]) + 60 for t in sample)
     size = len(request.system.encode()) + (per_tool * len(tools) // len(sample) if sample else 0)
     for m in request.messages:
         size += len(m.content.encode()) + len(m.reasoning.encode()) + 40

@@ -7,6 +7,7 @@ from typing import Any
 
 import openai
 from openai import AsyncOpenAI
+from toolscout.client import Tool
 
 from orchestrator_svc.messages import (
     DeltaSink,
@@ -14,8 +15,8 @@ from orchestrator_svc.messages import (
     LLMResult,
     Message,
     ToolCall,
-    ToolDef,
     Usage,
+    tool_schema,
 )
 from orchestrator_svc.providers.base import (
     Failure,
@@ -35,11 +36,11 @@ __all__ = ["OpenAIProvider", "openai_messages", "openai_tools"]
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
-def openai_tools(tools: list[ToolDef]) -> list[dict[str, Any]]:
+def openai_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
-            "function": {"name": t.llm_name, "description": t.description, "parameters": t.input_schema},
+            "function": {"name": t.llm_name, "description": t.description, "parameters": tool_schema(t)},
         }
         for t in tools
     ]

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Collection
 from typing import Any
 
-from toolscout.client import SEARCH_TOOL_NAME
+from toolscout.client import SEARCH_TOOL_NAME, Tool
 
-from orchestrator_svc.messages import LLMRequest, Message, ToolDef
+from orchestrator_svc.messages import LLMRequest, Message, object_schema
 from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
 from toolscout_kit.json_text import json_object_or_empty
 
@@ -37,30 +38,24 @@ _NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _NAME_MAX = 64
 
 
-def _schema(t: ToolDef) -> dict[str, Any]:
-    if t.input_schema.get("type") == "object":
-        return t.input_schema
-    return {"type": "object", "properties": {}}
-
-
-def _function(t: ToolDef, *, deferred: bool = False) -> dict[str, Any]:
+def _function(t: Tool, *, deferred: bool = False) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "type": "function",
         "name": t.llm_name,
         "description": t.description,
-        "parameters": _schema(t),
+        "parameters": object_schema(t),
     }
     if deferred:
         entry["defer_loading"] = True
     return entry
 
 
-def namespace_names(tools: list[ToolDef]) -> dict[str, str]:
+def namespace_names(tools: list[Tool], deferred: Collection[str]) -> dict[str, str]:
     """Server -> namespace name (``^[A-Za-z0-9_-]{1,64}$``, unique), in order of first deferred tool."""
     names: dict[str, str] = {}
     taken: set[str] = set()
     for t in tools:
-        if not t.deferred or t.server in names:
+        if t.llm_name not in deferred or t.server in names:
             continue
         base = _NAME_BAD.sub("_", t.server)[:_NAME_MAX] or "tools"
         name, n = base, 2
@@ -84,7 +79,7 @@ def responses_tools(request: LLMRequest) -> list[dict[str, Any]]:
     client-executed ``tool_search`` and one namespace of deferred functions per server."""
     if request.deferral != "native":
         return [_function(t) for t in request.tools]
-    names = namespace_names(request.tools)
+    names = namespace_names(request.tools, request.deferred)
     out: list[dict[str, Any]] = []
     spaces: dict[str, dict[str, Any]] = {}
     for t in request.tools:
@@ -94,10 +89,10 @@ def responses_tools(request: LLMRequest) -> list[dict[str, Any]]:
                     "type": "tool_search",
                     "execution": "client",
                     "description": t.description,
-                    "parameters": _schema(t),
+                    "parameters": object_schema(t),
                 }
             )
-        elif not t.deferred:
+        elif t.llm_name not in request.deferred:
             out.append(_function(t))
         elif t.server in spaces:
             spaces[t.server]["tools"].append(_function(t, deferred=True))
@@ -108,7 +103,7 @@ def responses_tools(request: LLMRequest) -> list[dict[str, Any]]:
 
 
 def _search_output(
-    call_id: str, names: list[str], deferred: dict[str, ToolDef], spaces: dict[str, str], request: LLMRequest
+    call_id: str, names: list[str], deferred: dict[str, Tool], spaces: dict[str, str], request: LLMRequest
 ) -> dict[str, Any]:
     """A ``tool_search_output`` loading ``names`` (deferred ones only), grouped by namespace in
     the order found."""
@@ -158,8 +153,10 @@ class _InputBuilder:
     def __init__(self, request: LLMRequest) -> None:
         self.request = request
         self.native = request.deferral == "native"
-        self.deferred = {t.llm_name: t for t in request.tools if t.deferred} if self.native else {}
-        self.spaces = namespace_names(request.tools) if self.native else {}
+        self.deferred = (
+            {t.llm_name: t for t in request.tools if t.llm_name in request.deferred} if self.native else {}
+        )
+        self.spaces = namespace_names(request.tools, request.deferred) if self.native else {}
         self.loaded: set[str] = set()
         self.search_ids: set[str] = set()
         self.instructions: list[str] = [request.system] if request.system else []

@@ -3,46 +3,57 @@ tool, deferred tools on two servers, and requests in either mode."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from orchestrator_svc.messages import DeferralMode, LLMRequest, LLMResult, Message, ToolCall, ToolDef
+from toolscout.client import Tool
+
+from orchestrator_svc.messages import DeferralMode, LLMRequest, LLMResult, Message, ToolCall
 from orchestrator_svc.providers.base import SdkProvider
 
-__all__ = ["SEARCH", "TOOLS", "collect", "deferred", "eager", "request", "search_turn"]
+__all__ = ["DEFERRED", "SEARCH", "TOOLS", "collect", "deferred", "eager", "request", "search_turn"]
 
 
-def _tool(server: str, name: str, description: str, *, deferred: bool, **props: str) -> ToolDef:
+def _tool(server: str, name: str, description: str, **props: str) -> Tool:
     schema = {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}
-    return ToolDef(f"{server}_{name}", description, schema, server, name, deferred)
+    return Tool(
+        server, name, f"{server}_{name}", description=description, input_schema_json=json.dumps(schema)
+    )
 
 
-SEARCH = ToolDef(
+SEARCH = Tool(
+    "",
     "search_tools",
-    "Search deferred tools. Servers: weather (2 tools), files (1 tool).",
-    {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string"},
-            "server_name": {"type": "string"},
-            "tool_names": {"type": "array", "items": {"type": "string"}},
-        },
-    },
+    "search_tools",
+    description="Search deferred tools. Servers: weather (2 tools), files (1 tool).",
+    input_schema_json=json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "server_name": {"type": "string"},
+                "tool_names": {"type": "array", "items": {"type": "string"}},
+            },
+        }
+    ),
 )
 # Every tool of the toolset, in the stable order native mode sends them.
 TOOLS = [
-    _tool("clock", "now", "Current time", deferred=False, tz="string"),
+    _tool("clock", "now", "Current time", tz="string"),
     SEARCH,
-    _tool("weather", "forecast", "Weather forecast for a city", deferred=True, city="string"),
-    _tool("weather", "alerts", "Severe weather alerts", deferred=True, region="string"),
-    _tool("files", "read", "Read a file", deferred=True, path="string"),
+    _tool("weather", "forecast", "Weather forecast for a city", city="string"),
+    _tool("weather", "alerts", "Severe weather alerts", region="string"),
+    _tool("files", "read", "Read a file", path="string"),
 ]
+# The deferred ones (declared with defer_loading in native mode).
+DEFERRED = frozenset({"weather_forecast", "weather_alerts", "files_read"})
 
 
-def eager() -> list[ToolDef]:
-    return [t for t in TOOLS if not t.deferred]
+def eager() -> list[Tool]:
+    return [t for t in TOOLS if t.llm_name not in DEFERRED]
 
 
-def deferred(name: str) -> ToolDef:
+def deferred(name: str) -> Tool:
     return next(t for t in TOOLS if t.llm_name == name)
 
 
@@ -50,13 +61,14 @@ def request(
     messages: list[Message],
     *,
     mode: DeferralMode = "native",
-    tools: list[ToolDef] | None = None,
+    tools: list[Tool] | None = None,
     model: str = "claude-opus-4-7",
     **kw: Any,
 ) -> LLMRequest:
     """A request as the loop sends it: native mode declares every tool, append only the loaded."""
     chosen = tools if tools is not None else (TOOLS if mode == "native" else eager())
-    return LLMRequest(model, "You are helpful.", messages, chosen, deferral=mode, **kw)
+    declared = DEFERRED & {t.llm_name for t in chosen} if mode == "native" else frozenset()
+    return LLMRequest(model, "You are helpful.", messages, chosen, deferral=mode, deferred=declared, **kw)
 
 
 def search_turn(loaded: list[str], *, call_id: str = "toolu_s1", query: str = "weather") -> list[Message]:

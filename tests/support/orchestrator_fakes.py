@@ -8,7 +8,6 @@ and records every call. Both follow the real services' contracts closely enough 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,13 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from toolscout.client import (
+    CallRequest,
+    CallToolResult,
+    ContentBlock,
+    PlanRequest,
+    SearchRequest,
+    SearchResult,
+    TokenAccounting,
+    Tool,
+    ToolMatch,
+    ToolPlan,
+    ToolsetRef,
+)
 
 from orchestrator_svc.loop import ChatLoop
-from orchestrator_svc.messages import Attachment, ToolDef
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry
-from orchestrator_svc.seams import SearchOutcome, TokenCounts, ToolOutcome, ToolPlan
 from tests.support.fake_provider import FakeProvider
 from toolscout_kit.config import ToolscoutConfig, parse_config
 from toolscout_kit.errors import InvalidArgumentError, NotFoundError
@@ -38,106 +48,112 @@ __all__ = [
     "tool",
 ]
 
-SEARCH_TOOL = ToolDef(
-    "search_tools",
-    "Search for and load tool definitions.",
-    {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string"},
-            "server_name": {"type": "string"},
-            "tool_names": {"type": "array", "items": {"type": "string"}},
-        },
-    },
+SEARCH_TOOL = Tool(
+    server="",
+    name="search_tools",
+    llm_name="search_tools",
+    description="Search for and load tool definitions.",
+    input_schema_json=json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "server_name": {"type": "string"},
+                "tool_names": {"type": "array", "items": {"type": "string"}},
+            },
+        }
+    ),
 )
 TOKENS_PER_TOOL = 100
 
 
-def tool(server: str, name: str, description: str = "", **properties: str) -> ToolDef:
+def tool(server: str, name: str, description: str = "", **properties: str) -> Tool:
     schema = {"type": "object", "properties": {k: {"type": v} for k, v in properties.items()}}
-    return ToolDef(f"{server}_{name}", description or f"{name} on {server}", schema, server, name)
+    return Tool(
+        server=server,
+        name=name,
+        llm_name=f"{server}_{name}",
+        description=description or f"{name} on {server}",
+        input_schema_json=json.dumps(schema),
+    )
 
 
-def text_result(text: str, *, is_error: bool = False, server: str = "") -> ToolOutcome:
-    return ToolOutcome([Attachment("text", text=text)], is_error=is_error, server=server)
+def text_result(text: str, *, is_error: bool = False, server: str = "") -> CallToolResult:
+    return CallToolResult((ContentBlock("text", text=text),), is_error=is_error, server=server)
+
+
+def _search_result(text: str, newly: list[Tool] | None = None, plan: ToolPlan | None = None) -> SearchResult:
+    found = tuple(newly or ())
+    return SearchResult(
+        mode="query",
+        matches=tuple(ToolMatch(t) for t in found),
+        newly_loaded=found,
+        result_text=text,
+        total_matches=len(found),
+        plan=plan,
+    )
 
 
 @dataclass
 class FakeDiscovery:
-    eager: list[ToolDef]
-    deferred: list[ToolDef]
+    eager: list[Tool]
+    deferred: list[Tool]
     plans: list[list[str]] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)
     # The inline toolset (JSON) of every plan and search call, in order.
     toolset_jsons: list[str] = field(default_factory=list)
     deferred_name_fetches: int = 0
 
-    def _by_name(self) -> dict[str, ToolDef]:
+    def _by_name(self) -> dict[str, Tool]:
         return {t.llm_name: t for t in self.eager + self.deferred}
 
-    async def plan_tools(
-        self,
-        *,
-        toolset: str,
-        discovered: Sequence[str],
-        provider: str,
-        time_limit: float | None,
-        with_deferred_names: bool = False,
-        with_deferred_tools: bool = False,
-        toolset_json: str = "",
-    ) -> ToolPlan:
-        self.plans.append(list(discovered))
-        self.toolset_jsons.append(toolset_json)
-        self.deferred_name_fetches += with_deferred_names
-        return self._plan(toolset, discovered, with_deferred_names, with_deferred_tools)
+    async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
+        self.plans.append(list(request.discovered_tools))
+        self.toolset_jsons.append(request.toolset.filter_json)
+        self.deferred_name_fetches += request.include_deferred_names
+        return self._plan(
+            request.toolset,
+            request.discovered_tools,
+            request.include_deferred_names,
+            request.include_deferred_tools,
+        )
 
     def _plan(
         self,
-        toolset: str,
+        toolset: ToolsetRef,
         discovered: Sequence[str],
         with_deferred_names: bool,
         with_deferred_tools: bool = False,
     ) -> ToolPlan:
-        if toolset not in ("", "all"):
-            raise NotFoundError(f"unknown toolset {toolset!r}; toolsets: all")
+        if toolset.name not in ("", "all"):
+            raise NotFoundError(f"unknown toolset {toolset.name!r}; toolsets: all")
         deferred = {t.llm_name: t for t in self.deferred}
         found = [deferred[n] for n in dict.fromkeys(discovered) if n in deferred]
         loaded = self.eager + found
         sent = TOKENS_PER_TOOL * (len(loaded) + (1 if self.deferred else 0))
+        every = TOKENS_PER_TOOL * (len(self.eager) + len(self.deferred))
         return ToolPlan(
-            loaded_tools=loaded,
+            loaded_tools=tuple(loaded),
+            has_search_tool=bool(self.deferred),
             search_tool=SEARCH_TOOL if self.deferred else None,
-            deferred_names=frozenset(deferred) if with_deferred_names else frozenset(),
-            tokens=TokenCounts(TOKENS_PER_TOOL * (len(self.eager) + len(self.deferred)), sent, "o200k_base"),
-            discovered=[t.llm_name for t in found],
+            deferred_tool_names=tuple(deferred) if with_deferred_names else (),
+            tokens=TokenAccounting(every, sent, max(every - sent, 0), "o200k_base"),
+            discovered_tools=tuple(t.llm_name for t in found),
             catalog_version="v1",
-            deferred_tools=[dataclasses.replace(t, deferred=True) for t in self.deferred]
-            if with_deferred_tools
-            else [],
+            deferred_tools=tuple(self.deferred) if with_deferred_tools else (),
             deferred_count=len(self.deferred) - len(found),
         )
 
-    async def search_tools(
-        self,
-        *,
-        toolset: str,
-        arguments_json: str,
-        loaded: Sequence[str],
-        time_limit: float | None,
-        discovered: Sequence[str] = (),
-        provider: str = "",
-        compact_text: bool = False,
-        toolset_json: str = "",
-    ) -> SearchOutcome:
-        self.toolset_jsons.append(toolset_json)
-        outcome = await self._search(arguments_json, loaded)
-        if not provider:
+    async def search_tools(self, request: SearchRequest, *, deadline: float | None) -> SearchResult:
+        self.toolset_jsons.append(request.toolset.filter_json)
+        outcome = await self._search(request.arguments_json, request.loaded_tools)
+        if not request.include_plan:
             return outcome
-        wanted = [*discovered, *(t.llm_name for t in outcome.newly_loaded)]
-        plan = self._plan(toolset, wanted, with_deferred_names=False)
-        return SearchOutcome(outcome.result_text, outcome.newly_loaded, plan)
+        wanted = [*request.discovered_tools, *(t.llm_name for t in outcome.newly_loaded)]
+        plan = self._plan(request.toolset, wanted, with_deferred_names=False)
+        return _search_result(outcome.result_text, list(outcome.newly_loaded), plan)
 
-    async def _search(self, arguments_json: str, loaded: Sequence[str]) -> SearchOutcome:
+    async def _search(self, arguments_json: str, loaded: Sequence[str]) -> SearchResult:
         self.searches.append(arguments_json)
         try:
             args = json.loads(arguments_json or "{}")
@@ -158,13 +174,13 @@ class FakeDiscovery:
                 if any(w in (t.llm_name + " " + t.description).lower() for w in words)
             ]
         if not matches:
-            return SearchOutcome("No tools found matching the search. Try different keywords.")
+            return _search_result("No tools found matching the search. Try different keywords.")
         lines = [f"Found {len(matches)} tools:"]
         for t in matches:
             mark = " (already loaded)" if t.llm_name in loaded else ""
             lines.append(f"- {t.llm_name} [{t.server}]{mark}: {t.description}")
         lines.append("These tools are now loaded and available to call.")
-        return SearchOutcome("\n".join(lines), [t for t in matches if t.llm_name not in loaded])
+        return _search_result("\n".join(lines), [t for t in matches if t.llm_name not in loaded])
 
 
 @dataclass
@@ -175,7 +191,7 @@ class PoolCall:
     time_limit: float | None
 
 
-Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
+Handler = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
 
 
 @dataclass
@@ -189,17 +205,16 @@ class FakePool:
         async with asyncio.timeout(within), self.started:
             await self.started.wait_for(lambda: len(self.calls) >= count)
 
-    async def call_tool(
-        self, *, llm_name: str, arguments_json: str, meta_json: str, time_limit: float | None
-    ) -> ToolOutcome:
+    async def call_tool(self, request: CallRequest, *, deadline: float | None) -> CallToolResult:
+        llm_name = request.llm_name
         async with self.started:
-            self.calls.append(PoolCall(llm_name, arguments_json, meta_json, time_limit))
+            self.calls.append(PoolCall(llm_name, request.arguments_json, request.meta_json, deadline))
             self.started.notify_all()
         handler = self.handlers.get(llm_name)
         if handler is None:
             return text_result(f"ok from {llm_name}", server=llm_name.split("_", 1)[0])
         try:
-            return await handler(json.loads(arguments_json or "{}"))
+            return await handler(json.loads(request.arguments_json or "{}"))
         except asyncio.CancelledError:
             self.cancelled.append(llm_name)
             raise

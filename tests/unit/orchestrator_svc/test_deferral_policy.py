@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from toolscout.client import Tool
 
 from orchestrator_svc.history import history_loaded_tools
-from orchestrator_svc.messages import LLMRequest, LLMResult, Message, NativeItem, ToolDef, Usage
+from orchestrator_svc.messages import LLMRequest, LLMResult, Message, NativeItem, Usage
 from orchestrator_svc.providers.base import LLMProvider
 from orchestrator_svc.providers.deferral import (
     MAX_DEFERRED_TOOLS,
@@ -185,12 +186,18 @@ def test_bad_deferral_settings_fail_at_load_naming_the_key(change: dict[str, obj
 # --- limits ----------------------------------------------------------------------------------
 
 
-def _tool(name: str, *, deferred: bool = True) -> ToolDef:
-    return ToolDef(name, f"{name} tool", {"type": "object", "properties": {}}, "srv", name, deferred)
+def _tool(name: str, *, deferred: bool = True) -> tuple[Tool, bool]:
+    return Tool(
+        "srv", name, name, description=f"{name} tool", input_schema_json='{"type":"object","properties":{}}'
+    ), deferred
 
 
-def _native(tools: list[ToolDef], messages: list[Message] | None = None) -> LLMRequest:
-    return LLMRequest("m", "", messages or [Message("user", "hi")], tools, deferral="native")
+def _native(tools: list[tuple[Tool, bool]], messages: list[Message] | None = None) -> LLMRequest:
+    declared = frozenset(t.llm_name for t, deferred in tools if deferred)
+    sent = [t for t, _ in tools]
+    return LLMRequest(
+        "m", "", messages or [Message("user", "hi")], sent, deferral="native", deferred=declared
+    )
 
 
 def _reason(request: LLMRequest, api: ProviderApi = "messages") -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from toolscout.client import CallToolResult
 
 from orchestrator_svc.errors import ProviderRateLimitedError, ProviderUnavailableError
 from orchestrator_svc.loop import ChatEvent, ChatRequest, ReasoningDeltaEvent, TextDeltaEvent
 from orchestrator_svc.messages import Attachment, Message
-from orchestrator_svc.seams import ToolOutcome
 from tests.support.fake_provider import Reply, ScriptedCall
 from tests.support.orchestrator_fakes import Harness
 
@@ -37,12 +37,12 @@ async def test_plain_answer_separates_thinking_and_reports_cache_reads(harness: 
 
 
 async def test_search_call_and_tool_results_become_tool_result_blocks_with_images(harness: Harness) -> None:
-    async def snapshot(args: dict[str, object]) -> ToolOutcome:
+    async def snapshot(args: dict[str, object]) -> CallToolResult:
         blocks = [
             Attachment("text", text="a chart"),
             Attachment("image", data=b"\x89PNG", mime_type="image/png"),
         ]
-        return ToolOutcome(blocks, server="weather")
+        return CallToolResult(blocks, server="weather")
 
     harness.pool.handlers["weather_forecast"] = snapshot
     harness.fake.script(

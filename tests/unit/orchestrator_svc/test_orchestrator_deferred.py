@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+
+from toolscout.client import PlanRequest, ToolPlan, ToolsetRef
 
 from orchestrator_svc.deferred import DeferredToolsCache
-from orchestrator_svc.seams import ToolPlan
 
 WAIT = 5.0
 
@@ -25,26 +25,17 @@ class SlowDiscovery:
         self.release[toolset] = asyncio.Event()
         self.started[toolset] = asyncio.Event()
 
-    async def plan_tools(
-        self,
-        *,
-        toolset: str,
-        discovered: Sequence[str],
-        provider: str,
-        time_limit: float | None,
-        with_deferred_names: bool = False,
-        with_deferred_tools: bool = False,
-        toolset_json: str = "",
-    ) -> ToolPlan:
+    async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
+        toolset = request.toolset.name
         self.fetches[toolset] += 1
         if toolset in self.release:
             self.started[toolset].set()
             await self.release[toolset].wait()
-        return ToolPlan(loaded_tools=[], deferred_names=frozenset({f"{toolset}_tool"}), catalog_version="v1")
+        return ToolPlan(deferred_tool_names=(f"{toolset}_tool",), catalog_version="v1")
 
 
 async def get(cache: DeferredToolsCache, toolset: str) -> frozenset[str]:
-    found = await cache.get(toolset=toolset, catalog_version="v1", provider="openai", time_limit=None)
+    found = await cache.get(ToolsetRef(toolset), catalog_version="v1", provider="openai", deadline=None)
     return found.names
 
 
@@ -92,13 +83,13 @@ async def test_concurrent_misses_of_one_toolset_fetch_it_once() -> None:
 
 async def test_a_failed_fetch_is_not_cached_and_every_waiter_sees_the_error() -> None:
     class FailingOnce(SlowDiscovery):
-        async def plan_tools(self, **kw: object) -> ToolPlan:  # type: ignore[override]
+        async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
             self.fetches["a"] += 1
             if self.fetches["a"] == 1:
                 self.started["a"].set()
                 await self.release["a"].wait()
                 raise LookupError("discovery said no")
-            return ToolPlan(loaded_tools=[], deferred_names=frozenset({"a_tool"}), catalog_version="v1")
+            return ToolPlan(deferred_tool_names=("a_tool",), catalog_version="v1")
 
     discovery = FailingOnce()
     discovery.gate("a")

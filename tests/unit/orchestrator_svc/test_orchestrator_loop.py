@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from toolscout.client import CallToolResult, ToolsetRef
 
 from orchestrator_svc.errors import (
     ChatDeadlineError,
@@ -27,7 +28,6 @@ from orchestrator_svc.loop import (
     ToolsDiscoveredEvent,
 )
 from orchestrator_svc.messages import Message, ToolCall
-from orchestrator_svc.seams import ToolOutcome
 from tests.support.fake_provider import Reply, ScriptedCall
 from tests.support.orchestrator_fakes import Harness, text_result
 from toolscout_kit.errors import NotFoundError
@@ -185,8 +185,8 @@ async def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order(
     both_started = asyncio.Event()
     running: list[str] = []
 
-    def handler(name: str) -> Callable[[dict[str, Any]], Awaitable[ToolOutcome]]:
-        async def run(args: dict[str, Any]) -> ToolOutcome:
+    def handler(name: str) -> Callable[[dict[str, Any]], Awaitable[CallToolResult]]:
+        async def run(args: dict[str, Any]) -> CallToolResult:
             # Each call waits until both are running: sequential execution would time out here.
             running.append(name)
             if len(running) == 2:
@@ -215,7 +215,7 @@ async def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order(
 
 
 async def test_tool_error_reaches_the_llm_with_the_servers_text(harness: Harness) -> None:
-    async def failing(args: dict[str, object]) -> ToolOutcome:
+    async def failing(args: dict[str, object]) -> CallToolResult:
         return text_result("city 'Atlantis' not found", is_error=True, server="weather")
 
     harness.pool.handlers["weather_forecast"] = failing
@@ -235,7 +235,7 @@ async def test_tool_error_reaches_the_llm_with_the_servers_text(harness: Harness
 
 
 async def test_pool_failure_becomes_an_error_result_not_a_failed_chat(harness: Harness) -> None:
-    async def down(args: dict[str, object]) -> ToolOutcome:
+    async def down(args: dict[str, object]) -> CallToolResult:
         raise NotFoundError("unknown tool 'weather_forecast' (server restarting)")
 
     harness.pool.handlers["weather_forecast"] = down
@@ -349,7 +349,7 @@ async def test_unknown_toolset_is_not_found(harness: Harness) -> None:
 
 
 async def test_function_args_result_format_and_size_cap_are_applied(harness: Harness) -> None:
-    async def big(args: dict[str, object]) -> ToolOutcome:
+    async def big(args: dict[str, object]) -> CallToolResult:
         return text_result("x" * 1000, server="clock")
 
     harness.pool.handlers["clock_now"] = big
@@ -425,7 +425,7 @@ async def test_explicit_system_prompt_wins_over_template_and_history(harness: Ha
 async def test_cancelling_the_chat_cancels_the_in_flight_tool_call(harness: Harness) -> None:
     release = asyncio.Event()
 
-    async def slow(args: dict[str, object]) -> ToolOutcome:
+    async def slow(args: dict[str, object]) -> CallToolResult:
         await release.wait()
         return text_result("late")
 
@@ -506,7 +506,7 @@ async def test_an_inline_toolset_reaches_every_discovery_call_of_the_chat(harnes
         Reply.calls(ScriptedCall("search_tools", {"query": "forecast"})),
         Reply.answer("Sunny."),
     )
-    result = await harness.loop.run(ask(toolset_json=inline))
+    result = await harness.loop.run(ask(toolset=ToolsetRef(filter_json=inline)))
     assert result.stop_reason == "completed"
     # Plan, deferred names (for the early call), search: all with the caller's filter.
     assert len(harness.discovery.toolset_jsons) >= 3

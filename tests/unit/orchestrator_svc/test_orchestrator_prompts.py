@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from toolscout.client import Tool
 
 from orchestrator_svc.errors import TemplateError
-from orchestrator_svc.messages import ToolDef
 from orchestrator_svc.prompts import DEFAULT_SYSTEM_PROMPT, SystemPrompts
 
-TOOLS = [ToolDef("a_b", "does b", {"type": "object"}, "a", "b")]
+TOOLS = [Tool("a", "b", "a_b", description="does b", input_schema_json='{"type": "object"}')]
 
 
 def test_prompt_precedence_is_explicit_then_template_then_default(tmp_path: Path) -> None:

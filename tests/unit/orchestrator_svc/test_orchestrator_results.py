@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from toolscout.client import CallToolResult
+
 from orchestrator_svc.messages import Attachment, ToolCall
 from orchestrator_svc.results import cap_text, format_result, outcome_text
-from orchestrator_svc.seams import ToolOutcome
 
 
 def test_result_formats_follow_casual_mcp() -> None:
@@ -22,7 +23,13 @@ def test_cap_marks_truncation_visibly() -> None:
 def test_outcome_text_keeps_images_as_attachments_and_falls_back_to_structured_content() -> None:
     image = Attachment("image", data=b"x", mime_type="image/png")
     text, attachments = outcome_text(
-        ToolOutcome([Attachment("text", text="a"), image, Attachment("text", text="b")])
+        CallToolResult(
+            (
+                Attachment("text", text="a"),
+                image,
+                Attachment("text", text="b"),
+            )
+        )
     )
     assert (text, attachments) == ("a\nb", [image])
-    assert outcome_text(ToolOutcome([], structured_content_json='{"x": 1}')) == ('{"x": 1}', [])
+    assert outcome_text(CallToolResult((), structured_content_json='{"x": 1}')) == ('{"x": 1}', [])

@@ -11,18 +11,18 @@ from orchestrator_svc.downstream import ClientDiscovery, ClientPool, Routes
 
 class _Discovery(tc.AsyncDiscoveryClient):
     def __init__(self, plan: tc.ToolPlan) -> None:
-        self.plan = plan
+        self._answer = plan
 
-    async def plan_tools(self, *args: Any, **kwargs: Any) -> tc.ToolPlan:
-        return self.plan
+    async def plan(self, request: tc.PlanRequest, **kwargs: Any) -> tc.ToolPlan:
+        return self._answer
 
 
 class _Pool(tc.AsyncShardedPoolClient):
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    async def call_tool(self, name: str, arguments: Any = None, **kwargs: Any) -> tc.CallToolResult:
-        self.calls.append((name, kwargs.get("server_hint", "")))
+    async def call(self, request: tc.CallRequest, **kwargs: Any) -> tc.CallToolResult:
+        self.calls.append((request.name, kwargs.get("server_hint", "")))
         return tc.CallToolResult(content=(), server=kwargs.get("server_hint", ""))
 
 
@@ -49,9 +49,9 @@ async def test_a_call_carries_the_server_the_plan_gave_its_llm_name() -> None:
     deferred = tc.Tool(server="later", name="u", llm_name="later__u")
     discovery = ClientDiscovery(_Discovery(_plan(odd, deferred=(deferred,))), routes)
     pool = _Pool()
-    await discovery.plan_tools(toolset="", discovered=(), provider="openai", time_limit=5)
+    await discovery.plan_tools(tc.PlanRequest(provider="openai"), deadline=5)
     for name in (odd.llm_name, deferred.llm_name, "never__planned"):
         await ClientPool(pool, routes).call_tool(
-            llm_name=name, arguments_json="{}", meta_json="", time_limit=5
+            tc.CallRequest(llm_name=name, arguments_json="{}"), deadline=5
         )
     assert pool.calls == [(odd.llm_name, "my__server"), (deferred.llm_name, "later"), ("never__planned", "")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from toolscout.client import Tool
 
-from orchestrator_svc.messages import ToolDef
 from orchestrator_svc.prompts import SystemPrompts, check_templates
 from tests.support.mcp_servers import REPO_ROOT
 from toolscout_kit.config import ToolscoutConfig, load_config, parse_config
@@ -24,14 +24,13 @@ def test_the_example_configs_templates_all_load() -> None:
 def test_the_shipped_default_template_lists_the_tools_and_explains_search_tools() -> None:
     prompts = SystemPrompts(EXAMPLE_CONFIG.parent / "prompt-templates")
     tools = [
-        ToolDef(
-            "time__get_current_time",
-            "Get current time in a specific timezone",
-            {},
+        Tool(
             "time",
             "get_current_time",
+            "time__get_current_time",
+            description="Get current time in a specific timezone",
         ),
-        ToolDef("search_tools", "Search the deferred tools.", {}),
+        Tool("", "search_tools", "search_tools", description="Search the deferred tools."),
     ]
     text = prompts.resolve(explicit="", template="default", tools=tools)
     assert "- time__get_current_time (time): Get current time in a specific timezone" in text

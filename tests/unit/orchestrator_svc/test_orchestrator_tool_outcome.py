@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from toolscout.client import CallToolResult
 
 from orchestrator_svc.loop import ChatRequest
 from orchestrator_svc.messages import Message
-from orchestrator_svc.seams import ToolOutcome
 from tests.support.fake_provider import Reply, ScriptedCall
 from tests.support.orchestrator_fakes import Harness
 from toolscout_kit.errors import OutcomeUnknownError, UnavailableError
@@ -27,7 +27,7 @@ def ask() -> ChatRequest:
 async def test_a_tool_whose_outcome_is_unknown_is_reported_as_such_and_never_sent_again(
     harness: Harness,
 ) -> None:
-    async def lost(args: dict[str, object]) -> ToolOutcome:
+    async def lost(args: dict[str, object]) -> CallToolResult:
         raise OutcomeUnknownError(
             "the call of tool 'forecast' was sent to MCP server 'weather', which went away before answering"
         )
@@ -56,7 +56,7 @@ async def test_a_tool_whose_outcome_is_unknown_is_reported_as_such_and_never_sen
 async def test_a_pool_outage_puts_no_internal_address_or_exception_name_in_the_tool_result(
     harness: Harness, message: str
 ) -> None:
-    async def down(args: dict[str, object]) -> ToolOutcome:
+    async def down(args: dict[str, object]) -> CallToolResult:
         raise UnavailableError(message)
 
     harness.pool.handlers["weather_forecast"] = down

@@ -496,17 +496,18 @@ class SearchFields(DeprecatedToolset, total=False):
 class ToolPlan:
     """What to send to the LLM for a toolset (``PlanTools``)."""
 
-    loaded_tools: tuple[Tool, ...]
-    has_search_tool: bool
-    search_tool: Tool | None
-    manifest: str
-    manifest_placement: str
-    manifest_system_message: str
-    total_tools: int
-    loaded_count: int
-    deferred_count: int
-    catalog_version: str
-    tokens: TokenAccounting
+    loaded_tools: tuple[Tool, ...] = ()
+    has_search_tool: bool = False
+    search_tool: Tool | None = None
+    manifest: str = ""
+    # "tool_description" (in search_tools' description) or "system_message".
+    manifest_placement: str = "tool_description"
+    manifest_system_message: str = ""
+    total_tools: int = 0
+    loaded_count: int = 0
+    deferred_count: int = 0
+    catalog_version: str = ""
+    tokens: TokenAccounting = TokenAccounting()
     deferred_tool_names: tuple[str, ...] = ()
     dropped_tools: tuple[str, ...] = ()
     # The requested discovered tools that are deferred tools of the toolset (now loaded), in order.
