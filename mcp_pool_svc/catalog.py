@@ -13,11 +13,19 @@ from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, catalog_version, server_digest, tool_row
+from toolscout.client import (
+    EMPTY_INPUT_SCHEMA_JSON,
+    CatalogSnapshot,
+    Tool,
+    ToolCatalog,
+    catalog_version,
+    row_of,
+    server_digest,
+)
 
 from mcp_pool_svc.naming import NameTable
 
-__all__ = ["Catalog", "CatalogSnapshot", "CatalogTool", "CatalogUpdate", "ListedTool", "listed_tool_from_mcp"]
+__all__ = ["Catalog", "ListedTool", "PoolTool", "listed_tool_from_mcp"]
 
 
 def _json_or_empty(value: Any) -> str:
@@ -59,30 +67,31 @@ def listed_tool_from_mcp(tool: Any) -> ListedTool:
     )
 
 
-@dataclass(frozen=True)
-class CatalogTool:
-    """One tool in the catalog."""
+@dataclass(frozen=True, slots=True)
+class PoolTool(Tool):
+    """One tool in the pool's catalog: the shared :class:`~toolscout.client.Tool` (named for the
+    LLM, with its server and availability), and what the pool decides by before a call."""
 
-    server: str
-    llm_name: str
-    available: bool
-    tool: ListedTool
+    # readOnlyHint (no side effects: not serialized, may be retried) and idempotentHint
+    # (repeating it changes nothing more: may be retried), from the annotations.
+    read_only: bool = field(default=False, compare=False, repr=False)
+    idempotent: bool = field(default=False, compare=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        return self.tool.name
-
-
-@dataclass(frozen=True)
-class CatalogSnapshot:
-    version: str
-    tools: tuple[CatalogTool, ...]
-
-
-@dataclass(frozen=True)
-class CatalogUpdate:
-    snapshot: CatalogSnapshot
-    changed_servers: tuple[str, ...]
+    @classmethod
+    def of(cls, server: str, llm_name: str, available: bool, listed: ListedTool) -> PoolTool:
+        return cls(
+            server=server,
+            name=listed.name,
+            llm_name=llm_name,
+            title=listed.title,
+            description=listed.description,
+            input_schema_json=listed.input_schema_json,
+            output_schema_json=listed.output_schema_json,
+            annotations_json=listed.annotations_json,
+            available=available,
+            read_only=listed.read_only,
+            idempotent=listed.idempotent,
+        )
 
 
 @dataclass
@@ -96,7 +105,7 @@ class _Entry:
     tools: tuple[ListedTool, ...]
     available: bool = True
     # Derived, rebuilt only when this entry (or the naming of the catalog) changes.
-    built: tuple[CatalogTool, ...] | None = None
+    built: tuple[PoolTool, ...] | None = None
     digest: bytes = b""
 
 
@@ -111,8 +120,8 @@ class Catalog:
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._names = NameTable()
-        self._tools: tuple[CatalogTool, ...] = ()
-        self._by_pair: dict[tuple[str, str], CatalogTool] = {}
+        self._tools: tuple[PoolTool, ...] = ()
+        self._by_pair: dict[tuple[str, str], PoolTool] = {}
         self._version = catalog_version(())
         self._watchers: list[_Watcher] = []
         self._dirty = False
@@ -160,23 +169,23 @@ class Catalog:
 
     def snapshot(
         self, *, include_unavailable: bool = True, servers: Iterable[str] | None = None
-    ) -> CatalogSnapshot:
+    ) -> ToolCatalog:
         self._rebuild()
         wanted = set(servers) if servers is not None else None
         if include_unavailable and wanted is None:
-            return CatalogSnapshot(self._version, self._tools)
+            return ToolCatalog(self._tools, self._version)
         tools = tuple(
             t
             for t in self._tools
             if (include_unavailable or t.available) and (wanted is None or t.server in wanted)
         )
-        return CatalogSnapshot(self._version, tools)
+        return ToolCatalog(tools, self._version)
 
-    def lookup(self, server: str, tool: str) -> CatalogTool | None:
+    def lookup(self, server: str, tool: str) -> PoolTool | None:
         self._rebuild()
         return self._by_pair.get((server, tool))
 
-    def resolve(self, llm_name: str) -> CatalogTool | None:
+    def resolve(self, llm_name: str) -> PoolTool | None:
         self._rebuild()
         pair = self._names.resolve(llm_name)
         return self._by_pair.get(pair) if pair else None
@@ -197,7 +206,7 @@ class Catalog:
     def counts(self) -> Mapping[str, int]:
         return {server: len(entry.tools) for server, entry in self._entries.items()}
 
-    async def watch(self, known_version: str = "") -> AsyncGenerator[CatalogUpdate, None]:
+    async def watch(self, known_version: str = "") -> AsyncGenerator[CatalogSnapshot, None]:
         """The current snapshot (unless still ``known_version``), then one per change.
 
         A slow consumer never queues snapshots: it gets the latest one, with the union of the
@@ -208,18 +217,19 @@ class Catalog:
         try:
             seen = self.version
             if seen != known_version:
-                yield CatalogUpdate(self.snapshot(), ())
+                now = self.snapshot()
+                yield CatalogSnapshot(now.catalog_version, now.tools)
             while True:
                 await watcher.wake.wait()
                 watcher.wake.clear()
                 changed = tuple(sorted(watcher.changed))
                 watcher.changed.clear()
                 snapshot = self.snapshot()
-                if snapshot.version == seen:
+                if snapshot.catalog_version == seen:
                     # Changed and changed back before this watcher looked: nothing to send.
                     continue
-                seen = snapshot.version
-                yield CatalogUpdate(snapshot, changed)
+                seen = snapshot.catalog_version
+                yield CatalogSnapshot(seen, snapshot.tools, changed)
         finally:
             self._watchers.remove(watcher)
 
@@ -244,16 +254,16 @@ class Catalog:
             renamed = names.collisions != self._names.collisions
             self._names = names
             self._names_dirty = False
-        tools: list[CatalogTool] = []
+        tools: list[PoolTool] = []
         digests: list[tuple[str, bytes]] = []
         for server in sorted(self._entries):
             entry = self._entries[server]
             if entry.built is None or renamed:
                 entry.built = tuple(
-                    CatalogTool(server, self._names.name_for(server, t.name), entry.available, t)
+                    PoolTool.of(server, self._names.name_for(server, t.name), entry.available, t)
                     for t in entry.tools
                 )
-                entry.digest = server_digest(_row(t) for t in entry.built)
+                entry.digest = server_digest(row_of(t) for t in entry.built)
             tools.extend(entry.built)
             if entry.built:
                 digests.append((server, entry.digest))
@@ -261,18 +271,3 @@ class Catalog:
         self._by_pair = {(t.server, t.name): t for t in self._tools}
         self._version = catalog_version(digests)
         self._dirty = False
-
-
-def _row(t: CatalogTool) -> tuple[str, ...]:
-    d = t.tool
-    return tool_row(
-        server=t.server,
-        name=d.name,
-        llm_name=t.llm_name,
-        available=t.available,
-        title=d.title,
-        description=d.description,
-        input_schema_json=d.input_schema_json,
-        output_schema_json=d.output_schema_json,
-        annotations_json=d.annotations_json,
-    )

@@ -2,17 +2,12 @@
 
 :class:`McpPool` is what the servicer talks to. It starts one :class:`Supervisor` per server placed
 on its shard (in parallel, so a slow or broken server delays nobody; an unsharded pool is shard
-0 of 1 and runs them all), answers catalog queries from memory, and
-runs tool calls on the server's persistent session under a per-server concurrency limit and a
-per-call timeout. On timeout or caller cancellation the MCP SDK sends ``notifications/cancelled``
-to the server for the abandoned request.
-
-A call runs at most once unless it is safe to repeat. A call that could not be sent (server down,
-starting, pool stopping) is :class:`ServerUnavailableError`, safe to retry. A call that was sent
-and then lost its answer (the server died, the pool stopped) is :class:`ToolOutcomeUnknownError`:
-the tool may have run, and nothing retries it, except that a tool annotated ``readOnlyHint`` or
-``idempotentHint`` is sent once more after its server restarts, within the call's timeout. Calls
-to tools not annotated ``readOnlyHint`` run one at a time per server (``serialize_writes``).
+0 of 1 and runs them all), answers catalog queries from memory, and runs tool calls through its
+:class:`~mcp_pool_svc.calls.CallRunner` (checks, at most one send unless safe to repeat, the
+result within the size cap: see :mod:`mcp_pool_svc.calls`). What it returns is the shared
+vocabulary of the client library: :class:`~toolscout.client.ServerStatus`,
+:class:`~toolscout.client.ToolCatalog`, :class:`~toolscout.client.CatalogSnapshot`,
+:class:`~toolscout.client.CallToolResult`.
 
 A call for a configured server that another shard runs is refused before anything is sent
 (:class:`NotOwnerError`, naming the owners). :meth:`McpPool.reshard` applies a new shard count:
@@ -23,60 +18,52 @@ finishes the calls it has, while new ones are refused and go to its new owner).
 from __future__ import annotations
 
 import asyncio
-import json
-import math
+import contextlib
+import dataclasses
 import os
 import random
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
-import mcp_types
-from mcp.shared.exceptions import MCPError
+from toolscout.client import (
+    CallRequest,
+    CallToolResult,
+    CatalogSnapshot,
+    ServerStatus,
+    ShardInfo,
+    ToolCatalog,
+    json_object_text,
+)
 
-from mcp_pool_svc.catalog import Catalog, CatalogSnapshot, CatalogUpdate
+from mcp_pool_svc.calls import CallRunner, check_call, require_json_object
+from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
     NotOwnerError,
-    ResultTooLargeError,
     ServerUnavailableError,
-    ToolCallTimeoutError,
-    ToolOutcomeUnknownError,
     UnknownServerError,
     UnknownToolError,
 )
-from mcp_pool_svc.metrics import Outcome, PoolMetrics
+from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.reaper import Reaper, become_subreaper
-from mcp_pool_svc.results import (
-    ToolResult,
-    apply_size_cap,
-    content_from_mcp,
-    error_result_content,
-)
 from mcp_pool_svc.server_logs import StderrLog
-from mcp_pool_svc.session import Connection, Connector, HttpClients, make_connector
-from mcp_pool_svc.stdio import OVERSIZED_REPLY
-from mcp_pool_svc.supervisor import ServerState, ServerStatus, Supervisor
+from mcp_pool_svc.session import Connector, HttpClients, make_connector
+from mcp_pool_svc.supervisor import ServerState, Supervisor
 from toolscout_kit.config import ToolscoutConfig
-from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
-from toolscout_kit.logging import get_logger, redact
+from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
 from toolscout_kit.shards import placement_for
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "ReshardResult", "reply_line_limit", "require_json_object"]
+__all__ = ["McpPool", "ReshardResult", "reply_line_limit"]
 
 log = get_logger(__name__)
 
 # Time a stopping supervisor gets to close its session (the stdio shutdown itself is bounded).
 _STOP_TIMEOUT = 15.0
-# Tool arguments nested deeper than this are refused: no tool schema needs it, and the JSON
-# and pydantic code between here and the server recurses per level.
-MAX_ARGUMENT_DEPTH = MAX_JSON_DEPTH
 
 
 def reply_line_limit(max_result_bytes: int) -> int:
@@ -84,52 +71,11 @@ def reply_line_limit(max_result_bytes: int) -> int:
     return 4 * max_result_bytes + (1 << 20)
 
 
-def require_json_object(text: str | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
-    """A JSON object from a string (empty = ``{}``), nested at most ``MAX_ARGUMENT_DEPTH`` deep.
-
-    Raises:
-        InvalidToolArgumentsError: not valid JSON, valid JSON that is not an object, too deep, or
-            not valid Unicode (see :mod:`toolscout_kit.json_text`).
-    """
-    if text is None:
-        return {}
-    if isinstance(text, Mapping):
-        value = dict(text)
-        if nested_deeper_than(value, MAX_ARGUMENT_DEPTH):
-            raise InvalidToolArgumentsError(f"{what}: nested deeper than {MAX_ARGUMENT_DEPTH} levels")
-        return value
-    try:
-        return parse_json_object(text, what, max_depth=MAX_ARGUMENT_DEPTH)
-    except JsonTextError as err:
-        raise InvalidToolArgumentsError(err.message) from None
-
-
-def _check_timeout(seconds: float) -> None:
-    """Raises InvalidToolArgumentsError unless ``seconds`` is finite and not negative."""
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidToolArgumentsError(
-            f"timeout_seconds must be a finite number of seconds, 0 or more (0 = the server's call_timeout); got {seconds!r}"
-        )
-
-
-def _outcome_of(exc: BaseException) -> Outcome:
-    if isinstance(exc, ToolCallTimeoutError):
-        return "timeout"
-    if isinstance(exc, ToolOutcomeUnknownError):
-        return "unknown"
-    if isinstance(exc, ServerUnavailableError):
-        return "unavailable"
-    if isinstance(exc, asyncio.CancelledError):
-        return "cancelled"
-    return "error"
-
-
-class _SentThenLost(Exception):
-    """The request went to the server, then the connection was lost before its answer."""
-
-    def __init__(self, retried: bool) -> None:
-        super().__init__("lost after sending")
-        self.retried = retried
+def _json_text(value: str | Mapping[str, Any] | None, what: str) -> str:
+    """The wire text of a mapping (checked for depth first: a deep one would not serialise)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return json_object_text(require_json_object(value, what))
 
 
 @dataclass(frozen=True)
@@ -139,14 +85,6 @@ class ReshardResult:
     shard: ShardIdentity | None
     started: tuple[str, ...]
     stopped: tuple[str, ...]
-
-
-@dataclass(eq=False)
-class _Call:
-    """One call in flight: the scope the pool cancels at shutdown, and whether it was sent."""
-
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    sent: bool = False
 
 
 class McpPool:
@@ -175,10 +113,7 @@ class McpPool:
         self.catalog = Catalog()
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
-        self._calls: set[_Call] = set()
-        self._calls_done = asyncio.Event()
-        self._calls_done.set()
-        self._stopping = False
+        self._runner = CallRunner(self._settings, self.catalog, self._metrics)
         self._started = False
         self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
         # Kept when a reshard leaves this shard out (its index beyond the new count).
@@ -270,12 +205,7 @@ class McpPool:
         New calls get ServerUnavailableError (not sent); an aborted call gets
         ToolOutcomeUnknownError if it had been sent, ServerUnavailableError otherwise.
         """
-        self._stopping = True
-        if self._calls:
-            with anyio.move_on_after(within):
-                await self._calls_done.wait()
-        for call in list(self._calls):
-            call.scope.cancel()
+        await self._runner.drain(within)
 
     async def stop(self) -> None:
         """Aborts calls still in flight, stops every server and waits for their processes to be gone."""
@@ -407,22 +337,33 @@ class McpPool:
 
     def _status_of(self, sup: Supervisor) -> ServerStatus:
         rule = self._placement.rule(sup.name)
-        return replace(sup.status(), shards=self._placement.owners(sup.name), placement=rule.placement)
+        return dataclasses.replace(
+            sup.status(), shards=self._placement.owners(sup.name), placement=rule.placement
+        )
+
+    def shard_info(self) -> ShardInfo:
+        """The shard that answers (after a reshard that left it out: its old index of the new count)."""
+        return ShardInfo(index=self._index, count=self._placement.count)
 
     def list_tools(
         self, servers: list[str] | None = None, *, include_unavailable: bool = False
-    ) -> CatalogSnapshot:
-        """The catalog (optionally of some servers only).
+    ) -> ToolCatalog:
+        """The catalog of this shard (optionally of some servers only).
 
         Raises:
             UnknownServerError: a name in ``servers`` is not configured.
+            NotOwnerError: another shard runs a server in ``servers``.
         """
         for name in servers or ():
             self._supervisor(name)
-        return self.catalog.snapshot(include_unavailable=include_unavailable, servers=servers or None)
+        snapshot = self.catalog.snapshot(include_unavailable=include_unavailable, servers=servers or None)
+        return dataclasses.replace(snapshot, shard=self.shard_info())
 
-    def watch_catalog(self, known_version: str = "") -> AsyncGenerator[CatalogUpdate, None]:
-        return self.catalog.watch(known_version)
+    async def watch_catalog(self, known_version: str = "") -> AsyncGenerator[CatalogSnapshot, None]:
+        """The catalog now (unless still ``known_version``), then again on every change."""
+        async with contextlib.aclosing(self.catalog.watch(known_version)) as updates:
+            async for update in updates:
+                yield dataclasses.replace(update, shard=self.shard_info())
 
     def _supervisor(self, server: str) -> Supervisor:
         """Raises UnknownServerError (not configured) or NotOwnerError (another shard runs it)."""
@@ -489,6 +430,25 @@ class McpPool:
             )
         return server, tool
 
+    async def call(self, request: CallRequest, *, deadline: float | None = None) -> CallToolResult:
+        """Runs one tool call (:mod:`mcp_pool_svc.calls`); a tool's own failure comes back as
+        ``is_error`` with its text. ``deadline``: the seconds the caller has left.
+
+        Raises:
+            InvalidToolArgumentsError: arguments or meta are not a JSON object (or nest too deeply),
+                or ``timeout_seconds`` is negative, infinite or NaN.
+            UnknownServerError, UnknownToolError: nothing by that name.
+            NotOwnerError: another shard runs the server (not sent).
+            ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
+            ToolOutcomeUnknownError: the call was sent and its server went away (or the pool
+                stopped) before it answered; the tool may have run.
+            ToolCallTimeoutError: no result within the timeout (the server was sent a cancel).
+            ResultTooLargeError: the result is over the cap and the pool is set to reject.
+        """
+        checked = check_call(request)
+        server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
+        return await self._runner.run(self._supervisors[server], tool, checked, deadline)
+
     async def call_tool(
         self,
         *,
@@ -499,195 +459,18 @@ class McpPool:
         meta: str | Mapping[str, Any] | None = None,
         timeout_seconds: float = 0.0,
         deadline: float | None = None,
-    ) -> ToolResult:
-        """Calls one tool; a tool's own failure comes back as ``is_error`` with its text.
-
-        ``timeout_seconds`` (0 = the server's ``call_timeout``) is further bounded by ``deadline``, the
-        seconds the caller has left.
+    ) -> CallToolResult:
+        """:meth:`call` for in-process callers (tests, benchmarks), with mappings or JSON texts.
 
         Raises:
-            InvalidToolArgumentsError: arguments or meta are not a JSON object (or nest too deeply),
-                or ``timeout_seconds`` is negative, infinite or NaN.
-            UnknownServerError, UnknownToolError: nothing by that name.
-            ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
-            ToolOutcomeUnknownError: the call was sent and its server went away (or the pool
-                stopped) before it answered; the tool may have run.
-            ToolCallTimeoutError: no result within the timeout (the server was sent a cancel).
-            ResultTooLargeError: the result is over the cap and the pool is set to reject, or its
-                reply line is over the reading limit.
+            as :meth:`call`.
         """
-        _check_timeout(timeout_seconds)
-        args = require_json_object(arguments, "arguments")
-        meta_obj = require_json_object(meta, "_meta")
-        server, tool = self.resolve(server=server, tool=tool, llm_name=llm_name)
-        sup = self._supervisors[server]
-        if self._stopping:
-            raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
-        limit = timeout_seconds if timeout_seconds > 0 else sup.config.call_timeout
-        if deadline is not None:
-            limit = min(limit, deadline)
-        started = time.perf_counter()
-        outcome: Outcome = "error"
-        call = _Call()
-        self._calls.add(call)
-        self._calls_done.clear()
-        sup.call_started()
-        try:
-            result, outcome = await self._attempt(sup, tool, args, meta_obj, limit, call, started)
-            return result
-        except BaseException as exc:
-            outcome = _outcome_of(exc)
-            raise
-        finally:
-            sup.call_finished()
-            self._calls.discard(call)
-            if not self._calls:
-                self._calls_done.set()
-            self._metrics.tool_call(server, outcome, time.perf_counter() - started)
-
-    async def _attempt(
-        self,
-        sup: Supervisor,
-        tool: str,
-        args: dict[str, Any],
-        meta: dict[str, Any],
-        limit: float,
-        call: _Call,
-        started: float,
-    ) -> tuple[ToolResult, Outcome]:
-        """Runs the call and turns what can go wrong into a domain error or an error result."""
-        server = sup.name
-        try:
-            with anyio.fail_after(limit):
-                with call.scope:
-                    raw = await self._send(sup, tool, args, meta, call)
-                if call.scope.cancelled_caught:
-                    if call.sent:
-                        raise _SentThenLost(retried=False)
-                    raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
-        except TimeoutError:
-            raise ToolCallTimeoutError(
-                f"tool {tool!r} on MCP server {server!r} did not answer within {limit:g}s; the call was cancelled"
-            ) from None
-        except _SentThenLost as lost:
-            why = "the MCP pool is shutting down" if self._stopping else "its connection closed"
-            retry = (
-                "; it was retried once after the restart, which did not complete either"
-                if lost.retried
-                else ""
-            )
-            raise ToolOutcomeUnknownError(
-                f"the call of tool {tool!r} was sent to MCP server {server!r}, which went away before "
-                f"answering ({why}){retry}: the tool may or may not have run. It was not run again."
-            ) from None
-        except MCPError as err:
-            if err.code == OVERSIZED_REPLY:
-                raise ResultTooLargeError(
-                    f"the result of {server}/{tool} was refused: {err.message} (max_result_bytes)"
-                ) from None
-            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
-            content = error_result_content(redact(err.message))
-            return self._finish(server, tool, content, "", True, started), "tool_error"
-        except (ServerUnavailableError, asyncio.CancelledError):
-            raise
-        except Exception:
-            log.exception("tool_call_failed", server=server, tool=tool)
-            content = error_result_content(
-                "the MCP server returned a reply that is not a valid MCP tool result"
-            )
-            return self._finish(server, tool, content, "", True, started), "error"
-        result = self._convert(server, tool, raw, started)
-        return result, "tool_error" if result.is_error else "ok"
-
-    async def _send(
-        self,
-        sup: Supervisor,
-        tool: str,
-        args: dict[str, Any],
-        meta: dict[str, Any],
-        call: _Call,
-    ) -> Any:
-        """Sends the call once (twice for a repeatable tool whose server died mid-call).
-
-        Raises:
-            ServerUnavailableError: not sent.
-            _SentThenLost: sent, and the connection was lost before the answer.
-            MCPError: the server answered with an error.
-        """
-        listed = self.catalog.lookup(sup.name, tool)
-        read_only = listed is not None and listed.tool.read_only
-        repeatable = listed is not None and (listed.tool.read_only or listed.tool.idempotent)
-        async with self._write_turn(sup, read_only), sup.semaphore:
-            lost: Connection | None = None
-            while True:
-                try:
-                    conn = await sup.connection_for_call(wait_for_restart=lost is not None, not_this=lost)
-                except ServerUnavailableError:
-                    if lost is not None:
-                        raise _SentThenLost(retried=True) from None
-                    raise
-                call.sent = True
-                try:
-                    answer = await conn.session.call_tool(
-                        tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
-                    )
-                except MCPError as err:
-                    if err.code != mcp_types.CONNECTION_CLOSED:
-                        raise
-                    if not repeatable or lost is not None:
-                        raise _SentThenLost(retried=lost is not None) from None
-                    log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
-                    lost = conn
-                    continue
-                if not read_only:
-                    sup.call_may_have_changed_tools()
-                return answer
-
-    def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
-        """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""
-        if sup.write_lock is None or read_only:
-            return nullcontext()
-        return self._locked(sup.name, sup.write_lock)
-
-    @asynccontextmanager
-    async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
-        waiting = time.perf_counter()
-        async with lock:
-            self._metrics.write_lock_waited(server, time.perf_counter() - waiting)
-            yield
-
-    def _convert(self, server: str, tool: str, raw: Any, started: float) -> ToolResult:
-        content = tuple(content_from_mcp(block) for block in raw.content)
-        structured = raw.structured_content
-        structured_json = (
-            json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
-            if structured is not None
-            else ""
-        )
-        return self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
-
-    def _finish(
-        self,
-        server: str,
-        tool: str,
-        content: tuple[Any, ...],
-        structured_json: str,
-        is_error: bool,
-        started: float,
-    ) -> ToolResult:
-        content, structured_json, truncated = apply_size_cap(
-            content,
-            structured_json,
-            max_bytes=self._settings.max_result_bytes,
-            mode=self._settings.result_overflow,
-            what=f"{server}/{tool}",
-        )
-        return ToolResult(
+        request = CallRequest(
+            llm_name=llm_name,
             server=server,
             tool=tool,
-            content=content,
-            structured_content_json=structured_json,
-            is_error=is_error,
-            truncated=truncated,
-            duration_seconds=time.perf_counter() - started,
+            arguments_json=_json_text(arguments, "arguments"),
+            meta_json=_json_text(meta, "_meta"),
+            timeout_seconds=timeout_seconds,
         )
+        return await self.call(request, deadline=deadline)

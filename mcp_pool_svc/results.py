@@ -1,8 +1,9 @@
 """Tool results as the pool returns them: every content block kept, with a size cap.
 
-MCP content blocks become :class:`ContentItem` (text, decoded bytes, MIME type, URI, name, and the
-rest of the block as JSON). A result larger than the cap is rejected or truncated with a visible
-marker, never cut silently.
+MCP content blocks become the shared :class:`~toolscout.client.ContentBlock` (text, decoded bytes,
+MIME type, URI, name, and the rest of the block as JSON), results the shared
+:class:`~toolscout.client.CallToolResult`. A result larger than the cap is rejected or truncated
+with a visible marker, never cut silently.
 """
 
 from __future__ import annotations
@@ -10,44 +11,23 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
+
+from toolscout.client import ContentBlock
 
 from mcp_pool_svc.errors import ResultTooLargeError
 
-__all__ = ["ContentItem", "ToolResult", "apply_size_cap", "content_from_mcp", "error_result_content"]
+__all__ = ["apply_size_cap", "content_from_mcp", "error_result_content", "payload_size"]
 
 TRUNCATION_MARKER = "[toolscout: result truncated: {total} bytes exceed the {cap}-byte limit{extra}]"
 # Room kept for the marker itself when truncating.
 _MARKER_RESERVE = 256
 
 
-@dataclass(frozen=True)
-class ContentItem:
-    """One content block. ``raw_json`` holds the block minus the payload already in text/data."""
-
-    type: str
-    text: str = ""
-    data: bytes = b""
-    mime_type: str = ""
-    uri: str = ""
-    name: str = ""
-    raw_json: str = ""
-
-    @property
-    def size(self) -> int:
-        return len(self.text.encode()) + len(self.data)
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    server: str
-    tool: str
-    content: tuple[ContentItem, ...]
-    structured_content_json: str
-    is_error: bool
-    truncated: bool
-    duration_seconds: float
+def payload_size(block: ContentBlock) -> int:
+    """The payload bytes of a block (what the cap counts)."""
+    return len(block.text.encode()) + len(block.data)
 
 
 def _b64(value: str) -> bytes:
@@ -61,18 +41,18 @@ def _raw(block: dict[str, Any]) -> str:
     return json.dumps(block, ensure_ascii=False, separators=(",", ":"))
 
 
-def content_from_mcp(block: Any) -> ContentItem:
-    """A :class:`ContentItem` from any MCP content block model."""
+def content_from_mcp(block: Any) -> ContentBlock:
+    """A :class:`ContentBlock` from any MCP content block model."""
     raw: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
     kind = str(raw.get("type", ""))
     if kind == "text":
         text = str(raw.pop("text", ""))
-        return ContentItem("text", text=text, raw_json=_raw(raw))
+        return ContentBlock("text", text=text, raw_json=_raw(raw))
     if kind in ("image", "audio"):
         data = _b64(str(raw.pop("data", "")))
-        return ContentItem(kind, data=data, mime_type=str(raw.get("mimeType", "")), raw_json=_raw(raw))
+        return ContentBlock(kind, data=data, mime_type=str(raw.get("mimeType", "")), raw_json=_raw(raw))
     if kind == "resource_link":
-        return ContentItem(
+        return ContentBlock(
             kind,
             uri=str(raw.get("uri", "")),
             name=str(raw.get("name", "")),
@@ -84,7 +64,7 @@ def content_from_mcp(block: Any) -> ContentItem:
         text = str(resource.pop("text", "")) if "text" in resource else ""
         data = _b64(str(resource.pop("blob", ""))) if "blob" in resource else b""
         raw["resource"] = resource
-        return ContentItem(
+        return ContentBlock(
             "resource",
             text=text,
             data=data,
@@ -93,11 +73,11 @@ def content_from_mcp(block: Any) -> ContentItem:
             raw_json=_raw(raw),
         )
     # A block type from a newer protocol revision: pass it through whole.
-    return ContentItem(kind or "unknown", raw_json=_raw(raw))
+    return ContentBlock(kind or "unknown", raw_json=_raw(raw))
 
 
-def error_result_content(message: str) -> tuple[ContentItem, ...]:
-    return (ContentItem("text", text=message, raw_json='{"type":"text"}'),)
+def error_result_content(message: str) -> tuple[ContentBlock, ...]:
+    return (ContentBlock("text", text=message, raw_json='{"type":"text"}'),)
 
 
 def _cut_text(text: str, max_bytes: int) -> str:
@@ -105,19 +85,19 @@ def _cut_text(text: str, max_bytes: int) -> str:
 
 
 def apply_size_cap(
-    content: tuple[ContentItem, ...],
+    content: tuple[ContentBlock, ...],
     structured_json: str,
     *,
     max_bytes: int,
     mode: Literal["truncate", "reject"],
     what: str,
-) -> tuple[tuple[ContentItem, ...], str, bool]:
+) -> tuple[tuple[ContentBlock, ...], str, bool]:
     """Returns ``(content, structured_json, truncated)`` within ``max_bytes``.
 
     Raises:
         ResultTooLargeError: the result is too large and ``mode`` is ``"reject"``.
     """
-    total = sum(item.size for item in content) + len(structured_json.encode())
+    total = sum(payload_size(item) for item in content) + len(structured_json.encode())
     if total <= max_bytes:
         return content, structured_json, False
     if mode == "reject":
@@ -125,12 +105,12 @@ def apply_size_cap(
             f"the result of {what} is {total} bytes, more than the {max_bytes}-byte limit (max_result_bytes)"
         )
     budget = max(max_bytes - _MARKER_RESERVE, 0)
-    kept: list[ContentItem] = []
+    kept: list[ContentBlock] = []
     used = 0
     for item in content:
-        if used + item.size <= budget:
+        if used + payload_size(item) <= budget:
             kept.append(item)
-            used += item.size
+            used += payload_size(item)
             continue
         if item.text and not item.data:
             kept.append(replace(item, text=_cut_text(item.text, budget - used)))

@@ -26,12 +26,12 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
+from toolscout.client import ServerStatus
 
 from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
@@ -40,49 +40,22 @@ from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transpo
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
 
-__all__ = ["ServerState", "ServerStatus", "Supervisor", "backoff_delay", "describe_error"]
+__all__ = ["ServerState", "Supervisor", "backoff_delay", "describe_error"]
 
 log = get_logger(__name__)
 
 HEALTH_PREFIX = "toolscout.mcp_pool.v1.server."
 
 
-class ServerState(enum.Enum):
+class ServerState(enum.StrEnum):
+    """Lifecycle of one server's connection; the value is :attr:`ServerStatus.state`'s string."""
+
     STARTING = "starting"
     READY = "ready"
     RECONNECTING = "reconnecting"
     FAILED = "failed"
     IDLE = "idle"
     STOPPED = "stopped"
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    name: str
-    transport: str
-    state: ServerState
-    tool_count: int
-    restarts: int
-    last_error: str
-    state_since_unix: float
-    defer_loading: bool
-    health_service: str
-    server_info: str
-    # Unix time of the next connection attempt while the server is down (0: none scheduled).
-    next_retry_unix: float = 0.0
-    # The MCP revision negotiated on the current (or last) session; "" before the first one.
-    protocol_version: str = ""
-    # The shards that run it and its placement (filled in by the pool, which knows the placement).
-    shards: tuple[int, ...] = ()
-    placement: str = "owner"
-    # Seconds between re-listings (the server's ttlMs hint when given, else tool_cache_ttl; 0 = never).
-    tool_cache_ttl_seconds: float = 0.0
-    # Whether the current session delivers the server's tool-change notifications.
-    change_notifications: bool = False
-    # serialize_writes, the tools it serializes (not read-only) and those without annotations.
-    serialize_writes: bool = True
-    serialized_tools: int = 0
-    unannotated_tools: int = 0
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:

@@ -93,9 +93,10 @@ def _die_with_parent(parent: int) -> None:
 
 async def _serve(spec: ShardSpec) -> None:
     # Imported here: the parent imports this module for ShardProcess without starting a pool.
+    from toolscout.client import ServerStatus  # noqa: PLC0415
+
     from mcp_pool_svc.placement import ShardIdentity  # noqa: PLC0415
     from mcp_pool_svc.server import build_server  # noqa: PLC0415
-    from mcp_pool_svc.supervisor import ServerStatus  # noqa: PLC0415
     from toolscout_kit.config import load_config  # noqa: PLC0415
     from toolscout_kit.server import serve_until_signal  # noqa: PLC0415
 
@@ -104,7 +105,7 @@ async def _serve(spec: ShardSpec) -> None:
             {
                 "event": "server",
                 "name": status.name,
-                "state": status.state.value,
+                "state": str(status.state),
                 "tools": status.tool_count,
                 "transport": status.transport,
                 "error": status.last_error,

@@ -18,13 +18,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolscout.client import ServerStatus
+
 from discovery_svc.hybrid_stage import check_search
 from discovery_svc.metrics import active_search_mode
 from discovery_svc.server import build_server as build_discovery
 from mcp_gateway_svc.server import build_server as build_gateway
 from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
-from mcp_pool_svc.supervisor import ServerStatus
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
 from toolscout_cli.mcp_hosts import host_setup_lines
@@ -96,7 +97,7 @@ class _Progress:
     def status(self, status: ServerStatus) -> None:
         self.server(
             status.name,
-            status.state.value,
+            str(status.state),
             status.tool_count,
             status.transport,
             status.last_error,

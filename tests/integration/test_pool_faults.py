@@ -172,7 +172,7 @@ async def test_list_changed_refreshes_the_catalog_and_notifies_watchers(make_poo
     await pool.call_tool(server="sick", tool="add_tool")
     update = await asyncio.wait_for(pending, 10)
     assert update.changed_servers == ("sick",)
-    assert "sick__extra" in [t.llm_name for t in update.snapshot.tools]
+    assert "sick__extra" in [t.llm_name for t in update.tools]
     await updates.aclose()
     await assert_healthy_still_serves(pool)
 

@@ -54,12 +54,12 @@ async def test_the_catalog_has_every_tool_with_valid_unique_llm_names(pool: McpP
         names
     )
     reverse = next(t for t in tools if t.llm_name == "text__reverse")
-    assert reverse.tool.description == ""
+    assert reverse.description == ""
     forecast = next(t for t in tools if t.llm_name == "weather__get_current_weather")
-    schema = json.loads(forecast.tool.input_schema_json)
+    schema = json.loads(forecast.input_schema_json)
     assert "Location" in schema["$defs"]
-    assert json.loads(forecast.tool.annotations_json) == {"readOnlyHint": True, "openWorldHint": False}
-    assert forecast.tool.title == "Current weather"
+    assert json.loads(forecast.annotations_json) == {"readOnlyHint": True, "openWorldHint": False}
+    assert forecast.title == "Current weather"
 
 
 async def test_mcp_server_time_answers_over_stdio(pool: McpPool) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from toolscout import client as tc
+from toolscout.client import ServerStatus
 
 from mcp_pool_svc.errors import (
     ResultTooLargeError,
@@ -24,7 +25,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server
-from mcp_pool_svc.supervisor import ServerState, ServerStatus
+from mcp_pool_svc.supervisor import ServerState
 from tests.support.mcp_servers import (
     live_descendants,
     memory_server_config,

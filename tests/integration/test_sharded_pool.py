@@ -66,11 +66,11 @@ async def _unsharded_catalog(tmp: Path) -> tuple[str, list[tuple[str, ...]]]:
     finally:
         await pool.stop()
     rows = [
-        (t.server, t.name, t.llm_name, t.tool.description, t.tool.input_schema_json, t.tool.annotations_json)
+        (t.server, t.name, t.llm_name, t.description, t.input_schema_json, t.annotations_json)
         for t in snapshot.tools
     ]
     assert {row[0] for row in rows} == {*SERVERS, "pinned", "everywhere"}
-    return snapshot.version, rows
+    return snapshot.catalog_version, rows
 
 
 def _rows(tools: tuple[tc.Tool, ...]) -> list[tuple[str, ...]]:

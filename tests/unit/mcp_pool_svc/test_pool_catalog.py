@@ -67,12 +67,12 @@ async def test_watchers_get_the_snapshot_then_each_change_with_the_changed_serve
     updates = catalog.watch()
     first = await asyncio.wait_for(anext(updates), 5)
     assert first.changed_servers == ()
-    assert [t.name for t in first.snapshot.tools] == ["x"]
+    assert [t.name for t in first.tools] == ["x"]
     catalog.set_tools("b", _tools("y"))
     catalog.set_available("a", False)
     second = await asyncio.wait_for(anext(updates), 5)
     assert second.changed_servers == ("a", "b")
-    assert second.snapshot.version == catalog.version
+    assert second.catalog_version == catalog.version
     await updates.aclose()
 
 

@@ -5,9 +5,10 @@ import json
 
 import mcp_types
 import pytest
+from toolscout.client import ContentBlock
 
 from mcp_pool_svc.errors import ResultTooLargeError
-from mcp_pool_svc.results import ContentItem, apply_size_cap, content_from_mcp
+from mcp_pool_svc.results import apply_size_cap, content_from_mcp, payload_size
 
 
 def test_every_content_block_type_is_converted_with_its_payload() -> None:
@@ -37,7 +38,7 @@ def test_every_content_block_type_is_converted_with_its_payload() -> None:
 
 
 def test_results_within_the_cap_are_returned_unchanged() -> None:
-    content = (ContentItem("text", text="small"),)
+    content = (ContentBlock("text", text="small"),)
     assert apply_size_cap(content, '{"a":1}', max_bytes=1024, mode="reject", what="s/t") == (
         content,
         '{"a":1}',
@@ -47,21 +48,23 @@ def test_results_within_the_cap_are_returned_unchanged() -> None:
 
 def test_oversized_results_are_rejected_in_reject_mode() -> None:
     with pytest.raises(ResultTooLargeError, match="2000 bytes"):
-        apply_size_cap((ContentItem("text", text="x" * 2000),), "", max_bytes=1024, mode="reject", what="s/t")
+        apply_size_cap(
+            (ContentBlock("text", text="x" * 2000),), "", max_bytes=1024, mode="reject", what="s/t"
+        )
 
 
 def test_oversized_results_are_truncated_with_a_visible_marker() -> None:
     content = (
-        ContentItem("text", text="a" * 500),
-        ContentItem("image", data=b"\x00" * 5000),
-        ContentItem("text", text="tail"),
+        ContentBlock("text", text="a" * 500),
+        ContentBlock("image", data=b"\x00" * 5000),
+        ContentBlock("text", text="tail"),
     )
     kept, structured, truncated = apply_size_cap(
         content, '{"big":"' + "y" * 3000 + '"}', max_bytes=1024, mode="truncate", what="s/t"
     )
     assert truncated
     assert structured == ""
-    assert sum(i.size for i in kept) <= 1024
+    assert sum(payload_size(i) for i in kept) <= 1024
     assert kept[0].text.startswith("a" * 500)
     assert "[toolscout: result truncated" in kept[-1].text
     assert "2 content block(s) omitted" in kept[-1].text
@@ -70,7 +73,7 @@ def test_oversized_results_are_truncated_with_a_visible_marker() -> None:
 
 def test_a_single_huge_text_block_is_cut_and_marked() -> None:
     kept, _, truncated = apply_size_cap(
-        (ContentItem("text", text="é" * 5000),), "", max_bytes=2048, mode="truncate", what="s/t"
+        (ContentBlock("text", text="é" * 5000),), "", max_bytes=2048, mode="truncate", what="s/t"
     )
     assert truncated
     assert len(kept) == 1

@@ -196,17 +196,17 @@ def test_the_catalog_version_is_the_one_a_merge_of_its_parts_computes() -> None:
         snap = part.snapshot()
         merger.update(
             index,
-            snap.version,
+            snap.catalog_version,
             [
                 Tool(
                     server=t.server,
                     name=t.name,
                     llm_name=t.llm_name,
-                    title=t.tool.title,
-                    description=t.tool.description,
-                    input_schema_json=t.tool.input_schema_json,
-                    output_schema_json=t.tool.output_schema_json,
-                    annotations_json=t.tool.annotations_json,
+                    title=t.title,
+                    description=t.description,
+                    input_schema_json=t.input_schema_json,
+                    output_schema_json=t.output_schema_json,
+                    annotations_json=t.annotations_json,
                     available=t.available,
                 )
                 for t in snap.tools

@@ -71,6 +71,7 @@ from toolscout.client.sharding import (
     owners_of,
     rendezvous_owner,
     rendezvous_weight,
+    row_of,
     server_digest,
     tool_row,
 )
@@ -222,6 +223,7 @@ __all__ = [
     "parse_owners",
     "rendezvous_owner",
     "rendezvous_weight",
+    "row_of",
     "server_digest",
     "service_config",
     "tool_row",

@@ -35,6 +35,7 @@ __all__ = [
     "owners_of",
     "rendezvous_owner",
     "rendezvous_weight",
+    "row_of",
     "server_digest",
     "tool_row",
 ]
@@ -207,7 +208,8 @@ def catalog_version(servers: Iterable[tuple[str, bytes]]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _row(tool: Tool) -> tuple[str, ...]:
+def row_of(tool: Tool) -> tuple[str, ...]:
+    """:func:`tool_row` of a :class:`~toolscout.client.Tool`."""
     return tool_row(
         server=tool.server,
         name=tool.name,
@@ -235,14 +237,14 @@ class _Listing:
 
 def _listing(tools: Sequence[Tool]) -> _Listing:
     ordered = tuple(sorted(tools, key=lambda t: t.name))
-    return _Listing(ordered, server_digest(_row(t) for t in ordered), any(t.available for t in ordered))
+    return _Listing(ordered, server_digest(row_of(t) for t in ordered), any(t.available for t in ordered))
 
 
 def _unavailable(listing: _Listing) -> _Listing:
     if not any(t.available for t in listing.tools):
         return listing
     tools = tuple(replace(t, available=False) for t in listing.tools)
-    return _Listing(tools, server_digest(_row(t) for t in tools), False)
+    return _Listing(tools, server_digest(row_of(t) for t in tools), False)
 
 
 @dataclass

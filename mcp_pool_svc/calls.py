@@ -1,0 +1,349 @@
+"""Running one tool call on a supervised session: checks, at most one send, the result.
+
+:class:`CallRunner` is :class:`~mcp_pool_svc.pool.McpPool`'s call path. A call is checked first
+(its arguments and ``_meta`` JSON objects nested at most :data:`MAX_ARGUMENT_DEPTH` deep, a sane
+timeout), then sent on the server's persistent session under the server's concurrency limit and a
+per-call timeout; on timeout or caller cancellation the MCP SDK sends ``notifications/cancelled``
+to the server for the abandoned request.
+
+A call runs at most once unless it is safe to repeat. A call that could not be sent (server down,
+starting, pool stopping) is :class:`ServerUnavailableError`, safe to retry. A call that was sent
+and then lost its answer (the server died, the pool stopped) is :class:`ToolOutcomeUnknownError`:
+the tool may have run, and nothing retries it, except that a tool annotated ``readOnlyHint`` or
+``idempotentHint`` is sent once more after its server restarts, within the call's timeout. Calls
+to tools not annotated ``readOnlyHint`` run one at a time per server (``serialize_writes``). The
+answer becomes the shared :class:`~toolscout.client.CallToolResult`, within the size cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import mcp_types
+from mcp.shared.exceptions import MCPError
+from toolscout.client import CallRequest, CallToolResult, ContentBlock
+
+from mcp_pool_svc.catalog import Catalog
+from mcp_pool_svc.errors import (
+    InvalidToolArgumentsError,
+    ResultTooLargeError,
+    ServerUnavailableError,
+    ToolCallTimeoutError,
+    ToolOutcomeUnknownError,
+)
+from mcp_pool_svc.metrics import Outcome, PoolMetrics
+from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content
+from mcp_pool_svc.session import Connection
+from mcp_pool_svc.stdio import OVERSIZED_REPLY
+from mcp_pool_svc.supervisor import Supervisor
+from toolscout_kit.config import PoolSettings
+from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
+from toolscout_kit.logging import get_logger, redact
+
+__all__ = ["MAX_ARGUMENT_DEPTH", "CallRunner", "CheckedCall", "check_call", "require_json_object"]
+
+log = get_logger(__name__)
+
+# Tool arguments nested deeper than this are refused: no tool schema needs it, and the JSON
+# and pydantic code between here and the server recurses per level.
+MAX_ARGUMENT_DEPTH = MAX_JSON_DEPTH
+
+
+def require_json_object(text: str | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """A JSON object from a string (empty = ``{}``), nested at most ``MAX_ARGUMENT_DEPTH`` deep.
+
+    Raises:
+        InvalidToolArgumentsError: not valid JSON, valid JSON that is not an object, too deep, or
+            not valid Unicode (see :mod:`toolscout_kit.json_text`).
+    """
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        value = dict(text)
+        if nested_deeper_than(value, MAX_ARGUMENT_DEPTH):
+            raise InvalidToolArgumentsError(f"{what}: nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        return value
+    try:
+        return parse_json_object(text, what, max_depth=MAX_ARGUMENT_DEPTH)
+    except JsonTextError as err:
+        raise InvalidToolArgumentsError(err.message) from None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedCall:
+    """A call whose arguments, ``_meta`` and timeout passed :func:`check_call`."""
+
+    arguments: dict[str, Any]
+    meta: dict[str, Any]
+    timeout_seconds: float
+
+
+def check_call(request: CallRequest) -> CheckedCall:
+    """The parsed arguments and ``_meta`` of ``request``, checked before anything else is done.
+
+    Raises:
+        InvalidToolArgumentsError: ``timeout_seconds`` is negative, infinite or NaN, or the arguments
+            or ``_meta`` are not a JSON object (or nest too deeply).
+    """
+    seconds = request.timeout_seconds
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidToolArgumentsError(
+            f"timeout_seconds must be a finite number of seconds, 0 or more (0 = the server's call_timeout); got {seconds!r}"
+        )
+    return CheckedCall(
+        require_json_object(request.arguments_json, "arguments"),
+        require_json_object(request.meta_json, "_meta"),
+        seconds,
+    )
+
+
+def _outcome_of(exc: BaseException) -> Outcome:
+    if isinstance(exc, ToolCallTimeoutError):
+        return "timeout"
+    if isinstance(exc, ToolOutcomeUnknownError):
+        return "unknown"
+    if isinstance(exc, ServerUnavailableError):
+        return "unavailable"
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"
+    return "error"
+
+
+class _SentThenLost(Exception):
+    """The request went to the server, then the connection was lost before its answer."""
+
+    def __init__(self, retried: bool) -> None:
+        super().__init__("lost after sending")
+        self.retried = retried
+
+
+@dataclass(eq=False)
+class _Call:
+    """One call in flight: the scope the pool cancels at shutdown, and whether it was sent."""
+
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    sent: bool = False
+
+
+class CallRunner:
+    """Runs the pool's tool calls and keeps track of those in flight (for draining)."""
+
+    def __init__(self, settings: PoolSettings, catalog: Catalog, metrics: PoolMetrics) -> None:
+        self._settings = settings
+        self._catalog = catalog
+        self._metrics = metrics
+        self._calls: set[_Call] = set()
+        self._calls_done = asyncio.Event()
+        self._calls_done.set()
+        self.stopping = False
+
+    async def drain(self, within: float) -> None:
+        """Stops taking calls, gives those in flight ``within`` seconds, then aborts the rest.
+
+        New calls get ServerUnavailableError (not sent); an aborted call gets
+        ToolOutcomeUnknownError if it had been sent, ServerUnavailableError otherwise.
+        """
+        self.stopping = True
+        if self._calls:
+            with anyio.move_on_after(within):
+                await self._calls_done.wait()
+        for call in list(self._calls):
+            call.scope.cancel()
+
+    async def run(
+        self, sup: Supervisor, tool: str, checked: CheckedCall, deadline: float | None
+    ) -> CallToolResult:
+        """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
+
+        The timeout (0 = the server's ``call_timeout``) is further bounded by ``deadline``, the
+        seconds the caller has left.
+
+        Raises:
+            ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
+            ToolOutcomeUnknownError: the call was sent and its server went away (or the pool
+                stopped) before it answered; the tool may have run.
+            ToolCallTimeoutError: no result within the timeout (the server was sent a cancel).
+            ResultTooLargeError: the result is over the cap and the pool is set to reject, or its
+                reply line is over the reading limit.
+        """
+        server = sup.name
+        if self.stopping:
+            raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
+        limit = checked.timeout_seconds if checked.timeout_seconds > 0 else sup.config.call_timeout
+        if deadline is not None:
+            limit = min(limit, deadline)
+        started = time.perf_counter()
+        outcome: Outcome = "error"
+        call = _Call()
+        self._calls.add(call)
+        self._calls_done.clear()
+        sup.call_started()
+        try:
+            result, outcome = await self._attempt(
+                sup, tool, checked.arguments, checked.meta, limit, call, started
+            )
+            return result
+        except BaseException as exc:
+            outcome = _outcome_of(exc)
+            raise
+        finally:
+            sup.call_finished()
+            self._calls.discard(call)
+            if not self._calls:
+                self._calls_done.set()
+            self._metrics.tool_call(server, outcome, time.perf_counter() - started)
+
+    async def _attempt(
+        self,
+        sup: Supervisor,
+        tool: str,
+        args: dict[str, Any],
+        meta: dict[str, Any],
+        limit: float,
+        call: _Call,
+        started: float,
+    ) -> tuple[CallToolResult, Outcome]:
+        """Runs the call and turns what can go wrong into a domain error or an error result."""
+        server = sup.name
+        try:
+            with anyio.fail_after(limit):
+                with call.scope:
+                    raw = await self._send(sup, tool, args, meta, call)
+                if call.scope.cancelled_caught:
+                    if call.sent:
+                        raise _SentThenLost(retried=False)
+                    raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
+        except TimeoutError:
+            raise ToolCallTimeoutError(
+                f"tool {tool!r} on MCP server {server!r} did not answer within {limit:g}s; the call was cancelled"
+            ) from None
+        except _SentThenLost as lost:
+            why = "the MCP pool is shutting down" if self.stopping else "its connection closed"
+            retry = (
+                "; it was retried once after the restart, which did not complete either"
+                if lost.retried
+                else ""
+            )
+            raise ToolOutcomeUnknownError(
+                f"the call of tool {tool!r} was sent to MCP server {server!r}, which went away before "
+                f"answering ({why}){retry}: the tool may or may not have run. It was not run again."
+            ) from None
+        except MCPError as err:
+            if err.code == OVERSIZED_REPLY:
+                raise ResultTooLargeError(
+                    f"the result of {server}/{tool} was refused: {err.message} (max_result_bytes)"
+                ) from None
+            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
+            content = error_result_content(redact(err.message))
+            return self._finish(server, tool, content, "", True, started), "tool_error"
+        except (ServerUnavailableError, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("tool_call_failed", server=server, tool=tool)
+            content = error_result_content(
+                "the MCP server returned a reply that is not a valid MCP tool result"
+            )
+            return self._finish(server, tool, content, "", True, started), "error"
+        result = self._convert(server, tool, raw, started)
+        return result, "tool_error" if result.is_error else "ok"
+
+    async def _send(
+        self,
+        sup: Supervisor,
+        tool: str,
+        args: dict[str, Any],
+        meta: dict[str, Any],
+        call: _Call,
+    ) -> Any:
+        """Sends the call once (twice for a repeatable tool whose server died mid-call).
+
+        Raises:
+            ServerUnavailableError: not sent.
+            _SentThenLost: sent, and the connection was lost before the answer.
+            MCPError: the server answered with an error.
+        """
+        listed = self._catalog.lookup(sup.name, tool)
+        read_only = listed is not None and listed.read_only
+        repeatable = listed is not None and (listed.read_only or listed.idempotent)
+        async with self._write_turn(sup, read_only), sup.semaphore:
+            lost: Connection | None = None
+            while True:
+                try:
+                    conn = await sup.connection_for_call(wait_for_restart=lost is not None, not_this=lost)
+                except ServerUnavailableError:
+                    if lost is not None:
+                        raise _SentThenLost(retried=True) from None
+                    raise
+                call.sent = True
+                try:
+                    answer = await conn.session.call_tool(
+                        tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
+                    )
+                except MCPError as err:
+                    if err.code != mcp_types.CONNECTION_CLOSED:
+                        raise
+                    if not repeatable or lost is not None:
+                        raise _SentThenLost(retried=lost is not None) from None
+                    log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
+                    lost = conn
+                    continue
+                if not read_only:
+                    sup.call_may_have_changed_tools()
+                return answer
+
+    def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
+        """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""
+        if sup.write_lock is None or read_only:
+            return nullcontext()
+        return self._locked(sup.name, sup.write_lock)
+
+    @asynccontextmanager
+    async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
+        waiting = time.perf_counter()
+        async with lock:
+            self._metrics.write_lock_waited(server, time.perf_counter() - waiting)
+            yield
+
+    def _convert(self, server: str, tool: str, raw: Any, started: float) -> CallToolResult:
+        content = tuple(content_from_mcp(block) for block in raw.content)
+        structured = raw.structured_content
+        structured_json = (
+            json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+            if structured is not None
+            else ""
+        )
+        return self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
+
+    def _finish(
+        self,
+        server: str,
+        tool: str,
+        content: tuple[ContentBlock, ...],
+        structured_json: str,
+        is_error: bool,
+        started: float,
+    ) -> CallToolResult:
+        content, structured_json, truncated = apply_size_cap(
+            content,
+            structured_json,
+            max_bytes=self._settings.max_result_bytes,
+            mode=self._settings.result_overflow,
+            what=f"{server}/{tool}",
+        )
+        return CallToolResult(
+            content=content,
+            structured_content_json=structured_json,
+            is_error=is_error,
+            truncated=truncated,
+            server=server,
+            tool=tool,
+            duration_seconds=time.perf_counter() - started,
+        )
