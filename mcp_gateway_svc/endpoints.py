@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Mapping
 
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from toolscout.client import AsyncDiscoveryClient, Tool, ToolPlan
+from toolscout.client import AsyncDiscoveryClient, Tool, ToolPlan, ToolsetRef
 
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
@@ -42,7 +42,7 @@ class Endpoint:
     def __init__(
         self,
         key: str,
-        toolset: str,
+        toolset: ToolsetRef,
         mode: GatewayMode,
         discovery: AsyncDiscoveryClient,
         sessions: SessionRegistry,
@@ -155,7 +155,9 @@ class Endpoints:
             if toolset is None:
                 return None
             mode = self._toolsets.get(toolset, self._default_mode) if toolset else self._default_mode
-            endpoint = Endpoint(key, toolset, mode, self._discovery, self._sessions, self._metrics)
+            endpoint = Endpoint(
+                key, ToolsetRef.named(toolset), mode, self._discovery, self._sessions, self._metrics
+            )
             endpoint.start()
             self._open[key] = endpoint
         return endpoint

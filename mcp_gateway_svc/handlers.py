@@ -29,6 +29,7 @@ from toolscout.client import (
     AsyncDiscoveryClient,
     InvalidArgumentError,
     NotFoundError,
+    SearchRequest,
     Tool,
     ToolscoutClientError,
 )
@@ -219,12 +220,13 @@ class McpHandlers:
         progressive = mode == "progressive"
         session = info.session
         try:
-            result = await self._discovery.search_tools(
+            request = SearchRequest(
                 toolset=info.endpoint.toolset,
                 arguments_json=json.dumps(arguments),
-                loaded_tools=session.loaded if progressive and session is not None else (),
+                loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
                 surface="append" if progressive else "stable",
             )
+            result = await self._discovery.search(request)
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the model: what was wrong with its arguments, or the valid server names.
             return error_result(err.message)
@@ -285,9 +287,8 @@ class McpHandlers:
     async def _unknown(self, endpoint: Endpoint, view: ToolsetView, name: str) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
-            found = await self._discovery.search_tools(
-                toolset=endpoint.toolset, tool_names=[name], deadline=_CLOSEST_DEADLINE
-            )
+            request = SearchRequest(toolset=endpoint.toolset, tool_names=(name,))
+            found = await self._discovery.search(request, deadline=_CLOSEST_DEADLINE)
             closest = (
                 found.not_found[0].closest
                 if found.not_found

@@ -17,7 +17,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from toolscout.client import AsyncDiscoveryClient, NotFoundError, Tool, ToolPlan, ToolscoutClientError
+from toolscout.client import (
+    AsyncDiscoveryClient,
+    NotFoundError,
+    PlanRequest,
+    Tool,
+    ToolPlan,
+    ToolscoutClientError,
+    ToolsetRef,
+)
 
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from toolscout_kit.logging import get_logger
@@ -66,7 +74,7 @@ class PlanFollower:
     def __init__(
         self,
         discovery: AsyncDiscoveryClient,
-        toolset: str,
+        toolset: ToolsetRef,
         *,
         surface: str,
         include_deferred_tools: bool,
@@ -74,8 +82,7 @@ class PlanFollower:
     ) -> None:
         self._discovery = discovery
         self.toolset = toolset
-        self._surface = surface
-        self._include_deferred = include_deferred_tools
+        self._request = PlanRequest(toolset, surface=surface, include_deferred_tools=include_deferred_tools)
         self._on_plan = on_plan
         self.current: ToolPlan | None = None
         # Why there is no plan (yet): shown to callers instead of an empty tool list.
@@ -85,7 +92,7 @@ class PlanFollower:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"gateway-plan-{self.toolset or '_all'}")
+            self._task = asyncio.create_task(self._run(), name=f"gateway-plan-{self.toolset.key or '_all'}")
 
     async def close(self) -> None:
         if self._task is not None:
@@ -113,12 +120,7 @@ class PlanFollower:
         while True:
             known = self.current.catalog_version if self.current is not None else ""
             try:
-                async for plan in self._discovery.watch_plan(
-                    self.toolset,
-                    known_version=known,
-                    surface=self._surface,
-                    include_deferred_tools=self._include_deferred,
-                ):
+                async for plan in self._discovery.watch(self._request, known_version=known):
                     backoff = _INITIAL_BACKOFF
                     self.current = plan
                     self._arrived.set()
@@ -126,12 +128,14 @@ class PlanFollower:
                         try:
                             await self._on_plan(plan)
                         except Exception:
-                            _log.exception("applying a new plan failed", toolset=self.toolset)
+                            _log.exception("applying a new plan failed", toolset=self.toolset.key)
             except NotFoundError as err:
                 self.problem = err.message
-                _log.warning("discovery does not know this toolset", toolset=self.toolset, error=err.message)
+                _log.warning(
+                    "discovery does not know this toolset", toolset=self.toolset.key, error=err.message
+                )
             except ToolscoutClientError as err:
                 self.problem = "discovery is not reachable"
-                _log.warning("following discovery's plan failed", toolset=self.toolset, error=err.message)
+                _log.warning("following discovery's plan failed", toolset=self.toolset.key, error=err.message)
             await asyncio.sleep(backoff * random.uniform(0.8, 1.2))  # noqa: S311 - jitter, not crypto
             backoff = min(backoff * 2, _MAX_BACKOFF)
