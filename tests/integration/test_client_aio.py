@@ -254,7 +254,6 @@ async def test_default_deadlines_reach_the_server_and_can_be_overridden(stack: F
 
 
 async def test_a_deadline_that_passes_raises_deadline_exceeded(stack: FakeStack) -> None:
-    stack.state.watch_release.clear()
     async with tc.AsyncPoolClient.connect(stack.target) as pool:
         with pytest.raises(tc.DeadlineExceededError):
             async for _ in pool.watch_catalog(deadline=0.3):

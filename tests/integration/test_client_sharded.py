@@ -9,51 +9,46 @@ counted.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 import pytest
 from toolscout import client as tc
-from toolscout.common.v1 import common_pb2
-from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+from toolscout.client.testing import FakePool
+from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
 from toolscout_kit.config import PoolSettings, SecuritySettings
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 
 
-@dataclass
-class FakeShard(mcp_pool_pb2_grpc.McpPoolServicer):
-    """Runs ``owned``; refuses ``elsewhere`` (server -> (owners, count)); NOT_FOUND for the rest."""
+class FakeShard(FakePool):
+    """Runs ``owned`` (an ``echo`` tool each); refuses ``elsewhere`` (server -> (owners, count));
+    NOT_FOUND for the rest: the client library's fake pool as one shard."""
 
-    index: int
-    owned: set[str]
-    elsewhere: dict[str, tuple[tuple[int, ...], int]] = field(default_factory=dict)
-    executed: list[str] = field(default_factory=list)
-    refusals: int = 0
-    # Whether refusals carry the pool's "not sent" mark (a real pool's always do).
-    marked: bool = True
+    def __init__(
+        self, index: int, owned: set[str], elsewhere: dict[str, tuple[tuple[int, ...], int]] | None = None
+    ) -> None:
+        async def answer(request: tc.CallRequest, tool: tc.Tool) -> tc.CallToolResult:
+            text = tc.ContentBlock("text", text=f"{tool.server} on shard {index}")
+            return tc.CallToolResult(content=(text,), server=tool.server)
 
-    async def CallTool(self, request: Any, context: Any) -> Any:
-        server = request.server or request.llm_name.split("__", 1)[0]
-        if server in self.owned:
-            self.executed.append(server)
-            text = common_pb2.ContentBlock(type="text", text=f"{server} on shard {self.index}")
-            return mcp_pool_pb2.CallToolResponse(content=[text], server=server)
-        if server in self.elsewhere:
-            self.refusals += 1
-            owners, count = self.elsewhere[server]
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE,
-                f"MCP server {server!r} runs elsewhere; the call was not sent",
-                trailing_metadata=(
-                    *(tc.NOT_SENT_METADATA if self.marked else ()),
-                    (tc.SHARD_OWNERS_KEY, ",".join(map(str, owners))),
-                    (tc.SHARD_COUNT_KEY, str(count)),
-                ),
-            )
-        await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown tool {request.llm_name or request.tool!r}")
-        raise AssertionError("unreachable: abort raises")
+        tools = [tc.Tool(server, "echo", f"{server}__echo") for server in sorted(owned)]
+        super().__init__(tools, elsewhere=elsewhere, answer=answer)
+
+    @property
+    def executed(self) -> list[str]:
+        return [tool.server for tool in self.ran]
+
+    @property
+    def refusals(self) -> int:
+        return len(self.refused)
+
+    @property
+    def marked(self) -> bool:
+        return self.mark_not_sent
+
+    @marked.setter
+    def marked(self, value: bool) -> None:
+        self.mark_not_sent = value
 
 
 async def _serve(shard: FakeShard) -> RunningServer:

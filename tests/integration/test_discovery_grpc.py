@@ -1,4 +1,4 @@
-"""Discovery over real grpc.aio servers on 127.0.0.1:0, fed by a fake pool (the generated servicer)."""
+"""Discovery over real grpc.aio servers on 127.0.0.1:0, fed by a fake pool (the client library's)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from toolscout.client import AsyncPoolClient, PlanRequest
+from toolscout.client import AsyncPoolClient, PlanRequest, wire
+from toolscout.client.testing import FakePool
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
-from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
 from discovery_svc.catalog import Catalog
 from discovery_svc.catalog_follower import CatalogFollower
@@ -63,46 +64,19 @@ def make_config() -> ToolscoutConfig:
     )
 
 
-class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
-    """Serves a catalog and pushes the versions a test publishes to every watcher."""
-
-    def __init__(self, tools: list[common_pb2.Tool], version: str) -> None:
-        self.tools, self.version = tools, version
-        self._changed = asyncio.Condition()
-
-    async def publish(self, tools: list[common_pb2.Tool], version: str) -> None:
-        async with self._changed:
-            self.tools, self.version = tools, version
-            self._changed.notify_all()
-
-    # ListServers and CallTool stay the generated UNIMPLEMENTED: discovery only follows the catalog.
-
-    async def ListTools(self, request: Any, context: Any) -> mcp_pool_pb2.ListToolsResponse:
-        return mcp_pool_pb2.ListToolsResponse(tools=self.tools, catalog_version=self.version)
-
-    async def WatchCatalog(
-        self, request: Any, context: Any
-    ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
-        sent = [request.known_version]
-        while True:
-            async with self._changed:
-                await self._changed.wait_for(lambda: self.version != sent[0])
-                sent[0] = self.version
-                message = mcp_pool_pb2.WatchCatalogResponse(catalog_version=sent[0], tools=self.tools)
-            yield message
+def fake_pool(tools: list[common_pb2.Tool], version: str) -> FakePool:
+    """The client library's fake pool serving ``tools`` at ``version`` (publish() pushes a new one)."""
+    return FakePool([wire.tool(t) for t in tools], catalog_version=version)
 
 
-async def start_pool(pool: FakePool, address: str = "127.0.0.1:0") -> tuple[grpc.aio.Server, int]:
-    server = grpc.aio.server()
-    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(pool, server)
-    port = server.add_insecure_port(address)
-    await server.start()
-    return server, port
+async def start_pool(pool: FakePool, address: str = "127.0.0.1:0") -> tuple[FakePool, int]:
+    target = await pool.start(address)
+    return pool, int(target.rsplit(":", 1)[1])
 
 
 @pytest.fixture
 async def pool() -> AsyncIterator[tuple[FakePool, int]]:
-    fake = FakePool(list(TOOLS), "v1")
+    fake = fake_pool(list(TOOLS), "v1")
     server, port = await start_pool(fake)
     yield fake, port
     await server.stop(0)
@@ -132,7 +106,7 @@ async def wait_serving(channel: grpc.aio.Channel) -> None:
 
 
 async def test_discovery_is_not_serving_until_the_pool_sends_a_catalog() -> None:
-    fake = FakePool(list(TOOLS), "v1")
+    fake = fake_pool(list(TOOLS), "v1")
     pool_server = grpc.aio.server()
     mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(fake, pool_server)
     port = pool_server.add_insecure_port("127.0.0.1:0")  # bound, not started: connections fail
@@ -271,7 +245,9 @@ async def test_catalog_changes_from_the_pool_rebuild_and_keep_discovered_tools(
             stub = discovery_pb2_grpc.DiscoveryStub(client)
             request = discovery_pb2.PlanToolsRequest(discovered_tools=["mail_send_email"])
             before = await stub.PlanTools(request, timeout=WAIT)
-            await fake.publish([*TOOLS, pb_tool("weather", "radar", "Rain radar images.")], "v2")
+            fake.publish(
+                [wire.tool(t) for t in [*TOOLS, pb_tool("weather", "radar", "Rain radar images.")]], "v2"
+            )
             assert (await asyncio.wait_for(seen.get(), WAIT)).version == "v2"
             after = await stub.PlanTools(request, timeout=WAIT)
             assert after.catalog_version == "v2"
@@ -285,13 +261,13 @@ async def test_catalog_changes_from_the_pool_rebuild_and_keep_discovered_tools(
 
 
 async def test_follower_reconnects_when_the_pool_restarts() -> None:
-    first_server, port = await start_pool(FakePool(list(TOOLS), "v1"))
+    first_server, port = await start_pool(fake_pool(list(TOOLS), "v1"))
     service, seen, task, pool_client = await _follow(port)
     try:
         assert (await asyncio.wait_for(seen.get(), WAIT)).version == "v1"
         await first_server.stop(0)
         # A new pool process comes up on the same address with a changed catalog.
-        restarted = FakePool([*TOOLS, pb_tool("time", "zone", "Time zones.")], "v2")
+        restarted = fake_pool([*TOOLS, pb_tool("time", "zone", "Time zones.")], "v2")
         second_server, _ = await start_pool(restarted, f"127.0.0.1:{port}")
         try:
             assert (await asyncio.wait_for(seen.get(), WAIT)).version == "v2"

@@ -1,5 +1,5 @@
-"""The orchestrator server on 127.0.0.1:0 against fake downstream services (the generated servicers
-subclassed with failure knobs) and the fake provider: error translation, cancellation and deadline
+"""The orchestrator server on 127.0.0.1:0 against fake downstream services (discovery's generated
+servicer with a failure knob, the client library's fake pool) and the fake provider: error translation, cancellation and deadline
 propagation as seen by the downstream side."""
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from toolscout import client as tc
+from toolscout.client import wire
+from toolscout.client.testing import FakePool
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
-from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
+from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
@@ -30,19 +33,28 @@ FAST = common_pb2.Tool(server="s", name="fast", llm_name="s__fast", input_schema
 
 
 @dataclass
-class Downstream(discovery_pb2_grpc.DiscoveryServicer, mcp_pool_pb2_grpc.McpPoolServicer):
+class Downstream(discovery_pb2_grpc.DiscoveryServicer):
+    """Discovery with a failure knob, and the client library's fake pool whose ``s__slow`` tool
+    waits until its call is cancelled."""
+
     plan_failure: grpc.StatusCode | None = None
     call_started: asyncio.Event = field(default_factory=asyncio.Event)
     call_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    call_deadlines: list[float | None] = field(default_factory=list)
+    pool: FakePool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pool = FakePool([wire.tool(FAST), wire.tool(SLOW)], answer=self._answer)
+
+    @property
+    def call_deadlines(self) -> list[float | None]:
+        return [c.time_remaining for c in self.pool.calls]
 
     async def PlanTools(self, request: Any, context: Any) -> discovery_pb2.PlanToolsResponse:
         if self.plan_failure is not None:
             await context.abort(self.plan_failure, "catalog not ready")
         return discovery_pb2.PlanToolsResponse(loaded_tools=[FAST, SLOW], total_tools=2, loaded_count=2)
 
-    async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
-        self.call_deadlines.append(context.time_remaining())
+    async def _answer(self, request: tc.CallRequest, tool: tc.Tool) -> tc.CallToolResult:
         if request.llm_name == "s__slow":
             self.call_started.set()
             try:
@@ -50,8 +62,9 @@ class Downstream(discovery_pb2_grpc.DiscoveryServicer, mcp_pool_pb2_grpc.McpPool
             except asyncio.CancelledError:
                 self.call_cancelled.set()
                 raise
-        block = common_pb2.ContentBlock(type="text", text="fast result")
-        return mcp_pool_pb2.CallToolResponse(content=[block], server="s", tool=request.llm_name)
+        return tc.CallToolResult(
+            (tc.ContentBlock("text", text="fast result"),), server="s", tool=request.llm_name
+        )
 
 
 @dataclass
@@ -64,10 +77,10 @@ class Running:
 
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    downstream = Downstream()  # type: ignore[abstract]  # unused RPCs stay UNIMPLEMENTED
+    downstream = Downstream()
     server = grpc.aio.server()
     discovery_pb2_grpc.add_DiscoveryServicer_to_server(downstream, server)
-    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(downstream, server)
+    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(downstream.pool, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     async with FakeProvider() as fake:

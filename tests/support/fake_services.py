@@ -1,14 +1,15 @@
 """Fake toolscout services for client and CLI tests: the generated servicers with failure knobs.
 
-One grpc.aio server on 127.0.0.1:0 serves all three. Each RPC first consumes a scripted failure
-for its method (``fail(method, code, times)``), counts the attempt and records the request
-metadata, then answers from plain fields the test sets.
+One grpc.aio server on 127.0.0.1:0 serves all three; the pool is the client library's own
+:class:`toolscout.client.testing.FakePool`. Each RPC first consumes a scripted failure for its
+method (``fail(method, code, times)``), counts the attempt and records the request metadata, then
+answers from plain fields the test sets (:class:`FakeState` is the fakes' shared
+:class:`~toolscout.client.testing.Script`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2_grpc
+from toolscout.client import CatalogSnapshot, wire
+from toolscout.client.testing import FakePool, Script
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -49,15 +52,9 @@ def sample_tools() -> list[common_pb2.Tool]:
 
 
 @dataclass
-class FakeState:
-    """What the fakes answer and what they saw."""
+class FakeState(Script):
+    """What the fakes answer and what they saw (the script of failures is the client library's)."""
 
-    failures: dict[str, list[tuple[Any, str, tuple[tuple[str, str], ...]]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    attempts: Counter[str] = field(default_factory=Counter)
-    metadata: dict[str, list[dict[str, str]]] = field(default_factory=lambda: defaultdict(list))
-    deadlines: dict[str, float | None] = field(default_factory=dict)
     tools: list[common_pb2.Tool] = field(default_factory=sample_tools)
     servers: list[mcp_pool_pb2.ServerStatus] = field(
         default_factory=lambda: [
@@ -76,78 +73,17 @@ class FakeState:
         ]
     )
     chat_events: list[orchestrator_pb2.ChatEvent] = field(default_factory=list)
-    # After this many stream events, StreamChat / WatchCatalog fail with stream_failure.
-    stream_fail_after: int | None = None
-    stream_failure: Any = grpc.StatusCode.UNAVAILABLE
-    # WatchCatalog waits on this after its snapshots, so the client decides when the stream ends.
-    watch_release: asyncio.Event = field(default_factory=asyncio.Event)
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    last_requests: dict[str, Any] = field(default_factory=dict)
-
-    def fail(
-        self,
-        method: str,
-        code: Any,
-        times: int = 1,
-        details: str = "",
-        trailing: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        """The next ``times`` calls of ``method`` fail with ``code`` (and ``trailing`` metadata)."""
-        self.failures[method].extend([(code, details or f"scripted {code.name}", trailing)] * times)
-
-    async def enter(self, method: str, request: Any, context: Any) -> None:
-        self.attempts[method] += 1
-        self.metadata[method].append({k: v for k, v in context.invocation_metadata()})
-        self.deadlines[method] = context.time_remaining()
-        self.last_requests[method] = request
-        if self.failures[method]:
-            code, details, trailing = self.failures[method].pop(0)
-            await context.abort(code, details, trailing_metadata=trailing)
 
 
-class _Pool(mcp_pool_pb2_grpc.McpPoolServicer):
-    def __init__(self, state: FakeState) -> None:
-        self.s = state
-
-    async def ListServers(self, request: Any, context: Any) -> mcp_pool_pb2.ListServersResponse:
-        await self.s.enter("ListServers", request, context)
-        return mcp_pool_pb2.ListServersResponse(servers=self.s.servers)
-
-    async def ListTools(self, request: Any, context: Any) -> mcp_pool_pb2.ListToolsResponse:
-        await self.s.enter("ListTools", request, context)
-        tools = [t for t in self.s.tools if not request.servers or t.server in request.servers]
-        return mcp_pool_pb2.ListToolsResponse(tools=tools, catalog_version="v1")
-
-    async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
-        await self.s.enter("CallTool", request, context)
-        name = request.llm_name or f"{request.server}_{request.tool}"
-        match = [t for t in self.s.tools if t.llm_name == name]
-        if not match:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"Unknown tool '{name}'")
-        text = f"called {name} with {request.arguments_json or '{}'}"
-        return mcp_pool_pb2.CallToolResponse(
-            content=[common_pb2.ContentBlock(type="text", text=text)],
-            structured_content_json='{"ok":true}',
-            server=match[0].server,
-            tool=match[0].name,
-            duration_seconds=0.01,
-        )
-
-    async def WatchCatalog(
-        self, request: Any, context: Any
-    ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
-        await self.s.enter("WatchCatalog", request, context)
-        try:
-            for i in range(2):
-                if self.s.stream_fail_after == i:
-                    await context.abort(self.s.stream_failure, "stream broke")
-                yield mcp_pool_pb2.WatchCatalogResponse(
-                    catalog_version=f"v{i + 1}", tools=self.s.tools, changed_servers=["time"] if i else []
-                )
-            await self.s.watch_release.wait()
-        except asyncio.CancelledError:
-            self.s.cancelled.set()
-            raise
+def _pool(state: FakeState) -> FakePool:
+    """The pool of the fake stack: its catalog v1, and one change (v2, server ``time``) for watchers."""
+    tools = [wire.tool(t) for t in state.tools]
+    return FakePool(
+        tools,
+        servers=[wire.server_status(s) for s in state.servers],
+        updates=[CatalogSnapshot("v2", tuple(tools), ("time",))],
+        script=state,
+    )
 
 
 class _Discovery(discovery_pb2_grpc.DiscoveryServicer):
@@ -268,8 +204,7 @@ class _Orchestrator(orchestrator_pb2_grpc.OrchestratorServicer):
         ]
         try:
             for i, event in enumerate(events):
-                if self.s.stream_fail_after == i:
-                    await context.abort(self.s.stream_failure, "stream broke")
+                await self.s.step(i, context)
                 yield event
             yield orchestrator_pb2.ChatEvent(final=self._final(request))
         except asyncio.CancelledError:
@@ -319,7 +254,7 @@ async def fake_stack(
     if health:
         health_servicer = grpc_health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(_Pool(state), server)
+    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(_pool(state), server)
     discovery_pb2_grpc.add_DiscoveryServicer_to_server(_Discovery(state), server)
     orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(_Orchestrator(state), server)
     if server_credentials is not None:
@@ -330,5 +265,4 @@ async def fake_stack(
     try:
         yield FakeStack(state, port, health_servicer)
     finally:
-        state.watch_release.set()
         await server.stop(0)

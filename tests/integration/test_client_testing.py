@@ -1,0 +1,66 @@
+"""The client library's fake pool (toolscout.client.testing) keeps the pool's contracts callers rely on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from toolscout import client as tc
+from toolscout.client.testing import FakePool
+
+WAIT = 10.0
+
+
+async def test_a_down_server_is_refused_not_sent_and_an_unmarked_unavailable_is_outcome_unknown() -> None:
+    fake = FakePool([tc.Tool("weather", "get_forecast", "weather__get_forecast")], down={"time"})
+    async with fake.serve() as target, tc.AsyncPoolClient.connect(target) as pool:
+        result = await pool.call_tool("weather__get_forecast", {"city": "Oslo"})
+        assert result.text == 'called weather__get_forecast with {"city":"Oslo"}'
+        assert (result.server, result.tool, result.structured_content) == (
+            "weather",
+            "get_forecast",
+            {"ok": True},
+        )
+        with pytest.raises(tc.UnavailableError) as refused:
+            await pool.call_tool("get_current_time", server="time")
+        assert refused.value.not_sent
+        fake.script.fail("CallTool", grpc.StatusCode.UNAVAILABLE)
+        with pytest.raises(tc.OutcomeUnknownError):
+            await pool.call_tool("weather__get_forecast")
+        with pytest.raises(tc.NotFoundError, match="Unknown tool 'nope__x'"):
+            await pool.call_tool("nope__x")
+    assert [c.request.name for c in fake.calls] == ["weather__get_forecast", "get_current_time", "nope__x"]
+    assert [r.server for r in fake.refused] == ["time"]
+    assert [t.llm_name for t in fake.ran] == ["weather__get_forecast"]
+
+
+async def test_a_sharded_client_follows_a_refusal_to_the_owner_it_names() -> None:
+    owner = FakePool([tc.Tool("memory", "recall", "memory__recall")])
+    other = FakePool(elsewhere={"memory": ((1,), 2)})
+    # The client believes shard 0 runs "memory": shard 0 refuses, naming shard 1, and it goes there.
+    stale = {"memory": tc.ServerPlacement(shard=0)}
+    async with (
+        other.serve() as first,
+        owner.serve() as second,
+        tc.AsyncShardedPoolClient.connect([first, second], placement=stale) as pool,
+    ):
+        result = await pool.call_tool("recall", server="memory")
+    assert result.text == "called memory__recall with {}"
+    assert [r.server for r in other.refused] == ["memory"]
+    assert [t.llm_name for t in owner.ran] == ["memory__recall"]
+
+
+async def test_a_watcher_gets_the_catalog_then_each_published_change() -> None:
+    fake = FakePool([tc.Tool("a", "x", "a__x")], catalog_version="v1")
+    async with fake.serve() as target, tc.AsyncPoolClient.connect(target) as pool:
+        watch = pool.watch_catalog()
+        first = await asyncio.wait_for(anext(watch), WAIT)
+        fake.publish([tc.Tool("a", "x", "a__x"), tc.Tool("b", "y", "b__y")], "v2", ["b"])
+        second = await asyncio.wait_for(anext(watch), WAIT)
+        await watch.aclose()
+        listed = await pool.list_tools(["b"])
+    assert (first.catalog_version, [t.llm_name for t in first.tools]) == ("v1", ["a__x"])
+    assert (second.catalog_version, second.changed_servers) == ("v2", ("b",))
+    assert [t.llm_name for t in listed.tools] == ["b__y"]
+    await asyncio.wait_for(fake.script.cancelled.wait(), WAIT)
