@@ -6,11 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from toolscout.client import AsyncPoolClient
+from toolscout.client import AsyncPoolClient, wire
+from toolscout.client.testing import FakePool
 
 from discovery_svc.catalog import Catalog
 from discovery_svc.catalog_follower import CatalogFollower
-from tests.integration.test_discovery_grpc import FakePool, pb_tool, start_pool
+from tests.integration.test_discovery_grpc import fake_pool, pb_tool, start_pool
 
 WAIT = 10.0
 
@@ -18,10 +19,10 @@ WAIT = 10.0
 class Shards:
     def __init__(self) -> None:
         self.pools = [
-            FakePool([pb_tool("alpha", "a", "A."), pb_tool("both", "b", "B.")], "s0-v1"),
-            FakePool([pb_tool("beta", "b", "B."), pb_tool("both", "b", "B.")], "s1-v1"),
+            fake_pool([pb_tool("alpha", "a", "A."), pb_tool("both", "b", "B.")], "s0-v1"),
+            fake_pool([pb_tool("beta", "b", "B."), pb_tool("both", "b", "B.")], "s1-v1"),
         ]
-        self.servers: list[object] = []
+        self.servers: list[FakePool] = []
         self.ports: list[int] = []
         self.seen: asyncio.Queue[Catalog] = asyncio.Queue()
 
@@ -41,7 +42,7 @@ async def shards() -> AsyncIterator[Shards]:
         fixture.ports.append(port)
     yield fixture
     for server in fixture.servers:
-        await server.stop(0)  # type: ignore[attr-defined]
+        await server.stop(0)
 
 
 async def _follow(shards: Shards, **kw: object) -> tuple[asyncio.Task[None], list[AsyncPoolClient]]:
@@ -67,7 +68,9 @@ async def test_the_first_catalog_has_every_shard_and_each_server_once(shards: Sh
         first = await shards.next()
         assert [t.llm_name for t in first.tools] == ["alpha_a", "beta_b", "both_b"]
         assert shards.seen.empty()
-        await shards.pools[1].publish([pb_tool("beta", "b", "B."), pb_tool("beta", "c", "C.")], "s1-v2")
+        shards.pools[1].publish(
+            [wire.tool(pb_tool("beta", "b", "B.")), wire.tool(pb_tool("beta", "c", "C."))], "s1-v2"
+        )
         second = await shards.next()
         # "both" is still on shard 0: a server on several shards stays while one lists it.
         assert [t.llm_name for t in second.tools] == ["alpha_a", "beta_b", "beta_c", "both_b"]
@@ -97,7 +100,7 @@ async def test_a_shard_that_goes_away_keeps_its_tools_unavailable_until_it_retur
 
 
 async def test_a_shard_with_no_servers_does_not_hold_back_the_first_catalog(shards: Shards) -> None:
-    await shards.pools[1].publish([], "empty")
+    shards.pools[1].publish([], "empty")
     task, clients = await _follow(shards)
     try:
         first = await shards.next()

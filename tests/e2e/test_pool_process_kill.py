@@ -23,6 +23,9 @@ from tests.support.sharded_stack import ShardedStack, running_sharded_stack
 from toolscout_kit.config import parse_config
 from toolscout_kit.shards import placement_for
 
+# Every service here is a `toolscout serve` process, killed and started again: end to end.
+pytestmark = pytest.mark.e2e
+
 WAIT = 60.0
 # Transport text gRPC writes for a dead connection: never for the LLM.
 _TRANSPORT_WORDS = ("Socket closed", "Stream removed", "Connection reset", "unavailable", "ipv4:")

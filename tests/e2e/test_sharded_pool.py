@@ -27,7 +27,8 @@ from tests.support.sharded_stack import ShardedStack, running_sharded_stack, scr
 from toolscout_kit.config import parse_config
 from toolscout_kit.shards import placement_for
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# Every service here is a `toolscout serve` process: end to end (and the slowest of the stacks).
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 WAIT = 60.0
 SERVERS = [f"srv{i}" for i in range(9)]
