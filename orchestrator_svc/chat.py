@@ -6,9 +6,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from toolscout.client import ChatResult, ToolsetRef
+from toolscout.client import (
+    ChatResult,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolsetRef,
+)
 
-from orchestrator_svc.messages import Message, ToolCall, Usage
+from orchestrator_svc.messages import Message, Usage
 from orchestrator_svc.stats import ChatTally
 
 __all__ = [
@@ -71,34 +78,17 @@ class ChatOutcome:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class TextDeltaEvent:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReasoningDeltaEvent:
-    text: str
+# The text and tool-call events hold nothing of the loop's own: they are the client library's
+# values, under the loop's names. Events that carry its Message or running Usage are its own.
+TextDeltaEvent = TextDelta
+ReasoningDeltaEvent = ReasoningDelta
+ToolCallStartedEvent = ToolCallStarted
+ToolCallFinishedEvent = ToolCallFinished
 
 
 @dataclass(frozen=True, slots=True)
 class AssistantMessageEvent:
     message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallStartedEvent:
-    call: ToolCall
-    server: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallFinishedEvent:
-    call: ToolCall
-    server: str
-    duration_seconds: float
-    is_error: bool
-    result_preview: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,6 +102,10 @@ class NativeItem:
         return cls(cast(NativeProvider, provider), item)
 
 
+# The fields a Message and the wire's ChatMessage hold the same way.
+_SAME_FIELDS = ("role", "content", "tool_call_id", "name", "reasoning", "is_error", "not_loaded")
+
+
 @dataclass(slots=True)
 class Message:
     role: Role
@@ -136,32 +140,20 @@ class Message:
             except ValueError as err:
                 raise ValueError(f"native_items_json[{n}]: {err}") from None
         return cls(
-            role=cast(Role, m.role),
-            content=m.content,
+            **{f: getattr(m, f) for f in _SAME_FIELDS},
             tool_calls=list(m.tool_calls),
-            tool_call_id=m.tool_call_id,
-            name=m.name,
-            reasoning=m.reasoning,
             attachments=list(m.attachments),
-            is_error=m.is_error,
             loaded_tools=None if m.loaded_tools is None else list(m.loaded_tools),
             native_items=native,
-            not_loaded=m.not_loaded,
         )
 
     def to_chat_message(self) -> ChatMessage:
         return ChatMessage(
-            role=self.role,
-            content=self.content,
+            **{f: getattr(self, f) for f in _SAME_FIELDS},
             tool_calls=tuple(self.tool_calls),
-            tool_call_id=self.tool_call_id,
-            name=self.name,
-            reasoning=self.reasoning,
             attachments=tuple(self.attachments),
-            is_error=self.is_error,
             loaded_tools=None if self.loaded_tools is None else tuple(self.loaded_tools),
             native_items_json=tuple(i.to_json() for i in self.native_items),
-            not_loaded=self.not_loaded,
         )
 
 

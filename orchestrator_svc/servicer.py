@@ -25,10 +25,6 @@ from orchestrator_svc.loop import (
     ChatLoop,
     ChatOutcome,
     ChatRequest,
-    ReasoningDeltaEvent,
-    TextDeltaEvent,
-    ToolCallFinishedEvent,
-    ToolCallStartedEvent,
     ToolsDiscoveredEvent,
     UsageEvent,
 )
@@ -73,20 +69,14 @@ def _usage(u: Usage) -> tc.TokenUsage:
 def event_out(e: ChatEvent) -> pb.ChatEvent:
     event: tc.ChatEvent
     match e:
-        case TextDeltaEvent():
-            event = tc.TextDelta(e.text)
-        case ReasoningDeltaEvent():
-            event = tc.ReasoningDelta(e.text)
         case AssistantMessageEvent():
             event = tc.AssistantMessage(e.message.to_chat_message())
-        case ToolCallStartedEvent():
-            event = tc.ToolCallStarted(e.call, e.server)
-        case ToolCallFinishedEvent():
-            event = tc.ToolCallFinished(e.call, e.server, e.duration_seconds, e.is_error, e.result_preview)
         case ToolsDiscoveredEvent():
             event = tc.ToolsDiscovered(tuple(e.tools))
         case UsageEvent():
             event = tc.UsageUpdate(_usage(e.usage))
+        case _:
+            event = e  # text and tool-call events are the client library's values already
     return wire.chat_event_pb(event)
 
 

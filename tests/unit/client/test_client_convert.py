@@ -37,16 +37,7 @@ def test_call_tool_request_uses_llm_name_unless_a_server_is_given() -> None:
 
 
 def test_chat_request_accepts_a_plain_string_as_one_user_message() -> None:
-    req = conv.chat_request(
-        "hi",
-        model="m",
-        system="",
-        toolset="ts",
-        meta=None,
-        discovered_tools=["a"],
-        max_iterations=0,
-        tool_result_format="",
-    )
+    req = conv.chat_request("hi", "m", {"toolset": "ts", "discovered_tools": ["a"]})
     assert [(m.role, m.content) for m in req.messages] == [("user", "hi")]
     assert list(req.discovered_tools) == ["a"]
     assert req.toolset == "ts"

@@ -92,27 +92,32 @@ class _AsyncClient:
     async def _unary(
         self,
         method: str,
-        rpc: Any,
         request: Any,
         deadline: float | None,
         metadata: Metadata,
         wait_for_ready: bool | None = None,
+        *,
+        resolved: bool = False,
     ) -> Any:
+        """Calls ``method`` (its default deadline unless ``deadline`` is given, or ``resolved``)."""
+        timeout = deadline if resolved else self._deadlines.resolve(method, deadline)
+        rpc = getattr(self._stub, method)
         try:
-            return await rpc(request, timeout=deadline, metadata=metadata, wait_for_ready=wait_for_ready)
+            return await rpc(request, timeout=timeout, metadata=metadata, wait_for_ready=wait_for_ready)
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
     async def _stream(
         self,
         method: str,
-        rpc: Any,
         request: Any,
         deadline: float | None,
         metadata: Metadata,
         convert: Callable[[Any], Any],
     ) -> AsyncGenerator[Any, None]:
-        call = rpc(request, timeout=deadline, metadata=metadata)
+        call = getattr(self._stub, method)(
+            request, timeout=self._deadlines.resolve(method, deadline), metadata=metadata
+        )
         try:
             async for message in call:
                 item = convert(message)
@@ -139,13 +144,7 @@ class AsyncPoolClient(_AsyncClient):
         self, *, deadline: float | None = None, metadata: Metadata = None
     ) -> tuple[t.ServerStatus, ...]:
         """State of every configured MCP server, sorted by name."""
-        resp = await self._unary(
-            "ListServers",
-            self._stub.ListServers,
-            mcp_pool_pb2.ListServersRequest(),
-            self._deadlines.resolve("ListServers", deadline),
-            metadata,
-        )
+        resp = await self._unary("ListServers", mcp_pool_pb2.ListServersRequest(), deadline, metadata)
         return tuple(wire.server_status(s) for s in resp.servers)
 
     async def list_tools(
@@ -163,14 +162,7 @@ class AsyncPoolClient(_AsyncClient):
         failing at once while it starts.
         """
         req = mcp_pool_pb2.ListToolsRequest(servers=list(servers), include_unavailable=include_unavailable)
-        resp = await self._unary(
-            "ListTools",
-            self._stub.ListTools,
-            req,
-            self._deadlines.resolve("ListTools", deadline),
-            metadata,
-            wait_for_ready,
-        )
+        resp = await self._unary("ListTools", req, deadline, metadata, wait_for_ready)
         return wire.tool_catalog(resp)
 
     async def call_tool(
@@ -217,10 +209,10 @@ class AsyncPoolClient(_AsyncClient):
         try:
             resp = await self._unary(
                 "CallTool",
-                self._stub.CallTool,
                 wire.call_request_pb(request),
                 None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001),
                 metadata,
+                resolved=True,
             )
         except UnavailableError as err:
             raise call_outcome_error(err) from err
@@ -256,14 +248,7 @@ class AsyncPoolClient(_AsyncClient):
     ) -> AsyncGenerator[t.CatalogSnapshot, None]:
         """The catalog now, then again on every change, until the caller stops iterating."""
         req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
-        return self._stream(
-            "WatchCatalog",
-            self._stub.WatchCatalog,
-            req,
-            self._deadlines.resolve("WatchCatalog", deadline),
-            metadata,
-            wire.catalog_snapshot,
-        )
+        return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
 
 
 class AsyncDiscoveryClient(_AsyncClient):
@@ -299,13 +284,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.ToolPlan:
         """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
-        resp = await self._unary(
-            "PlanTools",
-            self._stub.PlanTools,
-            wire.plan_request_pb(request),
-            self._deadlines.resolve("PlanTools", deadline),
-            metadata,
-        )
+        resp = await self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
         return wire.tool_plan(resp)
 
     def watch_plan(
@@ -336,14 +315,7 @@ class AsyncDiscoveryClient(_AsyncClient):
     ) -> AsyncGenerator[t.ToolPlan, None]:
         """``WatchPlan`` for ``request`` (see :meth:`watch_plan`)."""
         req = discovery_pb2.WatchPlanRequest(plan=wire.plan_request_pb(request), known_version=known_version)
-        return self._stream(
-            "WatchPlan",
-            self._stub.WatchPlan,
-            req,
-            self._deadlines.resolve("WatchPlan", deadline),
-            metadata,
-            wire.watch_plan,
-        )
+        return self._stream("WatchPlan", req, deadline, metadata, wire.watch_plan)
 
     async def search_tools(
         self,
@@ -368,13 +340,7 @@ class AsyncDiscoveryClient(_AsyncClient):
         self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.SearchResult:
         """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
-        resp = await self._unary(
-            "SearchTools",
-            self._stub.SearchTools,
-            wire.search_request_pb(request),
-            self._deadlines.resolve("SearchTools", deadline),
-            metadata,
-        )
+        resp = await self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
         return wire.search_result(resp)
 
     async def get_manifest(
@@ -388,13 +354,7 @@ class AsyncDiscoveryClient(_AsyncClient):
     ) -> t.Manifest:
         """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
         ref = toolset_ref(toolset, deprecated, stacklevel=3)
-        resp = await self._unary(
-            "GetManifest",
-            self._stub.GetManifest,
-            wire.manifest_request_pb(ref, provider),
-            self._deadlines.resolve("GetManifest", deadline),
-            metadata,
-        )
+        resp = await self._unary("GetManifest", wire.manifest_request_pb(ref, provider), deadline, metadata)
         return wire.manifest(resp)
 
 
@@ -411,15 +371,9 @@ class AsyncOrchestratorClient(_AsyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: t.ToolsetLike = "",
-        system: str = "",
-        discovered_tools: Sequence[str] = (),
-        meta: Mapping[str, Any] | str | None = None,
-        max_iterations: int = 0,
-        tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
+        **fields: Unpack[t.ChatFields],
     ) -> t.ChatResult:
         """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
@@ -429,19 +383,8 @@ class AsyncOrchestratorClient(_AsyncClient):
         NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
         UnavailableError, DeadlineExceededError.
         """
-        req = wire.chat_request(
-            messages,
-            model=model,
-            system=system,
-            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
-            meta=meta,
-            discovered_tools=discovered_tools,
-            max_iterations=max_iterations,
-            tool_result_format=tool_result_format,
-        )
-        resp = await self._unary(
-            "Chat", self._stub.Chat, req, self._deadlines.resolve("Chat", deadline), metadata
-        )
+        req = wire.chat_request(messages, model, fields)
+        resp = await self._unary("Chat", req, deadline, metadata)
         return wire.chat_result(resp)
 
     def stream_chat(
@@ -449,61 +392,27 @@ class AsyncOrchestratorClient(_AsyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: t.ToolsetLike = "",
-        system: str = "",
-        discovered_tools: Sequence[str] = (),
-        meta: Mapping[str, Any] | str | None = None,
-        max_iterations: int = 0,
-        tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
+        **fields: Unpack[t.ChatFields],
     ) -> AsyncGenerator[t.ChatEvent, None]:
         """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
 
         Stopping the iteration early (``break``) cancels the chat on the server.
         """
-        req = wire.chat_request(
-            messages,
-            model=model,
-            system=system,
-            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
-            meta=meta,
-            discovered_tools=discovered_tools,
-            max_iterations=max_iterations,
-            tool_result_format=tool_result_format,
-        )
-        return self._stream(
-            "StreamChat",
-            self._stub.StreamChat,
-            req,
-            self._deadlines.resolve("StreamChat", deadline),
-            metadata,
-            wire.chat_event,
-        )
+        req = wire.chat_request(messages, model, fields)
+        return self._stream("StreamChat", req, deadline, metadata, wire.chat_event)
 
     async def list_models(
         self, *, deadline: float | None = None, metadata: Metadata = None
     ) -> tuple[t.ModelInfo, ...]:
-        resp = await self._unary(
-            "ListModels",
-            self._stub.ListModels,
-            orchestrator_pb2.ListModelsRequest(),
-            self._deadlines.resolve("ListModels", deadline),
-            metadata,
-        )
+        resp = await self._unary("ListModels", orchestrator_pb2.ListModelsRequest(), deadline, metadata)
         return tuple(wire.model_info(m) for m in resp.models)
 
     async def list_toolsets(
         self, *, deadline: float | None = None, metadata: Metadata = None
     ) -> tuple[t.ToolsetInfo, ...]:
-        resp = await self._unary(
-            "ListToolsets",
-            self._stub.ListToolsets,
-            orchestrator_pb2.ListToolsetsRequest(),
-            self._deadlines.resolve("ListToolsets", deadline),
-            metadata,
-        )
+        resp = await self._unary("ListToolsets", orchestrator_pb2.ListToolsetsRequest(), deadline, metadata)
         return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 

@@ -94,22 +94,27 @@ class _SyncClient:
     ) -> None:
         self.close()
 
-    def _unary(self, method: str, rpc: Any, request: Any, deadline: float | None, metadata: Metadata) -> Any:
+    def _unary(
+        self, method: str, request: Any, deadline: float | None, metadata: Metadata, *, resolved: bool = False
+    ) -> Any:
+        """Calls ``method`` (its default deadline unless ``deadline`` is given, or ``resolved``)."""
+        timeout = deadline if resolved else self._deadlines.resolve(method, deadline)
         try:
-            return rpc(request, timeout=deadline, metadata=metadata)
+            return getattr(self._stub, method)(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
     def _stream(
         self,
         method: str,
-        rpc: Any,
         request: Any,
         deadline: float | None,
         metadata: Metadata,
         convert: Callable[[Any], Any],
     ) -> Generator[Any, None, None]:
-        call = rpc(request, timeout=deadline, metadata=metadata)
+        call = getattr(self._stub, method)(
+            request, timeout=self._deadlines.resolve(method, deadline), metadata=metadata
+        )
         try:
             for message in call:
                 item = convert(message)
@@ -157,13 +162,7 @@ class PoolClient(_SyncClient):
         self, *, deadline: float | None = None, metadata: Metadata = None
     ) -> tuple[t.ServerStatus, ...]:
         """State of every configured MCP server, sorted by name."""
-        resp = self._unary(
-            "ListServers",
-            self._stub.ListServers,
-            mcp_pool_pb2.ListServersRequest(),
-            self._deadlines.resolve("ListServers", deadline),
-            metadata,
-        )
+        resp = self._unary("ListServers", mcp_pool_pb2.ListServersRequest(), deadline, metadata)
         return tuple(wire.server_status(s) for s in resp.servers)
 
     def list_tools(
@@ -176,9 +175,7 @@ class PoolClient(_SyncClient):
     ) -> t.ToolCatalog:
         """The catalog (all servers, or only ``servers``). Raises NotFoundError for an unknown server."""
         req = mcp_pool_pb2.ListToolsRequest(servers=list(servers), include_unavailable=include_unavailable)
-        resp = self._unary(
-            "ListTools", self._stub.ListTools, req, self._deadlines.resolve("ListTools", deadline), metadata
-        )
+        resp = self._unary("ListTools", req, deadline, metadata)
         return wire.tool_catalog(resp)
 
     def call_tool(
@@ -214,10 +211,10 @@ class PoolClient(_SyncClient):
         try:
             resp = self._unary(
                 "CallTool",
-                self._stub.CallTool,
                 wire.call_request_pb(request),
                 None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001),
                 metadata,
+                resolved=True,
             )
         except UnavailableError as err:
             raise call_outcome_error(err) from err
@@ -228,14 +225,7 @@ class PoolClient(_SyncClient):
     ) -> Generator[t.CatalogSnapshot, None, None]:
         """The catalog now, then again on every change, until the caller stops iterating."""
         req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
-        return self._stream(
-            "WatchCatalog",
-            self._stub.WatchCatalog,
-            req,
-            self._deadlines.resolve("WatchCatalog", deadline),
-            metadata,
-            wire.catalog_snapshot,
-        )
+        return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
 
 
 class DiscoveryClient(_SyncClient):
@@ -265,13 +255,7 @@ class DiscoveryClient(_SyncClient):
         self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.ToolPlan:
         """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
-        resp = self._unary(
-            "PlanTools",
-            self._stub.PlanTools,
-            wire.plan_request_pb(request),
-            self._deadlines.resolve("PlanTools", deadline),
-            metadata,
-        )
+        resp = self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
         return wire.tool_plan(resp)
 
     def search_tools(
@@ -292,13 +276,7 @@ class DiscoveryClient(_SyncClient):
         self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.SearchResult:
         """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
-        resp = self._unary(
-            "SearchTools",
-            self._stub.SearchTools,
-            wire.search_request_pb(request),
-            self._deadlines.resolve("SearchTools", deadline),
-            metadata,
-        )
+        resp = self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
         return wire.search_result(resp)
 
     def get_manifest(
@@ -312,13 +290,7 @@ class DiscoveryClient(_SyncClient):
     ) -> t.Manifest:
         """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
         ref = toolset_ref(toolset, deprecated, stacklevel=3)
-        resp = self._unary(
-            "GetManifest",
-            self._stub.GetManifest,
-            wire.manifest_request_pb(ref, provider),
-            self._deadlines.resolve("GetManifest", deadline),
-            metadata,
-        )
+        resp = self._unary("GetManifest", wire.manifest_request_pb(ref, provider), deadline, metadata)
         return wire.manifest(resp)
 
 
@@ -335,15 +307,9 @@ class OrchestratorClient(_SyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: t.ToolsetLike = "",
-        system: str = "",
-        discovered_tools: Sequence[str] = (),
-        meta: Mapping[str, Any] | str | None = None,
-        max_iterations: int = 0,
-        tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
+        **fields: Unpack[t.ChatFields],
     ) -> t.ChatResult:
         """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
@@ -353,17 +319,8 @@ class OrchestratorClient(_SyncClient):
         NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
         UnavailableError, DeadlineExceededError.
         """
-        req = wire.chat_request(
-            messages,
-            model=model,
-            system=system,
-            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
-            meta=meta,
-            discovered_tools=discovered_tools,
-            max_iterations=max_iterations,
-            tool_result_format=tool_result_format,
-        )
-        resp = self._unary("Chat", self._stub.Chat, req, self._deadlines.resolve("Chat", deadline), metadata)
+        req = wire.chat_request(messages, model, fields)
+        resp = self._unary("Chat", req, deadline, metadata)
         return wire.chat_result(resp)
 
     def stream_chat(
@@ -371,61 +328,27 @@ class OrchestratorClient(_SyncClient):
         messages: str | Sequence[t.ChatMessage],
         *,
         model: str,
-        toolset: t.ToolsetLike = "",
-        system: str = "",
-        discovered_tools: Sequence[str] = (),
-        meta: Mapping[str, Any] | str | None = None,
-        max_iterations: int = 0,
-        tool_result_format: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
+        **fields: Unpack[t.ChatFields],
     ) -> Generator[t.ChatEvent, None, None]:
         """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
 
         Stopping the iteration early (``break``) cancels the chat on the server (call ``.close()`` on the iterator, or let it be collected).
         """
-        req = wire.chat_request(
-            messages,
-            model=model,
-            system=system,
-            toolset=toolset_ref(toolset, deprecated, stacklevel=3),
-            meta=meta,
-            discovered_tools=discovered_tools,
-            max_iterations=max_iterations,
-            tool_result_format=tool_result_format,
-        )
-        return self._stream(
-            "StreamChat",
-            self._stub.StreamChat,
-            req,
-            self._deadlines.resolve("StreamChat", deadline),
-            metadata,
-            wire.chat_event,
-        )
+        req = wire.chat_request(messages, model, fields)
+        return self._stream("StreamChat", req, deadline, metadata, wire.chat_event)
 
     def list_models(
         self, *, deadline: float | None = None, metadata: Metadata = None
     ) -> tuple[t.ModelInfo, ...]:
-        resp = self._unary(
-            "ListModels",
-            self._stub.ListModels,
-            orchestrator_pb2.ListModelsRequest(),
-            self._deadlines.resolve("ListModels", deadline),
-            metadata,
-        )
+        resp = self._unary("ListModels", orchestrator_pb2.ListModelsRequest(), deadline, metadata)
         return tuple(wire.model_info(m) for m in resp.models)
 
     def list_toolsets(
         self, *, deadline: float | None = None, metadata: Metadata = None
     ) -> tuple[t.ToolsetInfo, ...]:
-        resp = self._unary(
-            "ListToolsets",
-            self._stub.ListToolsets,
-            orchestrator_pb2.ListToolsetsRequest(),
-            self._deadlines.resolve("ListToolsets", deadline),
-            metadata,
-        )
+        resp = self._unary("ListToolsets", orchestrator_pb2.ListToolsetsRequest(), deadline, metadata)
         return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 

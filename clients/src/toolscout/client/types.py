@@ -29,6 +29,7 @@ __all__ = [
     "CallToolResult",
     "CatalogSnapshot",
     "ChatEvent",
+    "ChatFields",
     "ChatFinished",
     "ChatMessage",
     "ChatResult",
@@ -624,6 +625,23 @@ class ChatMessage:
     @classmethod
     def user(cls, content: str) -> ChatMessage:
         return cls(role="user", content=content)
+
+
+class ChatFields(DeprecatedToolset, total=False):
+    """The keyword arguments of ``chat`` / ``stream_chat`` besides the messages and the model."""
+
+    # A configured toolset's name, an inline filter, or a ToolsetRef (as for plan_tools).
+    toolset: ToolsetLike
+    # An explicit system prompt: replaces the model's template and the default.
+    system: str
+    # The tools discovered earlier in the conversation (the previous result's loaded_tools).
+    discovered_tools: Sequence[str]
+    # MCP ``_meta`` passed to every tool call: a mapping or its JSON text.
+    meta: Mapping[str, Any] | str | None
+    # Iteration limit for this chat (0: the configured one).
+    max_iterations: int
+    # "result", "function_result" or "function_args_result" ("": the configured one).
+    tool_result_format: str
 
 
 @dataclass(frozen=True, slots=True)

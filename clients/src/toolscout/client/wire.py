@@ -9,10 +9,11 @@ newer peer) keeps its number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from toolscout.client import types as t
+from toolscout.client._requests import toolset_ref
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
@@ -488,36 +489,29 @@ def tool_call_pb(x: t.ToolCall) -> orchestrator_pb2.ToolCall:
     return orchestrator_pb2.ToolCall(id=x.id, name=x.name, arguments_json=x.arguments_json)
 
 
+# The fields a Message carries as they are (the rest are converted).
+_MESSAGE_FIELDS = ("role", "content", "tool_call_id", "name", "reasoning", "is_error", "not_loaded")
+
+
 def chat_message(m: orchestrator_pb2.Message) -> t.ChatMessage:
     return t.ChatMessage(
-        role=m.role,
-        content=m.content,
+        **{f: getattr(m, f) for f in _MESSAGE_FIELDS},
         tool_calls=tuple(tool_call(c) for c in m.tool_calls),
-        tool_call_id=m.tool_call_id,
-        name=m.name,
-        reasoning=m.reasoning,
         attachments=tuple(content_block(b) for b in m.attachments),
-        is_error=m.is_error,
         loaded_tools=tuple(m.loaded_tools.names) if m.HasField("loaded_tools") else None,
         native_items_json=tuple(m.native_items_json),
-        not_loaded=m.not_loaded,
     )
 
 
 def chat_message_pb(msg: t.ChatMessage) -> orchestrator_pb2.Message:
-    loaded = None if msg.loaded_tools is None else orchestrator_pb2.LoadedTools(names=msg.loaded_tools)
     return orchestrator_pb2.Message(
-        role=msg.role,
-        content=msg.content,
+        **{f: getattr(msg, f) for f in _MESSAGE_FIELDS},
         tool_calls=[tool_call_pb(c) for c in msg.tool_calls],
-        tool_call_id=msg.tool_call_id,
-        name=msg.name,
-        reasoning=msg.reasoning,
         attachments=[content_block_pb(b) for b in msg.attachments],
-        is_error=msg.is_error,
-        loaded_tools=loaded,
+        loaded_tools=None
+        if msg.loaded_tools is None
+        else orchestrator_pb2.LoadedTools(names=msg.loaded_tools),
         native_items_json=list(msg.native_items_json),
-        not_loaded=msg.not_loaded,
     )
 
 
@@ -658,27 +652,20 @@ def chat_event_pb(e: t.ChatEvent) -> orchestrator_pb2.ChatEvent:
 
 
 def chat_request(
-    messages: str | Sequence[t.ChatMessage],
-    *,
-    model: str,
-    system: str,
-    toolset: t.ToolsetLike,
-    meta: Mapping[str, Any] | str | None,
-    discovered_tools: Sequence[str],
-    max_iterations: int,
-    tool_result_format: str,
+    messages: str | Sequence[t.ChatMessage], model: str, fields: t.ChatFields
 ) -> orchestrator_pb2.ChatRequest:
+    """The ``ChatRequest`` of ``chat`` / ``stream_chat`` (``messages`` may be one user message)."""
     if isinstance(messages, str):
         messages = [t.ChatMessage.user(messages)]
     return orchestrator_pb2.ChatRequest(
         messages=[chat_message_pb(x) for x in messages],
         model=model,
-        system=system,
-        **toolset_fields(t.ToolsetRef.of(toolset)),
-        meta_json=t.json_object_text(meta),
-        discovered_tools=list(discovered_tools),
-        max_iterations=max_iterations,
-        tool_result_format=tool_result_format,
+        system=fields.get("system", ""),
+        **toolset_fields(toolset_ref(fields.get("toolset", ""), fields, stacklevel=4)),
+        meta_json=t.json_object_text(fields.get("meta")),
+        discovered_tools=list(fields.get("discovered_tools", ())),
+        max_iterations=fields.get("max_iterations", 0),
+        tool_result_format=fields.get("tool_result_format", ""),
     )
 
 
