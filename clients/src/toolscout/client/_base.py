@@ -1,14 +1,14 @@
-"""What the async and sync clients share: default deadlines and the channel arguments."""
+"""What the async and sync clients share: default deadlines, the channel arguments, the base class."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Generic, Self, TypedDict, TypeVar, Unpack, cast
 
-from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption
+from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 
-__all__ = ["DEFAULT_DEADLINES", "ChannelSettings", "Deadlines"]
+__all__ = ["DEFAULT_DEADLINES", "ChannelSettings", "ClientBase", "ConnectFields", "Deadlines"]
 
 # Seconds per method. Every call has a deadline (a hung server must not hang its callers); chat
 # runs a whole LLM tool loop, so it gets minutes. WatchCatalog and WatchPlan are long-lived streams: no default.
@@ -87,3 +87,62 @@ class ChannelSettings:
             "options": self.options,
             "max_attempts": self.max_attempts,
         }
+
+
+class ConnectFields(TypedDict, total=False):
+    """The keyword arguments of every ``connect``: the channel's (see :func:`create_channel`) and
+    the clients' ``deadlines`` (seconds per method, overriding ``DEFAULT_DEADLINES``)."""
+
+    tls: bool
+    root_certificates: bytes | None
+    token: str | None
+    options: Sequence[ChannelOption]
+    max_attempts: int
+    deadlines: Mapping[str, float | None] | None
+
+
+def channel_settings(fields: ConnectFields) -> ChannelSettings:
+    return ChannelSettings(
+        fields.get("tls", False),
+        fields.get("root_certificates"),
+        fields.get("token"),
+        tuple(fields.get("options", ())),
+        fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+    )
+
+
+ChannelT = TypeVar("ChannelT")
+
+
+class ClientBase(Generic[ChannelT]):
+    """One service's client over a channel: the async clients (``grpc.aio``) and the blocking ones."""
+
+    _service = ""
+    # Whether the client's channels are grpc.aio ones.
+    _aio: ClassVar[bool]
+    # The generated stub class of the service; each client names its own.
+    _stub_type: Callable[[Any], Any]
+    _stub: Any
+
+    def __init__(
+        self,
+        channel: ChannelT,
+        *,
+        deadlines: Mapping[str, float | None] | None = None,
+        owns_channel: bool = False,
+    ) -> None:
+        """Wrap an open channel (not closed by ``close()`` unless ``owns_channel``)."""
+        self._channel = channel
+        self._deadlines = Deadlines(deadlines)
+        self._owns_channel = owns_channel
+        self._stub = self._stub_type(channel)
+
+    @classmethod
+    def connect(cls, target: str, **fields: Unpack[ConnectFields]) -> Self:
+        """A client on a new channel to ``target`` (see :func:`create_channel` for the arguments)."""
+        channel = create_channel(target, aio=cls._aio, **channel_settings(fields).kwargs())  # type: ignore[call-overload]
+        return cls(cast(ChannelT, channel), deadlines=fields.get("deadlines"), owns_channel=True)
+
+    @property
+    def channel(self) -> ChannelT:
+        return self._channel

@@ -20,13 +20,14 @@ from toolscout.client import types as t
 from toolscout.client import wire
 from toolscout.client._base import (
     NOT_REACHABLE_MESSAGE,
-    ChannelSettings,
-    Deadlines,
+    ClientBase,
+    ConnectFields,
+    channel_settings,
     connect_wait,
     no_connection,
 )
 from toolscout.client._requests import plan_request, search_request, toolset_ref
-from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
+from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -37,45 +38,8 @@ __all__ = ["AsyncDiscoveryClient", "AsyncOrchestratorClient", "AsyncPoolClient",
 Metadata = Sequence[tuple[str, str]] | None
 
 
-class _AsyncClient:
-    _service = ""
-    # The generated stub class of the service; each client names its own.
-    _stub_type: Callable[[Any], Any]
-    _stub: Any
-
-    def __init__(
-        self,
-        channel: grpc.aio.Channel,
-        *,
-        deadlines: Mapping[str, float | None] | None = None,
-        owns_channel: bool = False,
-    ) -> None:
-        """Wrap an open channel (not closed by ``close()`` unless ``owns_channel``)."""
-        self._channel = channel
-        self._deadlines = Deadlines(deadlines)
-        self._owns_channel = owns_channel
-        self._stub = self._stub_type(channel)
-
-    @classmethod
-    def connect(
-        cls,
-        target: str,
-        *,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[ChannelOption] = (),
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        deadlines: Mapping[str, float | None] | None = None,
-    ) -> Self:
-        """A client on a new channel to ``target`` (see :func:`create_channel` for the arguments)."""
-        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
-        channel = create_channel(target, aio=True, **settings.kwargs())
-        return cls(channel, deadlines=deadlines, owns_channel=True)
-
-    @property
-    def channel(self) -> grpc.aio.Channel:
-        return self._channel
+class _AsyncClient(ClientBase[grpc.aio.Channel]):
+    _aio = True
 
     async def close(self) -> None:
         if self._owns_channel:
@@ -432,20 +396,12 @@ class AsyncToolscoutClient:
 
     @classmethod
     def connect(
-        cls,
-        *,
-        pool: str,
-        discovery: str,
-        orchestrator: str,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[ChannelOption] = (),
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        deadlines: Mapping[str, float | None] | None = None,
+        cls, *, pool: str, discovery: str, orchestrator: str, **fields: Unpack[ConnectFields]
     ) -> AsyncToolscoutClient:
-        """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``)."""
-        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
+        """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``);
+        ``fields`` as for each client's ``connect``."""
+        settings = channel_settings(fields)
+        deadlines = fields.get("deadlines")
         channels: dict[str, grpc.aio.Channel] = {}
         for target in (pool, discovery, orchestrator):
             if target not in channels:

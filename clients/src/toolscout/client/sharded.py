@@ -22,14 +22,13 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 import grpc
 
 from toolscout.client import types as t
-from toolscout.client._base import ChannelSettings
+from toolscout.client._base import ConnectFields
 from toolscout.client.aio import AsyncPoolClient, Metadata
-from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement
 from toolscout.client.sync import PoolClient
@@ -240,24 +239,18 @@ class AsyncShardedPoolClient:
         targets: Sequence[str],
         *,
         placement: Mapping[str, ServerPlacement] | None = None,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[ChannelOption] = (),
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        deadlines: Mapping[str, float | None] | None = None,
         target_of: Callable[[int], str | None] | None = None,
+        **fields: Unpack[ConnectFields],
     ) -> Self:
         """A client with one channel per shard; ``targets[k]`` is where shard ``k`` listens.
 
         ``target_of(k)`` gives the address of a shard beyond ``targets`` (e.g. from a
-        ``dns:///toolscout-pool-{ordinal}…`` pattern), for when the shard count grows.
+        ``dns:///toolscout-pool-{ordinal}…`` pattern), for when the shard count grows. ``fields``
+        as for :meth:`AsyncPoolClient.connect`.
         """
-        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
 
         def open_client(target: str) -> AsyncPoolClient:
-            channel = create_channel(target, aio=True, **settings.kwargs())
-            return AsyncPoolClient(channel, deadlines=deadlines, owns_channel=True)
+            return AsyncPoolClient.connect(target, **fields)
 
         def open_shard(index: int) -> AsyncPoolClient | None:
             target = target_of(index) if target_of is not None else None

@@ -21,13 +21,14 @@ from toolscout.client._base import (
     CONNECT_WAIT,
     FIRST_CONNECT_WAIT,
     NOT_REACHABLE_MESSAGE,
-    ChannelSettings,
-    Deadlines,
+    ClientBase,
+    ConnectFields,
+    channel_settings,
     connect_wait,
     no_connection,
 )
 from toolscout.client._requests import plan_request, search_request, toolset_ref
-from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
+from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -42,45 +43,8 @@ __all__ = ["DiscoveryClient", "OrchestratorClient", "PoolClient", "ToolscoutClie
 Metadata = Sequence[tuple[str, str]] | None
 
 
-class _SyncClient:
-    _service = ""
-    # The generated stub class of the service; each client names its own.
-    _stub_type: Callable[[Any], Any]
-    _stub: Any
-
-    def __init__(
-        self,
-        channel: grpc.Channel,
-        *,
-        deadlines: Mapping[str, float | None] | None = None,
-        owns_channel: bool = False,
-    ) -> None:
-        """Wrap an open channel (not closed by ``close()`` unless ``owns_channel``)."""
-        self._channel = channel
-        self._deadlines = Deadlines(deadlines)
-        self._owns_channel = owns_channel
-        self._stub = self._stub_type(channel)
-
-    @classmethod
-    def connect(
-        cls,
-        target: str,
-        *,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[ChannelOption] = (),
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        deadlines: Mapping[str, float | None] | None = None,
-    ) -> Self:
-        """A client on a new channel to ``target`` (see :func:`create_channel` for the arguments)."""
-        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
-        channel = create_channel(target, aio=False, **settings.kwargs())
-        return cls(channel, deadlines=deadlines, owns_channel=True)
-
-    @property
-    def channel(self) -> grpc.Channel:
-        return self._channel
+class _SyncClient(ClientBase[grpc.Channel]):
+    _aio = False
 
     def close(self) -> None:
         if self._owns_channel:
@@ -377,22 +341,19 @@ class ToolscoutClient:
         pool: str | Sequence[str],
         discovery: str,
         orchestrator: str,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        token: str | None = None,
-        options: Sequence[ChannelOption] = (),
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        deadlines: Mapping[str, float | None] | None = None,
         placement: Mapping[str, ServerPlacement] | None = None,
+        **fields: Unpack[ConnectFields],
     ) -> ToolscoutClient:
         """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``).
 
         ``pool`` is one target, or one per shard of a sharded pool (shard ``k`` at ``pool[k]``;
-        ``placement`` of pinned and everywhere-servers as for :class:`ShardedPoolClient`).
+        ``placement`` of pinned and everywhere-servers as for :class:`ShardedPoolClient`);
+        ``fields`` as for each client's ``connect``.
         """
         from toolscout.client.sharded import ShardedPoolClient  # noqa: PLC0415 - it imports this module
 
-        settings = ChannelSettings(tls, root_certificates, token, tuple(options), max_attempts)
+        settings = channel_settings(fields)
+        deadlines = fields.get("deadlines")
         shard_targets = [pool] if isinstance(pool, str) else list(pool)
         if not shard_targets:
             raise ValueError("no pool target")
