@@ -35,6 +35,7 @@ from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_e
 from toolscout_kit.reload import Reload
 from toolscout_kit.server import Cleanup
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
+from toolscout_kit.tracing import tracing_for
 
 __all__ = ["RunningGateway", "build_server"]
 
@@ -237,6 +238,7 @@ async def build_server(
     settings = config.toolscout.gateway
     security = config.toolscout.security
     tenants = Tenants(settings.tokens)
+    tracing = tracing_for(config, "gateway")
     registry = new_registry()
     metrics = GatewayMetrics(registry)
     targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
@@ -254,12 +256,18 @@ async def build_server(
         sessions=sessions,
         metrics=metrics,
     )
-    handlers = McpHandlers(discovery, ToolCaller(pool, metrics), metrics, private_lists=tenants.enabled)
+    handlers = McpHandlers(
+        discovery, ToolCaller(pool, metrics), metrics, private_lists=tenants.enabled, tracing=tracing
+    )
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
     address = listen or settings.listen
-    sock = _bind(address)
+    try:
+        sock = _bind(address)
+    except ConfigError:
+        await tracing.shutdown()
+        raise
     wanted_metrics = settings.metrics_port if metrics_port is None else metrics_port
     metrics_endpoint = None
     if wanted_metrics >= 0:
@@ -267,6 +275,7 @@ async def build_server(
             metrics_endpoint = start_metrics_endpoint(settings.metrics_host, wanted_metrics, registry)
         except OSError as err:
             sock.close()
+            await tracing.shutdown()
             raise ConfigError(
                 f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
             ) from None
@@ -316,6 +325,7 @@ async def build_server(
         await shard_clients.close()
         await discovery.close()
 
+    running.add_cleanup(tracing.shutdown)  # the first added runs last
     running.add_cleanup(close_clients)
 
     async def reshard(new_config: ToolscoutConfig) -> None:

@@ -34,6 +34,7 @@ from toolscout_kit.errors import (
     ToolscoutError,
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
+from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
 
@@ -122,11 +123,13 @@ class ToolCallRunner:
         discovery: DiscoverySeam,
         pool: PoolSeam,
         metrics: OrchestratorMetrics,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._chat = chat
         self._discovery = discovery
         self._pool = pool
         self._metrics = metrics
+        self._tracing = tracing
 
     async def run(self, calls: Sequence[ToolCall], plan: ToolPlan, discovered: Sequence[str]) -> ToolRound:
         """Runs every call of one assistant message concurrently.
@@ -156,6 +159,31 @@ class ToolCallRunner:
         )
 
     async def _run_one(
+        self,
+        call: ToolCall,
+        loaded: dict[str, ToolDef],
+        has_search: bool,
+        discovered: Sequence[str],
+        found: list[str],
+        plans: list[ToolPlan | None],
+        index: int,
+    ) -> Message:
+        """One call in an ``execute_tool`` span (its search or pool call is the child)."""
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        }
+        tracing = self._tracing
+        with tracing.span(f"execute_tool {call.name}", attributes=attributes) as span:
+            tracing.content(span, "gen_ai.tool.call.arguments", call.arguments_json)
+            message = await self._run_call(call, loaded, has_search, discovered, found, plans, index)
+            if message.is_error:
+                span.set_attribute("error.type", "tool_error")
+            tracing.content(span, "gen_ai.tool.call.result", message.content)
+            return message
+
+    async def _run_call(
         self,
         call: ToolCall,
         loaded: dict[str, ToolDef],

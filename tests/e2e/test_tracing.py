@@ -1,0 +1,217 @@
+"""One chat, one trace: the services in process, real MCP servers (stdio subprocesses), the real
+OpenAI SDK against the fake provider, and a real OTLP receiver on 127.0.0.1 that the services export
+to over gRPC (and HTTP). The processes of ``toolscout up`` and ``toolscout serve`` are covered by
+tests/e2e/test_tracing_processes.py."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import mcp_types as types
+import pytest
+import pytest_asyncio
+from mcp.client import Client
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import set_span_in_context
+from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
+
+from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
+from tests.support.gateway import GatewayStack, gateway_stack, post
+from tests.support.mcp_servers import REPO_ROOT, example_server_config, misbehaving_config, wait_for_lines
+from tests.support.otlp_receiver import OtlpReceiver, Span
+from tests.support.stack import Stack, running_stack
+from toolscout_kit.config import ToolscoutConfig, parse_config
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+WAIT = 30.0
+
+
+def _config(tmp: Path, provider_url: str, tracing: dict[str, Any]) -> ToolscoutConfig:
+    return parse_config(
+        {
+            "clients": {"oai": {"provider": "openai", "base_url": provider_url, "api_key": "sk-trace-0123456789"}},
+            "models": {"gpt": {"client": "oai", "model": "gpt-trace"}},
+            "servers": {
+                "text": example_server_config("text"),
+                "weather": example_server_config("weather", defer_loading=True),
+                "probe": misbehaving_config("--meta-log", str(tmp / "meta.jsonl")),
+            },
+            "tool_discovery": {"enabled": True},
+            "toolscout": {"tracing": tracing},
+        },
+        base_dir=REPO_ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as running:
+        yield running
+
+
+@dataclass
+class Traced:
+    fake: FakeProvider
+    stack: Stack
+    stub: orchestrator_pb2_grpc.OrchestratorStub
+    tmp: Path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def traced(
+    receiver: OtlpReceiver, tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
+) -> AsyncIterator[Traced]:
+    # Spans leave in batches; a short delay keeps the test's waits short (a collector's default is 5 s).
+    monkeypatch_module.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    tmp = tmp_path_factory.mktemp("tracing")
+    async with FakeProvider() as fake:
+        config = _config(tmp, fake.openai_base_url, {"endpoint": receiver.grpc_endpoint})
+        async with running_stack(config) as stack:
+            assert stack.orchestrator is not None
+            async with grpc.aio.insecure_channel(stack.orchestrator.address) as channel:
+                yield Traced(fake, stack, orchestrator_pb2_grpc.OrchestratorStub(channel), tmp)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def _traceparent() -> tuple[str, str, str]:
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    return f"00-{trace_id}-{span_id}-01", trace_id, span_id
+
+
+def _one(spans: list[Span], name: str, **attributes: Any) -> Span:
+    found = [
+        s for s in spans if s.name == name and all(s.attributes.get(k) == v for k, v in attributes.items())
+    ]
+    assert len(found) == 1, (name, attributes, [(s.service, s.name) for s in spans])
+    return found[0]
+
+
+def _children(spans: list[Span], parent: Span) -> list[Span]:
+    return [s for s in spans if s.parent_id == parent.span_id]
+
+
+def _has(*names: str) -> Any:
+    return lambda spans: all(any(s.name == n for s in spans) for n in names)
+
+
+async def test_a_callers_chat_is_one_trace_from_its_span_to_the_mcp_server(
+    traced: Traced, receiver: OtlpReceiver
+) -> None:
+    traced.fake.script(
+        Reply.calls(ScriptedCall("search_tools", {"query": "weather forecast for a city"})),
+        Reply.calls(ScriptedCall("weather__get_forecast", {"location": {"city": "Berlin"}, "days": 1})),
+        Reply.calls(ScriptedCall("probe__echo", {"text": "hi"})),
+        Reply.answer("Sunny in Berlin."),
+    )
+    traceparent, trace_id, caller_span = _traceparent()
+    reply = await traced.stub.Chat(
+        pb.ChatRequest(messages=[pb.Message(role="user", content="Weather in Berlin?")], model="gpt"),
+        metadata=[("traceparent", traceparent)],
+        timeout=WAIT,
+    )
+    assert reply.stop_reason == pb.STOP_REASON_COMPLETED
+    spans = receiver.wait_for(
+        lambda got: _has("chat", "tools/call echo", "tools/call get_forecast", "search")(
+            [s for s in got if s.trace_id == trace_id]
+        )
+    )
+    spans = [s for s in spans if s.trace_id == trace_id]
+    assert {s.service for s in spans} == {"toolscout-orchestrator", "toolscout-discovery", "toolscout-pool"}
+
+    # The caller's span is the parent of the orchestrator's RPC span: its trace continues.
+    rpc = _one(spans, "toolscout.orchestrator.v1.Orchestrator/Chat")
+    assert (rpc.parent_id, rpc.kind, rpc.service) == (caller_span, "SERVER", "toolscout-orchestrator")
+    assert rpc.attributes["rpc.system.name"] == "grpc"
+    assert rpc.attributes["rpc.response.status_code"] == "OK"
+    chat = _one(spans, "chat")
+    assert chat.parent_id == rpc.span_id
+    assert chat.attributes["gen_ai.request.model"] == "gpt"
+    assert chat.attributes["toolscout.chat.outcome"] == "completed"
+    assert chat.attributes["toolscout.chat.iterations"] == 3
+    assert chat.attributes["toolscout.deferral.mode"] == "append"
+
+    # Four LLM calls (GenAI conventions), children of the chat.
+    llm = [s for s in _children(spans, chat) if s.name == "chat gpt-trace"]
+    assert len(llm) == 4
+    for call in llm:
+        assert call.kind == "CLIENT"
+        assert call.attributes["gen_ai.provider.name"] == "openai"
+        assert call.attributes["gen_ai.request.model"] == "gpt-trace"
+        assert call.attributes["gen_ai.usage.input_tokens"] > 0
+        assert "gen_ai.usage.cache_read.input_tokens" in call.attributes
+    assert sorted(c.attributes["gen_ai.response.finish_reasons"][0] for c in llm) == [
+        "stop",
+        "tool_calls",
+        "tool_calls",
+        "tool_calls",
+    ]
+
+    # search_tools: execute_tool → discovery's RPC span → search (BM25 here).
+    run_search = _one(spans, "execute_tool search_tools")
+    assert run_search.parent_id == chat.span_id
+    search_rpc = _one(spans, "toolscout.discovery.v1.Discovery/SearchTools")
+    assert (search_rpc.parent_id, search_rpc.service) == (run_search.span_id, "toolscout-discovery")
+    search = _one(spans, "search")
+    assert search.parent_id == search_rpc.span_id
+    assert search.attributes["toolscout.search.mode"] == "query"
+    assert search.attributes["toolscout.search.ranking"] == "bm25"
+    assert search.attributes["toolscout.search.query_length"] == len("weather forecast for a city")
+    assert search.attributes["toolscout.search.hits"] >= 1
+    assert search.attributes["toolscout.search.newly_loaded"] >= 1
+
+    # A tool call: execute_tool → the pool's RPC span → call_tool → the MCP request (MCP conventions).
+    run_tool = _one(spans, "execute_tool weather__get_forecast")
+    assert run_tool.parent_id == chat.span_id
+    pool_rpcs = [s for s in spans if s.name == "toolscout.mcp_pool.v1.McpPool/CallTool"]
+    call_rpc = next(s for s in pool_rpcs if s.parent_id == run_tool.span_id)
+    call_tool = next(s for s in _children(spans, call_rpc) if s.name == "call_tool")
+    assert call_tool.attributes["toolscout.mcp.server"] == "weather"
+    assert call_tool.attributes["gen_ai.tool.name"] == "get_forecast"
+    assert call_tool.attributes["toolscout.call.outcome"] == "ok"
+    assert call_tool.attributes["toolscout.pool.shard"] == "0/1"
+    assert call_tool.attributes["toolscout.call.result_bytes"] > 0
+    mcp = _one(spans, "tools/call get_forecast")
+    assert (mcp.parent_id, mcp.kind) == (call_tool.span_id, "CLIENT")
+    assert mcp.attributes["mcp.method.name"] == "tools/call"
+    assert mcp.attributes["gen_ai.tool.name"] == "get_forecast"
+    assert mcp.attributes["network.transport"] == "pipe"
+    assert mcp.attributes["mcp.protocol.version"]
+
+    # The MCP server received that request span's context in _meta (the MCP convention).
+    echo = _one(spans, "tools/call echo")
+    metas = [json.loads(line) for line in await wait_for_lines(traced.tmp / "meta.jsonl", 1)]
+    assert f"00-{trace_id}-{echo.span_id}-01" in [m.get("traceparent") for m in metas]
+
+    # No prompt text, arguments or results without capture_content.
+    for span in spans:
+        assert not {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments"} & set(
+            span.attributes
+        )
+        assert "Berlin" not in json.dumps(span.attributes)
+
+
+async def test_a_chat_without_a_caller_trace_starts_its_own(traced: Traced, receiver: OtlpReceiver) -> None:
+    traced.fake.script(Reply.answer("hello"))
+    reply = await traced.stub.Chat(
+        pb.ChatRequest(messages=[pb.Message(role="user", content="hi")], model="gpt"), timeout=WAIT
+    )
+    assert reply.stop_reason == pb.STOP_REASON_COMPLETED
+    spans = receiver.wait_for(
+        lambda got: any(s.name == "chat" and s.attributes.get("toolscout.chat.iterations") == 0 for s in got)
+    )
+    chat = next(s for s in spans if s.name == "chat" and s.attributes["toolscout.chat.iterations"] == 0)
+    rpc = next(s for s in spans if s.span_id == chat.parent_id)
+    assert rpc.parent_id == ""  # a root: no caller context
