@@ -103,6 +103,15 @@ def _children(spans: list[Span], parent: Span) -> list[Span]:
     return [s for s in spans if s.parent_id == parent.span_id]
 
 
+# The span each service ends last in a chat: once these are in, so is everything before them (a
+# service exports its spans in the order they end).
+_LAST_ENDING = (
+    "toolscout.orchestrator.v1.Orchestrator/Chat",
+    "toolscout.discovery.v1.Discovery/SearchTools",
+    "toolscout.mcp_pool.v1.McpPool/CallTool",
+)
+
+
 def _has(*names: str) -> Any:
     return lambda spans: all(any(s.name == n for s in spans) for n in names)
 
@@ -124,7 +133,7 @@ async def test_a_callers_chat_is_one_trace_from_its_span_to_the_mcp_server(
     )
     assert reply.stop_reason == pb.STOP_REASON_COMPLETED
     spans = receiver.wait_for(
-        lambda got: _has("chat", "tools/call echo", "tools/call get_forecast", "search")(
+        lambda got: _has(*_LAST_ENDING, "tools/call echo", "tools/call get_forecast")(
             [s for s in got if s.trace_id == trace_id]
         )
     )
@@ -210,8 +219,175 @@ async def test_a_chat_without_a_caller_trace_starts_its_own(traced: Traced, rece
     )
     assert reply.stop_reason == pb.STOP_REASON_COMPLETED
     spans = receiver.wait_for(
-        lambda got: any(s.name == "chat" and s.attributes.get("toolscout.chat.iterations") == 0 for s in got)
+        lambda got: any(
+            s.name == "chat"
+            and s.attributes.get("toolscout.chat.iterations") == 0
+            and any(r.span_id == s.parent_id for r in got)
+            for s in got
+        )
     )
     chat = next(s for s in spans if s.name == "chat" and s.attributes["toolscout.chat.iterations"] == 0)
     rpc = next(s for s in spans if s.span_id == chat.parent_id)
     assert rpc.parent_id == ""  # a root: no caller context
+
+
+async def test_retries_of_the_provider_and_of_a_repeatable_tool_are_events_on_their_spans(
+    traced: Traced, receiver: OtlpReceiver
+) -> None:
+    marker = traced.tmp / "crashed-once"
+    traced.fake.script(
+        Reply.error(429, "slow down"),
+        Reply.calls(ScriptedCall("probe__crash_once_idempotent", {"marker": str(marker)})),
+        Reply.answer("done"),
+    )
+    traceparent, trace_id, _ = _traceparent()
+    reply = await traced.stub.Chat(
+        pb.ChatRequest(messages=[pb.Message(role="user", content="crash it once")], model="gpt"),
+        metadata=[("traceparent", traceparent)],
+        timeout=WAIT,
+    )
+    assert reply.stop_reason == pb.STOP_REASON_COMPLETED
+    spans = receiver.wait_for(
+        lambda got: _has(_LAST_ENDING[0], _LAST_ENDING[2])([s for s in got if s.trace_id == trace_id])
+    )
+    spans = [s for s in spans if s.trace_id == trace_id]
+    first_llm = min((s for s in spans if s.name == "chat gpt-trace"), key=lambda s: s.start_ns)
+    events = [name for name, _ in first_llm.events]
+    assert events == ["provider_error", "retry"]
+    assert first_llm.events[0][1] == {"error.type": "rate_limited", "http.response.status_code": 429, "attempt": 0}
+    call_tool = _one(spans, "call_tool")
+    assert [name for name, _ in call_tool.events] == ["retry"]
+    assert call_tool.attributes["toolscout.call.outcome"] == "ok"
+    # Not annotated read-only: it waited its turn behind the server's write lock (here: none).
+    assert call_tool.attributes["toolscout.call.write_wait_seconds"] >= 0
+    # Two MCP requests: the one lost with the crash (a JSON-RPC error code), and the one sent again.
+    sent = [s for s in spans if s.name == "tools/call crash_once_idempotent"]
+    assert len(sent) == 2
+    assert {s.parent_id for s in sent} == {call_tool.span_id}
+
+
+# --- the MCP front door --------------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def gateway(
+    receiver: OtlpReceiver, tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
+) -> AsyncIterator[GatewayStack]:
+    monkeypatch_module.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    tmp = tmp_path_factory.mktemp("gateway-tracing")
+    config = _config(tmp, "http://127.0.0.1:9/v1", {"endpoint": receiver.grpc_endpoint})
+    async with gateway_stack(config) as running:
+        yield running
+
+
+def _host_span() -> Any:
+    """A span of the MCP host's own tracing (its provider, not toolscout's)."""
+    return TracerProvider().get_tracer("host").start_span("host turn")
+
+
+async def test_an_mcp_hosts_tool_call_through_the_gateway_is_one_trace(
+    gateway: GatewayStack, receiver: OtlpReceiver
+) -> None:
+    from opentelemetry import context
+
+    host = _host_span()
+    trace_id = format(host.get_span_context().trace_id, "032x")
+    token = context.attach(set_span_in_context(host))
+    try:
+        # The SDK's client writes the current span's traceparent into each request's _meta.
+        async with Client(gateway.url, mode="2026-07-28") as client:
+            found = await client.call_tool("search_tools", {"query": "weather forecast"})
+            called = await client.call_tool(
+                "call_tool", {"name": "weather__get_forecast", "arguments": {"location": {"city": "Tokyo"}}}
+            )
+    finally:
+        context.detach(token)
+    assert not found.is_error and not called.is_error
+    spans = receiver.wait_for(
+        lambda got: _has(
+            "tools/call search_tools",
+            "tools/call call_tool",
+            "toolscout.discovery.v1.Discovery/SearchTools",
+            "toolscout.mcp_pool.v1.McpPool/CallTool",
+        )([s for s in got if s.trace_id == trace_id])
+    )
+    spans = [s for s in spans if s.trace_id == trace_id]
+    assert {s.service for s in spans} == {"toolscout-gateway", "toolscout-discovery", "toolscout-pool"}
+    host_id = format(host.get_span_context().span_id, "016x")
+    searched = _one(spans, "tools/call search_tools")
+    assert (searched.parent_id, searched.kind, searched.service) == (host_id, "SERVER", "toolscout-gateway")
+    assert searched.attributes["mcp.method.name"] == "tools/call"
+    assert searched.attributes["gen_ai.tool.name"] == "search_tools"
+    assert searched.attributes["toolscout.gateway.mode"] == "meta"
+    assert _one(spans, "toolscout.discovery.v1.Discovery/SearchTools").parent_id == searched.span_id
+    through = _one(spans, "tools/call call_tool")
+    assert through.parent_id == host_id
+    pool_rpc = _one(spans, "toolscout.mcp_pool.v1.McpPool/CallTool")
+    assert pool_rpc.parent_id == through.span_id
+    call_tool = _one(spans, "call_tool")
+    assert call_tool.parent_id == pool_rpc.span_id
+    assert _one(spans, "tools/call get_forecast").parent_id == call_tool.span_id
+
+
+async def test_a_gateway_request_continues_the_traceparent_header_when_meta_has_none(
+    gateway: GatewayStack, receiver: OtlpReceiver
+) -> None:
+    traceparent, trace_id, caller = _traceparent()
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": {"query": "slug"}},
+    }
+    answer = await post(gateway.url, body, headers={"traceparent": traceparent})
+    assert answer.status_code == 200, answer.text
+    spans = receiver.wait_for(
+        lambda got: _has("toolscout.discovery.v1.Discovery/SearchTools", "tools/call search_tools")(
+            [s for s in got if s.trace_id == trace_id]
+        )
+    )
+    searched = _one([s for s in spans if s.trace_id == trace_id], "tools/call search_tools")
+    assert searched.parent_id == caller
+    assert searched.attributes["toolscout.toolset"] == ""
+
+
+async def test_tracing_off_sends_nothing(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    before = receiver.requests
+    async with FakeProvider() as fake:
+        config = _config(tmp_path, fake.openai_base_url, {"exporter": "none", "endpoint": receiver.grpc_endpoint})
+        fake.script(
+            Reply.calls(ScriptedCall("text__reverse", {"text": "abc"})),
+            Reply.answer("cba"),
+        )
+        async with running_stack(config) as stack:
+            assert stack.orchestrator is not None
+            async with grpc.aio.insecure_channel(stack.orchestrator.address) as channel:
+                traceparent, _, _ = _traceparent()
+                reply = await orchestrator_pb2_grpc.OrchestratorStub(channel).Chat(
+                    pb.ChatRequest(messages=[pb.Message(role="user", content="reverse abc")], model="gpt"),
+                    metadata=[("traceparent", traceparent)],
+                    timeout=WAIT,
+                )
+                assert reply.stop_reason == pb.STOP_REASON_COMPLETED
+    # Stopped: anything queued would have been sent by now.
+    assert receiver.requests == before
+
+
+async def test_spans_go_over_otlp_http_when_asked(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    from mcp_pool_svc.server import build_server as build_pool
+    from toolscout.client import AsyncPoolClient
+
+    config = _config(
+        tmp_path, "http://127.0.0.1:9/v1", {"endpoint": receiver.http_endpoint, "protocol": "http/protobuf"}
+    )
+    pool = await build_pool(config, listen="127.0.0.1:0", metrics_port=-1)
+    try:
+        async with AsyncPoolClient.connect(pool.address) as client:
+            result = await client.call_tool("text__reverse", {"text": "http"})
+        assert not result.is_error
+    finally:
+        await pool.stop(0.5)
+    spans = receiver.wait_for(
+        lambda got: any(s.name == "call_tool" and s.attributes.get("gen_ai.tool.name") == "reverse" for s in got)
+    )
+    assert {s.service for s in spans if s.name == "call_tool"} >= {"toolscout-pool"}
