@@ -191,6 +191,25 @@ class RunningGateway:
         self.reloads.append(reload)
 
 
+def _listen(
+    address: str, settings: GatewaySettings, registry: CollectorRegistry, metrics_port: int | None
+) -> tuple[socket.socket, MetricsEndpoint | None]:
+    """The bound socket, and the metrics endpoint (None when off).
+
+    Raises:
+        ConfigError: the address or the metrics port cannot be bound.
+    """
+    sock = _bind(address)
+    wanted = settings.metrics_port if metrics_port is None else metrics_port
+    if wanted < 0:
+        return sock, None
+    try:
+        return sock, start_metrics_endpoint(settings.metrics_host, wanted, registry)
+    except OSError as err:
+        sock.close()
+        raise ConfigError(f"cannot serve metrics on {settings.metrics_host}:{wanted}: {err}") from None
+
+
 def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, StreamableHTTPSessionManager]:
     # The front checks Host and Origin itself (for both revisions alike); the SDK still checks the
     # Content-Type of every POST.
@@ -264,21 +283,10 @@ async def build_server(
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
     address = listen or settings.listen
     try:
-        sock = _bind(address)
+        sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
     except ConfigError:
         await tracing.shutdown()
         raise
-    wanted_metrics = settings.metrics_port if metrics_port is None else metrics_port
-    metrics_endpoint = None
-    if wanted_metrics >= 0:
-        try:
-            metrics_endpoint = start_metrics_endpoint(settings.metrics_host, wanted_metrics, registry)
-        except OSError as err:
-            sock.close()
-            await tracing.shutdown()
-            raise ConfigError(
-                f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
-            ) from None
     running: RunningGateway | None = None
 
     def ready() -> bool:

@@ -243,7 +243,7 @@ class Tracing:
         name: str,
         *,
         kind: SpanKind = SpanKind.INTERNAL,
-        attributes: Mapping[str, AttributeValue] | None = None,
+        attributes: Mapping[str, Any] | None = None,
         parent: Context | None = None,
     ) -> Span:
         """A started span (not made current); ``parent`` None = the current context's span."""
@@ -258,7 +258,7 @@ class Tracing:
         name: str,
         *,
         kind: SpanKind = SpanKind.INTERNAL,
-        attributes: Mapping[str, AttributeValue] | None = None,
+        attributes: Mapping[str, Any] | None = None,
         parent: Context | None = None,
     ) -> AbstractContextManager[Span]:
         """``with tracing.span(name, attributes=...) as span:`` — a span current for the block."""
@@ -285,11 +285,17 @@ class Tracing:
         self._provider = None
         done = asyncio.get_running_loop().create_future()
 
+        def finished() -> None:
+            if not done.done():
+                done.set_result(None)
+
         def stop() -> None:
             try:
                 provider.shutdown()
             finally:
-                done.get_loop().call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                # The loop may be gone by then (the wait below gave up and the process moved on).
+                with contextlib.suppress(RuntimeError):
+                    done.get_loop().call_soon_threadsafe(finished)
 
         # A thread of its own (daemon): a collector that does not answer holds only that thread.
         threading.Thread(target=stop, name=f"{self.service_name}-trace-flush", daemon=True).start()

@@ -6,14 +6,15 @@ tests/e2e/test_tracing_processes.py."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
-import mcp_types as types
 import pytest
 import pytest_asyncio
 from mcp.client import Client
@@ -37,7 +38,9 @@ WAIT = 30.0
 def _config(tmp: Path, provider_url: str, tracing: dict[str, Any]) -> ToolscoutConfig:
     return parse_config(
         {
-            "clients": {"oai": {"provider": "openai", "base_url": provider_url, "api_key": "sk-trace-0123456789"}},
+            "clients": {
+                "oai": {"provider": "openai", "base_url": provider_url, "api_key": "sk-trace-0123456789"}
+            },
             "models": {"gpt": {"client": "oai", "model": "gpt-trace"}},
             "servers": {
                 "text": example_server_config("text"),
@@ -84,6 +87,16 @@ async def traced(
 def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
     with pytest.MonkeyPatch.context() as patch:
         yield patch
+
+
+def _scrape_openmetrics(port: int | None) -> str:
+    """The metrics endpoint in the OpenMetrics format (the one that carries exemplars)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 - a local URL
+        assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
+        return str(reply.read().decode())
 
 
 def _traceparent() -> tuple[str, str, str]:
@@ -204,6 +217,20 @@ async def test_a_callers_chat_is_one_trace_from_its_span_to_the_mcp_server(
     metas = [json.loads(line) for line in await wait_for_lines(traced.tmp / "meta.jsonl", 1)]
     assert f"00-{trace_id}-{echo.span_id}-01" in [m.get("traceparent") for m in metas]
 
+    # Metrics link to traces: OpenMetrics exemplars on the latency histograms carry the span's ids.
+    pool_metrics = _scrape_openmetrics(traced.stack.pool.metrics_port)
+    exemplars = re.findall(
+        r'^toolscout_pool_tool_call_duration_seconds_bucket\{[^}]*server="weather"[^}]*\} \S+ '
+        r'# \{span_id="([0-9a-f]{16})",trace_id="([0-9a-f]{32})"\}',
+        pool_metrics,
+        re.MULTILINE,
+    )
+    assert (call_tool.span_id, trace_id) in exemplars
+    grpc_exemplars = re.findall(
+        r'grpc_server_handling_seconds_bucket\{[^}]*\} \S+ # \{[^}]*trace_id="([0-9a-f]{32})"', pool_metrics
+    )
+    assert trace_id in grpc_exemplars
+
     # No prompt text, arguments or results without capture_content.
     for span in spans:
         assert not {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments"} & set(
@@ -254,7 +281,11 @@ async def test_retries_of_the_provider_and_of_a_repeatable_tool_are_events_on_th
     first_llm = min((s for s in spans if s.name == "chat gpt-trace"), key=lambda s: s.start_ns)
     events = [name for name, _ in first_llm.events]
     assert events == ["provider_error", "retry"]
-    assert first_llm.events[0][1] == {"error.type": "rate_limited", "http.response.status_code": 429, "attempt": 0}
+    assert first_llm.events[0][1] == {
+        "error.type": "rate_limited",
+        "http.response.status_code": 429,
+        "attempt": 0,
+    }
     call_tool = _one(spans, "call_tool")
     assert [name for name, _ in call_tool.events] == ["retry"]
     assert call_tool.attributes["toolscout.call.outcome"] == "ok"
@@ -302,7 +333,8 @@ async def test_an_mcp_hosts_tool_call_through_the_gateway_is_one_trace(
             )
     finally:
         context.detach(token)
-    assert not found.is_error and not called.is_error
+    assert not found.is_error
+    assert not called.is_error
     spans = receiver.wait_for(
         lambda got: _has(
             "tools/call search_tools",
@@ -354,7 +386,9 @@ async def test_a_gateway_request_continues_the_traceparent_header_when_meta_has_
 async def test_tracing_off_sends_nothing(receiver: OtlpReceiver, tmp_path: Path) -> None:
     before = receiver.requests
     async with FakeProvider() as fake:
-        config = _config(tmp_path, fake.openai_base_url, {"exporter": "none", "endpoint": receiver.grpc_endpoint})
+        config = _config(
+            tmp_path, fake.openai_base_url, {"exporter": "none", "endpoint": receiver.grpc_endpoint}
+        )
         fake.script(
             Reply.calls(ScriptedCall("text__reverse", {"text": "abc"})),
             Reply.answer("cba"),
@@ -374,8 +408,9 @@ async def test_tracing_off_sends_nothing(receiver: OtlpReceiver, tmp_path: Path)
 
 
 async def test_spans_go_over_otlp_http_when_asked(receiver: OtlpReceiver, tmp_path: Path) -> None:
-    from mcp_pool_svc.server import build_server as build_pool
     from toolscout.client import AsyncPoolClient
+
+    from mcp_pool_svc.server import build_server as build_pool
 
     config = _config(
         tmp_path, "http://127.0.0.1:9/v1", {"endpoint": receiver.http_endpoint, "protocol": "http/protobuf"}
@@ -388,6 +423,8 @@ async def test_spans_go_over_otlp_http_when_asked(receiver: OtlpReceiver, tmp_pa
     finally:
         await pool.stop(0.5)
     spans = receiver.wait_for(
-        lambda got: any(s.name == "call_tool" and s.attributes.get("gen_ai.tool.name") == "reverse" for s in got)
+        lambda got: any(
+            s.name == "call_tool" and s.attributes.get("gen_ai.tool.name") == "reverse" for s in got
+        )
     )
     assert {s.service for s in spans if s.name == "call_tool"} >= {"toolscout-pool"}

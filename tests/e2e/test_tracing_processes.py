@@ -72,7 +72,8 @@ def _assert_one_tree(spans: list[Span]) -> dict[str, Span]:
 
     assert parent("chat").name == CHAT_SPAN
     llm = [s for s in spans if s.name == "chat fake-model"]
-    assert len(llm) == 3 and {by_id[s.parent_id].name for s in llm} == {"chat"}
+    assert len(llm) == 3
+    assert {by_id[s.parent_id].name for s in llm} == {"chat"}
     assert parent("search").name == SEARCH_RPC
     assert by_id[parent("search").parent_id].name == "execute_tool search_tools"
     assert parent("tools/call get_forecast").name == "call_tool"
@@ -110,7 +111,9 @@ def test_a_chat_through_toolscout_up_is_one_trace_and_its_log_lines_join_by_its_
             _script(fake)
             with grpc.insecure_channel(endpoints["orchestrator"]) as channel:
                 reply = orchestrator_pb2_grpc.OrchestratorStub(channel).Chat(
-                    pb.ChatRequest(messages=[pb.Message(role="user", content="Weather in Tokyo?")], model="fake"),
+                    pb.ChatRequest(
+                        messages=[pb.Message(role="user", content="Weather in Tokyo?")], model="fake"
+                    ),
                     timeout=WAIT,
                 )
             assert reply.stop_reason == pb.STOP_REASON_COMPLETED
@@ -148,7 +151,9 @@ async def test_a_chat_across_toolscout_serve_processes_and_pool_shards_is_one_tr
             _script(fake)
             async with grpc.aio.insecure_channel(stack.orchestrator.address) as channel:
                 reply = await orchestrator_pb2_grpc.OrchestratorStub(channel).Chat(
-                    pb.ChatRequest(messages=[pb.Message(role="user", content="Weather in Tokyo?")], model="fake"),
+                    pb.ChatRequest(
+                        messages=[pb.Message(role="user", content="Weather in Tokyo?")], model="fake"
+                    ),
                     timeout=WAIT,
                 )
             assert reply.stop_reason == pb.STOP_REASON_COMPLETED

@@ -117,7 +117,9 @@ class OtlpReceiver:
                             parent_id=s.parent_span_id.hex(),
                             kind=_KINDS.get(s.kind, str(s.kind)),
                             attributes={kv.key: _value(kv.value) for kv in s.attributes},
-                            events=[(e.name, {kv.key: _value(kv.value) for kv in e.attributes}) for e in s.events],
+                            events=[
+                                (e.name, {kv.key: _value(kv.value) for kv in e.attributes}) for e in s.events
+                            ],
                             status_code=s.status.code,
                             start_ns=s.start_time_unix_nano,
                             end_ns=s.end_time_unix_nano,

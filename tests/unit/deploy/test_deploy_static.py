@@ -19,6 +19,7 @@ import yaml
 
 from deploy import check
 from toolscout_kit.config import ToolscoutConfig, parse_config
+from toolscout_kit.tracing import resolve_tracing
 
 DEPLOY = check.DEPLOY_DIR
 REPO = check.REPO_ROOT
@@ -350,6 +351,17 @@ def test_the_config_map_config_loads_and_keeps_stateful_servers_out_of_the_pool_
     notes = _of_kind("Deployment")["toolscout-mcp-notes"]
     assert notes["spec"]["replicas"] == 1
     assert notes["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_the_base_sends_no_traces_until_an_overlay_names_a_collector() -> None:
+    kustomization = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text(encoding="utf-8"))
+    (tracing,) = [g for g in kustomization["configMapGenerator"] if g["name"] == "toolscout-tracing"]
+    assert tracing["literals"] == ["OTEL_EXPORTER_OTLP_ENDPOINT="]
+    env = dict(item.split("=", 1) for item in tracing["literals"])
+    assert resolve_tracing(_config().toolscout.tracing, env).exporter == "none"
+    for component in MODULES:
+        container = _container(_service_deployment(component))
+        assert container["envFrom"] == [{"configMapRef": {"name": "toolscout-tracing"}}]
 
 
 def test_the_pool_is_a_statefulset_whose_pods_are_the_shards_of_the_config() -> None:
