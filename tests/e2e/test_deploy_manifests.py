@@ -616,6 +616,8 @@ def prometheus(
             f"--web.listen-address=127.0.0.1:{port}",
             "--storage.tsdb.retention.time=1h",
             "--log.level=warn",
+            # Exemplars (trace ids on the latency histograms), as the dashboard's panels show them.
+            "--enable-feature=exemplar-storage",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -730,3 +732,21 @@ def test_services_exit_cleanly_within_their_grace_period_on_sigterm(
         "toolscout-orchestrator": 0,
         "toolscout-gateway": 0,
     }, _logs(stack.local)
+
+
+def test_latency_exemplars_in_prometheus_name_traces_the_collector_received(
+    prometheus: Prometheus, stack: Stack
+) -> None:
+    series = "toolscout_pool_tool_call_duration_seconds_bucket"
+
+    def exemplars() -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = prometheus.get(
+            "/api/v1/query_exemplars", query=series, start=str(time.time() - 3600), end=str(time.time())
+        )
+        return [e for group in data for e in group["exemplars"]]
+
+    _wait_until(lambda: bool(exemplars()), 30, "exemplars of the tool call latency")
+    trace_ids = {e["labels"]["trace_id"] for e in exemplars()}
+    received = {s.trace_id for s in stack.collector.spans if s.name == "call_tool"}
+    assert trace_ids
+    assert trace_ids <= received
