@@ -125,8 +125,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
     async def PlanTools(
         self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.PlanToolsResponse:
-        attributes = {"toolscout.toolset": _toolset_label(request), "toolscout.provider": request.provider}
-        with self._tracing.span("plan", attributes=attributes) as span:
+        with self._tracing.span("plan", attributes={"toolscout.toolset": _toolset_label(request)}) as span:
             plan = await self._service.plan_tools(
                 toolset_ref(request.toolset, request.toolset_json),
                 list(request.discovered_tools),
@@ -139,9 +138,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
                 {
                     "toolscout.plan.loaded": plan.loaded_count,
                     "toolscout.plan.deferred": plan.deferred_count,
-                    "toolscout.plan.discovered": len(plan.discovered),
                     "toolscout.plan.tokens_sent": plan.tokens.sent,
-                    "toolscout.catalog.version": plan.catalog_version,
                 }
             )
             return self._plan_to_proto(plan)
@@ -165,11 +162,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
     async def SearchTools(
         self, request: discovery_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.SearchToolsResponse:
-        attributes = {
-            "toolscout.toolset": _toolset_label(request),
-            "toolscout.search.loaded": len(request.loaded_tools),
-        }
-        with self._tracing.span("search", attributes=attributes) as span:
+        with self._tracing.span("search", attributes={"toolscout.toolset": _toolset_label(request)}) as span:
             self._tracing.content(span, "toolscout.search.arguments", request.arguments_json or request.query)
             return await self._search(request, context, span)
 
@@ -230,7 +223,6 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
                 "toolscout.search.ranking": result.ranking or "none",
                 "toolscout.search.hits": len(result.matches),
                 "toolscout.search.newly_loaded": len(result.newly_loaded),
-                "toolscout.catalog.version": result.catalog_version,
             }
         )
         return response

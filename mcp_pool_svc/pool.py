@@ -130,9 +130,7 @@ def _mcp_attributes(sup: Supervisor, conn: Connection, tool: str) -> dict[str, A
     attributes: dict[str, Any] = {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": tool,
-        "gen_ai.operation.name": "execute_tool",
         "mcp.protocol.version": conn.protocol_version,
-        "toolscout.mcp.server": sup.name,
     }
     url = getattr(sup.config, "url", None)
     if url:

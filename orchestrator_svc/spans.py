@@ -27,7 +27,6 @@ def chat_attributes(request: ChatRequest) -> dict[str, Any]:
     """The ``chat`` span's attributes at its start."""
     return {
         "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": "toolscout",
         "gen_ai.request.model": request.model,
         "toolscout.toolset": INLINE_TOOLSET_LABEL if request.toolset_json else request.toolset,
     }
@@ -38,11 +37,7 @@ def chat_result_attributes(stats: ChatStats, outcome: str) -> dict[str, Any]:
     return {
         "toolscout.chat.outcome": outcome,
         "toolscout.chat.iterations": stats.iterations,
-        "toolscout.chat.llm_calls": stats.llm_calls,
-        "toolscout.chat.tool_calls": sum(c.calls for c in stats.tool_calls.values()),
         "toolscout.deferral.mode": stats.discovery.deferral,
-        "gen_ai.usage.input_tokens": stats.usage.input_tokens,
-        "gen_ai.usage.output_tokens": stats.usage.output_tokens,
     }
 
 
@@ -53,7 +48,6 @@ def llm_attributes(request: LLMRequest, provider: str) -> dict[str, Any]:
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": request.model,
         "toolscout.llm.tools_sent": len(request.tools),
-        "toolscout.deferral.mode": request.deferral,
     }
     if request.max_tokens is not None:
         attributes["gen_ai.request.max_tokens"] = request.max_tokens
@@ -64,15 +58,19 @@ def llm_attributes(request: LLMRequest, provider: str) -> dict[str, Any]:
 
 def llm_result_attributes(result: LLMResult) -> dict[str, Any]:
     usage = result.usage
-    return {
+    attributes: dict[str, Any] = {
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,
-        "gen_ai.usage.cache_read.input_tokens": usage.cached_input_tokens,
-        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
         "gen_ai.response.finish_reasons": [result.finish_reason] if result.finish_reason else [],
-        "toolscout.llm.tool_calls": len(result.tool_calls),
-        "toolscout.llm.tools_disabled": result.tools_disabled,
     }
+    # Only what happened: every attribute costs the exporter time on every span.
+    if usage.cached_input_tokens:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
+    if usage.cache_write_tokens:
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+    if result.tools_disabled:
+        attributes["toolscout.llm.tools_disabled"] = True
+    return attributes
 
 
 def output_messages(result: LLMResult) -> list[dict[str, Any]]:

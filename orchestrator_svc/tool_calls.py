@@ -145,7 +145,9 @@ class ToolCallRunner:
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [
-                    group.create_task(self._run_one(c, loaded, has_search, discovered, found[i], plans, i))
+                    group.create_task(
+                        self._traced(c, self._run_one(c, loaded, has_search, discovered, found[i], plans, i))
+                    )
                     for i, c in enumerate(calls)
                 ]
         except BaseExceptionGroup as group:
@@ -158,17 +160,8 @@ class ToolCallRunner:
             plans[loading[0]] if len(loading) == 1 else None,
         )
 
-    async def _run_one(
-        self,
-        call: ToolCall,
-        loaded: dict[str, ToolDef],
-        has_search: bool,
-        discovered: Sequence[str],
-        found: list[str],
-        plans: list[ToolPlan | None],
-        index: int,
-    ) -> Message:
-        """One call in an ``execute_tool`` span (its search or pool call is the child)."""
+    async def _traced(self, call: ToolCall, work: Awaitable[Message]) -> Message:
+        """``work`` (running ``call``) in an ``execute_tool`` span: its search or pool call is the child."""
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -177,13 +170,13 @@ class ToolCallRunner:
         tracing = self._tracing
         with tracing.span(f"execute_tool {call.name}", attributes=attributes) as span:
             tracing.content(span, "gen_ai.tool.call.arguments", call.arguments_json)
-            message = await self._run_call(call, loaded, has_search, discovered, found, plans, index)
+            message = await work
             if message.is_error:
                 span.set_attribute("error.type", "tool_error")
             tracing.content(span, "gen_ai.tool.call.result", message.content)
             return message
 
-    async def _run_call(
+    async def _run_one(
         self,
         call: ToolCall,
         loaded: dict[str, ToolDef],

@@ -104,6 +104,22 @@ def _traceparent() -> tuple[str, str, str]:
     return f"00-{trace_id}-{span_id}-01", trace_id, span_id
 
 
+async def _traced_chat(
+    traced: Traced, receiver: OtlpReceiver, question: str, *last: str
+) -> tuple[str, str, list[Span]]:
+    """A chat sent with a caller's traceparent: its trace id, the caller's span id, and the spans
+    of its trace once the ``last`` names (each service's last span) have arrived."""
+    traceparent, trace_id, caller_span = _traceparent()
+    reply = await traced.stub.Chat(
+        pb.ChatRequest(messages=[pb.Message(role="user", content=question)], model="gpt"),
+        metadata=[("traceparent", traceparent)],
+        timeout=WAIT,
+    )
+    assert reply.stop_reason == pb.STOP_REASON_COMPLETED
+    spans = receiver.wait_for(lambda got: _has(*last)([s for s in got if s.trace_id == trace_id]))
+    return trace_id, caller_span, [s for s in spans if s.trace_id == trace_id]
+
+
 def _one(spans: list[Span], name: str, **attributes: Any) -> Span:
     found = [
         s for s in spans if s.name == name and all(s.attributes.get(k) == v for k, v in attributes.items())
@@ -138,19 +154,9 @@ async def test_a_callers_chat_is_one_trace_from_its_span_to_the_mcp_server(
         Reply.calls(ScriptedCall("probe__echo", {"text": "hi"})),
         Reply.answer("Sunny in Berlin."),
     )
-    traceparent, trace_id, caller_span = _traceparent()
-    reply = await traced.stub.Chat(
-        pb.ChatRequest(messages=[pb.Message(role="user", content="Weather in Berlin?")], model="gpt"),
-        metadata=[("traceparent", traceparent)],
-        timeout=WAIT,
+    trace_id, caller_span, spans = await _traced_chat(
+        traced, receiver, "Weather in Berlin?", *_LAST_ENDING, "tools/call echo", "tools/call get_forecast"
     )
-    assert reply.stop_reason == pb.STOP_REASON_COMPLETED
-    spans = receiver.wait_for(
-        lambda got: _has(*_LAST_ENDING, "tools/call echo", "tools/call get_forecast")(
-            [s for s in got if s.trace_id == trace_id]
-        )
-    )
-    spans = [s for s in spans if s.trace_id == trace_id]
     assert {s.service for s in spans} == {"toolscout-orchestrator", "toolscout-discovery", "toolscout-pool"}
 
     # The caller's span is the parent of the orchestrator's RPC span: its trace continues.
@@ -173,7 +179,7 @@ async def test_a_callers_chat_is_one_trace_from_its_span_to_the_mcp_server(
         assert call.attributes["gen_ai.provider.name"] == "openai"
         assert call.attributes["gen_ai.request.model"] == "gpt-trace"
         assert call.attributes["gen_ai.usage.input_tokens"] > 0
-        assert "gen_ai.usage.cache_read.input_tokens" in call.attributes
+        assert "gen_ai.usage.cache_read.input_tokens" not in call.attributes  # none read: not sent
     assert sorted(c.attributes["gen_ai.response.finish_reasons"][0] for c in llm) == [
         "stop",
         "tool_calls",
@@ -267,17 +273,7 @@ async def test_retries_of_the_provider_and_of_a_repeatable_tool_are_events_on_th
         Reply.calls(ScriptedCall("probe__crash_once_idempotent", {"marker": str(marker)})),
         Reply.answer("done"),
     )
-    traceparent, trace_id, _ = _traceparent()
-    reply = await traced.stub.Chat(
-        pb.ChatRequest(messages=[pb.Message(role="user", content="crash it once")], model="gpt"),
-        metadata=[("traceparent", traceparent)],
-        timeout=WAIT,
-    )
-    assert reply.stop_reason == pb.STOP_REASON_COMPLETED
-    spans = receiver.wait_for(
-        lambda got: _has(_LAST_ENDING[0], _LAST_ENDING[2])([s for s in got if s.trace_id == trace_id])
-    )
-    spans = [s for s in spans if s.trace_id == trace_id]
+    _, _, spans = await _traced_chat(traced, receiver, "crash it once", _LAST_ENDING[0], _LAST_ENDING[2])
     first_llm = min((s for s in spans if s.name == "chat gpt-trace"), key=lambda s: s.start_ns)
     events = [name for name, _ in first_llm.events]
     assert events == ["provider_error", "retry"]
