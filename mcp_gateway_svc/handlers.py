@@ -174,6 +174,8 @@ class McpHandlers:
             attributes=attributes,
             parent=parent,
         ) as span:
+            if target is not None and ctx.params:
+                self._tracing.content(span, "gen_ai.tool.call.arguments", ctx.params.get("arguments"))
             result = await call_next(ctx)
             if isinstance(result, types.CallToolResult) and result.is_error:
                 span.set_attribute("error.type", "tool_error")
