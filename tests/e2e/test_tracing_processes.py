@@ -16,7 +16,7 @@ import pytest
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
-from tests.support.cli_stack import ThreadedProvider, UpProcess, stack_config
+from tests.support.cli_stack import ThreadedProvider, UpProcess, run_cli, stack_config
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
 from tests.support.mcp_servers import example_server_config
 from tests.support.otlp_receiver import OtlpReceiver, Span
@@ -170,3 +170,20 @@ async def test_a_chat_across_toolscout_serve_processes_and_pool_shards_is_one_tr
     assert {line.get("rpc") for line in joined["pool-1"]} >= {f"/{CALL_RPC}"}
     assert joined["pool-0"] == []  # the other shard had no part in this chat
     assert all(re.fullmatch(r"[0-9a-f]{16}", line["span_id"]) for lines in joined.values() for line in lines)
+
+
+def test_a_tracing_variable_toolscout_cannot_use_stops_serve_at_start_naming_it() -> None:
+    done = run_cli(
+        "serve",
+        "discovery",
+        "-c",
+        "examples/casual_mcp_config.json",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-port",
+        "-1",
+        env={"OTEL_TRACES_EXPORTER": "jaeger"},
+    )
+    assert done.returncode == 2
+    assert "OTEL_TRACES_EXPORTER: 'jaeger' is not supported (otlp, console or none)" in done.stderr
+    assert "Traceback" not in done.stderr
