@@ -62,7 +62,7 @@ from toolscout_kit.errors import (
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
-from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing
+from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event
 
 __all__ = [
     "AssistantMessageEvent",
@@ -258,6 +258,7 @@ class _Chat:
                 f"this conversation exceeds a provider limit: {problem.detail}"
             )
         _log.warning("native_deferral_fallback", model=model, reason=problem.reason, detail=problem.detail)
+        add_event("fallback", {"to": "append", "reason": problem.reason})
         self.loop.metrics.native_fallbacks.labels(model, problem.reason).inc()
         self.deferral = "append"
         self.native_tools = ()

@@ -245,6 +245,31 @@ async def test_a_callers_chat_is_one_trace_from_its_span_to_the_mcp_server(
         assert "Berlin" not in json.dumps(span.attributes)
 
 
+async def test_a_streamed_chat_is_one_trace_under_its_rpc(traced: Traced, receiver: OtlpReceiver) -> None:
+    traced.fake.script(Reply.calls(ScriptedCall("text__reverse", {"text": "abc"})), Reply.answer("cba"))
+    traceparent, trace_id, caller = _traceparent()
+    events = [
+        event
+        async for event in traced.stub.StreamChat(
+            pb.ChatRequest(messages=[pb.Message(role="user", content="reverse abc")], model="gpt"),
+            metadata=[("traceparent", traceparent)],
+            timeout=WAIT,
+        )
+    ]
+    assert events
+    rpc_name = "toolscout.orchestrator.v1.Orchestrator/StreamChat"
+    spans = receiver.wait_for(
+        lambda got: _has(rpc_name, _LAST_ENDING[2])([s for s in got if s.trace_id == trace_id])
+    )
+    spans = [s for s in spans if s.trace_id == trace_id]
+    rpc = _one(spans, rpc_name)
+    assert rpc.parent_id == caller
+    chat = _one(spans, "chat")
+    assert chat.parent_id == rpc.span_id
+    assert chat.attributes["toolscout.chat.outcome"] == "completed"
+    assert _one(spans, "call_tool").attributes["gen_ai.tool.name"] == "reverse"
+
+
 async def test_a_chat_without_a_caller_trace_starts_its_own(traced: Traced, receiver: OtlpReceiver) -> None:
     traced.fake.script(Reply.answer("hello"))
     reply = await traced.stub.Chat(
