@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
+from opentelemetry.trace import Span
 from toolscout.common.v1 import common_pb2
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 
@@ -18,6 +19,7 @@ from discovery_svc.partition import toolset_ref
 from discovery_svc.planner import Plan
 from discovery_svc.search_args import SearchMode
 from discovery_svc.surface import Surface
+from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["DiscoveryServicer", "tool_to_proto"]
 
@@ -80,10 +82,15 @@ class _ProtoCache:
         return out
 
 
+def _toolset_label(request: discovery_pb2.PlanToolsRequest | discovery_pb2.SearchToolsRequest) -> str:
+    return "inline" if request.toolset_json else request.toolset
+
+
 class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
-    def __init__(self, service: DiscoveryEngine) -> None:
+    def __init__(self, service: DiscoveryEngine, tracing: Tracing = NO_TRACING) -> None:
         self._service = service
         self._protos = _ProtoCache()
+        self._tracing = tracing
 
     def _plan_to_proto(self, plan: Plan) -> discovery_pb2.PlanToolsResponse:
         response = discovery_pb2.PlanToolsResponse(
@@ -118,15 +125,23 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
     async def PlanTools(
         self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.PlanToolsResponse:
-        plan = await self._service.plan_tools(
-            toolset_ref(request.toolset, request.toolset_json),
-            list(request.discovered_tools),
-            request.provider,
-            include_deferred_names=request.include_deferred_names,
-            include_deferred_tools=request.include_deferred_tools,
-            surface=_SURFACES.get(request.surface, Surface.APPEND),
-        )
-        return self._plan_to_proto(plan)
+        with self._tracing.span("plan", attributes={"toolscout.toolset": _toolset_label(request)}) as span:
+            plan = await self._service.plan_tools(
+                toolset_ref(request.toolset, request.toolset_json),
+                list(request.discovered_tools),
+                request.provider,
+                include_deferred_names=request.include_deferred_names,
+                include_deferred_tools=request.include_deferred_tools,
+                surface=_SURFACES.get(request.surface, Surface.APPEND),
+            )
+            span.set_attributes(
+                {
+                    "toolscout.plan.loaded": plan.loaded_count,
+                    "toolscout.plan.deferred": plan.deferred_count,
+                    "toolscout.plan.tokens_sent": plan.tokens.sent,
+                }
+            )
+            return self._plan_to_proto(plan)
 
     async def WatchPlan(
         self, request: discovery_pb2.WatchPlanRequest, context: grpc.aio.ServicerContext[object, object]
@@ -146,6 +161,16 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
 
     async def SearchTools(
         self, request: discovery_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> discovery_pb2.SearchToolsResponse:
+        with self._tracing.span("search", attributes={"toolscout.toolset": _toolset_label(request)}) as span:
+            self._tracing.content(span, "toolscout.search.arguments", request.arguments_json or request.query)
+            return await self._search(request, context, span)
+
+    async def _search(
+        self,
+        request: discovery_pb2.SearchToolsRequest,
+        context: grpc.aio.ServicerContext[object, object],
+        span: Span,
     ) -> discovery_pb2.SearchToolsResponse:
         result = await self._service.search_tools(
             SearchRequest(
@@ -192,6 +217,14 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         )
         if result.plan is not None:
             response.plan.CopyFrom(self._plan_to_proto(result.plan))
+        span.set_attributes(
+            {
+                "toolscout.search.mode": result.mode.value,
+                "toolscout.search.ranking": result.ranking or "none",
+                "toolscout.search.hits": len(result.matches),
+                "toolscout.search.newly_loaded": len(result.newly_loaded),
+            }
+        )
         return response
 
     async def GetManifest(

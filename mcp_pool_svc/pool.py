@@ -33,6 +33,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types
@@ -66,6 +67,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.names import unknown_name
+from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event, set_attributes
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "McpPool", "ReshardResult", "reply_line_limit", "require_json_object"]
 
@@ -123,6 +125,24 @@ def _outcome_of(exc: BaseException) -> Outcome:
     return "error"
 
 
+def _mcp_attributes(sup: Supervisor, conn: Connection, tool: str) -> dict[str, Any]:
+    """An MCP request's span attributes (OpenTelemetry's MCP conventions)."""
+    attributes: dict[str, Any] = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": tool,
+        "mcp.protocol.version": conn.protocol_version,
+    }
+    url = getattr(sup.config, "url", None)
+    if url:
+        where = urlsplit(url)
+        attributes.update({"network.transport": "tcp", "server.address": where.hostname or ""})
+        if where.port:
+            attributes["server.port"] = where.port
+    else:
+        attributes["network.transport"] = "pipe"
+    return attributes
+
+
 class _SentThenLost(Exception):
     """The request went to the server, then the connection was lost before its answer."""
 
@@ -160,10 +180,12 @@ class McpPool:
         connector: Connector | None = None,
         rng: random.Random | None = None,
         environ: Mapping[str, str] | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         """Supervisors for the servers placed on ``shard`` (default: 0 of 1 when the config is unsharded).
 
         ``environ`` (default: the process environment) tells which API keys to mask in servers' stderr.
+        ``tracing``: a ``call_tool`` span per call, and an MCP client span per request sent.
 
         Raises:
             ConfigError: the config is sharded and no shard is given.
@@ -171,6 +193,7 @@ class McpPool:
         self._config = config
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
+        self._tracing = tracing
         self.catalog = Catalog()
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
@@ -527,34 +550,50 @@ class McpPool:
             ResultTooLargeError: the result is over the cap and the pool is set to reject, or its
                 reply line is over the reading limit.
         """
-        _check_timeout(timeout_seconds)
-        args = require_json_object(arguments, "arguments")
-        meta_obj = require_json_object(meta, "_meta")
-        server, tool = self.resolve(server=server, tool=tool, llm_name=llm_name)
-        sup = self._supervisors[server]
-        if self._stopping:
-            raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
-        limit = timeout_seconds if timeout_seconds > 0 else sup.config.call_timeout
-        if deadline is not None:
-            limit = min(limit, deadline)
-        started = time.perf_counter()
-        outcome: Outcome = "error"
-        call = _Call()
-        self._calls.add(call)
-        self._calls_done.clear()
-        sup.call_started()
-        try:
-            result, outcome = await self._attempt(sup, tool, args, meta_obj, limit, call, started)
-            return result
-        except BaseException as exc:
-            outcome = _outcome_of(exc)
-            raise
-        finally:
-            sup.call_finished()
-            self._calls.discard(call)
-            if not self._calls:
-                self._calls_done.set()
-            self._metrics.tool_call(server, outcome, time.perf_counter() - started)
+        with self._tracing.span("call_tool", attributes=self._call_attributes(llm_name or tool)) as span:
+            _check_timeout(timeout_seconds)
+            args = require_json_object(arguments, "arguments")
+            meta_obj = require_json_object(meta, "_meta")
+            server, tool = self.resolve(server=server, tool=tool, llm_name=llm_name)
+            span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
+            self._tracing.content(span, "gen_ai.tool.call.arguments", args)
+            sup = self._supervisors[server]
+            if self._stopping:
+                raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
+            limit = timeout_seconds if timeout_seconds > 0 else sup.config.call_timeout
+            if deadline is not None:
+                limit = min(limit, deadline)
+            started = time.perf_counter()
+            outcome: Outcome = "error"
+            call = _Call()
+            self._calls.add(call)
+            self._calls_done.clear()
+            sup.call_started()
+            try:
+                result, outcome = await self._attempt(sup, tool, args, meta_obj, limit, call, started)
+                if span.is_recording():
+                    size = sum(c.size for c in result.content) + len(result.structured_content_json.encode())
+                    span.set_attribute("toolscout.call.result_bytes", size)
+                    self._tracing.content(span, "gen_ai.tool.call.result", [c.text for c in result.content])
+                return result
+            except BaseException as exc:
+                outcome = _outcome_of(exc)
+                raise
+            finally:
+                sup.call_finished()
+                self._calls.discard(call)
+                if not self._calls:
+                    self._calls_done.set()
+                span.set_attribute("toolscout.call.outcome", outcome)
+                self._metrics.tool_call(server, outcome, time.perf_counter() - started)
+
+    def _call_attributes(self, name: str) -> dict[str, Any]:
+        shard = self._shard
+        return {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "toolscout.pool.shard": f"{self._index}/{shard.count if shard else self.shard_count}",
+        }
 
     async def _attempt(
         self,
@@ -639,15 +678,22 @@ class McpPool:
                     raise
                 call.sent = True
                 try:
-                    answer = await conn.session.call_tool(
-                        tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
-                    )
+                    # The SDK writes this span's traceparent into the request's _meta.
+                    with self._tracing.span(
+                        f"tools/call {tool}",
+                        kind=SpanKind.CLIENT,
+                        attributes=_mcp_attributes(sup, conn, tool),
+                    ):
+                        answer = await conn.session.call_tool(
+                            tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
+                        )
                 except MCPError as err:
                     if err.code != mcp_types.CONNECTION_CLOSED:
                         raise
                     if not repeatable or lost is not None:
                         raise _SentThenLost(retried=lost is not None) from None
                     log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
+                    add_event("retry", {"reason": "connection closed; sent again after the restart"})
                     lost = conn
                     continue
                 if not read_only:
@@ -664,7 +710,9 @@ class McpPool:
     async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
         waiting = time.perf_counter()
         async with lock:
-            self._metrics.write_lock_waited(server, time.perf_counter() - waiting)
+            waited = time.perf_counter() - waiting
+            self._metrics.write_lock_waited(server, waited)
+            set_attributes({"toolscout.call.write_wait_seconds": waited})
             yield
 
     def _convert(self, server: str, tool: str, raw: Any, started: float) -> ToolResult:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Literal, cast
 
+from opentelemetry.trace import Span
 from toolscout.client import SEARCH_TOOL_NAME
 
 from orchestrator_svc.chat import (
@@ -45,6 +46,13 @@ from orchestrator_svc.providers.deferral import (
 )
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam, ToolPlan
+from orchestrator_svc.spans import (
+    chat_attributes,
+    chat_result_attributes,
+    llm_attributes,
+    llm_result_attributes,
+    output_messages,
+)
 from orchestrator_svc.stats import ChatStats
 from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
 from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat
@@ -54,6 +62,7 @@ from toolscout_kit.errors import (
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event
 
 __all__ = [
     "AssistantMessageEvent",
@@ -149,7 +158,9 @@ class _Chat:
             is_deferred=self.is_deferred,
             native=lambda: bool(self.native_tools),
         )
-        self.tools = ToolCallRunner(context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics)
+        self.tools = ToolCallRunner(
+            context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics, tracing=loop.tracing
+        )
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -247,6 +258,7 @@ class _Chat:
                 f"this conversation exceeds a provider limit: {problem.detail}"
             )
         _log.warning("native_deferral_fallback", model=model, reason=problem.reason, detail=problem.detail)
+        add_event("fallback", {"to": "append", "reason": problem.reason})
         self.loop.metrics.native_fallbacks.labels(model, problem.reason).inc()
         self.deferral = "append"
         self.native_tools = ()
@@ -324,11 +336,22 @@ class _Chat:
         def on_error(reason: str) -> None:
             metrics.record_llm_error(provider.provider, self.resolved.name, reason)
 
-        started = time.monotonic()
-        result = await provider.complete(request, stream=on_delta if self.events else None, on_error=on_error)
-        metrics.record_llm_call(
-            provider.provider, self.resolved.name, time.monotonic() - started, result.usage
-        )
+        tracing = self.loop.tracing
+        with tracing.span(
+            f"chat {request.model}",
+            kind=SpanKind.CLIENT,
+            attributes=llm_attributes(request, provider.provider),
+        ) as span:
+            started = time.monotonic()
+            result = await provider.complete(
+                request, stream=on_delta if self.events else None, on_error=on_error
+            )
+            metrics.record_llm_call(
+                provider.provider, self.resolved.name, time.monotonic() - started, result.usage
+            )
+            if span.is_recording():
+                span.set_attributes(llm_result_attributes(result))
+                tracing.content(span, "gen_ai.output.messages", output_messages(result))
         self.stats.llm_calls += 1
         self.stats.usage.add(result.usage)
         self.tools_disabled = self.tools_disabled or result.tools_disabled
@@ -406,6 +429,7 @@ class ChatLoop:
         prompts: SystemPrompts,
         settings: OrchestratorSettings,
         metrics: OrchestratorMetrics,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.models = models
         self.discovery = discovery
@@ -413,18 +437,27 @@ class ChatLoop:
         self.prompts = prompts
         self.settings = settings
         self.metrics = metrics
+        self.tracing = tracing
         self.deferred_tools = DeferredToolsCache(discovery)
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None
     ) -> ChatResult:
-        """Runs the loop to an answer or the iteration limit.
+        """Runs the loop to an answer or the iteration limit, in a ``chat`` span.
 
         Raises:
             InvalidChatError, UnknownModelError, ChatDeadlineError, provider errors
             (see :mod:`orchestrator_svc.errors`), and discovery errors (NotFoundError for an
             unknown toolset). ``asyncio.CancelledError`` when the caller cancels.
         """
+        with self.tracing.span("chat", attributes=chat_attributes(request)) as span:
+            last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+            self.tracing.content(span, "gen_ai.input.messages", [{"role": "user", "content": last}])
+            return await self._run(request, time_limit, events, span)
+
+    async def _run(
+        self, request: ChatRequest, time_limit: float | None, events: EventSink | None, span: Span
+    ) -> ChatResult:
         fmt = _validate(request) or self.settings.result_format
         resolved = self.models.resolve(request.model)
         started = time.monotonic()
@@ -451,6 +484,7 @@ class ChatLoop:
         finally:
             chat.stats.duration_seconds = time.monotonic() - started
             disc = chat.stats.discovery
+            span.set_attributes(chat_result_attributes(chat.stats, outcome))
             self.metrics.record_chat(
                 resolved.name,
                 INLINE_TOOLSET_LABEL if request.toolset_json else request.toolset,

@@ -25,6 +25,7 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
+from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
@@ -98,7 +99,12 @@ class _AsyncClient:
         wait_for_ready: bool | None = None,
     ) -> Any:
         try:
-            return await rpc(request, timeout=deadline, metadata=metadata, wait_for_ready=wait_for_ready)
+            return await rpc(
+                request,
+                timeout=deadline,
+                metadata=with_trace_context(metadata),
+                wait_for_ready=wait_for_ready,
+            )
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
@@ -111,7 +117,7 @@ class _AsyncClient:
         metadata: Metadata,
         convert: Callable[[Any], Any],
     ) -> AsyncGenerator[Any, None]:
-        call = rpc(request, timeout=deadline, metadata=metadata)
+        call = rpc(request, timeout=deadline, metadata=with_trace_context(metadata))
         try:
             async for message in call:
                 item = convert(message)

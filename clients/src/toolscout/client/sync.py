@@ -26,6 +26,7 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
+from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
@@ -95,7 +96,7 @@ class _SyncClient:
 
     def _unary(self, method: str, rpc: Any, request: Any, deadline: float | None, metadata: Metadata) -> Any:
         try:
-            return rpc(request, timeout=deadline, metadata=metadata)
+            return rpc(request, timeout=deadline, metadata=with_trace_context(metadata))
         except grpc.RpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
@@ -108,7 +109,7 @@ class _SyncClient:
         metadata: Metadata,
         convert: Callable[[Any], Any],
     ) -> Generator[Any, None, None]:
-        call = rpc(request, timeout=deadline, metadata=metadata)
+        call = rpc(request, timeout=deadline, metadata=with_trace_context(metadata))
         try:
             for message in call:
                 item = convert(message)
