@@ -8,6 +8,9 @@ Prints a summary and saves ``bench/results/orchestrator.json``. Figures:
   discovery/pool fakes (zero latency, a fast tool) and the real OpenAI SDK talking to the
   scripted provider (run in its own process). Per chat, wall time minus the time inside provider calls (SDK + HTTP to the
   local fake) minus tool time, divided by LLM calls. The provider-call time is reported beside it.
+  Tracing off vs on: a second loop with OpenTelemetry tracing on (sample ratio 1, OTLP over gRPC to
+  a local receiver) takes every other chat; the added p50 per iteration is reported beside
+  (target: at most 5 % of the overhead).
 * **100 concurrent chats over gRPC**: the real orchestrator server, fake discovery/pool servicers
   (zero latency) and the scripted provider; every chat does one tool call then answers. Throughput,
   p50/p99 latency and errors (target: none).
@@ -70,8 +73,10 @@ from orchestrator_svc.providers.registry import ModelRegistry, build_provider  #
 from orchestrator_svc.server import build_server  # noqa: E402
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall  # noqa: E402
 from tests.support.orchestrator_fakes import FakeDiscovery, FakePool, text_result, tool  # noqa: E402
+from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from toolscout_kit.config import ClientConfig, ToolscoutConfig, parse_config  # noqa: E402
 from toolscout_kit.logging import configure_logging  # noqa: E402
+from toolscout_kit.tracing import NO_TRACING, Tracing, tracing_for  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "livemcpbench.tools.jsonl"
 RESULTS = ROOT / "bench" / "results" / "orchestrator.json"
@@ -137,9 +142,23 @@ class TimedProvider:
 # --- 1. overhead per iteration -------------------------------------------------------------
 
 
-async def bench_overhead(chats: int, iterations: int) -> dict[str, Any]:
+def _summary(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": round(statistics.median(values), 3),
+        "p90": round(pct(values, 0.9), 3),
+        "p99": round(pct(values, 0.99), 3),
+    }
+
+
+async def bench_overhead(chats: int, iterations: int, receiver: OtlpReceiver) -> dict[str, Any]:
     async with external_provider("clock_now", iterations) as base_url:
         config = config_for(base_url)
+
+        def traced(ratio: float) -> Tracing:
+            tracing = {"endpoint": receiver.grpc_endpoint, "sample_ratio": ratio}
+            return tracing_for(config_for(base_url, toolscout={"tracing": tracing}), "orchestrator")
+
+        tracings = {"on": traced(1.0), "on_ratio_0.1": traced(0.1)}
         timed: list[TimedProvider] = []
 
         def factory(name: str, client: ClientConfig) -> LLMProvider:
@@ -165,43 +184,73 @@ async def bench_overhead(chats: int, iterations: int) -> dict[str, Any]:
         )
         pool = FakePool(handlers={"clock_now": fast_tool})
         settings = config.toolscout.orchestrator
-        loop = ChatLoop(
-            models=ModelRegistry(config, factory),
-            discovery=discovery,
-            pool=pool,
-            prompts=SystemPrompts(ROOT / "prompt-templates"),
-            settings=settings,
-            metrics=OrchestratorMetrics(CollectorRegistry()),
-        )
-        per_iteration: list[float] = []
+
+        def chat_loop(tracing: Tracing) -> ChatLoop:
+            return ChatLoop(
+                models=ModelRegistry(config, factory),
+                discovery=discovery,
+                pool=pool,
+                prompts=SystemPrompts(ROOT / "prompt-templates"),
+                settings=settings,
+                metrics=OrchestratorMetrics(CollectorRegistry()),
+                tracing=tracing,
+            )
+
+        # Off and on take turns, so that drift and load hit both alike.
+        loops = {"off": chat_loop(NO_TRACING), **{k: chat_loop(t) for k, t in tracings.items()}}
+        per_iteration: dict[str, list[float]] = {label: [] for label in loops}
         provider_call: list[float] = []
         for i in range(chats + 5):
-            llm_before = sum(p.seconds for p in timed)
-            tools_before = tool_seconds
-            started = time.perf_counter()
-            result = await loop.run(ChatRequest(messages=[Message("user", "what time is it?")], model="gpt"))
-            wall = time.perf_counter() - started
-            llm = sum(p.seconds for p in timed) - llm_before
-            tools = tool_seconds - tools_before
-            assert result.stop_reason == "completed", result.error
-            if i < 5:
-                continue  # warm-up: first SDK client, imports, connection
-            calls = result.stats.llm_calls
-            per_iteration.append((wall - llm - tools) / calls * 1000)
-            provider_call.append(llm / calls * 1000)
-        await loop.models.aclose()
+            for label in list(loops) if i % 2 else list(loops)[::-1]:
+                llm_before = sum(p.seconds for p in timed)
+                tools_before = tool_seconds
+                started = time.perf_counter()
+                result = await loops[label].run(
+                    ChatRequest(messages=[Message("user", "what time is it?")], model="gpt")
+                )
+                wall = time.perf_counter() - started
+                llm = sum(p.seconds for p in timed) - llm_before
+                tools = tool_seconds - tools_before
+                assert result.stop_reason == "completed", result.error
+                if i < 5:
+                    continue  # warm-up: first SDK client, imports, connection
+                calls = result.stats.llm_calls
+                per_iteration[label].append((wall - llm - tools) / calls * 1000)
+                if label == "off":
+                    provider_call.append(llm / calls * 1000)
+        for loop in loops.values():
+            await loop.models.aclose()
+        for tracing in tracings.values():
+            await tracing.shutdown()
+    off, on = per_iteration["off"], per_iteration["on"]
+    added = statistics.median(on) - statistics.median(off)
+    sampled = per_iteration["on_ratio_0.1"]
     return {
         "chats": chats,
         "llm_calls_per_chat": iterations + 1,
         "tools_sent_per_call": len(discovery.eager) + 1,
-        "overhead_ms_per_iteration": {
-            "p50": round(statistics.median(per_iteration), 3),
-            "p90": round(pct(per_iteration, 0.9), 3),
-            "p99": round(pct(per_iteration, 0.99), 3),
-        },
+        "overhead_ms_per_iteration": _summary(off),
         "provider_call_ms_sdk_plus_local_http": {
             "p50": round(statistics.median(provider_call), 3),
             "p99": round(pct(provider_call, 0.99), 3),
+        },
+        # Tracing on (sample ratio 1, OTLP/gRPC to a local receiver): chat, LLM-call and
+        # execute_tool spans; chats alternate with the untraced loop above.
+        "tracing": {
+            "overhead_ms_per_iteration_off": _summary(off),
+            "overhead_ms_per_iteration_on": _summary(on),
+            "added_p50_ms_per_iteration": round(added, 3),
+            "added_percent_of_overhead": round(100 * added / statistics.median(off), 1),
+            # The same with the overhead counted as the orchestrator's whole time per LLM call, its
+            # provider SDK call included (what a chat spends in the orchestrator's process).
+            "added_percent_of_iteration_with_provider_call": round(
+                100 * added / (statistics.median(off) + statistics.median(provider_call)), 1
+            ),
+            "overhead_ms_per_iteration_on_ratio_0_1": _summary(sampled),
+            "added_p50_ms_per_iteration_ratio_0_1": round(
+                statistics.median(sampled) - statistics.median(off), 3
+            ),
+            "spans_received": len(receiver.spans),
         },
     }
 
@@ -229,7 +278,9 @@ async def _ok(request: CallRequest, tool: Tool) -> CallToolResult:
     return CallToolResult((ContentBlock("text", text="ok"),), server="s", tool=request.llm_name)
 
 
-async def bench_concurrency(concurrent: int, rounds: int) -> dict[str, Any]:
+async def bench_concurrency(
+    concurrent: int, rounds: int, tracing: dict[str, Any] | None = None
+) -> dict[str, Any]:
     downstream_server = grpc.aio.server()
     discovery_pb2_grpc.add_DiscoveryServicer_to_server(_Discovery(), downstream_server)
     pool = testing.FakePool([wire.tool(t) for t in _EAGER], answer=_ok)
@@ -242,7 +293,7 @@ async def bench_concurrency(concurrent: int, rounds: int) -> dict[str, Any]:
     errors = 0
     async with external_provider("s__t0", 1) as base_url:
         orch = await build_server(
-            config_for(base_url),
+            config_for(base_url, **({"toolscout": {"tracing": tracing}} if tracing else {})),
             listen="127.0.0.1:0",
             metrics_port=-1,
             pool_target=target,
@@ -405,17 +456,37 @@ async def bench_tokens() -> dict[str, Any]:
 async def main(quick: bool) -> dict[str, Any]:
     configure_logging("WARNING")
     results: dict[str, Any] = {}
-    results["overhead"] = await bench_overhead(chats=50 if quick else 300, iterations=3)
+    with OtlpReceiver() as receiver:
+        results["overhead"] = await bench_overhead(
+            chats=50 if quick else 300, iterations=3, receiver=receiver
+        )
     print("overhead per loop iteration (ms):", results["overhead"]["overhead_ms_per_iteration"])
+    traced = results["overhead"]["tracing"]
+    print(
+        f"  tracing on (ratio 1, OTLP): {traced['overhead_ms_per_iteration_on']} "
+        f"added p50 {traced['added_p50_ms_per_iteration']} ms ({traced['added_percent_of_overhead']} %)"
+    )
     print(
         "  provider call (SDK + local HTTP, ms):", results["overhead"]["provider_call_ms_sdk_plus_local_http"]
     )
-    results["concurrency"] = await bench_concurrency(concurrent=100, rounds=2 if quick else 5)
-    c = results["concurrency"]
-    print(
-        f"100 concurrent chats over gRPC: errors={c['errors']} throughput={c['throughput_chats_per_s']} chats/s "
-        f"p50={c['latency_ms']['p50']} ms p99={c['latency_ms']['p99']} ms"
-    )
+    rounds = 2 if quick else 5
+    with OtlpReceiver() as receiver:
+        on = {"endpoint": receiver.grpc_endpoint, "sample_ratio": 1.0}
+        # Off, on, on at ratio 0.1, off again: the two off runs bound the drift between runs.
+        labels = ("off", "on", "on_ratio_0.1", "off_again")
+        runs = [
+            await bench_concurrency(concurrent=100, rounds=rounds),
+            await bench_concurrency(concurrent=100, rounds=rounds, tracing=on),
+            await bench_concurrency(concurrent=100, rounds=rounds, tracing={**on, "sample_ratio": 0.1}),
+            await bench_concurrency(concurrent=100, rounds=rounds),
+        ]
+    results["concurrency"] = runs[0]
+    results["concurrency_tracing"] = dict(zip(labels, runs, strict=True))
+    for label, c in zip(labels, runs, strict=True):
+        print(
+            f"100 concurrent chats over gRPC ({label}): errors={c['errors']} throughput={c['throughput_chats_per_s']} "
+            f"chats/s p50={c['latency_ms']['p50']} ms p99={c['latency_ms']['p99']} ms"
+        )
     results["tokens"] = await bench_tokens()
     t = results["tokens"]
     for label in ("without_discovery", "with_discovery"):

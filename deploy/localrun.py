@@ -25,7 +25,8 @@ manifest:
   ports of their own).
 * **Env.** ``fieldRef`` metadata.namespace / metadata.name come from the rendered object;
   ``secretKeyRef`` values come from the ``secrets`` argument (a Secret the cluster would hold) and
-  are skipped when absent and ``optional``; ``configMapKeyRef`` from the rendered ConfigMaps.
+  are skipped when absent and ``optional``; ``configMapKeyRef`` and ``envFrom`` ``configMapRef`` from
+  the rendered ConfigMaps.
 
 Config files are rewritten structurally (YAML or JSON by extension), never by editing the text.
 """
@@ -290,6 +291,8 @@ class LocalStack:
         # A StatefulSet's pods are <name>-<ordinal>; a Deployment's get a random suffix.
         pod_name = f"{name}-0" if deployment["kind"] == "StatefulSet" else f"{name}-local-0"
         fields = {"metadata.namespace": namespace, "metadata.name": pod_name}
+        # envFrom first: an `env` entry of the same name wins, as in a pod.
+        env.update({k: literal(v) for k, v in self._env_from(name, container).items()})
         for item in container.get("env", []):
             source = item.get("valueFrom", {})
             if "value" in item:
@@ -308,6 +311,21 @@ class LocalStack:
                 env[item["name"]] = literal(self._config_maps[ref["name"]][ref["key"]])
             else:
                 raise PlanError(f"{name}: unsupported env source {sorted(source)}")
+        return env
+
+    def _env_from(self, name: str, container: dict[str, Any]) -> dict[str, str]:
+        """The variables a container's ``envFrom`` ConfigMaps give it (prefixed as asked)."""
+        env: dict[str, str] = {}
+        for source in container.get("envFrom", []):
+            ref = source.get("configMapRef")
+            if ref is None:
+                raise PlanError(f"{name}: unsupported envFrom source {sorted(source)}")
+            data = self._config_maps.get(ref["name"])
+            if data is None:
+                if ref.get("optional", False):
+                    continue
+                raise PlanError(f"{name}: envFrom needs ConfigMap {ref['name']}")
+            env.update({source.get("prefix", "") + key: str(value) for key, value in data.items()})
         return env
 
     def _local_port(self, name: str, container: dict[str, Any], port: int | str, what: str) -> int:

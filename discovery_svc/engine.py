@@ -46,6 +46,7 @@ from discovery_svc.tokens import TokenCounter, TokenEncoding
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tracing import set_attributes
 
 __all__ = ["DiscoveryEngine"]
 
@@ -306,10 +307,13 @@ class DiscoveryEngine:
                     request.offset,
                 )
             mode = args.mode.value
+            set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
             scope, threaded = prepared.scope, False
             if self._hybrid is not None:
+                waiting = time.perf_counter()
                 scope, threaded = await self._hybrid.scope_for(scope, args.query, time_limit)
+                set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
             search = functools.partial(
                 execute_search,
                 scope,

@@ -58,6 +58,7 @@ from discovery_svc.scope import SearchScope
 from toolscout_kit.config import SEARCH_MODE_ENV, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tracing import add_event
 
 __all__ = ["HybridStage", "check_search", "hybrid_stage_from_config"]
 
@@ -307,6 +308,7 @@ class HybridStage:
 
     def _degraded(self, err: Exception) -> None:
         self._metrics.search_fallbacks.labels("embedder_error").inc()
+        add_event("fallback", {"to": "bm25", "reason": "embedder_error"})
 
     async def scope_for(
         self, scope: SearchScope, query: str | None, time_limit: float | None
@@ -322,6 +324,7 @@ class HybridStage:
         lexical = scope.using(scope.base.bm25)
         if self._breaker.is_open:
             self._metrics.search_fallbacks.labels("breaker_open").inc()
+            add_event("fallback", {"to": "bm25", "reason": "breaker_open"})
             return lexical, False
         budget = self._query_timeout
         if time_limit is not None:
@@ -345,6 +348,7 @@ class HybridStage:
 
     def _failed(self, reason: str, error: str, *, count: bool = True) -> None:
         self._metrics.search_fallbacks.labels(reason).inc()
+        add_event("fallback", {"to": "bm25", "reason": reason})
         self._burst += 1
         if self._burst == 1:
             self._warnings.warning(

@@ -13,6 +13,7 @@ from typing import Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from toolscout_kit.metrics import DeprecatedNames
+from toolscout_kit.tracing import exemplar
 
 __all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "active_search_mode", "toolset_label"]
 
@@ -109,7 +110,7 @@ class DiscoveryMetrics:
 
     def search(self, mode: str, outcome: str, seconds: float) -> None:
         self.searches.labels(mode, outcome).inc()
-        self.search_seconds.labels(mode).observe(seconds)
+        self.search_seconds.labels(mode).observe(seconds, exemplar())
 
     def index_built(self, seconds: float) -> None:
         self.index_builds.inc()

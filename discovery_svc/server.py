@@ -20,6 +20,7 @@ from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 from toolscout_kit.shards import ShardClients, shard_targets
+from toolscout_kit.tracing import tracing_for
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -51,16 +52,23 @@ async def build_server(
     security = config.toolscout.security
     registry = new_registry()
     metrics = DiscoveryMetrics(registry)
+    tracing = tracing_for(config, "discovery")
     hybrid = await asyncio.to_thread(hybrid_stage_from_config, config, metrics)
     service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
     binding = ServiceBinding(
         SERVICE_NAME,
         discovery_pb2_grpc.add_DiscoveryServicer_to_server,
-        DiscoveryServicer(service),
+        DiscoveryServicer(service, tracing),
         endless_streams=("WatchPlan",),
     )
     running = await start_server(
-        [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
+        [binding],
+        settings,
+        security,
+        registry=registry,
+        listen=listen,
+        metrics_port=metrics_port,
+        tracing=tracing,
     )
     running.add_cleanup(service.close)  # runs last: after the follower below has stopped
     await running.set_status(SERVICE_NAME, False)

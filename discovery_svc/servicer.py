@@ -11,22 +11,40 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
-from toolscout.client import wire
+from toolscout.client import ToolsetRef, wire
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 
 from discovery_svc.engine import DiscoveryEngine
+from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["DiscoveryServicer"]
 
 
+def _toolset_label(toolset: ToolsetRef) -> str:
+    return "inline" if toolset.filter_json else toolset.name
+
+
 class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
-    def __init__(self, service: DiscoveryEngine) -> None:
+    def __init__(self, service: DiscoveryEngine, tracing: Tracing = NO_TRACING) -> None:
         self._service = service
+        self._tracing = tracing
 
     async def PlanTools(
         self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.PlanToolsResponse:
-        return wire.tool_plan_pb(await self._service.plan_tools(wire.plan_request(request)))
+        plan_request = wire.plan_request(request)
+        with self._tracing.span(
+            "plan", attributes={"toolscout.toolset": _toolset_label(plan_request.toolset)}
+        ) as span:
+            plan = await self._service.plan_tools(plan_request)
+            span.set_attributes(
+                {
+                    "toolscout.plan.loaded": plan.loaded_count,
+                    "toolscout.plan.deferred": plan.deferred_count,
+                    "toolscout.plan.tokens_sent": plan.tokens.sent_tokens,
+                }
+            )
+            return wire.tool_plan_pb(plan)
 
     async def WatchPlan(
         self, request: discovery_pb2.WatchPlanRequest, context: grpc.aio.ServicerContext[object, object]
@@ -38,10 +56,21 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
     async def SearchTools(
         self, request: discovery_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.SearchToolsResponse:
-        result = await self._service.search_tools(
-            wire.search_request(request), time_limit=context.time_remaining()
-        )
-        return wire.search_result_pb(result)
+        search = wire.search_request(request)
+        with self._tracing.span(
+            "search", attributes={"toolscout.toolset": _toolset_label(search.toolset)}
+        ) as span:
+            self._tracing.content(span, "toolscout.search.arguments", search.arguments_json or search.query)
+            result = await self._service.search_tools(search, time_limit=context.time_remaining())
+            span.set_attributes(
+                {
+                    "toolscout.search.mode": result.mode,
+                    "toolscout.search.ranking": result.ranking or "none",
+                    "toolscout.search.hits": len(result.matches),
+                    "toolscout.search.newly_loaded": len(result.newly_loaded),
+                }
+            )
+            return wire.search_result_pb(result)
 
     async def GetManifest(
         self, request: discovery_pb2.GetManifestRequest, context: grpc.aio.ServicerContext[object, object]

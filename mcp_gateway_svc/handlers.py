@@ -23,6 +23,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace
 from toolscout.client import (
     CALL_TOOL_NAME,
     SEARCH_TOOL_NAME,
@@ -42,6 +43,7 @@ from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import listed_tools, mcp_tool, signature
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
 __all__ = ["REQUEST_INFO_KEY", "McpHandlers", "RequestInfo"]
 
@@ -114,10 +116,12 @@ class McpHandlers:
         metrics: GatewayMetrics,
         *,
         private_lists: bool,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._discovery = discovery
         self._caller = caller
         self._metrics = metrics
+        self._tracing = tracing
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
@@ -142,12 +146,41 @@ class McpHandlers:
             on_subscriptions_listen=self.listen,
         )
         server.announces_changes = sessions
+        # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
+        # current (its span records nothing: no global provider is installed).
+        if self._tracing.enabled:
+            server.middleware.append(self._trace)
         server.middleware.append(self._count)
         if not discoverable:
             server.add_request_handler("server/discover", types.RequestParams, _refuse_discover)
         return server
 
     # --- handlers --------------------------------------------------------------------------
+
+    async def _trace(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """A SERVER span per MCP request (OpenTelemetry's MCP conventions), continuing the host's
+        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``."""
+        if ctx.request_id is None:
+            return await call_next(ctx)
+        request = ctx.request
+        parent = None
+        if not trace.get_current_span().get_span_context().is_valid and request is not None:
+            parent = extract_context(request.headers.items())
+        name = ctx.params.get("name") if ctx.params else None
+        target = name if isinstance(name, str) else None
+        attributes = _request_attributes(ctx, target)
+        with self._tracing.span(
+            f"{ctx.method} {target}" if target else ctx.method,
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+            parent=parent,
+        ) as span:
+            if target is not None and ctx.params:
+                self._tracing.content(span, "gen_ai.tool.call.arguments", ctx.params.get("arguments"))
+            result = await call_next(ctx)
+            if isinstance(result, types.CallToolResult) and result.is_error:
+                span.set_attribute("error.type", "tool_error")
+            return result
 
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:
@@ -234,7 +267,7 @@ class McpHandlers:
             _log.warning("search_tools failed", error=err.message)
             return error_result("search_tools is unavailable right now (discovery did not answer); try again")
         finally:
-            self._metrics.search_seconds.labels(mode).observe(time.perf_counter() - started)
+            self._metrics.search_seconds.labels(mode).observe(time.perf_counter() - started, exemplar())
         if progressive and session is not None and result.newly_loaded:
             session.loaded.extend(t.llm_name for t in result.newly_loaded if t.llm_name not in session.loaded)
             self._metrics.list_changed.labels("search").inc()
@@ -299,6 +332,29 @@ class McpHandlers:
         hint = f" (closest: {', '.join(closest)})" if closest else ""
         where = "Find tools with search_tools." if view.search_tool is not None else "See tools/list."
         return error_result(f"unknown tool '{name}'{hint}. {where}")
+
+
+def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None) -> dict[str, Any]:
+    request = ctx.request
+    attributes: dict[str, Any] = {
+        "mcp.method.name": ctx.method,
+        "mcp.protocol.version": ctx.protocol_version or "",
+        "jsonrpc.request.id": str(ctx.request_id),
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+    }
+    if ctx.method == "tools/call":
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        if target is not None:
+            attributes["gen_ai.tool.name"] = target
+    info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
+    if isinstance(info, RequestInfo):
+        attributes["toolscout.toolset"] = info.endpoint.toolset
+        attributes["toolscout.gateway.mode"] = info.endpoint.mode
+    session = request.headers.get("mcp-session-id") if request is not None else None
+    if session:
+        attributes["mcp.session.id"] = session
+    return attributes
 
 
 def _no_header_schema(name: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from toolscout_kit.tracing import exemplar
+
 __all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics"]
 
 MODES = ("meta", "progressive", "all")
@@ -109,4 +111,4 @@ class GatewayMetrics:
 
     def tool_call(self, mode: str, outcome: str, seconds: float) -> None:
         self.tool_calls.labels(mode, outcome).inc()
-        self.tool_call_seconds.labels(outcome).observe(seconds)
+        self.tool_call_seconds.labels(outcome).observe(seconds, exemplar())

@@ -35,6 +35,7 @@ from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_e
 from toolscout_kit.reload import Reload
 from toolscout_kit.server import Cleanup
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
+from toolscout_kit.tracing import tracing_for
 
 __all__ = ["RunningGateway", "build_server"]
 
@@ -190,6 +191,25 @@ class RunningGateway:
         self.reloads.append(reload)
 
 
+def _listen(
+    address: str, settings: GatewaySettings, registry: CollectorRegistry, metrics_port: int | None
+) -> tuple[socket.socket, MetricsEndpoint | None]:
+    """The bound socket, and the metrics endpoint (None when off).
+
+    Raises:
+        ConfigError: the address or the metrics port cannot be bound.
+    """
+    sock = _bind(address)
+    wanted = settings.metrics_port if metrics_port is None else metrics_port
+    if wanted < 0:
+        return sock, None
+    try:
+        return sock, start_metrics_endpoint(settings.metrics_host, wanted, registry)
+    except OSError as err:
+        sock.close()
+        raise ConfigError(f"cannot serve metrics on {settings.metrics_host}:{wanted}: {err}") from None
+
+
 def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, StreamableHTTPSessionManager]:
     # The front checks Host and Origin itself (for both revisions alike); the SDK still checks the
     # Content-Type of every POST.
@@ -237,6 +257,7 @@ async def build_server(
     settings = config.toolscout.gateway
     security = config.toolscout.security
     tenants = Tenants(settings.tokens)
+    tracing = tracing_for(config, "gateway")
     registry = new_registry()
     metrics = GatewayMetrics(registry)
     targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
@@ -254,22 +275,18 @@ async def build_server(
         sessions=sessions,
         metrics=metrics,
     )
-    handlers = McpHandlers(discovery, ToolCaller(pool, metrics), metrics, private_lists=tenants.enabled)
+    handlers = McpHandlers(
+        discovery, ToolCaller(pool, metrics), metrics, private_lists=tenants.enabled, tracing=tracing
+    )
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
     address = listen or settings.listen
-    sock = _bind(address)
-    wanted_metrics = settings.metrics_port if metrics_port is None else metrics_port
-    metrics_endpoint = None
-    if wanted_metrics >= 0:
-        try:
-            metrics_endpoint = start_metrics_endpoint(settings.metrics_host, wanted_metrics, registry)
-        except OSError as err:
-            sock.close()
-            raise ConfigError(
-                f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
-            ) from None
+    try:
+        sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
+    except ConfigError:
+        await tracing.shutdown()
+        raise
     running: RunningGateway | None = None
 
     def ready() -> bool:
@@ -316,6 +333,7 @@ async def build_server(
         await shard_clients.close()
         await discovery.close()
 
+    running.add_cleanup(tracing.shutdown)  # the first added runs last
     running.add_cleanup(close_clients)
 
     async def reshard(new_config: ToolscoutConfig) -> None:

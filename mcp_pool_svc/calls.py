@@ -25,10 +25,12 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
+from opentelemetry.trace import Span
 from toolscout.client import CallRequest, CallToolResult, ContentBlock
 
 from mcp_pool_svc.catalog import Catalog
@@ -40,13 +42,14 @@ from mcp_pool_svc.errors import (
     ToolOutcomeUnknownError,
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
-from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content
+from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import PoolSettings
 from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
+from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event, set_attributes
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "CallRunner", "CheckedCall", "check_call", "require_json_object"]
 
@@ -117,6 +120,24 @@ def _outcome_of(exc: BaseException) -> Outcome:
     return "error"
 
 
+def _mcp_attributes(sup: Supervisor, conn: Connection, tool: str) -> dict[str, Any]:
+    """An MCP request's span attributes (OpenTelemetry's MCP conventions)."""
+    attributes: dict[str, Any] = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": tool,
+        "mcp.protocol.version": conn.protocol_version,
+    }
+    url = getattr(sup.config, "url", None)
+    if url:
+        where = urlsplit(url)
+        attributes.update({"network.transport": "tcp", "server.address": where.hostname or ""})
+        if where.port:
+            attributes["server.port"] = where.port
+    else:
+        attributes["network.transport"] = "pipe"
+    return attributes
+
+
 class _SentThenLost(Exception):
     """The request went to the server, then the connection was lost before its answer."""
 
@@ -136,10 +157,14 @@ class _Call:
 class CallRunner:
     """Runs the pool's tool calls and keeps track of those in flight (for draining)."""
 
-    def __init__(self, settings: PoolSettings, catalog: Catalog, metrics: PoolMetrics) -> None:
+    def __init__(
+        self, settings: PoolSettings, catalog: Catalog, metrics: PoolMetrics, tracing: Tracing = NO_TRACING
+    ) -> None:
+        """``tracing``: an MCP client span per request sent; :meth:`run` fills the call's span."""
         self._settings = settings
         self._catalog = catalog
         self._metrics = metrics
+        self._tracing = tracing
         self._calls: set[_Call] = set()
         self._calls_done = asyncio.Event()
         self._calls_done.set()
@@ -159,12 +184,12 @@ class CallRunner:
             call.scope.cancel()
 
     async def run(
-        self, sup: Supervisor, tool: str, checked: CheckedCall, deadline: float | None
+        self, sup: Supervisor, tool: str, checked: CheckedCall, deadline: float | None, span: Span
     ) -> CallToolResult:
         """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
 
         The timeout (0 = the server's ``call_timeout``) is further bounded by ``deadline``, the
-        seconds the caller has left.
+        seconds the caller has left. ``span`` (the call's) gets the outcome and the result's size.
 
         Raises:
             ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
@@ -190,6 +215,12 @@ class CallRunner:
             result, outcome = await self._attempt(
                 sup, tool, checked.arguments, checked.meta, limit, call, started
             )
+            if span.is_recording():
+                size = sum(payload_size(c) for c in result.content) + len(
+                    result.structured_content_json.encode()
+                )
+                span.set_attribute("toolscout.call.result_bytes", size)
+                self._tracing.content(span, "gen_ai.tool.call.result", [c.text for c in result.content])
             return result
         except BaseException as exc:
             outcome = _outcome_of(exc)
@@ -199,6 +230,7 @@ class CallRunner:
             self._calls.discard(call)
             if not self._calls:
                 self._calls_done.set()
+            span.set_attribute("toolscout.call.outcome", outcome)
             self._metrics.tool_call(server, outcome, time.perf_counter() - started)
 
     async def _attempt(
@@ -284,15 +316,22 @@ class CallRunner:
                     raise
                 call.sent = True
                 try:
-                    answer = await conn.session.call_tool(
-                        tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
-                    )
+                    # The SDK writes this span's traceparent into the request's _meta.
+                    with self._tracing.span(
+                        f"tools/call {tool}",
+                        kind=SpanKind.CLIENT,
+                        attributes=_mcp_attributes(sup, conn, tool),
+                    ):
+                        answer = await conn.session.call_tool(
+                            tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
+                        )
                 except MCPError as err:
                     if err.code != mcp_types.CONNECTION_CLOSED:
                         raise
                     if not repeatable or lost is not None:
                         raise _SentThenLost(retried=lost is not None) from None
                     log.info("tool_call_retry_after_restart", server=sup.name, tool=tool)
+                    add_event("retry", {"reason": "connection closed; sent again after the restart"})
                     lost = conn
                     continue
                 if not read_only:
@@ -309,7 +348,9 @@ class CallRunner:
     async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
         waiting = time.perf_counter()
         async with lock:
-            self._metrics.write_lock_waited(server, time.perf_counter() - waiting)
+            waited = time.perf_counter() - waiting
+            self._metrics.write_lock_waited(server, waited)
+            set_attributes({"toolscout.call.write_wait_seconds": waited})
             yield
 
     def _convert(self, server: str, tool: str, raw: Any, started: float) -> CallToolResult:

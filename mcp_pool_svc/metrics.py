@@ -10,6 +10,8 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from toolscout_kit.tracing import exemplar
+
 __all__ = ["LISTING_REASONS", "OUTCOMES", "ListingReason", "Outcome", "PoolMetrics"]
 
 # "unknown": the call was sent and its server went away before answering (it may have run).
@@ -94,7 +96,7 @@ class PoolMetrics:
     def tool_call(self, server: str, outcome: Outcome, seconds: float) -> None:
         """One finished tool call."""
         self._calls.labels(server, outcome).inc()
-        self._call_seconds.labels(server, outcome).observe(seconds)
+        self._call_seconds.labels(server, outcome).observe(seconds, exemplar())
 
     def server_up(self, server: str, up: bool) -> None:
         """The server's session became ready (True) or was lost / stopped (False)."""
@@ -120,7 +122,7 @@ class PoolMetrics:
 
     def write_lock_waited(self, server: str, seconds: float) -> None:
         """A call waited ``seconds`` for the server's write lock (0 when it was free)."""
-        self._write_lock_wait.labels(server).observe(seconds)
+        self._write_lock_wait.labels(server).observe(seconds, exemplar())
 
     def catalog_tools(self, server: str, count: int) -> None:
         """The number of the server's tools in the catalog."""

@@ -57,6 +57,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
 from toolscout_kit.shards import placement_for
+from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["McpPool", "ReshardResult", "reply_line_limit"]
 
@@ -99,10 +100,12 @@ class McpPool:
         connector: Connector | None = None,
         rng: random.Random | None = None,
         environ: Mapping[str, str] | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         """Supervisors for the servers placed on ``shard`` (default: 0 of 1 when the config is unsharded).
 
         ``environ`` (default: the process environment) tells which API keys to mask in servers' stderr.
+        ``tracing``: a ``call_tool`` span per call, and an MCP client span per request sent.
 
         Raises:
             ConfigError: the config is sharded and no shard is given.
@@ -110,10 +113,11 @@ class McpPool:
         self._config = config
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
+        self._tracing = tracing
         self.catalog = Catalog()
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
-        self._runner = CallRunner(self._settings, self.catalog, self._metrics)
+        self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing)
         self._started = False
         self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
         # Kept when a reshard leaves this shard out (its index beyond the new count).
@@ -445,9 +449,21 @@ class McpPool:
             ToolCallTimeoutError: no result within the timeout (the server was sent a cancel).
             ResultTooLargeError: the result is over the cap and the pool is set to reject.
         """
-        checked = check_call(request)
-        server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
-        return await self._runner.run(self._supervisors[server], tool, checked, deadline)
+        name = request.llm_name or request.tool
+        with self._tracing.span("call_tool", attributes=self._call_attributes(name)) as span:
+            checked = check_call(request)
+            server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
+            span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
+            self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
+            return await self._runner.run(self._supervisors[server], tool, checked, deadline, span)
+
+    def _call_attributes(self, name: str) -> dict[str, Any]:
+        shard = self._shard
+        return {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "toolscout.pool.shard": f"{self._index}/{shard.count if shard else self.shard_count}",
+        }
 
     async def call_tool(
         self,

@@ -16,6 +16,7 @@ from mcp_pool_svc.supervisor import HEALTH_PREFIX
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+from toolscout_kit.tracing import tracing_for
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -52,9 +53,10 @@ async def build_server(
             while the pool is sharded; or the address cannot be bound.
     """
     registry = new_registry()
+    tracing = tracing_for(config, "pool")
     if pool is None:
         identity = shard or resolve_identity(config.toolscout.pool.shards, spec=shard_spec, pod_name=pod_name)
-        pool = McpPool(config, shard=identity, metrics=PoolMetrics(registry))
+        pool = McpPool(config, shard=identity, metrics=PoolMetrics(registry), tracing=tracing)
     if on_server_change is not None:
         hook = on_server_change
         pool.add_listener(lambda server: hook(pool.server_status(server)))
@@ -76,9 +78,11 @@ async def build_server(
             registry=registry,
             listen=listen,
             metrics_port=metrics_port,
+            tracing=tracing,
         )
     except BaseException:
         await pool.stop()
+        await tracing.shutdown()
         raise
     # Calls still running when the grace ends are answered "outcome unknown" (ABORTED), not left
     # for gRPC to cancel with UNAVAILABLE, which would tell the caller they were never sent.

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Literal, cast
 
+from opentelemetry.trace import Span
 from toolscout.client import SEARCH_TOOL_NAME, PlanRequest, SearchRequest, Tool, ToolPlan
 
 from orchestrator_svc.chat import (
@@ -39,6 +40,13 @@ from orchestrator_svc.native import NativeDeferral
 from orchestrator_svc.prompts import SystemPrompts
 from orchestrator_svc.providers.registry import ModelRegistry, ResolvedModel
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam
+from orchestrator_svc.spans import (
+    chat_attributes,
+    chat_result_attributes,
+    llm_attributes,
+    llm_result_attributes,
+    output_messages,
+)
 from orchestrator_svc.stats import ChatTally
 from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
 from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat
@@ -48,6 +56,7 @@ from toolscout_kit.errors import (
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing
 
 __all__ = [
     "AssistantMessageEvent",
@@ -138,7 +147,9 @@ class _Chat:
             is_deferred=self.is_deferred,
             native=lambda: self.native.active,
         )
-        self.tools = ToolCallRunner(context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics)
+        self.tools = ToolCallRunner(
+            context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics, tracing=loop.tracing
+        )
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -267,11 +278,22 @@ class _Chat:
         def on_error(reason: str) -> None:
             metrics.record_llm_error(provider.provider, self.resolved.name, reason)
 
-        started = time.monotonic()
-        result = await provider.complete(request, stream=on_delta if self.events else None, on_error=on_error)
-        metrics.record_llm_call(
-            provider.provider, self.resolved.name, time.monotonic() - started, result.usage
-        )
+        tracing = self.loop.tracing
+        with tracing.span(
+            f"chat {request.model}",
+            kind=SpanKind.CLIENT,
+            attributes=llm_attributes(request, provider.provider),
+        ) as span:
+            started = time.monotonic()
+            result = await provider.complete(
+                request, stream=on_delta if self.events else None, on_error=on_error
+            )
+            metrics.record_llm_call(
+                provider.provider, self.resolved.name, time.monotonic() - started, result.usage
+            )
+            if span.is_recording():
+                span.set_attributes(llm_result_attributes(result))
+                tracing.content(span, "gen_ai.output.messages", output_messages(result))
         self.stats.llm_calls += 1
         self.stats.usage.add(result.usage)
         self.tools_disabled = self.tools_disabled or result.tools_disabled
@@ -349,6 +371,7 @@ class ChatLoop:
         prompts: SystemPrompts,
         settings: OrchestratorSettings,
         metrics: OrchestratorMetrics,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.models = models
         self.discovery = discovery
@@ -356,18 +379,27 @@ class ChatLoop:
         self.prompts = prompts
         self.settings = settings
         self.metrics = metrics
+        self.tracing = tracing
         self.deferred_tools = DeferredToolsCache(discovery)
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None
     ) -> ChatOutcome:
-        """Runs the loop to an answer or the iteration limit.
+        """Runs the loop to an answer or the iteration limit, in a ``chat`` span.
 
         Raises:
             InvalidChatError, UnknownModelError, ChatDeadlineError, provider errors
             (see :mod:`orchestrator_svc.errors`), and discovery errors (NotFoundError for an
             unknown toolset). ``asyncio.CancelledError`` when the caller cancels.
         """
+        with self.tracing.span("chat", attributes=chat_attributes(request)) as span:
+            last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+            self.tracing.content(span, "gen_ai.input.messages", [{"role": "user", "content": last}])
+            return await self._run(request, time_limit, events, span)
+
+    async def _run(
+        self, request: ChatRequest, time_limit: float | None, events: EventSink | None, span: Span
+    ) -> ChatOutcome:
         fmt = _validate(request) or self.settings.result_format
         resolved = self.models.resolve(request.model)
         started = time.monotonic()
@@ -394,6 +426,7 @@ class ChatLoop:
         finally:
             chat.stats.duration_seconds = time.monotonic() - started
             disc = chat.stats.discovery
+            span.set_attributes(chat_result_attributes(chat.stats, outcome))
             self.metrics.record_chat(
                 resolved.name,
                 INLINE_TOOLSET_LABEL if request.toolset.is_inline else request.toolset.name,

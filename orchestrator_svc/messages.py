@@ -239,6 +239,8 @@ class LLMResult:
     # The provider's whole output when it must be sent back verbatim (see NativeItem); the loop
     # copies it to the assistant Message.
     native_items: list[NativeItem] = field(default_factory=list)
+    # Why the model stopped, in the provider's words ("stop", "tool_calls", "end_turn", "length").
+    finish_reason: str = ""
 
 
 # Receives streamed pieces: kind is "text" or "reasoning".

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orchestrator_svc.messages import Usage
 from toolscout_kit.metrics import DeprecatedNames
+from toolscout_kit.tracing import exemplar
 
 __all__ = ["DEPRECATED_NAMES", "INLINE_TOOLSET_LABEL", "OrchestratorMetrics"]
 
@@ -127,7 +128,7 @@ class OrchestratorMetrics:
                 self.native_fallbacks.labels(model, reason)
 
     def record_llm_call(self, provider: str, model: str, seconds: float, usage: Usage) -> None:
-        self.llm_call_duration.labels(provider, model).observe(seconds)
+        self.llm_call_duration.labels(provider, model).observe(seconds, exemplar())
         tokens = self.llm_tokens
         tokens.labels(provider, model, "input").inc(usage.input_tokens)
         tokens.labels(provider, model, "output").inc(usage.output_tokens)

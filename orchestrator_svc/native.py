@@ -26,6 +26,7 @@ from orchestrator_svc.providers.deferral import (
 from orchestrator_svc.providers.registry import ResolvedModel
 from orchestrator_svc.stats import ChatTally
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tracing import add_event
 
 __all__ = ["NativeDeferral"]
 
@@ -98,6 +99,7 @@ class NativeDeferral:
                 f"this conversation exceeds a provider limit: {problem.detail}"
             )
         _log.warning("native_deferral_fallback", model=model, reason=problem.reason, detail=problem.detail)
+        add_event("fallback", {"to": "append", "reason": problem.reason})
         self._metrics.native_fallbacks.labels(model, problem.reason).inc()
         self.mode = "append"
         self.tools, self.names = (), frozenset()

@@ -20,6 +20,7 @@ from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
+from toolscout_kit.tracing import tracing_for
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -47,6 +48,7 @@ async def build_server(
             sharded without shard addresses.
     """
     check_templates(config)
+    tracing = tracing_for(config, "orchestrator")
     settings = config.toolscout.orchestrator
     security = config.toolscout.security
     targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
@@ -74,16 +76,24 @@ async def build_server(
         prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
         settings=settings,
         metrics=metrics,
+        tracing=tracing,
     )
     servicer = OrchestratorServicer(loop, models, config)
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)
     try:
         server = await start_server(
-            [binding], settings, security, registry=registry, listen=listen, metrics_port=metrics_port
+            [binding],
+            settings,
+            security,
+            registry=registry,
+            listen=listen,
+            metrics_port=metrics_port,
+            tracing=tracing,
         )
     except BaseException:
         await shard_clients.close()
         await discovery.close()
+        await tracing.shutdown()
         raise
 
     async def close_clients() -> None:

@@ -34,6 +34,7 @@ from toolscout_kit.errors import (
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.status import outcome_unknown_text, without_internals
+from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
 
@@ -98,11 +99,13 @@ class ToolCallRunner:
         discovery: DiscoverySeam,
         pool: PoolSeam,
         metrics: OrchestratorMetrics,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self._chat = chat
         self._discovery = discovery
         self._pool = pool
         self._metrics = metrics
+        self._tracing = tracing
 
     async def run(self, calls: Sequence[ToolCall], plan: ToolPlan, discovered: Sequence[str]) -> ToolRound:
         """Runs every call of one assistant message concurrently.
@@ -118,7 +121,9 @@ class ToolCallRunner:
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [
-                    group.create_task(self._run_one(c, loaded, has_search, discovered, found[i], plans, i))
+                    group.create_task(
+                        self._traced(c, self._run_one(c, loaded, has_search, discovered, found[i], plans, i))
+                    )
                     for i, c in enumerate(calls)
                 ]
         except BaseExceptionGroup as group:
@@ -130,6 +135,22 @@ class ToolCallRunner:
             [n for names in found for n in names],
             plans[loading[0]] if len(loading) == 1 else None,
         )
+
+    async def _traced(self, call: ToolCall, work: Awaitable[Message]) -> Message:
+        """``work`` (running ``call``) in an ``execute_tool`` span: its search or pool call is the child."""
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        }
+        tracing = self._tracing
+        with tracing.span(f"execute_tool {call.name}", attributes=attributes) as span:
+            tracing.content(span, "gen_ai.tool.call.arguments", call.arguments_json)
+            message = await work
+            if message.is_error:
+                span.set_attribute("error.type", "tool_error")
+            tracing.content(span, "gen_ai.tool.call.result", message.content)
+            return message
 
     async def _run_one(
         self,

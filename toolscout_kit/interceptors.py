@@ -1,10 +1,13 @@
-"""Server interceptors: observability, error translation, auth, request decoding, stream shutdown.
+"""Server interceptors: tracing, observability, error translation, auth, request decoding, stream
+shutdown.
 
-Each wraps the method handler's behaviour; they handle unary and streaming responses alike. The
-order in :func:`toolscout_kit.server.start_server` matters: requests are decoded by the innermost
-one (:class:`DecodeInterceptor`), so a request without a valid token is refused before its bytes
-are parsed, and a malformed one gets INVALID_ARGUMENT with a fixed message instead of gRPC's
-UNKNOWN with a traceback.
+Each says what it does around a method's behaviour as :class:`_Hooks` (work before it, after it,
+around each unit of it); one wrapper, :func:`_wrapped`, applies them to unary and streaming
+methods alike. The order in :func:`toolscout_kit.server.start_server` matters: tracing is outermost
+(the RPC's log lines and metrics carry its span), requests are decoded by the innermost one
+(:class:`DecodeInterceptor`), so a request without a valid token is refused before its bytes are
+parsed, and a malformed one gets INVALID_ARGUMENT with a fixed message instead of gRPC's UNKNOWN
+with a traceback.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ import inspect
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from opentelemetry.context import Context, attach, detach
+from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import bind_request_context, clear_request_context, get_logger, redact
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import GENERIC_INTERNAL_MESSAGE, status_for
+from toolscout_kit.tracing import Tracing, exemplar, extract_context
 
 __all__ = [
     "MALFORMED_REQUEST_MESSAGE",
@@ -35,6 +42,7 @@ __all__ = [
     "ErrorInterceptor",
     "ObservabilityInterceptor",
     "ShutdownInterceptor",
+    "TracingInterceptor",
 ]
 
 _log = get_logger(__name__)
@@ -47,54 +55,81 @@ MALFORMED_REQUEST_MESSAGE = "malformed request: not a valid protobuf message for
 SHUTDOWN_MESSAGE = "the server is shutting down; reconnect to continue"
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
-Around = Callable[[Behavior, str], Behavior]
 Deserializer = Callable[[bytes], Any] | None
+# enter(request, context) -> (the request the behaviour gets, state for leave)
+Enter = Callable[[Any, grpc.aio.ServicerContext], Awaitable[tuple[Any, Any]]]
+# leave(context, state, exception or None) -> True when the exception is handled (the RPC then ends
+# without a reply: None, or the end of the stream)
+Leave = Callable[[grpc.aio.ServicerContext, Any, BaseException | None], Awaitable[bool]]
+# step(awaitable, context) -> its result: runs each unit of work (the whole unary call, or each item
+# of a stream)
+Step = Callable[[Awaitable[Any], grpc.aio.ServicerContext], Awaitable[Any]]
 
 
-def _rewrap(
-    handler: grpc.RpcMethodHandler,
-    around: Around,
-    method: str,
-    *,
-    decode: Callable[[Behavior, Deserializer], Behavior] | None = None,
-) -> grpc.RpcMethodHandler:
-    """Returns ``handler`` with its behaviour replaced by ``around(behaviour)``.
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    """What an interceptor does around one method's behaviour; every part is optional."""
 
-    With ``decode``, a unary request reaches the behaviour as raw bytes (gRPC is given no
-    deserializer) and ``decode(behaviour, deserializer)`` turns it into the message itself.
-    """
-    if decode is not None and (handler.unary_unary or handler.unary_stream):
-        inner = handler.unary_unary or handler.unary_stream
-        behavior = around(decode(inner, handler.request_deserializer), method)
-        make = (
-            grpc.unary_unary_rpc_method_handler
-            if handler.unary_unary
-            else grpc.unary_stream_rpc_method_handler
-        )
-        return make(behavior, request_deserializer=None, response_serializer=handler.response_serializer)
-    if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(
-            around(handler.unary_unary, method),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(
-            around(handler.unary_stream, method),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(
-            around(handler.stream_unary, method),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    return grpc.stream_stream_rpc_method_handler(
-        around(handler.stream_stream, method),
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    enter: Enter | None = None
+    leave: Leave | None = None
+    step: Step | None = None
+
+
+def _wrapped(behavior: Behavior, hooks: _Hooks) -> Behavior:
+    """``behavior`` with ``hooks`` around it: the one wrapper of every interceptor, for unary
+    methods (coroutines, and streams written with ``context.write``) and async-generator streams."""
+    enter, leave, step = hooks.enter, hooks.leave, hooks.step
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            state = None
+            if enter is not None:
+                request, state = await enter(request, context)
+            try:
+                items = behavior(request, context)
+                try:
+                    while True:
+                        try:
+                            item = await (anext(items) if step is None else step(anext(items), context))
+                        except StopAsyncIteration:
+                            break
+                        yield item
+                finally:
+                    await items.aclose()
+            except BaseException as exc:
+                if leave is None or not await leave(context, state, exc):
+                    raise
+            else:
+                if leave is not None:
+                    await leave(context, state, None)
+
+        return stream
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        state = None
+        if enter is not None:
+            request, state = await enter(request, context)
+        try:
+            work = behavior(request, context)
+            result = await (work if step is None else step(work, context))
+        except BaseException as exc:
+            if leave is None or not await leave(context, state, exc):
+                raise
+            return None
+        if leave is not None:
+            await leave(context, state, None)
+        return result
+
+    return unary
+
+
+_MAKERS = (
+    ("unary_unary", grpc.unary_unary_rpc_method_handler),
+    ("unary_stream", grpc.unary_stream_rpc_method_handler),
+    ("stream_unary", grpc.stream_unary_rpc_method_handler),
+    ("stream_stream", grpc.stream_stream_rpc_method_handler),
+)
 
 
 def _split(method: str) -> tuple[str, str]:
@@ -102,8 +137,21 @@ def _split(method: str) -> tuple[str, str]:
     return service, name
 
 
+def _code_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.StatusCode:
+    """The status an RPC ended with (``exc``: what its behaviour raised, if anything)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return grpc.StatusCode.CANCELLED
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    return grpc.StatusCode.UNKNOWN if exc is not None else grpc.StatusCode.OK
+
+
 class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
     """Wraps each method's behaviour once; the wrapped handler is reused for every later call."""
+
+    # Unary requests reach the hooks as raw bytes (gRPC is given no deserializer).
+    decodes = False
 
     def __init__(self) -> None:
         # method -> (the handler gRPC gave us, our wrapped copy). Rewrapping per call cost more
@@ -111,12 +159,24 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     @abc.abstractmethod
-    def _around(self, behavior: Behavior, method: str) -> Behavior:
-        """Returns ``behavior`` wrapped with this interceptor's work."""
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+        """This interceptor's work around ``method`` (None: the behaviour is left as it is).
+        ``deserializer`` is given only to an interceptor that ``decodes``."""
 
-    def _decode(self) -> Callable[[Behavior, Deserializer], Behavior] | None:
-        """How requests reach the behaviour: None = decoded by gRPC (see :func:`_rewrap`)."""
-        return None
+    def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
+        """``behavior`` wrapped with this interceptor's work."""
+        hooks = self._hooks(method, deserializer)
+        return behavior if hooks is None else _wrapped(behavior, hooks)
+
+    def _rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        kind, make = next((k, m) for k, m in _MAKERS if getattr(handler, k) is not None)
+        deserializer = handler.request_deserializer
+        raw = self.decodes and kind.startswith("unary_") and deserializer is not None
+        return make(
+            self._around(getattr(handler, kind), method, deserializer if raw else None),
+            request_deserializer=None if raw else deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
     async def intercept_service(
         self,
@@ -130,9 +190,61 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         cached = self._wrapped.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = _rewrap(handler, self._around, method, decode=self._decode())
+        wrapped = self._rewrap(handler, method)
         self._wrapped[method] = (handler, wrapped)
         return wrapped
+
+
+# gRPC codes that mark a server span as failed (OpenTelemetry's RPC conventions): the others are
+# the caller's doing (bad input, not found, cancelled) or an answer (ABORTED: outcome unknown).
+_SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+
+class TracingInterceptor(_WrappingInterceptor):
+    """One SERVER span per RPC (OpenTelemetry's RPC conventions), continuing the caller's W3C trace
+    context from the request metadata. Installed outermost, so that the log lines and metrics of
+    the RPC carry it. Health, reflection and endless streams (watches) are not traced."""
+
+    def __init__(self, tracing: Tracing, untraced: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self._tracing = tracing
+        self._untraced = untraced
+
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+        if method.startswith(OPEN_METHOD_PREFIXES) or method in self._untraced:
+            return None
+        name = method.lstrip("/")
+        attributes = {"rpc.system.name": "grpc", "rpc.method": name}
+        tracing = self._tracing
+        root = Context()
+
+        async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
+            parent = extract_context(context.invocation_metadata()) or root
+            span = tracing.start(name, kind=SpanKind.SERVER, attributes=attributes, parent=parent)
+            token = attach(set_span_in_context(span, parent))
+            return request, (span, token)
+
+        async def leave(context: grpc.aio.ServicerContext, state: Any, exc: BaseException | None) -> bool:
+            span, token = state
+            code = _code_of(context, exc)
+            span.set_attribute("rpc.response.status_code", code.name)
+            if code in _SERVER_ERRORS:
+                span.set_attribute("error.type", code.name)
+                span.set_status(StatusCode.ERROR)
+            detach(token)
+            span.end()
+            return False
+
+        return _Hooks(enter=enter, leave=leave)
 
 
 class ObservabilityInterceptor(_WrappingInterceptor):
@@ -142,65 +254,35 @@ class ObservabilityInterceptor(_WrappingInterceptor):
         super().__init__()
         self._metrics = metrics
 
-    def _around(self, behavior: Behavior, method: str) -> Behavior:
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
         service, name = _split(method)
+        handled = self._metrics.handled
+        seconds = self._metrics.handling_seconds.labels(service, name)
+        logged = not method.startswith(OPEN_METHOD_PREFIXES)
 
-        def begin(context: grpc.aio.ServicerContext) -> float:
+        async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
             request_id = next(
                 (str(v) for k, v in context.invocation_metadata() or () if k == "x-request-id"), ""
             )
             request_id = request_id or uuid.uuid4().hex[:16]
             clear_request_context()
             bind_request_context(request_id=request_id, rpc=method)
-            return time.perf_counter()
+            return request, time.perf_counter()
 
-        def finish(context: grpc.aio.ServicerContext, started: float, code: grpc.StatusCode) -> None:
+        async def leave(context: grpc.aio.ServicerContext, started: Any, exc: BaseException | None) -> bool:
+            code = _code_of(context, exc)
             elapsed = time.perf_counter() - started
-            self._metrics.handled.labels(service, name, code.name).inc()
-            self._metrics.handling_seconds.labels(service, name).observe(elapsed)
-            if not method.startswith(OPEN_METHOD_PREFIXES):
+            handled.labels(service, name, code.name).inc()
+            seconds.observe(elapsed, exemplar())
+            if logged:
                 # Successful RPCs are counted in metrics; a log line each would cost more than the
                 # RPC itself on hot paths (search, calls), so they are DEBUG. Failures are INFO.
                 log = _log.debug if code == grpc.StatusCode.OK else _log.info
                 log("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
             clear_request_context()
+            return False
 
-        def code_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.StatusCode:
-            if isinstance(exc, asyncio.CancelledError):
-                return grpc.StatusCode.CANCELLED
-            code = context.code()
-            if isinstance(code, grpc.StatusCode):
-                return code
-            return grpc.StatusCode.UNKNOWN if exc is not None else grpc.StatusCode.OK
-
-        if inspect.isasyncgenfunction(behavior):
-
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                started = begin(context)
-                exc: BaseException | None = None
-                try:
-                    async for item in behavior(request, context):
-                        yield item
-                except BaseException as err:
-                    exc = err
-                    raise
-                finally:
-                    finish(context, started, code_of(context, exc))
-
-            return stream
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            started = begin(context)
-            exc: BaseException | None = None
-            try:
-                return await behavior(request, context)
-            except BaseException as err:
-                exc = err
-                raise
-            finally:
-                finish(context, started, code_of(context, exc))
-
-        return unary
+        return _Hooks(enter=enter, leave=leave)
 
 
 def _caller_gone(context: grpc.aio.ServicerContext, exc: Exception) -> bool:
@@ -226,34 +308,18 @@ async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext) -> None:
 class ErrorInterceptor(_WrappingInterceptor):
     """Turns domain errors into their status code; anything else into a generic INTERNAL."""
 
-    def _around(self, behavior: Behavior, method: str) -> Behavior:
-        if inspect.isasyncgenfunction(behavior):
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+        return _Hooks(leave=_translate)
 
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                try:
-                    async for item in behavior(request, context):
-                        yield item
-                except (grpc.aio.AbortError, asyncio.CancelledError):
-                    raise
-                except Exception as exc:
-                    if _caller_gone(context, exc):
-                        return
-                    await _abort_for(exc, context)
 
-            return stream
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                return await behavior(request, context)
-            except (grpc.aio.AbortError, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                if _caller_gone(context, exc):
-                    return None
-                await _abort_for(exc, context)
-                raise  # unreachable: abort raises; keeps type checkers honest
-
-        return unary
+async def _translate(context: grpc.aio.ServicerContext, state: Any, exc: BaseException | None) -> bool:
+    # Cancellation, GeneratorExit and aborts (already a status) pass through as they are.
+    if not isinstance(exc, Exception) or isinstance(exc, grpc.aio.AbortError):
+        return False
+    if _caller_gone(context, exc):
+        return True
+    await _abort_for(exc, context)
+    return False  # unreachable: abort raises
 
 
 class AuthInterceptor(_WrappingInterceptor):
@@ -270,25 +336,16 @@ class AuthInterceptor(_WrappingInterceptor):
                 return hmac.compare_digest(given, self._expected)
         return False
 
-    def _around(self, behavior: Behavior, method: str) -> Behavior:
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
         if method.startswith(OPEN_METHOD_PREFIXES):
-            return behavior
-        if inspect.isasyncgenfunction(behavior):
+            return None
 
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                if not self._authorized(context):
-                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-                async for item in behavior(request, context):
-                    yield item
-
-            return stream
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
             if not self._authorized(context):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-            return await behavior(request, context)
+            return request, None
 
-        return unary
+        return _Hooks(enter=enter)
 
 
 class DecodeInterceptor(_WrappingInterceptor):
@@ -298,39 +355,23 @@ class DecodeInterceptor(_WrappingInterceptor):
     the request is parsed. Client-streaming methods (none in toolscout) keep gRPC's decoding.
     """
 
-    def _around(self, behavior: Behavior, method: str) -> Behavior:
-        return behavior
+    decodes = True
 
-    def _decode(self) -> Callable[[Behavior, Deserializer], Behavior] | None:
-        return _decoding
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+        if deserializer is None:
+            return None
+        parse = deserializer
 
+        async def enter(raw: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
+            try:
+                return parse(raw), None
+            except Exception:
+                # Any parser error: the bytes are not this method's message. No traceback, no log
+                # line of our own (the observability interceptor logs the RPC with its code).
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED_REQUEST_MESSAGE)
+                raise  # unreachable: abort raises
 
-def _decoding(behavior: Behavior, deserializer: Deserializer) -> Behavior:
-    if deserializer is None:
-        return behavior
-
-    async def decode(raw: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            return deserializer(raw)
-        except Exception:
-            # Any parser error: the bytes are not this method's message. No traceback, no log
-            # line of our own (the observability interceptor logs the RPC with its code).
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED_REQUEST_MESSAGE)
-            raise  # unreachable: abort raises
-
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(raw: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            request = await decode(raw, context)
-            async for item in behavior(request, context):
-                yield item
-
-        return stream
-
-    async def unary(raw: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await behavior(await decode(raw, context), context)
-
-    return unary
+        return _Hooks(enter=enter)
 
 
 class ShutdownInterceptor(_WrappingInterceptor):
@@ -346,9 +387,9 @@ class ShutdownInterceptor(_WrappingInterceptor):
         self._shutdown = shutdown
         self._methods = methods
 
-    def _around(self, behavior: Behavior, method: str) -> Behavior:
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
         if method not in self._methods:
-            return behavior
+            return None
         shutdown = self._shutdown
 
         async def until_shutdown(work: Awaitable[Any], context: grpc.aio.ServicerContext) -> Any:
@@ -376,24 +417,6 @@ class ShutdownInterceptor(_WrappingInterceptor):
                 return None  # the connection is gone: the status cannot be sent
             return None  # unreachable: abort raises
 
-        if inspect.isasyncgenfunction(behavior):
-
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                items = behavior(request, context)
-                try:
-                    while True:
-                        try:
-                            item = await until_shutdown(anext(items), context)
-                        except StopAsyncIteration:
-                            return
-                        yield item
-                finally:
-                    await items.aclose()
-
-            return stream
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            # A streaming method written with context.write (grpc's health Watch).
-            return await until_shutdown(behavior(request, context), context)
-
-        return unary
+        # Each item of a stream (and a streaming method written with context.write, such as
+        # grpc's health Watch, as a whole) stops at shutdown.
+        return _Hooks(step=until_shutdown)

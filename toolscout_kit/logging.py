@@ -1,7 +1,13 @@
 """structlog JSON logging, configured once per process, with request-scoped context.
 
 Request id and RPC method are bound per request by the observability interceptor through
-``structlog.contextvars``; every log line written while handling that request carries them.
+``structlog.contextvars``; every log line written while handling that request carries them. A line
+written while an OpenTelemetry span is active also carries its ``trace_id`` and ``span_id`` (W3C hex),
+so the lines of one chat can be joined across the services, and with its trace.
+
+Secrets never reach a log line: values of credential-like keys are masked, and bearer tokens and
+API keys are masked in free text (:func:`redact`, :func:`redact_value`; spans that carry content
+when asked to use the same two functions).
 """
 
 from __future__ import annotations
@@ -9,12 +15,20 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
-__all__ = ["bind_request_context", "clear_request_context", "configure_logging", "get_logger", "redact"]
+__all__ = [
+    "bind_request_context",
+    "clear_request_context",
+    "configure_logging",
+    "get_logger",
+    "redact",
+    "redact_value",
+]
 
 _configured = False
 
@@ -33,12 +47,37 @@ def redact(text: str) -> str:
     return _SECRET_TEXT.sub(lambda m: (m.group(1) or "") + "[REDACTED]", text)
 
 
+def redact_value(value: Any) -> Any:
+    """``value`` (JSON-like: mappings, lists, text) with credential-like keys masked at any depth and
+    :func:`redact` applied to every string."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {
+            key: "[REDACTED]" if isinstance(key, str) and _SECRET_KEY.match(key) else redact_value(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_value(item) for item in value]
+    return value
+
+
 def _redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key, value in list(event_dict.items()):
         if key != "event" and _SECRET_KEY.match(key):
             event_dict[key] = "[REDACTED]"
         elif isinstance(value, str):
             event_dict[key] = redact(value)
+    return event_dict
+
+
+def _trace_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    # The span of the request (or chat, or tool call) being handled where the line is written;
+    # without tracing, nothing is active and the line is left as it is.
+    span_context = trace.get_current_span().get_span_context()
+    if span_context.is_valid:
+        event_dict["trace_id"] = format(span_context.trace_id, "032x")
+        event_dict["span_id"] = format(span_context.span_id, "016x")
     return event_dict
 
 
@@ -50,6 +89,7 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _trace_processor,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact_processor,

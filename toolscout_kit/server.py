@@ -37,10 +37,12 @@ from toolscout_kit.interceptors import (
     ErrorInterceptor,
     ObservabilityInterceptor,
     ShutdownInterceptor,
+    TracingInterceptor,
 )
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry, start_metrics_endpoint
 from toolscout_kit.reload import ConfigReloader, Reload
+from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = [
     "REFLECTION_V1",
@@ -259,6 +261,40 @@ def _server_credentials(security: SecuritySettings) -> grpc.ServerCredentials | 
         raise ConfigError(f"TLS: cannot read {err.filename}: {err.strerror}") from None
 
 
+async def _listen(
+    server: grpc.aio.Server,
+    address: str,
+    security: SecuritySettings,
+    settings: _ServiceSettings,
+    registry: CollectorRegistry,
+    metrics_port: int | None,
+) -> tuple[int, MetricsEndpoint | None]:
+    """Binds ``address``, starts serving, and opens the metrics endpoint; returns both ports' owners.
+
+    Raises:
+        ConfigError: the address or the metrics port cannot be bound, or TLS files cannot be read.
+    """
+    credentials = _server_credentials(security)
+    try:
+        port = (
+            server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+        )
+    except RuntimeError as err:
+        raise ConfigError(f"cannot listen on {address}: {err}") from None
+    await server.start()
+    wanted_metrics = settings.metrics_port if metrics_port is None else metrics_port
+    metrics = None
+    if wanted_metrics >= 0:
+        try:
+            metrics = start_metrics_endpoint(settings.metrics_host, wanted_metrics, registry)
+        except OSError as err:
+            await server.stop(0)
+            raise ConfigError(
+                f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
+            ) from None
+    return port, metrics
+
+
 async def start_server(
     bindings: Sequence[ServiceBinding],
     settings: _ServiceSettings,
@@ -267,13 +303,15 @@ async def start_server(
     registry: CollectorRegistry | None = None,
     listen: str | None = None,
     metrics_port: int | None = None,
+    tracing: Tracing = NO_TRACING,
 ) -> RunningServer:
     """Starts a server hosting ``bindings`` plus health and reflection.
 
     ``registry`` is the service's own (from :func:`new_registry`, with its metrics already
     registered); the gRPC server metrics join it and the metrics endpoint serves it. ``listen`` /
     ``metrics_port`` override the settings (tests pass ``127.0.0.1:0`` and 0). Every service starts
-    SERVING; call ``set_status`` to report otherwise.
+    SERVING; call ``set_status`` to report otherwise. With ``tracing`` on, every RPC but health,
+    reflection and the endless streams gets a span, and the server's ``stop()`` sends the last ones.
 
     Raises:
         ConfigError: the address cannot be bound or TLS files cannot be read.
@@ -283,7 +321,11 @@ async def start_server(
     endless = frozenset(
         [_HEALTH_WATCH, *(f"/{b.name}/{method}" for b in bindings for method in b.endless_streams)]
     )
-    interceptors: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor(GrpcServerMetrics(registry))]
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if tracing.enabled:
+        # Outermost: the observability interceptor's log line and metrics carry the RPC's span.
+        interceptors.append(TracingInterceptor(tracing, endless))
+    interceptors.append(ObservabilityInterceptor(GrpcServerMetrics(registry)))
     token = os.environ.get(security.auth_token_env, "")
     if token:
         interceptors.append(AuthInterceptor(token))
@@ -299,29 +341,16 @@ async def start_server(
     _enable_reflection([*names, health.SERVICE_NAME], server)
 
     address = listen or settings.listen
-    credentials = _server_credentials(security)
     try:
-        port = (
-            server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
-        )
-    except RuntimeError as err:
-        raise ConfigError(f"cannot listen on {address}: {err}") from None
-    await server.start()
-
-    wanted_metrics = settings.metrics_port if metrics_port is None else metrics_port
-    metrics = None
-    if wanted_metrics >= 0:
-        try:
-            metrics = start_metrics_endpoint(settings.metrics_host, wanted_metrics, registry)
-        except OSError as err:
-            await server.stop(0)
-            raise ConfigError(
-                f"cannot serve metrics on {settings.metrics_host}:{wanted_metrics}: {err}"
-            ) from None
+        port, metrics = await _listen(server, address, security, settings, registry, metrics_port)
+    except ConfigError:
+        await tracing.shutdown()
+        raise
 
     running = RunningServer(
         server, health_servicer, port, metrics, settings.shutdown_grace, names, registry, shutdown
     )
+    running.add_cleanup(tracing.shutdown)  # the first added runs last: after the service's own
     await running.set_status("", True)
     for name in names:
         await running.set_status(name, True)

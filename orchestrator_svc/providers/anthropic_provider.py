@@ -96,7 +96,9 @@ class AnthropicProvider(SdkProvider):
                 calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
             # server_tool_use / tool_search_tool_result: Anthropic ran the search; kept below.
         blocks = [b.model_dump(mode="json", exclude_none=True) for b in response.content]
-        return _result("".join(text), reasoning, calls, anthropic_usage(response.usage), blocks)
+        result = _result("".join(text), reasoning, calls, anthropic_usage(response.usage), blocks)
+        result.finish_reason = response.stop_reason or ""
+        return result
 
     async def _stream(self, params: dict[str, Any], sink: DeltaSink, time_limit: float) -> LLMResult:
         events = await self._client.messages.create(**params, stream=True, timeout=time_limit)
@@ -123,6 +125,7 @@ class AnthropicProvider(SdkProvider):
                     blocks.stop(event.index)
                 elif event.type == "message_delta" and event.usage is not None:
                     reply.usage.output_tokens = event.usage.output_tokens or reply.usage.output_tokens
+                    reply.finish_reason = event.delta.stop_reason or reply.finish_reason
             streamed = await reply.finish(empty_arguments="{}")
         ordered = blocks.ordered()
         if any(b.get("type") in _SERVER_BLOCKS for b in ordered):

@@ -28,6 +28,7 @@ from orchestrator_svc.messages import DeltaSink, LLMRequest, LLMResult, ToolCall
 from orchestrator_svc.providers.deferral import NativeDeferralLimitError, ProviderApi, native_limit_problem
 from orchestrator_svc.reasoning import ThinkSplitter
 from toolscout_kit.logging import get_logger, redact
+from toolscout_kit.tracing import add_event
 
 __all__ = [
     "Failure",
@@ -224,9 +225,18 @@ class SdkProvider(ABC):
                     reason=failure.reason,
                     attempt=attempt,
                 )
+                add_event(
+                    "provider_error",
+                    {
+                        "error.type": failure.kind,
+                        "http.response.status_code": failure.status,
+                        "attempt": attempt,
+                    },
+                )
                 if failure.kind == "tools_rejected" and tools and not tools_disabled and not emitted:
                     # Local models without tool support: answer without tools rather than fail.
                     tools, tools_disabled = False, True
+                    add_event("fallback", {"to": "no tools", "reason": failure.kind})
                     continue
                 retryable = failure.kind in ("rate_limited", "unavailable") and not emitted
                 if retryable and attempt < self.max_retries:
@@ -234,6 +244,7 @@ class SdkProvider(ABC):
                     left = None if request.timeout is None else request.timeout - (time.monotonic() - started)
                     if left is None or delay < left:
                         attempt += 1
+                        add_event("retry", {"attempt": attempt, "delay_seconds": delay})
                         await self._sleep(delay)
                         continue
                 raise self._to_error(failure, attempts=attempt + 1) from exc
@@ -275,6 +286,7 @@ class StreamCollector:
         # index -> [id, name, arguments JSON so far]
         self.calls: dict[int, list[str]] = {}
         self.usage = Usage()
+        self.finish_reason = ""
 
     async def _emit(self, pieces: list[tuple[Literal["text", "reasoning"], str]]) -> None:
         for kind, piece in pieces:
@@ -304,6 +316,7 @@ class StreamCollector:
                 for _, (cid, name, args) in sorted(self.calls.items())
             ],
             self.usage,
+            finish_reason=self.finish_reason,
         )
 
 

@@ -153,7 +153,8 @@ class OpenAIProvider(SdkProvider):
                 for c in (choice.tool_calls or [])
                 if c.type == "function"
             ]
-            return LLMResult(answer, reasoning, calls, _usage(response.usage))
+            finish = response.choices[0].finish_reason or ""
+            return LLMResult(answer, reasoning, calls, _usage(response.usage), finish_reason=finish)
         return await self._stream(params, stream, time_limit)
 
     async def _stream(self, params: dict[str, Any], sink: DeltaSink, time_limit: float) -> LLMResult:
@@ -166,6 +167,7 @@ class OpenAIProvider(SdkProvider):
                 if chunk.usage is not None:
                     reply.usage = _usage(chunk.usage)
                 for choice in chunk.choices:
+                    reply.finish_reason = choice.finish_reason or reply.finish_reason
                     delta = choice.delta
                     extra = _extra_reasoning(delta)
                     if extra:

@@ -106,6 +106,12 @@ def _parse_output(output: list[Any]) -> tuple[str, list[str], list[ToolCall], li
     return "".join(text), reasoning, calls, native
 
 
+def _finish_reason(response: Any) -> str:
+    """ "completed", or why the response is incomplete ("max_output_tokens", "content_filter")."""
+    details = getattr(response, "incomplete_details", None)
+    return str(getattr(details, "reason", None) or getattr(response, "status", None) or "")
+
+
 class OpenAIResponsesProvider(OpenAIProvider):
     """``provider: openai`` with ``api: responses``."""
 
@@ -128,6 +134,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
             answer, "\n".join(r for r in [*reasoning, tagged] if r), calls, responses_usage(response.usage)
         )
         result.native_items = native
+        result.finish_reason = _finish_reason(response)
         return result
 
     async def _stream_response(self, params: dict[str, Any], sink: DeltaSink, time_limit: float) -> LLMResult:
@@ -156,6 +163,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
         streamed.tool_calls = calls
         streamed.usage = responses_usage(final.usage)
         streamed.native_items = native
+        streamed.finish_reason = _finish_reason(final)
         return streamed
 
     def _classify(self, exc: Exception) -> Failure | None:

@@ -48,6 +48,7 @@ from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
 from deploy import check
 from deploy.localrun import LocalContainer, LocalStack, free_port
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
+from tests.support.otlp_receiver import OtlpReceiver, Span
 
 # Generous: the first test to need Prometheus may apt-get install it.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -105,6 +106,7 @@ class _ProviderThread:
 class Stack:
     local: LocalStack
     provider: FakeProvider
+    collector: OtlpReceiver
     channels: dict[str, grpc.Channel] = field(default_factory=dict)
 
     def channel(self, component: str) -> grpc.Channel:
@@ -154,13 +156,16 @@ def _probe_budget(container: LocalContainer, kind: str) -> float:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     docs = check.load_documents(check.render("dev"))
-    with _ProviderThread() as provider:
+    with _ProviderThread() as provider, OtlpReceiver() as collector:
         # What the user's overlay or Secret would add: the provider endpoint, a provider key and the
-        # shared bearer token (the real Secrets are never committed).
+        # shared bearer token (the real Secrets are never committed); and the collector, in the one
+        # value of the tracing ConfigMap (here a real OTLP receiver on loopback).
         for doc in docs:
             if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "toolscout-orchestrator":
                 env = doc["spec"]["template"]["spec"]["containers"][0]["env"]
                 env.append({"name": "OPENAI_BASE_URL", "value": provider.openai_base_url})
+            if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].startswith("toolscout-tracing-"):
+                doc["data"]["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.grpc_endpoint
         secrets = {
             "toolscout-provider-keys": {"OPENAI_API_KEY": "sk-e2e-fake"},
             "toolscout-auth": {"token": TOKEN},
@@ -189,7 +194,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     _wait_until(
                         functools.partial(_http_ok, port, path), budget, f"{container.deployment} {path}"
                     )
-            result = Stack(local, provider)
+            result = Stack(local, provider, collector)
             yield result
             for channel in result.channels.values():
                 channel.close()
@@ -515,6 +520,31 @@ def test_the_pool_restarts_a_crashed_stdio_server(traffic: Traffic) -> None:
     assert traffic.restarted.restarts >= 1
 
 
+def test_every_service_sends_its_traces_to_the_collector_the_config_map_names(
+    stack: Stack, traffic: Traffic
+) -> None:
+    def chat_traced(spans: list[Span]) -> bool:
+        chats = {
+            s.trace_id
+            for s in spans
+            if s.name == "chat" and s.attributes.get("toolscout.chat.iterations") == 2
+        }
+        return any(
+            {"toolscout-orchestrator", "toolscout-discovery", "toolscout-pool"}
+            <= {s.service for s in spans if s.trace_id == trace}
+            for trace in chats
+        ) and any(s.service == "toolscout-gateway" for s in spans)
+
+    spans = stack.collector.wait_for(chat_traced, 60)
+    services = {s.service for s in spans}
+    assert services == {
+        "toolscout-orchestrator",
+        "toolscout-discovery",
+        "toolscout-pool",
+        "toolscout-gateway",
+    }
+
+
 # --- Prometheus -------------------------------------------------------------------------------
 
 
@@ -586,6 +616,8 @@ def prometheus(
             f"--web.listen-address=127.0.0.1:{port}",
             "--storage.tsdb.retention.time=1h",
             "--log.level=warn",
+            # Exemplars (trace ids on the latency histograms), as the dashboard's panels show them.
+            "--enable-feature=exemplar-storage",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -700,3 +732,21 @@ def test_services_exit_cleanly_within_their_grace_period_on_sigterm(
         "toolscout-orchestrator": 0,
         "toolscout-gateway": 0,
     }, _logs(stack.local)
+
+
+def test_latency_exemplars_in_prometheus_name_traces_the_collector_received(
+    prometheus: Prometheus, stack: Stack
+) -> None:
+    series = "toolscout_pool_tool_call_duration_seconds_bucket"
+
+    def exemplars() -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = prometheus.get(
+            "/api/v1/query_exemplars", query=series, start=str(time.time() - 3600), end=str(time.time())
+        )
+        return [e for group in data for e in group["exemplars"]]
+
+    _wait_until(lambda: bool(exemplars()), 30, "exemplars of the tool call latency")
+    trace_ids = {e["labels"]["trace_id"] for e in exemplars()}
+    received = {s.trace_id for s in stack.collector.spans if s.name == "call_tool"}
+    assert trace_ids
+    assert trace_ids <= received

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from deploy import check
+from toolscout_kit.config import parse_config
+from toolscout_kit.tracing import resolve_tracing
 
 pytestmark = pytest.mark.e2e
 
@@ -75,7 +78,9 @@ def test_deployments_mount_the_generated_config_map_by_its_hashed_name(
 ) -> None:
     config_maps = _by_kind(rendered[overlay], "ConfigMap")
     # The shard count has no hash suffix: editing it reshards the running pool without a rollout.
-    (name,) = [n for n in config_maps if n != "toolscout-pool-shards"]
+    (name,) = [
+        n for n in config_maps if n != "toolscout-pool-shards" and not n.startswith("toolscout-tracing-")
+    ]
     assert name.startswith("toolscout-config-"), "hash suffix: a config change rolls the pods"
     workloads = [
         *_by_kind(rendered[overlay], "Deployment").values(),
@@ -85,6 +90,34 @@ def test_deployments_mount_the_generated_config_map_by_its_hashed_name(
         volumes = deployment["spec"]["template"]["spec"]["volumes"]
         refs = [v["configMap"]["name"] for v in volumes if "configMap" in v]
         assert refs in ([name, "toolscout-pool-shards"], []), deployment["metadata"]["name"]
+
+
+@pytest.mark.parametrize("overlay", check.OVERLAYS)
+def test_every_service_sends_traces_where_the_one_tracing_config_map_value_says(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    config_maps = _by_kind(rendered[overlay], "ConfigMap")
+    (name,) = [n for n in config_maps if n.startswith("toolscout-tracing-")]  # hashed: a change rolls pods
+    data = config_maps[name]["data"]
+    assert list(data) == ["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    endpoint = data["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert endpoint.startswith("http://")
+    assert endpoint.endswith(":4317")
+    (config_name,) = [n for n in config_maps if n.startswith("toolscout-config-")]
+    document = yaml.safe_load(config_maps[config_name]["data"]["toolscout.yaml"])
+    config = parse_config(document, env={"POD_NAMESPACE": "ns"})
+    services = {
+        **_by_kind(rendered[overlay], "Deployment"),
+        **_by_kind(rendered[overlay], "StatefulSet"),
+    }
+    for component in ("pool", "discovery", "orchestrator", "gateway"):
+        container = services[f"toolscout-{component}"]["spec"]["template"]["spec"]["containers"][0]
+        assert container["envFrom"] == [{"configMapRef": {"name": name}}]
+        plan = resolve_tracing(config.toolscout.tracing, data)
+        assert (plan.exporter, plan.endpoint, plan.protocol) == ("otlp", endpoint, "grpc")
+    # Egress to the collector's OTLP ports is allowed.
+    policy = _by_kind(rendered[overlay], "NetworkPolicy")["toolscout-allow-otlp"]
+    assert [p["port"] for p in policy["spec"]["egress"][0]["ports"]] == [4317, 4318]
 
 
 def test_dev_runs_one_replica_with_debug_logs_and_small_requests(

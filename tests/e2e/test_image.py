@@ -150,6 +150,22 @@ def _run_default(buildah: Buildah, image: str, name: str) -> tuple[list[str], st
     return lines, log
 
 
+def _run_to_end(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Runs ``argv`` in a session of its own; if it is still running after ``timeout`` seconds
+    (a stack that was expected to refuse to start), the whole session is stopped, not only the
+    first process, and the test fails with what it printed."""
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate(timeout=30)
+        pytest.fail(f"still running after {timeout} s:\n{out[-2000:]}\n{err[-2000:]}")
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
 def _left_running() -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
@@ -190,17 +206,14 @@ def test_hybrid_search_asked_of_an_image_without_the_extra_is_refused_before_any
     # a configuration error found before any MCP server starts, naming the way out.
     container = buildah("from", "--name", "plain-up", image).strip()
     try:
-        done = subprocess.run(
+        done = _run_to_end(
             buildah.run_argv(
                 container,
                 ["toolscout", "up", "-c", "/app/examples/casual_mcp_config.json"],
                 user="10001",
                 env={"TOOLSCOUT_SEARCH_MODE": "hybrid"},
             ),
-            capture_output=True,
-            text=True,
             timeout=120,
-            check=False,
         )
         version = subprocess.run(
             buildah.run_argv(container, ["toolscout", "--version"]),

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from opentelemetry.sdk.trace import TracerProvider
 
 from deploy import check
 from toolscout_kit.config import ToolscoutConfig, parse_config
+from toolscout_kit.tracing import Tracing, exemplar, resolve_tracing
 
 DEPLOY = check.DEPLOY_DIR
 REPO = check.REPO_ROOT
@@ -352,6 +354,17 @@ def test_the_config_map_config_loads_and_keeps_stateful_servers_out_of_the_pool_
     assert notes["spec"]["strategy"]["type"] == "Recreate"
 
 
+def test_the_base_sends_no_traces_until_an_overlay_names_a_collector() -> None:
+    kustomization = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text(encoding="utf-8"))
+    (tracing,) = [g for g in kustomization["configMapGenerator"] if g["name"] == "toolscout-tracing"]
+    assert tracing["literals"] == ["OTEL_EXPORTER_OTLP_ENDPOINT="]
+    env = dict(item.split("=", 1) for item in tracing["literals"])
+    assert resolve_tracing(_config().toolscout.tracing, env).exporter == "none"
+    for component in MODULES:
+        container = _container(_service_deployment(component))
+        assert container["envFrom"] == [{"configMapRef": {"name": "toolscout-tracing"}}]
+
+
 def test_the_pool_is_a_statefulset_whose_pods_are_the_shards_of_the_config() -> None:
     pool = _of_kind("StatefulSet")["toolscout-pool"]
     assert "toolscout-pool" not in _of_kind("Deployment")
@@ -606,3 +619,26 @@ def test_dashboard_panels_fit_the_grid_without_overlapping() -> None:
         }
         assert not cells & taken, f"{panel['title']} overlaps another panel"
         taken |= cells
+
+
+def test_latency_panels_show_exemplars_that_link_to_the_trace_they_name() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "toolscout.json").read_text(encoding="utf-8"))
+    latency = [
+        t
+        for p in dashboard["panels"]
+        for t in p.get("targets", [])
+        if "_seconds_bucket" in t["expr"] and "histogram_quantile" in t["expr"]
+    ]
+    assert len(latency) >= 8
+    assert all(t.get("exemplar") is True for t in latency)
+    sources = yaml.safe_load((DEPLOY / "grafana" / "datasources.yaml").read_text(encoding="utf-8"))
+    by_uid = {d["uid"]: d for d in sources["datasources"]}
+    (link,) = by_uid["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert by_uid[link["datasourceUid"]]["type"] == "tempo"
+    # The label the services put on their exemplars.
+    with Tracing("toolscout-test", TracerProvider()).span("request"):
+        assert link["name"] in (exemplar() or {})
+    assert {v["name"] for v in dashboard["templating"]["list"] if v["type"] == "datasource"} == {
+        "datasource",
+        "tracing",
+    }

@@ -307,3 +307,33 @@ async def test_a_failing_embedder_opens_the_breaker_skips_it_and_a_probe_closes_
         assert (await h.search(GAP_QUERY))[0] == "search_web_search"
     finally:
         await h.close()
+
+
+async def test_a_search_that_falls_back_to_bm25_says_so_on_its_span() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolscout_kit.tracing import Tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing("toolscout-discovery", provider)
+    embedder = ConceptEmbedder()
+    h = Harness(embedder)
+    try:
+        await h.hybrid()
+        embedder.fail = True
+        with tracing.span("search"):
+            assert await h.search("weather forecast") == ["weather_forecast"]
+    finally:
+        await h.close()
+        provider.shutdown()
+    (span,) = exporter.get_finished_spans()
+    assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
+        ("fallback", {"to": "bm25", "reason": "embedder_error"})
+    ]
+    attributes = span.attributes or {}
+    assert attributes["toolscout.search.query_length"] == len("weather forecast")
+    assert float(str(attributes["toolscout.search.embedding_wait_seconds"])) >= 0

@@ -59,3 +59,23 @@ async def test_shutdown_of_a_stream_whose_caller_left_sends_nothing_and_leaks_no
     assert await asyncio.wait_for(call, 10) is None  # the abort could not be sent: swallowed
     assert context.aborts == [grpc.StatusCode.UNAVAILABLE]
     assert "never retrieved" not in caplog.text
+
+
+async def test_every_interceptor_closes_the_stream_it_wraps_as_soon_as_its_caller_stops() -> None:
+    closed: list[str] = []
+
+    async def watch(request: Any, context: Any) -> Any:
+        try:
+            while True:
+                yield "item"
+        finally:
+            closed.append("watch")
+
+    method = "/toolscout.mcp_pool.v1.McpPool/WatchCatalog"
+    wrapped = ErrorInterceptor()._around(
+        ShutdownInterceptor(asyncio.Event(), frozenset({method}))._around(watch, method), method
+    )
+    stream = wrapped(None, _GoneContext(cancelled=False))
+    assert await anext(stream) == "item"
+    await stream.aclose()
+    assert closed == ["watch"]  # at once, not whenever the abandoned generator is collected

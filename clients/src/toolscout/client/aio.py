@@ -27,6 +27,7 @@ from toolscout.client._base import (
     no_connection,
 )
 from toolscout.client._requests import plan_request, search_request, toolset_ref
+from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
@@ -67,7 +68,9 @@ class _AsyncClient(ClientBase[grpc.aio.Channel]):
         timeout = deadline if resolved else self._deadlines.resolve(method, deadline)
         rpc = getattr(self._stub, method)
         try:
-            return await rpc(request, timeout=timeout, metadata=metadata, wait_for_ready=wait_for_ready)
+            return await rpc(
+                request, timeout=timeout, metadata=with_trace_context(metadata), wait_for_ready=wait_for_ready
+            )
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
@@ -80,7 +83,7 @@ class _AsyncClient(ClientBase[grpc.aio.Channel]):
         convert: Callable[[Any], Any],
     ) -> AsyncGenerator[Any, None]:
         call = getattr(self._stub, method)(
-            request, timeout=self._deadlines.resolve(method, deadline), metadata=metadata
+            request, timeout=self._deadlines.resolve(method, deadline), metadata=with_trace_context(metadata)
         )
         try:
             async for message in call:

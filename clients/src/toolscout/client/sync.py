@@ -28,6 +28,7 @@ from toolscout.client._base import (
     no_connection,
 )
 from toolscout.client._requests import plan_request, search_request, toolset_ref
+from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2_grpc
@@ -64,7 +65,9 @@ class _SyncClient(ClientBase[grpc.Channel]):
         """Calls ``method`` (its default deadline unless ``deadline`` is given, or ``resolved``)."""
         timeout = deadline if resolved else self._deadlines.resolve(method, deadline)
         try:
-            return getattr(self._stub, method)(request, timeout=timeout, metadata=metadata)
+            return getattr(self._stub, method)(
+                request, timeout=timeout, metadata=with_trace_context(metadata)
+            )
         except grpc.RpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
@@ -77,7 +80,7 @@ class _SyncClient(ClientBase[grpc.Channel]):
         convert: Callable[[Any], Any],
     ) -> Generator[Any, None, None]:
         call = getattr(self._stub, method)(
-            request, timeout=self._deadlines.resolve(method, deadline), metadata=metadata
+            request, timeout=self._deadlines.resolve(method, deadline), metadata=with_trace_context(metadata)
         )
         try:
             for message in call:
