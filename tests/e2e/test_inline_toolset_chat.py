@@ -84,7 +84,8 @@ async def test_a_chat_with_an_inline_toolset_naming_an_unknown_server_is_not_fou
         NotFoundError, match=r"server 'wether' is not configured \(servers: notes, text, weather\)"
     ):
         await chat.client.chat("hi", model="gpt", toolset={"servers": {"wether": True}}, deadline=WAIT)
-    with pytest.raises(InvalidArgumentError, match="not both"):
+    # The deprecated keyword still reaches discovery as before, which refuses a name and a filter.
+    with pytest.raises(InvalidArgumentError, match="not both"), pytest.warns(DeprecationWarning):
         await chat.client.chat(
             "hi",
             model="gpt",

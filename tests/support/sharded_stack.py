@@ -72,6 +72,26 @@ async def wait_serving(address: str, service: str, within: float = 60.0) -> None
             await asyncio.sleep(0.1)
 
 
+async def _started(log: Path, offset: int, process: asyncio.subprocess.Process) -> dict[str, Any]:
+    """The ``server started`` line a ``toolscout serve`` process logs (JSON) after ``offset``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while loop.time() < deadline:
+        with log.open("rb") as f:
+            f.seek(offset)
+            for raw in f.read().splitlines():
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and line.get("event") == "server started":
+                    return line
+        if process.returncode is not None:
+            break
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"no 'server started' line in {log.name}:\n{log.read_text(errors='replace')[-4000:]}")
+
+
 @dataclass
 class ShardedStack:
     tmp: Path
@@ -116,8 +136,14 @@ class ShardedStack:
         self.config.write_text(json.dumps(self.document, indent=1))
 
     async def _spawn(self, name: str, args: list[str], address: str) -> Service:
-        metrics_port = free_port()
+        """Starts ``toolscout serve ...`` on ``address`` (port 0: any free one) with a metrics port
+        of its own choosing, and returns once its log says where both listen.
+
+        Ports picked free beforehand can be taken by another process's outgoing connection in the
+        meantime; only the shards' addresses (named in the config) are picked that way.
+        """
         log = self.tmp / f"{name}.log"
+        start = log.stat().st_size if log.exists() else 0
         handle = log.open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
@@ -127,7 +153,7 @@ class ShardedStack:
                 "--listen",
                 address,
                 "--metrics-port",
-                str(metrics_port),
+                "0",
                 "-c",
                 str(self.config),
                 cwd=REPO_ROOT,
@@ -138,7 +164,8 @@ class ShardedStack:
             )
         finally:
             handle.close()
-        return Service(name, address, metrics_port, process, log)
+        started = await _started(log, start, process)
+        return Service(name, f"127.0.0.1:{started['port']}", int(started["metrics_port"]), process, log)
 
     async def start_pool(self, index: int) -> Service:
         address = self.shard_address(index)
@@ -149,18 +176,16 @@ class ShardedStack:
         return service
 
     async def start_discovery(self) -> Service:
-        address = f"127.0.0.1:{free_port()}"
-        self.discovery = await self._spawn("discovery", ["discovery"], address)
-        await wait_serving(address, DISCOVERY_SERVICE)
+        self.discovery = await self._spawn("discovery", ["discovery"], "127.0.0.1:0")
+        await wait_serving(self.discovery.address, DISCOVERY_SERVICE)
         return self.discovery
 
     async def start_orchestrator(self) -> Service:
-        address = f"127.0.0.1:{free_port()}"
         # The orchestrator finds discovery through the config.
         self.document["toolscout"].setdefault("orchestrator", {})["discovery_target"] = self.discovery_address
         self.config.write_text(json.dumps(self.document, indent=1))
-        self.orchestrator = await self._spawn("orchestrator", ["orchestrator"], address)
-        await wait_serving(address, ORCHESTRATOR_SERVICE)
+        self.orchestrator = await self._spawn("orchestrator", ["orchestrator"], "127.0.0.1:0")
+        await wait_serving(self.orchestrator.address, ORCHESTRATOR_SERVICE)
         return self.orchestrator
 
     @property
