@@ -72,24 +72,35 @@ async def wait_serving(address: str, service: str, within: float = 60.0) -> None
             await asyncio.sleep(0.1)
 
 
+def _started_line(log: Path, offset: int) -> dict[str, Any] | None:
+    with log.open("rb") as f:
+        f.seek(offset)
+        for raw in f.read().splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict) and line.get("event") == "server started":
+                return line
+    return None
+
+
 async def _started(log: Path, offset: int, process: asyncio.subprocess.Process) -> dict[str, Any]:
     """The ``server started`` line a ``toolscout serve`` process logs (JSON) after ``offset``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 60
     while loop.time() < deadline:
-        with log.open("rb") as f:
-            f.seek(offset)
-            for raw in f.read().splitlines():
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(line, dict) and line.get("event") == "server started":
-                    return line
+        line = _started_line(log, offset)
+        if line is not None:
+            return line
         if process.returncode is not None:
             break
         await asyncio.sleep(0.05)
-    raise RuntimeError(f"no 'server started' line in {log.name}:\n{log.read_text(errors='replace')[-4000:]}")
+    raise RuntimeError(f"no 'server started' line in {log.name}:\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:]
 
 
 @dataclass
