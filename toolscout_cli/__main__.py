@@ -279,6 +279,7 @@ _CALLS = {
     "pool": (),
     "discovery": ("pool_target",),
     "orchestrator": ("pool_target", "discovery_target"),
+    "gateway": ("pool_target", "discovery_target"),
 }
 _WHY_NOT = {
     "target": "--listen sets where it listens; --pool-target / --discovery-target where it calls",

@@ -467,8 +467,8 @@ def run_serve(
     """One service in the foreground, logging JSON to stdout like ``python -m <service>``.
 
     ``shard`` ("K/N") makes a pool process one shard of a sharded pool. ``pool_target`` (discovery,
-    orchestrator: the pool, or every shard comma-separated in shard order) and ``discovery_target``
-    (orchestrator) replace the config's addresses of the services it calls. With ``config_path``
+    orchestrator, gateway: the pool, or every shard comma-separated in shard order) and
+    ``discovery_target`` (orchestrator, gateway) replace the config's addresses of the services it calls. With ``config_path``
     the file is applied again on SIGHUP and when it changes (a new shard count, see
     toolscout_kit.reload).
     """

@@ -49,6 +49,8 @@ def _pinned_config(path: Path, ports: tuple[int, int, int] = (0, 0, 0)) -> Path:
         (["serve", "discovery", "--orchestrator-target", "127.0.0.1:1"], "--orchestrator-target"),
         (["serve", "orchestrator", "--orchestrator-target", "127.0.0.1:1"], "--orchestrator-target"),
         (["serve", "orchestrator", "--target", "127.0.0.1:1"], "--target"),
+        (["serve", "gateway", "--orchestrator-target", "127.0.0.1:1"], "--orchestrator-target"),
+        (["serve", "gateway", "--shard", "0/2"], "--shard"),
         (["serve", "discovery", "--tls"], "--tls"),
         (["serve", "discovery", "--ca-file", "ca.pem"], "--ca-file"),
         (["serve", "pool", "--json"], "--json"),
@@ -91,16 +93,38 @@ def _stop(*processes: subprocess.Popen[str]) -> None:
                 process.stderr.close()
 
 
-def test_serve_discovery_and_orchestrator_call_the_targets_given_on_the_command_line(tmp_path: Path) -> None:
-    # The config points both at a port where nothing listens: only the flags lead to the pool.
+def _gateway_call(url: str) -> tuple[list[str], str]:
+    """The gateway's tool list and what its ``call_tool`` answers for the weather forecast."""
+    import anyio
+    from mcp import Client
+
+    async def run() -> tuple[list[str], str]:
+        with anyio.fail_after(60):
+            async with Client(url, mode="legacy") as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                arguments = {"location": {"city": "Tokyo"}, "days": 2}
+                result = await client.call_tool(
+                    "call_tool", {"name": "weather__get_forecast", "arguments": arguments}
+                )
+                return names, "".join(getattr(block, "text", "") for block in result.content)
+
+    return anyio.run(run)
+
+
+def test_serve_discovery_orchestrator_and_gateway_call_the_targets_given_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    # The config points them at a port where nothing listens: only the flags lead to the pool.
     nowhere = f"127.0.0.1:{free_port()}"
     pool_port, discovery_port, orchestrator_port = free_port(), free_port(), free_port()
+    gateway_port = free_port()
     with ThreadedProvider() as provider:
         provider.script(Reply.answer("all good"))
         config = stack_config(tmp_path / "config.json", provider_url=provider.openai_base_url)
         data = json.loads(config.read_text())
         data["toolscout"]["discovery"]["pool_target"] = nowhere
         data["toolscout"]["orchestrator"].update(pool_target=nowhere, discovery_target=nowhere)
+        data["toolscout"]["gateway"].update(pool_target=nowhere, discovery_target=nowhere)
         config.write_text(json.dumps(data))
         pool = _serve("pool", "-c", str(config), "--listen", f"127.0.0.1:{pool_port}")
         discovery = _serve(
@@ -109,6 +133,10 @@ def test_serve_discovery_and_orchestrator_call_the_targets_given_on_the_command_
         )  # fmt: skip
         orchestrator = _serve(
             "orchestrator", "-c", str(config), "--listen", f"127.0.0.1:{orchestrator_port}",
+            "--pool-target", f"127.0.0.1:{pool_port}", "--discovery-target", f"127.0.0.1:{discovery_port}",
+        )  # fmt: skip
+        gateway = _serve(
+            "gateway", "-c", str(config), "--listen", f"127.0.0.1:{gateway_port}",
             "--pool-target", f"127.0.0.1:{pool_port}", "--discovery-target", f"127.0.0.1:{discovery_port}",
         )  # fmt: skip
         try:
@@ -123,8 +151,11 @@ def test_serve_discovery_and_orchestrator_call_the_targets_given_on_the_command_
                 if found.returncode == 0 or time.monotonic() > deadline:
                     break
             chat = run_cli("chat", "hello", "--model", "fake", *targets)
+            names, forecast = _gateway_call(f"http://127.0.0.1:{gateway_port}/mcp")
         finally:
-            _stop(orchestrator, discovery, pool)
+            _stop(gateway, orchestrator, discovery, pool)
+    assert names[-2:] == ["search_tools", "call_tool"]
+    assert forecast.startswith("Tokyo forecast\nday 1: "), forecast
     assert found.returncode == 0, found.stderr
     assert "weather__get_forecast" in found.stdout
     assert chat.returncode == 0, chat.stderr
