@@ -172,9 +172,11 @@ def responses_loaded_functions(body: dict[str, Any]) -> set[str]:
 
 def responses_input_violation(body: dict[str, Any]) -> str | None:
     """Every ``tool_search_output`` answers an open ``tool_search_call``; every call is answered;
-    a deferred function appears in a call only after a search returned it."""
+    a deferred function appears in a call only after a search returned it; a namespace appears at
+    most once across the tool_search_output items."""
     deferred = responses_deferred_functions(body)
     loaded: set[str] = set()
+    namespaces: set[Any] = set()
     open_searches: set[str] = set()
     calls: dict[str, str] = {}
     answered: set[str] = set()
@@ -190,6 +192,12 @@ def responses_input_violation(body: dict[str, Any]) -> str | None:
                 )
             open_searches.discard(call_id)
             loaded |= {f["name"] for f, _ in _functions(item.get("tools") or [])}
+            for space in item.get("tools") or []:
+                if space.get("type") != "namespace":
+                    continue
+                if space.get("name") in namespaces:
+                    return f"input.{i}: Namespace names must be unique: '{space.get('name')}'"
+                namespaces.add(space.get("name"))
         elif kind == "function_call":
             name = str(item.get("name"))
             if name in deferred and name not in loaded:
