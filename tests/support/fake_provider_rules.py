@@ -170,13 +170,28 @@ def responses_loaded_functions(body: dict[str, Any]) -> set[str]:
     }
 
 
+def _repeated_namespace(items: list[dict[str, Any]]) -> str | None:
+    """A namespace shown by a second tool_search_output of the input (OpenAI-compatible upstreams
+    refuse it)."""
+    shown: set[Any] = set()
+    for i, item in enumerate(items):
+        if item.get("type") != "tool_search_output":
+            continue
+        for space in item.get("tools") or []:
+            if space.get("type") != "namespace":
+                continue
+            if space.get("name") in shown:
+                return f"input.{i}: Namespace names must be unique: '{space.get('name')}'"
+            shown.add(space.get("name"))
+    return None
+
+
 def responses_input_violation(body: dict[str, Any]) -> str | None:
     """Every ``tool_search_output`` answers an open ``tool_search_call``; every call is answered;
     a deferred function appears in a call only after a search returned it; a namespace appears at
     most once across the tool_search_output items."""
     deferred = responses_deferred_functions(body)
     loaded: set[str] = set()
-    namespaces: set[Any] = set()
     open_searches: set[str] = set()
     calls: dict[str, str] = {}
     answered: set[str] = set()
@@ -192,12 +207,7 @@ def responses_input_violation(body: dict[str, Any]) -> str | None:
                 )
             open_searches.discard(call_id)
             loaded |= {f["name"] for f, _ in _functions(item.get("tools") or [])}
-            for space in item.get("tools") or []:
-                if space.get("type") != "namespace":
-                    continue
-                if space.get("name") in namespaces:
-                    return f"input.{i}: Namespace names must be unique: '{space.get('name')}'"
-                namespaces.add(space.get("name"))
+
         elif kind == "function_call":
             name = str(item.get("name"))
             if name in deferred and name not in loaded:
@@ -210,6 +220,9 @@ def responses_input_violation(body: dict[str, Any]) -> str | None:
             answered.add(call_id)
     if open_searches:
         return f"input: no tool_search_output found for tool_search_call {sorted(open_searches)[0]}"
+    repeated = _repeated_namespace(_input_items(body))
+    if repeated is not None:
+        return repeated
     missing = [c for c in calls if c not in answered]
     if missing:
         return f"input: no tool output found for function call {missing[0]}"
