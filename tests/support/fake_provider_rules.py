@@ -220,13 +220,10 @@ def responses_input_violation(body: dict[str, Any]) -> str | None:
             answered.add(call_id)
     if open_searches:
         return f"input: no tool_search_output found for tool_search_call {sorted(open_searches)[0]}"
-    repeated = _repeated_namespace(_input_items(body))
-    if repeated is not None:
-        return repeated
     missing = [c for c in calls if c not in answered]
     if missing:
         return f"input: no tool output found for function call {missing[0]}"
-    return None
+    return _repeated_namespace(_input_items(body))
 
 
 def responses_call_violation(body: dict[str, Any], names: list[str]) -> str | None:
