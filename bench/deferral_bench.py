@@ -557,6 +557,24 @@ def report(data: dict[str, Any]) -> None:
         print(f"  {name}: {value} %")
 
 
+def markdown_rows(data: dict[str, Any]) -> list[str]:
+    """The modes as rows of the README's deferral tables (a test checks the README against them)."""
+    apis = {"messages": "Messages", "chat_completions": "Chat Completions", "responses": "Responses"}
+    labels = {"anthropic native": "Anthropic native", "responses native": "Responses native"}
+    rows = []
+    for row in data["modes"].values():
+        gpt56 = row["cache_weighted_cost_by_rule"].get("openai_5_6")
+        strict = {True: "accepted", False: "400"}.get(row.get("strict_model_accepts"), "–")
+        rows.append(
+            f"| {labels.get(row['label'], row['label'])} | {apis[row['api']]} | {row['llm_calls']} "
+            f"| {'yes' if row['tools_byte_identical'] else 'no'} "
+            f"| {row['prefix_stability_min_after_first']:.3f} | {row['previous_request_kept_min']:.3f} "
+            f"| {row['cache_weighted_input_cost']:,.0f} | {'–' if gpt56 is None else f'{gpt56:,.0f}'} "
+            f"| {row['reprefill_tokens_after_first']:,} | {strict} |"
+        )
+    return rows
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -571,6 +589,7 @@ if __name__ == "__main__":
         default="short",
         help="short: 3 user turns, 3 searches; long: 10 user turns, 6 searches",
     )
+    parser.add_argument("--out", type=Path, help="save the results here instead of bench/results/")
     args = parser.parse_args()
     results = asyncio.run(main(not args.no_casual, args.tool_result_chars, args.conversation))
     report(results)
@@ -583,7 +602,7 @@ if __name__ == "__main__":
     name = "deferral" if args.conversation == "short" else f"deferral_{args.conversation}"
     if args.tool_result_chars:
         name += f"_tool_result_chars_{args.tool_result_chars}"
-    out = RESULTS.with_name(f"{name}.json")
+    out = args.out or RESULTS.with_name(f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"saved {out.relative_to(ROOT)}")
+    print(f"saved {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
