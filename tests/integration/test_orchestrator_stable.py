@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from discovery_svc.engine import DiscoveryEngine
+from discovery_svc.surface import CALL_TOOL_PARAMETERS
 from orchestrator_svc.chat import ChatRequest
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.messages import Message
@@ -143,6 +144,12 @@ async def test_tools_stay_byte_identical_across_three_searches_and_found_tools_r
     # One tool list, the same bytes on every call (the strict Claude model accepted every request).
     assert len({tools_bytes(r) for r in requests}) == 1
     assert tools_of(requests[0]) == ["time_now", "search_tools", "call_tool"]
+    # search_tools and call_tool are discovery's stable surface, the pair the gateway's meta mode serves.
+    call_tool = requests[0].body["tools"][2]
+    assert (
+        call_tool.get("input_schema", call_tool.get("function", {}).get("parameters")) == CALL_TOOL_PARAMETERS
+    )
+    assert "call them through call_tool" in json.dumps(requests[0].body["tools"][1])
     # Searches answer with each found tool's definition as text (its input schema included).
     found = results(outcome)[0::2]
     assert all("Input schema:" in m.content and "call_tool" in m.content for m in found)
