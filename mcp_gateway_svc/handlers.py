@@ -42,6 +42,7 @@ from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import listed_tools, mcp_tool, signature
 from mcp_gateway_svc.views import ToolsetView
+from toolscout_kit.arguments import call_tool_target
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
@@ -287,15 +288,10 @@ class McpHandlers:
         arguments: Mapping[str, Any],
         meta: dict[str, Any] | None,
     ) -> types.CallToolResult:
-        name = arguments.get("name")
-        inner = arguments.get("arguments", {})
-        if not isinstance(name, str) or not name.strip() or not isinstance(inner, Mapping):
-            return error_result(
-                f'{CALL_TOOL_NAME} takes {{"name": "<a tool search_tools found>", "arguments": {{...}}}}: '
-                + ("'name' must be a tool name" if not isinstance(name, str) or not name.strip() else "")
-                + ("'arguments' must be an object" if not isinstance(inner, Mapping) else "")
-            )
-        name = name.strip()
+        target = call_tool_target(arguments)
+        if isinstance(target, str):
+            return error_result(target)
+        name, inner = target
         if name == SEARCH_TOOL_NAME:
             return await self._search(ctx, info, mode, inner)
         if name == CALL_TOOL_NAME:

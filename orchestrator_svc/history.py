@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolscout.client import SEARCH_TOOL_NAME
+from toolscout.client import CALL_TOOL_NAME, SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import Message, ToolCall
+from toolscout_kit.json_text import json_object_or_none
 
 __all__ = [
     "discovery_candidates",
@@ -65,7 +66,7 @@ def discovery_candidates(
 
     ``explicit`` (the caller's ``discovered_tools``) comes first so a client echoing the previous
     ``loaded_tools`` keeps the exact tool order, and with it the provider's prompt cache. Then, in
-    history order, tools the assistant called and the tools each earlier search loaded
+    history order, tools the assistant called (through ``call_tool`` too) and the tools each earlier search loaded
     (``found_by_search``: call id → names; a search's result text is never parsed, since it also
     names tools it did *not* load, e.g. closest matches). Discovery keeps the deferred ones of
     these (``ToolPlan.discovered``); eager tools and names no longer in the catalog fall away there.
@@ -86,8 +87,16 @@ def discovery_candidates(
             result = results.get(call.id)
             # A call we refused as "not yet loaded" does not mean the tool was ever loaded.
             if result is None or not result.not_loaded:
-                found.setdefault(call.name, None)
+                found.setdefault(_called_tool(call), None)
     return list(found)
+
+
+def _called_tool(call: ToolCall) -> str:
+    """The tool a call ran: the one a ``call_tool`` call names (stable deferral), else its own name."""
+    if call.name != CALL_TOOL_NAME:
+        return call.name
+    name = (json_object_or_none(call.arguments_json) or {}).get("name")
+    return name.strip() if isinstance(name, str) and name.strip() else call.name
 
 
 def search_result_references(block: Mapping[str, Any]) -> list[str]:

@@ -1,7 +1,9 @@
 """The tool loop: PlanTools → LLM → tool calls (concurrently) → results in call order → repeat.
 
 Discovered tools join the tool list from the next LLM call on, appended in a stable order so
-provider prompt caches keep hitting. The whole chat is bounded by the caller's deadline, and
+provider prompt caches keep hitting; with ``deferral: stable`` the tool list never changes
+(eager tools, search_tools and call_tool from discovery's stable surface) and found tools are
+called through call_tool. The whole chat is bounded by the caller's deadline, and
 cancelling the task running :meth:`ChatLoop.run` cancels the in-flight LLM request and tool calls.
 """
 
@@ -129,11 +131,17 @@ class _Chat:
         self.plan = ToolPlan()
         self.tools_disabled = False
         self.native = NativeDeferral(resolved, self.stats, loop.metrics)
+        # Discovery's cache-stable surface: tools = eager + search_tools + call_tool all chat.
+        self.stable = resolved.deferral == "stable"
+        self._definitions: tuple[str, dict[str, Tool]] | None = None
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
         first = next((m.content for m in request.messages if m.role == "user"), "")
         seed = "\x00".join((resolved.name, request.toolset.name, request.toolset.filter_json, first))
-        self.cache_key = hashlib.sha256(seed.encode()).hexdigest()[:32]
+        # A client may turn it off (``prompt_cache_key: false``) for a server that rejects it.
+        self.cache_key = (
+            hashlib.sha256(seed.encode()).hexdigest()[:32] if resolved.client.prompt_cache_key else ""
+        )
         context = ChatContext(
             model=resolved.name,
             toolset=request.toolset,
@@ -146,6 +154,8 @@ class _Chat:
             emit=self.emit,
             is_deferred=self.is_deferred,
             native=lambda: self.native.active,
+            stable=self.stable,
+            definition=self.definition,
         )
         self.tools = ToolCallRunner(
             context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics, tracing=loop.tracing
@@ -161,7 +171,12 @@ class _Chat:
     async def replan(self, discovered: list[str] | None = None) -> None:
         """Plans the tool list for ``discovered`` (default: the chat's) and keeps what discovery kept."""
         wanted = self.discovered if discovered is None else discovered
-        request = PlanRequest(self.request.toolset, tuple(wanted), self.resolved.client.provider)
+        request = PlanRequest(
+            self.request.toolset,
+            tuple(wanted),
+            self.resolved.client.provider,
+            surface="stable" if self.stable else "",
+        )
         self.plan = await self.loop.discovery.plan_tools(request, deadline=self.remaining())
         self.discovered = list(self.plan.discovered_tools)
 
@@ -205,18 +220,29 @@ class _Chat:
             definitions=definitions,
         )
 
+    async def definition(self, name: str) -> Tool | None:
+        """The definition of deferred tool ``name`` (stable mode checks call_tool arguments against
+        it): every deferred definition is fetched once per catalog version, shared by every chat."""
+        version = self.plan.catalog_version
+        if self._definitions is None or self._definitions[0] != version:
+            deferred = await self.deferred(definitions=True)
+            self._definitions = (version, {t.llm_name: t for t in deferred.definitions or ()})
+        return self._definitions[1].get(name)
+
     async def is_deferred(self, name: str) -> bool:
         """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
         return name in (await self.deferred()).names
 
     def loaded_tools(self) -> list[Tool]:
         """What the model can call: eager tools, then search_tools, then discovered tools in
-        discovery order (each call's list extends the previous one, so prompt caches survive)."""
+        discovery order (each call's list extends the previous one, so prompt caches survive).
+        On the stable surface: eager tools, search_tools and call_tool (the plan sends no others)."""
         discovered = set(self.discovered)
         eager = [t for t in self.plan.loaded_tools if t.llm_name not in discovered]
         found = [t for t in self.plan.loaded_tools if t.llm_name in discovered]
         search = [self.plan.search_tool] if self.plan.search_tool is not None else []
-        return eager + search + found
+        call = [self.plan.call_tool] if self.plan.call_tool is not None else []
+        return eager + search + call + found
 
     def tools_to_send(self) -> list[Tool]:
         """Append mode: the loaded tools. Native mode: the eager tools and search_tools, then every
@@ -253,7 +279,7 @@ class _Chat:
             temperature=model_cfg.temperature,
             timeout=self.remaining(),
             vision=model_cfg.vision,
-            deferral="native" if self.native.active else "append",
+            deferral="native" if self.native.active else ("stable" if self.stable else "append"),
             deferred=self.native.names,
             search=model_cfg.search,
             prompt_cache=model_cfg.prompt_cache,

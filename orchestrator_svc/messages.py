@@ -46,8 +46,9 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
-# How found tools reach the model: appended to ``tools`` or declared up front as deferred.
-DeferralMode = Literal["append", "native"]
+# How found tools reach the model: appended to ``tools``, declared up front as deferred, or
+# read as text and called through discovery's ``call_tool`` (``tools`` never changes).
+DeferralMode = Literal["append", "native", "stable"]
 # Who answers searches in native mode: our ``search_tools`` or the provider's own tool search.
 SearchMode = Literal["ours", "provider"]
 # The wire format a NativeItem belongs to.
@@ -209,7 +210,8 @@ class LLMRequest:
     vision: bool = False
     # "native": every tool of the toolset is in ``tools`` (those in ``deferred`` withheld from the
     # model's context until a search loads them) and searches are answered natively; "append":
-    # ``tools`` holds only loaded tools (see providers/deferral.py).
+    # ``tools`` holds only loaded tools (see providers/deferral.py); "stable": ``tools`` is eager
+    # tools + search_tools + call_tool, sent as plainly as in append mode.
     deferral: DeferralMode = "append"
     # Native mode: the LLM names of the tools of ``tools`` declared deferred (``defer_loading``).
     deferred: frozenset[str] = frozenset()

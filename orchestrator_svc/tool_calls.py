@@ -4,16 +4,32 @@ Every call of a message runs concurrently; the results come back in call order. 
 malformed arguments, deferred tools called before they were loaded and unknown tools all become
 error *results* the model can act on; only chat-ending errors (the chat's deadline, cancellation,
 bugs) escape.
+
+With ``deferral: stable`` the model calls found tools through discovery's ``call_tool``
+(``{"name", "arguments"}``): the named tool must be an eager one or one a search of the
+conversation found (else the deferred-call guard's error), and its arguments are validated against
+its input schema (``jsonschema``, :mod:`toolscout_kit.arguments`) before the pool runs it; a misfit
+is answered with the expected shape, so the model can correct itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from toolscout.client import SEARCH_TOOL_NAME, CallRequest, SearchRequest, Tool, ToolPlan, ToolsetRef
+from toolscout.client import (
+    CALL_TOOL_NAME,
+    SEARCH_TOOL_NAME,
+    CallRequest,
+    SearchRequest,
+    Tool,
+    ToolPlan,
+    ToolsetRef,
+)
 
 from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
 from orchestrator_svc.errors import ChatDeadlineError
@@ -23,6 +39,7 @@ from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam
 from orchestrator_svc.stats import ChatTally
+from toolscout_kit.arguments import argument_problems, call_tool_target, expected_shape
 from toolscout_kit.config import ResultFormat
 from toolscout_kit.errors import (
     CancelledError,
@@ -64,6 +81,11 @@ class ChatContext:
     # Whether the chat is in native deferral now: the provider loads found definitions itself,
     # so search results leave their parameters out.
     native: Callable[[], bool]
+    # ``deferral: stable``: found tools are called through call_tool, searches use the stable
+    # surface (their results carry each found tool's input schema).
+    stable: bool = False
+    # The definition of a tool a search of the chat found (stable mode validates its arguments).
+    definition: Callable[[str], Awaitable[Tool | None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +98,21 @@ class ToolRound:
     found: list[str]
     # The plan a search answered with, when exactly one search loaded tools (else None).
     plan: ToolPlan | None
+
+
+def _call_tool_target(raw: str) -> tuple[str, dict[str, Any]] | str:
+    """The tool a call_tool call names and its arguments, or what is wrong with the call."""
+    problem = _arguments_problem(raw)
+    if problem is not None:
+        return f"invalid arguments for tool '{CALL_TOOL_NAME}': {problem}. Call it again with a JSON object."
+    return call_tool_target(parse_json_object(raw, "the arguments"))
+
+
+def _misfit(tool: Tool, raw: str) -> list[str]:
+    """Where the arguments (a JSON object, else the pool call reports it) do not fit ``tool``'s schema."""
+    if _arguments_problem(raw) is not None:
+        return []
+    return argument_problems(tool.input_schema, parse_json_object(raw, "the arguments"))
 
 
 def _arguments_problem(raw: str) -> str | None:
@@ -164,24 +201,41 @@ class ToolCallRunner:
     ) -> Message:
         chat = self._chat
         is_search = call.name == SEARCH_TOOL_NAME and has_search
-        server = "" if is_search else (loaded[call.name].server if call.name in loaded else "")
+        through = chat.stable and call.name == CALL_TOOL_NAME and has_search
+        # A call through call_tool runs (and is counted as) the tool it names.
+        target = _call_tool_target(call.arguments_json) if through else None
+        run = ToolCall(call.id, target[0], json.dumps(target[1])) if isinstance(target, tuple) else call
+        server = "" if is_search else (loaded[run.name].server if run.name in loaded else "")
         await chat.emit(ToolCallStartedEvent(call, server))
         started = time.monotonic()
         attachments: list[Attachment] = []
         loaded_by_search: list[str] | None = None
         not_loaded = False
+        tool = loaded.get(run.name)
+        # Stable mode: a found tool is not in the tool list; called through call_tool (or by its
+        # name, as some local models do) it runs with arguments checked against its schema.
+        check = through
+        if chat.stable and tool is None and run.name in discovered and chat.definition is not None:
+            tool, check = await chat.definition(run.name), True
         if is_search:
             text, is_error, plans[index] = await self._search(call, loaded, discovered, found)
             loaded_by_search = None if is_error else list(found)
-        elif call.name in loaded:
-            text, attachments, is_error, server = await self._call_pool(call, server, call.name in discovered)
-        elif await chat.is_deferred(call.name):
-            text, is_error, not_loaded = not_loaded_error(call.name), True, True
+        elif isinstance(target, str):
+            text, is_error = f"Error: {target}", True
+        elif through and run.name in (SEARCH_TOOL_NAME, CALL_TOOL_NAME):
+            text, is_error = f"Error: call {run.name} directly, not through {CALL_TOOL_NAME}.", True
+        elif tool is not None and check and (problems := _misfit(tool, run.arguments_json)):
+            text, is_error = f"Error: {expected_shape(run.name, tool.input_schema, problems)}", True
+        elif tool is not None:
+            was_discovered = run.name in discovered
+            text, attachments, is_error, server = await self._call_pool(run, tool.server, was_discovered)
+        elif await chat.is_deferred(run.name):
+            text, is_error, not_loaded = not_loaded_error(run.name), True, True
             chat.stats.discovery.deferred_call_rejections += 1
             self._metrics.deferred_rejections.labels(chat.model).inc()
         else:
-            text, is_error = self._unknown_tool(call.name, loaded, has_search), True
-        chat.stats.count_tool(call.name, server, error=is_error)
+            text, is_error = self._unknown_tool(run.name, loaded, has_search), True
+        chat.stats.count_tool(run.name, server, error=is_error)
         await chat.emit(
             ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
         )
@@ -216,12 +270,14 @@ class ToolCallRunner:
             request = SearchRequest(
                 toolset=chat.toolset,
                 arguments_json=call.arguments_json or "{}",
-                loaded_tools=tuple(loaded),
+                # Found earlier: in the tool list (append), or called through call_tool (stable).
+                loaded_tools=tuple(dict.fromkeys([*loaded, *discovered])),
                 # The plan after the search comes with it: one round trip per search iteration.
                 include_plan=True,
                 discovered_tools=tuple(discovered),
                 provider=chat.provider,
                 compact_text=chat.native(),
+                surface="stable" if chat.stable else "",
             )
             outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
         except (InvalidArgumentError, NotFoundError) as err:

@@ -119,6 +119,10 @@ class ClientConfig(_Strict):
     max_retries: int = Field(default=2, ge=0, le=10)
     # toolscout: which OpenAI API (provider openai only).
     api: Literal["chat_completions", "responses"] = "chat_completions"
+    # toolscout, provider openai only: send ``prompt_cache_key`` (a per-conversation hash that
+    # routes its requests to the same prompt cache). ``false`` for an OpenAI-compatible server
+    # that rejects the unknown field.
+    prompt_cache_key: Flag = True
 
     @property
     def key_env(self) -> str:
@@ -171,8 +175,11 @@ class ModelConfig(_Strict):
     # mechanism (Anthropic ``tool_reference``; OpenAI Responses ``tool_search``), so ``tools`` never
     # changes. ``auto``: native where the provider and model support it (the table in
     # orchestrator_svc/providers/deferral.py, extended by
-    # ``toolscout.orchestrator.native_deferral_models``), else append.
-    deferral: Literal["auto", "native", "append"] = "auto"
+    # ``toolscout.orchestrator.native_deferral_models``), else append. ``stable`` (any provider):
+    # ``tools`` is eager tools + ``search_tools`` + ``call_tool`` for the whole conversation; a
+    # search answers with the found tools' definitions as text and the model calls them through
+    # ``call_tool`` (discovery's cache-stable surface), so every provider's prompt cache survives.
+    deferral: Literal["auto", "native", "append", "stable"] = "auto"
     # toolscout: mark the stable prefix (tools, system, the previous turn) with prompt-cache
     # breakpoints where the provider wants explicit ones (Anthropic). OpenAI caches on its own.
     prompt_cache: Flag = True
@@ -622,8 +629,10 @@ def _deferral_problems(name: str, model: ModelConfig, client: ClientConfig) -> l
             f"models.{name}.search: 'provider' (Anthropic's own tool search) needs a provider "
             f"'anthropic' client; client {model.client!r} is provider {client.provider!r}"
         )
-    if model.search == "provider" and model.deferral == "append":
-        problems.append(f"models.{name}.search: 'provider' needs deferral 'native' or 'auto', not 'append'")
+    if model.search == "provider" and model.deferral in ("append", "stable"):
+        problems.append(
+            f"models.{name}.search: 'provider' needs deferral 'native' or 'auto', not {model.deferral!r}"
+        )
     return problems
 
 

@@ -4,6 +4,10 @@
 ``defer_loading: true``) and answers searches with the provider's own mechanism, so ``tools`` is
 byte-identical for a whole conversation: prompt caches hit, and strict models (which reject edits
 to ``tools``) work. *append* adds discovered tools to ``tools`` (every provider; casual-mcp's way).
+*stable* (every provider, only when configured) sends eager tools + ``search_tools`` +
+``call_tool`` all conversation: searches answer with the found tools' definitions as text and the
+model calls them through ``call_tool`` (discovery's cache-stable surface, :mod:`discovery_svc.surface`,
+the same definitions the MCP gateway's meta mode serves).
 
 The table below is the one place that says which models support native deferral and which are
 strict. Each row matches a model id with a regular expression whose ``major``/``minor`` groups
@@ -21,7 +25,8 @@ strict        anthropic    messages               5.1      Claude Fable 5.1 reje
                                                            enforce it for everyone
 ============  ===========  =====================  =======  ===============================================
 
-Chat Completions and OpenAI-compatible servers (Ollama, vLLM, ...) have no row: always append.
+Chat Completions and OpenAI-compatible servers (Ollama, vLLM, ...) have no row: ``auto`` is append there
+(``deferral: stable`` keeps their prompt caches).
 Config extends the table without code changes: ``toolscout.orchestrator.native_deferral_models``
 and ``strict_tools_models`` (regular expressions searched in the model id), or per model
 ``deferral: native`` / ``strict_tools: true``.
@@ -65,7 +70,7 @@ __all__ = [
 ]
 
 ProviderApi = Literal["messages", "chat_completions", "responses"]
-ConfiguredDeferral = Literal["auto", "native", "append"]
+ConfiguredDeferral = Literal["auto", "native", "append", "stable"]
 Capability = Literal["native", "strict"]
 
 MAX_DEFERRED_TOOLS = 10_000
@@ -146,17 +151,18 @@ def resolve_deferral(
     native_models: Sequence[str] = (),
     table: Sequence[ModelRule] = DEFERRAL_TABLE,
 ) -> DeferralMode:
-    """``native`` or ``append`` for one model.
+    """``native``, ``append`` or ``stable`` for one model.
 
     ``auto`` is native when the API has a native mechanism and the model is in ``table`` (or
-    matches one of ``native_models``); ``native`` and ``append`` are taken as configured.
+    matches one of ``native_models``), else append; ``native``, ``append`` and ``stable`` are taken
+    as configured (``stable`` works on every API).
 
     Raises:
         ValueError: ``native`` on an API without a native mechanism (config validation rejects it
             first; this guards other callers).
     """
-    if configured == "append":
-        return "append"
+    if configured in ("append", "stable"):
+        return configured
     if not native_supported(provider, api):
         if configured == "native":
             raise ValueError(f"{provider} {api} has no native deferral; use append or auto")

@@ -1,4 +1,7 @@
-"""OpenAI Chat Completions through the official SDK; with ``base_url`` also Ollama, OpenRouter, vLLM."""
+"""OpenAI Chat Completions through the official SDK; with ``base_url`` also Ollama, OpenRouter, vLLM.
+
+A ``provider: openai`` client sends the conversation's ``prompt_cache_key`` and reads cache reads
+and writes from the usage (``cached_tokens``, ``cache_write_tokens``)."""
 
 from __future__ import annotations
 
@@ -109,11 +112,14 @@ def _extra_reasoning(obj: Any) -> str:
 
 
 def _usage(raw: Any) -> Usage:
+    """The call's usage: prompt tokens read from the cache and, since the GPT-5.6 family (billed
+    at 1.25x), written to it (``prompt_tokens_details.cache_write_tokens``)."""
     if raw is None:
         return Usage()
     details = getattr(raw, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
-    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached)
+    written = getattr(details, "cache_write_tokens", None) or 0
+    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached, written)
 
 
 class OpenAIProvider(SdkProvider):
@@ -137,6 +143,10 @@ class OpenAIProvider(SdkProvider):
             params["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        if request.cache_key and self.provider == "openai":
+            # Routes the conversation's requests to the same prompt cache (off per client with
+            # ``prompt_cache_key: false``, for a compatible server that refuses the field).
+            params["prompt_cache_key"] = request.cache_key
         return params
 
     async def _call_once(

@@ -10,7 +10,12 @@ follows OpenAI's tool search guide:
   ``"defer_loading": true`` and its LLM-facing name (unique, so calls map back without the
   namespace); namespaces sit where their first tool is, so ``tools`` keeps the request's order;
 * the loop answers a search like a ``search_tools`` call; its tool message becomes a
-  ``tool_search_output`` listing the loaded tools, grouped in the same namespaces;
+  ``tool_search_output`` listing the loaded tools, grouped in the same namespaces. A namespace
+  appears at most once across the ``tool_search_output`` items of a request (OpenAI-compatible
+  upstreams refuse repeats: "Namespace names must be unique"), so a later search's functions of a
+  namespace loaded before come as plain functions; calls of those carry no namespace. The output has
+  no text, so a search that loads nothing (no match, only tools loaded before, an error) is followed
+  by a developer message with its result text: the model learns that it found nothing, and why;
 * a deferred function called in a history that never loaded it (a conversation that started in
   append mode) is loaded first by a replayed ``tool_search_call`` / ``tool_search_output`` pair
   asking for it by name, because the API refuses calls of deferred functions no search returned.
@@ -103,17 +108,29 @@ def responses_tools(request: LLMRequest) -> list[dict[str, Any]]:
 
 
 def _search_output(
-    call_id: str, names: list[str], deferred: dict[str, Tool], spaces: dict[str, str], request: LLMRequest
+    call_id: str,
+    names: list[str],
+    deferred: dict[str, Tool],
+    spaces: dict[str, str],
+    request: LLMRequest,
+    shown: set[str],
 ) -> dict[str, Any]:
     """A ``tool_search_output`` loading ``names`` (deferred ones only), grouped by namespace in
-    the order found."""
+    the order found; functions of a namespace in ``shown`` (an earlier output of the request has
+    it) come as plain functions. Adds the namespaces it shows to ``shown``."""
     grouped: dict[str, list[dict[str, Any]]] = {}
+    plain: list[dict[str, Any]] = []
     for name in dict.fromkeys(names):
         t = deferred.get(name)
-        if t is not None:
+        if t is None:
+            continue
+        if spaces[t.server] in shown:
+            plain.append(_function(t, deferred=True))
+        else:
             grouped.setdefault(t.server, []).append(_function(t, deferred=True))
     tools = [_namespace(server, spaces[server], functions, request) for server, functions in grouped.items()]
-    return {"type": "tool_search_output", "call_id": call_id, "execution": "client", "tools": tools}
+    shown.update(spaces[server] for server in grouped)
+    return {"type": "tool_search_output", "call_id": call_id, "execution": "client", "tools": tools + plain}
 
 
 def _function_output(m: Message, vision: bool) -> dict[str, Any]:
@@ -158,6 +175,9 @@ class _InputBuilder:
         )
         self.spaces = namespace_names(request.tools, request.deferred) if self.native else {}
         self.loaded: set[str] = set()
+        # Namespaces an earlier tool_search_output showed, and functions loaded without theirs.
+        self.shown: set[str] = set()
+        self.plain: set[str] = set()
         self.search_ids: set[str] = set()
         self.instructions: list[str] = [request.system] if request.system else []
         self.items: list[dict[str, Any]] = []
@@ -169,17 +189,15 @@ class _InputBuilder:
             self.items.append({"role": "user", "content": m.content})
         elif m.role == "tool":
             if m.tool_call_id in self.search_ids:
-                self.items.append(
-                    _search_output(
-                        m.tool_call_id,
-                        [] if m.is_error else (m.loaded_tools or []),
-                        self.deferred,
-                        self.spaces,
-                        self.request,
-                    )
+                names = [] if m.is_error else (m.loaded_tools or [])
+                output = _search_output(
+                    m.tool_call_id, names, self.deferred, self.spaces, self.request, self.shown
                 )
-                if not m.is_error:
-                    self.loaded.update(m.loaded_tools or ())
+                self.items.append(output)
+                self.loaded.update(n for n in names if n in self.deferred)
+                self.plain.update(f["name"] for f in output["tools"] if f["type"] == "function")
+                if not output["tools"]:
+                    self.items.append({"role": "developer", "content": f"{SEARCH_TOOL_NAME}: {m.content}"})
             else:
                 self.items.append(_function_output(m, self.request.vision))
         else:
@@ -217,7 +235,8 @@ class _InputBuilder:
             if t is not None:
                 if c.name not in self.loaded:
                     self._load_first(c.id, c.name)
-                item["namespace"] = self.spaces[t.server]
+                if c.name not in self.plain:
+                    item["namespace"] = self.spaces[t.server]
             self.items.append(item)
 
     def _load_first(self, call_id: str, name: str) -> None:
@@ -230,8 +249,10 @@ class _InputBuilder:
                 "arguments": {"tool_names": [name]},
             }
         )
-        self.items.append(_search_output(search_id, [name], self.deferred, self.spaces, self.request))
+        output = _search_output(search_id, [name], self.deferred, self.spaces, self.request, self.shown)
+        self.items.append(output)
         self.loaded.add(name)
+        self.plain.update(f["name"] for f in output["tools"] if f["type"] == "function")
 
 
 def responses_input(request: LLMRequest) -> tuple[str, list[dict[str, Any]]]:

@@ -73,6 +73,12 @@ async def deferral(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[De
                         "model": "claude-fable-5-1",
                         "deferral": "append",
                     },
+                    "gpt-stable": {"client": "chat", "model": "gpt-4.1", "deferral": "stable"},
+                    "claude-strict-stable": {
+                        "client": "claude",
+                        "model": "claude-fable-5-1",
+                        "deferral": "stable",
+                    },
                 },
                 "servers": {
                     "text": example_server_config("text"),
@@ -222,6 +228,49 @@ async def test_a_strict_model_past_the_limits_stops_with_a_clear_error(
     assert fake.requests == []
 
 
+@pytest.mark.parametrize("model", ["gpt-stable", "claude-strict-stable"])
+async def test_stable_mode_keeps_tools_identical_and_runs_found_tools_through_call_tool(
+    deferral: Deferral, fake: FakeProvider, model: str
+) -> None:
+    through = {"name": FORECAST, "arguments": {"location": {"city": "Berlin"}, "days": 2}}
+    fake.script(
+        search_reply("tool_use", "weather forecast"),
+        Reply.calls(ScriptedCall("call_tool", through, id="call_f1")),
+        Reply.answer("Fine."),
+    )
+    first = await deferral.client.chat("weather in Berlin?", model=model, toolset="everyday", deadline=WAIT)
+    assert first.stop_reason == "completed", first.error
+    search, result = tool_results(first)
+    assert FORECAST in (search.loaded_tools or ())
+    assert "Input schema:" in search.content
+    assert result.content.startswith("Berlin forecast"), result.content
+    assert first.stats.discovery.deferral == "stable"
+    names = [t.get("name") or t["function"]["name"] for t in fake.requests[0].body["tools"]]
+    assert names[-2:] == ["search_tools", "call_tool"]
+
+    # Turn 2 from the returned history: the found tool still runs through call_tool, no search.
+    fake.script(
+        Reply.calls(
+            ScriptedCall("call_tool", {"name": FORECAST, "arguments": {"days": "two"}}, id="call_f2")
+        ),
+        Reply.calls(
+            ScriptedCall("call_tool", {**through, "arguments": {"location": {"city": "Tokyo"}}}, id="call_f3")
+        ),
+        Reply.answer("Rain."),
+    )
+    history = [ChatMessage.user("weather in Berlin?"), *first.messages, ChatMessage.user("and Tokyo?")]
+    second = await deferral.client.chat(history, model=model, toolset="everyday", deadline=WAIT)
+    assert second.stop_reason == "completed", second.error
+    misfit, fixed = tool_results(second)
+    assert misfit.is_error
+    assert f"The arguments do not fit what {FORECAST} takes:" in misfit.content
+    assert fixed.content.startswith("Tokyo forecast")
+    assert second.stats.discovery.search_calls == 0
+    # One tool list for both turns (the strict model accepted every request).
+    assert [r.rejected for r in fake.requests] == [""] * 6
+    assert len({tools_json(r) for r in fake.requests}) == 1
+
+
 async def test_list_models_reports_each_models_api_and_deferral_mode(deferral: Deferral) -> None:
     models = {m.name: m for m in await deferral.client.list_models(deadline=WAIT)}
     assert (models["claude-native"].api, models["claude-native"].deferral) == ("messages", "native")
@@ -230,3 +279,4 @@ async def test_list_models_reports_each_models_api_and_deferral_mode(deferral: D
     assert (models["gpt-responses"].api, models["gpt-responses"].deferral) == ("responses", "native")
     assert (models["gpt-chat"].api, models["gpt-chat"].deferral) == ("chat_completions", "append")
     assert models["claude-strict-append"].deferral == "append"
+    assert (models["gpt-stable"].api, models["gpt-stable"].deferral) == ("chat_completions", "stable")

@@ -18,7 +18,11 @@ It enforces what the real APIs document for native deferral and prompt caching
   nothing references yet.
 * Responses: a ``tool_search_output`` must answer an open client ``tool_search_call``; every call
   in the input must be answered; a deferred function may appear in a call (the model's, scripted,
-  or one the client sends back) only after a ``tool_search_output`` returned it.
+  or one the client sends back) only after a ``tool_search_output`` returned it; a namespace
+  appears at most once across the ``tool_search_output`` items of one request ("Namespace names
+  must be unique", as an OpenAI-compatible upstream answers).
+* Chat Completions: fields in ``unknown_chat_fields`` are refused, as OpenAI-compatible servers
+  that do not know them refuse them (``prompt_cache_key``).
 
 Anthropic replies may carry scripted server-side searches (``server_tool_use`` +
 ``tool_search_tool_result`` blocks); Responses replies may carry reasoning items and client
@@ -102,7 +106,8 @@ class Reply:
     input_tokens: int = 10
     output_tokens: int = 5
     cached_tokens: int = 0
-    # Anthropic cache_creation_input_tokens / Responses input_tokens_details.cache_write_tokens.
+    # Anthropic cache_creation_input_tokens / OpenAI (Chat Completions prompt_tokens_details,
+    # Responses input_tokens_details) cache_write_tokens.
     cache_write_tokens: int = 0
     # Responses API: client tool_search_call items, before the function calls.
     searches: list[ScriptedSearch] = field(default_factory=list)
@@ -173,6 +178,9 @@ class FakeProvider:
         self.disconnects = 0
         # Anthropic model ids that reject changes to tools mid-conversation.
         self.strict_models: set[str] = set()
+        # Chat Completions body fields this server refuses, as some OpenAI-compatible servers
+        # refuse fields they do not know (e.g. {"prompt_cache_key"}).
+        self.unknown_chat_fields: set[str] = set()
         self._conversation_tools: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
@@ -292,8 +300,12 @@ class FakeProvider:
 
     # --- OpenAI Chat Completions -------------------------------------------------------------
 
+    def _chat_fields_violation(self, rec: RecordedRequest) -> str | None:
+        unknown = sorted(self.unknown_chat_fields & set(rec.body))
+        return f"Unrecognized request argument supplied: {unknown[0]}" if unknown else None
+
     async def _openai(self, request: Request) -> Response:
-        rec, reply = await self._record("openai", request)
+        rec, reply = await self._record("openai", request, self._chat_fields_violation)
         if not await self._hold(reply, request):
             return Response(status_code=499)
         if reply.status != 200:
@@ -303,7 +315,10 @@ class FakeProvider:
             "prompt_tokens": reply.input_tokens,
             "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+            "prompt_tokens_details": {
+                "cached_tokens": reply.cached_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
+            },
         }
         base = {"id": f"chatcmpl-{next(self._ids)}", "created": int(time.time()), "model": rec.body["model"]}
         finish = "tool_calls" if calls else "stop"

@@ -170,9 +170,26 @@ def responses_loaded_functions(body: dict[str, Any]) -> set[str]:
     }
 
 
+def _repeated_namespace(items: list[dict[str, Any]]) -> str | None:
+    """A namespace shown by a second tool_search_output of the input (OpenAI-compatible upstreams
+    refuse it)."""
+    shown: set[Any] = set()
+    for i, item in enumerate(items):
+        if item.get("type") != "tool_search_output":
+            continue
+        for space in item.get("tools") or []:
+            if space.get("type") != "namespace":
+                continue
+            if space.get("name") in shown:
+                return f"input.{i}: Namespace names must be unique: '{space.get('name')}'"
+            shown.add(space.get("name"))
+    return None
+
+
 def responses_input_violation(body: dict[str, Any]) -> str | None:
     """Every ``tool_search_output`` answers an open ``tool_search_call``; every call is answered;
-    a deferred function appears in a call only after a search returned it."""
+    a deferred function appears in a call only after a search returned it; a namespace appears at
+    most once across the tool_search_output items."""
     deferred = responses_deferred_functions(body)
     loaded: set[str] = set()
     open_searches: set[str] = set()
@@ -190,6 +207,7 @@ def responses_input_violation(body: dict[str, Any]) -> str | None:
                 )
             open_searches.discard(call_id)
             loaded |= {f["name"] for f, _ in _functions(item.get("tools") or [])}
+
         elif kind == "function_call":
             name = str(item.get("name"))
             if name in deferred and name not in loaded:
@@ -205,7 +223,7 @@ def responses_input_violation(body: dict[str, Any]) -> str | None:
     missing = [c for c in calls if c not in answered]
     if missing:
         return f"input: no tool output found for function call {missing[0]}"
-    return None
+    return _repeated_namespace(_input_items(body))
 
 
 def responses_call_violation(body: dict[str, Any], names: list[str]) -> str | None:

@@ -60,6 +60,23 @@ def test_configured_modes_win_over_the_table_and_patterns_extend_it() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("provider", "api", "model"),
+    [
+        ("openai", "chat_completions", "gpt-4.1"),
+        ("ollama", "chat_completions", "qwen3:8b"),
+        ("anthropic", "messages", "claude-3-5-sonnet-20241022"),
+        ("anthropic", "messages", "claude-fable-5-1"),
+        ("openai", "responses", "gpt-5.4"),
+    ],
+)
+def test_stable_is_taken_as_configured_on_every_api_and_auto_never_picks_it(
+    provider: str, api: ProviderApi, model: str
+) -> None:
+    assert resolve_deferral(provider, api, model, "stable") == "stable"
+    assert resolve_deferral(provider, api, model, "auto") in ("native", "append")
+
+
 def test_native_on_an_api_without_a_mechanism_is_refused() -> None:
     with pytest.raises(ValueError, match="no native deferral"):
         resolve_deferral("openai", "chat_completions", "gpt-5.4", "native")
@@ -164,8 +181,12 @@ def test_config_defaults_are_auto_cache_on_our_search() -> None:
             "models.m.search: 'provider' needs deferral",
         ),
         (
+            {"model": {"search": "provider", "deferral": "stable"}},
+            "models.m.search: 'provider' needs deferral 'native' or 'auto', not 'stable'",
+        ),
+        (
             {"model": {"deferral": "sometimes"}},
-            "models.m.deferral: Input should be 'auto', 'native' or 'append'",
+            "models.m.deferral: Input should be 'auto', 'native', 'append' or 'stable'",
         ),
         (
             {"toolscout": {"orchestrator": {"native_deferral_models": ["gpt-(5"]}}},

@@ -17,7 +17,7 @@ from orchestrator_svc.messages import Attachment, LLMResult, Message, NativeItem
 from orchestrator_svc.providers.registry import build_provider
 from orchestrator_svc.providers.responses_provider import OpenAIResponsesProvider
 from tests.support.fake_provider import FakeProvider, RecordedRequest, Reply, ScriptedCall, ScriptedSearch
-from tests.support.native_requests import TOOLS, collect, eager, request
+from tests.support.native_requests import TOOLS, collect, eager, request, search_turn
 from toolscout_kit.config import ClientConfig
 
 MODEL = "gpt-5.4"
@@ -286,18 +286,58 @@ async def test_a_search_round_trip_loads_tools_the_model_then_calls(
     assert len({json.dumps(r.body["tools"]) for r in fake.requests}) == 1
 
 
-async def test_a_failed_search_still_answers_its_call_with_an_empty_output(
-    fake: FakeProvider, provider: OpenAIResponsesProvider
+@pytest.mark.parametrize(
+    ("text", "is_error"),
+    [("query must be a string", True), ("No tools found matching 'teleport'. Try other words.", False)],
+    ids=["failed", "found-nothing"],
+)
+async def test_a_search_that_loads_nothing_answers_its_call_and_tells_the_model_why(
+    fake: FakeProvider, provider: OpenAIResponsesProvider, text: str, is_error: bool
 ) -> None:
     history = [
         Message("user", "weather?"),
         Message("assistant", "", [ToolCall("call_s", "search_tools", '{"query": 1}')]),
-        Message("tool", "query must be a string", tool_call_id="call_s", is_error=True),
+        Message(
+            "tool", text, tool_call_id="call_s", is_error=is_error, loaded_tools=None if is_error else []
+        ),
     ]
     fake.script(Reply.answer("Sorry."))
     await provider.complete(request(history, model=MODEL))
-    assert not fake.requests[0].rejected
-    assert _items(fake.requests[0], "tool_search_output")[0]["tools"] == []
+    sent = fake.requests[0]
+    assert not sent.rejected
+    output, note = sent.body["input"][2:]
+    assert (output["type"], output["tools"]) == ("tool_search_output", [])
+    # The output has no text: the result follows it as a developer message.
+    assert note == {"role": "developer", "content": f"search_tools: {text}"}
+
+
+async def test_a_namespace_appears_once_across_the_search_outputs_of_a_request(
+    fake: FakeProvider, provider: OpenAIResponsesProvider
+) -> None:
+    history = [
+        *search_turn(["weather_forecast"], call_id="call_s1"),
+        Message("assistant", "", [ToolCall("call_f", "weather_forecast", '{"city": "Oslo"}')]),
+        Message("tool", "Rain", tool_call_id="call_f"),
+        Message("assistant", "", [ToolCall("call_s2", "search_tools", '{"query": "alerts"}')]),
+        Message(
+            "tool", "Found 2 tools.", tool_call_id="call_s2", loaded_tools=["weather_alerts", "files_read"]
+        ),
+        Message("assistant", "", [ToolCall("call_a", "weather_alerts", '{"region": "west"}')]),
+        Message("tool", "None", tool_call_id="call_a"),
+    ]
+    fake.script(Reply.answer("No alerts."))
+    await provider.complete(request(history, model=MODEL))
+    sent = fake.requests[0]
+    assert not sent.rejected
+    first, second = _items(sent, "tool_search_output")
+    assert [(t["type"], t.get("name")) for t in first["tools"]] == [("namespace", "weather")]
+    # weather was shown already: its newly found function comes plain, files in its own namespace.
+    assert [(t["type"], t.get("name")) for t in second["tools"]] == [
+        ("namespace", "files"),
+        ("function", "weather_alerts"),
+    ]
+    calls = {i["name"]: i.get("namespace") for i in _items(sent, "function_call")}
+    assert calls == {"weather_forecast": "weather", "weather_alerts": None}
 
 
 async def test_a_deferred_call_from_an_append_mode_history_is_loaded_by_name_first(
@@ -365,12 +405,32 @@ _SEARCH = {"type": "tool_search", "execution": "client"}
             [{"type": "function_call_output", "call_id": "f9", "output": "x"}],
             "no tool call found for function call output with call_id f9",
         ),
+        (
+            [
+                {"type": "tool_search_call", "call_id": "s1", "execution": "client", "arguments": {}},
+                {
+                    "type": "tool_search_output",
+                    "call_id": "s1",
+                    "execution": "client",
+                    "tools": [_DEFERRED_NS],
+                },
+                {"type": "tool_search_call", "call_id": "s2", "execution": "client", "arguments": {}},
+                {
+                    "type": "tool_search_output",
+                    "call_id": "s2",
+                    "execution": "client",
+                    "tools": [_DEFERRED_NS],
+                },
+            ],
+            "Namespace names must be unique: 'weather'",
+        ),
     ],
     ids=[
         "output-without-call",
         "call-without-output",
         "deferred-call-before-search",
         "output-without-function-call",
+        "namespace-twice",
     ],
 )
 async def test_fake_rejects_inputs_breaking_the_tool_search_rules(
