@@ -591,6 +591,14 @@ if __name__ == "__main__":
     )
     parser.add_argument("--out", type=Path, help="save the results here instead of bench/results/")
     args = parser.parse_args()
+    from orchestrator_bench import DATA
+
+    if not DATA.is_file():
+        parser.exit(
+            2,
+            f"deferral_bench: the livemcpbench catalog is not at {DATA}: set TOOLSCOUT_BENCH_DATA to "
+            "the folder of the shared data sets (../shared/data)\n",
+        )
     results = asyncio.run(main(not args.no_casual, args.tool_result_chars, args.conversation))
     report(results)
     command = "uv run --frozen python bench/deferral_bench.py" + (" --no-casual" if args.no_casual else "")
