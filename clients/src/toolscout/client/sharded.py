@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Self, Unpack
 
 import grpc
 
 from toolscout.client import types as t
 from toolscout.client._base import ConnectFields
-from toolscout.client.aio import AsyncPoolClient, Metadata
+from toolscout.client._calls import AsyncCloses, Closes, Metadata, PoolCalls
+from toolscout.client.aio import AsyncPoolClient
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement
 from toolscout.client.sync import PoolClient
@@ -209,7 +209,7 @@ def merge_catalogs(catalogs: Sequence[t.ToolCatalog], servers: Sequence[str] = (
     )
 
 
-class AsyncShardedPoolClient:
+class AsyncShardedPoolClient(AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallToolResult]]):
     """``McpPool`` over every shard of a sharded pool, routing each call by its server.
 
     ``shards[k]`` is a client of shard ``k``. ``placement`` gives the configured placement of
@@ -311,22 +311,6 @@ class AsyncShardedPoolClient:
         return opened
 
     # --- calls --------------------------------------------------------------------------------
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
-        *,
-        server: str = "",
-        server_hint: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-    ) -> t.CallToolResult:
-        """Calls a tool on the shard that runs its server (see :meth:`call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return await self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
 
     async def call(
         self,
@@ -432,16 +416,8 @@ class AsyncShardedPoolClient:
             for client in [*self._shards, *opened]:
                 await client.close()
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-
-class ShardedPoolClient:
+class ShardedPoolClient(Closes, PoolCalls[t.CallToolResult]):
     """:class:`AsyncShardedPoolClient` over blocking channels: ``list_servers``, ``list_tools`` and
     ``call_tool`` for every shard of a sharded pool, each call routed to the shard that runs its server.
 
@@ -473,22 +449,6 @@ class ShardedPoolClient:
     def owners(self, server: str) -> tuple[int, ...]:
         """The shards that run ``server`` as far as this client knows."""
         return self._router.owners(server)
-
-    def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
-        *,
-        server: str = "",
-        server_hint: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-    ) -> t.CallToolResult:
-        """Calls a tool on the shard that runs its server (see :meth:`AsyncShardedPoolClient.call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
 
     def call(
         self,
@@ -564,11 +524,3 @@ class ShardedPoolClient:
         if self._owns_clients:
             for client in self._shards:
                 client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

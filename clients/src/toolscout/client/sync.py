@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import grpc
 
@@ -27,7 +26,8 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
-from toolscout.client._requests import plan_request, search_request, toolset_ref
+from toolscout.client._calls import Closes, DiscoveryCalls, Metadata, OrchestratorCalls, PoolCalls
+from toolscout.client._requests import toolset_ref
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
@@ -41,23 +41,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DiscoveryClient", "OrchestratorClient", "PoolClient", "ToolscoutClient"]
 
-Metadata = Sequence[tuple[str, str]] | None
 
-
-class _SyncClient(ClientBase[grpc.Channel]):
+class _SyncClient(ClientBase[grpc.Channel], Closes):
     _aio = False
 
     def close(self) -> None:
         if self._owns_channel:
             self._channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def _unary(
         self, method: str, request: Any, deadline: float | None, metadata: Metadata, *, resolved: bool = False
@@ -115,7 +105,7 @@ def _connected(channel: grpc.Channel, within: float) -> bool:
     return True
 
 
-class PoolClient(_SyncClient):
+class PoolClient(_SyncClient, PoolCalls[t.CallToolResult]):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
@@ -145,25 +135,16 @@ class PoolClient(_SyncClient):
         resp = self._unary("ListTools", req, deadline, metadata)
         return wire.tool_catalog(resp)
 
-    def call_tool(
+    def call(
         self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
+        request: t.CallRequest,
         *,
-        server: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
+        server_hint: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Call a tool by LLM name, or by its own ``name`` on ``server`` (see :meth:`call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return self.call(request, deadline=deadline, metadata=metadata)
-
-    def call(
-        self, request: t.CallRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.CallToolResult:
-        """Run one tool call. A tool that fails is a result with ``is_error``. Errors as for
+        """Run one tool call (one pool: ``server_hint`` is not needed). A tool that fails is a
+        result with ``is_error``. Errors as for
         :meth:`toolscout.client.AsyncPoolClient.call`: ``UnavailableError`` only when the call
         was not sent, ``OutcomeUnknownError`` when it was and the pool or its server went away.
         """
@@ -195,7 +176,7 @@ class PoolClient(_SyncClient):
         return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
 
 
-class DiscoveryClient(_SyncClient):
+class DiscoveryClient(_SyncClient, DiscoveryCalls[t.ToolPlan, t.SearchResult]):
     """Discovery: the loaded/deferred plan, the manifest and search_tools."""
 
     _service = "toolscout.discovery.v1.Discovery"
@@ -203,46 +184,15 @@ class DiscoveryClient(_SyncClient):
     _stub: discovery_pb2_grpc.DiscoveryStub
     _stub_type = discovery_pb2_grpc.DiscoveryStub
 
-    def plan_tools(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.PlanFields],
-    ) -> t.ToolPlan:
-        """What to send the LLM for ``toolset`` (see :meth:`toolscout.client.AsyncDiscoveryClient.plan_tools`).
-
-        Raises NotFoundError, UnavailableError (no catalog yet), InvalidArgumentError (a malformed
-        inline toolset).
-        """
-        return self.plan(plan_request(toolset, fields), deadline=deadline, metadata=metadata)
-
     def plan(
         self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.ToolPlan:
-        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
         resp = self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
         return wire.tool_plan(resp)
-
-    def search_tools(
-        self,
-        query: str = "",
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.SearchFields],
-    ) -> t.SearchResult:
-        """Run search_tools (see :meth:`toolscout.client.AsyncDiscoveryClient.search_tools`).
-
-        Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
-        """
-        return self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
 
     def search(
         self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.SearchResult:
-        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
         resp = self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
         return wire.search_result(resp)
 
@@ -261,7 +211,7 @@ class DiscoveryClient(_SyncClient):
         return wire.manifest(resp)
 
 
-class OrchestratorClient(_SyncClient):
+class OrchestratorClient(_SyncClient, OrchestratorCalls[t.ChatResult, Generator[t.ChatEvent, None, None]]):
     """The orchestrator: chat with tools (whole or streamed), models and toolsets."""
 
     _service = "toolscout.orchestrator.v1.Orchestrator"
@@ -269,42 +219,15 @@ class OrchestratorClient(_SyncClient):
     _stub: orchestrator_pb2_grpc.OrchestratorStub
     _stub_type = orchestrator_pb2_grpc.OrchestratorStub
 
-    def chat(
-        self,
-        messages: str | Sequence[t.ChatMessage],
-        *,
-        model: str,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.ChatFields],
+    def _chat(
+        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
     ) -> t.ChatResult:
-        """Run the tool loop to the answer. ``messages`` may be a single user message string.
+        return wire.chat_result(self._unary("Chat", request, deadline, metadata))
 
-        ``toolset`` is a configured name or an inline filter (as in ``plan_tools``), which the
-        orchestrator passes to discovery with every call of the chat.
-        Pass the result's ``loaded_tools`` as ``discovered_tools`` on the next turn. Raises
-        NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
-        UnavailableError, DeadlineExceededError.
-        """
-        req = wire.chat_request(messages, model, fields)
-        resp = self._unary("Chat", req, deadline, metadata)
-        return wire.chat_result(resp)
-
-    def stream_chat(
-        self,
-        messages: str | Sequence[t.ChatMessage],
-        *,
-        model: str,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.ChatFields],
+    def _chat_events(
+        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
     ) -> Generator[t.ChatEvent, None, None]:
-        """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
-
-        Stopping the iteration early (``break``) cancels the chat on the server (call ``.close()`` on the iterator, or let it be collected).
-        """
-        req = wire.chat_request(messages, model, fields)
-        return self._stream("StreamChat", req, deadline, metadata, wire.chat_event)
+        return self._stream("StreamChat", request, deadline, metadata, wire.chat_event)
 
     def list_models(
         self, *, deadline: float | None = None, metadata: Metadata = None
@@ -319,7 +242,7 @@ class OrchestratorClient(_SyncClient):
         return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 
-class ToolscoutClient:
+class ToolscoutClient(Closes):
     """The three sync clients together: ``.pool``, ``.discovery``, ``.orchestrator``.
 
     Services at the same target share one channel. ``.pool`` is a :class:`ShardedPoolClient` when
@@ -376,11 +299,3 @@ class ToolscoutClient:
     def close(self) -> None:
         for channel in self._channels:
             channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
