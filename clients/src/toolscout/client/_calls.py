@@ -11,7 +11,7 @@ client alike too (:class:`Closes`, :class:`AsyncCloses`).
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, Unpack
 
@@ -61,19 +61,11 @@ class AsyncCloses(metaclass=ABCMeta):
         await self.close()
 
 
-class PoolCalls(Generic[CallR], metaclass=ABCMeta):
+class PoolCalls(Generic[CallR]):
     """Tool calls of a pool client, sharded or not."""
 
-    @abstractmethod
-    def call(
-        self,
-        request: t.CallRequest,
-        *,
-        server_hint: str = "",
-        deadline: float | None = None,
-        metadata: Metadata = None,
-    ) -> CallR:
-        """Run one tool call (``server_hint``: the tool's server, for a sharded pool's route)."""
+    # The client's request method: ``call(request, *, server_hint, deadline, metadata)``.
+    call: Callable[..., CallR]
 
     def call_tool(
         self,
@@ -96,20 +88,13 @@ class PoolCalls(Generic[CallR], metaclass=ABCMeta):
         return self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
 
 
-class DiscoveryCalls(Generic[PlanR, SearchR], metaclass=ABCMeta):
+class DiscoveryCalls(Generic[PlanR, SearchR]):
     """Plans and searches of a discovery client."""
 
-    @abstractmethod
-    def plan(
-        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> PlanR:
-        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
-
-    @abstractmethod
-    def search(
-        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> SearchR:
-        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
+    # The client's request methods, ``plan(request, *, deadline, metadata)`` for ``PlanTools`` and
+    # ``search(...)`` for ``SearchTools``.
+    plan: Callable[..., PlanR]
+    search: Callable[..., SearchR]
 
     def plan_tools(
         self,
@@ -152,18 +137,12 @@ class DiscoveryCalls(Generic[PlanR, SearchR], metaclass=ABCMeta):
         return self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
 
 
-class OrchestratorCalls(Generic[ChatR, EventsR], metaclass=ABCMeta):
+class OrchestratorCalls(Generic[ChatR, EventsR]):
     """Chats of an orchestrator client."""
 
-    @abstractmethod
-    def _chat(
-        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
-    ) -> ChatR: ...
-
-    @abstractmethod
-    def _chat_events(
-        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
-    ) -> EventsR: ...
+    # The client's ``Chat`` and ``StreamChat`` calls: ``(request, deadline, metadata)``.
+    _chat: Callable[[orchestrator_pb2.ChatRequest, float | None, Metadata], ChatR]
+    _chat_events: Callable[[orchestrator_pb2.ChatRequest, float | None, Metadata], EventsR]
 
     def chat(
         self,
