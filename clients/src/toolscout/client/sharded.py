@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Self, Unpack
+from typing import Any, Generic, Self, TypeVar, Unpack
 
 import grpc
 
@@ -209,7 +209,41 @@ def merge_catalogs(catalogs: Sequence[t.ToolCatalog], servers: Sequence[str] = (
     )
 
 
-class AsyncShardedPoolClient(AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallToolResult]]):
+ShardT = TypeVar("ShardT")
+
+
+class _Shards(Generic[ShardT]):
+    """What the sharded pool clients share: the shard clients and the router that picks among them."""
+
+    def __init__(
+        self,
+        shards: Sequence[ShardT],
+        placement: Mapping[str, ServerPlacement] | None,
+        *,
+        owns_clients: bool,
+        max_reroutes: int,
+    ) -> None:
+        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
+        self._shards: list[ShardT] = list(shards)
+        self._owns_clients = owns_clients
+
+    @property
+    def count(self) -> int:
+        """The shard count this client routes for."""
+        return self._router.count
+
+    @property
+    def shards(self) -> tuple[ShardT, ...]:
+        return tuple(self._shards)
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server`` as far as this client knows."""
+        return self._router.owners(server)
+
+
+class AsyncShardedPoolClient(
+    _Shards[AsyncPoolClient], AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallToolResult]]
+):
     """``McpPool`` over every shard of a sharded pool, routing each call by its server.
 
     ``shards[k]`` is a client of shard ``k``. ``placement`` gives the configured placement of
@@ -227,10 +261,8 @@ class AsyncShardedPoolClient(AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallTo
         owns_clients: bool = False,
         max_reroutes: int = 3,
     ) -> None:
-        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
-        self._shards: list[AsyncPoolClient] = list(shards)
+        super().__init__(shards, placement, owns_clients=owns_clients, max_reroutes=max_reroutes)
         self._open_shard = open_shard
-        self._owns_clients = owns_clients
         self._opened: dict[int, AsyncPoolClient] = {}
 
     @classmethod
@@ -265,15 +297,6 @@ class AsyncShardedPoolClient(AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallTo
 
     # --- topology -----------------------------------------------------------------------------
 
-    @property
-    def count(self) -> int:
-        """The shard count this client routes for."""
-        return self._router.count
-
-    @property
-    def shards(self) -> tuple[AsyncPoolClient, ...]:
-        return tuple(self._shards)
-
     def reshard(
         self, shards: Sequence[AsyncPoolClient], placement: Mapping[str, ServerPlacement] | None = None
     ) -> list[AsyncPoolClient]:
@@ -287,10 +310,6 @@ class AsyncShardedPoolClient(AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallTo
         self._shards = list(shards)
         self._opened = {}
         return unused
-
-    def owners(self, server: str) -> tuple[int, ...]:
-        """The shards that run ``server`` as far as this client knows."""
-        return self._router.owners(server)
 
     def shard_of(self, server: str) -> int:
         """The shard a call for ``server`` goes to: its owner, or one of them in turn."""
@@ -417,7 +436,7 @@ class AsyncShardedPoolClient(AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallTo
                 await client.close()
 
 
-class ShardedPoolClient(Closes, PoolCalls[t.CallToolResult]):
+class ShardedPoolClient(_Shards[PoolClient], Closes, PoolCalls[t.CallToolResult]):
     """:class:`AsyncShardedPoolClient` over blocking channels: ``list_servers``, ``list_tools`` and
     ``call_tool`` for every shard of a sharded pool, each call routed to the shard that runs its server.
 
@@ -433,22 +452,7 @@ class ShardedPoolClient(Closes, PoolCalls[t.CallToolResult]):
         owns_clients: bool = False,
         max_reroutes: int = 3,
     ) -> None:
-        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
-        self._shards = list(shards)
-        self._owns_clients = owns_clients
-
-    @property
-    def count(self) -> int:
-        """The shard count this client routes for."""
-        return self._router.count
-
-    @property
-    def shards(self) -> tuple[PoolClient, ...]:
-        return tuple(self._shards)
-
-    def owners(self, server: str) -> tuple[int, ...]:
-        """The shards that run ``server`` as far as this client knows."""
-        return self._router.owners(server)
+        super().__init__(shards, placement, owns_clients=owns_clients, max_reroutes=max_reroutes)
 
     def call(
         self,
