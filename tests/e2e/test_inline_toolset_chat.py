@@ -84,7 +84,11 @@ async def test_a_chat_with_an_inline_toolset_naming_an_unknown_server_is_not_fou
         NotFoundError, match=r"server 'wether' is not configured \(servers: notes, text, weather\)"
     ):
         await chat.client.chat("hi", model="gpt", toolset={"servers": {"wether": True}}, deadline=WAIT)
-    with pytest.raises(InvalidArgumentError, match="not both"):
+    # The old keyword still reaches the orchestrator (with its deprecation warning for one release).
+    with (
+        pytest.warns(DeprecationWarning, match="toolset_json is deprecated"),
+        pytest.raises(InvalidArgumentError, match="not both"),
+    ):
         await chat.client.chat(
             "hi",
             model="gpt",

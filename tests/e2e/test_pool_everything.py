@@ -64,7 +64,7 @@ async def test_the_tool_list_is_the_same_over_every_transport(pool: McpPool, ser
     assert {"echo", "get-sum", "get-tiny-image", "get-structured-content"} <= set(tools)
     assert tools["echo"].llm_name == f"{server}__echo"
     structured = tools["get-structured-content"]
-    assert json.loads(structured.tool.output_schema_json)["properties"]["temperature"]["type"] == "number"
+    assert json.loads(structured.output_schema_json)["properties"]["temperature"]["type"] == "number"
 
 
 @pytest.mark.parametrize("server", TRANSPORTS)
