@@ -1,11 +1,13 @@
 """What the async and the blocking clients of a service offer alike, written once.
 
-Each keyword method (``call_tool``, ``plan_tools``, ``search_tools``, ``chat``, ``stream_chat``)
-builds its request value and hands it to the client's request method (``call``, ``plan``,
-``search``, ``_chat``, ``_chat_events``), which the async clients implement with ``await`` and the
-blocking ones without. A type parameter is what that method returns: a coroutine of the value for
-the async clients, the value itself for the blocking ones. ``with`` and ``async with`` close a
-client alike too (:class:`Closes`, :class:`AsyncCloses`).
+Every method here builds its request and hands it to the client's ``_call`` (one unary RPC, its
+answer converted) or ``_stream`` (a server stream, each message converted), which the async clients
+implement with ``await`` and the blocking ones without; the keyword methods (``call_tool``,
+``plan_tools``, ``search_tools``) build a request value and hand it to the request method (``call``,
+``plan``, ``search``). A type parameter is what a method returns: a coroutine (or an async
+iterator) of the value for the async clients, the value itself (or an iterator) for the blocking
+ones; Python's types cannot say "the same, awaited", hence the casts. ``with`` and ``async with``
+close a client alike too (:class:`Closes`, :class:`AsyncCloses`).
 """
 
 from __future__ import annotations
@@ -13,22 +15,36 @@ from __future__ import annotations
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, Unpack
+from typing import Any, Generic, Self, TypeVar, Unpack, cast
 
 from toolscout.client import types as t
 from toolscout.client import wire
-from toolscout.client._requests import plan_request, search_request
+from toolscout.client._requests import plan_request, search_request, toolset_ref
+from toolscout.mcp_pool.v1 import mcp_pool_pb2
 from toolscout.orchestrator.v1 import orchestrator_pb2
 
-__all__ = ["AsyncCloses", "Closes", "DiscoveryCalls", "Metadata", "OrchestratorCalls", "PoolCalls"]
+__all__ = [
+    "AsyncCloses",
+    "Closes",
+    "DiscoveryCalls",
+    "Metadata",
+    "OrchestratorCalls",
+    "PoolCalls",
+    "ToolCalls",
+]
 
 Metadata = Sequence[tuple[str, str]] | None
 
 CallR = TypeVar("CallR")
+ServersR = TypeVar("ServersR")
+SnapshotsR = TypeVar("SnapshotsR")
 PlanR = TypeVar("PlanR")
 SearchR = TypeVar("SearchR")
+ManifestR = TypeVar("ManifestR")
 ChatR = TypeVar("ChatR")
 EventsR = TypeVar("EventsR")
+ModelsR = TypeVar("ModelsR")
+ToolsetsR = TypeVar("ToolsetsR")
 
 
 class Closes(metaclass=ABCMeta):
@@ -61,7 +77,15 @@ class AsyncCloses(metaclass=ABCMeta):
         await self.close()
 
 
-class PoolCalls(Generic[CallR]):
+class _Rpcs:
+    """A client's two ways to run an RPC: ``_call(method, request, deadline, metadata, convert)``
+    and ``_stream(...)`` with the same arguments."""
+
+    _call: Callable[..., Any]
+    _stream: Callable[..., Any]
+
+
+class ToolCalls(Generic[CallR]):
     """Tool calls of a pool client, sharded or not."""
 
     # The client's request method: ``call(request, *, server_hint, deadline, metadata)``.
@@ -88,13 +112,58 @@ class PoolCalls(Generic[CallR]):
         return self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
 
 
-class DiscoveryCalls(Generic[PlanR, SearchR]):
-    """Plans and searches of a discovery client."""
+def _server_list(resp: mcp_pool_pb2.ListServersResponse) -> tuple[t.ServerStatus, ...]:
+    return tuple(wire.server_status(s) for s in resp.servers)
 
-    # The client's request methods, ``plan(request, *, deadline, metadata)`` for ``PlanTools`` and
-    # ``search(...)`` for ``SearchTools``.
-    plan: Callable[..., PlanR]
-    search: Callable[..., SearchR]
+
+class PoolCalls(_Rpcs, Generic[ServersR, SnapshotsR]):
+    """What a client of one pool asks besides tool calls."""
+
+    def list_servers(self, *, deadline: float | None = None, metadata: Metadata = None) -> ServersR:
+        """State of every configured MCP server, sorted by name."""
+        request = mcp_pool_pb2.ListServersRequest()
+        return cast(ServersR, self._call("ListServers", request, deadline, metadata, _server_list))
+
+    def watch_catalog(
+        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
+    ) -> SnapshotsR:
+        """The catalog now, then again on every change, until the caller stops iterating."""
+        request = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
+        return cast(
+            SnapshotsR, self._stream("WatchCatalog", request, deadline, metadata, wire.catalog_snapshot)
+        )
+
+
+class DiscoveryCalls(_Rpcs, Generic[PlanR, SearchR, ManifestR]):
+    """Plans, searches and manifests of a discovery client."""
+
+    def plan(
+        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> PlanR:
+        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
+        return cast(
+            PlanR, self._call("PlanTools", wire.plan_request_pb(request), deadline, metadata, wire.tool_plan)
+        )
+
+    def search(
+        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> SearchR:
+        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
+        message = wire.search_request_pb(request)
+        return cast(SearchR, self._call("SearchTools", message, deadline, metadata, wire.search_result))
+
+    def get_manifest(
+        self,
+        toolset: t.ToolsetLike = "",
+        *,
+        provider: str = "",
+        deadline: float | None = None,
+        metadata: Metadata = None,
+        **deprecated: Unpack[t.DeprecatedToolset],
+    ) -> ManifestR:
+        """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
+        request = wire.manifest_request_pb(toolset_ref(toolset, deprecated, stacklevel=3), provider)
+        return cast(ManifestR, self._call("GetManifest", request, deadline, metadata, wire.manifest))
 
     def plan_tools(
         self,
@@ -137,12 +206,16 @@ class DiscoveryCalls(Generic[PlanR, SearchR]):
         return self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
 
 
-class OrchestratorCalls(Generic[ChatR, EventsR]):
-    """Chats of an orchestrator client."""
+def _model_list(resp: orchestrator_pb2.ListModelsResponse) -> tuple[t.ModelInfo, ...]:
+    return tuple(wire.model_info(m) for m in resp.models)
 
-    # The client's ``Chat`` and ``StreamChat`` calls: ``(request, deadline, metadata)``.
-    _chat: Callable[[orchestrator_pb2.ChatRequest, float | None, Metadata], ChatR]
-    _chat_events: Callable[[orchestrator_pb2.ChatRequest, float | None, Metadata], EventsR]
+
+def _toolset_list(resp: orchestrator_pb2.ListToolsetsResponse) -> tuple[t.ToolsetInfo, ...]:
+    return tuple(wire.toolset_info(x) for x in resp.toolsets)
+
+
+class OrchestratorCalls(_Rpcs, Generic[ChatR, EventsR, ModelsR, ToolsetsR]):
+    """Chats, models and toolsets of an orchestrator client."""
 
     def chat(
         self,
@@ -161,7 +234,8 @@ class OrchestratorCalls(Generic[ChatR, EventsR]):
         NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
         UnavailableError, DeadlineExceededError.
         """
-        return self._chat(wire.chat_request(messages, model, fields), deadline, metadata)
+        request = wire.chat_request(messages, model, fields)
+        return cast(ChatR, self._call("Chat", request, deadline, metadata, wire.chat_result))
 
     def stream_chat(
         self,
@@ -177,4 +251,13 @@ class OrchestratorCalls(Generic[ChatR, EventsR]):
         Stopping the iteration early (``break``) cancels the chat on the server (a blocking
         client's: call ``.close()`` on the iterator, or let it be collected).
         """
-        return self._chat_events(wire.chat_request(messages, model, fields), deadline, metadata)
+        request = wire.chat_request(messages, model, fields)
+        return cast(EventsR, self._stream("StreamChat", request, deadline, metadata, wire.chat_event))
+
+    def list_models(self, *, deadline: float | None = None, metadata: Metadata = None) -> ModelsR:
+        request = orchestrator_pb2.ListModelsRequest()
+        return cast(ModelsR, self._call("ListModels", request, deadline, metadata, _model_list))
+
+    def list_toolsets(self, *, deadline: float | None = None, metadata: Metadata = None) -> ToolsetsR:
+        request = orchestrator_pb2.ListToolsetsRequest()
+        return cast(ToolsetsR, self._call("ListToolsets", request, deadline, metadata, _toolset_list))

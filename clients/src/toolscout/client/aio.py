@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import grpc
 import grpc.aio
@@ -25,16 +25,26 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
-from toolscout.client._calls import AsyncCloses, DiscoveryCalls, Metadata, OrchestratorCalls, PoolCalls
-from toolscout.client._requests import plan_request, toolset_ref
+from toolscout.client._calls import (
+    AsyncCloses,
+    DiscoveryCalls,
+    Metadata,
+    OrchestratorCalls,
+    PoolCalls,
+    ToolCalls,
+)
+from toolscout.client._requests import plan_request
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
-from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 __all__ = ["AsyncDiscoveryClient", "AsyncOrchestratorClient", "AsyncPoolClient", "AsyncToolscoutClient"]
+
+
+T = TypeVar("T")
 
 
 class _AsyncClient(ClientBase[grpc.aio.Channel], AsyncCloses):
@@ -64,6 +74,17 @@ class _AsyncClient(ClientBase[grpc.aio.Channel], AsyncCloses):
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
 
+    async def _call(
+        self,
+        method: str,
+        request: Any,
+        deadline: float | None,
+        metadata: Metadata,
+        convert: Callable[[Any], T],
+    ) -> T:
+        """``method``'s answer, converted by ``convert``."""
+        return convert(await self._unary(method, request, deadline, metadata))
+
     async def _stream(
         self,
         method: str,
@@ -87,7 +108,11 @@ class _AsyncClient(ClientBase[grpc.aio.Channel], AsyncCloses):
             call.cancel()
 
 
-class AsyncPoolClient(_AsyncClient, PoolCalls[Coroutine[Any, Any, t.CallToolResult]]):
+class AsyncPoolClient(
+    _AsyncClient,
+    ToolCalls[Coroutine[Any, Any, t.CallToolResult]],
+    PoolCalls[Coroutine[Any, Any, tuple[t.ServerStatus, ...]], AsyncGenerator[t.CatalogSnapshot, None]],
+):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
@@ -96,13 +121,6 @@ class AsyncPoolClient(_AsyncClient, PoolCalls[Coroutine[Any, Any, t.CallToolResu
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
     # Whether the channel was ever connected: only then is a lost connection waited for.
     _was_connected = False
-
-    async def list_servers(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ServerStatus, ...]:
-        """State of every configured MCP server, sorted by name."""
-        resp = await self._unary("ListServers", mcp_pool_pb2.ListServersRequest(), deadline, metadata)
-        return tuple(wire.server_status(s) for s in resp.servers)
 
     async def list_tools(
         self,
@@ -190,16 +208,12 @@ class AsyncPoolClient(_AsyncClient, PoolCalls[Coroutine[Any, Any, t.CallToolResu
         self._was_connected = True
         return None
 
-    def watch_catalog(
-        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
-    ) -> AsyncGenerator[t.CatalogSnapshot, None]:
-        """The catalog now, then again on every change, until the caller stops iterating."""
-        req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
-        return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
-
 
 class AsyncDiscoveryClient(
-    _AsyncClient, DiscoveryCalls[Coroutine[Any, Any, t.ToolPlan], Coroutine[Any, Any, t.SearchResult]]
+    _AsyncClient,
+    DiscoveryCalls[
+        Coroutine[Any, Any, t.ToolPlan], Coroutine[Any, Any, t.SearchResult], Coroutine[Any, Any, t.Manifest]
+    ],
 ):
     """Discovery: the loaded/deferred plan, the manifest and search_tools."""
 
@@ -207,12 +221,6 @@ class AsyncDiscoveryClient(
 
     _stub: discovery_pb2_grpc.DiscoveryStub
     _stub_type = discovery_pb2_grpc.DiscoveryStub
-
-    async def plan(
-        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.ToolPlan:
-        resp = await self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
-        return wire.tool_plan(resp)
 
     def watch_plan(
         self,
@@ -244,29 +252,15 @@ class AsyncDiscoveryClient(
         req = discovery_pb2.WatchPlanRequest(plan=wire.plan_request_pb(request), known_version=known_version)
         return self._stream("WatchPlan", req, deadline, metadata, wire.watch_plan)
 
-    async def search(
-        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.SearchResult:
-        resp = await self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
-        return wire.search_result(resp)
-
-    async def get_manifest(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        provider: str = "",
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
-    ) -> t.Manifest:
-        """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        ref = toolset_ref(toolset, deprecated, stacklevel=3)
-        resp = await self._unary("GetManifest", wire.manifest_request_pb(ref, provider), deadline, metadata)
-        return wire.manifest(resp)
-
 
 class AsyncOrchestratorClient(
-    _AsyncClient, OrchestratorCalls[Coroutine[Any, Any, t.ChatResult], AsyncGenerator[t.ChatEvent, None]]
+    _AsyncClient,
+    OrchestratorCalls[
+        Coroutine[Any, Any, t.ChatResult],
+        AsyncGenerator[t.ChatEvent, None],
+        Coroutine[Any, Any, tuple[t.ModelInfo, ...]],
+        Coroutine[Any, Any, tuple[t.ToolsetInfo, ...]],
+    ],
 ):
     """The orchestrator: chat with tools (whole or streamed), models and toolsets."""
 
@@ -274,28 +268,6 @@ class AsyncOrchestratorClient(
 
     _stub: orchestrator_pb2_grpc.OrchestratorStub
     _stub_type = orchestrator_pb2_grpc.OrchestratorStub
-
-    async def _chat(
-        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
-    ) -> t.ChatResult:
-        return wire.chat_result(await self._unary("Chat", request, deadline, metadata))
-
-    def _chat_events(
-        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
-    ) -> AsyncGenerator[t.ChatEvent, None]:
-        return self._stream("StreamChat", request, deadline, metadata, wire.chat_event)
-
-    async def list_models(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ModelInfo, ...]:
-        resp = await self._unary("ListModels", orchestrator_pb2.ListModelsRequest(), deadline, metadata)
-        return tuple(wire.model_info(m) for m in resp.models)
-
-    async def list_toolsets(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ToolsetInfo, ...]:
-        resp = await self._unary("ListToolsets", orchestrator_pb2.ListToolsetsRequest(), deadline, metadata)
-        return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 
 class AsyncToolscoutClient(AsyncCloses):

@@ -27,7 +27,7 @@ import grpc
 
 from toolscout.client import types as t
 from toolscout.client._base import ConnectFields
-from toolscout.client._calls import AsyncCloses, Closes, Metadata, PoolCalls
+from toolscout.client._calls import AsyncCloses, Closes, Metadata, ToolCalls
 from toolscout.client.aio import AsyncPoolClient
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement
@@ -242,7 +242,7 @@ class _Shards(Generic[ShardT]):
 
 
 class AsyncShardedPoolClient(
-    _Shards[AsyncPoolClient], AsyncCloses, PoolCalls[Coroutine[Any, Any, t.CallToolResult]]
+    _Shards[AsyncPoolClient], AsyncCloses, ToolCalls[Coroutine[Any, Any, t.CallToolResult]]
 ):
     """``McpPool`` over every shard of a sharded pool, routing each call by its server.
 
@@ -436,7 +436,7 @@ class AsyncShardedPoolClient(
                 await client.close()
 
 
-class ShardedPoolClient(_Shards[PoolClient], Closes, PoolCalls[t.CallToolResult]):
+class ShardedPoolClient(_Shards[PoolClient], Closes, ToolCalls[t.CallToolResult]):
     """:class:`AsyncShardedPoolClient` over blocking channels: ``list_servers``, ``list_tools`` and
     ``call_tool`` for every shard of a sharded pool, each call routed to the shard that runs its server.
 

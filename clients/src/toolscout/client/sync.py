@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import grpc
 
@@ -26,20 +26,22 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
-from toolscout.client._calls import Closes, DiscoveryCalls, Metadata, OrchestratorCalls, PoolCalls
-from toolscout.client._requests import toolset_ref
+from toolscout.client._calls import Closes, DiscoveryCalls, Metadata, OrchestratorCalls, PoolCalls, ToolCalls
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
-from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 if TYPE_CHECKING:
     from toolscout.client.sharded import ShardedPoolClient
     from toolscout.client.sharding import ServerPlacement
 
 __all__ = ["DiscoveryClient", "OrchestratorClient", "PoolClient", "ToolscoutClient"]
+
+
+T = TypeVar("T")
 
 
 class _SyncClient(ClientBase[grpc.Channel], Closes):
@@ -60,6 +62,17 @@ class _SyncClient(ClientBase[grpc.Channel], Closes):
             )
         except grpc.RpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
+
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        deadline: float | None,
+        metadata: Metadata,
+        convert: Callable[[Any], T],
+    ) -> T:
+        """``method``'s answer, converted by ``convert``."""
+        return convert(self._unary(method, request, deadline, metadata))
 
     def _stream(
         self,
@@ -105,7 +118,11 @@ def _connected(channel: grpc.Channel, within: float) -> bool:
     return True
 
 
-class PoolClient(_SyncClient, PoolCalls[t.CallToolResult]):
+class PoolClient(
+    _SyncClient,
+    ToolCalls[t.CallToolResult],
+    PoolCalls[tuple[t.ServerStatus, ...], Generator[t.CatalogSnapshot, None, None]],
+):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
@@ -114,13 +131,6 @@ class PoolClient(_SyncClient, PoolCalls[t.CallToolResult]):
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
     # Whether the channel was ever connected: only then is a lost connection waited for long.
     _was_connected = False
-
-    def list_servers(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ServerStatus, ...]:
-        """State of every configured MCP server, sorted by name."""
-        resp = self._unary("ListServers", mcp_pool_pb2.ListServersRequest(), deadline, metadata)
-        return tuple(wire.server_status(s) for s in resp.servers)
 
     def list_tools(
         self,
@@ -168,15 +178,8 @@ class PoolClient(_SyncClient, PoolCalls[t.CallToolResult]):
             raise call_outcome_error(err) from err
         return wire.call_tool_result(resp)
 
-    def watch_catalog(
-        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
-    ) -> Generator[t.CatalogSnapshot, None, None]:
-        """The catalog now, then again on every change, until the caller stops iterating."""
-        req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
-        return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
 
-
-class DiscoveryClient(_SyncClient, DiscoveryCalls[t.ToolPlan, t.SearchResult]):
+class DiscoveryClient(_SyncClient, DiscoveryCalls[t.ToolPlan, t.SearchResult, t.Manifest]):
     """Discovery: the loaded/deferred plan, the manifest and search_tools."""
 
     _service = "toolscout.discovery.v1.Discovery"
@@ -184,62 +187,19 @@ class DiscoveryClient(_SyncClient, DiscoveryCalls[t.ToolPlan, t.SearchResult]):
     _stub: discovery_pb2_grpc.DiscoveryStub
     _stub_type = discovery_pb2_grpc.DiscoveryStub
 
-    def plan(
-        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.ToolPlan:
-        resp = self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
-        return wire.tool_plan(resp)
 
-    def search(
-        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.SearchResult:
-        resp = self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
-        return wire.search_result(resp)
-
-    def get_manifest(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        provider: str = "",
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
-    ) -> t.Manifest:
-        """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        ref = toolset_ref(toolset, deprecated, stacklevel=3)
-        resp = self._unary("GetManifest", wire.manifest_request_pb(ref, provider), deadline, metadata)
-        return wire.manifest(resp)
-
-
-class OrchestratorClient(_SyncClient, OrchestratorCalls[t.ChatResult, Generator[t.ChatEvent, None, None]]):
+class OrchestratorClient(
+    _SyncClient,
+    OrchestratorCalls[
+        t.ChatResult, Generator[t.ChatEvent, None, None], tuple[t.ModelInfo, ...], tuple[t.ToolsetInfo, ...]
+    ],
+):
     """The orchestrator: chat with tools (whole or streamed), models and toolsets."""
 
     _service = "toolscout.orchestrator.v1.Orchestrator"
 
     _stub: orchestrator_pb2_grpc.OrchestratorStub
     _stub_type = orchestrator_pb2_grpc.OrchestratorStub
-
-    def _chat(
-        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
-    ) -> t.ChatResult:
-        return wire.chat_result(self._unary("Chat", request, deadline, metadata))
-
-    def _chat_events(
-        self, request: orchestrator_pb2.ChatRequest, deadline: float | None, metadata: Metadata
-    ) -> Generator[t.ChatEvent, None, None]:
-        return self._stream("StreamChat", request, deadline, metadata, wire.chat_event)
-
-    def list_models(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ModelInfo, ...]:
-        resp = self._unary("ListModels", orchestrator_pb2.ListModelsRequest(), deadline, metadata)
-        return tuple(wire.model_info(m) for m in resp.models)
-
-    def list_toolsets(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ToolsetInfo, ...]:
-        resp = self._unary("ListToolsets", orchestrator_pb2.ListToolsetsRequest(), deadline, metadata)
-        return tuple(wire.toolset_info(x) for x in resp.toolsets)
 
 
 class ToolscoutClient(Closes):
