@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, Tool
@@ -74,16 +74,13 @@ class ParsedTool(Tool):
     @classmethod
     def of(cls, tool: Tool) -> ParsedTool:
         """``tool`` (as the pool listed it) with its schema parsed."""
+        return cls.create(**{f.name: getattr(tool, f.name) for f in fields(Tool)})
+
+    @classmethod
+    def own(cls, name: str, description: str, input_schema: Mapping[str, Any]) -> ParsedTool:
+        """One of discovery's own tools (search_tools, call_tool): no server, named as it is."""
         return cls.create(
-            server=tool.server,
-            name=tool.name,
-            llm_name=tool.llm_name,
-            description=tool.description,
-            input_schema_json=tool.input_schema_json,
-            title=tool.title,
-            output_schema_json=tool.output_schema_json,
-            annotations_json=tool.annotations_json,
-            available=tool.available,
+            server="", name=name, llm_name=name, description=description, input_schema=input_schema
         )
 
 

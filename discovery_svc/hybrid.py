@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
+from typing import Unpack
 
 import numpy as np
 
 from discovery_svc.embeddings import Embedder, EmbedderError, Vectors
 from discovery_svc.fusion import DEFAULT_FUSION, FusionConfig, fuse
-from discovery_svc.index import CandidateMask, RestrictedIndex, SearchHit, SearchIndex
+from discovery_svc.index import CandidateMask, IndexScopeFields, RestrictedIndex, SearchHit, SearchIndex
 from toolscout_kit.logging import get_logger
 
 __all__ = ["DenseIndex", "HybridIndex"]
@@ -144,21 +145,12 @@ class HybridIndex:
         candidates.check_owner(self.bm25)
         return RestrictedIndex(self, candidates)
 
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-        candidates: CandidateMask | None = None,
-    ) -> list[SearchHit]:
+    def search(self, query: str, limit: int, **where: Unpack[IndexScopeFields]) -> list[SearchHit]:
         """Fused best matches: exact names first, then BM25 and dense fused; BM25 alone on failure."""
         if limit <= 0 or not len(self.bm25):
             return []
         depth = max(limit, self._config.depth)
-        lexical = self.bm25.search(query, depth, server=server, skip=skip, only=only, candidates=candidates)
+        lexical = self.bm25.search(query, depth, **where)
         if not query.strip():
             return lexical[:limit]
         try:
@@ -168,10 +160,10 @@ class HybridIndex:
             if self._on_degraded is not None:
                 self._on_degraded(err)
             return lexical[:limit]
-        scope = self.bm25.scope_ids(server=server, only=only, candidates=candidates)
-        if scope is not None and not scope:
+        scoped = self.bm25.scoped(where)
+        if scoped is None:
             return []
-        banned = {i for k in skip if (i := self.bm25.doc_id(k)) is not None}
+        scope, banned = scoped
         keys = self.bm25.keys
         semantic = [(keys[i], s) for i, s in self.dense.search(vector, depth, scope=scope, banned=banned)]
         hits = fuse(lexical, semantic, limit, self._config)

@@ -34,7 +34,7 @@ import re
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from rank_bm25 import BM25
 
@@ -51,7 +51,9 @@ from discovery_svc.text import tokenize
 
 __all__ = [
     "CandidateMask",
+    "IndexScopeFields",
     "RestrictedIndex",
+    "ScopeFields",
     "SearchDoc",
     "SearchHit",
     "SearchIndex",
@@ -141,21 +143,27 @@ def document_tokens(doc: SearchDoc, *, name_weight: int = NAME_WEIGHT) -> list[s
     return tokens
 
 
+class ScopeFields(TypedDict, total=False):
+    """Where a search looks (the keyword arguments of every ``search``): ``server`` scopes to one
+    server, ``only`` restricts to those keys, ``skip`` excludes keys."""
+
+    server: str | None
+    skip: Collection[str]
+    only: Collection[str] | None
+
+
+class IndexScopeFields(ScopeFields, total=False):
+    """:class:`ScopeFields` and ``candidates``: a mask built by :meth:`SearchIndex.mask` (a toolset)."""
+
+    candidates: CandidateMask | None
+
+
 class Searcher(Protocol):
     """:class:`SearchIndex` and :class:`~discovery_svc.hybrid.HybridIndex` alike."""
 
     def __len__(self) -> int: ...
 
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-        candidates: CandidateMask | None = None,
-    ) -> list[SearchHit]: ...
+    def search(self, query: str, limit: int, **scope: Unpack[IndexScopeFields]) -> list[SearchHit]: ...
 
 
 class RestrictedIndex:
@@ -174,18 +182,8 @@ class RestrictedIndex:
     def __len__(self) -> int:
         return len(self.index) if self.candidates is None else self.candidates.count
 
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-    ) -> list[SearchHit]:
-        return self.index.search(
-            query, limit, server=server, skip=skip, only=only, candidates=self.candidates
-        )
+    def search(self, query: str, limit: int, **scope: Unpack[ScopeFields]) -> list[SearchHit]:
+        return self.index.search(query, limit, **scope, candidates=self.candidates)
 
 
 class _LuceneBM25(BM25):
@@ -277,14 +275,17 @@ class SearchIndex:
         candidates.check_owner(self)
         return RestrictedIndex(self, candidates)
 
-    def scope_ids(
-        self,
-        *,
-        server: str | None = None,
-        only: Collection[str] | None = None,
-        candidates: CandidateMask | None = None,
+    def scoped(self, scope: IndexScopeFields) -> tuple[Collection[int] | None, set[int]] | None:
+        """The doc ids a search in ``scope`` may return (None: all) and the ones it must not
+        (``skip``); None when nothing can match."""
+        ids = self._scope_ids(scope.get("server"), scope.get("only"), scope.get("candidates"))
+        if ids is not None and not ids:
+            return None
+        return ids, {i for k in scope.get("skip", ()) if (i := self._id_of.get(k)) is not None}
+
+    def _scope_ids(
+        self, server: str | None, only: Collection[str] | None, candidates: CandidateMask | None
     ) -> Collection[int] | None:
-        """The doc ids a search may return (None: all), or an empty tuple when nothing can match."""
         if candidates is not None:
             candidates.check_owner(self)
         scope: Collection[int] | None = candidates
@@ -299,29 +300,17 @@ class SearchIndex:
             }
         return scope
 
-    def search(
-        self,
-        query: str,
-        limit: int,
-        *,
-        server: str | None = None,
-        skip: Collection[str] = (),
-        only: Collection[str] | None = None,
-        candidates: CandidateMask | None = None,
-    ) -> list[SearchHit]:
+    def search(self, query: str, limit: int, **where: Unpack[IndexScopeFields]) -> list[SearchHit]:
         """Best matches first: exact name matches, then BM25 score (ties in (server, key) order).
 
-        Only documents with a real match are returned (a shared term or an exact name). ``server``
-        scopes to one server, ``only`` restricts to those keys, ``candidates`` to a mask built by
-        :meth:`mask` (a toolset), ``skip`` excludes keys. An empty or all-stopword query matches
-        nothing (unless it is a tool's exact name).
+        Only documents with a real match are returned (a shared term or an exact name), within
+        ``where`` (:class:`IndexScopeFields`). An empty or all-stopword query matches nothing
+        (unless it is a tool's exact name).
         """
-        if limit <= 0 or not self._keys:
+        scoped = self.scoped(where) if limit > 0 and self._keys else None
+        if scoped is None:
             return []
-        scope = self.scope_ids(server=server, only=only, candidates=candidates)
-        if scope is not None and not scope:
-            return []
-        banned = {i for k in skip if (i := self._id_of.get(k)) is not None}
+        scope, banned = scoped
 
         exact = [
             i

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
-from toolscout_kit.metrics import DeprecatedNames
+from toolscout_kit.metrics import DeprecatedNames, MetricSet
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "active_search_mode", "toolset_label"]
@@ -32,77 +32,59 @@ class DiscoveryMetrics:
     """Search latency and outcomes, tools discovered, prepared-state builds."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry if registry is not None else CollectorRegistry()
-        self.catalog_merge_seconds = Histogram(
-            "toolscout_discovery_catalog_merge_seconds",
+        m = MetricSet("toolscout_discovery_", registry)
+        self.catalog_merge_seconds = m.histogram(
+            "catalog_merge_seconds",
             "Time from a pool shard's catalog update to the merged catalog handed to discovery.",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-            registry=r,
         )
-        self.search_seconds = Histogram(
-            "toolscout_discovery_search_duration_seconds",
+        self.search_seconds = m.histogram(
+            "search_duration_seconds",
             "Time to answer one search_tools call, by mode.",
-            ["mode"],
+            "mode",
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
-            registry=r,
         )
-        self.searches = Counter(
-            "toolscout_discovery_searches",
-            "search_tools calls by mode and outcome (found, empty, error).",
-            ["mode", "outcome"],
-            registry=r,
+        self.searches = m.counter(
+            "searches", "search_tools calls by mode and outcome (found, empty, error).", "mode", "outcome"
         )
-        self.tools_discovered = Counter(
-            "toolscout_discovery_tools_discovered",
-            "Tools newly loaded by search_tools calls.",
-            registry=r,
-        )
-        self.index_builds = Counter(
-            "toolscout_discovery_index_builds",
+        self.tools_discovered = m.counter("tools_discovered", "Tools newly loaded by search_tools calls.")
+        self.index_builds = m.counter(
+            "index_builds",
             "Search indexes built: one BM25 index per catalog version, shared by every toolset.",
-            registry=r,
         )
-        self.index_build_seconds = Histogram(
-            "toolscout_discovery_index_build_duration_seconds",
+        self.index_build_seconds = m.histogram(
+            "index_build_duration_seconds",
             "Time to build one catalog version's BM25 index and name lookups.",
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=r,
         )
-        self.toolset_builds = Counter(
-            "toolscout_discovery_toolset_builds",
-            "Prepared toolset states (partition, candidate mask, manifest) built, by kind "
-            "(configured, inline).",
-            ["kind"],
-            registry=r,
+        self.toolset_builds = m.counter(
+            "toolset_builds",
+            "Prepared toolset states (partition, candidate mask, manifest) built, by kind (configured, inline).",
+            "kind",
         )
-        self.search_mode_active = Gauge(
-            "toolscout_discovery_search_mode_active",
+        self.search_mode_active = m.gauge(
+            "search_mode_active",
             "1 for the ranking that answers search queries now: bm25, or hybrid once the catalog's "
             "embeddings are ready.",
-            ["mode"],
-            registry=r,
+            "mode",
         )
-        self.search_fallbacks = Counter(
-            "toolscout_discovery_search_fallbacks",
+        self.search_fallbacks = m.counter(
+            "search_fallbacks",
             "Hybrid searches answered by BM25 alone because the query could not be embedded, by "
             "reason (embedder_error, malformed, timeout, breaker_open).",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.tools_embedded = Counter(
-            "toolscout_discovery_tools_embedded",
-            "Tool texts embedded by the model (not found in the embedding cache).",
-            registry=r,
+        self.tools_embedded = m.counter(
+            "tools_embedded", "Tool texts embedded by the model (not found in the embedding cache)."
         )
-        self.embedding_failures = Counter(
-            "toolscout_discovery_embedding_failures",
+        self.embedding_failures = m.counter(
+            "embedding_failures",
             "Failed attempts to embed a catalog (search stays BM25; the attempt is retried).",
-            registry=r,
         )
         for mode in ("bm25", "hybrid"):
             self.search_mode_active.labels(mode).set(0)
         # Its name before 0.2.0, served until 0.3.0.
-        DeprecatedNames(r, {"toolscout_search_mode_active": self.search_mode_active})
+        DeprecatedNames(m.registry, {"toolscout_search_mode_active": self.search_mode_active})
 
     def merged(self, seconds: float) -> None:
         """One merge of a pool shard's changed catalog into discovery's catalog."""

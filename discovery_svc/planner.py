@@ -42,13 +42,7 @@ class _Totals:
 
 
 def _search_tool(description: str) -> ParsedTool:
-    return ParsedTool.create(
-        server="",
-        name=SEARCH_TOOL_NAME,
-        llm_name=SEARCH_TOOL_NAME,
-        description=description,
-        input_schema=SEARCH_TOOL_PARAMETERS,
-    )
+    return ParsedTool.own(SEARCH_TOOL_NAME, description, SEARCH_TOOL_PARAMETERS)
 
 
 class PreparedToolset:

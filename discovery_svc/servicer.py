@@ -9,8 +9,10 @@ propagate to the kit's error interceptor, which maps them to status codes; their
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 
 import grpc
+from opentelemetry.trace import Span
 from toolscout.client import ToolsetRef, wire
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 
@@ -29,13 +31,15 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         self._service = service
         self._tracing = tracing
 
+    def _span(self, name: str, toolset: ToolsetRef) -> AbstractContextManager[Span]:
+        """The span of a plan or a search, labelled with its toolset (inline ones alike)."""
+        return self._tracing.span(name, attributes={"toolscout.toolset": _toolset_label(toolset)})
+
     async def PlanTools(
         self, request: discovery_pb2.PlanToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.PlanToolsResponse:
         plan_request = wire.plan_request(request)
-        with self._tracing.span(
-            "plan", attributes={"toolscout.toolset": _toolset_label(plan_request.toolset)}
-        ) as span:
+        with self._span("plan", plan_request.toolset) as span:
             plan = await self._service.plan_tools(plan_request)
             span.set_attributes(
                 {
@@ -57,9 +61,7 @@ class DiscoveryServicer(discovery_pb2_grpc.DiscoveryServicer):
         self, request: discovery_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> discovery_pb2.SearchToolsResponse:
         search = wire.search_request(request)
-        with self._tracing.span(
-            "search", attributes={"toolscout.toolset": _toolset_label(search.toolset)}
-        ) as span:
+        with self._span("search", search.toolset) as span:
             self._tracing.content(span, "toolscout.search.arguments", search.arguments_json or search.query)
             result = await self._service.search_tools(search, time_limit=context.time_remaining())
             span.set_attributes(

@@ -74,13 +74,7 @@ _CALL_TOOL_DESCRIPTION = (
 
 def call_tool_definition() -> ParsedTool:
     """The ``call_tool`` tool (its bytes never depend on the catalog)."""
-    return ParsedTool.create(
-        server="",
-        name=CALL_TOOL_NAME,
-        llm_name=CALL_TOOL_NAME,
-        description=_CALL_TOOL_DESCRIPTION,
-        input_schema=CALL_TOOL_PARAMETERS,
-    )
+    return ParsedTool.own(CALL_TOOL_NAME, _CALL_TOOL_DESCRIPTION, CALL_TOOL_PARAMETERS)
 
 
 def _schema_text(tool: Tool) -> str:

@@ -67,6 +67,18 @@ class RequestInfo:
     session: Session | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _ToolCall:
+    """One ``tools/call`` request: the SDK's context, the endpoint and session it came through, the
+    mode it is served in, the toolset view it is answered from and the caller's ``_meta``."""
+
+    ctx: ServerRequestContext[Any, Any]
+    info: RequestInfo
+    mode: str
+    view: ToolsetView
+    meta: dict[str, Any] | None
+
+
 def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     request = ctx.request
     info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
@@ -232,24 +244,22 @@ class McpHandlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         info = _info(ctx)
-        mode = _mode(info, ctx)
-        view = await _view(info.endpoint)
+        meta = dict(params.meta) if params.meta else None
+        call = _ToolCall(ctx, info, _mode(info, ctx), await _view(info.endpoint), meta)
         if info.session is not None:
             info.session.outbound = ctx.session
         name = params.name
         arguments = params.arguments or {}
-        meta = dict(params.meta) if params.meta else None
-        if view.search_tool is not None and name == SEARCH_TOOL_NAME:
-            return await self._search(ctx, info, mode, arguments)
-        if view.call_tool is not None and name == CALL_TOOL_NAME:
-            return await self._call_through(ctx, info, mode, view, arguments, meta)
-        return await self._call(info, mode, view, name, arguments, meta)
+        if call.view.search_tool is not None and name == SEARCH_TOOL_NAME:
+            return await self._search(call, arguments)
+        if call.view.call_tool is not None and name == CALL_TOOL_NAME:
+            return await self._call_through(call, arguments)
+        return await self._call(call, name, arguments)
 
     # --- search_tools ----------------------------------------------------------------------
 
-    async def _search(
-        self, ctx: ServerRequestContext[Any, Any], info: RequestInfo, mode: str, arguments: Mapping[str, Any]
-    ) -> types.CallToolResult:
+    async def _search(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        ctx, info, mode = call.ctx, call.info, call.mode
         started = time.perf_counter()
         progressive = mode == "progressive"
         session = info.session
@@ -279,39 +289,23 @@ class McpHandlers:
 
     # --- calls -----------------------------------------------------------------------------
 
-    async def _call_through(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        info: RequestInfo,
-        mode: str,
-        view: ToolsetView,
-        arguments: Mapping[str, Any],
-        meta: dict[str, Any] | None,
-    ) -> types.CallToolResult:
+    async def _call_through(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
         target = call_tool_target(arguments)
         if isinstance(target, str):
             return error_result(target)
         name, inner = target
         if name == SEARCH_TOOL_NAME:
-            return await self._search(ctx, info, mode, inner)
+            return await self._search(call, inner)
         if name == CALL_TOOL_NAME:
             return error_result(f"{CALL_TOOL_NAME} calls the tools search_tools finds, not itself")
-        return await self._call(info, mode, view, name, inner, meta)
+        return await self._call(call, name, inner)
 
-    async def _call(
-        self,
-        info: RequestInfo,
-        mode: str,
-        view: ToolsetView,
-        name: str,
-        arguments: Mapping[str, Any],
-        meta: dict[str, Any] | None,
-    ) -> types.CallToolResult:
-        tool = view.by_name.get(name)
+    async def _call(self, call: _ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        tool = call.view.by_name.get(name)
         if tool is None:
-            self._metrics.tool_call(mode, "unknown_tool", 0.0)
-            return await self._unknown(info.endpoint, view, name)
-        return await self._caller.call(tool, arguments, mode=mode, meta=meta)
+            self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
+            return await self._unknown(call.info.endpoint, call.view, name)
+        return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta)
 
     async def _unknown(self, endpoint: Endpoint, view: ToolsetView, name: str) -> types.CallToolResult:
         closest: tuple[str, ...] = ()

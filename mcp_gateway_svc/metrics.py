@@ -8,8 +8,9 @@ the three modes, fixed outcome words. No label carries a query, an argument or a
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
+from toolscout_kit.metrics import MetricSet
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics"]
@@ -47,61 +48,56 @@ class GatewayMetrics:
     """Requests by MCP method, mode and outcome; search latency; tool calls; open sessions."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry if registry is not None else CollectorRegistry()
-        self.requests = Counter(
-            "toolscout_gateway_requests",
+        m = MetricSet("toolscout_gateway_", registry)
+        self.requests = m.counter(
+            "requests",
             "MCP requests answered, by method, the endpoint's mode and outcome (ok, error: a "
             "JSON-RPC error answer).",
-            ["method", "mode", "outcome"],
-            registry=r,
+            "method",
+            "mode",
+            "outcome",
         )
-        self.rejections = Counter(
-            "toolscout_gateway_http_rejections",
+        self.rejections = m.counter(
+            "http_rejections",
             "HTTP requests refused before MCP, by reason (unauthorized, forbidden_toolset, "
             "unknown_toolset, bad_origin, bad_host, too_large, unknown_session).",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.search_seconds = Histogram(
-            "toolscout_gateway_search_duration_seconds",
+        self.search_seconds = m.histogram(
+            "search_duration_seconds",
             "Time to answer one search_tools call in the gateway (discovery's search included).",
-            ["mode"],
+            "mode",
             buckets=(0.0001, 0.00025, *_LATENCY_BUCKETS),
-            registry=r,
         )
-        self.tool_calls = Counter(
-            "toolscout_gateway_tool_calls",
+        self.tool_calls = m.counter(
+            "tool_calls",
             "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
             "invalid_arguments, unknown_tool, unavailable, unknown = may or may not have run, "
             "timeout, cancelled, error).",
-            ["mode", "outcome"],
-            registry=r,
+            "mode",
+            "outcome",
         )
-        self.tool_call_seconds = Histogram(
-            "toolscout_gateway_tool_call_duration_seconds",
+        self.tool_call_seconds = m.histogram(
+            "tool_call_duration_seconds",
             "Time of one tool call through the gateway, by outcome.",
-            ["outcome"],
+            "outcome",
             buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.open_sessions = Gauge(
-            "toolscout_gateway_open_sessions",
+        self.open_sessions = m.gauge(
+            "open_sessions",
             "MCP sessions open on this replica (handshake revisions on progressive and all endpoints).",
-            ["mode"],
-            registry=r,
+            "mode",
         )
-        self.list_changed = Counter(
-            "toolscout_gateway_list_changed_notifications",
+        self.list_changed = m.counter(
+            "list_changed_notifications",
             "notifications/tools/list_changed sent, by reason (catalog: a new catalog version "
             "changed the list; search: a progressive search loaded tools).",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.forwarded = Counter(
-            "toolscout_gateway_forwarded_requests",
+        self.forwarded = m.counter(
+            "forwarded_requests",
             "Requests for a session held by another replica, forwarded there, by outcome (ok, unreachable).",
-            ["outcome"],
-            registry=r,
+            "outcome",
         )
         for mode in MODES:
             self.open_sessions.labels(mode).set(0)

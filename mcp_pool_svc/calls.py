@@ -148,8 +148,12 @@ class _SentThenLost(Exception):
 
 @dataclass(eq=False)
 class _Call:
-    """One call in flight: the scope the pool cancels at shutdown, and whether it was sent."""
+    """One call in flight: what it calls, the scope the pool cancels at shutdown, and whether it
+    was sent."""
 
+    sup: Supervisor
+    tool: str
+    checked: CheckedCall
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
 
@@ -207,14 +211,12 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call()
+        call = _Call(sup, tool, checked)
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
         try:
-            result, outcome = await self._attempt(
-                sup, tool, checked.arguments, checked.meta, limit, call, started
-            )
+            result, outcome = await self._attempt(call, limit, started)
             if span.is_recording():
                 size = sum(payload_size(c) for c in result.content) + len(
                     result.structured_content_json.encode()
@@ -233,22 +235,13 @@ class CallRunner:
             span.set_attribute("toolscout.call.outcome", outcome)
             self._metrics.tool_call(server, outcome, time.perf_counter() - started)
 
-    async def _attempt(
-        self,
-        sup: Supervisor,
-        tool: str,
-        args: dict[str, Any],
-        meta: dict[str, Any],
-        limit: float,
-        call: _Call,
-        started: float,
-    ) -> tuple[CallToolResult, Outcome]:
+    async def _attempt(self, call: _Call, limit: float, started: float) -> tuple[CallToolResult, Outcome]:
         """Runs the call and turns what can go wrong into a domain error or an error result."""
-        server = sup.name
+        server, tool = call.sup.name, call.tool
         try:
             with anyio.fail_after(limit):
                 with call.scope:
-                    raw = await self._send(sup, tool, args, meta, call)
+                    raw = await self._send(call)
                 if call.scope.cancelled_caught:
                     if call.sent:
                         raise _SentThenLost(retried=False)
@@ -287,14 +280,7 @@ class CallRunner:
         result = self._convert(server, tool, raw, started)
         return result, "tool_error" if result.is_error else "ok"
 
-    async def _send(
-        self,
-        sup: Supervisor,
-        tool: str,
-        args: dict[str, Any],
-        meta: dict[str, Any],
-        call: _Call,
-    ) -> Any:
+    async def _send(self, call: _Call) -> Any:
         """Sends the call once (twice for a repeatable tool whose server died mid-call).
 
         Raises:
@@ -302,6 +288,7 @@ class CallRunner:
             _SentThenLost: sent, and the connection was lost before the answer.
             MCPError: the server answered with an error.
         """
+        sup, tool, args, meta = call.sup, call.tool, call.checked.arguments, call.checked.meta
         listed = self._catalog.lookup(sup.name, tool)
         read_only = listed is not None and listed.read_only
         repeatable = listed is not None and (listed.read_only or listed.idempotent)

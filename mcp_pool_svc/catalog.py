@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from toolscout.client import (
@@ -79,19 +79,8 @@ class PoolTool(Tool):
 
     @classmethod
     def of(cls, server: str, llm_name: str, available: bool, listed: ListedTool) -> PoolTool:
-        return cls(
-            server=server,
-            name=listed.name,
-            llm_name=llm_name,
-            title=listed.title,
-            description=listed.description,
-            input_schema_json=listed.input_schema_json,
-            output_schema_json=listed.output_schema_json,
-            annotations_json=listed.annotations_json,
-            available=available,
-            read_only=listed.read_only,
-            idempotent=listed.idempotent,
-        )
+        """The catalog's entry for ``listed``: every field of the listing, and what the catalog adds."""
+        return cls(server=server, llm_name=llm_name, available=available, **asdict(listed))
 
 
 @dataclass

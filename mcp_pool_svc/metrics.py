@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
+from toolscout_kit.metrics import MetricSet
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["LISTING_REASONS", "OUTCOMES", "ListingReason", "Outcome", "PoolMetrics"]
@@ -39,58 +40,37 @@ class PoolMetrics:
     """The pool's metrics, registered in ``registry`` (a throwaway one when None)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry if registry is not None else CollectorRegistry()
-        self._calls = Counter(
-            "toolscout_pool_tool_calls",
-            "Tool calls through the pool, by server and outcome.",
-            ["server", "outcome"],
-            registry=r,
+        m = MetricSet("toolscout_pool_", registry)
+        self._calls = m.counter(
+            "tool_calls", "Tool calls through the pool, by server and outcome.", "server", "outcome"
         )
-        self._call_seconds = Histogram(
-            "toolscout_pool_tool_call_duration_seconds",
+        self._call_seconds = m.histogram(
+            "tool_call_duration_seconds",
             "Wall time of tool calls through the pool, by server and outcome.",
-            ["server", "outcome"],
+            "server",
+            "outcome",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-            registry=r,
         )
-        self._up = Gauge(
-            "toolscout_pool_server_up",
-            "1 while the server's session is ready, else 0.",
-            ["server"],
-            registry=r,
-        )
-        self._restarts = Counter(
-            "toolscout_pool_server_restarts", "Restarts / reconnects of a server.", ["server"], registry=r
-        )
-        self._catalog_tools = Gauge(
-            "toolscout_pool_catalog_tools", "Tools of the server in the catalog.", ["server"], registry=r
-        )
-        self._shard_index = Gauge(
-            "toolscout_pool_shard_index", "This pool process's shard index (0-based).", registry=r
-        )
+        self._up = m.gauge("server_up", "1 while the server's session is ready, else 0.", "server")
+        self._restarts = m.counter("server_restarts", "Restarts / reconnects of a server.", "server")
+        self._catalog_tools = m.gauge("catalog_tools", "Tools of the server in the catalog.", "server")
+        self._shard_index = m.gauge("shard_index", "This pool process's shard index (0-based).")
         # Not "..._shard_count": the _count suffix belongs to histograms and summaries.
-        self._shard_count = Gauge(
-            "toolscout_pool_shards", "The shard count this pool process places servers for.", registry=r
+        self._shard_count = m.gauge("shards", "The shard count this pool process places servers for.")
+        self._listings = m.counter(
+            "tool_listings", "tools/list requests the pool sent to a server, by reason.", "server", "reason"
         )
-        self._listings = Counter(
-            "toolscout_pool_tool_listings",
-            "tools/list requests the pool sent to a server, by reason.",
-            ["server", "reason"],
-            registry=r,
-        )
-        self._write_lock_wait = Histogram(
-            "toolscout_pool_write_lock_wait_seconds",
+        self._write_lock_wait = m.histogram(
+            "write_lock_wait_seconds",
             "Time calls to tools not annotated read-only waited for their server's write lock "
             "(serialize_writes), by server.",
-            ["server"],
+            "server",
             buckets=_WAIT_BUCKETS,
-            registry=r,
         )
-        self._moved = Counter(
-            "toolscout_pool_reshard_servers",
+        self._moved = m.counter(
+            "reshard_servers",
             "Servers started here (in) or handed to another shard (out) by a change of the shard count.",
-            ["direction"],
-            registry=r,
+            "direction",
         )
 
     def tool_call(self, server: str, outcome: Outcome, seconds: float) -> None:

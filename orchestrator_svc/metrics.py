@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
 from orchestrator_svc.messages import Usage
-from toolscout_kit.metrics import DeprecatedNames
+from toolscout_kit.metrics import DeprecatedNames, MetricSet
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["DEPRECATED_NAMES", "INLINE_TOOLSET_LABEL", "OrchestratorMetrics"]
@@ -49,75 +49,54 @@ class OrchestratorMetrics:
     """The orchestrator's metrics, registered in ``registry`` (a throwaway one when None)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry if registry is not None else CollectorRegistry()
-        self.llm_tokens = Counter(
-            "toolscout_orchestrator_llm_tokens",
-            "Provider-reported LLM tokens.",
-            ["provider", "model", "type"],
-            registry=r,
+        m = MetricSet("toolscout_orchestrator_", registry)
+        self.llm_tokens = m.counter(
+            "llm_tokens", "Provider-reported LLM tokens.", "provider", "model", "type"
         )
-        self.llm_call_duration = Histogram(
-            "toolscout_orchestrator_llm_call_duration_seconds",
+        self.llm_call_duration = m.histogram(
+            "llm_call_duration_seconds",
             "Duration of one LLM call (retries included).",
-            ["provider", "model"],
+            "provider",
+            "model",
             buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.llm_errors = Counter(
-            "toolscout_orchestrator_llm_errors",
-            "Failed LLM call attempts by reason.",
-            ["provider", "model", "reason"],
-            registry=r,
+        self.llm_errors = m.counter(
+            "llm_errors", "Failed LLM call attempts by reason.", "provider", "model", "reason"
         )
-        self.chat_iterations = Histogram(
-            "toolscout_orchestrator_chat_iterations",
-            "Tool-loop iterations per chat.",
-            buckets=_ITERATION_BUCKETS,
-            registry=r,
+        self.chat_iterations = m.histogram(
+            "chat_iterations", "Tool-loop iterations per chat.", buckets=_ITERATION_BUCKETS
         )
-        self.chats = Counter(
-            "toolscout_orchestrator_chats", "Chats by outcome.", ["model", "outcome"], registry=r
-        )
-        self.deferred_rejections = Counter(
-            "toolscout_orchestrator_deferred_call_rejections",
+        self.chats = m.counter("chats", "Chats by outcome.", "model", "outcome")
+        self.deferred_rejections = m.counter(
+            "deferred_call_rejections",
             "Calls of deferred tools rejected because they were not loaded yet.",
-            ["model"],
-            registry=r,
+            "model",
         )
-        self.tokens_saved = Counter(
-            "toolscout_orchestrator_tokens_saved",
-            "Tool-definition tokens not sent thanks to discovery.",
-            ["model", "toolset"],
-            registry=r,
+        per_toolset = ("model", "toolset")
+        self.tokens_saved = m.counter(
+            "tokens_saved", "Tool-definition tokens not sent thanks to discovery.", *per_toolset
         )
-        self.definition_tokens_sent = Counter(
-            "toolscout_orchestrator_definition_tokens_sent",
-            "Tool-definition tokens sent to LLMs.",
-            ["model", "toolset"],
-            registry=r,
+        self.definition_tokens_sent = m.counter(
+            "definition_tokens_sent", "Tool-definition tokens sent to LLMs.", *per_toolset
         )
-        self.definition_tokens_all = Counter(
-            "toolscout_orchestrator_definition_tokens_all",
+        self.definition_tokens_all = m.counter(
+            "definition_tokens_all",
             "Tool-definition tokens that sending every definition would have cost.",
-            ["model", "toolset"],
-            registry=r,
+            *per_toolset,
         )
-        self.native_fallbacks = Counter(
-            "toolscout_orchestrator_native_deferral_fallbacks",
+        self.native_fallbacks = m.counter(
+            "native_deferral_fallbacks",
             "Conversations of a model configured for native deferral sent in append mode instead, by reason.",
-            ["model", "reason"],
-            registry=r,
+            "model",
+            "reason",
         )
-        self.search_calls = Counter(
-            "toolscout_orchestrator_search_calls", "search_tools calls made by models.", ["model"], registry=r
-        )
-        self.discovered_tool_calls = Counter(
-            "toolscout_orchestrator_discovered_tool_calls",
+        self.search_calls = m.counter("search_calls", "search_tools calls made by models.", "model")
+        self.discovered_tool_calls = m.counter(
+            "discovered_tool_calls",
             "Calls of tools that were loaded through search_tools (search-to-call conversion).",
-            ["model"],
-            registry=r,
+            "model",
         )
-        DeprecatedNames(r, {old: getattr(self, attr) for old, attr in DEPRECATED_NAMES.items()})
+        DeprecatedNames(m.registry, {old: getattr(self, attr) for old, attr in DEPRECATED_NAMES.items()})
 
     def expect_native_models(self, models: Iterable[str], reasons: Iterable[str]) -> None:
         """Exports zero fallbacks for models configured for native deferral, so dashboards and

@@ -29,15 +29,12 @@ __all__ = ["COMMANDS"]
 
 
 def _servers(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    servers = ts.pool.list_servers()
-    if out.json_mode:
-        out.json({"servers": servers})
-        return EXIT_OK
-    if not servers:
-        out.line("No MCP servers configured.")
-        return EXIT_OK
-    rows = [
-        (
+    out.listing(
+        "servers",
+        ts.pool.list_servers(),
+        empty="No MCP servers configured.",
+        headers=("Server", "Transport", "State", "Tools", "Restarts", "Deferred", "Serialized", "Last error"),
+        row=lambda s: (
             s.name,
             s.transport,
             s.state,
@@ -46,11 +43,7 @@ def _servers(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, ou
             "yes" if s.defer_loading else "no",
             _serialized(s),
             truncate(s.last_error, 200) or "-",
-        )
-        for s in servers
-    ]
-    out.table(
-        ("Server", "Transport", "State", "Tools", "Restarts", "Deferred", "Serialized", "Last error"), rows
+        ),
     )
     return EXIT_OK
 
@@ -123,36 +116,29 @@ def _tools(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out:
 
 
 def _toolsets(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    toolsets = ts.orchestrator.list_toolsets()
-    if out.json_mode:
-        out.json({"toolsets": toolsets})
-        return EXIT_OK
-    if not toolsets:
-        out.line("No toolsets configured (every tool is available to every chat).")
-        return EXIT_OK
-
     def servers(info: Any) -> str:
         parts = []
         for s in info.servers:
             parts.append(s.server if s.mode == "all" else f"{s.server} ({s.mode}: {', '.join(s.tools)})")
         return "; ".join(parts)
 
-    out.table(
-        ("Toolset", "Description", "Servers"), [(t.name, t.description or "-", servers(t)) for t in toolsets]
+    out.listing(
+        "toolsets",
+        ts.orchestrator.list_toolsets(),
+        empty="No toolsets configured (every tool is available to every chat).",
+        headers=("Toolset", "Description", "Servers"),
+        row=lambda t: (t.name, t.description or "-", servers(t)),
     )
     return EXIT_OK
 
 
 def _models(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
-    models = ts.orchestrator.list_models()
-    if out.json_mode:
-        out.json({"models": models})
-        return EXIT_OK
-    if not models:
-        out.line("No models configured.")
-        return EXIT_OK
-    rows = [
-        (
+    out.listing(
+        "models",
+        ts.orchestrator.list_models(),
+        empty="No models configured.",
+        headers=("Model", "Provider", "Provider model", "Client", "Deferral", "Template", "Endpoint"),
+        row=lambda m: (
             m.name,
             m.provider,
             m.model,
@@ -160,10 +146,8 @@ def _models(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
             m.deferral + (" (strict)" if m.strict_tools else ""),
             m.template or "-",
             m.base_url or "-",
-        )
-        for m in models
-    ]
-    out.table(("Model", "Provider", "Provider model", "Client", "Deferral", "Template", "Endpoint"), rows)
+        ),
+    )
     return EXIT_OK
 
 

@@ -7,10 +7,12 @@ import dataclasses
 import json
 import shutil
 import sys
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, TypeVar
 
 __all__ = ["Output", "to_jsonable", "truncate"]
+
+T = TypeVar("T")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -53,6 +55,24 @@ class Output:
 
     def json(self, value: Any) -> None:
         print(json.dumps(to_jsonable(value), ensure_ascii=False), file=self.out, flush=True)
+
+    def listing(
+        self,
+        key: str,
+        items: Sequence[T],
+        *,
+        empty: str,
+        headers: Sequence[str],
+        row: Callable[[T], Sequence[Any]],
+    ) -> None:
+        """What a listing command prints: ``{key: items}`` in JSON mode; else a table with a
+        ``row`` per item, or the ``empty`` message when there is none."""
+        if self.json_mode:
+            self.json({key: items})
+        elif not items:
+            self.line(empty)
+        else:
+            self.table(headers, [row(x) for x in items])
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]], *, wrap_last: bool = True) -> None:
         """An aligned table; the last column is cut to the terminal width."""

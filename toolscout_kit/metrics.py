@@ -8,18 +8,21 @@ Services sharing a process (``toolscout up``) therefore never report each other'
 Metric names follow one scheme per service (``toolscout_pool_*``, ``toolscout_discovery_*``,
 ``toolscout_orchestrator_*``, ``toolscout_gateway_*``). A renamed metric keeps its old name for one
 release through :class:`DeprecatedNames`, which serves the new metric's samples under the old name
-too, so dashboards and alerts written for it keep working while they are moved over.
+too, so dashboards and alerts written for it keep working while they are moved over. Each
+service declares its metrics through :class:`MetricSet`, which gives every name the service's prefix
+and registers it in the service's registry.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     PlatformCollector,
@@ -33,6 +36,7 @@ from prometheus_client.registry import Collector
 __all__ = [
     "DeprecatedNames",
     "GrpcServerMetrics",
+    "MetricSet",
     "MetricsEndpoint",
     "new_registry",
     "start_metrics_endpoint",
@@ -81,40 +85,43 @@ class DeprecatedNames(Collector):
         )
 
 
+class MetricSet:
+    """Declares one service's metrics: every name gets the service's ``prefix`` (the naming scheme
+    above), every metric registers in ``registry`` (a throwaway one when None: tests)."""
+
+    def __init__(self, prefix: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._prefix = prefix
+
+    def counter(self, name: str, doc: str, *labels: str) -> Counter:
+        """``<prefix><name>_total``, counted by ``labels``."""
+        return Counter(self._prefix + name, doc, labels, registry=self.registry)
+
+    def gauge(self, name: str, doc: str, *labels: str) -> Gauge:
+        return Gauge(self._prefix + name, doc, labels, registry=self.registry)
+
+    def histogram(self, name: str, doc: str, *labels: str, buckets: Sequence[float]) -> Histogram:
+        return Histogram(self._prefix + name, doc, labels, buckets=buckets, registry=self.registry)
+
+
+# Seconds to handle one RPC (for streams: until the stream ends).
+_RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
 class GrpcServerMetrics:
     """``grpc_server_handled_total`` and ``grpc_server_handling_seconds`` (names dashboards use)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.handled = Counter(
-            "grpc_server_handled",
-            "RPCs completed on the server, by status code.",
-            ["grpc_service", "grpc_method", "grpc_code"],
-            registry=registry,
+        m = MetricSet("grpc_server_", registry)
+        rpc = ("grpc_service", "grpc_method")
+        self.handled = m.counter(
+            "handled", "RPCs completed on the server, by status code.", *rpc, "grpc_code"
         )
-        self.handling_seconds = Histogram(
-            "grpc_server_handling_seconds",
+        self.handling_seconds = m.histogram(
+            "handling_seconds",
             "Time to handle an RPC on the server (for streams: until the stream ends).",
-            ["grpc_service", "grpc_method"],
-            buckets=(
-                0.0005,
-                0.001,
-                0.0025,
-                0.005,
-                0.01,
-                0.025,
-                0.05,
-                0.1,
-                0.25,
-                0.5,
-                1,
-                2.5,
-                5,
-                10,
-                30,
-                60,
-                120,
-            ),
-            registry=registry,
+            *rpc,
+            buckets=_RPC_BUCKETS,
         )
 
 

@@ -17,9 +17,15 @@ from typing import Any
 import pytest
 import yaml
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
 
 from deploy import check
+from discovery_svc.metrics import DiscoveryMetrics
+from mcp_gateway_svc.metrics import GatewayMetrics
+from mcp_pool_svc.metrics import PoolMetrics
+from orchestrator_svc.metrics import OrchestratorMetrics
 from toolscout_kit.config import ToolscoutConfig, parse_config
+from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.tracing import Tracing, exemplar, resolve_tracing
 
 DEPLOY = check.DEPLOY_DIR
@@ -505,17 +511,21 @@ def test_every_pod_is_under_the_default_deny_and_may_resolve_dns() -> None:
 
 
 def _exported_metric_names() -> set[str]:
-    """Metric names declared in the kit's and services' metrics.py (counters get _total)."""
+    """Metric names the kit's and the services' metrics register (counters get _total); the old
+    names served for a release after a rename do not count."""
+    registry = CollectorRegistry()
+    for metrics in (GrpcServerMetrics, PoolMetrics, DiscoveryMetrics, OrchestratorMetrics, GatewayMetrics):
+        metrics(registry)
     names: set[str] = set()
-    pattern = re.compile(r'\b(Counter|Histogram|Gauge)\(\s*"([a-z_:]+)"', re.MULTILINE)
-    for path in ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc", "mcp_gateway_svc"):
-        for kind, name in pattern.findall((REPO / path / "metrics.py").read_text(encoding="utf-8")):
-            if kind == "Counter":
-                names.add(f"{name}_total")
-            elif kind == "Histogram":
-                names.update({f"{name}_bucket", f"{name}_count", f"{name}_sum"})
-            else:
-                names.add(name)
+    for family in registry.collect():
+        if family.documentation.startswith("Deprecated: renamed to"):
+            continue
+        if family.type == "counter":
+            names.add(f"{family.name}_total")
+        elif family.type == "histogram":
+            names.update({f"{family.name}_bucket", f"{family.name}_count", f"{family.name}_sum"})
+        else:
+            names.add(family.name)
     return names
 
 

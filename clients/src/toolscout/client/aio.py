@@ -9,9 +9,8 @@ tree instead of ``grpc.aio.AioRpcError``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self, Unpack
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from typing import Any, TypeVar, Unpack
 
 import grpc
 import grpc.aio
@@ -26,33 +25,34 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
-from toolscout.client._requests import plan_request, search_request, toolset_ref
+from toolscout.client._calls import (
+    AsyncCloses,
+    DiscoveryCalls,
+    Metadata,
+    OrchestratorCalls,
+    PoolCalls,
+    ToolCalls,
+)
+from toolscout.client._requests import plan_request
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
-from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 __all__ = ["AsyncDiscoveryClient", "AsyncOrchestratorClient", "AsyncPoolClient", "AsyncToolscoutClient"]
 
-Metadata = Sequence[tuple[str, str]] | None
+
+T = TypeVar("T")
 
 
-class _AsyncClient(ClientBase[grpc.aio.Channel]):
+class _AsyncClient(ClientBase[grpc.aio.Channel], AsyncCloses):
     _aio = True
 
     async def close(self) -> None:
         if self._owns_channel:
             await self._channel.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def _unary(
         self,
@@ -73,6 +73,17 @@ class _AsyncClient(ClientBase[grpc.aio.Channel]):
             )
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
+
+    async def _call(
+        self,
+        method: str,
+        request: Any,
+        deadline: float | None,
+        metadata: Metadata,
+        convert: Callable[[Any], T],
+    ) -> T:
+        """``method``'s answer, converted by ``convert``."""
+        return convert(await self._unary(method, request, deadline, metadata))
 
     async def _stream(
         self,
@@ -97,7 +108,11 @@ class _AsyncClient(ClientBase[grpc.aio.Channel]):
             call.cancel()
 
 
-class AsyncPoolClient(_AsyncClient):
+class AsyncPoolClient(
+    _AsyncClient,
+    ToolCalls[Coroutine[Any, Any, t.CallToolResult]],
+    PoolCalls[Coroutine[Any, Any, tuple[t.ServerStatus, ...]], AsyncGenerator[t.CatalogSnapshot, None]],
+):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
@@ -106,13 +121,6 @@ class AsyncPoolClient(_AsyncClient):
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
     # Whether the channel was ever connected: only then is a lost connection waited for.
     _was_connected = False
-
-    async def list_servers(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ServerStatus, ...]:
-        """State of every configured MCP server, sorted by name."""
-        resp = await self._unary("ListServers", mcp_pool_pb2.ListServersRequest(), deadline, metadata)
-        return tuple(wire.server_status(s) for s in resp.servers)
 
     async def list_tools(
         self,
@@ -132,25 +140,15 @@ class AsyncPoolClient(_AsyncClient):
         resp = await self._unary("ListTools", req, deadline, metadata, wait_for_ready)
         return wire.tool_catalog(resp)
 
-    async def call_tool(
+    async def call(
         self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
+        request: t.CallRequest,
         *,
-        server: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
+        server_hint: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Call a tool by LLM name, or by its own ``name`` on ``server`` (see :meth:`call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return await self.call(request, deadline=deadline, metadata=metadata)
-
-    async def call(
-        self, request: t.CallRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.CallToolResult:
-        """Run one tool call.
+        """Run one tool call (one pool: ``server_hint`` is not needed).
 
         A tool that fails is a result with ``is_error``. A channel that lost its connection is
         given a few seconds (``CONNECT_WAIT``, within the deadline) to reconnect before anything is
@@ -210,49 +208,19 @@ class AsyncPoolClient(_AsyncClient):
         self._was_connected = True
         return None
 
-    def watch_catalog(
-        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
-    ) -> AsyncGenerator[t.CatalogSnapshot, None]:
-        """The catalog now, then again on every change, until the caller stops iterating."""
-        req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
-        return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
 
-
-class AsyncDiscoveryClient(_AsyncClient):
+class AsyncDiscoveryClient(
+    _AsyncClient,
+    DiscoveryCalls[
+        Coroutine[Any, Any, t.ToolPlan], Coroutine[Any, Any, t.SearchResult], Coroutine[Any, Any, t.Manifest]
+    ],
+):
     """Discovery: the loaded/deferred plan, the manifest and search_tools."""
 
     _service = "toolscout.discovery.v1.Discovery"
 
     _stub: discovery_pb2_grpc.DiscoveryStub
     _stub_type = discovery_pb2_grpc.DiscoveryStub
-
-    async def plan_tools(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.PlanFields],
-    ) -> t.ToolPlan:
-        """What to send the LLM for ``toolset``. Raises NotFoundError, UnavailableError (no catalog yet).
-
-        ``toolset`` is a configured toolset's name, or an inline filter in the shape of a config
-        ``tool_sets`` entry (``{"servers": {"weather": True, "mail": ["send_email"]}}``, or a
-        :class:`ToolsetRef`). An invalid inline filter raises InvalidArgumentError (malformed) or
-        NotFoundError (unknown server or tool, naming what exists). ``fields`` are those of
-        :class:`PlanRequest`: ``discovered_tools``, ``provider``, ``include_deferred_names``,
-        ``include_deferred_tools``, and ``surface``: ``"append"`` (default) or ``"stable"`` (eager
-        tools + search_tools + ``call_tool``, the same bytes for a whole catalog version; the plan's
-        ``call_tool`` is then set).
-        """
-        return await self.plan(plan_request(toolset, fields), deadline=deadline, metadata=metadata)
-
-    async def plan(
-        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.ToolPlan:
-        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
-        resp = await self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
-        return wire.tool_plan(resp)
 
     def watch_plan(
         self,
@@ -284,48 +252,16 @@ class AsyncDiscoveryClient(_AsyncClient):
         req = discovery_pb2.WatchPlanRequest(plan=wire.plan_request_pb(request), known_version=known_version)
         return self._stream("WatchPlan", req, deadline, metadata, wire.watch_plan)
 
-    async def search_tools(
-        self,
-        query: str = "",
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.SearchFields],
-    ) -> t.SearchResult:
-        """Run search_tools. Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
 
-        ``fields`` are those of :class:`SearchRequest` (``toolset``, ``server_name``,
-        ``tool_names``, ``arguments_json``, ``loaded_tools``, ``max_results``, ``offset``, ...).
-        With ``include_plan`` the result also carries the plan for the next LLM call (``plan``): the
-        tools of ``discovered_tools`` plus the ones this search loaded, counted for ``provider``.
-        With ``surface="stable"`` the text gives each found tool's input schema, to be called
-        through call_tool, and ``structured_content_json`` the same as data.
-        """
-        return await self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
-
-    async def search(
-        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.SearchResult:
-        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
-        resp = await self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
-        return wire.search_result(resp)
-
-    async def get_manifest(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        provider: str = "",
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
-    ) -> t.Manifest:
-        """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        ref = toolset_ref(toolset, deprecated, stacklevel=3)
-        resp = await self._unary("GetManifest", wire.manifest_request_pb(ref, provider), deadline, metadata)
-        return wire.manifest(resp)
-
-
-class AsyncOrchestratorClient(_AsyncClient):
+class AsyncOrchestratorClient(
+    _AsyncClient,
+    OrchestratorCalls[
+        Coroutine[Any, Any, t.ChatResult],
+        AsyncGenerator[t.ChatEvent, None],
+        Coroutine[Any, Any, tuple[t.ModelInfo, ...]],
+        Coroutine[Any, Any, tuple[t.ToolsetInfo, ...]],
+    ],
+):
     """The orchestrator: chat with tools (whole or streamed), models and toolsets."""
 
     _service = "toolscout.orchestrator.v1.Orchestrator"
@@ -333,57 +269,8 @@ class AsyncOrchestratorClient(_AsyncClient):
     _stub: orchestrator_pb2_grpc.OrchestratorStub
     _stub_type = orchestrator_pb2_grpc.OrchestratorStub
 
-    async def chat(
-        self,
-        messages: str | Sequence[t.ChatMessage],
-        *,
-        model: str,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.ChatFields],
-    ) -> t.ChatResult:
-        """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
-        ``toolset`` is a configured name or an inline filter (as in ``plan_tools``), which the
-        orchestrator passes to discovery with every call of the chat.
-        Pass the result's ``loaded_tools`` as ``discovered_tools`` on the next turn. Raises
-        NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
-        UnavailableError, DeadlineExceededError.
-        """
-        req = wire.chat_request(messages, model, fields)
-        resp = await self._unary("Chat", req, deadline, metadata)
-        return wire.chat_result(resp)
-
-    def stream_chat(
-        self,
-        messages: str | Sequence[t.ChatMessage],
-        *,
-        model: str,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.ChatFields],
-    ) -> AsyncGenerator[t.ChatEvent, None]:
-        """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
-
-        Stopping the iteration early (``break``) cancels the chat on the server.
-        """
-        req = wire.chat_request(messages, model, fields)
-        return self._stream("StreamChat", req, deadline, metadata, wire.chat_event)
-
-    async def list_models(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ModelInfo, ...]:
-        resp = await self._unary("ListModels", orchestrator_pb2.ListModelsRequest(), deadline, metadata)
-        return tuple(wire.model_info(m) for m in resp.models)
-
-    async def list_toolsets(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ToolsetInfo, ...]:
-        resp = await self._unary("ListToolsets", orchestrator_pb2.ListToolsetsRequest(), deadline, metadata)
-        return tuple(wire.toolset_info(x) for x in resp.toolsets)
-
-
-class AsyncToolscoutClient:
+class AsyncToolscoutClient(AsyncCloses):
     """The three async clients together: ``.pool``, ``.discovery``, ``.orchestrator``.
 
     Services at the same target share one channel.
@@ -420,11 +307,3 @@ class AsyncToolscoutClient:
     async def close(self) -> None:
         for channel in self._channels:
             await channel.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()

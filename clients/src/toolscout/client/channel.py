@@ -155,40 +155,38 @@ def _with_token_aio(details: Any, header: tuple[str, str]) -> Any:
     return details._replace(metadata=grpc.aio.Metadata(*pairs, header))
 
 
-class _AioUnaryUnaryAuth(grpc.aio.UnaryUnaryClientInterceptor):
+class _AioAuth:
+    """Adds the bearer header to every call; grpc.aio takes one interceptor per kind of call."""
+
     def __init__(self, header: tuple[str, str]) -> None:
         self._header = header
 
+    async def _continue(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_with_token_aio(details, self._header), request)
+
+
+class _AioUnaryUnaryAuth(_AioAuth, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
-        return await continuation(_with_token_aio(client_call_details, self._header), request)
+        return await self._continue(continuation, client_call_details, request)
 
 
-class _AioUnaryStreamAuth(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, header: tuple[str, str]) -> None:
-        self._header = header
-
+class _AioUnaryStreamAuth(_AioAuth, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
-        return await continuation(_with_token_aio(client_call_details, self._header), request)
+        return await self._continue(continuation, client_call_details, request)
 
 
-class _AioStreamUnaryAuth(grpc.aio.StreamUnaryClientInterceptor):
-    def __init__(self, header: tuple[str, str]) -> None:
-        self._header = header
-
+class _AioStreamUnaryAuth(_AioAuth, grpc.aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(
         self, continuation: Any, client_call_details: Any, request_iterator: Any
     ) -> Any:
-        return await continuation(_with_token_aio(client_call_details, self._header), request_iterator)
+        return await self._continue(continuation, client_call_details, request_iterator)
 
 
-class _AioStreamStreamAuth(grpc.aio.StreamStreamClientInterceptor):
-    def __init__(self, header: tuple[str, str]) -> None:
-        self._header = header
-
+class _AioStreamStreamAuth(_AioAuth, grpc.aio.StreamStreamClientInterceptor):
     async def intercept_stream_stream(
         self, continuation: Any, client_call_details: Any, request_iterator: Any
     ) -> Any:
-        return await continuation(_with_token_aio(client_call_details, self._header), request_iterator)
+        return await self._continue(continuation, client_call_details, request_iterator)
 
 
 def _aio_auth_interceptors(token: str) -> list[Any]:

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self, Unpack
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Generic, Self, TypeVar, Unpack
 
 import grpc
 
 from toolscout.client import types as t
 from toolscout.client._base import ConnectFields
-from toolscout.client.aio import AsyncPoolClient, Metadata
+from toolscout.client._calls import AsyncCloses, Closes, Metadata, ToolCalls
+from toolscout.client.aio import AsyncPoolClient
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement
 from toolscout.client.sync import PoolClient
@@ -209,7 +209,41 @@ def merge_catalogs(catalogs: Sequence[t.ToolCatalog], servers: Sequence[str] = (
     )
 
 
-class AsyncShardedPoolClient:
+ShardT = TypeVar("ShardT")
+
+
+class _Shards(Generic[ShardT]):
+    """What the sharded pool clients share: the shard clients and the router that picks among them."""
+
+    def __init__(
+        self,
+        shards: Sequence[ShardT],
+        placement: Mapping[str, ServerPlacement] | None,
+        *,
+        owns_clients: bool,
+        max_reroutes: int,
+    ) -> None:
+        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
+        self._shards: list[ShardT] = list(shards)
+        self._owns_clients = owns_clients
+
+    @property
+    def count(self) -> int:
+        """The shard count this client routes for."""
+        return self._router.count
+
+    @property
+    def shards(self) -> tuple[ShardT, ...]:
+        return tuple(self._shards)
+
+    def owners(self, server: str) -> tuple[int, ...]:
+        """The shards that run ``server`` as far as this client knows."""
+        return self._router.owners(server)
+
+
+class AsyncShardedPoolClient(
+    _Shards[AsyncPoolClient], AsyncCloses, ToolCalls[Coroutine[Any, Any, t.CallToolResult]]
+):
     """``McpPool`` over every shard of a sharded pool, routing each call by its server.
 
     ``shards[k]`` is a client of shard ``k``. ``placement`` gives the configured placement of
@@ -227,10 +261,8 @@ class AsyncShardedPoolClient:
         owns_clients: bool = False,
         max_reroutes: int = 3,
     ) -> None:
-        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
-        self._shards: list[AsyncPoolClient] = list(shards)
+        super().__init__(shards, placement, owns_clients=owns_clients, max_reroutes=max_reroutes)
         self._open_shard = open_shard
-        self._owns_clients = owns_clients
         self._opened: dict[int, AsyncPoolClient] = {}
 
     @classmethod
@@ -265,15 +297,6 @@ class AsyncShardedPoolClient:
 
     # --- topology -----------------------------------------------------------------------------
 
-    @property
-    def count(self) -> int:
-        """The shard count this client routes for."""
-        return self._router.count
-
-    @property
-    def shards(self) -> tuple[AsyncPoolClient, ...]:
-        return tuple(self._shards)
-
     def reshard(
         self, shards: Sequence[AsyncPoolClient], placement: Mapping[str, ServerPlacement] | None = None
     ) -> list[AsyncPoolClient]:
@@ -287,10 +310,6 @@ class AsyncShardedPoolClient:
         self._shards = list(shards)
         self._opened = {}
         return unused
-
-    def owners(self, server: str) -> tuple[int, ...]:
-        """The shards that run ``server`` as far as this client knows."""
-        return self._router.owners(server)
 
     def shard_of(self, server: str) -> int:
         """The shard a call for ``server`` goes to: its owner, or one of them in turn."""
@@ -311,22 +330,6 @@ class AsyncShardedPoolClient:
         return opened
 
     # --- calls --------------------------------------------------------------------------------
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
-        *,
-        server: str = "",
-        server_hint: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-    ) -> t.CallToolResult:
-        """Calls a tool on the shard that runs its server (see :meth:`call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return await self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
 
     async def call(
         self,
@@ -432,16 +435,8 @@ class AsyncShardedPoolClient:
             for client in [*self._shards, *opened]:
                 await client.close()
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-
-class ShardedPoolClient:
+class ShardedPoolClient(_Shards[PoolClient], Closes, ToolCalls[t.CallToolResult]):
     """:class:`AsyncShardedPoolClient` over blocking channels: ``list_servers``, ``list_tools`` and
     ``call_tool`` for every shard of a sharded pool, each call routed to the shard that runs its server.
 
@@ -457,38 +452,7 @@ class ShardedPoolClient:
         owns_clients: bool = False,
         max_reroutes: int = 3,
     ) -> None:
-        self._router = ShardRouter(len(shards), placement, max_reroutes=max_reroutes)
-        self._shards = list(shards)
-        self._owns_clients = owns_clients
-
-    @property
-    def count(self) -> int:
-        """The shard count this client routes for."""
-        return self._router.count
-
-    @property
-    def shards(self) -> tuple[PoolClient, ...]:
-        return tuple(self._shards)
-
-    def owners(self, server: str) -> tuple[int, ...]:
-        """The shards that run ``server`` as far as this client knows."""
-        return self._router.owners(server)
-
-    def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
-        *,
-        server: str = "",
-        server_hint: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-    ) -> t.CallToolResult:
-        """Calls a tool on the shard that runs its server (see :meth:`AsyncShardedPoolClient.call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return self.call(request, server_hint=server_hint, deadline=deadline, metadata=metadata)
+        super().__init__(shards, placement, owns_clients=owns_clients, max_reroutes=max_reroutes)
 
     def call(
         self,
@@ -564,11 +528,3 @@ class ShardedPoolClient:
         if self._owns_clients:
             for client in self._shards:
                 client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import grpc
 
@@ -27,13 +26,13 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
-from toolscout.client._requests import plan_request, search_request, toolset_ref
+from toolscout.client._calls import Closes, DiscoveryCalls, Metadata, OrchestratorCalls, PoolCalls, ToolCalls
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
 from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
-from toolscout.orchestrator.v1 import orchestrator_pb2, orchestrator_pb2_grpc
+from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 if TYPE_CHECKING:
     from toolscout.client.sharded import ShardedPoolClient
@@ -41,23 +40,16 @@ if TYPE_CHECKING:
 
 __all__ = ["DiscoveryClient", "OrchestratorClient", "PoolClient", "ToolscoutClient"]
 
-Metadata = Sequence[tuple[str, str]] | None
+
+T = TypeVar("T")
 
 
-class _SyncClient(ClientBase[grpc.Channel]):
+class _SyncClient(ClientBase[grpc.Channel], Closes):
     _aio = False
 
     def close(self) -> None:
         if self._owns_channel:
             self._channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def _unary(
         self, method: str, request: Any, deadline: float | None, metadata: Metadata, *, resolved: bool = False
@@ -70,6 +62,17 @@ class _SyncClient(ClientBase[grpc.Channel]):
             )
         except grpc.RpcError as err:
             raise translate_rpc_error(err, method=f"/{self._service}/{method}") from err
+
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        deadline: float | None,
+        metadata: Metadata,
+        convert: Callable[[Any], T],
+    ) -> T:
+        """``method``'s answer, converted by ``convert``."""
+        return convert(self._unary(method, request, deadline, metadata))
 
     def _stream(
         self,
@@ -115,7 +118,11 @@ def _connected(channel: grpc.Channel, within: float) -> bool:
     return True
 
 
-class PoolClient(_SyncClient):
+class PoolClient(
+    _SyncClient,
+    ToolCalls[t.CallToolResult],
+    PoolCalls[tuple[t.ServerStatus, ...], Generator[t.CatalogSnapshot, None, None]],
+):
     """The MCP pool: server states, the tool catalog and tool calls."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
@@ -124,13 +131,6 @@ class PoolClient(_SyncClient):
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
     # Whether the channel was ever connected: only then is a lost connection waited for long.
     _was_connected = False
-
-    def list_servers(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ServerStatus, ...]:
-        """State of every configured MCP server, sorted by name."""
-        resp = self._unary("ListServers", mcp_pool_pb2.ListServersRequest(), deadline, metadata)
-        return tuple(wire.server_status(s) for s in resp.servers)
 
     def list_tools(
         self,
@@ -145,25 +145,16 @@ class PoolClient(_SyncClient):
         resp = self._unary("ListTools", req, deadline, metadata)
         return wire.tool_catalog(resp)
 
-    def call_tool(
+    def call(
         self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
+        request: t.CallRequest,
         *,
-        server: str = "",
-        meta: Mapping[str, Any] | str | None = None,
-        timeout_seconds: float = 0.0,
+        server_hint: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
     ) -> t.CallToolResult:
-        """Call a tool by LLM name, or by its own ``name`` on ``server`` (see :meth:`call`)."""
-        request = t.CallRequest.to(name, arguments, server=server, meta=meta, timeout_seconds=timeout_seconds)
-        return self.call(request, deadline=deadline, metadata=metadata)
-
-    def call(
-        self, request: t.CallRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.CallToolResult:
-        """Run one tool call. A tool that fails is a result with ``is_error``. Errors as for
+        """Run one tool call (one pool: ``server_hint`` is not needed). A tool that fails is a
+        result with ``is_error``. Errors as for
         :meth:`toolscout.client.AsyncPoolClient.call`: ``UnavailableError`` only when the call
         was not sent, ``OutcomeUnknownError`` when it was and the pool or its server went away.
         """
@@ -187,15 +178,8 @@ class PoolClient(_SyncClient):
             raise call_outcome_error(err) from err
         return wire.call_tool_result(resp)
 
-    def watch_catalog(
-        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
-    ) -> Generator[t.CatalogSnapshot, None, None]:
-        """The catalog now, then again on every change, until the caller stops iterating."""
-        req = mcp_pool_pb2.WatchCatalogRequest(known_version=known_version)
-        return self._stream("WatchCatalog", req, deadline, metadata, wire.catalog_snapshot)
 
-
-class DiscoveryClient(_SyncClient):
+class DiscoveryClient(_SyncClient, DiscoveryCalls[t.ToolPlan, t.SearchResult, t.Manifest]):
     """Discovery: the loaded/deferred plan, the manifest and search_tools."""
 
     _service = "toolscout.discovery.v1.Discovery"
@@ -203,65 +187,13 @@ class DiscoveryClient(_SyncClient):
     _stub: discovery_pb2_grpc.DiscoveryStub
     _stub_type = discovery_pb2_grpc.DiscoveryStub
 
-    def plan_tools(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.PlanFields],
-    ) -> t.ToolPlan:
-        """What to send the LLM for ``toolset`` (see :meth:`toolscout.client.AsyncDiscoveryClient.plan_tools`).
 
-        Raises NotFoundError, UnavailableError (no catalog yet), InvalidArgumentError (a malformed
-        inline toolset).
-        """
-        return self.plan(plan_request(toolset, fields), deadline=deadline, metadata=metadata)
-
-    def plan(
-        self, request: t.PlanRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.ToolPlan:
-        """``PlanTools`` for ``request`` (see :meth:`plan_tools`)."""
-        resp = self._unary("PlanTools", wire.plan_request_pb(request), deadline, metadata)
-        return wire.tool_plan(resp)
-
-    def search_tools(
-        self,
-        query: str = "",
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.SearchFields],
-    ) -> t.SearchResult:
-        """Run search_tools (see :meth:`toolscout.client.AsyncDiscoveryClient.search_tools`).
-
-        Raises InvalidArgumentError (bad arguments), NotFoundError (toolset/server).
-        """
-        return self.search(search_request(query, fields), deadline=deadline, metadata=metadata)
-
-    def search(
-        self, request: t.SearchRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.SearchResult:
-        """``SearchTools`` for ``request`` (see :meth:`search_tools`)."""
-        resp = self._unary("SearchTools", wire.search_request_pb(request), deadline, metadata)
-        return wire.search_result(resp)
-
-    def get_manifest(
-        self,
-        toolset: t.ToolsetLike = "",
-        *,
-        provider: str = "",
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **deprecated: Unpack[t.DeprecatedToolset],
-    ) -> t.Manifest:
-        """The manifest of deferred tools for ``toolset``. Raises NotFoundError (unknown toolset)."""
-        ref = toolset_ref(toolset, deprecated, stacklevel=3)
-        resp = self._unary("GetManifest", wire.manifest_request_pb(ref, provider), deadline, metadata)
-        return wire.manifest(resp)
-
-
-class OrchestratorClient(_SyncClient):
+class OrchestratorClient(
+    _SyncClient,
+    OrchestratorCalls[
+        t.ChatResult, Generator[t.ChatEvent, None, None], tuple[t.ModelInfo, ...], tuple[t.ToolsetInfo, ...]
+    ],
+):
     """The orchestrator: chat with tools (whole or streamed), models and toolsets."""
 
     _service = "toolscout.orchestrator.v1.Orchestrator"
@@ -269,57 +201,8 @@ class OrchestratorClient(_SyncClient):
     _stub: orchestrator_pb2_grpc.OrchestratorStub
     _stub_type = orchestrator_pb2_grpc.OrchestratorStub
 
-    def chat(
-        self,
-        messages: str | Sequence[t.ChatMessage],
-        *,
-        model: str,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.ChatFields],
-    ) -> t.ChatResult:
-        """Run the tool loop to the answer. ``messages`` may be a single user message string.
 
-        ``toolset`` is a configured name or an inline filter (as in ``plan_tools``), which the
-        orchestrator passes to discovery with every call of the chat.
-        Pass the result's ``loaded_tools`` as ``discovered_tools`` on the next turn. Raises
-        NotFoundError (model/toolset), InvalidArgumentError, ResourceExhaustedError (rate limit),
-        UnavailableError, DeadlineExceededError.
-        """
-        req = wire.chat_request(messages, model, fields)
-        resp = self._unary("Chat", req, deadline, metadata)
-        return wire.chat_result(resp)
-
-    def stream_chat(
-        self,
-        messages: str | Sequence[t.ChatMessage],
-        *,
-        model: str,
-        deadline: float | None = None,
-        metadata: Metadata = None,
-        **fields: Unpack[t.ChatFields],
-    ) -> Generator[t.ChatEvent, None, None]:
-        """Like :meth:`chat`, yielding events as they happen; the last one is ``ChatFinished``.
-
-        Stopping the iteration early (``break``) cancels the chat on the server (call ``.close()`` on the iterator, or let it be collected).
-        """
-        req = wire.chat_request(messages, model, fields)
-        return self._stream("StreamChat", req, deadline, metadata, wire.chat_event)
-
-    def list_models(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ModelInfo, ...]:
-        resp = self._unary("ListModels", orchestrator_pb2.ListModelsRequest(), deadline, metadata)
-        return tuple(wire.model_info(m) for m in resp.models)
-
-    def list_toolsets(
-        self, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> tuple[t.ToolsetInfo, ...]:
-        resp = self._unary("ListToolsets", orchestrator_pb2.ListToolsetsRequest(), deadline, metadata)
-        return tuple(wire.toolset_info(x) for x in resp.toolsets)
-
-
-class ToolscoutClient:
+class ToolscoutClient(Closes):
     """The three sync clients together: ``.pool``, ``.discovery``, ``.orchestrator``.
 
     Services at the same target share one channel. ``.pool`` is a :class:`ShardedPoolClient` when
@@ -376,11 +259,3 @@ class ToolscoutClient:
     def close(self) -> None:
         for channel in self._channels:
             channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
