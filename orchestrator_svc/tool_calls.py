@@ -100,30 +100,31 @@ class ToolRound:
     plan: ToolPlan | None
 
 
-def _call_tool_target(raw: str) -> tuple[str, dict[str, Any]] | str:
-    """The tool a call_tool call names and its arguments, or what is wrong with the call."""
-    problem = _arguments_problem(raw)
-    if problem is not None:
-        return f"invalid arguments for tool '{CALL_TOOL_NAME}': {problem}. Call it again with a JSON object."
-    return call_tool_target(parse_json_object(raw, "the arguments"))
-
-
-def _misfit(tool: Tool, raw: str) -> list[str]:
-    """Where the arguments (a JSON object, else the pool call reports it) do not fit ``tool``'s schema."""
-    if _arguments_problem(raw) is not None:
-        return []
-    return argument_problems(tool.input_schema, parse_json_object(raw, "the arguments"))
-
-
-def _arguments_problem(raw: str) -> str | None:
+def _parsed_arguments(raw: str) -> dict[str, Any] | str:
+    """A call's arguments as a JSON object, or what is wrong with them (a phrase for the model)."""
     try:
-        parse_json_object(raw, "the arguments")
+        return parse_json_object(raw, "the arguments")
     except JsonTextError as err:
         # "the arguments: not valid JSON (...)" -> "the arguments are not valid JSON (...)"
         return err.message.replace("the arguments: must", "the arguments must").replace(
             "the arguments: ", "the arguments are "
         )
-    return None
+
+
+def _invalid_arguments(tool: str, problem: str) -> str:
+    return f"invalid arguments for tool '{tool}': {problem}. Call it again with a JSON object."
+
+
+def _call_tool_target(raw: str) -> tuple[str, dict[str, Any]] | str:
+    """The tool a call_tool call names and its arguments, or what is wrong with the call."""
+    parsed = _parsed_arguments(raw)
+    return _invalid_arguments(CALL_TOOL_NAME, parsed) if isinstance(parsed, str) else call_tool_target(parsed)
+
+
+def _misfit(tool: Tool, raw: str) -> list[str]:
+    """Where the arguments (a JSON object, else the pool call reports it) do not fit ``tool``'s schema."""
+    parsed = _parsed_arguments(raw)
+    return [] if isinstance(parsed, str) else argument_problems(tool.input_schema, parsed)
 
 
 class ToolCallRunner:
@@ -297,10 +298,9 @@ class ToolCallRunner:
         chat = self._chat
         if was_discovered:
             self._metrics.discovered_tool_calls.labels(chat.model).inc()
-        problem = _arguments_problem(call.arguments_json)
-        if problem is not None:
-            text = f"Error: invalid arguments for tool '{call.name}': {problem}. Call it again with a JSON object."
-            return text, [], True, server
+        parsed = _parsed_arguments(call.arguments_json)
+        if isinstance(parsed, str):
+            return f"Error: {_invalid_arguments(call.name, parsed)}", [], True, server
         try:
             request = CallRequest(
                 llm_name=call.name,
