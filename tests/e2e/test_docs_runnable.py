@@ -49,6 +49,41 @@ OUTPUTS = {
     for before, block in itertools.pairwise(blocks(REPO_ROOT, path))
     if block.marker == "output"
 }
+# What a runnable block without an output block after it must print (stdout and stderr together),
+# found by a text only that block contains: every runnable block is checked for what it shows, not
+# only for its exit status (test_every_runnable_block_has_its_output_checked).
+SHOWS: dict[str, tuple[str, ...]] = {
+    'search "forecast for a city"': (
+        "weather__get_forecast",  # the search's first match, described, then called
+        "location",
+        "Berlin forecast\nday 1: ",
+        "\nday 2: ",
+    ),
+    'chat "What time is it in Tokyo?"': ("It is 9 in the evening in Tokyo.",),
+    "source .venv/bin/activate": (
+        "time__get_current_time",
+        '"timezone": "Asia/Tokyo"',
+        "weather__get_forecast",
+        "It is 9 in the evening in Tokyo.",
+    ),
+    "TOOLSCOUT_GATEWAY_URL": (
+        "revision: 2026-07-28",
+        "found: weather__get_forecast",
+        "Berlin forecast\nday 1: ",
+    ),
+    "uv pip install ./clients": ("toolscout-client==0.2.0",),
+    "with PoolClient.connect(POOL) as pool:": ('"timezone": "UTC"', "It is 9 in the evening in Tokyo."),
+    "weather__get_forcast": ("no such tool:", "weather__get_forecast"),
+    "deploy/check.sh": ("deploy checks: 5 ok, 0 failing", " passed"),
+}
+
+
+def _shows(block: DocBlock) -> tuple[str, ...] | None:
+    found = [texts for key, texts in SHOWS.items() if key in block.body]
+    assert len(found) <= 1, f"{block.id}: more than one SHOWS key matches"
+    return found[0] if found else None
+
+
 SEARCH_MODE = (
     json.loads(EXAMPLE_CONFIG.read_text(encoding="utf-8"))
     .get("toolscout", {})
@@ -195,6 +230,16 @@ def test_a_runnable_documentation_block_runs_as_written(
     shown = OUTPUTS.get(block.id)
     if shown is not None:
         assert output_matches(shown.body, done.stdout), f"{shown.id} shows:\n{shown.body}\n{report}"
+    printed = done.stdout + done.stderr
+    missing = [text for text in _shows(block) or () if text not in printed]
+    assert missing == [], f"{block.id} did not print {missing}\n{report}"
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_every_runnable_block_has_its_output_checked(block: DocBlock) -> None:
+    assert block.id in OUTPUTS or _shows(block) is not None, (
+        f"{block.id}: add an output block after it, or what it prints to SHOWS"
+    )
 
 
 def test_the_readme_mcp_host_example_searches_then_calls_through_call_tool(
