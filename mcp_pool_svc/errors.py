@@ -14,6 +14,8 @@ from toolscout_kit.errors import (
 __all__ = [
     "InvalidToolArgumentsError",
     "NotOwnerError",
+    "ResultHandleExpiredError",
+    "ResultHandleNotFoundError",
     "ResultTooLargeError",
     "ServerUnavailableError",
     "ToolCallTimeoutError",
@@ -65,3 +67,11 @@ class ResultTooLargeError(ResourceExhaustedError):
 
 class InvalidToolArgumentsError(InvalidArgumentError):
     """Arguments or ``_meta`` are not a JSON object."""
+
+
+class ResultHandleNotFoundError(NotFoundError):
+    """No kept result by that handle for this principal and conversation."""
+
+
+class ResultHandleExpiredError(ResultHandleNotFoundError):
+    """The kept result expired or was dropped; its owner is told which tool to run again."""

@@ -67,11 +67,31 @@ class PoolMetrics:
             "server",
             buckets=_WAIT_BUCKETS,
         )
+        self._result_tokens = m.counter(
+            "result_tokens",
+            "Tokens of tool results shaped to a budget, by server and kind: returned (by the server), "
+            "delivered (to the caller) and saved (the difference).",
+            "server",
+            "kind",
+        )
+        self._result_handles = m.counter(
+            "result_handles",
+            "Results over their budget kept behind a handle (a preview delivered).",
+            "server",
+        )
         self._moved = m.counter(
             "reshard_servers",
             "Servers started here (in) or handed to another shard (out) by a change of the shard count.",
             "direction",
         )
+
+    def result_tokens(self, server: str, returned: int, delivered: int, kept: bool) -> None:
+        """One result shaped to a budget (``kept``: a preview and a handle replaced it)."""
+        self._result_tokens.labels(server, "returned").inc(returned)
+        self._result_tokens.labels(server, "delivered").inc(delivered)
+        self._result_tokens.labels(server, "saved").inc(max(returned - delivered, 0))
+        if kept:
+            self._result_handles.labels(server).inc()
 
     def tool_call(self, server: str, outcome: Outcome, seconds: float) -> None:
         """One finished tool call."""

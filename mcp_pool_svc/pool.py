@@ -32,6 +32,8 @@ from toolscout.client import (
     CallRequest,
     CallToolResult,
     CatalogSnapshot,
+    ReadRequest,
+    ResultRead,
     ServerStatus,
     ShardInfo,
     ToolCatalog,
@@ -47,6 +49,7 @@ from mcp_pool_svc.errors import (
     UnknownServerError,
     UnknownToolError,
 )
+from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.reaper import Reaper, become_subreaper
@@ -118,6 +121,9 @@ class McpPool:
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
         self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing)
+        self._results = ResultKeeper(
+            config.toolscout.results, lambda: self._index, self._server_result_budget
+        )
         self._started = False
         self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
         # Kept when a reshard leaves this shard out (its index beyond the new count).
@@ -452,10 +458,34 @@ class McpPool:
         name = request.llm_name or request.tool
         with self._tracing.span("call_tool", attributes=self._call_attributes(name)) as span:
             checked = check_call(request)
+            self._results.check(request)
             server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
             span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
             self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
-            return await self._runner.run(self._supervisors[server], tool, checked, deadline, span)
+            result = await self._runner.run(self._supervisors[server], tool, checked, deadline, span)
+            if request.result_budget_tokens <= 0:
+                return result
+            listed = self.catalog.lookup(server, tool)
+            shaped = await self._results.shape(request, result, bool(listed and listed.output_schema_json))
+            self._metrics.result_tokens(
+                server, shaped.tokens_returned, shaped.tokens_delivered, shaped.result_handle != ""
+            )
+            return shaped
+
+    async def read_result(self, request: ReadRequest) -> ResultRead:
+        """A page, grep or JMESPath projection of a result this pool kept behind a handle
+        (:mod:`mcp_pool_svc.handles`).
+
+        Raises:
+            ResultHandleNotFoundError: no such handle for the request's principal and conversation.
+            ResultHandleExpiredError: it expired or was dropped (the message says what to run again).
+            InvalidArgumentError: a bad offset, pattern, context_lines, path, budget or encoding.
+        """
+        return await self._results.read(request)
+
+    def _server_result_budget(self, name: str) -> int | None:
+        server = self._config.servers.get(name)
+        return server.result_budget if server is not None else None
 
     def _call_attributes(self, name: str) -> dict[str, Any]:
         shard = self._shard

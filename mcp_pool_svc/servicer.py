@@ -73,6 +73,11 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
             raise
         return wire.call_tool_result_pb(result)
 
+    async def ReadResult(
+        self, request: mcp_pool_pb2.ReadResultRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.ReadResultResponse:
+        return wire.result_read_pb(await self._pool.read_result(wire.read_request(request)))
+
     async def WatchCatalog(
         self, request: mcp_pool_pb2.WatchCatalogRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:

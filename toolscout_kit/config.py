@@ -52,6 +52,7 @@ __all__ = [
     "PoolSettings",
     "RemoteServerConfig",
     "ResultFormat",
+    "ResultsSettings",
     "SearchSettings",
     "SecuritySettings",
     "ServerConfig",
@@ -209,6 +210,9 @@ class _ServerCommon(_Strict):
     # Pin the server to this shard (0-based, below toolscout.pool.shards.count), e.g. so a stateful
     # server never moves when the shard count changes.
     shard: int | None = Field(default=None, ge=0)
+    # Most tokens one result of this server may cost the model once shaped (a preview and a handle
+    # past it); bounds a caller's budget (toolscout.results.budget_tokens) when smaller.
+    result_budget: int | None = Field(default=None, ge=100)
 
 
 class StdioServerConfig(_ServerCommon):
@@ -597,8 +601,22 @@ class TracingSettings(_Strict):
     capture_content: Flag = False
 
 
+class ResultsSettings(_Strict):
+    """Tool results shaped to a token budget (``toolscout.results``): a result over the budget a
+    caller asks for (``CallTool.result_budget_tokens``) becomes a preview plus a handle that
+    ``ReadResult`` reads."""
+
+    # The preview of a result over the budget (at most the budget).
+    preview_tokens: int = Field(default=1000, ge=50)
+    # How long the pool keeps a result behind its handle, and how many bytes of them it keeps (the
+    # oldest are dropped first; reading one then says it expired).
+    handle_ttl: float = Field(default=900.0, gt=0)
+    handle_store_bytes: int = Field(default=256_000_000, ge=1_000_000)
+
+
 class ToolscoutSettings(_Strict):
     pool: PoolSettings = Field(default_factory=PoolSettings)
+    results: ResultsSettings = Field(default_factory=ResultsSettings)
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     orchestrator: OrchestratorSettings = Field(default_factory=OrchestratorSettings)

@@ -26,6 +26,8 @@ __all__ = [
     "EVERYTHING_PACKAGE",
     "EVERYTHING_VERSION",
     "EXAMPLE_SERVERS",
+    "FILESYSTEM_PACKAGE",
+    "FILESYSTEM_VERSION",
     "MEMORY_PACKAGE",
     "MEMORY_VERSION",
     "MISBEHAVING_SERVER",
@@ -35,6 +37,7 @@ __all__ = [
     "HttpServer",
     "everything_bin",
     "example_server_config",
+    "filesystem_bin",
     "free_port",
     "live_descendants",
     "memory_bin",
@@ -59,6 +62,8 @@ EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"
 TS_SDK_PACKAGE = "@modelcontextprotocol/sdk"
 TS_SDK_VERSION = "1.32.2"
+FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
+FILESYSTEM_VERSION = "2026.8.31"
 MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
 MEMORY_VERSION = "2026.8.31"
 NPM_PREFIX = REPO_ROOT / ".cache" / "npm"
@@ -146,6 +151,15 @@ def everything_bin(timeout: float = 300.0) -> Path:
         RuntimeError: npm is missing or the install failed.
     """
     return _npm_bin(EVERYTHING_PACKAGE, EVERYTHING_VERSION, "mcp-server-everything", timeout)
+
+
+def filesystem_bin(timeout: float = 300.0) -> Path:
+    """The npm filesystem server's executable (its allowed folders are its arguments), pinned.
+
+    Raises:
+        RuntimeError: npm is missing or the install failed.
+    """
+    return _npm_bin(FILESYSTEM_PACKAGE, FILESYSTEM_VERSION, "mcp-server-filesystem", timeout)
 
 
 def memory_bin(timeout: float = 300.0) -> Path:

@@ -17,6 +17,8 @@ from toolscout_kit.status import status_for
         (errors.ResultTooLargeError, grpc.StatusCode.RESOURCE_EXHAUSTED),
         (errors.InvalidToolArgumentsError, grpc.StatusCode.INVALID_ARGUMENT),
         (errors.ToolOutcomeUnknownError, grpc.StatusCode.ABORTED),
+        (errors.ResultHandleNotFoundError, grpc.StatusCode.NOT_FOUND),
+        (errors.ResultHandleExpiredError, grpc.StatusCode.NOT_FOUND),
     ],
 )
 def test_every_pool_error_maps_to_its_status_code(
@@ -35,6 +37,8 @@ def test_every_exported_pool_error_is_covered() -> None:
     assert set(errors.__all__) == {
         "InvalidToolArgumentsError",
         "NotOwnerError",
+        "ResultHandleExpiredError",
+        "ResultHandleNotFoundError",
         "ResultTooLargeError",
         "ServerUnavailableError",
         "ToolCallTimeoutError",

@@ -14,6 +14,8 @@ __all__ = ["DEFAULT_DEADLINES", "ChannelSettings", "ClientBase", "ConnectFields"
 # runs a whole LLM tool loop, so it gets minutes. WatchCatalog and WatchPlan are long-lived streams: no default.
 DEFAULT_DEADLINES: Mapping[str, float | None] = {
     "ListServers": 10.0,
+    # A grep or projection of a kept result of tens of MB takes a few seconds.
+    "ReadResult": 30.0,
     "ListTools": 30.0,
     "CallTool": 120.0,
     "WatchCatalog": None,

@@ -38,6 +38,7 @@ Metadata = Sequence[tuple[str, str]] | None
 CallR = TypeVar("CallR")
 ServersR = TypeVar("ServersR")
 SnapshotsR = TypeVar("SnapshotsR")
+ReadR = TypeVar("ReadR")
 PlanR = TypeVar("PlanR")
 SearchR = TypeVar("SearchR")
 ManifestR = TypeVar("ManifestR")
@@ -114,6 +115,25 @@ class ToolCalls(Generic[CallR]):
 
 def _server_list(resp: mcp_pool_pb2.ListServersResponse) -> tuple[t.ServerStatus, ...]:
     return tuple(wire.server_status(s) for s in resp.servers)
+
+
+class ResultReads(_Rpcs, Generic[ReadR]):
+    """Reads of results a pool kept behind a handle."""
+
+    def read_result(
+        self, request: t.ReadRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> ReadR:
+        """``ReadResult``: a page, a grep or a JMESPath projection of a kept result.
+
+        Raises:
+            NotFoundError: no such handle for this principal and conversation (unknown, another
+                caller's, or expired: the message then says which tool to run again).
+            InvalidArgumentError: a bad offset, pattern, context_lines, path, budget or encoding.
+        """
+        return cast(
+            ReadR,
+            self._call("ReadResult", wire.read_request_pb(request), deadline, metadata, wire.result_read),
+        )
 
 
 class PoolCalls(_Rpcs, Generic[ServersR, SnapshotsR]):

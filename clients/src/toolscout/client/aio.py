@@ -31,6 +31,7 @@ from toolscout.client._calls import (
     Metadata,
     OrchestratorCalls,
     PoolCalls,
+    ResultReads,
     ToolCalls,
 )
 from toolscout.client._requests import plan_request
@@ -112,6 +113,7 @@ class AsyncPoolClient(
     _AsyncClient,
     ToolCalls[Coroutine[Any, Any, t.CallToolResult]],
     PoolCalls[Coroutine[Any, Any, tuple[t.ServerStatus, ...]], AsyncGenerator[t.CatalogSnapshot, None]],
+    ResultReads[Coroutine[Any, Any, t.ResultRead]],
 ):
     """The MCP pool: server states, the tool catalog and tool calls."""
 

@@ -30,7 +30,7 @@ from toolscout.client._base import ConnectFields
 from toolscout.client._calls import AsyncCloses, Closes, Metadata, ToolCalls
 from toolscout.client.aio import AsyncPoolClient
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
-from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement
+from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement, handle_shard
 from toolscout.client.sync import PoolClient
 
 __all__ = [
@@ -62,6 +62,22 @@ def parse_owners(err: ToolscoutClientError) -> tuple[tuple[int, ...], int] | Non
     if not owners or count < 1 or any(not 0 <= k < count for k in owners):
         return None
     return owners, count
+
+
+def _unknown_handle() -> NotFoundError:
+    return NotFoundError("no such result handle", code=grpc.StatusCode.NOT_FOUND)
+
+
+def _shard_of_handle(handle: str) -> int:
+    """The shard the handle names.
+
+    Raises:
+        NotFoundError: not a result handle.
+    """
+    shard = handle_shard(handle)
+    if shard is None:
+        raise _unknown_handle()
+    return shard
 
 
 class ShardRouter:
@@ -331,6 +347,16 @@ class AsyncShardedPoolClient(
 
     # --- calls --------------------------------------------------------------------------------
 
+    async def read_result(
+        self, request: t.ReadRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.ResultRead:
+        """Reads a kept result on the shard that keeps it (the handle names it); errors as
+        :meth:`AsyncPoolClient.read_result`, and NotFoundError for a handle no shard made."""
+        client = self._client(_shard_of_handle(request.handle))
+        if client is None:
+            raise _unknown_handle()
+        return await client.read_result(request, deadline=deadline, metadata=metadata)
+
     async def call(
         self,
         request: t.CallRequest,
@@ -453,6 +479,15 @@ class ShardedPoolClient(_Shards[PoolClient], Closes, ToolCalls[t.CallToolResult]
         max_reroutes: int = 3,
     ) -> None:
         super().__init__(shards, placement, owns_clients=owns_clients, max_reroutes=max_reroutes)
+
+    def read_result(
+        self, request: t.ReadRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.ResultRead:
+        """Reads a kept result on the shard that keeps it (see :meth:`AsyncShardedPoolClient.read_result`)."""
+        shard = _shard_of_handle(request.handle)
+        if shard >= len(self._shards):
+            raise _unknown_handle()
+        return self._shards[shard].read_result(request, deadline=deadline, metadata=metadata)
 
     def call(
         self,

@@ -31,14 +31,29 @@ __all__ = [
     "Placement",
     "ServerPlacement",
     "catalog_version",
+    "handle_shard",
     "moved_servers",
     "owners_of",
     "rendezvous_owner",
     "rendezvous_weight",
+    "result_handle",
     "row_of",
     "server_digest",
     "tool_row",
 ]
+
+
+def result_handle(shard: int, token: str) -> str:
+    """The handle of a result kept by pool shard ``shard`` (``token``: random, URL-safe)."""
+    return f"r{shard}-{token}"
+
+
+def handle_shard(handle: str) -> int | None:
+    """The pool shard that keeps the result named by ``handle``, or None when it is not one."""
+    head, sep, token = handle.partition("-")
+    if not sep or not token or not head.startswith("r") or not head[1:].isdigit():
+        return None
+    return int(head[1:])
 
 
 def rendezvous_weight(name: str, shard: int) -> int:

@@ -26,7 +26,15 @@ from toolscout.client._base import (
     connect_wait,
     no_connection,
 )
-from toolscout.client._calls import Closes, DiscoveryCalls, Metadata, OrchestratorCalls, PoolCalls, ToolCalls
+from toolscout.client._calls import (
+    Closes,
+    DiscoveryCalls,
+    Metadata,
+    OrchestratorCalls,
+    PoolCalls,
+    ResultReads,
+    ToolCalls,
+)
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
@@ -122,6 +130,7 @@ class PoolClient(
     _SyncClient,
     ToolCalls[t.CallToolResult],
     PoolCalls[tuple[t.ServerStatus, ...], Generator[t.CatalogSnapshot, None, None]],
+    ResultReads[t.ResultRead],
 ):
     """The MCP pool: server states, the tool catalog and tool calls."""
 

@@ -42,7 +42,9 @@ __all__ = [
     "NameSuggestion",
     "PlanFields",
     "PlanRequest",
+    "ReadRequest",
     "ReasoningDelta",
+    "ResultRead",
     "SearchFields",
     "SearchRequest",
     "SearchResult",
@@ -350,6 +352,17 @@ class CallRequest:
     arguments_json: str = ""
     meta_json: str = ""
     timeout_seconds: float = 0.0
+    # Result shaping (0: none): at most this many tokens reach the caller, the rest behind a
+    # handle (``CallToolResult.result_handle``) bound to ``principal`` and ``conversation``.
+    result_budget_tokens: int = 0
+    # "o200k_base" ("": it) or "cl100k_base".
+    token_encoding: str = ""
+    # Which copy of a duplicated structured result is kept: "text" ("": it) or "structured".
+    structured_copy: str = ""
+    principal: str = ""
+    conversation: str = ""
+    # The preview's size in tokens (0: the pool's configured one).
+    preview_tokens: int = 0
 
     @classmethod
     def to(
@@ -388,6 +401,13 @@ class CallToolResult:
     server: str = ""
     tool: str = ""
     duration_seconds: float = 0.0
+    # With a result budget: tokens as returned by the server and as delivered (estimated from
+    # samples for long texts), and the handle of the whole result when this is a preview.
+    tokens_returned: int = 0
+    tokens_delivered: int = 0
+    tokens_estimated: bool = False
+    result_handle: str = ""
+    handle_expires_unix: float = 0.0
 
     @property
     def text(self) -> str:
@@ -397,6 +417,36 @@ class CallToolResult:
     @property
     def structured_content(self) -> dict[str, Any]:
         return _parse_object(self.structured_content_json)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRequest:
+    """A read of a kept result (``ReadResult``): a page from ``offset``, the lines containing
+    ``pattern`` with ``context_lines`` around them, or the JMESPath ``path`` of a JSON result.
+    ``budget_tokens`` 0 is the budget of the call that made the handle."""
+
+    handle: str
+    principal: str = ""
+    conversation: str = ""
+    offset: int = 0
+    pattern: str = ""
+    context_lines: int = 0
+    path: str = ""
+    budget_tokens: int = 0
+    token_encoding: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRead:
+    """What a read of a kept result returns: ``text`` for the model and its ``tokens``; for a
+    page, ``next_offset`` (-1 at the end)."""
+
+    text: str
+    tokens: int = 0
+    next_offset: int = -1
+    total_chars: int = 0
+    server: str = ""
+    tool: str = ""
 
 
 # --- Discovery ----------------------------------------------------------------------------------

@@ -105,10 +105,29 @@ _SHARD_INFO = _Alike(t.ShardInfo, mcp_pool_pb2.ShardInfo)
 _TOOL_CATALOG = _Alike(t.ToolCatalog, mcp_pool_pb2.ListToolsResponse, "tools", "shard")
 _CATALOG_SNAPSHOT = _Alike(t.CatalogSnapshot, mcp_pool_pb2.WatchCatalogResponse, "tools", "shard")
 _CALL_TOOL_RESULT = _Alike(t.CallToolResult, mcp_pool_pb2.CallToolResponse, "content")
-_CALL_REQUEST = _Alike(t.CallRequest, mcp_pool_pb2.CallToolRequest)
+_CALL_REQUEST = _Alike(t.CallRequest, mcp_pool_pb2.CallToolRequest, "structured_copy")
+_READ_REQUEST = _Alike(t.ReadRequest, mcp_pool_pb2.ReadResultRequest)
+_RESULT_READ = _Alike(t.ResultRead, mcp_pool_pb2.ReadResultResponse)
+_COPY_PREFIX = "STRUCTURED_COPY_"
 
-call_request = _CALL_REQUEST.value
-call_request_pb = _CALL_REQUEST.message
+
+def call_request(m: mcp_pool_pb2.CallToolRequest) -> t.CallRequest:
+    copy = (
+        _enum_name(mcp_pool_pb2.StructuredCopy, m.structured_copy, _COPY_PREFIX) if m.structured_copy else ""
+    )
+    return _CALL_REQUEST.value(m, structured_copy=copy)
+
+
+def call_request_pb(x: t.CallRequest) -> mcp_pool_pb2.CallToolRequest:
+    return _CALL_REQUEST.message(
+        x, structured_copy=_enum_value(mcp_pool_pb2.StructuredCopy, x.structured_copy, _COPY_PREFIX)
+    )
+
+
+read_request = _READ_REQUEST.value
+read_request_pb = _READ_REQUEST.message
+result_read = _RESULT_READ.value
+result_read_pb = _RESULT_READ.message
 shard_info_pb = _SHARD_INFO.message
 
 

@@ -17,6 +17,12 @@ class ServerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SERVER_STATE_FAILED: _ClassVar[ServerState]
     SERVER_STATE_IDLE: _ClassVar[ServerState]
     SERVER_STATE_STOPPED: _ClassVar[ServerState]
+
+class StructuredCopy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STRUCTURED_COPY_UNSPECIFIED: _ClassVar[StructuredCopy]
+    STRUCTURED_COPY_TEXT: _ClassVar[StructuredCopy]
+    STRUCTURED_COPY_STRUCTURED: _ClassVar[StructuredCopy]
 SERVER_STATE_UNSPECIFIED: ServerState
 SERVER_STATE_STARTING: ServerState
 SERVER_STATE_READY: ServerState
@@ -24,6 +30,9 @@ SERVER_STATE_RECONNECTING: ServerState
 SERVER_STATE_FAILED: ServerState
 SERVER_STATE_IDLE: ServerState
 SERVER_STATE_STOPPED: ServerState
+STRUCTURED_COPY_UNSPECIFIED: StructuredCopy
+STRUCTURED_COPY_TEXT: StructuredCopy
+STRUCTURED_COPY_STRUCTURED: StructuredCopy
 
 class ServerStatus(_message.Message):
     __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix", "protocol_version", "shards", "placement", "tool_cache_ttl_seconds", "change_notifications", "serialize_writes", "serialized_tools", "unannotated_tools")
@@ -106,23 +115,35 @@ class ListToolsResponse(_message.Message):
     def __init__(self, tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., catalog_version: _Optional[str] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds")
+    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds", "result_budget_tokens", "token_encoding", "structured_copy", "principal", "conversation", "preview_tokens")
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     LLM_NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     META_JSON_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_COPY_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    PREVIEW_TOKENS_FIELD_NUMBER: _ClassVar[int]
     server: str
     tool: str
     llm_name: str
     arguments_json: str
     meta_json: str
     timeout_seconds: float
-    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+    result_budget_tokens: int
+    token_encoding: str
+    structured_copy: StructuredCopy
+    principal: str
+    conversation: str
+    preview_tokens: int
+    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., result_budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ..., structured_copy: _Optional[_Union[StructuredCopy, str]] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., preview_tokens: _Optional[int] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds")
+    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "tokens_returned", "tokens_delivered", "tokens_estimated", "result_handle", "handle_expires_unix")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +151,11 @@ class CallToolResponse(_message.Message):
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_EXPIRES_UNIX_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
     structured_content_json: str
     is_error: bool
@@ -137,7 +163,50 @@ class CallToolResponse(_message.Message):
     server: str
     tool: str
     duration_seconds: float
-    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ...) -> None: ...
+    tokens_returned: int
+    tokens_delivered: int
+    tokens_estimated: bool
+    result_handle: str
+    handle_expires_unix: float
+    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., tokens_returned: _Optional[int] = ..., tokens_delivered: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., result_handle: _Optional[str] = ..., handle_expires_unix: _Optional[float] = ...) -> None: ...
+
+class ReadResultRequest(_message.Message):
+    __slots__ = ("handle", "principal", "conversation", "offset", "pattern", "context_lines", "path", "budget_tokens", "token_encoding")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_LINES_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    handle: str
+    principal: str
+    conversation: str
+    offset: int
+    pattern: str
+    context_lines: int
+    path: str
+    budget_tokens: int
+    token_encoding: str
+    def __init__(self, handle: _Optional[str] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., offset: _Optional[int] = ..., pattern: _Optional[str] = ..., context_lines: _Optional[int] = ..., path: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ...) -> None: ...
+
+class ReadResultResponse(_message.Message):
+    __slots__ = ("text", "tokens", "next_offset", "total_chars", "server", "tool")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_CHARS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    tokens: int
+    next_offset: int
+    total_chars: int
+    server: str
+    tool: str
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., next_offset: _Optional[int] = ..., total_chars: _Optional[int] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ...) -> None: ...
 
 class WatchCatalogRequest(_message.Message):
     __slots__ = ("known_version",)

@@ -56,6 +56,11 @@ class McpPoolStub:
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.SerializeToString,
                 response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolResponse.FromString,
                 _registered_method=True)
+        self.ReadResult = channel.unary_unary(
+                '/toolscout.mcp_pool.v1.McpPool/ReadResult',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultResponse.FromString,
+                _registered_method=True)
         self.WatchCatalog = channel.unary_stream(
                 '/toolscout.mcp_pool.v1.McpPool/WatchCatalog',
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.SerializeToString,
@@ -108,6 +113,19 @@ class McpPoolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadResult(self, request, context):
+        """Reads a tool result the pool kept behind a handle (a CallTool with a result budget whose result
+        was over it): a page from a character offset, the lines matching a pattern with context, or a
+        JMESPath projection of a JSON result, within a token budget. Errors: NOT_FOUND (no such
+        handle for this principal and conversation: unknown, another caller's, or expired - the
+        message then says so and which tool to run again), INVALID_ARGUMENT (bad offset, pattern,
+        context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
+        sharded client routes by the shard index the handle names. Channels may retry it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchCatalog(self, request, context):
         """Streams the catalog: the current snapshot first, then a new snapshot on every change.
         """
@@ -132,6 +150,11 @@ def add_McpPoolServicer_to_server(servicer, server):
                     servicer.CallTool,
                     request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.FromString,
                     response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolResponse.SerializeToString,
+            ),
+            'ReadResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadResult,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultResponse.SerializeToString,
             ),
             'WatchCatalog': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchCatalog,
@@ -227,6 +250,33 @@ class McpPool:
             '/toolscout.mcp_pool.v1.McpPool/CallTool',
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.SerializeToString,
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/ReadResult',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,6 +61,15 @@ class McpPoolStub:
     `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
     `toolscout.client` does. Channels never retry this method.
     """
+    ReadResult: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ReadResultRequest, _mcp_pool_pb2.ReadResultResponse]
+    """Reads a tool result the pool kept behind a handle (a CallTool with a result budget whose result
+    was over it): a page from a character offset, the lines matching a pattern with context, or a
+    JMESPath projection of a JSON result, within a token budget. Errors: NOT_FOUND (no such
+    handle for this principal and conversation: unknown, another caller's, or expired - the
+    message then says so and which tool to run again), INVALID_ARGUMENT (bad offset, pattern,
+    context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
+    sharded client routes by the shard index the handle names. Channels may retry it.
+    """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
 
@@ -96,6 +105,15 @@ class McpPoolAsyncStub(McpPoolStub):
     metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
     `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
     `toolscout.client` does. Channels never retry this method.
+    """
+    ReadResult: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.ReadResultRequest, _mcp_pool_pb2.ReadResultResponse]  # type: ignore[assignment]
+    """Reads a tool result the pool kept behind a handle (a CallTool with a result budget whose result
+    was over it): a page from a character offset, the lines matching a pattern with context, or a
+    JMESPath projection of a JSON result, within a token budget. Errors: NOT_FOUND (no such
+    handle for this principal and conversation: unknown, another caller's, or expired - the
+    message then says so and which tool to run again), INVALID_ARGUMENT (bad offset, pattern,
+    context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
+    sharded client routes by the shard index the handle names. Channels may retry it.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -147,6 +165,21 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
         `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
         `toolscout.client` does. Channels never retry this method.
+        """
+
+    @_abc_1.abstractmethod
+    def ReadResult(
+        self,
+        request: _mcp_pool_pb2.ReadResultRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_mcp_pool_pb2.ReadResultResponse, _abc.Awaitable[_mcp_pool_pb2.ReadResultResponse]]:
+        """Reads a tool result the pool kept behind a handle (a CallTool with a result budget whose result
+        was over it): a page from a character offset, the lines matching a pattern with context, or a
+        JMESPath projection of a JSON result, within a token budget. Errors: NOT_FOUND (no such
+        handle for this principal and conversation: unknown, another caller's, or expired - the
+        message then says so and which tool to run again), INVALID_ARGUMENT (bad offset, pattern,
+        context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
+        sharded client routes by the shard index the handle names. Channels may retry it.
         """
 
     @_abc_1.abstractmethod
