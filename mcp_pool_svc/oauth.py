@@ -37,6 +37,7 @@ import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -272,6 +273,8 @@ class OAuthProvider(OAuthClientProvider):
     failures that end the request (see the module docstring). ``failure`` holds the last one."""
 
     failure: AuthorizationError | None = None
+    # The last request's 403 insufficient_scope that a step-up did not cure (None once one passes).
+    refusal: AuthorizationError | None = None
     _preregistered: OAuthClientInformationFull | None = None
     _storage: StoredCredentials
 
@@ -315,6 +318,21 @@ class OAuthProvider(OAuthClientProvider):
         self._expire_early()
         return refreshed
 
+    def _note_answer(self, response: httpx2.Response) -> None:
+        """Remembers a refusal for more scope that the step-up did not cure (the SDK retries once)."""
+        if (
+            response.status_code == 403
+            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+        ):
+            wanted = extract_field_from_www_auth(response, "scope")
+            self.refusal = AuthorizationError(
+                "the server refused for lack of scope (403 insufficient_scope"
+                + (f", wants {wanted!r}" if wanted else "")
+                + ") even after asking the authorization server for it"
+            )
+        elif response.status_code < 400:
+            self.refusal = None
+
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
@@ -327,6 +345,8 @@ class OAuthProvider(OAuthClientProvider):
             outgoing = await flow.__anext__()
             while True:
                 response = yield outgoing
+                if outgoing is request:
+                    self._note_answer(response)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
@@ -469,6 +489,7 @@ async def reporting_failure(provider: OAuthProvider | None) -> AsyncIterator[Non
     try:
         yield
     except Exception as err:
-        if provider is not None and provider.failure is not None:
-            raise provider.failure from err
+        problem = provider and (provider.failure or provider.refusal)
+        if problem:
+            raise problem from err
         raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import time
 import webbrowser
@@ -131,7 +132,13 @@ def _block_text(block: Any) -> str:
     return json.dumps(block.model_dump(by_alias=True, exclude_none=True, mode="json"))
 
 
+def _quiet_sdk() -> None:
+    # The SDK logs a failed authorization with a traceback; the CLI says it in one line instead.
+    logging.getLogger("mcp").addHandler(logging.NullHandler())
+
+
 def run_connect(args: argparse.Namespace, out: Output, environ: Mapping[str, str] | None = None) -> int:
+    _quiet_sdk()
     env = dict(os.environ if environ is None else environ)
     arguments = _arguments(args.args)
     if args.client_secret and not args.client_id:
@@ -236,6 +243,7 @@ def _oauth_servers(args: argparse.Namespace) -> dict[str, RemoteServerConfig]:
 
 
 def run_auth(args: argparse.Namespace, out: Output, environ: Mapping[str, str] | None = None) -> int:
+    _quiet_sdk()
     env = os.environ if environ is None else environ
     if args.action != "status" and args.server is None:
         raise CliError(f"`toolscout auth {args.action}` needs the server's name", EXIT_USAGE)
