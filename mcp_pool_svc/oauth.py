@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -362,6 +363,19 @@ class OAuthProvider(OAuthClientProvider):
 
 class _MachineProvider(OAuthProvider, ClientCredentialsOAuthProvider):
     """``client_credentials`` (the SDK's extension), with the same storage and failure handling."""
+
+
+class _ReportedByUs(logging.Filter):
+    """Drops the SDK's traceback of a failed authorization: :class:`OAuthProvider` reports it once,
+    in one line (the pool's ``mcp_server_lost``, the CLI's error), and a missing login is routine."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "OAuth flow error"
+
+
+_SDK_LOG = logging.getLogger("mcp.client.auth.oauth2")
+if not any(isinstance(f, _ReportedByUs) for f in _SDK_LOG.filters):
+    _SDK_LOG.addFilter(_ReportedByUs())
 
 
 def _describe(err: BaseException) -> str:

@@ -85,6 +85,8 @@ def _failure(err: BaseException, url: str) -> CliError:
     """One line and an exit code for a connection that failed."""
     while isinstance(err, BaseExceptionGroup) and err.exceptions:
         err = err.exceptions[0]
+    if isinstance(err, CliError):
+        return err
     if isinstance(err, AuthorizationError | ToolscoutError):
         return CliError(err.message, EXIT_ERROR)
     if isinstance(err, TimeoutError):
@@ -183,8 +185,6 @@ def run_connect(args: argparse.Namespace, out: Output, environ: Mapping[str, str
 
     try:
         report = anyio.run(_open_and, config, remote, _host(args.url), inspect)
-    except CliError:
-        raise
     except Exception as err:
         raise _failure(err, args.url) from None
     _print_report(report, out)
@@ -273,8 +273,6 @@ def run_auth(args: argparse.Namespace, out: Output, environ: Mapping[str, str] |
         # A login is a new authorization: what was stored for the server goes first.
         store.remove(STACK_PRINCIPAL, resource_url_from_server_url(server.url))
         tools = anyio.run(_open_and, server, remote, name, count_tools)
-    except CliError:
-        raise
     except Exception as err:
         raise _failure(err, server.url) from None
     out.line(f"{name}: authorized ({tools} tools)")

@@ -97,9 +97,19 @@ class _Lines:
     process: subprocess.Popen[str]
     items: list[dict[str, Any]] = field(default_factory=list)
     _changed: threading.Condition = field(default_factory=threading.Condition)
+    _reader: threading.Thread | None = None
 
     def start(self) -> None:
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def stop(self) -> None:
+        """Ends the process and closes its output once read."""
+        _stop(self.process)
+        if self._reader is not None:
+            self._reader.join(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -178,7 +188,7 @@ def running_authorization_server(
         issuer = str(lines.wait_for(lambda i: "issuer" in i, timeout)["issuer"])
         yield AuthServer(issuer, lines)
     finally:
-        _stop(process)
+        lines.stop()
 
 
 @dataclass
@@ -207,4 +217,4 @@ def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[Pro
         url = str(lines.wait_for(lambda i: "url" in i, timeout)["url"])
         yield ProtectedServer(url, lines)
     finally:
-        _stop(process)
+        lines.stop()
