@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 import mcp_types
 from mcp.shared.auth_utils import resource_url_from_server_url
 from mcp.shared.exceptions import MCPError
@@ -87,19 +88,21 @@ def _failure(err: BaseException, url: str) -> CliError:
         err = err.exceptions[0]
     if isinstance(err, CliError):
         return err
+    code = EXIT_ERROR
     if isinstance(err, AuthorizationError | ToolscoutError):
-        return CliError(err.message, EXIT_ERROR)
-    if isinstance(err, TimeoutError):
-        return CliError(f"{url}: no answer in time", EXIT_UNREACHABLE)
-    if isinstance(err, MCPError):
-        if err.code == mcp_types.CONNECTION_CLOSED:
-            return CliError(f"{url}: the server closed the connection", EXIT_UNREACHABLE)
-        return CliError(f"{url}: the server refused: {err.error.message}", EXIT_ERROR)
-    if isinstance(err, OSError):
-        return CliError(f"{url}: unreachable ({type(err).__name__})", EXIT_UNREACHABLE)
-    return CliError(
-        f"{url}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}", EXIT_ERROR
-    )
+        message = err.message
+    elif isinstance(err, TimeoutError):
+        message, code = f"{url}: no answer in time", EXIT_UNREACHABLE
+    elif isinstance(err, MCPError) and err.code == mcp_types.CONNECTION_CLOSED:
+        message, code = f"{url}: the server closed the connection", EXIT_UNREACHABLE
+    elif isinstance(err, MCPError):
+        message = f"{url}: the server refused: {err.error.message}"
+    elif isinstance(err, OSError | httpx2.TransportError):
+        message, code = f"{url}: unreachable ({type(err).__name__})", EXIT_UNREACHABLE
+    else:
+        first = str(err).splitlines()[0] if str(err).strip() else ""
+        message = f"{url}: {type(err).__name__}: {first}"
+    return CliError(message, code)
 
 
 async def _open_and(

@@ -8,7 +8,6 @@ The authorization server approves without a person, so everything authorizes hea
 from __future__ import annotations
 
 import json
-import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,7 +62,12 @@ def _config(path: Path, url: str, **auth: Any) -> Path:
 def test_connect_authorizes_headlessly_lists_and_calls(protected: ProtectedServer, tmp_path: Path) -> None:
     token_file = tmp_path / "state" / "oauth-tokens.json"
     done = run_cli(
-        "connect", protected.url, "--headless", "--call", "whoami", env={"TOOLSCOUT_TOKEN_FILE": str(token_file)}
+        "connect",
+        protected.url,
+        "--headless",
+        "--call",
+        "whoami",
+        env={"TOOLSCOUT_TOKEN_FILE": str(token_file)},
     )
     assert done.returncode == 0, done.stderr
     assert "revision: " in done.stdout
@@ -79,7 +83,9 @@ def test_connect_authorizes_headlessly_lists_and_calls(protected: ProtectedServe
     assert not [s for s in secrets if s in done.stdout + done.stderr]
 
 
-def test_connect_says_in_one_line_when_the_tool_does_not_exist(protected: ProtectedServer, tmp_path: Path) -> None:
+def test_connect_says_in_one_line_when_the_tool_does_not_exist(
+    protected: ProtectedServer, tmp_path: Path
+) -> None:
     env = {"TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")}
     done = run_cli("connect", protected.url, "--headless", "--call", "whoamı", env=env)
     assert done.returncode == 3

@@ -92,7 +92,9 @@ def test_something_else_at_the_path_is_reported_not_overwritten(tmp_path: Path) 
 
 
 def test_the_default_file_is_in_the_users_state_folder(tmp_path: Path) -> None:
-    assert default_token_file({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "toolscout" / "oauth-tokens.json"
+    assert (
+        default_token_file({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "toolscout" / "oauth-tokens.json"
+    )
     assert default_token_file({"TOOLSCOUT_TOKEN_FILE": str(tmp_path / "x.json")}) == tmp_path / "x.json"
     assert default_token_file({"HOME": "/home/u"}).parts[-3:] == ("state", "toolscout", "oauth-tokens.json")
 
@@ -101,7 +103,12 @@ def test_auth_oauth_is_shorthand_for_the_defaults() -> None:
     config = parse_config({"servers": {"gh": {"url": "https://mcp.example/mcp", "auth": "oauth"}}})
     auth = config.servers["gh"].auth  # type: ignore[union-attr]
     assert auth is not None
-    assert (auth.grant, auth.client_id, auth.scopes, auth.per_user) == ("authorization_code", None, None, False)
+    assert (auth.grant, auth.client_id, auth.scopes, auth.per_user) == (
+        "authorization_code",
+        None,
+        None,
+        False,
+    )
 
 
 @pytest.mark.parametrize(
@@ -118,4 +125,6 @@ def test_auth_oauth_is_shorthand_for_the_defaults() -> None:
 )
 def test_bad_auth_settings_name_the_key(auth: dict[str, object], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
-        parse_config({"servers": {"gh": {"url": "https://mcp.example/mcp", "auth": {"type": "oauth", **auth}}}})
+        parse_config(
+            {"servers": {"gh": {"url": "https://mcp.example/mcp", "auth": {"type": "oauth", **auth}}}}
+        )
