@@ -46,6 +46,7 @@ __all__ = [
     "EmbedderSettings",
     "ExcludeSpec",
     "GatewayMode",
+    "GatewayOAuthSettings",
     "GatewaySettings",
     "ModelConfig",
     "OAuthConfig",
@@ -513,6 +514,30 @@ GatewayMode = Literal["meta", "progressive", "all"]
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
 
 
+class GatewayOAuthSettings(_Strict):
+    """The gateway as an OAuth 2.1 resource server (``toolscout.gateway.oauth``), besides tokens.
+
+    A bearer token that is not one of ``tokens`` must be a JWT from ``issuer`` (its signature
+    checked against the issuer's JWKS), for the gateway (``aud``: ``audience`` or the endpoint's
+    URL under it), not expired, with every scope of ``required_scopes``. Its ``sub`` is the
+    principal; the values of its ``claim`` (a string or a list: groups, roles) pick toolsets through
+    ``toolsets``, and every valid token gets ``default_toolsets``.
+    """
+
+    issuer: str = Field(pattern=r"^https?://")
+    # The gateway's public URL (scheme://host[:port]); an endpoint's resource is this + its path.
+    audience: str = Field(pattern=r"^https?://[^/]+/?$")
+    required_scopes: list[str] = Field(default_factory=list)
+    claim: str = Field(default="groups", min_length=1)
+    # A value of the claim → the toolsets it opens ("*": all, /mcp included).
+    toolsets: dict[str, list[str]] = Field(default_factory=dict)
+    default_toolsets: list[str] = Field(default_factory=lambda: ["*"])
+    # Seconds the issuer's keys are kept; an unknown key id fetches them again (key rotation).
+    jwks_cache_seconds: float = Field(default=300.0, gt=0)
+    # Seconds of clock difference tolerated on exp / nbf / iat.
+    leeway: float = Field(default=30.0, ge=0)
+
+
 class GatewaySettings(_ServiceSettings):
     """The MCP front door (``toolscout.gateway``): MCP over streamable HTTP at ``/mcp`` and
     ``/mcp/<toolset>``.
@@ -548,6 +573,8 @@ class GatewaySettings(_ServiceSettings):
     # Seconds a session without requests stays open (progressive and all modes).
     session_idle_timeout: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
+    # OAuth 2.1 resource server: JWTs of an identity provider (besides ``tokens``); unset: off.
+    oauth: GatewayOAuthSettings | None = None
 
     @field_validator("tokens")
     @classmethod

@@ -24,6 +24,7 @@ from toolscout_cli.connection import (
 from toolscout_kit.config import (
     ClientConfig,
     EmbedderSettings,
+    GatewayOAuthSettings,
     ModelConfig,
     OAuthConfig,
     RemoteServerConfig,
@@ -163,6 +164,15 @@ def test_the_oauth_table_lists_every_key_of_servers_auth() -> None:
         for name in re.findall(r"`([^`]+)`", row.split("|")[1])
     }
     assert documented == set(OAuthConfig.model_fields)
+
+
+def test_the_gateway_oauth_table_lists_every_key_of_gateway_oauth() -> None:
+    section = _section("The gateway behind your identity provider")
+    table = section[section.index("The keys of `toolscout.gateway.oauth`") :]
+    documented = {
+        re.findall(r"`([^`]+)`", row.split("|")[1])[0] for row in table.splitlines() if row.startswith("| `")
+    }
+    assert documented == set(GatewayOAuthSettings.model_fields)
 
 
 def test_the_exit_code_list_is_the_clis() -> None:
