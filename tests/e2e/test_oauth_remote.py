@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from cryptography.fernet import Fernet
 
@@ -198,3 +199,32 @@ def test_toolscout_up_authorizes_calls_and_leaks_no_secret(
     seen = log_file.read_text() + "".join(up.lines) + up.stderr + done.stdout + done.stderr
     assert "whoami" in seen or "protected" in seen  # the log was written
     assert not [s for s in secrets if s in seen]
+
+
+async def test_a_running_pool_refreshes_before_the_token_expires(tmp_path: Path) -> None:
+    # Tokens that live 12 s: the pool's health pings reach the server after the refresh point
+    # (a tenth of the lifetime before expiry), so a refresh must happen with no call at all.
+    with (
+        running_authorization_server(account="carol", access_token_ttl=12) as short,
+        running_protected_server(short.issuer) as server,
+    ):
+        env = {"TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")}
+        config = parse_config({"servers": {"short": {"url": server.url, "auth": {"headless": True}}}})
+        pool = McpPool(config, environ=env)
+        await pool.start(wait=60)
+        try:
+            first = await pool.call_tool(server="short", tool="whoami", arguments={})
+            assert first.content[0].text == "subject: carol"
+            await anyio.to_thread.run_sync(
+                lambda: short.lines.wait_for(
+                    lambda i: i.get("event") == "grant" and i.get("grant_type") == "refresh_token", 60
+                )
+            )
+            again = await pool.call_tool(server="short", tool="whoami", arguments={})
+            assert again.content[0].text == "subject: carol"
+            [status] = pool.list_servers()
+            assert status.restarts == 0
+        finally:
+            await pool.stop()
+        assert short.grants("authorization_code") == 1
+        assert short.grants("refresh_token") >= 1
