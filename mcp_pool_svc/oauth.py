@@ -15,9 +15,10 @@ leaves to its user:
   since ``OAuthToken`` carries no absolute expiry);
 - a client registered beforehand for the authorization code flow (the SDK has one for
   ``client_credentials`` only);
-- who approves: :class:`LoopbackApprover` (a person at a printed URL, the redirect caught on
-  127.0.0.1), :class:`HeadlessApprover` (fetches the URL itself, for authorization servers that
-  approve without a person) or :class:`NoApprover` (the pool: "run ``toolscout auth login``");
+- who approves (:mod:`mcp_pool_svc.oauth_approval`): :class:`LoopbackApprover` (a person at a
+  printed URL, the redirect caught on 127.0.0.1), :class:`HeadlessApprover` (fetches the URL
+  itself, for authorization servers that approve without a person) or :class:`NoApprover` (the
+  pool: "run ``toolscout auth login``");
 - a failed authorization ends the MCP request at once (the server's own 401) and is reported as
   :class:`AuthorizationError`, rather than the SDK's exception ending the transport's writer and
   the request waiting out its timeout.
@@ -25,14 +26,13 @@ leaves to its user:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-from urllib.parse import parse_qs, urljoin, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -50,8 +50,16 @@ from mcp.shared.auth import (
 from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import AnyUrl, ValidationError
 
+from mcp_pool_svc.oauth_approval import (
+    DEFAULT_REDIRECT_URI,
+    Approver,
+    AuthorizationError,
+    HeadlessApprover,
+    LoopbackApprover,
+    NoApprover,
+)
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
-from toolscout_kit.errors import FailedPreconditionError
+from toolscout_kit.logging import redact
 from toolscout_kit.token_store import STACK_PRINCIPAL, CredentialKey, TokenStore
 
 __all__ = [
@@ -67,136 +75,9 @@ __all__ = [
     "build_provider",
     "reporting_failure",
 ]
-
-# A loopback redirect (RFC 8252 §7.3); the same for every flow so that a client registered by one
-# (`toolscout auth login`) is usable by the next (the pool's refresh, a headless re-authorization).
-DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
 _CLIENT_NAME = "toolscout"
 # A token is refreshed this long before it expires (at most a tenth of its lifetime).
 _REFRESH_AHEAD = 60.0
-# How long a person has to approve at the printed URL.
-_APPROVAL_TIMEOUT = 300.0
-_HEADLESS_HOPS = 10
-
-
-class AuthorizationError(FailedPreconditionError):
-    """The server asked for an authorization the pool could not get (none stored, refused, failed)."""
-
-
-class Approver(Protocol):
-    """Gets an authorization URL approved and returns the redirect's parameters."""
-
-    redirect_uri: str
-
-    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult: ...
-
-
-def _result_from_redirect(location: str) -> AuthorizationCodeResult:
-    """The code, state and issuer of a redirect to us; an ``error`` redirect is a refusal.
-
-    Raises:
-        AuthorizationError: the authorization server refused (``error=...``) or sent no code.
-    """
-    query = parse_qs(urlsplit(location).query)
-    if "error" in query:
-        detail = query.get("error_description", query["error"])[0]
-        raise AuthorizationError(f"the authorization server refused: {query['error'][0]} ({detail})")
-    if "code" not in query:
-        raise AuthorizationError("the authorization server redirected back without a code")
-    return AuthorizationCodeResult(
-        code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
-    )
-
-
-@dataclass
-class HeadlessApprover:
-    """Fetches the authorization URL itself and follows the authorization server's redirects (with
-    its cookies) until one comes back to the redirect URI: for servers that approve without a person."""
-
-    redirect_uri: str = DEFAULT_REDIRECT_URI
-    timeout: float = 30.0
-
-    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
-        async with httpx2.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
-            url = authorization_url
-            for _ in range(_HEADLESS_HOPS):
-                try:
-                    response = await client.get(url)
-                except httpx2.HTTPError as err:
-                    raise AuthorizationError(
-                        f"the authorization server is unreachable: {type(err).__name__}"
-                    ) from None
-                location = response.headers.get("location")
-                if not response.is_redirect or not location:
-                    raise AuthorizationError(
-                        f"the authorization server wants a person (HTTP {response.status_code} at its "
-                        "authorization URL): authorize without --headless"
-                    )
-                url = urljoin(url, location)
-                if url.startswith(self.redirect_uri):
-                    return _result_from_redirect(url)
-        raise AuthorizationError("the authorization server redirected too many times")
-
-
-@dataclass
-class LoopbackApprover:
-    """Shows the authorization URL (``announce``) and waits for the browser's redirect on 127.0.0.1."""
-
-    announce: Callable[[str], None]
-    redirect_uri: str = DEFAULT_REDIRECT_URI
-    timeout: float = _APPROVAL_TIMEOUT
-
-    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
-        parts = urlsplit(self.redirect_uri)
-        arrived: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                line = (await reader.readline()).decode("latin-1").split(" ")
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass
-                target = line[1] if len(line) > 1 else ""
-                if urlsplit(target).path == parts.path and not arrived.done():
-                    arrived.set_result(target)
-                    body = b"toolscout: authorized. You can close this window.\n"
-                    status = b"200 OK"
-                else:
-                    body, status = b"not found\n", b"404 Not Found"
-                writer.write(
-                    b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-                )
-                await writer.drain()
-            finally:
-                writer.close()
-
-        try:
-            server = await asyncio.start_server(handle, parts.hostname, parts.port)
-        except OSError as err:
-            raise AuthorizationError(
-                f"cannot listen for the redirect on {parts.hostname}:{parts.port}: {err.strerror}"
-            ) from None
-        async with server:
-            self.announce(authorization_url)
-            try:
-                with anyio.fail_after(self.timeout):
-                    target = await arrived
-            except TimeoutError:
-                raise AuthorizationError(f"no authorization within {self.timeout:g}s") from None
-        return _result_from_redirect(urljoin(self.redirect_uri, target))
-
-
-@dataclass
-class NoApprover:
-    """Nobody to approve (a running pool): the server must be authorized beforehand."""
-
-    server: str
-    redirect_uri: str = DEFAULT_REDIRECT_URI
-
-    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
-        raise AuthorizationError(
-            f"server {self.server!r} needs an authorization: run `toolscout auth login {self.server}`"
-        )
 
 
 def _issuer_of(provider: OAuthClientProvider) -> str:
@@ -379,8 +260,9 @@ if not any(isinstance(f, _ReportedByUs) for f in _SDK_LOG.filters):
 
 
 def _describe(err: BaseException) -> str:
+    # The SDK's messages may quote an authorization server's answer: masked like a log line.
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {text}"[:300] if text else type(err).__name__
+    return redact(f"{type(err).__name__}: {text}")[:300] if text else type(err).__name__
 
 
 def build_provider(

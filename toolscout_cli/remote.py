@@ -48,6 +48,7 @@ from toolscout_cli.connection import (
 from toolscout_cli.output import Output, truncate
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
 from toolscout_kit.errors import ToolscoutError
+from toolscout_kit.logging import redact
 from toolscout_kit.names import unknown_name
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
 
@@ -102,7 +103,7 @@ def _failure(err: BaseException, url: str) -> CliError:
     else:
         first = str(err).splitlines()[0] if str(err).strip() else ""
         message = f"{url}: {type(err).__name__}: {first}"
-    return CliError(message, code)
+    return CliError(redact(message), code)
 
 
 async def _open_and(

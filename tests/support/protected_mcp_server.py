@@ -90,6 +90,8 @@ def build(issuer: str, url: str) -> MCPServer[Any]:
 async def main(issuer: str) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    # Listening before the URL is printed: a client that connects at once waits in the backlog.
+    sock.listen(128)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     app = build(issuer, url).streamable_http_app(host="127.0.0.1")
     print(json.dumps({"url": url}), flush=True)
