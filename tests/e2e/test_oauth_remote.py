@@ -8,18 +8,22 @@ The authorization server approves without a person, so everything authorizes hea
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from cryptography.fernet import Fernet
 
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.supervisor import ServerState
-from tests.support.cli_stack import UpProcess, run_cli
+from tests.support.cli_stack import CLI, UpProcess, run_cli
+from tests.support.mcp_servers import REPO_ROOT
 from tests.support.oauth_servers import (
     AuthServer,
     ProtectedServer,
@@ -228,3 +232,36 @@ async def test_a_running_pool_refreshes_before_the_token_expires(tmp_path: Path)
             await pool.stop()
         assert short.grants("authorization_code") == 1
         assert short.grants("refresh_token") >= 1
+
+
+def test_auth_login_waits_for_the_browsers_redirect_on_the_loopback(
+    protected: ProtectedServer, tmp_path: Path
+) -> None:
+    env = {**os.environ, "TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")}
+    env.pop("TOOLSCOUT_CONFIG", None)
+    config_file = _config(tmp_path / "config.json", protected.url)
+    login = subprocess.Popen(
+        [*CLI, "auth", "login", "protected", "--no-browser", "-c", str(config_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert login.stderr is not None
+        line = login.stderr.readline()  # blocks until the CLI prints the URL (bounded by its own timeout)
+        assert line.startswith("toolscout: authorize at: "), line
+        url = line.removeprefix("toolscout: authorize at: ").strip()
+        # The person's browser: the authorization server approves, then redirects to the CLI.
+        with httpx2.Client(follow_redirects=True, timeout=30) as browser:
+            page = browser.get(url)
+        assert page.status_code == 200
+        assert "authorized" in page.text
+        out, err = login.communicate(timeout=60)
+    finally:
+        if login.poll() is None:
+            login.kill()
+            login.communicate(timeout=10)
+    assert login.returncode == 0, err
+    assert out.strip() == "protected: authorized (1 tools)"
