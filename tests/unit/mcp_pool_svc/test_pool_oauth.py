@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import anyio
+import grpc
 import httpx2
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -20,7 +21,8 @@ from mcp_pool_svc.oauth import (
 )
 from tests.support.mcp_servers import free_port
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
-from toolscout_kit.token_store import TokenStore
+from toolscout_kit.status import status_for
+from toolscout_kit.token_store import TokenStore, TokenStoreError
 
 URL = "https://mcp.example/mcp"
 
@@ -106,3 +108,8 @@ def test_a_missing_client_secret_variable_is_named() -> None:
 
 def test_servers_without_auth_get_no_provider() -> None:
     assert RemoteAuth({}).provider("plain", RemoteServerConfig(url=URL)) is None
+
+
+def test_authorization_and_token_file_errors_are_failed_preconditions() -> None:
+    assert status_for(AuthorizationError("x")) == grpc.StatusCode.FAILED_PRECONDITION
+    assert status_for(TokenStoreError("x")) == grpc.StatusCode.FAILED_PRECONDITION
