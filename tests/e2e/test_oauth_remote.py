@@ -181,7 +181,7 @@ def test_toolscout_up_authorizes_calls_and_leaks_no_secret(
             {
                 "servers": {"protected": {"url": protected.url, "auth": {"type": "oauth", "headless": True}}},
                 "toolscout": {
-                    service: {"listen": "127.0.0.1:0", "metrics_port": -1}
+                    service: {"listen": "127.0.0.1:0", "metrics_port": 0 if service == "pool" else -1}
                     for service in ("pool", "discovery", "orchestrator", "gateway")
                 },
             }
@@ -190,18 +190,20 @@ def test_toolscout_up_authorizes_calls_and_leaks_no_secret(
     log_file = tmp_path / "stack.log"
     up = UpProcess(config_file, "--log-file", str(log_file), "--log-level", "DEBUG", env=env)
     try:
-        up.wait_ready(timeout=120)
+        ready = up.next_event("ready", timeout=120)
         states = up.server_states({"protected"}, timeout=60)
         assert states["protected"]["state"] == "ready", states
         done = run_cli("call", "protected__whoami", "-c", str(config_file), env=env)
         assert done.returncode == 0, done.stderr
         assert "subject: alice" in done.stdout
+        metrics = httpx2.get(ready["metrics"]["pool"], timeout=30).text
+        assert 'server="protected"' in metrics
     finally:
         up.stop()
     secrets = _secrets(TokenStore.from_env(env))
     assert secrets
-    seen = log_file.read_text() + "".join(up.lines) + up.stderr + done.stdout + done.stderr
-    assert "whoami" in seen or "protected" in seen  # the log was written
+    seen = log_file.read_text() + "".join(up.lines) + up.stderr + done.stdout + done.stderr + metrics
+    assert "protected" in log_file.read_text()  # the log was written
     assert not [s for s in secrets if s in seen]
 
 
