@@ -19,7 +19,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -33,6 +33,9 @@ from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry
 from toolscout_kit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcp_gateway_svc.resource_server import OAuthResourceServer
 
 __all__ = ["GatewayFront", "Guard", "Tenant", "Tenants"]
 
@@ -159,6 +162,7 @@ class GatewayFront:
         metrics: GatewayMetrics,
         max_body_bytes: int,
         ready: Callable[[], bool],
+        oauth: OAuthResourceServer | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._managers = managers
@@ -170,6 +174,8 @@ class GatewayFront:
         self._metrics = metrics
         self._ready = ready
         self._max_body = max_body_bytes
+        # toolscout.gateway.oauth: JWTs of an identity provider, besides the static tokens.
+        self._oauth = oauth
         # Requests being answered (not counting GET streams): shutdown lets them finish.
         self.inflight = 0
         self.idle = asyncio.Event()
@@ -195,6 +201,8 @@ class GatewayFront:
             await _plain(send, 200 if ok else 503, {"status": "ready" if ok else "not ready"})
         elif path == REPLICA_PATH:
             await _plain(send, 200, {"replica": self._replica.id})
+        elif self._oauth is not None and (metadata := self._oauth.metadata_for(path)) is not None:
+            await _plain(send, 200, metadata)
         elif _endpoint_key(path) is None:
             await _reply(send, 404, "not found: the MCP endpoints are /mcp and /mcp/<toolset>")
         else:
@@ -215,8 +223,16 @@ class GatewayFront:
             await self._reject(send, *problem)
             return None
         tenant: Tenant | None = None
-        if self._tenants.enabled:
+        if self._tenants.enabled or self._oauth is not None:
             tenant = self._tenants.authenticate(headers.get("authorization"))
+            if tenant is None and self._oauth is not None:
+                verdict = await self._oauth.authenticate(headers.get("authorization"), path)
+                if not isinstance(verdict, Tenant):
+                    await self._reject(
+                        send, verdict.status, verdict.reason, verdict.message, headers=verdict.headers
+                    )
+                    return None
+                tenant = verdict
             if tenant is None:
                 given = headers.get("authorization") is not None
                 challenge = 'Bearer realm="toolscout"' + (', error="invalid_token"' if given else "")

@@ -59,8 +59,8 @@ class GatewayMetrics:
         )
         self.rejections = m.counter(
             "http_rejections",
-            "HTTP requests refused before MCP, by reason (unauthorized, forbidden_toolset, "
-            "unknown_toolset, bad_origin, bad_host, too_large, unknown_session).",
+            "HTTP requests refused before MCP, by reason (unauthorized, insufficient_scope, "
+            "forbidden_toolset, unknown_toolset, bad_origin, bad_host, too_large, unknown_session).",
             "reason",
         )
         self.search_seconds = m.histogram(

@@ -51,6 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.oauth import RemoteAuth
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.server_logs import StderrLog
@@ -138,6 +139,7 @@ class McpPool:
             max_line_bytes=reply_line_limit(self._settings.max_result_bytes),
             http_clients=self._http,
             reaper=self._reaper,
+            remote_auth=RemoteAuth(os.environ if environ is None else environ),
         )
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}

@@ -44,6 +44,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
+from mcp_pool_svc.oauth import OAuthProvider, RemoteAuth, reporting_failure
 from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
@@ -185,6 +186,7 @@ def _transport(
     max_line_bytes: int,
     http_clients: HttpClients | None,
     reaper: Reaper,
+    auth: OAuthProvider | None = None,
 ) -> AbstractAsyncContextManager[Any]:
     if isinstance(config, StdioServerConfig):
         cwd = Path(os.path.expanduser(config.cwd)) if config.cwd else base_dir
@@ -200,7 +202,7 @@ def _transport(
             max_line_bytes=max_line_bytes,
             reaper=reaper,
         )
-    return _remote_transport(config, http_clients)
+    return _remote_transport(config, http_clients, auth)
 
 
 class HttpClients:
@@ -236,24 +238,32 @@ class HttpClients:
 
 @asynccontextmanager
 async def _remote_transport(
-    config: RemoteServerConfig, http_clients: HttpClients | None
+    config: RemoteServerConfig, http_clients: HttpClients | None, auth: OAuthProvider | None = None
 ) -> AsyncIterator[Any]:
+    # A server with OAuth (``auth``) has a client of its own: its credentials are its alone.
     if config.resolved_transport == "sse":
-        async with sse_client(
-            config.url,
-            headers=config.headers,
-            timeout=config.connect_timeout,
-            sse_read_timeout=_SSE_READ_TIMEOUT,
-        ) as streams:
+        async with (
+            sse_client(
+                config.url,
+                headers=config.headers,
+                timeout=config.connect_timeout,
+                sse_read_timeout=_SSE_READ_TIMEOUT,
+                auth=auth,
+            ) as streams,
+            reporting_failure(auth),
+        ):
             yield streams
         return
-    if http_clients is not None:
+    if http_clients is not None and auth is None:
         async with streamable_http_client(config.url, http_client=http_clients.get(config)) as streams:
             yield streams
         return
     own = HttpClients()
     try:
-        async with streamable_http_client(config.url, http_client=own.get(config)) as streams:
+        client = own.get(config)
+        if auth is not None:
+            client.auth = auth
+        async with streamable_http_client(config.url, http_client=client) as streams, reporting_failure(auth):
             yield streams
     finally:
         await own.aclose()
@@ -282,6 +292,7 @@ def make_connector(
     max_line_bytes: int,
     http_clients: HttpClients | None = None,
     reaper: Reaper | None = None,
+    remote_auth: RemoteAuth | None = None,
 ) -> Connector:
     """The real connector: stdio paths resolve against ``base_dir`` (the config file's folder).
 
@@ -290,7 +301,8 @@ def make_connector(
     exits, the exit event carries its last stderr line (masked): usually the reason it could not
     start ("ModuleNotFoundError: ..."). Streamable-HTTP servers share the clients of
     ``http_clients`` (each connection opens its own without it). Stdio servers' processes are
-    reaped by ``reaper`` (one of its own without it).
+    reaped by ``reaper`` (one of its own without it). Remote servers configured with ``auth``
+    authorize through ``remote_auth`` (OAuth 2.1, see :mod:`mcp_pool_svc.oauth`).
     """
     reaper = reaper or Reaper()
 
@@ -310,6 +322,9 @@ def make_connector(
                 detail = f"{detail}; its last stderr line: {line}"
             on_event(kind, detail)
 
+        auth = None
+        if remote_auth is not None and isinstance(config, RemoteServerConfig):
+            auth = remote_auth.provider(name, config)
         return open_connection(
             config,
             event,
@@ -318,6 +333,7 @@ def make_connector(
             max_line_bytes=max_line_bytes,
             http_clients=http_clients,
             reaper=reaper,
+            auth=auth,
         )
 
     return connect
@@ -429,10 +445,13 @@ async def open_connection(
     max_line_bytes: int,
     http_clients: HttpClients | None = None,
     reaper: Reaper | None = None,
+    auth: OAuthProvider | None = None,
 ) -> AsyncIterator[Connection]:
-    """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``.
+    """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``; a remote
+    server is authorized with ``auth`` when given (OAuth 2.1, :mod:`mcp_pool_svc.oauth`).
 
     Raises:
+        mcp_pool_svc.oauth.AuthorizationError: the server wants an authorization that failed.
         TimeoutError: the server did not answer ``server/discover`` or ``initialize`` in time.
         OSError: the command could not be started.
         mcp.MCPError: the server refused or closed the connection.
@@ -449,6 +468,7 @@ async def open_connection(
                 max_line_bytes=max_line_bytes,
                 http_clients=http_clients,
                 reaper=reaper or Reaper(),
+                auth=auth,
             )
         )
         relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)

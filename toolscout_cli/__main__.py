@@ -133,6 +133,45 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
     p.add_argument("--log-level", default=None, help="override toolscout.log_level")
 
 
+def _remote_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``connect`` and ``auth``: the commands that talk to an MCP server directly, as the pool does."""
+
+    def authorization(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--headless",
+            action="store_true",
+            help="fetch the authorization URL here instead of in a browser (for authorization servers "
+            "that approve without a person, as test servers do)",
+        )
+        p.add_argument("--no-browser", action="store_true", help="only print the authorization URL")
+
+    p = command(
+        "connect",
+        "connect to one MCP server as the pool would (authorizing with OAuth 2.1 if it asks), print "
+        "its revision, capabilities and tools, optionally call one",
+    )
+    p.add_argument("url", help="the server's URL (streamable HTTP; SSE when it ends in /sse)")
+    p.add_argument("--call", metavar="TOOL", help="call this tool once connected")
+    p.add_argument("--args", default="", metavar="JSON", help="the call's arguments, a JSON object")
+    authorization(p)
+    p.add_argument(
+        "--client-id", metavar="ID", help="a client registered beforehand at the authorization server"
+    )
+    p.add_argument("--client-secret", metavar="SECRET", help="that client's secret")
+    p.add_argument(
+        "--client-metadata-url",
+        metavar="URL",
+        help="an https URL of this client's metadata document, used as its client id where the "
+        "authorization server supports that (instead of registering)",
+    )
+    p.add_argument("--scope", action="append", metavar="SCOPE", help="a scope to ask for (repeatable)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="connect and call timeout")
+    p = command("auth", "the stack's OAuth authorization of a configured server (the tokens the pool uses)")
+    p.add_argument("action", choices=("login", "status", "logout"))
+    p.add_argument("server", nargs="?", help="a server of the config (status: every one with auth)")
+    authorization(p)
+
+
 def _version() -> str:
     # The installed distributions' versions, both built from toolscout/client/_version.py.
     return (
@@ -203,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _toolset_options(p, "toolset the chat may use")
     p.add_argument("--system", help="system prompt (overrides the model's template)")
     p.add_argument("--show-reasoning", action="store_true", help="show the model's reasoning as it streams")
+    _remote_commands(command)
     p = command("tokens", "tool-definition tokens with and without discovery, per server")
     p.add_argument("--toolset", help="toolset (default: every tool)")
     p.add_argument(
@@ -355,6 +395,11 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             pool_target=args.pool_target,
             discovery_target=args.discovery_target,
         )
+    if args.command in ("connect", "auth"):
+        # Lazily: the MCP SDK's imports, which the stack's query commands never need.
+        from toolscout_cli.remote import run_auth, run_connect  # noqa: PLC0415
+
+        return run_connect(args, out) if args.command == "connect" else run_auth(args, out)
     targets = resolve_targets(args)
     handler = run_chat if args.command == "chat" else COMMANDS[args.command]
     try:

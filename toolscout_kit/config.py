@@ -46,8 +46,10 @@ __all__ = [
     "EmbedderSettings",
     "ExcludeSpec",
     "GatewayMode",
+    "GatewayOAuthSettings",
     "GatewaySettings",
     "ModelConfig",
+    "OAuthConfig",
     "OrchestratorSettings",
     "PoolSettings",
     "RemoteServerConfig",
@@ -236,12 +238,63 @@ class StdioServerConfig(_ServerCommon):
         return value
 
 
+class OAuthConfig(_Strict):
+    """How the pool authorizes itself to a remote server with OAuth 2.1 (``servers.<name>.auth``).
+
+    ``auth: oauth`` alone: discovery from the server's 401 (RFC 9728, RFC 8414), dynamic client
+    registration (or a Client ID Metadata Document with ``client_metadata_url``), and tokens from
+    ``toolscout auth login NAME`` (the authorization code flow with PKCE). ``client_id`` (with
+    ``client_secret_env``, the variable holding its secret) is a client registered beforehand;
+    ``grant: client_credentials`` is a machine identity that needs no person at all.
+    """
+
+    type: Literal["oauth"] = "oauth"
+    client_id: str | None = Field(default=None, min_length=1)
+    # The environment variable with the pre-registered client's secret (never the secret itself).
+    client_secret_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # Scopes to ask for; unset: the server's challenge or metadata decides (the MCP spec's order).
+    scopes: list[str] | None = None
+    # Each user's own authorization instead of the stack's (see the README: not yet served).
+    per_user: Flag = False
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    # The authorization server that issued client_id (client_credentials: tokens are only
+    # requested from it, whatever the MCP server points at).
+    issuer: str | None = Field(default=None, pattern=r"^https?://")
+    # An https URL of this client's metadata document (CIMD), used where the server supports it.
+    client_metadata_url: str | None = Field(default=None, pattern=r"^https://[^/]+/.+")
+    # The pool fetches the authorization URL itself when it has no token (only for authorization
+    # servers that approve without a person, as test servers do); otherwise run `toolscout auth login`.
+    headless: Flag = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OAuthConfig:
+        if self.grant == "client_credentials" and (
+            self.client_id is None or self.client_secret_env is None or self.issuer is None
+        ):
+            raise ValueError("grant client_credentials needs client_id, client_secret_env and issuer")
+        if self.client_secret_env is not None and self.client_id is None:
+            raise ValueError("client_secret_env without client_id: set the pre-registered client's id")
+        if self.per_user:
+            raise ValueError(
+                "per_user: calling a server with each user's own token is not available yet; "
+                "use the stack's authorization (per_user: false)"
+            )
+        return self
+
+
+def _auth_shorthand(value: Any) -> Any:
+    # `auth: oauth` is `auth: {type: oauth}`.
+    return {"type": value} if isinstance(value, str) else value
+
+
 class RemoteServerConfig(_ServerCommon):
     """An MCP server reached over SSE or streamable HTTP (casual-mcp's ``http``)."""
 
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
     transport: Literal["streamable-http", "sse", "http"] | None = None
+    # toolscout: OAuth 2.1 authorization of the pool to this server (``oauth`` or an object).
+    auth: Annotated[OAuthConfig, BeforeValidator(_auth_shorthand)] | None = None
 
     @property
     def resolved_transport(self) -> Literal["streamable-http", "sse"]:
@@ -465,6 +518,30 @@ GatewayMode = Literal["meta", "progressive", "all"]
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
 
 
+class GatewayOAuthSettings(_Strict):
+    """The gateway as an OAuth 2.1 resource server (``toolscout.gateway.oauth``), besides tokens.
+
+    A bearer token that is not one of ``tokens`` must be a JWT from ``issuer`` (its signature
+    checked against the issuer's JWKS), for the gateway (``aud``: ``audience`` or the endpoint's
+    URL under it), not expired, with every scope of ``required_scopes``. Its ``sub`` is the
+    principal; the values of its ``claim`` (a string or a list: groups, roles) pick toolsets through
+    ``toolsets``, and every valid token gets ``default_toolsets``.
+    """
+
+    issuer: str = Field(pattern=r"^https?://")
+    # The gateway's public URL (scheme://host[:port]); an endpoint's resource is this + its path.
+    audience: str = Field(pattern=r"^https?://[^/]+/?$")
+    required_scopes: list[str] = Field(default_factory=list)
+    claim: str = Field(default="groups", min_length=1)
+    # A value of the claim → the toolsets it opens ("*": all, /mcp included).
+    toolsets: dict[str, list[str]] = Field(default_factory=dict)
+    default_toolsets: list[str] = Field(default_factory=lambda: ["*"])
+    # Seconds the issuer's keys are kept; an unknown key id fetches them again (key rotation).
+    jwks_cache_seconds: float = Field(default=300.0, gt=0)
+    # Seconds of clock difference tolerated on exp / nbf / iat.
+    leeway: float = Field(default=30.0, ge=0)
+
+
 class GatewaySettings(_ServiceSettings):
     """The MCP front door (``toolscout.gateway``): MCP over streamable HTTP at ``/mcp`` and
     ``/mcp/<toolset>``.
@@ -500,6 +577,8 @@ class GatewaySettings(_ServiceSettings):
     # Seconds a session without requests stays open (progressive and all modes).
     session_idle_timeout: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
+    # OAuth 2.1 resource server: JWTs of an identity provider (besides ``tokens``); unset: off.
+    oauth: GatewayOAuthSettings | None = None
 
     @field_validator("tokens")
     @classmethod

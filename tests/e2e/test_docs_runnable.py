@@ -11,6 +11,7 @@ documented `-c examples/casual_mcp_config.json` finds a stack that is not on the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -36,6 +37,7 @@ from tests.support.discovery_catalogs import EXAMPLE_TOOLS
 from tests.support.doc_blocks import DOCS, DocBlock, blocks, output_matches
 from tests.support.fake_provider import FakeProvider, Reply
 from tests.support.mcp_servers import REPO_ROOT
+from tests.support.oauth_servers import running_authorization_server, running_protected_server
 
 pytestmark = pytest.mark.e2e
 
@@ -197,6 +199,17 @@ def test_a_runnable_documentation_block_runs_as_written(
     block: DocBlock, stack: dict[str, str], tmp_path: Path
 ) -> None:
     env = reader_env(stack)
+    with contextlib.ExitStack() as servers:
+        if block.detail == "oauth-test-servers":
+            # The README's OAuth example: the test authorization server and the MCP server behind it.
+            auth_server = servers.enter_context(running_authorization_server())
+            protected = servers.enter_context(running_protected_server(auth_server.issuer))
+            env["OAUTH_TEST_SERVER_URL"] = protected.url
+            env["TOOLSCOUT_TOKEN_FILE"] = str(tmp_path / "oauth-tokens.json")
+        _run_block(block, env, tmp_path)
+
+
+def _run_block(block: DocBlock, env: dict[str, str], tmp_path: Path) -> None:
     if block.detail == "app-venv":
         # The reader's own application's environment, activated.
         venv = tmp_path / "app-venv"

@@ -24,11 +24,21 @@ def main() -> int:
         memory_bin,
         ts_sdk_dir,
     )
+    from tests.support.oauth_servers import (
+        CONFORMANCE_PACKAGE,
+        CONFORMANCE_VERSION,
+        OIDC_PROVIDER_PACKAGE,
+        OIDC_PROVIDER_VERSION,
+        conformance_bin,
+        oidc_provider_module,
+    )
 
     steps = [
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
         (f"npm: {TS_SDK_PACKAGE}@{TS_SDK_VERSION}", ts_sdk_dir),
+        (f"npm (Node 24): {CONFORMANCE_PACKAGE}@{CONFORMANCE_VERSION}", conformance_bin),
+        (f"npm (Node 24): {OIDC_PROVIDER_PACKAGE}@{OIDC_PROVIDER_VERSION}", oidc_provider_module),
         ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
         ("Debian: buildah, debootstrap (the image test)", ensure_image_tools),

@@ -21,7 +21,12 @@ def test_every_code_block_is_marked_runnable_or_says_why_not(path: str) -> None:
 @pytest.mark.parametrize("path", DOCS)
 def test_runnable_blocks_are_shell_or_python(path: str) -> None:
     runnable = [b for b in blocks(REPO_ROOT, path) if b.marker == "runnable"]
-    assert {(b.language, b.detail) for b in runnable} <= {("bash", ""), ("python", ""), ("bash", "app-venv")}
+    assert {(b.language, b.detail) for b in runnable} <= {
+        ("bash", ""),
+        ("python", ""),
+        ("bash", "app-venv"),
+        ("bash", "oauth-test-servers"),
+    }
 
 
 @pytest.mark.parametrize("path", DOCS)

@@ -24,7 +24,9 @@ from toolscout_cli.connection import (
 from toolscout_kit.config import (
     ClientConfig,
     EmbedderSettings,
+    GatewayOAuthSettings,
     ModelConfig,
+    OAuthConfig,
     RemoteServerConfig,
     StdioServerConfig,
     ToolscoutSettings,
@@ -150,6 +152,27 @@ def test_the_additions_table_lists_every_key_toolscout_adds_to_casual_mcps_secti
         "clients": set(ClientConfig.model_fields) - casual["clients"],
     }
     assert _documented_per_entry_keys() == ours
+
+
+def test_the_oauth_table_lists_every_key_of_servers_auth() -> None:
+    section = _section("Remote servers with OAuth")
+    table = section[section.index("The keys of `servers.<name>.auth`") : section.index("A running pool")]
+    documented = {
+        name
+        for row in table.splitlines()
+        if row.startswith("| `")
+        for name in re.findall(r"`([^`]+)`", row.split("|")[1])
+    }
+    assert documented == set(OAuthConfig.model_fields)
+
+
+def test_the_gateway_oauth_table_lists_every_key_of_gateway_oauth() -> None:
+    section = _section("The gateway behind your identity provider")
+    table = section[section.index("The keys of `toolscout.gateway.oauth`") :]
+    documented = {
+        re.findall(r"`([^`]+)`", row.split("|")[1])[0] for row in table.splitlines() if row.startswith("| `")
+    }
+    assert documented == set(GatewayOAuthSettings.model_fields)
 
 
 def test_the_exit_code_list_is_the_clis() -> None:

