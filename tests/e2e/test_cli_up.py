@@ -47,9 +47,11 @@ def test_up_reports_each_server_serves_metrics_and_stops_on_ctrl_c_leaving_no_pr
     finally:
         code = up.stop(signal.SIGINT)
     assert code == 0, up.stderr
-    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator", "gateway"}
+    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator", "gateway", "console"}
     assert set(ready["metrics"]) == {"pool", "discovery", "orchestrator", "gateway"}
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", ready["endpoints"]["gateway"])
+    # The web console, on the gateway's port (served on loopback by default).
+    assert ready["endpoints"]["console"] == ready["endpoints"]["gateway"].removesuffix("/mcp") + "/console"
     assert {name: s["state"] for name, s in servers.items() if name != "broken"} == {
         "notes": "ready",
         "time": "ready",
