@@ -1,14 +1,15 @@
 """The web console's pages in a real browser: a screenshot of each, and its first paint.
 
     uv run --frozen python bench/console_pages.py [--catalog livemcpbench|examples] [--runs 5]
-        [--screenshots DIR]
+        [--search hybrid|bm25] [--screenshots DIR]
 
 Starts ``toolscout up`` (a subprocess, free ports) and drives Debian's Chromium through Playwright
 (tests/support/browser.py). With ``--catalog livemcpbench`` (the default) the pool connects to the
 527 real tools of ``../shared/data/livemcpbench.tools.jsonl``, served by their 70 servers as MCP
 servers over streamable HTTP in a helper process (bench/mcp_fleet.py's server, one per
 livemcpbench server), every server deferred; with ``examples`` it is the example config's
-servers. The chat page runs one scripted turn against the fake OpenAI provider first
+servers. Search is hybrid by default (the bundled local embedder of the ``embeddings`` extra,
+waited for until the catalog is embedded), so the search page shows cosine similarities. The chat page runs one scripted turn against the fake OpenAI provider first
 (search_tools, a tool call, an answer), so its side panel is filled.
 
 First paint is the browser's own ``first-contentful-paint`` entry of each page load (navigation
@@ -16,7 +17,7 @@ start to the first text or image painted: the gateway rendering the page include
 loads per page after one warm-up; printed and saved to bench/results/console.json.
 
 The README's screenshots: ``uv run --frozen python bench/console_pages.py --catalog examples
---screenshots docs/console`` (tests/e2e/test_console_browser.py takes the same page visits).
+--screenshots bench/results/console`` (tests/e2e/test_console_browser.py takes the same page visits).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -66,13 +68,22 @@ def first_paint_ms(page: Any) -> float:
     return float(value)
 
 
-def visit_pages(page: Any, console_url: str, screenshots: Path | None = None) -> dict[str, float]:
+def response_ms(page: Any) -> float:
+    """The last navigation's time to the first byte of its answer (the gateway's part), in ms."""
+    return float(page.evaluate("() => performance.getEntriesByType('navigation')[0].responseStart"))
+
+
+def visit_pages(
+    page: Any, console_url: str, screenshots: Path | None = None, responses: dict[str, float] | None = None
+) -> dict[str, float]:
     """Loads every page once; its first paint (ms) by name, and a full-page PNG ``<name>.png`` in
-    ``screenshots``."""
+    ``screenshots``; ``responses`` gets each page's time to its first byte."""
     painted: dict[str, float] = {}
     for name, path in PAGES:
         page.goto(console_url + path, wait_until="load")
         painted[name] = first_paint_ms(page)
+        if responses is not None:
+            responses[name] = response_ms(page)
         if screenshots is not None:
             page.screenshot(path=str(screenshots / f"{name}.png"), full_page=True)
     return painted
@@ -145,13 +156,23 @@ async def _run_manager(manager: Any, *, task_status: Any) -> None:
         await asyncio.Event().wait()
 
 
+def _config_name(name: str, index: int) -> str:
+    """A config server name (no spaces, at most 64 characters) for a livemcpbench server name."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:56]
+    return f"{slug or 'server'}-{index}"
+
+
 def _livemcp_config(path: Path, base_url: str, provider_url: str) -> Path:
     from tests.support.cli_stack import stack_config
 
     stack_config(path, provider_url=provider_url)
     config = json.loads(path.read_text())
     config["servers"] = {
-        name: {"url": f"{base_url}/{index}/mcp", "transport": "streamable-http", "defer_loading": True}
+        _config_name(name, index): {
+            "url": f"{base_url}/{index}/mcp",
+            "transport": "streamable-http",
+            "defer_loading": True,
+        }
         for index, name in enumerate(sorted(_livemcp_servers()))
     }
     config["tool_sets"] = {}
@@ -197,13 +218,21 @@ def _chat_once(page: Any, console_url: str, fake: Any) -> None:
     page.locator("#turns .turn.done").first.wait_for(timeout=60_000)
 
 
+def _with_search(config: Path, mode: str) -> None:
+    """``toolscout.search.mode`` set, and discovery's metrics served (its mode gauge is waited on)."""
+    data = json.loads(config.read_text())
+    data["toolscout"].setdefault("search", {})["mode"] = mode
+    data["toolscout"]["discovery"]["metrics_port"] = 0
+    config.write_text(json.dumps(data))
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from tests.support.browser import launch_chromium
-    from tests.support.cli_stack import ThreadedProvider, UpProcess
+    from tests.support.cli_stack import ThreadedProvider, UpProcess, wait_for_search_mode
 
-    results: dict[str, Any] = {"catalog": args.catalog, "runs": args.runs}
+    results: dict[str, Any] = {"catalog": args.catalog, "search": args.search, "runs": args.runs}
     with tempfile.TemporaryDirectory() as tmp, ThreadedProvider() as fake:
         fleet = None
         if args.catalog == "livemcpbench":
@@ -218,11 +247,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             config = _livemcp_config(Path(tmp) / "config.json", base, fake.openai_base_url)
         else:
             config = _examples_config(Path(tmp) / "config.json", fake.openai_base_url)
+        _with_search(config, args.search)
         up = UpProcess(config, env={"TOOLSCOUT_RUNTIME_DIR": tmp})
         try:
-            console = up.wait_ready(timeout=300)["console"]
+            ready = up.next_event("ready", timeout=300)
+            console = ready["endpoints"]["console"]
             names = set(json.loads(config.read_text())["servers"])
             up.server_states(names, timeout=300)
+            wait_for_search_mode(ready["metrics"]["discovery"], args.search, timeout=600)
             with sync_playwright() as playwright:
                 browser = launch_chromium(playwright)
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -238,9 +270,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     page.screenshot(path=str(args.screenshots / "chat.png"), full_page=True)
                 visit_pages(page, console)  # warm-up
                 samples: dict[str, list[float]] = defaultdict(list)
+                first_byte: dict[str, list[float]] = defaultdict(list)
                 for _ in range(args.runs):
-                    for name, ms in visit_pages(page, console).items():
+                    responses: dict[str, float] = {}
+                    for name, ms in visit_pages(page, console, responses=responses).items():
                         samples[name].append(ms)
+                        first_byte[name].append(responses[name])
                 results["tools"] = (
                     page.locator("tr[data-tool]").count() if page.goto(console + "/catalog") else 0
                 )
@@ -251,7 +286,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 fleet.kill()
                 fleet.wait(10)
     results["first_paint_ms"] = {
-        name: {"median": round(statistics.median(v), 1), "max": round(max(v), 1), "runs": v}
+        name: {
+            "median": round(statistics.median(v), 1),
+            "max": round(max(v), 1),
+            "runs": v,
+            "first_byte_median": round(statistics.median(first_byte[name]), 1),
+        }
         for name, v in samples.items()
     }
     results["load_average"] = os.getloadavg()
@@ -264,6 +304,9 @@ def main() -> None:
     )
     parser.add_argument("--catalog", choices=("livemcpbench", "examples"), default="livemcpbench")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--search", choices=("bm25", "hybrid"), default="hybrid", help="toolscout.search.mode"
+    )
     parser.add_argument("--screenshots", type=Path, help="save a PNG of each page here")
     if len(sys.argv) == 3 and sys.argv[1] == "serve-livemcp":
         serve_livemcp(Path(sys.argv[2]))
@@ -271,7 +314,10 @@ def main() -> None:
     args = parser.parse_args()
     results = run(args)
     for name, figures in results["first_paint_ms"].items():
-        print(f"{name:<8} first paint median {figures['median']:7.1f} ms   max {figures['max']:7.1f} ms")
+        print(
+            f"{name:<8} first paint median {figures['median']:7.1f} ms   max {figures['max']:7.1f} ms"
+            f"   (first byte median {figures['first_byte_median']:7.1f} ms)"
+        )
     print(f"load average {results['load_average']}")
     if args.catalog == "livemcpbench":
         RESULTS.write_text(json.dumps(results, indent=2) + "\n")

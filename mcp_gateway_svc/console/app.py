@@ -91,6 +91,7 @@ class Console:
                         Route("/servers", page(self._servers)),
                         Route("/servers/events", page(self._server_events)),
                         Route("/catalog", page(self._catalog)),
+                        Route("/catalog/schema", page(self._schema)),
                         Route("/search", page(self._search)),
                         Route("/chat", page(self._chat_page)),
                         Route("/chat/send", page(self._chat_send, post=True), methods=["POST"]),
@@ -259,6 +260,19 @@ class Console:
             problem=problem,
             page="catalog",
         )
+
+    async def _schema(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
+        toolset = self._toolset(request, viewer)
+        tool = request.query_params.get("tool", "")
+        if toolset is None or not tool:
+            return PlainTextResponse("not found", 404)
+        try:
+            schema = await self.data.schema(toolset, tool)
+        except ToolscoutClientError as err:
+            return PlainTextResponse(problem_text(err), 502)
+        if schema is None:
+            return PlainTextResponse("not found", 404)
+        return PlainTextResponse(schema, media_type="application/json")
 
     async def _search(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
         params = request.query_params

@@ -246,6 +246,11 @@ def test_a_tenant_token_sees_only_its_toolsets_and_may_not_chat(browser: Any, st
     for path in ("/catalog?toolset=", "/search?q=note&toolset=", "/tokens?toolset="):
         page.goto(stack.console + path)
         expect(page.locator(".problem")).to_contain_text("No such toolset here.")
+    # A tool's schema is given for the toolset's own tools only.
+    schema = stack.console + "/catalog/schema?toolset=weather_only&tool="
+    assert page.request.get(schema + "weather__get_forecast").status == 200
+    assert page.request.get(schema + "notes__add_note").status == 404
+    assert page.request.get(stack.console + "/catalog/schema?toolset=&tool=notes__add_note").status == 404
     page.goto(stack.console + "/search?q=note&server=notes&toolset=weather_only")
     expect(page.locator(".problem")).to_contain_text("No such server here.")
     assert page.goto(stack.console + "/chat") is not None

@@ -172,6 +172,24 @@ async function send(form) {
   }
 }
 
+// --- catalog: a tool's input schema is fetched when its row is opened ---------------------------
+function setUpSchemas() {
+  document.addEventListener("toggle", async (event) => {
+    const details = event.target;
+    if (!(details instanceof HTMLDetailsElement) || !details.open || !details.dataset.schema) return;
+    const pre = details.querySelector("pre");
+    const url = details.dataset.schema;
+    delete details.dataset.schema;  // once
+    try {
+      const response = await fetch(url);
+      pre.textContent = response.ok ? await response.text() : "(not available: " + response.status + ")";
+    } catch (err) {
+      pre.textContent = "(not available: " + err + ")";
+      details.dataset.schema = url;
+    }
+  }, true);
+}
+
 function setUpChat() {
   const form = document.getElementById("chat-form");
   if (!form) return;
@@ -181,4 +199,4 @@ function setUpChat() {
   });
 }
 
-document.addEventListener("DOMContentLoaded", () => { followServers(); setUpChat(); });
+document.addEventListener("DOMContentLoaded", () => { followServers(); setUpSchemas(); setUpChat(); });
