@@ -20,9 +20,11 @@ from toolscout.client import (
     AsyncDiscoveryClient,
     AsyncPoolClient,
     InvalidArgumentError,
+    Manifest,
     NotFoundError,
     ServerStatus,
     Tool,
+    ToolPlan,
     ToolscoutClientError,
     UnavailableError,
 )
@@ -127,21 +129,18 @@ class ConsoleData:
             query, toolset=toolset, server_name=server, max_results=limit, deadline=10.0
         )
 
+    async def _counted(self, toolset: str, provider: str) -> tuple[ToolPlan, Manifest]:
+        plan, manifest = await asyncio.gather(
+            self.discovery.plan_tools(toolset, provider=provider, deadline=10.0),
+            self.discovery.get_manifest(toolset, provider=provider, deadline=10.0),
+        )
+        return plan, manifest
+
     async def tokens(self, toolset: str) -> list[dict[str, Any]]:
         """Definition tokens with and without discovery, per provider's encoding and server."""
         out = []
-        answers = await asyncio.gather(
-            *(
-                call
-                for provider in _PROVIDERS
-                for call in (
-                    self.discovery.plan_tools(toolset, provider=provider, deadline=10.0),
-                    self.discovery.get_manifest(toolset, provider=provider, deadline=10.0),
-                )
-            )
-        )
-        for k, provider in enumerate(_PROVIDERS):
-            plan, manifest = answers[2 * k], answers[2 * k + 1]
+        answers = await asyncio.gather(*(self._counted(toolset, provider) for provider in _PROVIDERS))
+        for provider, (plan, manifest) in zip(_PROVIDERS, answers, strict=True):
             loaded = sum(s.loaded_tokens for s in manifest.servers)
             out.append(
                 {
