@@ -119,11 +119,15 @@ class Console:
         return (found, False) if found is not None else (self.access.sessions.new(), True)
 
     @staticmethod
-    def _finish(response: Response, session: ConsoleSession, new: bool) -> Response:
+    def _finish(request: Request, response: Response, session: ConsoleSession, new: bool) -> Response:
         for name, value in _SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         if new:
-            response.set_cookie(COOKIE, session.sid, path=PREFIX, httponly=True, samesite="strict")
+            # Behind a TLS-terminating proxy the scheme says https only if the proxy says so.
+            secure = request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
+            response.set_cookie(
+                COOKIE, session.sid, path=PREFIX, httponly=True, samesite="strict", secure=secure
+            )
         return response
 
     def _page(self, handler: Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
@@ -131,7 +135,7 @@ class Console:
             session, new = self._session(request)
             if post and not await self._post_ok(request, session):
                 return self._finish(
-                    PlainTextResponse("forbidden: not sent from the console", 403), session, new
+                    request, PlainTextResponse("forbidden: not sent from the console", 403), session, new
                 )
             viewer = self.access.viewer(request, session)
             if viewer is None:
@@ -139,8 +143,8 @@ class Console:
                     response: Response = PlainTextResponse("sign in first", 401)
                 else:
                     response = RedirectResponse(f"{PREFIX}/login", 303)
-                return self._finish(response, session, new)
-            return self._finish(await handler(request, session, viewer), session, new)
+                return self._finish(request, response, session, new)
+            return self._finish(request, await handler(request, session, viewer), session, new)
 
         return endpoint
 
@@ -168,32 +172,34 @@ class Console:
     async def _login(self, request: Request) -> Response:
         session, new = self._session(request)
         if not self.access.needs_sign_in:
-            return self._finish(RedirectResponse(f"{PREFIX}/servers", 303), session, new)
+            return self._finish(request, RedirectResponse(f"{PREFIX}/servers", 303), session, new)
         error = ""
         if request.method == "POST":
             if not await self._post_ok(request, session):
                 return self._finish(
-                    PlainTextResponse("forbidden: not sent from the console", 403), session, new
+                    request, PlainTextResponse("forbidden: not sent from the console", 403), session, new
                 )
             tenant = self.access.sign_in(str((await request.form()).get("token", "")).strip())
             if tenant is not None:
                 # A new session id on sign-in: an id planted before it is worth nothing after.
                 self.access.sessions.drop(session)
                 fresh = self.access.sessions.new(tenant)
-                return self._finish(RedirectResponse(f"{PREFIX}/servers", 303), fresh, True)
+                return self._finish(request, RedirectResponse(f"{PREFIX}/servers", 303), fresh, True)
             error = "That token is not one of the gateway's."
         response = self._render(request, "login.html", session, None, error=error, page="login")
         if error:
             response.status_code = 401
-        return self._finish(response, session, new)
+        return self._finish(request, response, session, new)
 
     async def _logout(self, request: Request) -> Response:
         session, new = self._session(request)
         if not await self._post_ok(request, session):
-            return self._finish(PlainTextResponse("forbidden: not sent from the console", 403), session, new)
+            return self._finish(
+                request, PlainTextResponse("forbidden: not sent from the console", 403), session, new
+            )
         self.access.sessions.drop(session)
         fresh = self.access.sessions.new()
-        return self._finish(RedirectResponse(f"{PREFIX}/login", 303), fresh, True)
+        return self._finish(request, RedirectResponse(f"{PREFIX}/login", 303), fresh, True)
 
     # --- pages ----------------------------------------------------------------------------------
 

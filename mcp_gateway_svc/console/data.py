@@ -44,8 +44,10 @@ _RETRY = (0.2, 0.5, 1.0, 2.0, 5.0)
 class ServerRow:
     status: ServerStatus
     since: str
+    # When the last error was seen: the server's state changed to its failing one then.
     last_error_at: str
     writes: str
+    next_retry: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class ConsoleData:
                 _when(s.state_since_unix),
                 _when(s.state_since_unix) if s.last_error else "",
                 _writes(s),
+                _when(s.next_retry_unix) if s.state != "ready" else "",
             )
             for s in statuses
         ]
@@ -212,6 +215,8 @@ class CatalogFollower:
                     self._bump()
             except ToolscoutClientError as err:
                 _log.info("console: the catalog watch broke; following again", error=type(err).__name__)
+            except Exception:  # a bug must not stop the live page for good: log it, follow again
+                _log.exception("console: following the catalog failed")
             self._bump()
             await asyncio.sleep(_RETRY[min(failures, len(_RETRY) - 1)])
             failures += 1
