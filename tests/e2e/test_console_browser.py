@@ -19,22 +19,18 @@ from typing import Any
 
 import psutil
 import pytest
+from playwright import sync_api as playwright_api
+from playwright.sync_api import expect
 
-from tests.support.browser import CHROMIUM, launch_chromium
+from tests.support.browser import launch_chromium
 from tests.support.cli_stack import ThreadedProvider, UpProcess, stack_config
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
 from tests.support.mcp_servers import REPO_ROOT
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test-deps installs it)"),
-]
+pytestmark = pytest.mark.e2e
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from console_pages import PAGES, visit_pages  # noqa: E402
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-expect = playwright_api.expect
 
 ADMIN = "admin-token-for-the-console-test"
 TENANT = "tenant-token-for-the-console-test"
