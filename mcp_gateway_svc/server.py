@@ -263,6 +263,12 @@ def _console(
     settings = config.toolscout.gateway
     if not settings.console_enabled(address):
         return None, None
+    if not tenants.enabled and not GatewaySettings(console="auto").console_enabled(address):
+        _log.warning(
+            "the console is on outside loopback without gateway.tokens: anyone who reaches "
+            "this port can see it",
+            listen=address,
+        )
     orchestrator = AsyncOrchestratorClient(
         create_channel(orchestrator_target or settings.orchestrator_target, config.toolscout.security),
         owns_channel=True,

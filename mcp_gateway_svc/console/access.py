@@ -149,4 +149,5 @@ def same_origin(request: Request) -> bool:
     if origin is None:
         return True
     host = request.headers.get("host", "")
-    return origin == f"{request.url.scheme}://{host}"
+    # Either scheme: behind a proxy that ends TLS the console sees http, the browser says https.
+    return bool(host) and origin in (f"http://{host}", f"https://{host}")

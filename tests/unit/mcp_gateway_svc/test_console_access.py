@@ -92,6 +92,8 @@ def test_csrf_needs_the_sessions_own_token() -> None:
         ({}, True),
         ({"origin": "http://127.0.0.1:8000"}, True),
         ({"origin": "http://127.0.0.1:8000", "sec-fetch-site": "same-origin"}, True),
+        ({"origin": "https://127.0.0.1:8000"}, True),
+        ({"origin": "http://127.0.0.1:8001"}, False),
         ({"origin": "http://evil.example"}, False),
         ({"origin": "null"}, False),
         ({"sec-fetch-site": "cross-site"}, False),
