@@ -260,6 +260,12 @@ def test_up_serves_the_mcp_front_door_and_prints_how_to_add_it_to_mcp_hosts(tmp_
         assert "[mcp_servers.toolscout]" in text
         assert json.dumps({"servers": {"toolscout": {"type": "http", "url": url}}}) in text
         assert json.dumps({"mcpServers": {"toolscout": {"url": url}}}) in text
+        # The web console's URL, on the same port, answers with its sign-in-free servers page.
+        console = next(line.split()[1] for line in lines if line.startswith("console "))
+        assert console == url.removesuffix("/mcp") + "/console"
+        with urllib.request.urlopen(console, timeout=30) as page:  # noqa: S310 - a local URL
+            assert page.url.endswith("/console/servers")
+            assert b"<h1>Servers</h1>" in page.read()
 
         async def listed() -> list[str]:
             with anyio.fail_after(30):
