@@ -226,6 +226,14 @@ def _with_search(config: Path, mode: str) -> None:
     config.write_text(json.dumps(data))
 
 
+def _open_a_schema(page: Any) -> None:
+    """Opens the first tool's input schema (fetched when opened), when a server's section is open."""
+    row = page.locator("details.server[open] tr[data-tool]").first
+    if row.count():
+        row.get_by_text("input schema").click()
+        row.locator("pre", has_not_text="loading…").wait_for()
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
@@ -265,6 +273,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     for name, path in PAGES:
                         if name != "chat":
                             page.goto(console + path, wait_until="load")
+                            if name == "catalog":
+                                _open_a_schema(page)
                             page.screenshot(path=str(args.screenshots / f"{name}.png"), full_page=True)
                     _chat_once(page, console, fake)  # the side panel lives in the page
                     page.screenshot(path=str(args.screenshots / "chat.png"), full_page=True)
