@@ -42,8 +42,10 @@ __all__ = ["Console"]
 
 _HERE = Path(__file__).resolve().parent
 _log = get_logger(__name__)
-# Seconds between keep-alive comments on an idle event stream.
-_KEEPALIVE = 15.0
+# Seconds between looks at the server states when the catalog did not change: a server back
+# within pool.blip_grace leaves the catalog as it was, but its restarts and state changed. A look
+# sends the table only when it differs from the last one sent (else a keep-alive comment).
+_REFRESH = 5.0
 _SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -224,14 +226,17 @@ class Console:
 
         async def events() -> AsyncIterator[str]:
             seen = -1
+            sent = None
             while not self.follower.closed.is_set():
-                changes = await self.follower.wait(seen, _KEEPALIVE)
-                if changes == seen:
-                    yield ": keep-alive\n\n"
-                    continue
-                seen = changes
+                seen = await self.follower.wait(seen, _REFRESH)
+                if self.follower.closed.is_set():
+                    break
                 rows, problem = await self._server_rows(viewer)
                 html = template.render(rows=rows, problem=problem)
+                if html == sent:
+                    yield ": keep-alive\n\n"
+                    continue
+                sent = html
                 yield "event: servers\n" + "".join(f"data: {line}\n" for line in html.splitlines()) + "\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")

@@ -51,6 +51,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with ThreadedProvider() as fake:
         path = stack_config(tmp / "config.json", provider_url=fake.openai_base_url)
         config = json.loads(path.read_text())
+        # A server back within the blip grace leaves the catalog as it was (the page shows that at
+        # its next look, within 5 s); without it, a death changes the catalog at once.
+        config["toolscout"]["pool"]["blip_grace"] = 0
         config["toolscout"]["gateway"].update(
             tokens={"CONSOLE_ADMIN_TOKEN": ["*"], "CONSOLE_TENANT_TOKEN": ["weather_only"]},
             console_chat=["CONSOLE_ADMIN_TOKEN"],
