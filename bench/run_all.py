@@ -31,6 +31,7 @@ RUNS: list[tuple[str, list[str], list[str]]] = [
     ("deferral_bench.py", ["--conversation", "long", "--tool-result-chars", "4000"], []),
     ("faults.py", [], ["--quick"]),
     ("gateway_bench.py", [], ["--quick"]),
+    ("console_pages.py", [], ["--runs", "2"]),
 ]
 
 

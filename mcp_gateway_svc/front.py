@@ -25,8 +25,9 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.datastructures import Headers
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -163,6 +164,7 @@ class GatewayFront:
         max_body_bytes: int,
         ready: Callable[[], bool],
         oauth: OAuthResourceServer | None = None,
+        console: ASGIApp | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._managers = managers
@@ -176,6 +178,8 @@ class GatewayFront:
         self._max_body = max_body_bytes
         # toolscout.gateway.oauth: JWTs of an identity provider, besides the static tokens.
         self._oauth = oauth
+        # The web console (mcp_gateway_svc.console), None when it is off.
+        self._console = console
         # Requests being answered (not counting GET streams): shutdown lets them finish.
         self.inflight = 0
         self.idle = asyncio.Event()
@@ -186,7 +190,20 @@ class GatewayFront:
         await _reply(send, status, message, **kw)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or await self._own_path(scope["path"], send):
+        if scope["type"] != "http":
+            return
+        if self._console is not None and is_console_path(scope["path"]):
+            # The console signs its visitors in with the same tokens itself (a browser cannot send
+            # a bearer token on a page load); the Host and Origin rules are these.
+            headers = Headers(scope=scope)
+            if not self._guard.host_ok(headers.get("host")):
+                await self._reject(send, 421, "bad_host", "Invalid Host header")
+            elif not self._guard.origin_ok(headers.get("origin")):
+                await self._reject(send, 403, "bad_origin", "Invalid Origin header")
+            else:
+                await self._console(scope, receive, send)
+            return
+        if await self._own_path(scope["path"], send):
             return
         info = await self._admit(scope, send)
         if info is not None:

@@ -18,9 +18,12 @@ import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
-from toolscout.client import AsyncDiscoveryClient
+from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient
+from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import ToolCaller
+from mcp_gateway_svc.console import PREFIX as CONSOLE_PREFIX
+from mcp_gateway_svc.console.app import Console
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.front import GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
@@ -36,7 +39,7 @@ from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_e
 from toolscout_kit.reload import Reload
 from toolscout_kit.server import Cleanup
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
-from toolscout_kit.tracing import tracing_for
+from toolscout_kit.tracing import Tracing, tracing_for
 
 __all__ = ["RunningGateway", "build_server"]
 
@@ -89,6 +92,7 @@ class RunningGateway:
         metrics_endpoint: MetricsEndpoint | None,
         registry: CollectorRegistry,
         shutdown_grace: float,
+        console: Console | None = None,
     ) -> None:
         host, port = sock.getsockname()[:2]
         self.port: int = port
@@ -106,6 +110,7 @@ class RunningGateway:
         self._endpoints = endpoints
         self._sessions = sessions
         self._metrics_endpoint = metrics_endpoint
+        self._console = console
         self._stop = asyncio.Event()
         self._stopped = asyncio.Event()
         self._started = asyncio.Event()
@@ -121,6 +126,11 @@ class RunningGateway:
     @property
     def address(self) -> str:
         return self.url
+
+    @property
+    def console_url(self) -> str | None:
+        """The web console's address, None when it is off."""
+        return f"http://{self.host}:{self.port}{CONSOLE_PREFIX}" if self._console is not None else None
 
     def toolset_url(self, toolset: str) -> str:
         return f"{self.url}/{toolset}"
@@ -166,6 +176,8 @@ class RunningGateway:
         self._server.config.timeout_graceful_shutdown = max(int(grace), 1)
         for endpoint in self._endpoints.opened():
             endpoint.listen.close()
+        if self._console is not None:
+            await self._console.close()  # its event streams end
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._front.idle.wait(), max(grace - _DRAIN_MARGIN, 0.0))
         self._stop.set()
@@ -239,6 +251,40 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
     return {"meta": meta, **stateful}
 
 
+def _console(
+    config: ToolscoutConfig,
+    address: str,
+    tenants: Tenants,
+    pool: AsyncShardedPoolClient,
+    discovery: AsyncDiscoveryClient,
+    tracing: Tracing,
+    orchestrator_target: str | None,
+) -> tuple[Console | None, AsyncOrchestratorClient | None]:
+    """The web console and the orchestrator client its chat uses, or (None, None) when it is off."""
+    settings = config.toolscout.gateway
+    if not settings.console_enabled(address):
+        return None, None
+    if not tenants.enabled and not GatewaySettings(console="auto").console_enabled(address):
+        _log.warning(
+            "the console is on outside loopback without gateway.tokens: anyone who reaches "
+            "this port can see it",
+            listen=address,
+        )
+    orchestrator = AsyncOrchestratorClient(
+        create_channel(orchestrator_target or settings.orchestrator_target, config.toolscout.security),
+        owns_channel=True,
+    )
+    console = Console(
+        config=config,
+        tenants=tenants,
+        pool=pool,
+        discovery=discovery,
+        orchestrator=orchestrator,
+        tracing=tracing,
+    )
+    return console, orchestrator
+
+
 async def build_server(
     config: ToolscoutConfig,
     *,
@@ -248,6 +294,7 @@ async def build_server(
     pool_target: str | None = None,
     pool_targets: Sequence[str] | None = None,
     replica_id: str | None = None,
+    orchestrator_target: str | None = None,
 ) -> RunningGateway:
     """Starts the gateway; the overrides replace the config's settings (tests use port 0).
 
@@ -292,6 +339,7 @@ async def build_server(
     except ConfigError:
         await tracing.shutdown()
         raise
+    console, orchestrator = _console(config, address, tenants, pool, discovery, tracing, orchestrator_target)
     running: RunningGateway | None = None
 
     def ready() -> bool:
@@ -312,6 +360,7 @@ async def build_server(
         max_body_bytes=settings.max_body_bytes,
         ready=ready,
         oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
+        console=console,
     )
     uv_config = uvicorn.Config(
         front,
@@ -330,6 +379,7 @@ async def build_server(
         metrics_endpoint=metrics_endpoint,
         registry=registry,
         shutdown_grace=settings.shutdown_grace,
+        console=console,
     )
 
     async def close_clients() -> None:
@@ -338,6 +388,8 @@ async def build_server(
         await pool.close()
         await shard_clients.close()
         await discovery.close()
+        if orchestrator is not None:
+            await orchestrator.close()
 
     running.add_cleanup(tracing.shutdown)  # the first added runs last
     running.add_cleanup(close_clients)
@@ -359,5 +411,6 @@ async def build_server(
         mode=settings.mode,
         auth=tenants.enabled,
         replica=replica.id,
+        console=running.console_url,
     )
     return running

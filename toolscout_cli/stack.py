@@ -212,7 +212,11 @@ async def _up(
         )
         servers.append(("orchestrator", orchestrator))
         gateway = await build_gateway(
-            config, discovery_target=discovery.address, pool_target=targets[0], pool_targets=targets
+            config,
+            discovery_target=discovery.address,
+            pool_target=targets[0],
+            pool_targets=targets,
+            orchestrator_target=orchestrator.address,
         )
         servers.append(("gateway", gateway))
         return targets
@@ -261,9 +265,14 @@ def _announce(
     server).
     """
     endpoints = {name: running.address for name, running in servers}
+    console = dict(servers)["gateway"].console_url if "gateway" in endpoints else None
+    if console is not None:
+        endpoints["console"] = console  # the web console, on the gateway's HTTP server
     targets = {
         "pool": _pool_target(servers),
-        **{n: a for n, a in endpoints.items() if not n.startswith("pool") and n != "gateway"},
+        **{
+            n: a for n, a in endpoints.items() if not n.startswith("pool") and n not in ("gateway", "console")
+        },
     }
     metrics = {
         name: f"http://127.0.0.1:{running.metrics_port}/metrics"

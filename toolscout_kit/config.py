@@ -579,6 +579,17 @@ class GatewaySettings(_ServiceSettings):
     max_sessions: int = Field(default=10_000, ge=1)
     # OAuth 2.1 resource server: JWTs of an identity provider (besides ``tokens``); unset: off.
     oauth: GatewayOAuthSettings | None = None
+    # The web console at /console (mcp_gateway_svc.console): "auto" serves it when the gateway
+    # listens on a loopback address only; "on" also elsewhere (behind tokens, see README).
+    console: Literal["on", "off", "auto"] = "auto"
+    # Who may chat from the console (it spends the provider's tokens): names of token variables
+    # (``tokens``), "*" for everyone who may open the console; empty: nobody.
+    console_chat: list[str] = Field(default_factory=lambda: ["*"])
+    # The orchestrator the console's chat page calls (``toolscout up`` passes its own).
+    orchestrator_target: str = "127.0.0.1:50053"
+    # A link to a chat's trace in a trace viewer, "{trace_id}" replaced (only when tracing is on),
+    # e.g. "http://localhost:16686/trace/{trace_id}" (Jaeger). Empty: the trace id is shown alone.
+    console_trace_url: str = ""
 
     @field_validator("tokens")
     @classmethod
@@ -589,6 +600,13 @@ class GatewaySettings(_ServiceSettings):
             if not toolsets:
                 raise ValueError(f"{name}: list the toolsets the token may use ('*' for all)")
         return tokens
+
+    def console_enabled(self, listen: str | None = None) -> bool:
+        """Whether /console is served when the gateway listens on ``listen`` (default: its own)."""
+        if self.console != "auto":
+            return self.console == "on"
+        host = (listen or self.listen).rsplit(":", 1)[0].strip("[]")
+        return host in ("localhost", "::1") or host.startswith("127.")
 
     def mode_for(self, toolset: str) -> GatewayMode:
         """The mode of the endpoint serving ``toolset`` ("" = /mcp without a default toolset)."""

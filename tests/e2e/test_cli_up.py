@@ -47,9 +47,11 @@ def test_up_reports_each_server_serves_metrics_and_stops_on_ctrl_c_leaving_no_pr
     finally:
         code = up.stop(signal.SIGINT)
     assert code == 0, up.stderr
-    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator", "gateway"}
+    assert set(ready["endpoints"]) == {"pool", "discovery", "orchestrator", "gateway", "console"}
     assert set(ready["metrics"]) == {"pool", "discovery", "orchestrator", "gateway"}
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", ready["endpoints"]["gateway"])
+    # The web console, on the gateway's port (served on loopback by default).
+    assert ready["endpoints"]["console"] == ready["endpoints"]["gateway"].removesuffix("/mcp") + "/console"
     assert {name: s["state"] for name, s in servers.items() if name != "broken"} == {
         "notes": "ready",
         "time": "ready",
@@ -258,6 +260,12 @@ def test_up_serves_the_mcp_front_door_and_prints_how_to_add_it_to_mcp_hosts(tmp_
         assert "[mcp_servers.toolscout]" in text
         assert json.dumps({"servers": {"toolscout": {"type": "http", "url": url}}}) in text
         assert json.dumps({"mcpServers": {"toolscout": {"url": url}}}) in text
+        # The web console's URL, on the same port, answers with its sign-in-free servers page.
+        console = next(line.split()[1] for line in lines if line.startswith("console "))
+        assert console == url.removesuffix("/mcp") + "/console"
+        with urllib.request.urlopen(console, timeout=30) as page:  # noqa: S310 - a local URL
+            assert page.url.endswith("/console/servers")
+            assert b"<h1>Servers</h1>" in page.read()
 
         async def listed() -> list[str]:
             with anyio.fail_after(30):

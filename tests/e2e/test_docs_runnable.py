@@ -149,6 +149,8 @@ def reader_env(targets: Mapping[str, str] | None = None) -> dict[str, str]:
         p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != scripts
     )
     for service, address in (targets or {}).items():
+        if service == "console":
+            continue  # a web page, not something the CLI or the MCP examples reach
         # The MCP front door is an HTTP URL, not a gRPC target.
         name = "TOOLSCOUT_GATEWAY_URL" if service == "gateway" else f"TOOLSCOUT_{service.upper()}_TARGET"
         env[name] = address

