@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -32,6 +33,7 @@ from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_endpoint
+from toolscout_kit.preflight import gateway_auth
 from toolscout_kit.reload import Reload
 from toolscout_kit.server import Cleanup
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
@@ -252,11 +254,14 @@ async def build_server(
 
     Raises:
         ConfigError: the address or metrics port cannot be bound, a token's variable is not set,
-            or the pool is sharded without shard addresses.
+            the gateway would run open where it may not (see ``gateway_auth``), or the pool is
+            sharded without shard addresses.
     """
     settings = config.toolscout.gateway
     security = config.toolscout.security
-    tenants = Tenants(settings.tokens)
+    address = listen or settings.listen
+    auth = gateway_auth(config, os.environ, listen=address)
+    tenants = Tenants(auth.tokens)
     tracing = tracing_for(config, "gateway")
     registry = new_registry()
     metrics = GatewayMetrics(registry)
@@ -281,7 +286,6 @@ async def build_server(
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
-    address = listen or settings.listen
     try:
         sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
     except ConfigError:
@@ -346,6 +350,12 @@ async def build_server(
     running.add_reload(reshard)
     endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
     await running.wait_started()
+    if not tenants.enabled:
+        _log.warning(
+            "the gateway answers anyone who reaches it (no token is asked)",
+            url=running.url,
+            because=auth.open_because,
+        )
     _log.info(
         "gateway started",
         url=running.url,

@@ -489,6 +489,10 @@ class GatewaySettings(_ServiceSettings):
     # any host otherwise (behind a Kubernetes Service the Host is the Service's name).
     allowed_hosts: list[str] | None = None
     tokens: dict[str, list[str]] = Field(default_factory=dict)
+    # Without ``tokens`` the gateway asks for the services' own token (``security.auth_token_env``)
+    # when that is set. With neither it answers anyone who reaches it: it then starts only on a
+    # loopback address (with a warning) unless this is true.
+    allow_anonymous: bool = False
     # Progressive sessions across replicas: every replica's address (host:port), or one DNS name
     # resolving to all of them (a headless Service). A request for a session another replica holds
     # is forwarded there. Empty: one replica.

@@ -12,7 +12,7 @@ from typing import Any
 from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging, get_logger
-from toolscout_kit.preflight import check_free, missing_api_keys, service_endpoints
+from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
 from toolscout_kit.server import Serving, serve_until_signal
 
 __all__ = ["BuildServer", "run_service"]
@@ -55,6 +55,11 @@ def run_service(
         config = load_config(path)
         # Before the pool starts its MCP servers: a taken port is refused at once.
         check_free(service_endpoints(config, service))
+        if service == "gateway":
+            try:
+                gateway_auth(config, os.environ)
+            except ConfigError as err:
+                raise ConfigError(f"{path}: {err.message}") from None
     except ConfigError as err:
         print(f"{name}: {err.message}", file=sys.stderr)  # logging is not configured yet
         return 2

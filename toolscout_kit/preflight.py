@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 
-__all__ = ["Endpoint", "check_free", "missing_api_keys", "service_endpoints"]
+__all__ = [
+    "Endpoint",
+    "GatewayAuth",
+    "check_free",
+    "gateway_auth",
+    "is_loopback",
+    "missing_api_keys",
+    "service_endpoints",
+]
 
 
 @dataclass(frozen=True)
@@ -121,3 +129,51 @@ def missing_api_keys(config: ToolscoutConfig, env: Mapping[str, str]) -> dict[st
         if variable is not None:
             missing.setdefault(variable, []).append(name)
     return dict(missing)
+
+
+def is_loopback(listen: str) -> bool:
+    """Whether the listen address ``host:port`` is reachable from this machine only."""
+    host = listen.rpartition(":")[0].strip("[]").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class GatewayAuth:
+    """Who may use the gateway: bearer-token variables and the toolsets each may use (empty: anyone),
+    and, when anyone may, why that was allowed (for the start-up warning)."""
+
+    tokens: Mapping[str, Sequence[str]]
+    open_because: str = ""
+
+
+def gateway_auth(config: ToolscoutConfig, env: Mapping[str, str], *, listen: str | None = None) -> GatewayAuth:
+    """The gateway's tokens: its own ``gateway.tokens``, else the services' own token (the gateway
+    is not open while the services are closed), else none.
+
+    With none it runs open: on a loopback address, or anywhere with ``gateway.allow_anonymous``.
+
+    Raises:
+        ConfigError: a token variable of ``gateway.tokens`` is not set, or the gateway would run open
+            on a non-loopback address without ``allow_anonymous: true`` (one line naming the setting).
+    """
+    settings = config.toolscout.gateway
+    for name in settings.tokens:
+        if not env.get(name):
+            raise ConfigError(
+                f"toolscout.gateway.tokens.{name}: the environment variable {name} is not set "
+                "(it holds a bearer token clients send to the gateway)"
+            )
+    if settings.tokens:
+        return GatewayAuth(settings.tokens)
+    service_token = config.toolscout.security.auth_token_env
+    if env.get(service_token) and not settings.allow_anonymous:
+        return GatewayAuth({service_token: ["*"]})
+    address = listen or settings.listen
+    if settings.allow_anonymous:
+        return GatewayAuth({}, "toolscout.gateway.allow_anonymous is true")
+    if not is_loopback(address):
+        raise ConfigError(
+            f"toolscout.gateway.allow_anonymous: the gateway would answer anyone on {address} (no "
+            f"toolscout.gateway.tokens, {service_token} not set); set a token, or allow_anonymous: true"
+        )
+    return GatewayAuth({}, f"it listens on the loopback address {address} and no token is set")
