@@ -4,11 +4,12 @@ In order: health and peer paths; the ``Host`` header (DNS-rebinding protection: 
 ``Origin`` header (403); the bearer token when tokens are configured (401 with
 ``WWW-Authenticate``); the endpoint (``/mcp`` or ``/mcp/<toolset>``: 404 for an unknown toolset,
 403 for one the token may not use — the same answer, so a tenant cannot probe other tenants'
-toolsets); then the session (a request for another replica's session is forwarded there, one for
-a session opened at another endpoint or by another token is answered 404); then the SDK's
-streamable-HTTP transport of the endpoint's mode, which refuses bodies over the cap (413) before
-parsing and answers malformed JSON-RPC with the specification's error codes. Nothing here reads
-the body except to forward it.
+toolsets); the ``MCP-Protocol-Version`` header and the POST body (read once, within ``max_body_bytes`` and
+``request_read_timeout``, then held to the bounded JSON rules and the JSON-RPC envelope: see
+:mod:`mcp_gateway_svc.bodies`); then the session (a request for another replica's session is
+forwarded there, one for a session opened at another endpoint or by another token is answered
+404); then the SDK's streamable-HTTP transport of the endpoint's mode, which checks each method's
+parameters.
 """
 
 from __future__ import annotations
@@ -24,17 +25,29 @@ from typing import Any
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
+from mcp_gateway_svc.bodies import (
+    ClientGoneError,
+    Refusal,
+    check_message,
+    check_protocol_version,
+    read_body,
+    replaying,
+)
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.logging import get_logger
 
 __all__ = ["GatewayFront", "Guard", "Tenant", "Tenants"]
+
+_log = get_logger(__name__)
 
 _INVALID_REQUEST = -32600
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -123,9 +136,15 @@ class Guard:
 
 
 async def _reply(
-    send: Send, status: int, message: str, *, headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    code: int = _INVALID_REQUEST,
+    request_id: str | int | None = None,
 ) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": _INVALID_REQUEST, "message": message}})
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
     await send(
         {
             "type": "http.response.start",
@@ -158,6 +177,7 @@ class GatewayFront:
         forwarder: Forwarder | None,
         metrics: GatewayMetrics,
         max_body_bytes: int,
+        read_timeout: float,
         ready: Callable[[], bool],
     ) -> None:
         self._endpoints = endpoints
@@ -170,6 +190,7 @@ class GatewayFront:
         self._metrics = metrics
         self._ready = ready
         self._max_body = max_body_bytes
+        self._read_timeout = read_timeout
         # Requests being answered (not counting GET streams): shutdown lets them finish.
         self.inflight = 0
         self.idle = asyncio.Event()
@@ -183,8 +204,32 @@ class GatewayFront:
         if scope["type"] != "http" or await self._own_path(scope["path"], send):
             return
         info = await self._admit(scope, send)
-        if info is not None:
-            await self._mcp(scope, receive, send, info, Headers(scope=scope))
+        if info is None:
+            return
+        headers = Headers(scope=scope)
+        refusal = check_protocol_version(headers.get(MCP_PROTOCOL_VERSION_HEADER))
+        if refusal is None and scope["method"] == "POST":
+            try:
+                body = await read_body(
+                    receive, limit=self._max_body, seconds=self._read_timeout, declared=_length(headers)
+                )
+            except ClientGoneError:
+                _log.info("request dropped: the client went away before its body arrived")
+                return
+            if isinstance(body, Refusal):
+                refusal = body
+            else:
+                refusal = check_message(body)
+                receive = replaying(body, receive)
+        if refusal is not None:
+            if refusal.reason == "body_timeout":
+                _log.info("request dropped: its body did not arrive in time", timeout=self._read_timeout)
+            self._metrics.rejections.labels(refusal.reason).inc()
+            await _reply(
+                send, refusal.status, refusal.message, code=refusal.code, request_id=refusal.request_id
+            )
+            return
+        await self._mcp(scope, receive, send, info, headers)
 
     async def _own_path(self, path: str, send: Send) -> bool:
         """Answers the probes and the peer lookup; False for anything else."""
@@ -330,6 +375,13 @@ class GatewayFront:
             await self._reject(send, 404, "unknown_session", "Session not found")
 
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
+
+
+def _length(headers: Headers) -> int | None:
+    try:
+        return int(headers["content-length"])
+    except (KeyError, ValueError):
+        return None
 
 
 def _endpoint_key(path: str) -> str | None:

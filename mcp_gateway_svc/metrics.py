@@ -60,7 +60,8 @@ class GatewayMetrics:
         self.rejections = m.counter(
             "http_rejections",
             "HTTP requests refused before MCP, by reason (unauthorized, forbidden_toolset, "
-            "unknown_toolset, bad_origin, bad_host, too_large, unknown_session).",
+            "unknown_toolset, bad_origin, bad_host, too_large, body_timeout, bad_protocol_version, bad_json, "
+            "bad_jsonrpc, unknown_session).",
             "reason",
         )
         self.search_seconds = m.histogram(

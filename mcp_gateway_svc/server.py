@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
@@ -55,6 +56,24 @@ class _Uvicorn(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self):  # type: ignore[no-untyped-def]  # uvicorn's own signature is untyped
         yield
+
+
+def _timed_http(seconds: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request's headers have not
+    all arrived within ``seconds`` (uvicorn times out idle keep-alive connections only; the body
+    has its own timeout in the front)."""
+
+    class _TimedH11(H11Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
+            self.loop.call_later(seconds, self._headers_due)
+
+        def _headers_due(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                _log.info("connection dropped: its request headers did not arrive in time", timeout=seconds)
+                self.transport.close()
+
+    return _TimedH11
 
 
 def _bind(listen: str) -> socket.socket:
@@ -309,6 +328,7 @@ async def build_server(
         forwarder=forwarder,
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
+        read_timeout=settings.request_read_timeout,
         ready=ready,
     )
     uv_config = uvicorn.Config(
@@ -316,6 +336,7 @@ async def build_server(
         lifespan="off",
         log_level="warning",
         access_log=False,
+        http=_timed_http(settings.request_read_timeout),
         timeout_graceful_shutdown=max(int(settings.shutdown_grace), 1),
     )
     running = RunningGateway(

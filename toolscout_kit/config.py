@@ -482,6 +482,9 @@ class GatewaySettings(_ServiceSettings):
     default_toolset: str = ""
     # Request bodies over this many bytes are refused with 413 before they are parsed.
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Seconds a client has to send a request's headers, and then its body, before it is dropped
+    # (408 for a body); a slow or stalled client cannot hold a connection longer.
+    request_read_timeout: float = Field(default=10.0, gt=0, le=300)
     # Origin header values allowed (``scheme://host:port``, ``:*`` = any port); a request from any
     # other origin gets 403. Requests without an Origin (non-browser clients) are allowed.
     allowed_origins: list[str] = Field(default_factory=lambda: list(_LOCAL_ORIGINS))

@@ -141,7 +141,7 @@ async def test_http_level_refusals_come_before_any_parsing(tmp_path: Path) -> No
     assert unknown.status_code == 404
     assert "unknown toolset 'nope'" in unknown.text
     assert elsewhere.status_code == 404
-    assert rejected == {"too_large": None, "bad_origin": 1.0, "bad_host": 1.0, "unknown_toolset": 1.0}
+    assert rejected == {"too_large": 1.0, "bad_origin": 1.0, "bad_host": 1.0, "unknown_toolset": 1.0}
 
 
 # --- tenants -----------------------------------------------------------------------------------
