@@ -126,8 +126,8 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def check_message(body: bytes) -> Refusal | None:
-    """Why ``body`` is not one JSON-RPC message the gateway may pass on, or None."""
+def check_message(body: bytes) -> Refusal | dict[str, Any]:
+    """The one JSON-RPC message in ``body``, or why the gateway may not pass it on."""
     try:
         message = parse_json(body.decode("utf-8"), "the request body")
     except UnicodeDecodeError as err:
@@ -138,7 +138,7 @@ def check_message(body: bytes) -> Refusal | None:
         return Refusal(400, INVALID_PARAMS, err.message, "bad_json")
     problem = _envelope_problem(message)
     if problem is None:
-        return None
+        return dict(message)
     request_id = message.get("id") if isinstance(message, dict) else None
     return Refusal(400, *problem, "bad_jsonrpc", request_id if _valid_id(request_id) else None)
 

@@ -41,7 +41,7 @@ from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
-from mcp_gateway_svc.sessions import SessionRegistry
+from mcp_gateway_svc.sessions import SessionRegistry, end_session
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 
@@ -178,6 +178,8 @@ class GatewayFront:
         metrics: GatewayMetrics,
         max_body_bytes: int,
         read_timeout: float,
+        max_sessions: int,
+        tenant_quota: int,
         ready: Callable[[], bool],
     ) -> None:
         self._endpoints = endpoints
@@ -191,6 +193,8 @@ class GatewayFront:
         self._ready = ready
         self._max_body = max_body_bytes
         self._read_timeout = read_timeout
+        self._max_sessions = max_sessions
+        self._tenant_quota = tenant_quota
         # Requests being answered (not counting GET streams): shutdown lets them finish.
         self.inflight = 0
         self.idle = asyncio.Event()
@@ -208,6 +212,7 @@ class GatewayFront:
             return
         headers = Headers(scope=scope)
         refusal = check_protocol_version(headers.get(MCP_PROTOCOL_VERSION_HEADER))
+        opening = False
         if refusal is None and scope["method"] == "POST":
             try:
                 body = await read_body(
@@ -219,7 +224,9 @@ class GatewayFront:
             if isinstance(body, Refusal):
                 refusal = body
             else:
-                refusal = check_message(body)
+                checked = check_message(body)
+                refusal = checked if isinstance(checked, Refusal) else None
+                opening = not isinstance(checked, Refusal) and checked.get("method") == "initialize"
                 receive = replaying(body, receive)
         if refusal is not None:
             if refusal.reason == "body_timeout":
@@ -229,7 +236,7 @@ class GatewayFront:
                 send, refusal.status, refusal.message, code=refusal.code, request_id=refusal.request_id
             )
             return
-        await self._mcp(scope, receive, send, info, headers)
+        await self._mcp(scope, receive, send, info, headers, opening=opening)
 
     async def _own_path(self, path: str, send: Send) -> bool:
         """Answers the probes and the peer lookup; False for anything else."""
@@ -284,11 +291,21 @@ class GatewayFront:
         return RequestInfo(endpoint, tenant.principal if tenant is not None else "")
 
     async def _mcp(
-        self, scope: Scope, receive: Receive, send: Send, info: RequestInfo, headers: Headers
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        info: RequestInfo,
+        headers: Headers,
+        *,
+        opening: bool,
     ) -> None:
         manager = self._managers[info.endpoint.mode]
         sid = headers.get(MCP_SESSION_ID_HEADER)
         stateful = not manager.stateless
+        if stateful and sid is None and opening and not await self._make_room(info.principal):
+            await self._reject(send, 503, "too_many_sessions", "Too many open sessions (all of them busy)")
+            return
         if stateful and sid is not None:
             replica_id, raw = Replica.split(sid)
             if replica_id != self._replica.id:
@@ -310,6 +327,28 @@ class GatewayFront:
                 self._sessions.close(raw)
             return
         await self._serve(manager, scope, receive, send, info)
+
+    async def _make_room(self, principal: str) -> bool:
+        """Room for one more session of ``principal``: at its quota, or at the replica's limit, the
+        least recently used idle session (of the tenant, or of anyone) is ended. False when every
+        session in the way is busy."""
+        for limit, of_tenant, reason in (
+            (self._tenant_quota, True, "tenant_quota"),
+            (self._max_sessions, False, "max_sessions"),
+        ):
+            if of_tenant and not principal:
+                continue  # without tokens there is one tenant: max_sessions is its quota
+            open_now = self._sessions.of_principal(principal) if of_tenant else self._sessions.all()
+            if len(open_now) < limit:
+                continue
+            idle = [s for s in open_now if not s.inflight]
+            if not idle:
+                return False
+            victim = min(idle, key=lambda s: s.last_seen)
+            self._sessions.close(victim.sid)
+            self._metrics.session_evictions.labels(reason).inc()
+            await end_session(self._managers[victim.mode], victim.sid)
+        return True
 
     async def _serve(
         self,

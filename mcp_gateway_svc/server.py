@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
 from toolscout.client import AsyncDiscoveryClient
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.endpoints import Endpoints
@@ -46,6 +46,8 @@ _log = get_logger(__name__)
 
 # Seconds between sweeps for sessions the transport has ended for idleness.
 _REAP_INTERVAL = 30.0
+# Sessions being opened at once beyond gateway.max_sessions before the SDK itself refuses one.
+_OPENING_MARGIN = 64
 # Requests still running this close to the end of the grace are cut (their streams end).
 _DRAIN_MARGIN = 0.25
 
@@ -252,7 +254,9 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
             security_settings=security,
             max_request_body_size=settings.max_body_bytes,
             session_idle_timeout=settings.session_idle_timeout,
-            max_sessions=settings.max_sessions,
+            # A backstop only: the front ends idle sessions to stay under max_sessions (the margin
+            # covers sessions being opened, which the front has not recorded yet).
+            max_sessions=settings.max_sessions + _OPENING_MARGIN,
         )
         for mode in ("progressive", "all")
     }
@@ -329,6 +333,8 @@ async def build_server(
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         read_timeout=settings.request_read_timeout,
+        max_sessions=settings.max_sessions,
+        tenant_quota=settings.max_sessions_per_tenant,
         ready=ready,
     )
     uv_config = uvicorn.Config(

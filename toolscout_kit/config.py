@@ -503,6 +503,9 @@ class GatewaySettings(_ServiceSettings):
     # Seconds a session without requests stays open (progressive and all modes).
     session_idle_timeout: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
+    # Sessions one tenant (one token) may hold on a replica; without tokens max_sessions alone
+    # holds. At either limit, opening one more ends the least recently used idle session.
+    max_sessions_per_tenant: int = Field(default=1000, ge=1)
 
     @field_validator("tokens")
     @classmethod

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 
@@ -280,3 +281,72 @@ async def test_requests_whose_headers_or_body_do_not_arrive_are_dropped_with_one
     assert logged.count("its body did not arrive in time") == 10
     assert logged.count("its request headers did not arrive in time") == 5
     assert "Traceback" not in logged
+
+
+# --- 3. abandoned sessions ------------------------------------------------------------------------
+
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "abandoning-client", "version": "1"},
+    },
+}
+
+
+async def _open_session(url: str, token: str) -> httpx2.Response:
+    """Opens a session with initialize and walks away (no DELETE, no GET stream)."""
+    return await post(url, _INITIALIZE, headers={"authorization": f"Bearer {token}"})
+
+
+async def test_abandoned_sessions_are_evicted_least_recently_used_first_instead_of_locking_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEAM_A_TOKEN", "team-a-token-000001")
+    monkeypatch.setenv("TEAM_B_TOKEN", "team-b-token-000002")
+    config = _config(
+        tmp_path,
+        tokens={"TEAM_A_TOKEN": ["*"], "TEAM_B_TOKEN": ["*"]},
+        max_sessions=4,
+        max_sessions_per_tenant=3,
+    )
+    async with gateway_stack(config) as gw:
+        url = gw.gateway.toolset_url("every")
+        a = [await _open_session(url, "team-a-token-000001") for _ in range(3)]
+        a_ids = [r.headers.get("mcp-session-id") for r in a]
+        # Team A at its quota opens one more: its least recently used idle session goes.
+        a4 = await _open_session(url, "team-a-token-000001")
+        first_gone = await post(
+            url,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+            headers={
+                "authorization": "Bearer team-a-token-000001",
+                "mcp-session-id": a_ids[0] or "",
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
+        # Team B opens two: with the second the replica is at max_sessions (4), so the oldest
+        # idle session of anyone (A's second) goes.
+        b = [await _open_session(url, "team-b-token-000002") for _ in range(2)]
+        second_gone = await post(
+            url,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+            headers={
+                "authorization": "Bearer team-a-token-000001",
+                "mcp-session-id": a_ids[1] or "",
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
+        value = gw.gateway.registry.get_sample_value
+        evicted = {
+            r: value("toolscout_gateway_session_evictions_total", {"reason": r})
+            for r in ("tenant_quota", "max_sessions")
+        }
+    assert [r.status_code for r in (*a, a4, *b)] == [200] * 6
+    assert all(a_ids)
+    assert first_gone.status_code == 404
+    assert second_gone.status_code == 404
+    assert evicted == {"tenant_quota": 1.0, "max_sessions": 1.0}
