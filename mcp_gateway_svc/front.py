@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -100,16 +101,55 @@ class Tenants:
         return found
 
 
-def _allowed(value: str, patterns: Sequence[str]) -> bool:
+# (scheme or "", host in lower case, port: a number, "*" for any, or None for none given)
+_Address = tuple[str, str, int | str | None]
+
+
+def _address(value: str, *, origin: bool) -> _Address | None:
+    """``scheme://host[:port]`` (an Origin) or ``host[:port]`` (a Host) split exactly, or None when
+    it is not one (a path, user info, a port that is not a number, ...). ``:*`` is kept as a port
+    of "*" (patterns only)."""
+    wildcard = value.endswith(":*")
+    text = value[:-2] if wildcard else value
+    try:
+        parts = urlsplit(text if origin else f"//{text}")
+        port: int | str | None = "*" if wildcard else parts.port
+    except ValueError:
+        return None
+    plain = not (parts.path or parts.query or parts.fragment or parts.username or parts.password)
+    if (
+        not parts.hostname
+        or not plain
+        or (origin and not parts.scheme)
+        or (wildcard and parts.port is not None)
+    ):
+        return None
+    return parts.scheme.lower(), parts.hostname.lower(), port
+
+
+def _allowed(value: str, patterns: Sequence[str], *, origin: bool) -> bool:
+    """Scheme, host and port compared exactly (the host in any case); a pattern's ``:*`` allows
+    any port, or none."""
+    given = _address(value, origin=origin)
+    if given is None or given[2] == "*":
+        return False
     for pattern in patterns:
-        if value == pattern or (pattern.endswith(":*") and value.startswith(pattern[:-1])):
+        wanted = _address(pattern, origin=origin)
+        if wanted is not None and wanted[:2] == given[:2] and wanted[2] in ("*", given[2]):
             return True
     return False
 
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """Host and Origin checks (DNS-rebinding protection, per the MCP security best practices)."""
+    """Host and Origin checks (DNS-rebinding protection, per the MCP security best practices).
+
+    Written here rather than taken from the SDK: ``mcp.server.transport_security``'s
+    ``TransportSecuritySettings`` compares hosts case-sensitively and reads a ``:*`` pattern as a
+    text prefix (``localhost:*`` admits ``localhost:1.evil.example``), and runs inside each
+    endpoint's transport, after the token; Starlette's ``TrustedHostMiddleware`` ignores ports
+    and has no Origin check. Here both headers are parsed and compared by scheme, host and port.
+    """
 
     allowed_origins: tuple[str, ...]
     # None: any host (a non-loopback listener behind a Service).
@@ -128,11 +168,13 @@ class Guard:
         return cls(tuple(origins), tuple(hosts) if hosts is not None else None)
 
     def host_ok(self, host: str | None) -> bool:
-        return self.allowed_hosts is None or (host is not None and _allowed(host, self.allowed_hosts))
+        return self.allowed_hosts is None or (
+            host is not None and _allowed(host, self.allowed_hosts, origin=False)
+        )
 
     def origin_ok(self, origin: str | None) -> bool:
         # Clients that are not browsers send no Origin; a browser page always does.
-        return origin is None or _allowed(origin, self.allowed_origins)
+        return origin is None or _allowed(origin, self.allowed_origins, origin=True)
 
 
 async def _reply(

@@ -2,8 +2,11 @@
 
 The gateway is an HTTP server (MCP's streamable HTTP), not a gRPC one; it shares the kit's config,
 logging, metrics endpoint, channels and shard routing with the other services, and is run by the
-kit's ``serve_until_signal`` like them. ``/healthz`` (serving) and ``/readyz`` (discovery has
-answered for ``/mcp``) are its probes.
+kit's ``serve_until_signal`` like them. ``/healthz`` (serving) and ``/readyz`` are its probes.
+Ready means the gateway can answer as the catalog is now: it is not stopping, it holds ``/mcp``'s
+toolset plan, and its plan stream from discovery is open (so changes reach it and ``search_tools``
+can be answered). While discovery is down ``/readyz`` answers 503, and a load balancer sends
+clients to a replica that is ready; requests that still arrive are answered from the last plan.
 """
 
 from __future__ import annotations
@@ -320,7 +323,7 @@ async def build_server(
         if running is None or running.stopping:
             return False
         default = endpoints.get("")
-        return default is not None and default.view is not None
+        return default is not None and default.view is not None and default.following
 
     front = GatewayFront(
         endpoints=endpoints,

@@ -34,6 +34,7 @@ from toolscout_cli.shard_process import ShardProcess, ShardSpec, log_into
 from toolscout_cli.stack_state import remove_record, shard_overrides, write_record
 from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, resolve_config_path
+from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
@@ -240,9 +241,13 @@ async def _up(
     finally:
         if recorded:
             remove_record(config_path)
-        # Stopping the pool's server (or a shard process) also stops its MCP servers.
-        for _, running in reversed(servers):
-            await running.stop()
+        # Stopping the pool's server (or a shard process) also stops its MCP servers. The services
+        # that call the pool first, one by one; then every pool shard at once (each takes its MCP
+        # servers' shutdown time: one after another, a sharded stack took N times as long).
+        for name, running in reversed(servers):
+            if not name.startswith("pool"):
+                await running.stop()
+        await asyncio.gather(*(running.stop() for name, running in servers if name.startswith("pool")))
     if out.json_mode:
         out.json({"event": "stopped"})
     else:
@@ -399,6 +404,7 @@ def run_up(
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         finally:
+            skip_exit_collection()
             if path is not None and not log_file and path.exists() and path.stat().st_size == 0:
                 path.unlink()  # nothing was logged: leave no empty file behind
 
@@ -505,3 +511,5 @@ def run_serve(
         return asyncio.run(_serve(_BUILDERS[service], config, path, **options))
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None
+    finally:
+        skip_exit_collection()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,7 +16,7 @@ from toolscout_kit.logging import configure_logging, get_logger
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
 from toolscout_kit.server import Serving, serve_until_signal
 
-__all__ = ["BuildServer", "run_service"]
+__all__ = ["BuildServer", "run_service", "skip_exit_collection"]
 
 # The config section of each service package.
 _SETTINGS = {
@@ -83,4 +84,16 @@ def run_service(
     except ConfigError as err:
         log.error("cannot start", error=err.message)
         return 2
+    finally:
+        skip_exit_collection()
     return 0
+
+
+def skip_exit_collection() -> None:
+    """Called once a process has stopped serving, just before it exits.
+
+    The interpreter's last act is a full garbage collection over every object still alive (a
+    catalog, a search index, the SDKs' modules): about 2 s of a stack's idle stop, spent finding
+    nothing that matters once the process is gone. Freezing them moves them out of its way.
+    """
+    gc.freeze()

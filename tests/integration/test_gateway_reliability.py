@@ -350,3 +350,85 @@ async def test_abandoned_sessions_are_evicted_least_recently_used_first_instead_
     assert first_gone.status_code == 404
     assert second_gone.status_code == 404
     assert evicted == {"tenant_quota": 1.0, "max_sessions": 1.0}
+
+
+# --- 7. the smaller items -------------------------------------------------------------------------
+
+
+async def test_origin_and_host_are_compared_by_scheme_host_and_port_exactly(tmp_path: Path) -> None:
+    async with gateway_stack(_config(tmp_path)) as gw:
+        port = gw.gateway.port
+
+        async def status(**headers: str) -> int:
+            return (await post(gw.url, _LIST, modern=True, headers=headers)).status_code
+
+        answers = {
+            "prefix origin": await status(origin="http://localhost:1.evil.example"),
+            "other scheme": await status(origin="https://localhost:3000"),
+            "origin in capitals": await status(origin="HTTP://LOCALHOST:3000"),
+            "prefix host": await status(host="localhost:1.evil.example"),
+            "host in capitals": await status(host=f"LocalHost:{port}"),
+        }
+    assert answers == {
+        "prefix origin": 403,
+        "other scheme": 403,
+        "origin in capitals": 200,
+        "prefix host": 421,
+        "host in capitals": 200,
+    }
+
+
+async def test_readyz_says_not_ready_while_discovery_is_down(tmp_path: Path) -> None:
+    async with gateway_stack(_config(tmp_path)) as gw:
+        ready = f"http://127.0.0.1:{gw.gateway.port}/readyz"
+        async with httpx2.AsyncClient(timeout=10) as http:
+
+            async def until(status: int) -> httpx2.Response:
+                with anyio.fail_after(WAIT):
+                    while True:
+                        answer = await http.get(ready)
+                        if answer.status_code == status:
+                            return answer
+                        await anyio.sleep(0.05)  # readiness has no event to wait on from outside
+
+            await until(200)
+            await gw.stack.discovery.stop(0.1)
+            answer = await until(503)
+    assert answer.json() == {"status": "not ready"}
+
+
+async def test_search_tools_refuses_keys_it_does_not_take_and_a_bad_meta_timeout_is_refused(
+    tmp_path: Path,
+) -> None:
+    search = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": {"query": "add a note", "max_results": -1}},
+    }
+    bad_meta = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "text__slugify",
+            "arguments": {"text": "a b"},
+            "_meta": {**_ENVELOPE, "toolscout/timeoutSeconds": -5},
+        },
+    }
+    unknown = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "text__nope", "arguments": {}},
+    }
+    async with gateway_stack(_config(tmp_path)) as gw:
+        refused = (await post(gw.url, search, modern=True)).json()["result"]
+        timeout = (await post(gw.url + "/every", bad_meta, modern=True)).json()
+        hint = (await post(gw.url + "/every", unknown, modern=True)).json()["result"]
+    assert refused["isError"] is True
+    assert "'max_results' is not one of them" in refused["content"][0]["text"]
+    assert timeout["error"]["code"] == types.INVALID_PARAMS
+    assert "toolscout/timeoutSeconds" in timeout["error"]["message"]
+    # An "all" endpoint lists no search_tools: its hint says where the tools are.
+    assert hint["content"][0]["text"].endswith("See tools/list.")
