@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -70,8 +71,53 @@ def service_endpoints(
     return found
 
 
+# A port held by an outgoing connection (nothing listens there) is tried again for this long:
+# such connections are short-lived. See _in_use.
+HELD_PORT_RETRY = 3.0
+_HELD_PORT_POLL = 0.1
+
+
+def _listening(endpoint: Endpoint) -> bool:
+    """Whether something accepts connections at ``endpoint`` (a wildcard host: on loopback)."""
+    wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}  # noqa: S104 - compared, not bound
+    host = wildcard.get(endpoint.host, endpoint.host)
+    try:
+        with socket.create_connection((host, endpoint.port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def _in_use(endpoint: Endpoint) -> str | None:
-    """Why ``endpoint`` cannot be bound now, or None when it can."""
+    """Why ``endpoint`` cannot be bound now, or None when it can.
+
+    The default ports (50051-50054) lie in Linux's ephemeral range (32768-60999), from which
+    outgoing connections take their local ports: one may hold a port although nothing listens
+    there. Such a port is tried again for up to :data:`HELD_PORT_RETRY` seconds, and the answer
+    then says what holds it. (The defaults stay where they are: every config, manifest and client
+    that names them would change.)
+    """
+    why = _bind_problem(endpoint)
+    if why != _IN_USE or _listening(endpoint):
+        return why
+    deadline = time.monotonic() + HELD_PORT_RETRY
+    while time.monotonic() < deadline:
+        time.sleep(_HELD_PORT_POLL)  # a connection's end gives no event to wait on
+        why = _bind_problem(endpoint)
+        if why != _IN_USE:
+            return why
+    return (
+        "address already in use by a short-lived connection, not a server (nothing listens there: "
+        "an outgoing connection took it as its local port, as ports in Linux's ephemeral range "
+        "32768-60999 can be taken); try again in a moment, or use a port below 32768"
+    )
+
+
+_IN_USE = "address already in use"
+
+
+def _bind_problem(endpoint: Endpoint) -> str | None:
+    """Why ``endpoint`` cannot be bound at this moment, or None when it can."""
     try:
         infos = socket.getaddrinfo(
             endpoint.host, endpoint.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -86,7 +132,7 @@ def _in_use(endpoint: Endpoint) -> str | None:
                 probe.bind(address)
             except OSError as err:
                 if err.errno == errno.EADDRINUSE:
-                    return "address already in use"
+                    return _IN_USE
                 if err.errno == errno.EADDRNOTAVAIL:
                     return "not an address of this machine"
                 return err.strerror or str(err)
@@ -111,7 +157,7 @@ def check_free(endpoints: Iterable[Endpoint]) -> None:
         if why is not None:
             problems.append(f"cannot listen on {endpoint} ({endpoint.what}): {why}")
     if problems:
-        if any("already in use" in p for p in problems):
+        if any(p.endswith(_IN_USE) for p in problems):
             problems.append(
                 "is another toolscout (or another program) running on these ports? Stop it, or set "
                 "other `listen` / `metrics_port` values in the config (0 = any free port)"
@@ -146,7 +192,9 @@ class GatewayAuth:
     open_because: str = ""
 
 
-def gateway_auth(config: ToolscoutConfig, env: Mapping[str, str], *, listen: str | None = None) -> GatewayAuth:
+def gateway_auth(
+    config: ToolscoutConfig, env: Mapping[str, str], *, listen: str | None = None
+) -> GatewayAuth:
     """The gateway's tokens: its own ``gateway.tokens``, else the services' own token (the gateway
     is not open while the services are closed), else none.
 
