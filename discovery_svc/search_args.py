@@ -155,10 +155,11 @@ def validate_arguments(
 
 
 def parse_arguments_json(raw: str) -> SearchArgs:
-    """Arguments from the JSON the LLM sent (unknown keys are ignored).
+    """Arguments from the JSON the LLM sent.
 
     Raises:
-        SearchArgumentError: not a JSON object, or invalid as :func:`validate_arguments` says.
+        SearchArgumentError: not a JSON object, a key the tool does not take, or invalid as
+            :func:`validate_arguments` says.
     """
     try:
         args = parse_json(raw, "search_tools arguments") if raw.strip() else {}
@@ -168,6 +169,13 @@ def parse_arguments_json(raw: str) -> SearchArgs:
         ) from None
     if not isinstance(args, dict):
         raise SearchArgumentError(f"search_tools arguments must be a JSON object, got {_json_type(args)}.")
+    unknown = sorted(k for k in args if k not in SEARCH_TOOL_PARAMETERS["properties"])
+    if unknown:
+        # Refused rather than ignored: a caller that sends `max_results: -1` expects it to matter.
+        raise SearchArgumentError(
+            f"search_tools takes {', '.join(SEARCH_TOOL_PARAMETERS['properties'])}; "
+            f"'{unknown[0][:40]}' is not one of them."
+        )
     return validate_arguments(
         args.get("query"), args.get("server_name"), args.get("tool_names"), args.get("offset")
     )

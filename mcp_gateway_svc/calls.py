@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import AsyncShardedPoolClient, CallToolResult, Tool, ToolscoutClientError
 
@@ -74,11 +76,24 @@ def _mcp_result(result: CallToolResult) -> types.CallToolResult:
 
 
 def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
-    """The ``_meta`` to pass on to the MCP server, and the caller's timeout (0 = none given)."""
+    """The ``_meta`` to pass on to the MCP server, and the caller's timeout (0 = none given).
+
+    Raises:
+        MCPError: ``INVALID_PARAMS``, the timeout given is not a number of seconds above 0 (refused
+            rather than ignored: the caller expects its bound to hold).
+    """
     if not meta:
         return {}, 0.0
-    raw = meta.get(TIMEOUT_META_KEY)
-    timeout = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0 else 0.0
+    timeout = 0.0
+    if TIMEOUT_META_KEY in meta:
+        raw = meta[TIMEOUT_META_KEY]
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
+            shown = json.dumps(raw)[:40]
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"_meta {TIMEOUT_META_KEY} must be a number of seconds above 0, got {shown}",
+            )
+        timeout = float(raw)
     return {k: v for k, v in meta.items() if not _RESERVED_META.search(k)}, timeout
 
 
@@ -103,6 +118,9 @@ class ToolCaller:
         try:
             result, outcome = await self._call(tool, dict(arguments or {}), meta)
             return result
+        except MCPError:
+            outcome = "invalid_arguments"
+            raise
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
@@ -112,12 +130,12 @@ class ToolCaller:
     async def _call(
         self, tool: Tool, arguments: dict[str, Any], meta: Mapping[str, Any] | None
     ) -> tuple[types.CallToolResult, str]:
+        passed_meta, timeout = call_meta(meta)
         problems = argument_problems(tool.input_schema, arguments)
         if problems:
             return error_result(
                 expected_shape(tool.llm_name, tool.input_schema, problems)
             ), "invalid_arguments"
-        passed_meta, timeout = call_meta(meta)
         try:
             result = await self._pool.call_tool(
                 tool.llm_name,
@@ -137,7 +155,8 @@ class ToolCaller:
         name = tool.llm_name
         message = getattr(err, "message", str(err))
         if isinstance(err, OutcomeUnknownError):
-            return error_result(outcome_unknown_text(name, message)), "unknown"
+            # The one sentence the orchestrator writes too (the pool's own text says the same again).
+            return error_result(outcome_unknown_text(name)), "unknown"
         if isinstance(err, CancelledError):
             raise asyncio.CancelledError
         if isinstance(err, UnavailableError):

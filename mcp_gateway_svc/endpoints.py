@@ -67,6 +67,11 @@ class Endpoint:
         self.listen = ListenHandler(self._bus)
 
     @property
+    def following(self) -> bool:
+        """Whether discovery's plan of this endpoint's toolset is followed live right now."""
+        return self._stable.connected
+
+    @property
     def path(self) -> str:
         return f"/mcp/{self.key}" if self.key else "/mcp"
 

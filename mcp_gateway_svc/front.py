@@ -4,11 +4,12 @@ In order: health and peer paths; the ``Host`` header (DNS-rebinding protection: 
 ``Origin`` header (403); the bearer token when tokens are configured (401 with
 ``WWW-Authenticate``); the endpoint (``/mcp`` or ``/mcp/<toolset>``: 404 for an unknown toolset,
 403 for one the token may not use — the same answer, so a tenant cannot probe other tenants'
-toolsets); then the session (a request for another replica's session is forwarded there, one for
-a session opened at another endpoint or by another token is answered 404); then the SDK's
-streamable-HTTP transport of the endpoint's mode, which refuses bodies over the cap (413) before
-parsing and answers malformed JSON-RPC with the specification's error codes. Nothing here reads
-the body except to forward it.
+toolsets); the ``MCP-Protocol-Version`` header and the POST body (read once, within ``max_body_bytes`` and
+``request_read_timeout``, then held to the bounded JSON rules and the JSON-RPC envelope: see
+:mod:`mcp_gateway_svc.bodies`); then the session (a request for another replica's session is
+forwarded there, one for a session opened at another endpoint or by another token is answered
+404); then the SDK's streamable-HTTP transport of the endpoint's mode, which checks each method's
+parameters.
 """
 
 from __future__ import annotations
@@ -20,25 +21,38 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_gateway_svc.console import is_console_path
+from mcp_gateway_svc.bodies import (
+    ClientGoneError,
+    Refusal,
+    check_message,
+    check_protocol_version,
+    read_body,
+    replaying,
+)
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
-from mcp_gateway_svc.sessions import SessionRegistry
+from mcp_gateway_svc.sessions import SessionRegistry, end_session
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.logging import get_logger
 
 if TYPE_CHECKING:
     from mcp_gateway_svc.resource_server import OAuthResourceServer
 
 __all__ = ["GatewayFront", "Guard", "Tenant", "Tenants"]
+
+_log = get_logger(__name__)
 
 _INVALID_REQUEST = -32600
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -91,16 +105,55 @@ class Tenants:
         return found
 
 
-def _allowed(value: str, patterns: Sequence[str]) -> bool:
+# (scheme or "", host in lower case, port: a number, "*" for any, or None for none given)
+_Address = tuple[str, str, int | str | None]
+
+
+def _address(value: str, *, origin: bool) -> _Address | None:
+    """``scheme://host[:port]`` (an Origin) or ``host[:port]`` (a Host) split exactly, or None when
+    it is not one (a path, user info, a port that is not a number, ...). ``:*`` is kept as a port
+    of "*" (patterns only)."""
+    wildcard = value.endswith(":*")
+    text = value[:-2] if wildcard else value
+    try:
+        parts = urlsplit(text if origin else f"//{text}")
+        port: int | str | None = "*" if wildcard else parts.port
+    except ValueError:
+        return None
+    plain = not (parts.path or parts.query or parts.fragment or parts.username or parts.password)
+    if (
+        not parts.hostname
+        or not plain
+        or (origin and not parts.scheme)
+        or (wildcard and parts.port is not None)
+    ):
+        return None
+    return parts.scheme.lower(), parts.hostname.lower(), port
+
+
+def _allowed(value: str, patterns: Sequence[str], *, origin: bool) -> bool:
+    """Scheme, host and port compared exactly (the host in any case); a pattern's ``:*`` allows
+    any port, or none."""
+    given = _address(value, origin=origin)
+    if given is None or given[2] == "*":
+        return False
     for pattern in patterns:
-        if value == pattern or (pattern.endswith(":*") and value.startswith(pattern[:-1])):
+        wanted = _address(pattern, origin=origin)
+        if wanted is not None and wanted[:2] == given[:2] and wanted[2] in ("*", given[2]):
             return True
     return False
 
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """Host and Origin checks (DNS-rebinding protection, per the MCP security best practices)."""
+    """Host and Origin checks (DNS-rebinding protection, per the MCP security best practices).
+
+    Written here rather than taken from the SDK: ``mcp.server.transport_security``'s
+    ``TransportSecuritySettings`` compares hosts case-sensitively and reads a ``:*`` pattern as a
+    text prefix (``localhost:*`` admits ``localhost:1.evil.example``), and runs inside each
+    endpoint's transport, after the token; Starlette's ``TrustedHostMiddleware`` ignores ports
+    and has no Origin check. Here both headers are parsed and compared by scheme, host and port.
+    """
 
     allowed_origins: tuple[str, ...]
     # None: any host (a non-loopback listener behind a Service).
@@ -119,17 +172,25 @@ class Guard:
         return cls(tuple(origins), tuple(hosts) if hosts is not None else None)
 
     def host_ok(self, host: str | None) -> bool:
-        return self.allowed_hosts is None or (host is not None and _allowed(host, self.allowed_hosts))
+        return self.allowed_hosts is None or (
+            host is not None and _allowed(host, self.allowed_hosts, origin=False)
+        )
 
     def origin_ok(self, origin: str | None) -> bool:
         # Clients that are not browsers send no Origin; a browser page always does.
-        return origin is None or _allowed(origin, self.allowed_origins)
+        return origin is None or _allowed(origin, self.allowed_origins, origin=True)
 
 
 async def _reply(
-    send: Send, status: int, message: str, *, headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Send,
+    status: int,
+    message: str,
+    *,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    code: int = _INVALID_REQUEST,
+    request_id: str | int | None = None,
 ) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": _INVALID_REQUEST, "message": message}})
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
     await send(
         {
             "type": "http.response.start",
@@ -162,6 +223,9 @@ class GatewayFront:
         forwarder: Forwarder | None,
         metrics: GatewayMetrics,
         max_body_bytes: int,
+        read_timeout: float,
+        max_sessions: int,
+        tenant_quota: int,
         ready: Callable[[], bool],
         oauth: OAuthResourceServer | None = None,
         console: ASGIApp | None = None,
@@ -180,6 +244,9 @@ class GatewayFront:
         self._oauth = oauth
         # The web console (mcp_gateway_svc.console), None when it is off.
         self._console = console
+        self._read_timeout = read_timeout
+        self._max_sessions = max_sessions
+        self._tenant_quota = tenant_quota
         # Requests being answered (not counting GET streams): shutdown lets them finish.
         self.inflight = 0
         self.idle = asyncio.Event()
@@ -206,8 +273,35 @@ class GatewayFront:
         if await self._own_path(scope["path"], send):
             return
         info = await self._admit(scope, send)
-        if info is not None:
-            await self._mcp(scope, receive, send, info, Headers(scope=scope))
+        if info is None:
+            return
+        headers = Headers(scope=scope)
+        refusal = check_protocol_version(headers.get(MCP_PROTOCOL_VERSION_HEADER))
+        opening = False
+        if refusal is None and scope["method"] == "POST":
+            try:
+                body = await read_body(
+                    receive, limit=self._max_body, seconds=self._read_timeout, declared=_length(headers)
+                )
+            except ClientGoneError:
+                _log.info("request dropped: the client went away before its body arrived")
+                return
+            if isinstance(body, Refusal):
+                refusal = body
+            else:
+                checked = check_message(body)
+                refusal = checked if isinstance(checked, Refusal) else None
+                opening = not isinstance(checked, Refusal) and checked.get("method") == "initialize"
+                receive = replaying(body, receive)
+        if refusal is not None:
+            if refusal.reason == "body_timeout":
+                _log.info("request dropped: its body did not arrive in time", timeout=self._read_timeout)
+            self._metrics.rejections.labels(refusal.reason).inc()
+            await _reply(
+                send, refusal.status, refusal.message, code=refusal.code, request_id=refusal.request_id
+            )
+            return
+        await self._mcp(scope, receive, send, info, headers, opening=opening)
 
     async def _own_path(self, path: str, send: Send) -> bool:
         """Answers the probes and the peer lookup; False for anything else."""
@@ -272,11 +366,21 @@ class GatewayFront:
         return RequestInfo(endpoint, tenant.principal if tenant is not None else "")
 
     async def _mcp(
-        self, scope: Scope, receive: Receive, send: Send, info: RequestInfo, headers: Headers
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        info: RequestInfo,
+        headers: Headers,
+        *,
+        opening: bool,
     ) -> None:
         manager = self._managers[info.endpoint.mode]
         sid = headers.get(MCP_SESSION_ID_HEADER)
         stateful = not manager.stateless
+        if stateful and sid is None and opening and not await self._make_room(info.principal):
+            await self._reject(send, 503, "too_many_sessions", "Too many open sessions (all of them busy)")
+            return
         if stateful and sid is not None:
             replica_id, raw = Replica.split(sid)
             if replica_id != self._replica.id:
@@ -298,6 +402,28 @@ class GatewayFront:
                 self._sessions.close(raw)
             return
         await self._serve(manager, scope, receive, send, info)
+
+    async def _make_room(self, principal: str) -> bool:
+        """Room for one more session of ``principal``: at its quota, or at the replica's limit, the
+        least recently used idle session (of the tenant, or of anyone) is ended. False when every
+        session in the way is busy."""
+        for limit, of_tenant, reason in (
+            (self._tenant_quota, True, "tenant_quota"),
+            (self._max_sessions, False, "max_sessions"),
+        ):
+            if of_tenant and not principal:
+                continue  # without tokens there is one tenant: max_sessions is its quota
+            open_now = self._sessions.of_principal(principal) if of_tenant else self._sessions.all()
+            if len(open_now) < limit:
+                continue
+            idle = [s for s in open_now if not s.inflight]
+            if not idle:
+                return False
+            victim = min(idle, key=lambda s: s.last_seen)
+            self._sessions.close(victim.sid)
+            self._metrics.session_evictions.labels(reason).inc()
+            await end_session(self._managers[victim.mode], victim.sid)
+        return True
 
     async def _serve(
         self,
@@ -363,6 +489,13 @@ class GatewayFront:
             await self._reject(send, 404, "unknown_session", "Session not found")
 
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
+
+
+def _length(headers: Headers) -> int | None:
+    try:
+        return int(headers["content-length"])
+    except (KeyError, ValueError):
+        return None
 
 
 def _endpoint_key(path: str) -> str | None:

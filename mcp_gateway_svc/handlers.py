@@ -304,10 +304,12 @@ class McpHandlers:
         tool = call.view.by_name.get(name)
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
-            return await self._unknown(call.info.endpoint, call.view, name)
+            return await self._unknown(call.info.endpoint, call.view, name, call.mode)
         return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta)
 
-    async def _unknown(self, endpoint: Endpoint, view: ToolsetView, name: str) -> types.CallToolResult:
+    async def _unknown(
+        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str
+    ) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
             request = SearchRequest(toolset=endpoint.toolset, tool_names=(name,))
@@ -320,7 +322,9 @@ class McpHandlers:
         except ToolscoutClientError:
             closest = ()  # the answer stands without suggestions
         hint = f" (closest: {', '.join(closest)})" if closest else ""
-        where = "Find tools with search_tools." if view.search_tool is not None else "See tools/list."
+        # An "all" endpoint lists every tool and no search_tools: point at what it does list.
+        searchable = view.search_tool is not None and mode != "all"
+        where = "Find tools with search_tools." if searchable else "See tools/list."
         return error_result(f"unknown tool '{name}'{hint}. {where}")
 
 

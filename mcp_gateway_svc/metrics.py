@@ -60,7 +60,8 @@ class GatewayMetrics:
         self.rejections = m.counter(
             "http_rejections",
             "HTTP requests refused before MCP, by reason (unauthorized, insufficient_scope, "
-            "forbidden_toolset, unknown_toolset, bad_origin, bad_host, too_large, unknown_session).",
+            "forbidden_toolset, unknown_toolset, bad_origin, bad_host, too_large, body_timeout, "
+            "bad_protocol_version, bad_json, bad_jsonrpc, unknown_session, too_many_sessions).",
             "reason",
         )
         self.search_seconds = m.histogram(
@@ -87,6 +88,12 @@ class GatewayMetrics:
             "open_sessions",
             "MCP sessions open on this replica (handshake revisions on progressive and all endpoints).",
             "mode",
+        )
+        self.session_evictions = m.counter(
+            "session_evictions",
+            "Idle sessions ended to make room for a new one, by reason (tenant_quota: the tenant was "
+            "at gateway.max_sessions_per_tenant; max_sessions: the replica was at gateway.max_sessions).",
+            "reason",
         )
         self.list_changed = m.counter(
             "list_changed_notifications",

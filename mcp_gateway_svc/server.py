@@ -2,14 +2,18 @@
 
 The gateway is an HTTP server (MCP's streamable HTTP), not a gRPC one; it shares the kit's config,
 logging, metrics endpoint, channels and shard routing with the other services, and is run by the
-kit's ``serve_until_signal`` like them. ``/healthz`` (serving) and ``/readyz`` (discovery has
-answered for ``/mcp``) are its probes.
+kit's ``serve_until_signal`` like them. ``/healthz`` (serving) and ``/readyz`` are its probes.
+Ready means the gateway can answer as the catalog is now: it is not stopping, it holds ``/mcp``'s
+toolset plan, and its plan stream from discovery is open (so changes reach it and ``search_tools``
+can be answered). While discovery is down ``/readyz`` answers 503, and a load balancer sends
+clients to a replica that is ready; requests that still arrive are answered from the last plan.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -20,6 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
 from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient
 from toolscout.client.sharded import AsyncShardedPoolClient
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.console import PREFIX as CONSOLE_PREFIX
@@ -36,6 +41,7 @@ from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_endpoint
+from toolscout_kit.preflight import gateway_auth
 from toolscout_kit.reload import Reload
 from toolscout_kit.server import Cleanup
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
@@ -47,6 +53,8 @@ _log = get_logger(__name__)
 
 # Seconds between sweeps for sessions the transport has ended for idleness.
 _REAP_INTERVAL = 30.0
+# Sessions being opened at once beyond gateway.max_sessions before the SDK itself refuses one.
+_OPENING_MARGIN = 64
 # Requests still running this close to the end of the grace are cut (their streams end).
 _DRAIN_MARGIN = 0.25
 
@@ -57,6 +65,24 @@ class _Uvicorn(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self):  # type: ignore[no-untyped-def]  # uvicorn's own signature is untyped
         yield
+
+
+def _timed_http(seconds: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request's headers have not
+    all arrived within ``seconds`` (uvicorn times out idle keep-alive connections only; the body
+    has its own timeout in the front)."""
+
+    class _TimedH11(H11Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
+            self.loop.call_later(seconds, self._headers_due)
+
+        def _headers_due(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                _log.info("connection dropped: its request headers did not arrive in time", timeout=seconds)
+                self.transport.close()
+
+    return _TimedH11
 
 
 def _bind(listen: str) -> socket.socket:
@@ -244,7 +270,9 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
             security_settings=security,
             max_request_body_size=settings.max_body_bytes,
             session_idle_timeout=settings.session_idle_timeout,
-            max_sessions=settings.max_sessions,
+            # A backstop only: the front ends idle sessions to stay under max_sessions (the margin
+            # covers sessions being opened, which the front has not recorded yet).
+            max_sessions=settings.max_sessions + _OPENING_MARGIN,
         )
         for mode in ("progressive", "all")
     }
@@ -300,11 +328,14 @@ async def build_server(
 
     Raises:
         ConfigError: the address or metrics port cannot be bound, a token's variable is not set,
-            or the pool is sharded without shard addresses.
+            the gateway would run open where it may not (see ``gateway_auth``), or the pool is
+            sharded without shard addresses.
     """
     settings = config.toolscout.gateway
     security = config.toolscout.security
-    tenants = Tenants(settings.tokens)
+    address = listen or settings.listen
+    auth = gateway_auth(config, os.environ, listen=address)
+    tenants = Tenants(auth.tokens)
     tracing = tracing_for(config, "gateway")
     registry = new_registry()
     metrics = GatewayMetrics(registry)
@@ -333,7 +364,6 @@ async def build_server(
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
-    address = listen or settings.listen
     try:
         sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
     except ConfigError:
@@ -346,7 +376,7 @@ async def build_server(
         if running is None or running.stopping:
             return False
         default = endpoints.get("")
-        return default is not None and default.view is not None
+        return default is not None and default.view is not None and default.following
 
     front = GatewayFront(
         endpoints=endpoints,
@@ -358,6 +388,9 @@ async def build_server(
         forwarder=forwarder,
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
+        read_timeout=settings.request_read_timeout,
+        max_sessions=settings.max_sessions,
+        tenant_quota=settings.max_sessions_per_tenant,
         ready=ready,
         oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
         console=console,
@@ -367,6 +400,7 @@ async def build_server(
         lifespan="off",
         log_level="warning",
         access_log=False,
+        http=_timed_http(settings.request_read_timeout),
         timeout_graceful_shutdown=max(int(settings.shutdown_grace), 1),
     )
     running = RunningGateway(
@@ -404,12 +438,18 @@ async def build_server(
     running.add_reload(reshard)
     endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
     await running.wait_started()
+    if auth.open:
+        _log.warning(
+            "the gateway answers anyone who reaches it (no token is asked)",
+            url=running.url,
+            because=auth.open_because,
+        )
     _log.info(
         "gateway started",
         url=running.url,
         metrics_port=running.metrics_port,
         mode=settings.mode,
-        auth=tenants.enabled,
+        auth=not auth.open,
         replica=replica.id,
         console=running.console_url,
     )

@@ -5,7 +5,11 @@ A session (``Mcp-Session-Id``) is opened by the SDK's streamable-HTTP transport;
 records it here when the transport hands out its id, binds it to the endpoint and the token that
 opened it (a session is never usable from another toolset or by another tenant), counts its
 requests in flight and forgets it when the client deletes it, when the transport no longer knows
-it, or after ``session_idle_timeout`` without a request (the transport's own idle rule). Progressive
+it, or after ``session_idle_timeout`` without a request (the transport's own idle rule), or when
+it is evicted: a tenant at ``max_sessions_per_tenant`` (or the replica at ``max_sessions``) that
+opens one more ends its least recently used idle session instead of being refused, so clients that
+went away without a DELETE cannot lock anyone out (the evicted session's next request gets 404,
+and its client opens a new one). Progressive
 mode keeps the session's loaded tools here; every mode keeps the session's server-to-client channel
 so that a catalog change can be announced on its standalone stream.
 """
@@ -18,9 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
 from mcp_gateway_svc.metrics import GatewayMetrics
 
-__all__ = ["Session", "SessionRegistry"]
+__all__ = ["Session", "SessionRegistry", "end_session"]
 
 # A session is forgotten this long after the transport's idle timeout (which ends it there first).
 _REAP_MARGIN = 5.0
@@ -69,6 +75,12 @@ class SessionRegistry:
         if session is not None:
             self._metrics.open_sessions.labels(session.mode).dec()
 
+    def all(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    def of_principal(self, principal: str) -> list[Session]:
+        return [s for s in self._sessions.values() if s.principal == principal]
+
     def of_endpoint(self, endpoint: str) -> list[Session]:
         return [s for s in self._sessions.values() if s.endpoint == endpoint]
 
@@ -91,3 +103,16 @@ class SessionRegistry:
         for sid in idle:
             self.close(sid)
         return len(idle)
+
+
+async def end_session(manager: StreamableHTTPSessionManager, sid: str) -> None:
+    """Ends session ``sid`` in the SDK's manager as its idle timeout would: forgotten at once (its
+    id answers 404), its transport terminated (its server task and streams end).
+
+    The manager has no public way to end one session (only its own idle timeout, a client's
+    DELETE and its ``max_sessions`` refusal, which refuses new sessions rather than ending old
+    ones), so this calls the method those paths share.
+    """
+    transport = manager._server_instances.get(sid)
+    if transport is not None:
+        await manager._discard_session(sid, transport)

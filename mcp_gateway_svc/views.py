@@ -85,6 +85,8 @@ class PlanFollower:
         self._request = PlanRequest(toolset, surface=surface, include_deferred_tools=include_deferred_tools)
         self._on_plan = on_plan
         self.current: ToolPlan | None = None
+        # True while the plan stream is open (a plan arrived on it and it has not broken since).
+        self.connected = False
         # Why there is no plan (yet): shown to callers instead of an empty tool list.
         self.problem = "discovery has not answered yet"
         self._arrived = asyncio.Event()
@@ -122,6 +124,7 @@ class PlanFollower:
             try:
                 async for plan in self._discovery.watch(self._request, known_version=known):
                     backoff = _INITIAL_BACKOFF
+                    self.connected = True
                     self.current = plan
                     self._arrived.set()
                     if self._on_plan is not None:
@@ -137,5 +140,6 @@ class PlanFollower:
             except ToolscoutClientError as err:
                 self.problem = "discovery is not reachable"
                 _log.warning("following discovery's plan failed", toolset=self.toolset.key, error=err.message)
+            self.connected = False
             await asyncio.sleep(backoff * random.uniform(0.8, 1.2))  # noqa: S311 - jitter, not crypto
             backoff = min(backoff * 2, _MAX_BACKOFF)

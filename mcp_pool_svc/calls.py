@@ -43,7 +43,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
-from mcp_pool_svc.session import Connection
+from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import PoolSettings
@@ -313,6 +313,14 @@ class CallRunner:
                             tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
                         )
                 except MCPError as err:
+                    if was_not_sent(err):
+                        # Refused at once: the server is gone. The supervisor checks it now.
+                        sup.connection_refused()
+                        if lost is not None:
+                            raise _SentThenLost(retried=False) from None
+                        raise ServerUnavailableError(
+                            f"MCP server {sup.name!r} could not be reached; the call was not sent"
+                        ) from None
                     if err.code != mcp_types.CONNECTION_CLOSED:
                         raise
                     if not repeatable or lost is not None:

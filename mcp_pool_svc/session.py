@@ -23,6 +23,7 @@ GET stream, and a thousand servers behind one client would starve each other.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -51,6 +52,7 @@ from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 
 __all__ = [
     "INVALID_LISTING",
+    "NOT_SENT_CODE",
     "Connection",
     "ConnectionEvent",
     "Connector",
@@ -60,6 +62,7 @@ __all__ = [
     "negotiate",
     "open_connection",
     "transport_name",
+    "was_not_sent",
 ]
 
 # "listen_lost": the change-notification stream ended unexpectedly (the server may be gone).
@@ -205,6 +208,71 @@ def _transport(
     return _remote_transport(config, http_clients, auth)
 
 
+# A POST that could not even connect (refused, unresolvable, no connection in time) is answered
+# with this JSON-RPC error, marked with this process's nonce so that no server can forge it: the
+# request was certainly not delivered. (The SDK would instead end the whole transport with the
+# connection error, which the caller sees as CONNECTION_CLOSED: "sent, then lost".)
+NOT_SENT_CODE = mcp_types.INTERNAL_ERROR
+_NOT_SENT_MARK = "toolscout/notSent"
+_NOT_SENT_NONCE = os.urandom(8).hex()
+
+
+def was_not_sent(err: MCPError) -> bool:
+    """Whether ``err`` says the request never reached the server (see :class:`_NotSentTransport`)."""
+    data = err.error.data
+    return (
+        err.code == NOT_SENT_CODE and isinstance(data, dict) and data.get(_NOT_SENT_MARK) == _NOT_SENT_NONCE
+    )
+
+
+class _NotSentTransport(httpx2.AsyncBaseTransport):
+    """An HTTP transport that answers a JSON-RPC request whose POST could not connect with a
+    "not sent" JSON-RPC error (HTTP 503, JSON), which the SDK hands to that request alone.
+
+    Refused connections are the common way a dead server answers; telling them apart from a
+    request lost after it was sent is what lets a call right after a server died be answered
+    "not sent" at once, in every window of the reconnect cycle, instead of waiting for the server
+    to come back (a repeatable tool) or being reported as "may have run".
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as err:
+            request_id = _request_id(request)
+            if request_id is None:
+                raise
+            error = {
+                "code": NOT_SENT_CODE,
+                "message": f"the server could not be reached ({type(err).__name__}); the request was not sent",
+                "data": {_NOT_SENT_MARK: _NOT_SENT_NONCE},
+            }
+            return httpx2.Response(
+                503,
+                headers={"content-type": "application/json"},
+                content=json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode(),
+                request=request,
+            )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _request_id(request: httpx2.Request) -> str | int | None:
+    """The JSON-RPC id of a POSTed request (None: not a POST, or a notification)."""
+    if request.method != "POST":
+        return None
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+
 class HttpClients:
     """One shared HTTP client per distinct (headers, connect timeout) of streamable-HTTP servers.
 
@@ -220,12 +288,13 @@ class HttpClients:
         key = (tuple(sorted(config.headers.items())), config.connect_timeout)
         client = self._clients.get(key)
         if client is None:
+            limits = httpx2.Limits(
+                max_connections=None, max_keepalive_connections=None, keepalive_expiry=30.0
+            )
             client = httpx2.AsyncClient(
                 headers=config.headers or None,
                 timeout=httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT),
-                limits=httpx2.Limits(
-                    max_connections=None, max_keepalive_connections=None, keepalive_expiry=30.0
-                ),
+                transport=_NotSentTransport(httpx2.AsyncHTTPTransport(limits=limits)),
             )
             self._clients[key] = client
         return client

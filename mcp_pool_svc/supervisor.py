@@ -220,6 +220,12 @@ class Supervisor:
             changed = self._changed
             await changed.wait()
 
+    def connection_refused(self) -> None:
+        """A request could not reach the server: check the session now (a health check that is
+        refused too ends it), rather than at the next ping."""
+        self._check_now = True
+        self._poke.set()
+
     def call_started(self) -> None:
         self._inflight += 1
         self._calls_idle.clear()

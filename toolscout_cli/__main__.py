@@ -18,7 +18,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 import argparse
 import sys
 import sysconfig
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -76,30 +76,66 @@ def _toolset_options(parser: argparse.ArgumentParser, help_text: str) -> None:
     )
 
 
-def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+def _common(parser: argparse.ArgumentParser, *, top: bool, hidden: Collection[str] = ()) -> None:
+    """The options every command takes; ``hidden`` ones are still parsed (and then refused by
+    ``_check_stack_options`` with the reason) but not shown in the command's help."""
     # On subcommands the defaults are SUPPRESS, so `toolscout -c x tools` and `toolscout tools -c x`
     # both work and the later one wins.
     d: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+
+    def shown(flag: str, text: str) -> str:
+        return argparse.SUPPRESS if flag in hidden else text
+
     g = parser.add_argument_group("stack")
     g.add_argument("-c", "--config", help=f"config file (JSON or YAML); default ${CONFIG_ENV}", **d)
-    g.add_argument("--target", metavar="HOST:PORT", help="address for all three services", **d)
+    g.add_argument(
+        "--target", metavar="HOST:PORT", help=shown("--target", "address for all three services"), **d
+    )
     g.add_argument(
         "--pool-target",
         metavar="HOST:PORT[,...]",
-        help="address of the pool; of a sharded pool, every shard's, comma-separated in shard order",
+        help=shown(
+            "--pool-target",
+            "address of the pool; of a sharded pool, every shard's, comma-separated in shard order",
+        ),
         **d,
     )
     for service in ("discovery", "orchestrator"):
-        g.add_argument(f"--{service}-target", metavar="HOST:PORT", help=f"address of the {service}", **d)
-    g.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --ca-file)", **d)
-    g.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the servers (implies --tls)", **d)
-    g.add_argument("--json", action="store_true", help="machine-readable JSON output", **d)
+        flag = f"--{service}-target"
+        g.add_argument(flag, metavar="HOST:PORT", help=shown(flag, f"address of the {service}"), **d)
+    g.add_argument(
+        "--tls",
+        action="store_true",
+        help=shown("--tls", "connect with TLS (system roots unless --ca-file)"),
+        **d,
+    )
+    g.add_argument(
+        "--ca-file",
+        metavar="PEM",
+        help=shown("--ca-file", "CA bundle to verify the servers (implies --tls)"),
+        **d,
+    )
+    g.add_argument("--json", action="store_true", help=shown("--json", "machine-readable JSON output"), **d)
 
 
-def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+# Options `up` / `serve` refuse (see _check_stack_options), left out of their help.
+_UP_HIDDEN = (
+    "--target",
+    "--pool-target",
+    "--discovery-target",
+    "--orchestrator-target",
+    "--tls",
+    "--ca-file",
+)
+_SERVE_HIDDEN = ("--target", "--orchestrator-target", "--tls", "--ca-file", "--json")
+
+
+def _stack_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """``up`` and ``serve``: the commands that run services rather than talk to them."""
     p = command(
-        "up", "run the whole stack (pool, discovery, orchestrator, MCP gateway) from one config until Ctrl-C"
+        "up",
+        "run the whole stack (pool, discovery, orchestrator, MCP gateway) from one config until Ctrl-C",
+        hidden=_UP_HIDDEN,
     )
     p.add_argument(
         "--log-level",
@@ -123,7 +159,7 @@ def _stack_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> N
         help="run the pool as N shards, each its own process on a free port (sets the config's "
         "toolscout.pool.shards.count; default: that count)",
     )
-    p = command("serve", "run one service in the foreground (logs JSON to stdout)")
+    p = command("serve", "run one service in the foreground (logs JSON to stdout)", hidden=_SERVE_HIDDEN)
     p.add_argument("service", choices=("pool", "discovery", "orchestrator", "gateway"))
     p.add_argument("--listen", metavar="HOST:PORT", help="override the config's listen address")
     p.add_argument(
@@ -195,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, hidden: Collection[str] = ()) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        _common(p, top=False)
+        _common(p, top=False, hidden=hidden)
         return p
 
     _stack_commands(command)

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
 
@@ -143,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         structlog.get_logger(MODULE).error("pool shard cannot start", shard=spec.shard, error=err.message)
         return 2
+    finally:
+        skip_exit_collection()
     return 0
 
 

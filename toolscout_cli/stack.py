@@ -33,10 +33,11 @@ from toolscout_cli.output import Output
 from toolscout_cli.shard_process import ShardProcess, ShardSpec, log_into
 from toolscout_cli.stack_state import remove_record, shard_overrides, write_record
 from toolscout_cli.walkthrough import run_walkthrough
-from toolscout_kit.config import ToolscoutConfig, resolve_config_path
+from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, resolve_config_path
+from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
-from toolscout_kit.preflight import check_free, missing_api_keys, service_endpoints
+from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
 from toolscout_kit.server import serve_until_signal
 
 __all__ = ["run_serve", "run_up"]
@@ -244,9 +245,13 @@ async def _up(
     finally:
         if recorded:
             remove_record(config_path)
-        # Stopping the pool's server (or a shard process) also stops its MCP servers.
-        for _, running in reversed(servers):
-            await running.stop()
+        # Stopping the pool's server (or a shard process) also stops its MCP servers. The services
+        # that call the pool first, one by one; then every pool shard at once (each takes its MCP
+        # servers' shutdown time: one after another, a sharded stack took N times as long).
+        for name, running in reversed(servers):
+            if not name.startswith("pool"):
+                await running.stop()
+        await asyncio.gather(*(running.stop() for name, running in servers if name.startswith("pool")))
     if out.json_mode:
         out.json({"event": "stopped"})
     else:
@@ -295,7 +300,7 @@ def _announce(
         out.line(f"{name:<13} {address}{extra}")
     out.line("")
     if "gateway" in endpoints:
-        tokens = list(config.toolscout.gateway.tokens)
+        tokens = list(gateway_auth(config, os.environ).tokens)
         for line in host_setup_lines(endpoints["gateway"], tokens[0] if tokens else None):
             out.line(line)
         out.line("")
@@ -372,7 +377,7 @@ def run_up(
     # the config's addresses.
     services = ("pool",) if config.toolscout.pool.shards.count == 1 else ()
     try:
-        _preflight(config, (*services, "discovery", "orchestrator", "gateway"), out)
+        _preflight(config, (*services, "discovery", "orchestrator", "gateway"), out, source=source)
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None
     path = Path(log_file) if log_file else None
@@ -408,6 +413,7 @@ def run_up(
         except ConfigError as err:
             raise CliError(err.message, EXIT_USAGE) from None
         finally:
+            skip_exit_collection()
             if path is not None and not log_file and path.exists() and path.stat().st_size == 0:
                 path.unlink()  # nothing was logged: leave no empty file behind
 
@@ -419,12 +425,20 @@ def _preflight(
     *,
     listen: str | None = None,
     metrics_port: int | None = None,
+    source: str | None = None,
 ) -> None:
-    """What can be found wrong before anything starts (see :mod:`toolscout_kit.preflight`).
+    """What can be found wrong before anything starts (see :mod:`toolscout_kit.preflight`);
+    ``source`` names the config file in messages about its settings.
 
     Raises:
-        ConfigError: hybrid search without a working embedder, addresses taken or wanted twice.
+        ConfigError: hybrid search without a working embedder, addresses taken or wanted twice, a
+            gateway token variable not set or a gateway that would run open where it may not.
     """
+    if "gateway" in services:
+        try:
+            gateway_auth(config, os.environ, listen=listen if services == ("gateway",) else None)
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err.message}" if source else err.message) from None
     if "discovery" in services:
         check_search(config)
     check_free(
@@ -482,7 +496,14 @@ def run_serve(
     toolscout_kit.reload).
     """
     try:
-        _preflight(config, (service,), Output(json_mode=False), listen=listen, metrics_port=metrics_port)
+        _preflight(
+            config,
+            (service,),
+            Output(json_mode=False),
+            listen=listen,
+            metrics_port=metrics_port,
+            source=config_path or os.environ.get(CONFIG_ENV),
+        )
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None
     configure_logging(log_level)
@@ -499,3 +520,5 @@ def run_serve(
         return asyncio.run(_serve(_BUILDERS[service], config, path, **options))
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None
+    finally:
+        skip_exit_collection()

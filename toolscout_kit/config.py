@@ -563,6 +563,9 @@ class GatewaySettings(_ServiceSettings):
     default_toolset: str = ""
     # Request bodies over this many bytes are refused with 413 before they are parsed.
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Seconds a client has to send a request's headers, and then its body, before it is dropped
+    # (408 for a body); a slow or stalled client cannot hold a connection longer.
+    request_read_timeout: float = Field(default=10.0, gt=0, le=300)
     # Origin header values allowed (``scheme://host:port``, ``:*`` = any port); a request from any
     # other origin gets 403. Requests without an Origin (non-browser clients) are allowed.
     allowed_origins: list[str] = Field(default_factory=lambda: list(_LOCAL_ORIGINS))
@@ -570,6 +573,10 @@ class GatewaySettings(_ServiceSettings):
     # any host otherwise (behind a Kubernetes Service the Host is the Service's name).
     allowed_hosts: list[str] | None = None
     tokens: dict[str, list[str]] = Field(default_factory=dict)
+    # Without ``tokens`` the gateway asks for the services' own token (``security.auth_token_env``)
+    # when that is set. With neither it answers anyone who reaches it: it then starts only on a
+    # loopback address (with a warning) unless this is true.
+    allow_anonymous: bool = False
     # Progressive sessions across replicas: every replica's address (host:port), or one DNS name
     # resolving to all of them (a headless Service). A request for a session another replica holds
     # is forwarded there. Empty: one replica.
@@ -590,6 +597,9 @@ class GatewaySettings(_ServiceSettings):
     # A link to a chat's trace in a trace viewer, "{trace_id}" replaced (only when tracing is on),
     # e.g. "http://localhost:16686/trace/{trace_id}" (Jaeger). Empty: the trace id is shown alone.
     console_trace_url: str = ""
+    # Sessions one tenant (one token) may hold on a replica; without tokens max_sessions alone
+    # holds. At either limit, opening one more ends the least recently used idle session.
+    max_sessions_per_tenant: int = Field(default=1000, ge=1)
 
     @field_validator("tokens")
     @classmethod

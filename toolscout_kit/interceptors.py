@@ -37,6 +37,7 @@ __all__ = [
     "MALFORMED_REQUEST_MESSAGE",
     "OPEN_METHOD_PREFIXES",
     "SHUTDOWN_MESSAGE",
+    "TOKEN_FREE_PREFIXES",
     "AuthInterceptor",
     "DecodeInterceptor",
     "ErrorInterceptor",
@@ -47,8 +48,12 @@ __all__ = [
 
 _log = get_logger(__name__)
 
-# Health and reflection stay reachable without a token (probes and grpcurl-style discovery).
+# Health and reflection: plumbing, not traced or logged per call.
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+# Only health answers without the token (kubelet and load-balancer probes carry none); reflection
+# describes every method and message of the API, so it needs the token like the API itself
+# (grpcurl -H 'authorization: Bearer …').
+TOKEN_FREE_PREFIXES = ("/grpc.health.v1.Health/",)
 
 # Fixed: the reply to a malformed request names no parser and no exception.
 MALFORMED_REQUEST_MESSAGE = "malformed request: not a valid protobuf message for this method"
@@ -323,7 +328,7 @@ async def _translate(context: grpc.aio.ServicerContext, state: Any, exc: BaseExc
 
 
 class AuthInterceptor(_WrappingInterceptor):
-    """Requires ``authorization: Bearer <token>`` on every RPC except health and reflection."""
+    """Requires ``authorization: Bearer <token>`` on every RPC except health's."""
 
     def __init__(self, token: str) -> None:
         super().__init__()
@@ -337,7 +342,7 @@ class AuthInterceptor(_WrappingInterceptor):
         return False
 
     def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
-        if method.startswith(OPEN_METHOD_PREFIXES):
+        if method.startswith(TOKEN_FREE_PREFIXES):
             return None
 
         async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:

@@ -30,6 +30,7 @@ from toolscout_kit.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "JsonSyntaxError",
     "JsonTextError",
     "json_depth_bound",
     "json_object_or_empty",
@@ -55,6 +56,11 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 class JsonTextError(InvalidArgumentError):
     """JSON text from a caller that is malformed, nested too deeply or not valid Unicode."""
+
+
+class JsonSyntaxError(JsonTextError):
+    """JSON text that does not parse at all (JSON-RPC's "parse error", where the others are well
+    formed but refused)."""
 
 
 def json_depth_bound(text: str, limit: int = MAX_JSON_DEPTH) -> int:
@@ -132,7 +138,7 @@ def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         at = "" if err.msg.endswith(" at") else " at"  # "Unterminated string starting at"
-        raise JsonTextError(f"{what}: not valid JSON ({err.msg}{at} column {err.colno})") from None
+        raise JsonSyntaxError(f"{what}: not valid JSON ({err.msg}{at} column {err.colno})") from None
     except (ValueError, RecursionError) as err:
         # Integers past Python's digit limit; RecursionError cannot happen below the depth bound
         # but would be the caller's input all the same.

@@ -152,5 +152,5 @@ def outcome_unknown_text(name: str, detail: str = "") -> str:
         )
     return (
         f"Error: the outcome of this call of '{name}' is unknown: the connection to the tool was lost "
-        f"after the call was sent, so the tool may or may not have run. {_CHECK_FIRST}"
+        f"after the call was sent, so the tool may or may not have run, and it was not run again. {_CHECK_FIRST}"
     )

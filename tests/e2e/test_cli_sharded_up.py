@@ -192,7 +192,9 @@ def _state_files() -> set[Path]:
     return set(state_dir().glob("*.json"))
 
 
-def test_the_cli_finds_the_shards_of_a_running_up_stack_from_the_config_alone(tmp_path: Path) -> None:
+def test_the_cli_finds_the_shards_of_a_running_up_stack_from_the_config_alone(
+    tmp_path: Path, own_runtime_dir: Path
+) -> None:
     config = _pinned_config(tmp_path / "config.json", ports=(free_port(), free_port(), free_port()))
     up = UpProcess(config, "--pool-shards", "3")
     try:

@@ -432,14 +432,20 @@ def _send_traffic(stack: Stack) -> Traffic:
 def _mcp_traffic(stack: Stack) -> tuple[list[str], str, str]:
     """An MCP host on the gateway's Service: list, search, call; and one refused browser origin."""
     import anyio
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     port = stack.local.service_ports[("toolscout-gateway", 50054)]
     url = f"http://127.0.0.1:{port}/mcp"
 
     async def host() -> tuple[list[str], str, str]:
+        # The gateway asks for the services' token (no gateway.tokens in the base config).
         with anyio.fail_after(60):
-            async with Client(url) as client:
+            async with (
+                httpx2.AsyncClient(headers=dict(AUTH), timeout=30) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
                 names = [t.name for t in (await client.list_tools()).tools]
                 found = await client.call_tool("search_tools", {"query": "weather forecast for a city"})
                 called = await client.call_tool(

@@ -143,7 +143,9 @@ def reader_env(targets: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"VIRTUAL_ENV", "UV_RUN_RECURSION_DEPTH", "PYTHONPATH"} and not k.startswith("TOOLSCOUT_")
+        if k not in {"VIRTUAL_ENV", "UV_RUN_RECURSION_DEPTH", "PYTHONPATH"}
+        # The test session's own runtime folder stays: a reader's `make up` elsewhere is not this stack.
+        and (not k.startswith("TOOLSCOUT_") or k == "TOOLSCOUT_RUNTIME_DIR")
     }
     env["PATH"] = os.pathsep.join(
         p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != scripts

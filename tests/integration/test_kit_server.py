@@ -192,6 +192,20 @@ async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(
             health = health_pb2_grpc.HealthStub(channel)
             status = await health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
             assert status.status == health_pb2.HealthCheckResponse.SERVING
+            # Reflection describes the whole API: it needs the token too (health alone is open).
+            reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+            anonymous = reflection.ServerReflectionInfo(timeout=5)
+            await anonymous.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await anonymous.read()
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            allowed = reflection.ServerReflectionInfo(
+                metadata=(("authorization", "Bearer s3cret-token"),), timeout=5
+            )
+            await allowed.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+            listed = await allowed.read()
+            await allowed.done_writing()
+            assert SERVICE in {s.name for s in listed.list_services_response.service}
     finally:
         await running.stop(0)
 

@@ -59,6 +59,13 @@ def test_offset_must_be_a_non_negative_integer(offset: object) -> None:
         parse_arguments_json(json.dumps({"server_name": "mail", "offset": offset}))
 
 
-def test_arguments_are_trimmed_and_unknown_keys_ignored() -> None:
-    args = parse_arguments_json('{"query": " forecast ", "tool_names": ["a", "a", " b "], "extra": 1}')
+def test_arguments_are_trimmed() -> None:
+    args = parse_arguments_json('{"query": " forecast ", "tool_names": ["a", "a", " b "]}')
     assert args == SearchArgs(query="forecast", server_name=None, tool_names=("a", "b"), offset=0)
+
+
+@pytest.mark.parametrize("extra", ['"max_results": -1', '"max_results": 5', '"limit": 3'])
+def test_a_key_search_tools_does_not_take_is_refused_naming_the_keys_it_takes(extra: str) -> None:
+    with pytest.raises(SearchArgumentError) as refused:
+        parse_arguments_json('{"query": "forecast", ' + extra + "}")
+    assert refused.value.message.startswith("search_tools takes query, server_name, tool_names, offset; '")

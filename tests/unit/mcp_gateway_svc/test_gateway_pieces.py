@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 
+import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 from prometheus_client import CollectorRegistry
 from toolscout.client import CallToolResult, ContentBlock, TokenAccounting, Tool, ToolPlan
 
@@ -160,8 +162,15 @@ def test_call_meta_passes_the_callers_meta_on_without_the_protocols_own_keys() -
     )
     assert meta == {"trace": "x"}
     assert timeout == 2.5
-    assert call_meta({"toolscout/timeoutSeconds": True}) == ({}, 0.0)
     assert call_meta(None) == ({}, 0.0)
+
+
+@pytest.mark.parametrize("bad", [True, -1, 0, "5", None, float("inf"), [3]])
+def test_a_timeout_in_meta_that_is_not_seconds_above_0_is_refused_not_ignored(bad: object) -> None:
+    with pytest.raises(MCPError) as refused:
+        call_meta({"toolscout/timeoutSeconds": bad})
+    assert refused.value.code == types.INVALID_PARAMS
+    assert "toolscout/timeoutSeconds must be a number of seconds above 0" in refused.value.message
 
 
 def test_the_outcome_unknown_text_says_the_tool_may_have_run_without_internal_addresses() -> None:
@@ -202,6 +211,16 @@ def test_a_loopback_listener_accepts_local_hosts_and_origins_only() -> None:
     assert guard.origin_ok("http://localhost:3000")
     assert guard.origin_ok("https://app.example")
     assert not guard.origin_ok("https://app.example.evil")
+    # Scheme, host and port exactly; the host in any case; `:*` is a port, not a text prefix.
+    assert guard.host_ok("LOCALHOST:8080")
+    assert not guard.host_ok("localhost:1.evil.example")
+    assert not guard.host_ok("localhost:*")
+    assert not guard.host_ok("localhost:1/path")
+    assert guard.origin_ok("HTTP://LocalHost:3000")
+    assert not guard.origin_ok("http://localhost:1.evil.example")
+    assert not guard.origin_ok("https://localhost:3000")
+    assert not guard.origin_ok("https://app.example:8443")
+    assert not guard.origin_ok("http://user@localhost:3000")
     assert not guard.origin_ok("http://localhost.evil:3000")
     # Behind a Service the Host is the Service's name: any, unless configured.
     assert Guard.from_settings("0.0.0.0:50054", [], None).host_ok("toolscout-gateway:50054")

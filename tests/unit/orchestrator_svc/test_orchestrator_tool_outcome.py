@@ -13,8 +13,8 @@ from toolscout_kit.errors import OutcomeUnknownError, UnavailableError
 
 OUTCOME_UNKNOWN = (
     "Error: the outcome of this call of 'weather_forecast' is unknown: the connection to the tool "
-    "was lost after the call was sent, so the tool may or may not have run. Check whether it "
-    "took effect before calling it again."
+    "was lost after the call was sent, so the tool may or may not have run, and it was not run "
+    "again. Check whether it took effect before calling it again."
 )
 
 

@@ -172,6 +172,7 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         self._updates = list(updates)
         self._watchers: set[asyncio.Queue[CatalogSnapshot]] = set()
         self._server: grpc.aio.Server | None = None
+        self._stopping = asyncio.Event()
 
     # --- changing the catalog -----------------------------------------------------------------
 
@@ -188,6 +189,8 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         """Serves on ``address`` (a free port by default); returns the target to connect to."""
         server = grpc.aio.server()
         mcp_pool_pb2_grpc.add_McpPoolServicer_to_server(self, server)
+        self._stopping = asyncio.Event()
+        server.add_generic_rpc_handlers((self._health(),))
         host = address.rsplit(":", 1)[0]
         if server_credentials is not None:
             port = server.add_secure_port(address, server_credentials)
@@ -197,10 +200,36 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         self._server = server
         return f"{host}:{port}"
 
-    async def stop(self, grace: float | None = 0) -> None:
+    async def stop(self, grace: float | None = 0.1) -> None:
+        """Stops serving; calls still running get ``grace`` seconds (the clients' health watches
+        end at once, so a client that has closed sees no cancelled call)."""
         server, self._server = self._server, None
         if server is not None:
+            self._stopping.set()
             await server.stop(grace)
+
+    def _health(self) -> grpc.GenericRpcHandler:
+        """grpc.health.v1 answering SERVING, as a real pool does: the clients' channels health-check
+        (their service config asks for it), and without it gRPC logs an error for every channel.
+        Written out (``HealthCheckResponse{status: SERVING}`` is two bytes) rather than adding
+        grpcio-health-checking to the client library for its test double."""
+        serving = b"\x08\x01"
+        stopping = self._stopping
+
+        async def check(request: bytes, context: Any) -> bytes:
+            return serving
+
+        async def watch(request: bytes, context: Any) -> AsyncIterator[bytes]:
+            yield serving
+            await stopping.wait()
+
+        return grpc.method_handlers_generic_handler(
+            "grpc.health.v1.Health",
+            {
+                "Check": grpc.unary_unary_rpc_method_handler(check),
+                "Watch": grpc.unary_stream_rpc_method_handler(watch),
+            },
+        )
 
     @asynccontextmanager
     async def serve(self, address: str = "127.0.0.1:0", **kwargs: Any) -> AsyncIterator[str]:
