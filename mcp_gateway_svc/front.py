@@ -30,7 +30,6 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.bodies import (
     ClientGoneError,
     Refusal,
@@ -39,6 +38,7 @@ from mcp_gateway_svc.bodies import (
     read_body,
     replaying,
 )
+from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -260,15 +260,7 @@ class GatewayFront:
         if scope["type"] != "http":
             return
         if self._console is not None and is_console_path(scope["path"]):
-            # The console signs its visitors in with the same tokens itself (a browser cannot send
-            # a bearer token on a page load); the Host and Origin rules are these.
-            headers = Headers(scope=scope)
-            if not self._guard.host_ok(headers.get("host")):
-                await self._reject(send, 421, "bad_host", "Invalid Host header")
-            elif not self._guard.origin_ok(headers.get("origin")):
-                await self._reject(send, 403, "bad_origin", "Invalid Origin header")
-            else:
-                await self._console(scope, receive, send)
+            await self._serve_console(self._console, scope, receive, send)
             return
         if await self._own_path(scope["path"], send):
             return
@@ -302,6 +294,17 @@ class GatewayFront:
             )
             return
         await self._mcp(scope, receive, send, info, headers, opening=opening)
+
+    async def _serve_console(self, console: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """The console signs its visitors in with the same tokens itself (a browser cannot send a
+        bearer token on a page load); the Host and Origin rules are these."""
+        headers = Headers(scope=scope)
+        if not self._guard.host_ok(headers.get("host")):
+            await self._reject(send, 421, "bad_host", "Invalid Host header")
+        elif not self._guard.origin_ok(headers.get("origin")):
+            await self._reject(send, 403, "bad_origin", "Invalid Origin header")
+        else:
+            await console(scope, receive, send)
 
     async def _own_path(self, path: str, send: Send) -> bool:
         """Answers the probes and the peer lookup; False for anything else."""

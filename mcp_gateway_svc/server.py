@@ -41,7 +41,7 @@ from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_endpoint
-from toolscout_kit.preflight import gateway_auth
+from toolscout_kit.preflight import GatewayAuth, gateway_auth
 from toolscout_kit.reload import Reload
 from toolscout_kit.server import Cleanup
 from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
@@ -313,6 +313,23 @@ def _console(
     return console, orchestrator
 
 
+def _service_clients(
+    config: ToolscoutConfig,
+    pool_targets: Sequence[str] | None,
+    pool_target: str | None,
+    discovery_target: str | None,
+) -> tuple[ShardClients, AsyncShardedPoolClient, AsyncDiscoveryClient]:
+    """The clients of the pool (its shards) and of discovery the gateway calls."""
+    settings, security = config.toolscout.gateway, config.toolscout.security
+    targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
+    shard_clients = ShardClients(security)
+    pool = sharded_pool_client(config, targets or [pool_target or settings.pool_target], shard_clients)
+    discovery = AsyncDiscoveryClient(
+        create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
+    )
+    return shard_clients, pool, discovery
+
+
 async def build_server(
     config: ToolscoutConfig,
     *,
@@ -332,19 +349,13 @@ async def build_server(
             sharded without shard addresses.
     """
     settings = config.toolscout.gateway
-    security = config.toolscout.security
     address = listen or settings.listen
     auth = gateway_auth(config, os.environ, listen=address)
     tenants = Tenants(auth.tokens)
     tracing = tracing_for(config, "gateway")
     registry = new_registry()
     metrics = GatewayMetrics(registry)
-    targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
-    shard_clients = ShardClients(security)
-    pool = sharded_pool_client(config, targets or [pool_target or settings.pool_target], shard_clients)
-    discovery = AsyncDiscoveryClient(
-        create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
-    )
+    shard_clients, pool, discovery = _service_clients(config, pool_targets, pool_target, discovery_target)
     sessions = SessionRegistry(metrics, settings.session_idle_timeout)
     endpoints = Endpoints(
         toolsets={name: settings.mode_for(name) for name in config.tool_sets},
@@ -438,6 +449,14 @@ async def build_server(
     running.add_reload(reshard)
     endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
     await running.wait_started()
+    _announce(running, auth, settings, replica)
+    return running
+
+
+def _announce(
+    running: RunningGateway, auth: GatewayAuth, settings: GatewaySettings, replica: Replica
+) -> None:
+    """The start-up log lines: one WARNING whenever the gateway runs open, then where it listens."""
     if auth.open:
         _log.warning(
             "the gateway answers anyone who reaches it (no token is asked)",
@@ -453,4 +472,3 @@ async def build_server(
         replica=replica.id,
         console=running.console_url,
     )
-    return running
