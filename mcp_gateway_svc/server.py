@@ -26,6 +26,7 @@ from mcp_gateway_svc.front import GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
+from mcp_gateway_svc.results import KeptResults
 from mcp_gateway_svc.sessions import SessionRegistry
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
@@ -276,7 +277,13 @@ async def build_server(
         metrics=metrics,
     )
     handlers = McpHandlers(
-        discovery, ToolCaller(pool, metrics), metrics, private_lists=tenants.enabled, tracing=tracing
+        discovery,
+        ToolCaller(pool, metrics),
+        metrics,
+        private_lists=tenants.enabled,
+        tracing=tracing,
+        results=KeptResults(pool),
+        result_budget=settings.result_budget_for,
     )
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
