@@ -17,6 +17,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from toolscout import client as tc
 from toolscout.client import wire
 from toolscout.orchestrator.v1 import orchestrator_pb2 as pb
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
@@ -58,6 +59,7 @@ class Stack:
     fake: FakeProvider
     stub: orchestrator_pb2_grpc.OrchestratorStub
     orchestrator: RunningServer
+    pool: RunningServer
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -100,7 +102,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             )
             servers.append(orchestrator)
             async with grpc.aio.insecure_channel(orchestrator.address) as channel:
-                yield Stack(fake, orchestrator_pb2_grpc.OrchestratorStub(channel), orchestrator)
+                yield Stack(fake, orchestrator_pb2_grpc.OrchestratorStub(channel), orchestrator, pool)
         finally:
             for server in reversed(servers):
                 await server.stop(0.5)
@@ -190,6 +192,11 @@ async def test_the_model_gets_a_preview_reads_the_part_it_needs_and_the_tokens_a
         "toolscout_orchestrator_result_tokens_total", {"server": "everything", "kind": "saved"}
     )
     assert saved is not None and saved >= tokens.tokens_saved
+    # The pool's own totals (what `toolscout tokens` shows) include this chat's result.
+    async with tc.AsyncPoolClient.connect(stack.pool.address) as pool:
+        (everything,) = await pool.list_servers()
+    assert everything.result_tokens_returned >= tokens.tokens_returned
+    assert everything.results_kept >= 1
 
 
 async def test_a_handle_is_read_on_a_later_turn_but_not_from_another_conversation(

@@ -313,6 +313,11 @@ class ServerStatus:
     serialize_writes: bool = True
     serialized_tools: int = 0
     unannotated_tools: int = 0
+    # Since the pool process started: tokens of its results shaped to a budget, as returned and as
+    # delivered, and how many became a preview and a handle.
+    result_tokens_returned: int = 0
+    result_tokens_delivered: int = 0
+    results_kept: int = 0
 
 
 @dataclass(frozen=True, slots=True)
