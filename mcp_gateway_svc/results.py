@@ -116,7 +116,9 @@ class KeptResults:
             raise MCPError(types.INVALID_PARAMS, err.message) from None
         except ToolscoutClientError as err:
             _log.warning("reading a kept result failed", error=err.message)
-            raise MCPError(types.INTERNAL_ERROR, "the result could not be read right now; try again") from None
+            raise MCPError(
+                types.INTERNAL_ERROR, "the result could not be read right now; try again"
+            ) from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=read.text)]
         )

@@ -104,7 +104,10 @@ class OrchestratorMetrics:
             "kind",
         )
         self.result_reads = m.counter(
-            "result_reads", "read_result calls of models, by server and outcome (ok, refused).", "server", "outcome"
+            "result_reads",
+            "read_result calls of models, by server and outcome (ok, refused).",
+            "server",
+            "outcome",
         )
         DeprecatedNames(m.registry, {old: getattr(self, attr) for old, attr in DEPRECATED_NAMES.items()})
 

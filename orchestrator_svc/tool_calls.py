@@ -379,7 +379,10 @@ class ToolCallRunner:
         if isinstance(parsed, str):
             return f"Error: {_invalid_arguments(call.name, parsed)}", True, ""
         request = read_arguments(
-            parsed, principal=chat.principal, conversation=chat.conversation, token_encoding=chat.token_encoding
+            parsed,
+            principal=chat.principal,
+            conversation=chat.conversation,
+            token_encoding=chat.token_encoding,
         )
         if isinstance(request, str):
             return f"Error: {request}", True, ""

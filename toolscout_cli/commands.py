@@ -407,7 +407,13 @@ def _result_table(results: dict[str, tuple[int, int, int]] | None, out: Output) 
     delivered = sum(r[1] for r in results.values())
     pct = 100.0 * (returned - delivered) / returned if returned else 0.0
     rows.append(
-        ("TOTAL", returned, delivered, f"{returned - delivered} ({pct:.0f}%)", sum(r[2] for r in results.values()))
+        (
+            "TOTAL",
+            returned,
+            delivered,
+            f"{returned - delivered} ({pct:.0f}%)",
+            sum(r[2] for r in results.values()),
+        )
     )
     out.table(("Server", "Result tokens returned", "Delivered", "Saved", "Kept"), rows, wrap_last=False)
     out.note("tool-result tokens since the pool started (results shaped to a budget: orchestrator, gateway)")

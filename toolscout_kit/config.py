@@ -653,6 +653,7 @@ class ResultsSettings(_Strict):
     @classmethod
     def _budget_is_budget(cls, tokens: int) -> int:
         return _result_budget(tokens)
+
     # How long the pool keeps a result behind its handle, and how many bytes of them it keeps (the
     # oldest are dropped first; reading one then says it expired).
     handle_ttl: float = Field(default=900.0, gt=0)

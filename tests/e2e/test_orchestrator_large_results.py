@@ -172,10 +172,12 @@ async def test_the_model_gets_a_preview_reads_the_part_it_needs_and_the_tokens_a
     assert result.text == "found it"
     echo, read = (m for m in result.messages if m.role == "tool")
     # The model saw a preview within the budget, with the handle; not the needle.
-    assert echo.result_handle and echo.result_handle in echo.content
+    assert echo.result_handle
+    assert echo.result_handle in echo.content
     assert echo.handle_expires_unix > time.time()
     assert NEEDLE not in echo.content
-    assert NEEDLE in read.content and not read.is_error
+    assert NEEDLE in read.content
+    assert not read.is_error
     # read_result was offered only once a handle was live.
     first, second, _third = fake.requests
     assert "read_result" not in first.tool_names
@@ -191,7 +193,8 @@ async def test_the_model_gets_a_preview_reads_the_part_it_needs_and_the_tokens_a
     saved = registry.get_sample_value(
         "toolscout_orchestrator_result_tokens_total", {"server": "everything", "kind": "saved"}
     )
-    assert saved is not None and saved >= tokens.tokens_saved
+    assert saved is not None
+    assert saved >= tokens.tokens_saved
     # The pool's own totals (what `toolscout tokens` shows) include this chat's result.
     async with tc.AsyncPoolClient.connect(stack.pool.address) as pool:
         (everything,) = await pool.list_servers()
@@ -217,7 +220,8 @@ async def test_a_handle_is_read_on_a_later_turn_but_not_from_another_conversatio
     later = [*history, pb.Message(role="user", content="the first page, please")]
     turn = wire.chat_result(await stack.stub.Chat(pb.ChatRequest(messages=later, model="gpt"), timeout=WAIT))
     (page,) = (m for m in turn.messages if m.role == "tool")
-    assert not page.is_error and "characters 0-" in page.content
+    assert not page.is_error
+    assert "characters 0-" in page.content
     assert "read_result" in fake.requests[0].tool_names
 
     # The same history sent as another conversation: the pool does not know the handle there.
@@ -228,7 +232,9 @@ async def test_a_handle_is_read_on_a_later_turn_but_not_from_another_conversatio
     other = pb.ChatRequest(messages=later, model="gpt", conversation_id="someone-else")
     turn = wire.chat_result(await stack.stub.Chat(other, timeout=WAIT))
     (refused,) = (m for m in turn.messages if m.role == "tool")
-    assert refused.is_error and handle in refused.content and NEEDLE not in refused.content
+    assert refused.is_error
+    assert handle in refused.content
+    assert NEEDLE not in refused.content
 
     # A handle the conversation was never given is refused before the pool is asked.
     fake.script(
@@ -237,4 +243,5 @@ async def test_a_handle_is_read_on_a_later_turn_but_not_from_another_conversatio
     )
     turn = wire.chat_result(await stack.stub.Chat(pb.ChatRequest(messages=later, model="gpt"), timeout=WAIT))
     (guessed,) = (m for m in turn.messages if m.role == "tool")
-    assert guessed.is_error and guessed.content == no_handle_text("r0-made-up")
+    assert guessed.is_error
+    assert guessed.content == no_handle_text("r0-made-up")

@@ -77,7 +77,10 @@ async def test_a_kept_result_is_read_by_its_owner_only_a_page_or_the_matching_li
             await pool.read_result(tc.ReadRequest("r0-abc", "mallory", "c1"))
         with pytest.raises(tc.InvalidArgumentError):
             await pool.read_result(tc.ReadRequest("r0-abc", "alice", "c1", path="items[0]"))
-    assert page.text == text[:400] and page.next_offset == 400 and page.total_chars == len(text)
+    assert page.text == text[:400]
+    assert page.next_offset == 400
+    assert page.total_chars == len(text)
     assert (page.server, page.tool) == ("logs", "tail")
-    assert found.text == "line 700: needle" and found.next_offset == -1
+    assert found.text == "line 700: needle"
+    assert found.next_offset == -1
     assert [r.principal for r in fake.reads] == ["alice", "alice", "mallory", "alice"]

@@ -121,17 +121,21 @@ async def test_a_host_gets_a_preview_and_a_resource_link_it_reads_and_another_te
             refused = await b.call_tool("read_result", {"handle": handle, "offset": 0})
     # meta mode lists read_result beside call_tool, for hosts that do not read resource links.
     assert names[-3:] == ["search_tools", "call_tool", "read_result"]
-    assert handle in preview and NEEDLE not in preview
+    assert handle in preview
+    assert NEEDLE not in preview
     assert count_tokens(preview) <= BUDGET
     page_one, page_two = first.contents[0], second.contents[0]
     assert isinstance(page_one, types.TextResourceContents)
     assert isinstance(page_two, types.TextResourceContents)
-    assert page_one.text.startswith("Echo: ") and count_tokens(page_one.text) <= BUDGET
+    assert page_one.text.startswith("Echo: ")
+    assert count_tokens(page_one.text) <= BUDGET
     assert f"characters {offset.group(1)}-" in page_two.text
-    assert NEEDLE in _text(grep) and not grep.is_error
+    assert NEEDLE in _text(grep)
+    assert not grep.is_error
     # Another principal: the handle does not exist for it, on either path.
     assert stolen.value.error.code == -32002
-    assert refused.is_error and f"no result handle '{handle}'" in _text(refused)
+    assert refused.is_error
+    assert f"no result handle '{handle}'" in _text(refused)
     assert README[1000:1100] not in _text(refused)
 
 
@@ -157,4 +161,5 @@ async def test_on_a_session_endpoint_a_handle_is_bound_to_its_session(gw: Gatewa
             unknown = await first.call_tool("read_result", {"handle": "r0-made-up"})
     assert own.contents[0].text.startswith("Echo: ")  # type: ignore[union-attr]
     assert other.value.error.code == -32002
-    assert unknown.is_error and "no result handle 'r0-made-up'" in _text(unknown)
+    assert unknown.is_error
+    assert "no result handle 'r0-made-up'" in _text(unknown)

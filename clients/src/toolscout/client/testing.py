@@ -279,7 +279,9 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         if read.path:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the fake pool does not project JSON")
         if read.offset < 0 or read.offset > size:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"offset {read.offset} is outside the result")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"offset {read.offset} is outside the result"
+            )
         next_offset = -1
         if read.pattern:
             answer = "\n".join(line for line in text.splitlines() if read.pattern.lower() in line.lower())

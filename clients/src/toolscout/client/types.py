@@ -22,8 +22,8 @@ from typing import Any, TypedDict
 
 __all__ = [
     "CALL_TOOL_NAME",
-    "READ_RESULT_NAME",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "READ_RESULT_NAME",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
     "CallRequest",
