@@ -91,6 +91,8 @@ __all__ = [
 
 _log = get_logger(__name__)
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+# Kept with every result handle of the conversation: an id, not a document.
+_MAX_CONVERSATION_ID = 256
 
 
 def conversation_id(request: ChatRequest) -> str:
@@ -116,6 +118,8 @@ def _validate(request: ChatRequest) -> ResultFormat:
             raise InvalidChatError(f"messages[{i}]: a tool message needs tool_call_id")
     if request.max_iterations < 0:
         raise InvalidChatError("max_iterations must not be negative")
+    if len(request.conversation_id) > _MAX_CONVERSATION_ID:
+        raise InvalidChatError(f"conversation_id must be at most {_MAX_CONVERSATION_ID} characters")
     try:
         parse_json_object(request.meta_json, "meta_json")
     except JsonTextError as err:
