@@ -20,6 +20,8 @@ from toolscout.client import (
     CallToolResult,
     ContentBlock,
     PlanRequest,
+    ReadRequest,
+    ResultRead,
     SearchRequest,
     SearchResult,
     TokenAccounting,
@@ -218,6 +220,10 @@ class FakePool:
         except asyncio.CancelledError:
             self.cancelled.append(llm_name)
             raise
+
+    async def read_result(self, request: ReadRequest, *, deadline: float | None) -> ResultRead:
+        # This fake keeps no results (its handlers return none over a budget).
+        raise NotFoundError(f"no result handle {request.handle!r}")
 
 
 @dataclass
