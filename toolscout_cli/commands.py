@@ -349,6 +349,8 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
             }
         )
         return EXIT_OK
+    # Result tokens first: the definitions' TOTAL stays the last line (scripts read it).
+    _result_table(results, out)
     rows: list[tuple[Any, ...]] = [
         (name, r["tools"], r["deferred"], r["all"], r["sent"], r["all"] - r["sent"])
         for name, r in sorted(per_server.items())
@@ -371,7 +373,6 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     )
     approx = " · an estimate: not the provider's own tokenizer" if totals.estimate else ""
     out.note(f"tool-definition tokens per LLM call for {provider}, counted in {totals.encoding}{approx}")
-    _result_table(results, out)
     return EXIT_OK
 
 
