@@ -378,21 +378,17 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
 
 def _result_tokens(ts: ToolscoutClient, out: Output) -> dict[str, tuple[int, int, int]] | None:
     """Per server, tool-result tokens returned / delivered and results kept behind a handle since
-    the pool started (every shard's ListServers, summed); None when the pool does not answer."""
+    the pool started (the sharded client sums a server's shards); None when the pool does not answer."""
     try:
         statuses = ts.pool.list_servers()
     except ToolscoutClientError as err:
         out.note(f"toolscout: tool-result tokens unknown: the pool did not answer ({err.message})")
         return None
-    sums: dict[str, tuple[int, int, int]] = {}
-    for s in statuses:
-        returned, delivered, kept = sums.get(s.name, (0, 0, 0))
-        sums[s.name] = (
-            returned + s.result_tokens_returned,
-            delivered + s.result_tokens_delivered,
-            kept + s.results_kept,
-        )
-    return {name: r for name, r in sums.items() if r[0]}
+    return {
+        s.name: (s.result_tokens_returned, s.result_tokens_delivered, s.results_kept)
+        for s in statuses
+        if s.result_tokens_returned
+    }
 
 
 def _result_table(results: dict[str, tuple[int, int, int]] | None, out: Output) -> None:
