@@ -203,9 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     _toolset_options(p, "toolset the chat may use")
     p.add_argument("--system", help="system prompt (overrides the model's template)")
     p.add_argument("--show-reasoning", action="store_true", help="show the model's reasoning as it streams")
-    p = command(
-        "tokens", "tool-definition tokens with and without discovery, and tool-result tokens, per server"
-    )
+    p = command("tokens", "tool-definition tokens with and without discovery, per server")
     p.add_argument("--toolset", help="toolset (default: every tool)")
     p.add_argument(
         "--provider", help="count as this provider does: openai (default, o200k), anthropic (cl100k), ollama"

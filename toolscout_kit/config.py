@@ -466,13 +466,6 @@ GatewayMode = Literal["meta", "progressive", "all"]
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
 
 
-def _result_budget(tokens: int) -> int:
-    # The pool's smallest budget (toolscout_kit.shaping.MIN_BUDGET_TOKENS).
-    if 0 < tokens < 100:
-        raise ValueError("a result budget is 0 (no shaping) or at least 100 tokens")
-    return tokens
-
-
 class GatewaySettings(_ServiceSettings):
     """The MCP front door (``toolscout.gateway``): MCP over streamable HTTP at ``/mcp`` and
     ``/mcp/<toolset>``.
@@ -494,6 +487,12 @@ class GatewaySettings(_ServiceSettings):
     default_toolset: str = ""
     # Request bodies over this many bytes are refused with 413 before they are parsed.
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Most tokens of one tool result sent to an MCP host (0: no shaping): past it a preview, a
+    # resource_link to the whole and read_result. 20000 stays under Claude Code's 25,000-token cap
+    # with room for its tokenizer counting more than o200k_base does.
+    result_budget: int = Field(default=20_000, ge=0)
+    # Per host, by the glob of its clientInfo.name ("claude-code", "cursor*"): the first match wins.
+    result_budgets: dict[str, int] = Field(default_factory=dict)
     # Origin header values allowed (``scheme://host:port``, ``:*`` = any port); a request from any
     # other origin gets 403. Requests without an Origin (non-browser clients) are allowed.
     allowed_origins: list[str] = Field(default_factory=lambda: list(_LOCAL_ORIGINS))
@@ -508,12 +507,6 @@ class GatewaySettings(_ServiceSettings):
     # Seconds a session without requests stays open (progressive and all modes).
     session_idle_timeout: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
-    # Most tokens of one tool result sent to an MCP host (0: no shaping): past it a preview, a
-    # resource_link to the whole and read_result. 20000 stays under Claude Code's 25,000-token cap
-    # with room for its tokenizer counting more than o200k_base does.
-    result_budget: int = Field(default=20_000, ge=0)
-    # Per host, by the glob of its clientInfo.name ("claude-code", "cursor*"): the first match wins.
-    result_budgets: dict[str, int] = Field(default_factory=dict)
 
     @field_validator("tokens")
     @classmethod
@@ -524,6 +517,10 @@ class GatewaySettings(_ServiceSettings):
             if not toolsets:
                 raise ValueError(f"{name}: list the toolsets the token may use ('*' for all)")
         return tokens
+
+    def mode_for(self, toolset: str) -> GatewayMode:
+        """The mode of the endpoint serving ``toolset`` ("" = /mcp without a default toolset)."""
+        return self.modes.get(toolset, self.mode)
 
     @field_validator("result_budget")
     @classmethod
@@ -547,10 +544,6 @@ class GatewaySettings(_ServiceSettings):
             if fnmatch.fnmatchcase(client_name, glob):
                 return tokens
         return self.result_budget
-
-    def mode_for(self, toolset: str) -> GatewayMode:
-        """The mode of the endpoint serving ``toolset`` ("" = /mcp without a default toolset)."""
-        return self.modes.get(toolset, self.mode)
 
 
 class EmbedderSettings(_Strict):
@@ -636,6 +629,13 @@ class TracingSettings(_Strict):
     # Prompt text, tool arguments and results in spans (redacted like the logs). Off: counts,
     # names and outcomes only.
     capture_content: Flag = False
+
+
+def _result_budget(tokens: int) -> int:
+    # The pool's smallest budget (toolscout_kit.shaping.MIN_BUDGET_TOKENS).
+    if 0 < tokens < 100:
+        raise ValueError("a result budget is 0 (no shaping) or at least 100 tokens")
+    return tokens
 
 
 class ResultsSettings(_Strict):
