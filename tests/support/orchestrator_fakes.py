@@ -31,6 +31,7 @@ from toolscout.client import (
     ToolsetRef,
 )
 
+from discovery_svc.surface import READ_RESULT_TOOL
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
@@ -144,6 +145,8 @@ class FakeDiscovery:
             catalog_version="v1",
             deferred_tools=tuple(self.deferred) if with_deferred_tools else (),
             deferred_count=len(self.deferred) - len(found),
+            read_result_tool=READ_RESULT_TOOL,
+            read_result_tokens=TOKENS_PER_TOOL,
         )
 
     async def search_tools(self, request: SearchRequest, *, deadline: float | None) -> SearchResult:
