@@ -23,7 +23,7 @@ from discovery_svc.manifest import BuiltManifest, build_manifest, search_tool_de
 from discovery_svc.partition import Partition
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
-from discovery_svc.surface import Surface, call_tool_definition
+from discovery_svc.surface import READ_RESULT_TOOL, Surface, call_tool_definition
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
 __all__ = ["PreparedToolset", "plan_tools"]
@@ -39,6 +39,8 @@ class _Totals:
     system_message: int
     # The stable surface's search_tools + call_tool.
     stable_tools: int = 0
+    # read_result (every plan carries it; callers send it only while a handle is live).
+    read_result: int = 0
 
 
 def _search_tool(description: str) -> ParsedTool:
@@ -128,6 +130,7 @@ class PreparedToolset:
                     search_tool=search,
                     system_message=self._counter.count_text(self.system_message, enc.name),
                     stable_tools=stable,
+                    read_result=count(READ_RESULT_TOOL, enc),
                 )
                 self._totals[enc] = totals
         return totals
@@ -209,4 +212,6 @@ def plan_tools(
         deferred_tools=prepared.partition.deferred if include_deferred_tools else (),
         call_tool=prepared.call_tool if stable else None,
         surface=surface,
+        read_result_tool=READ_RESULT_TOOL,
+        read_result_tokens=totals.read_result,
     )

@@ -8,7 +8,10 @@ data (an MCP ``structuredContent``); the model then calls ``call_tool`` with the
 arguments, which the caller validates against the tool's input schema before the pool runs it.
 
 Discovery owns these definitions and texts so that the orchestrator (``deferral: stable``) and the
-MCP gateway (meta mode) send the same bytes.
+MCP gateway (meta mode) send the same bytes. It owns ``read_result`` the same way: every plan
+carries its definition (any surface), which a caller offers while a tool result it got is a
+preview with a live handle (the orchestrator: while its history shows one; the gateway: beside
+call_tool in meta mode). Its arguments are read by :func:`toolscout_kit.result_tool.read_arguments`.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolscout.client import CALL_TOOL_NAME, Tool
+from toolscout.client import CALL_TOOL_NAME, READ_RESULT_NAME, Tool
 
 from discovery_svc.catalog import ParsedTool
 
 __all__ = [
     "CALL_TOOL_NAME",
     "CALL_TOOL_PARAMETERS",
+    "READ_RESULT_PARAMETERS",
+    "READ_RESULT_TOOL",
     "Surface",
     "call_tool_definition",
     "format_tool_with_schema",
@@ -75,6 +80,46 @@ _CALL_TOOL_DESCRIPTION = (
 def call_tool_definition() -> ParsedTool:
     """The ``call_tool`` tool (its bytes never depend on the catalog)."""
     return ParsedTool.own(CALL_TOOL_NAME, _CALL_TOOL_DESCRIPTION, CALL_TOOL_PARAMETERS)
+
+
+READ_RESULT_PARAMETERS: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "handle": {
+            "type": "string",
+            "description": "The handle a result preview gave (e.g. 'r0-AbC...').",
+        },
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Read a page from this character offset (the default when no pattern or path).",
+        },
+        "pattern": {
+            "type": "string",
+            "description": "Return the lines containing this text (literal, case-insensitive).",
+        },
+        "context_lines": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 20,
+            "description": "With pattern: lines shown before and after each match.",
+        },
+        "path": {
+            "type": "string",
+            "description": "For a JSON result: a JMESPath expression, e.g. items[0] or items[?id==`3`].name.",
+        },
+    },
+    "required": ["handle"],
+}
+
+_READ_RESULT_DESCRIPTION = (
+    "Read more of a tool result that was too large and came back as a preview with a handle: "
+    "a page from a character offset, the lines matching a pattern (with context lines), or a "
+    "JMESPath path of a JSON result. Only handles shown in this conversation can be read."
+)
+
+# Built once: its bytes never depend on the catalog (prompt caches, and the gateway's lists).
+READ_RESULT_TOOL = ParsedTool.own(READ_RESULT_NAME, _READ_RESULT_DESCRIPTION, READ_RESULT_PARAMETERS)
 
 
 def _schema_text(tool: Tool) -> str:

@@ -7,11 +7,16 @@ retried; a call that was not sent (server down) names the server and its state. 
 not fit the tool's input schema never reach the pool: the answer shows the expected shape, as
 ``toolscout describe`` prints it, so the model can correct itself. Cancelling the MCP request
 cancels the CallTool RPC (and the pool sends ``notifications/cancelled`` to the MCP server).
+
+With a result budget (:class:`~mcp_gateway_svc.results.ResultOwner`) the pool shapes the result
+for the host (the text copy of a duplicated structured result: hosts read ``content``); one over
+the budget is a preview followed by a ``resource_link`` to the whole (:mod:`mcp_gateway_svc.results`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
@@ -22,9 +27,10 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from toolscout.client import AsyncShardedPoolClient, CallToolResult, Tool, ToolscoutClientError
+from toolscout.client import AsyncShardedPoolClient, CallRequest, CallToolResult, Tool, ToolscoutClientError
 
 from mcp_gateway_svc.metrics import GatewayMetrics
+from mcp_gateway_svc.results import ResultOwner, result_link
 from toolscout_kit.arguments import argument_problems, expected_shape
 from toolscout_kit.errors import (
     CancelledError,
@@ -72,6 +78,8 @@ def _mcp_result(result: CallToolResult) -> types.CallToolResult:
         except ValidationError:
             # A block of a protocol revision this SDK does not know: its text, at least.
             content.append(types.TextContent(type="text", text=block.text or json.dumps(raw)))
+    if result.result_handle:
+        content.append(result_link(result.result_handle, f"{result.server}/{result.tool}"))
     return types.CallToolResult(content=content, structured_content=structured, is_error=result.is_error)
 
 
@@ -111,12 +119,14 @@ class ToolCaller:
         *,
         mode: str,
         meta: Mapping[str, Any] | None = None,
+        owner: ResultOwner | None = None,
     ) -> types.CallToolResult:
-        """Runs ``tool``; every outcome but cancellation is a result the model can read."""
+        """Runs ``tool``; every outcome but cancellation is a result the model can read.
+        ``owner``: the host's result budget and who may read a kept result (None: no shaping)."""
         started = time.perf_counter()
         outcome = "error"
         try:
-            result, outcome = await self._call(tool, dict(arguments or {}), meta)
+            result, outcome = await self._call(tool, dict(arguments or {}), meta, owner)
             return result
         except MCPError:
             outcome = "invalid_arguments"
@@ -128,7 +138,11 @@ class ToolCaller:
             self._metrics.tool_call(mode, outcome, time.perf_counter() - started)
 
     async def _call(
-        self, tool: Tool, arguments: dict[str, Any], meta: Mapping[str, Any] | None
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        owner: ResultOwner | None,
     ) -> tuple[types.CallToolResult, str]:
         passed_meta, timeout = call_meta(meta)
         problems = argument_problems(tool.input_schema, arguments)
@@ -136,17 +150,19 @@ class ToolCaller:
             return error_result(
                 expected_shape(tool.llm_name, tool.input_schema, problems)
             ), "invalid_arguments"
-        try:
-            result = await self._pool.call_tool(
-                tool.llm_name,
-                arguments,
-                server_hint=tool.server,
-                meta=passed_meta or None,
-                timeout_seconds=timeout,
-                # The pool bounds a call by the server's call_timeout; the caller's own timeout,
-                # when it gave one, bounds the RPC (the client adds a margin for the answer).
-                deadline=None,
+        request = CallRequest.to(tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout)
+        if owner is not None and owner.budget:
+            request = dataclasses.replace(
+                request,
+                result_budget_tokens=owner.budget,
+                structured_copy="text",
+                principal=owner.principal,
+                conversation=owner.conversation,
             )
+        try:
+            # The pool bounds a call by the server's call_timeout; the caller's own timeout, when
+            # it gave one, bounds the RPC (the client adds a margin for the answer).
+            result = await self._pool.call(request, server_hint=tool.server, deadline=None)
         except ToolscoutClientError as err:
             return self._failed(tool, error_from_client(err, "pool"))
         return _mcp_result(result), "tool_error" if result.is_error else "ok"

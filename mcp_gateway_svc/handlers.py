@@ -4,8 +4,8 @@ One SDK ``Server`` per mode, all with the same handlers: the endpoint a request 
 mode, tenant, session) travels in the HTTP request's scope, put there by the HTTP front
 (:mod:`mcp_gateway_svc.front`). The gateway is a translator, like a servicer: an MCP request
 becomes a call through the client library (discovery's ``SearchTools``, the pool's ``CallTool``)
-and its answer an MCP result. Only tools are served; the gateway advertises no resources or
-prompts (the pool does not carry them).
+and its answer an MCP result. Tools are served, and of resources only the tool results the pool
+kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`); no prompts.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from toolscout.client import (
     CALL_TOOL_NAME,
+    READ_RESULT_NAME,
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     InvalidArgumentError,
@@ -39,6 +40,7 @@ from mcp_gateway_svc.calls import ToolCaller, error_result, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
+from mcp_gateway_svc.results import KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import listed_tools, mcp_tool, signature
 from mcp_gateway_svc.views import ToolsetView
@@ -130,9 +132,15 @@ class McpHandlers:
         *,
         private_lists: bool,
         tracing: Tracing = NO_TRACING,
+        results: KeptResults | None = None,
+        result_budget: Callable[[str], int] | None = None,
     ) -> None:
+        """``results`` serves kept results (resources/read, read_result); ``result_budget`` is
+        the result budget of a host by its clientInfo.name (None: results are not shaped)."""
         self._discovery = discovery
         self._caller = caller
+        self._results = results
+        self._result_budget = result_budget
         self._metrics = metrics
         self._tracing = tracing
         # With tokens, a list may be cached only within one authorization context.
@@ -157,6 +165,10 @@ class McpHandlers:
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_subscriptions_listen=self.listen,
+            # Kept tool results only (mcp_gateway_svc.results); listing them is what advertises
+            # the resources capability.
+            on_list_resources=self.list_resources if self._results is not None else None,
+            on_read_resource=self.read_resource if self._results is not None else None,
         )
         server.announces_changes = sessions
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
@@ -254,7 +266,35 @@ class McpHandlers:
             return await self._search(call, arguments)
         if call.view.call_tool is not None and name == CALL_TOOL_NAME:
             return await self._call_through(call, arguments)
+        if name == READ_RESULT_NAME and self._results is not None and name not in call.view.by_name:
+            return await self._results.read_tool(arguments, self._owner(ctx, info))
         return await self._call(call, name, arguments)
+
+    # --- kept results ----------------------------------------------------------------------
+
+    def _owner(self, ctx: ServerRequestContext[Any, Any], info: RequestInfo) -> ResultOwner:
+        """The host's result budget and what its kept results are bound to: the principal, and
+        the session when the endpoint keeps one (stateless meta: the principal alone)."""
+        budget = 0
+        if self._result_budget is not None:
+            params = ctx.session.client_params
+            budget = self._result_budget(params.client_info.name if params is not None else "")
+        conversation = info.session.sid if info.session is not None else ""
+        return ResultOwner(budget, info.principal, conversation)
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        # Kept results are reached by the links their tool results gave, never listed.
+        return types.ListResourcesResult(resources=[])
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        info = _info(ctx)
+        if self._results is None:  # registered only with it
+            raise MCPError(types.METHOD_NOT_FOUND, "this server has no resources")
+        return await self._results.read_resource(str(params.uri), self._owner(ctx, info))
 
     # --- search_tools ----------------------------------------------------------------------
 
@@ -305,7 +345,8 @@ class McpHandlers:
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
             return await self._unknown(call.info.endpoint, call.view, name, call.mode)
-        return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta)
+        owner = self._owner(call.ctx, call.info)
+        return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta, owner=owner)
 
     async def _unknown(
         self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str

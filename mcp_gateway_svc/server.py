@@ -35,6 +35,7 @@ from mcp_gateway_svc.handlers import McpHandlers
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
 from mcp_gateway_svc.resource_server import OAuthResourceServer
+from mcp_gateway_svc.results import KeptResults
 from mcp_gateway_svc.sessions import SessionRegistry
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
@@ -371,6 +372,8 @@ async def build_server(
         metrics,
         private_lists=tenants.enabled or settings.oauth is not None,
         tracing=tracing,
+        results=KeptResults(pool),
+        result_budget=settings.result_budget_for,
     )
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)

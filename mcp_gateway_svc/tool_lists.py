@@ -1,7 +1,8 @@
 """What ``tools/list`` answers in each mode, as MCP tool definitions.
 
-- **meta**: the toolset's eager tools, ``search_tools`` (the manifest in its description) and
-  ``call_tool``: the same bytes for a whole catalog version, however many searches run.
+- **meta**: the toolset's eager tools, ``search_tools`` (the manifest in its description),
+  ``call_tool`` and ``read_result`` (reads a large result kept behind a handle): the same bytes for
+  a whole catalog version, however many searches run.
 - **progressive**: the eager tools, ``search_tools`` and the tools this session's searches loaded,
   in the order they were loaded.
 - **all**: every tool of the toolset.
@@ -56,6 +57,8 @@ def listed_tools(
         return [*view.eager, *view.deferred]
     if mode == "meta":
         extra = [view.call_tool] if view.call_tool is not None else []
+        if extra and view.read_result is not None:
+            extra.append(view.read_result)
         return [*view.eager, view.search_tool, *extra]
     found = [
         view.by_name[n] for n in dict.fromkeys(loaded) if n in view.by_name and n not in view.eager_names

@@ -50,6 +50,8 @@ class ToolsetView:
     deferred: tuple[Tool, ...]
     by_name: Mapping[str, Tool]
     eager_names: frozenset[str]
+    # Discovery's read_result (meta mode lists it beside call_tool).
+    read_result: Tool | None = None
 
     @classmethod
     def from_plan(cls, plan: ToolPlan) -> ToolsetView:
@@ -62,6 +64,7 @@ class ToolsetView:
             deferred=plan.deferred_tools,
             by_name=MappingProxyType(tools),
             eager_names=frozenset(t.llm_name for t in plan.loaded_tools),
+            read_result=plan.read_result_tool,
         )
 
 

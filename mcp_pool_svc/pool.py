@@ -125,6 +125,8 @@ class McpPool:
         self._results = ResultKeeper(
             config.toolscout.results, lambda: self._index, self._server_result_budget
         )
+        # Per server: result tokens returned, delivered, and results kept (ListServers reports them).
+        self._result_totals: dict[str, list[int]] = {}
         self._started = False
         self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
         # Kept when a reshard leaves this shard out (its index beyond the new count).
@@ -349,8 +351,14 @@ class McpPool:
 
     def _status_of(self, sup: Supervisor) -> ServerStatus:
         rule = self._placement.rule(sup.name)
+        returned, delivered, kept = self._result_totals.get(sup.name, (0, 0, 0))
         return dataclasses.replace(
-            sup.status(), shards=self._placement.owners(sup.name), placement=rule.placement
+            sup.status(),
+            shards=self._placement.owners(sup.name),
+            placement=rule.placement,
+            result_tokens_returned=returned,
+            result_tokens_delivered=delivered,
+            results_kept=kept,
         )
 
     def shard_info(self) -> ShardInfo:
@@ -469,9 +477,12 @@ class McpPool:
                 return result
             listed = self.catalog.lookup(server, tool)
             shaped = await self._results.shape(request, result, bool(listed and listed.output_schema_json))
-            self._metrics.result_tokens(
-                server, shaped.tokens_returned, shaped.tokens_delivered, shaped.result_handle != ""
-            )
+            kept = shaped.result_handle != ""
+            self._metrics.result_tokens(server, shaped.tokens_returned, shaped.tokens_delivered, kept)
+            totals = self._result_totals.setdefault(server, [0, 0, 0])
+            totals[0] += shaped.tokens_returned
+            totals[1] += shaped.tokens_delivered
+            totals[2] += int(kept)
             return shaped
 
     async def read_result(self, request: ReadRequest) -> ResultRead:

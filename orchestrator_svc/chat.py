@@ -47,6 +47,8 @@ class ChatRequest:
     discovered_tools: list[str] = field(default_factory=list)
     max_iterations: int = 0
     tool_result_format: str = ""
+    # Names the conversation result handles are bound to ("": derived, see loop.conversation_id).
+    conversation_id: str = ""
 
     def __post_init__(self) -> None:
         # A toolset named as callers have it (a name, a mapping) is a ref like any other.

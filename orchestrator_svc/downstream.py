@@ -21,6 +21,8 @@ from toolscout.client import (
     CallRequest,
     CallToolResult,
     PlanRequest,
+    ReadRequest,
+    ResultRead,
     SearchRequest,
     SearchResult,
     Tool,
@@ -96,5 +98,11 @@ class ClientPool:
             return await self._client.call(
                 request, server_hint=self._routes.server_of(request.name), deadline=deadline
             )
+        except ToolscoutClientError as err:
+            raise error_from_client(err, "pool") from err
+
+    async def read_result(self, request: ReadRequest, *, deadline: float | None) -> ResultRead:
+        try:
+            return await self._client.read_result(request, deadline=deadline)
         except ToolscoutClientError as err:
             raise error_from_client(err, "pool") from err

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolscout.client import CALL_TOOL_NAME, SEARCH_TOOL_NAME
+from toolscout.client import CALL_TOOL_NAME, READ_RESULT_NAME, SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import Message, ToolCall
 from toolscout_kit.json_text import json_object_or_none
@@ -25,6 +25,7 @@ __all__ = [
     "history_loaded_tools",
     "not_loaded_error",
     "recorded_searches",
+    "result_handles",
     "search_result_references",
 ]
 
@@ -84,6 +85,8 @@ def discovery_candidates(
                 for name in by_search.get(call.id, ()):
                     found.setdefault(name, None)
                 continue
+            if call.name == READ_RESULT_NAME:
+                continue  # the orchestrator's own tool, never a catalog tool to load
             result = results.get(call.id)
             # A call we refused as "not yet loaded" does not mean the tool was ever loaded.
             if result is None or not result.not_loaded:
@@ -120,3 +123,10 @@ def history_loaded_tools(messages: Sequence[Message]) -> list[str]:
             if item.provider == "anthropic":
                 names += search_result_references(item.data)
     return names
+
+
+def result_handles(messages: Sequence[Message]) -> dict[str, float]:
+    """The result handles the conversation was given, each with its expiry (Unix seconds), from
+    the tool results the orchestrator marked (``result_handle``). read_result reads only these,
+    and is offered while one of them has not expired."""
+    return {m.result_handle: m.handle_expires_unix for m in messages if m.role == "tool" and m.result_handle}

@@ -5,6 +5,13 @@ provider prompt caches keep hitting; with ``deferral: stable`` the tool list nev
 (eager tools, search_tools and call_tool from discovery's stable surface) and found tools are
 called through call_tool. The whole chat is bounded by the caller's deadline, and
 cancelling the task running :meth:`ChatLoop.run` cancels the in-flight LLM request and tool calls.
+
+Tool results are shaped to ``toolscout.results.budget_tokens`` by the pool; one over it reaches
+the model as a preview whose handle is bound to the chat's principal (``""``: the orchestrator's
+callers share one bearer token, so none is told apart) and conversation
+(:func:`conversation_id`). While the history shows a handle that has not expired, discovery's
+``read_result`` joins the end of the tool list in every deferral mode (a strict model, whose
+tools may not change, gets it on every request).
 """
 
 from __future__ import annotations
@@ -35,7 +42,12 @@ from orchestrator_svc.chat import (
 )
 from orchestrator_svc.deferred import DeferredTools, DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError, InvalidChatError
-from orchestrator_svc.history import discovery_candidates, history_loaded_tools, recorded_searches
+from orchestrator_svc.history import (
+    discovery_candidates,
+    history_loaded_tools,
+    recorded_searches,
+    result_handles,
+)
 from orchestrator_svc.messages import LLMRequest, Message, ToolCall
 from orchestrator_svc.metrics import INLINE_TOOLSET_LABEL, OrchestratorMetrics
 from orchestrator_svc.native import NativeDeferral
@@ -51,13 +63,14 @@ from orchestrator_svc.spans import (
 )
 from orchestrator_svc.stats import ChatTally
 from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
-from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat
+from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat, ResultsSettings
 from toolscout_kit.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
+from toolscout_kit.tokens import encoding_for
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing
 
 __all__ = [
@@ -73,10 +86,24 @@ __all__ = [
     "ToolCallStartedEvent",
     "ToolsDiscoveredEvent",
     "UsageEvent",
+    "conversation_id",
 ]
 
 _log = get_logger(__name__)
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+# Kept with every result handle of the conversation: an id, not a document.
+_MAX_CONVERSATION_ID = 256
+
+
+def conversation_id(request: ChatRequest) -> str:
+    """The conversation result handles are bound to: the caller's ``conversation_id``, else a hash
+    of what stays the same on every turn of a conversation (the toolset and the first user
+    message). The orchestrator keeps no state, so it is rebuilt from each request."""
+    if request.conversation_id:
+        return request.conversation_id
+    first = next((m.content for m in request.messages if m.role == "user"), "")
+    seed = "\x00".join(("conversation", request.toolset.name, request.toolset.filter_json, first))
+    return "h-" + hashlib.sha256(seed.encode()).hexdigest()[:32]
 
 
 def _validate(request: ChatRequest) -> ResultFormat:
@@ -91,6 +118,8 @@ def _validate(request: ChatRequest) -> ResultFormat:
             raise InvalidChatError(f"messages[{i}]: a tool message needs tool_call_id")
     if request.max_iterations < 0:
         raise InvalidChatError("max_iterations must not be negative")
+    if len(request.conversation_id) > _MAX_CONVERSATION_ID:
+        raise InvalidChatError(f"conversation_id must be at most {_MAX_CONVERSATION_ID} characters")
     try:
         parse_json_object(request.meta_json, "meta_json")
     except JsonTextError as err:
@@ -142,6 +171,7 @@ class _Chat:
         self.cache_key = (
             hashlib.sha256(seed.encode()).hexdigest()[:32] if resolved.client.prompt_cache_key else ""
         )
+        budget = loop.results.budget_tokens
         context = ChatContext(
             model=resolved.name,
             toolset=request.toolset,
@@ -156,6 +186,11 @@ class _Chat:
             native=lambda: self.native.active,
             stable=self.stable,
             definition=self.definition,
+            result_budget=budget,
+            token_encoding=encoding_for(resolved.client.provider).name,
+            principal="",
+            conversation=conversation_id(request),
+            handles=lambda: result_handles(self.conversation),
         )
         self.tools = ToolCallRunner(
             context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics, tracing=loop.tracing
@@ -233,6 +268,18 @@ class _Chat:
         """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
         return name in (await self.deferred()).names
 
+    def read_tool(self) -> list[Tool]:
+        """``[read_result]`` while the conversation holds a live result handle (a strict model:
+        whenever results are shaped, since its tools may not change), else ``[]``."""
+        tool = self.plan.read_result_tool
+        if tool is None or self.loop.results.budget_tokens <= 0:
+            return []
+        if self.resolved.strict_tools:
+            return [tool]
+        now = time.time()
+        live = any(expires > now for expires in result_handles(self.conversation).values())
+        return [tool] if live else []
+
     def loaded_tools(self) -> list[Tool]:
         """What the model can call: eager tools, then search_tools, then discovered tools in
         discovery order (each call's list extends the previous one, so prompt caches survive).
@@ -242,7 +289,7 @@ class _Chat:
         found = [t for t in self.plan.loaded_tools if t.llm_name in discovered]
         search = [self.plan.search_tool] if self.plan.search_tool is not None else []
         call = [self.plan.call_tool] if self.plan.call_tool is not None else []
-        return eager + search + call + found
+        return eager + search + call + found + self.read_tool()
 
     def tools_to_send(self) -> list[Tool]:
         """Append mode: the loaded tools. Native mode: the eager tools and search_tools, then every
@@ -252,7 +299,7 @@ class _Chat:
         discovered = set(self.discovered)
         eager = [t for t in self.plan.loaded_tools if t.llm_name not in discovered]
         search = [self.plan.search_tool] if self.plan.search_tool is not None else []
-        return eager + search + list(self.native.tools)
+        return eager + search + list(self.native.tools) + self.read_tool()
 
     def system_prompt(self, tools: list[Tool]) -> str:
         if self.history_has_system and not self.request.system:
@@ -293,6 +340,8 @@ class _Chat:
         tokens = self.plan.tokens
         disc = self.stats.discovery
         disc.definition_tokens_sent += tokens.sent_tokens if request.tools else 0
+        if any(t is self.plan.read_result_tool for t in request.tools):
+            disc.definition_tokens_sent += self.plan.read_result_tokens
         disc.definition_tokens_all += tokens.all_definitions_tokens
         disc.encoding, disc.estimate = tokens.encoding, tokens.estimate
         provider = self.resolved.provider
@@ -398,8 +447,11 @@ class ChatLoop:
         settings: OrchestratorSettings,
         metrics: OrchestratorMetrics,
         tracing: Tracing = NO_TRACING,
+        results: ResultsSettings | None = None,
     ) -> None:
         self.models = models
+        # Result shaping (toolscout.results): budget_tokens 0 turns it off.
+        self.results = results if results is not None else ResultsSettings()
         self.discovery = discovery
         self.pool = pool
         self.prompts = prompts

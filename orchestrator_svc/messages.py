@@ -104,7 +104,17 @@ class NativeItem:
 
 
 # The fields a Message and the wire's ChatMessage hold the same way.
-_SAME_FIELDS = ("role", "content", "tool_call_id", "name", "reasoning", "is_error", "not_loaded")
+_SAME_FIELDS = (
+    "role",
+    "content",
+    "tool_call_id",
+    "name",
+    "reasoning",
+    "is_error",
+    "not_loaded",
+    "result_handle",
+    "handle_expires_unix",
+)
 
 
 @dataclass(slots=True)
@@ -126,6 +136,10 @@ class Message:
     # On a tool result: the call named a deferred tool no search had loaded yet, and was refused
     # before anything ran (the history rebuild does not count such a tool as loaded).
     not_loaded: bool = False
+    # On a tool result that is a preview of a result over its budget: the handle the pool keeps
+    # the whole under, and when it expires (Unix seconds); read_result reads it.
+    result_handle: str = ""
+    handle_expires_unix: float = 0.0
 
     @classmethod
     def of(cls, m: ChatMessage) -> Message:

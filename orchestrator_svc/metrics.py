@@ -96,6 +96,19 @@ class OrchestratorMetrics:
             "Calls of tools that were loaded through search_tools (search-to-call conversion).",
             "model",
         )
+        self.result_tokens = m.counter(
+            "result_tokens",
+            "Tool-result tokens by server and kind: returned (by the server), delivered (to the model, "
+            "shaped), saved (returned - delivered) and read (read_result answers).",
+            "server",
+            "kind",
+        )
+        self.result_reads = m.counter(
+            "result_reads",
+            "read_result calls of models, by server and outcome (ok, refused).",
+            "server",
+            "outcome",
+        )
         DeprecatedNames(m.registry, {old: getattr(self, attr) for old, attr in DEPRECATED_NAMES.items()})
 
     def expect_native_models(self, models: Iterable[str], reasons: Iterable[str]) -> None:
@@ -113,6 +126,18 @@ class OrchestratorMetrics:
         tokens.labels(provider, model, "output").inc(usage.output_tokens)
         tokens.labels(provider, model, "cached_input").inc(usage.cached_input_tokens)
         tokens.labels(provider, model, "cache_write").inc(usage.cache_write_tokens)
+
+    def record_result(self, server: str, returned: int, delivered: int) -> None:
+        """Tokens of one tool result shaped to the chat's budget."""
+        self.result_tokens.labels(server, "returned").inc(returned)
+        self.result_tokens.labels(server, "delivered").inc(delivered)
+        self.result_tokens.labels(server, "saved").inc(max(returned - delivered, 0))
+
+    def record_read(self, server: str, tokens: int, ok: bool) -> None:
+        """One read_result call: its answer's tokens when the pool answered (``ok``)."""
+        self.result_reads.labels(server, "ok" if ok else "refused").inc()
+        if ok:
+            self.result_tokens.labels(server, "read").inc(tokens)
 
     def record_llm_error(self, provider: str, model: str, reason: str) -> None:
         self.llm_errors.labels(provider, model, reason).inc()

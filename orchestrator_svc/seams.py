@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from toolscout.client import CallRequest, CallToolResult, PlanRequest, SearchRequest, SearchResult, ToolPlan
+from toolscout.client import (
+    CallRequest,
+    CallToolResult,
+    PlanRequest,
+    ReadRequest,
+    ResultRead,
+    SearchRequest,
+    SearchResult,
+    ToolPlan,
+)
 
 __all__ = ["DiscoverySeam", "PoolSeam"]
 
@@ -36,4 +45,10 @@ class DiscoverySeam(Protocol):
 class PoolSeam(Protocol):
     async def call_tool(self, request: CallRequest, *, deadline: float | None) -> CallToolResult:
         """A failing tool is data (``is_error``); raises NotFoundError, UnavailableError, ..."""
+        ...
+
+    async def read_result(self, request: ReadRequest, *, deadline: float | None) -> ResultRead:
+        """A read of a result the pool kept behind a handle; raises NotFoundError (unknown,
+        another caller's or expired: the message, written for the model, says so),
+        InvalidArgumentError (a bad offset, pattern or path), UnavailableError."""
         ...

@@ -77,6 +77,7 @@ async def build_server(
         settings=settings,
         metrics=metrics,
         tracing=tracing,
+        results=config.toolscout.results,
     )
     servicer = OrchestratorServicer(loop, models, config)
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)

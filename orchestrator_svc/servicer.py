@@ -55,6 +55,7 @@ def request_in(r: pb.ChatRequest) -> ChatRequest:
         discovered_tools=list(r.discovered_tools),
         max_iterations=r.max_iterations,
         tool_result_format=r.tool_result_format,
+        conversation_id=r.conversation_id,
     )
 
 

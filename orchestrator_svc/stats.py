@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from toolscout.client import ChatStats, DiscoveryStats, TokenUsage, ToolCallCount
+from toolscout.client import ChatStats, DiscoveryStats, ResultTokens, TokenUsage, ToolCallCount
 
 from orchestrator_svc.messages import Usage
 
-__all__ = ["ChatTally", "DiscoveryTally", "ToolCallTally"]
+__all__ = ["ChatTally", "DiscoveryTally", "ResultTally", "ToolCallTally"]
 
 
 @dataclass(slots=True)
@@ -38,6 +38,32 @@ class DiscoveryTally:
 
 
 @dataclass(slots=True)
+class ResultTally:
+    """Tool-result tokens of one server: returned by it, delivered to the model (shaped), and
+    read (read_result answers)."""
+
+    server: str
+    returned: int = 0
+    delivered: int = 0
+    kept: int = 0
+    reads: int = 0
+    read_tokens: int = 0
+    estimated: bool = False
+
+    def stats(self) -> ResultTokens:
+        return ResultTokens(
+            server=self.server,
+            tokens_returned=self.returned,
+            tokens_delivered=self.delivered,
+            tokens_saved=max(self.returned - self.delivered, 0),
+            results_kept=self.kept,
+            reads=self.reads,
+            estimated=self.estimated,
+            read_tokens=self.read_tokens,
+        )
+
+
+@dataclass(slots=True)
 class ChatTally:
     """What one running chat has counted so far (the shared :class:`ChatStats` is its final form)."""
 
@@ -47,6 +73,13 @@ class ChatTally:
     discovery: DiscoveryTally = field(default_factory=DiscoveryTally)
     iterations: int = 0
     duration_seconds: float = 0.0
+    results: dict[str, ResultTally] = field(default_factory=dict)
+
+    def result_tally(self, server: str) -> ResultTally:
+        entry = self.results.get(server)
+        if entry is None:
+            entry = self.results[server] = ResultTally(server)
+        return entry
 
     def count_tool(self, tool: str, server: str, *, error: bool) -> None:
         entry = self.tool_calls.get((tool, server))
@@ -77,4 +110,5 @@ class ChatTally:
             ),
             iterations=self.iterations,
             duration_seconds=self.duration_seconds,
+            result_tokens=tuple(r.stats() for r in self.results.values()),
         )

@@ -10,6 +10,12 @@ With ``deferral: stable`` the model calls found tools through discovery's ``call
 conversation found (else the deferred-call guard's error), and its arguments are validated against
 its input schema (``jsonschema``, :mod:`toolscout_kit.arguments`) before the pool runs it; a misfit
 is answered with the expected shape, so the model can correct itself.
+
+Pool calls ask for the chat's result budget (``toolscout.results.budget_tokens``, counted in the
+provider's encoding, the structured copy of a duplicated result): a result over it comes back as
+a preview and a handle, recorded on the tool message (``result_handle``). ``read_result`` calls
+read such handles through the pool's ``ReadResult``, only handles the conversation was given
+(:mod:`toolscout_kit.result_tool` reads the arguments and writes the refusals).
 """
 
 from __future__ import annotations
@@ -17,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolscout.client import (
     CALL_TOOL_NAME,
+    READ_RESULT_NAME,
     SEARCH_TOOL_NAME,
     CallRequest,
     SearchRequest,
@@ -50,6 +57,7 @@ from toolscout_kit.errors import (
     ToolscoutError,
 )
 from toolscout_kit.json_text import JsonTextError, parse_json_object
+from toolscout_kit.result_tool import no_handle_text, read_arguments, read_refused_text
 from toolscout_kit.status import outcome_unknown_text, without_internals
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
@@ -86,6 +94,26 @@ class ChatContext:
     stable: bool = False
     # The definition of a tool a search of the chat found (stable mode validates its arguments).
     definition: Callable[[str], Awaitable[Tool | None]] | None = None
+    # Result shaping: the budget of one result (0: none), its encoding, and who may read a handle.
+    result_budget: int = 0
+    token_encoding: str = ""
+    principal: str = ""
+    conversation: str = ""
+    # The result handles the conversation was given so far (handle -> expiry, Unix seconds).
+    handles: Callable[[], Mapping[str, float]] = field(default=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """What a pool call gave the model: the text, attachments, whether it failed, the server that
+    ran it, and the handle of the whole result when the text is a preview."""
+
+    text: str
+    attachments: list[Attachment]
+    is_error: bool
+    server: str
+    handle: str = ""
+    expires: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,9 +246,12 @@ class ToolCallRunner:
         check = through
         if chat.stable and tool is None and run.name in discovered and chat.definition is not None:
             tool, check = await chat.definition(run.name), True
+        handle, expires = "", 0.0
         if is_search:
             text, is_error, plans[index] = await self._search(call, loaded, discovered, found)
             loaded_by_search = None if is_error else list(found)
+        elif run.name == READ_RESULT_NAME and tool is None:
+            text, is_error, server = await self._read(run)
         elif isinstance(target, str):
             text, is_error = f"Error: {target}", True
         elif through and run.name in (SEARCH_TOOL_NAME, CALL_TOOL_NAME):
@@ -228,8 +259,9 @@ class ToolCallRunner:
         elif tool is not None and check and (problems := _misfit(tool, run.arguments_json)):
             text, is_error = f"Error: {expected_shape(run.name, tool.input_schema, problems)}", True
         elif tool is not None:
-            was_discovered = run.name in discovered
-            text, attachments, is_error, server = await self._call_pool(run, tool.server, was_discovered)
+            ran = await self._call_pool(run, tool.server, run.name in discovered)
+            text, attachments, is_error, server = ran.text, ran.attachments, ran.is_error, ran.server
+            handle, expires = ran.handle, ran.expires
         elif await chat.is_deferred(run.name):
             text, is_error, not_loaded = not_loaded_error(run.name), True, True
             chat.stats.discovery.deferred_call_rejections += 1
@@ -249,6 +281,8 @@ class ToolCallRunner:
             is_error=is_error,
             loaded_tools=loaded_by_search,
             not_loaded=not_loaded,
+            result_handle=handle,
+            handle_expires_unix=expires,
         )
 
     @staticmethod
@@ -292,32 +326,86 @@ class ToolCallRunner:
         found.extend(t.llm_name for t in outcome.newly_loaded)
         return outcome.result_text, False, outcome.plan
 
-    async def _call_pool(
-        self, call: ToolCall, server: str, was_discovered: bool
-    ) -> tuple[str, list[Attachment], bool, str]:
+    async def _call_pool(self, call: ToolCall, server: str, was_discovered: bool) -> _Ran:
         chat = self._chat
         if was_discovered:
             self._metrics.discovered_tool_calls.labels(chat.model).inc()
         parsed = _parsed_arguments(call.arguments_json)
         if isinstance(parsed, str):
-            return f"Error: {_invalid_arguments(call.name, parsed)}", [], True, server
+            return _Ran(f"Error: {_invalid_arguments(call.name, parsed)}", [], True, server)
         try:
             request = CallRequest(
                 llm_name=call.name,
                 arguments_json=call.arguments_json if call.arguments_json.strip() else "{}",
                 meta_json=chat.meta_json,
+                result_budget_tokens=chat.result_budget,
+                token_encoding=chat.token_encoding if chat.result_budget else "",
+                # LLM providers read one copy: the tool result text is built from structuredContent.
+                structured_copy="structured" if chat.result_budget else "",
+                principal=chat.principal,
+                conversation=chat.conversation,
             )
             outcome = await self._pool.call_tool(request, deadline=chat.remaining())
         except CancelledError:
             raise
         except OutcomeUnknownError:
             # Never re-sent: it may have run. The LLM must know, not guess that it failed.
-            return self._format(call, outcome_unknown_text(call.name)), [], True, server
+            return _Ran(self._format(call, outcome_unknown_text(call.name)), [], True, server)
         except ToolscoutError as err:
             self._raise_if_chat_deadline(err)
-            return self._format(call, f"Error: {without_internals(err.message)}"), [], True, server
+            return _Ran(self._format(call, f"Error: {without_internals(err.message)}"), [], True, server)
+        server = outcome.server or server
+        if chat.result_budget:
+            tally = chat.stats.result_tally(server)
+            tally.returned += outcome.tokens_returned
+            tally.delivered += outcome.tokens_delivered
+            tally.kept += int(bool(outcome.result_handle))
+            tally.estimated = tally.estimated or outcome.tokens_estimated
+            self._metrics.record_result(server, outcome.tokens_returned, outcome.tokens_delivered)
         text, attachments = outcome_text(outcome)
-        return self._format(call, text), attachments, outcome.is_error, outcome.server or server
+        return _Ran(
+            self._format(call, text),
+            attachments,
+            outcome.is_error,
+            server,
+            outcome.result_handle,
+            outcome.handle_expires_unix,
+        )
+
+    async def _read(self, call: ToolCall) -> tuple[str, bool, str]:
+        """A read_result call: (text, is_error, server of the result read)."""
+        chat = self._chat
+        parsed = _parsed_arguments(call.arguments_json or "{}")
+        if isinstance(parsed, str):
+            return f"Error: {_invalid_arguments(call.name, parsed)}", True, ""
+        request = read_arguments(
+            parsed,
+            principal=chat.principal,
+            conversation=chat.conversation,
+            token_encoding=chat.token_encoding,
+        )
+        if isinstance(request, str):
+            return f"Error: {request}", True, ""
+        if request.handle not in chat.handles():
+            self._metrics.record_read("", 0, ok=False)
+            return no_handle_text(request.handle), True, ""
+        try:
+            read = await self._pool.read_result(request, deadline=chat.remaining())
+        except CancelledError:
+            raise
+        except (NotFoundError, InvalidArgumentError) as err:
+            # Written for the model by the pool: expired (and what to run again), or a bad read.
+            self._metrics.record_read("", 0, ok=False)
+            return read_refused_text(without_internals(err.message)), True, ""
+        except ToolscoutError as err:
+            self._raise_if_chat_deadline(err)
+            self._metrics.record_read("", 0, ok=False)
+            return f"Error: {READ_RESULT_NAME} failed: {without_internals(err.message)}", True, ""
+        tally = chat.stats.result_tally(read.server)
+        tally.reads += 1
+        tally.read_tokens += read.tokens
+        self._metrics.record_read(read.server, read.tokens, ok=True)
+        return read.text, False, read.server
 
     def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
         """A downstream deadline that is the chat's own deadline ends the chat, not just the call.

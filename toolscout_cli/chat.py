@@ -46,6 +46,9 @@ class Conversation:
     tokens_all: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Tool-result tokens as the servers returned them and as the model got them (shaped).
+    result_tokens_returned: int = 0
+    result_tokens_delivered: int = 0
 
     def record(self, user: ChatMessage, result: ChatResult) -> None:
         self.history.extend([user, *result.messages])
@@ -56,6 +59,9 @@ class Conversation:
         self.tokens_all += d.definition_tokens_all
         self.input_tokens += result.stats.usage.input_tokens
         self.output_tokens += result.stats.usage.output_tokens
+        for r in result.stats.result_tokens:
+            self.result_tokens_returned += r.tokens_returned
+            self.result_tokens_delivered += r.tokens_delivered + r.read_tokens
 
     @property
     def tokens_saved(self) -> int:
@@ -68,7 +74,15 @@ class Conversation:
         return (
             f"[{turns} · tool definitions sent {self.tokens_sent} of {self.tokens_all} tokens, "
             f"saved {self.tokens_saved} ({pct:.0f}%) · provider usage {self.input_tokens} in / "
-            f"{self.output_tokens} out · {len(self.discovered)} discovered tools kept]"
+            f"{self.output_tokens} out · {len(self.discovered)} discovered tools kept{self._results()}]"
+        )
+
+    def _results(self) -> str:
+        if not self.result_tokens_returned:
+            return ""
+        return (
+            f" · tool results {self.result_tokens_returned} tokens, "
+            f"{self.result_tokens_delivered} reached the model (read_result included)"
         )
 
 

@@ -8,7 +8,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from toolscout.client import CallToolResult, ServerStatus, Tool, ToolscoutClient, UnavailableError
+from toolscout.client import (
+    CallToolResult,
+    ServerStatus,
+    Tool,
+    ToolscoutClient,
+    ToolscoutClientError,
+    UnavailableError,
+)
 
 from toolscout_cli.connection import (
     EXIT_ERROR,
@@ -296,6 +303,7 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
         for s in manifest.servers
     }
     tool_count = sum(s.tools for s in manifest.servers)
+    results = _result_tokens(ts, out)
     totals = plan.tokens
     loaded_sent = sum(r["sent"] for r in per_server.values())
     overhead = max(totals.sent_tokens - loaded_sent, 0)
@@ -325,9 +333,24 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
                     "tokens_with_discovery": totals.sent_tokens,
                     "tokens_saved": saved,
                 },
+                # Tool-result tokens since the pool started (None: the pool did not answer).
+                "results": None
+                if results is None
+                else [
+                    {
+                        "server": name,
+                        "tokens_returned": r[0],
+                        "tokens_delivered": r[1],
+                        "tokens_saved": max(r[0] - r[1], 0),
+                        "results_kept": r[2],
+                    }
+                    for name, r in sorted(results.items())
+                ],
             }
         )
         return EXIT_OK
+    # Result tokens first: the definitions' TOTAL stays the last line (scripts read it).
+    _result_table(results, out)
     rows: list[tuple[Any, ...]] = [
         (name, r["tools"], r["deferred"], r["all"], r["sent"], r["all"] - r["sent"])
         for name, r in sorted(per_server.items())
@@ -351,6 +374,46 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     approx = " · an estimate: not the provider's own tokenizer" if totals.estimate else ""
     out.note(f"tool-definition tokens per LLM call for {provider}, counted in {totals.encoding}{approx}")
     return EXIT_OK
+
+
+def _result_tokens(ts: ToolscoutClient, out: Output) -> dict[str, tuple[int, int, int]] | None:
+    """Per server, tool-result tokens returned / delivered and results kept behind a handle since
+    the pool started (the sharded client sums a server's shards); None when the pool does not answer."""
+    try:
+        statuses = ts.pool.list_servers()
+    except ToolscoutClientError as err:
+        out.note(f"toolscout: tool-result tokens unknown: the pool did not answer ({err.message})")
+        return None
+    return {
+        s.name: (s.result_tokens_returned, s.result_tokens_delivered, s.results_kept)
+        for s in statuses
+        if s.result_tokens_returned
+    }
+
+
+def _result_table(results: dict[str, tuple[int, int, int]] | None, out: Output) -> None:
+    if results is None:
+        return
+    if not results:
+        out.note("no tool results shaped to a budget since the pool started")
+        return
+    rows: list[tuple[Any, ...]] = [
+        (name, r[0], r[1], max(r[0] - r[1], 0), r[2]) for name, r in sorted(results.items())
+    ]
+    returned = sum(r[0] for r in results.values())
+    delivered = sum(r[1] for r in results.values())
+    pct = 100.0 * (returned - delivered) / returned if returned else 0.0
+    rows.append(
+        (
+            "TOTAL",
+            returned,
+            delivered,
+            f"{returned - delivered} ({pct:.0f}%)",
+            sum(r[2] for r in results.values()),
+        )
+    )
+    out.table(("Server", "Result tokens returned", "Delivered", "Saved", "Kept"), rows, wrap_last=False)
+    out.note("tool-result tokens since the pool started (results shaped to a budget: orchestrator, gateway)")
 
 
 COMMANDS = {

@@ -9,6 +9,7 @@ configuration reference. Every error names the file, the key path and the proble
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -566,6 +567,12 @@ class GatewaySettings(_ServiceSettings):
     # Seconds a client has to send a request's headers, and then its body, before it is dropped
     # (408 for a body); a slow or stalled client cannot hold a connection longer.
     request_read_timeout: float = Field(default=10.0, gt=0, le=300)
+    # Most tokens of one tool result sent to an MCP host (0: no shaping): past it a preview, a
+    # resource_link to the whole and read_result. 20000 stays under Claude Code's 25,000-token cap
+    # with room for its tokenizer counting more than o200k_base does.
+    result_budget: int = Field(default=20_000, ge=0)
+    # Per host, by the glob of its clientInfo.name ("claude-code", "cursor*"): the first match wins.
+    result_budgets: dict[str, int] = Field(default_factory=dict)
     # Origin header values allowed (``scheme://host:port``, ``:*`` = any port); a request from any
     # other origin gets 403. Requests without an Origin (non-browser clients) are allowed.
     allowed_origins: list[str] = Field(default_factory=lambda: list(_LOCAL_ORIGINS))
@@ -621,6 +628,29 @@ class GatewaySettings(_ServiceSettings):
     def mode_for(self, toolset: str) -> GatewayMode:
         """The mode of the endpoint serving ``toolset`` ("" = /mcp without a default toolset)."""
         return self.modes.get(toolset, self.mode)
+
+    @field_validator("result_budget")
+    @classmethod
+    def _budget_is_budget(cls, tokens: int) -> int:
+        return _result_budget(tokens)
+
+    @field_validator("result_budgets")
+    @classmethod
+    def _budgets_are_budgets(cls, budgets: dict[str, int]) -> dict[str, int]:
+        for glob, tokens in budgets.items():
+            try:
+                _result_budget(tokens)
+            except ValueError as err:
+                raise ValueError(f"{glob}: {err}") from None
+        return budgets
+
+    def result_budget_for(self, client_name: str) -> int:
+        """The result budget of a host by its clientInfo.name (``result_budgets``, else
+        ``result_budget``)."""
+        for glob, tokens in self.result_budgets.items():
+            if fnmatch.fnmatchcase(client_name, glob):
+                return tokens
+        return self.result_budget
 
 
 class EmbedderSettings(_Strict):
@@ -708,13 +738,29 @@ class TracingSettings(_Strict):
     capture_content: Flag = False
 
 
+def _result_budget(tokens: int) -> int:
+    # The pool's smallest budget (toolscout_kit.shaping.MIN_BUDGET_TOKENS).
+    if 0 < tokens < 100:
+        raise ValueError("a result budget is 0 (no shaping) or at least 100 tokens")
+    return tokens
+
+
 class ResultsSettings(_Strict):
     """Tool results shaped to a token budget (``toolscout.results``): a result over the budget a
     caller asks for (``CallTool.result_budget_tokens``) becomes a preview plus a handle that
     ``ReadResult`` reads."""
 
+    # The orchestrator's budget for one tool result reaching the model (0: no shaping; results pass
+    # whole, cut only at orchestrator.max_tool_result_chars). A server's result_budget caps it.
+    budget_tokens: int = Field(default=10_000, ge=0)
     # The preview of a result over the budget (at most the budget).
     preview_tokens: int = Field(default=1000, ge=50)
+
+    @field_validator("budget_tokens")
+    @classmethod
+    def _budget_is_budget(cls, tokens: int) -> int:
+        return _result_budget(tokens)
+
     # How long the pool keeps a result behind its handle, and how many bytes of them it keeps (the
     # oldest are dropped first; reading one then says it expired).
     handle_ttl: float = Field(default=900.0, gt=0)

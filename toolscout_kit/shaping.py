@@ -69,8 +69,10 @@ class StructuredCopy(Enum):
     """Which copy reaches the model when ``structuredContent`` and a text block that is only its
     serialization are both present."""
 
-    # The text block (MCP hosts read ``content``); structuredContent is dropped unless the tool
-    # declares an outputSchema, where the MCP spec requires it.
+    # For MCP hosts, which read ``content``: a result within the budget reaches the host unchanged
+    # (the gateway passes results through as the server sent them); past the budget, the text block
+    # is kept and structuredContent dropped unless the tool declares an outputSchema, where the MCP
+    # spec requires it.
     TEXT = "text"
     # structuredContent (compact JSON); the duplicate text block is dropped. The orchestrator: a
     # provider's tool result is text, built from structuredContent when no text block is left.
@@ -471,10 +473,9 @@ def shape_result(
         sum(c.tokens for c in counts.values()) + structured_count.tokens,
         structured_count.estimated or any(c.estimated for c in counts.values()),
     )
-    if (
-        returned.tokens <= budget
-        and not structured_json
-        and not any(_looks_like_json(b.text) for b in content)
+    if returned.tokens <= budget and (
+        policy.structured_copy is StructuredCopy.TEXT
+        or (not structured_json and not any(_looks_like_json(b.text) for b in content))
     ):
         return Shaped(content, structured_json, returned.tokens, returned.tokens, returned.estimated)
     content, structured_json = _dedupe(content, structured_json, policy)

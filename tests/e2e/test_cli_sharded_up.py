@@ -154,7 +154,7 @@ def test_serve_discovery_orchestrator_and_gateway_call_the_targets_given_on_the_
             names, forecast = _gateway_call(f"http://127.0.0.1:{gateway_port}/mcp")
         finally:
             _stop(gateway, orchestrator, discovery, pool)
-    assert names[-2:] == ["search_tools", "call_tool"]
+    assert names[-3:] == ["search_tools", "call_tool", "read_result"]
     assert forecast.startswith("Tokyo forecast\nday 1: "), forecast
     assert found.returncode == 0, found.stderr
     assert "weather__get_forecast" in found.stdout

@@ -277,7 +277,7 @@ def test_up_serves_the_mcp_front_door_and_prints_how_to_add_it_to_mcp_hosts(tmp_
     finally:
         code = up.stop(signal.SIGINT)
     assert code == 0, up.stderr
-    assert names[-2:] == ["search_tools", "call_tool"]
+    assert names[-3:] == ["search_tools", "call_tool", "read_result"]
     assert "notes__add_note" in names
 
 

@@ -516,7 +516,7 @@ def test_a_provider_error_fails_the_chat_with_a_status_code(traffic: Traffic) ->
 
 def test_an_mcp_host_searches_and_calls_through_the_gateway_service(traffic: Traffic) -> None:
     names, found, called = traffic.mcp
-    assert names[-2:] == ["search_tools", "call_tool"]
+    assert names[-3:] == ["search_tools", "call_tool", "read_result"]
     assert "weather__get_forecast" in found
     assert called.startswith("Berlin forecast")
 

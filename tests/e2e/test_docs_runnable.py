@@ -279,8 +279,8 @@ def test_the_readme_mcp_host_example_searches_then_calls_through_call_tool(
     assert lines[0] == "revision: 2026-07-28"
     tools = lines[1].removeprefix("tools: ").split(", ")
     # The example config's eager servers (notes, time), then the stable pair; weather is deferred.
-    assert tools[-2:] == ["search_tools", "call_tool"]
-    assert {t.split("__")[0] for t in tools[:-2]} == {"notes", "time"}
+    assert tools[-3:] == ["search_tools", "call_tool", "read_result"]
+    assert {t.split("__")[0] for t in tools[:-3]} == {"notes", "time"}
     assert lines[2].startswith("found: weather__get_forecast")
     assert lines[3] == "Berlin forecast"
     assert lines[4].startswith("day 1: ")

@@ -98,7 +98,7 @@ async def test_the_typescript_sdk_searches_and_calls_a_found_npm_tool_through_ca
         tool="everything__echo",
         arguments={"message": "from ts"},
     )
-    assert seen["first"][-2:] == ["search_tools", "call_tool"]
+    assert seen["first"][-3:] == ["search_tools", "call_tool", "read_result"]
     assert seen["after"] == seen["first"]
     assert "everything__echo" in _texts(seen["search"])
     assert "everything__echo" in {t["name"] for t in seen["search"]["structuredContent"]["tools"]}
@@ -174,7 +174,7 @@ async def test_an_agents_sdk_agent_searches_then_runs_the_found_tool_through_cal
     # The model was offered the same tools on every call (the prompt cache survives the search).
     tools = [json.dumps(r.body["tools"], sort_keys=True) for r in requests]
     assert tools[0] == tools[1] == tools[2]
-    assert _tool_names(requests[0])[-2:] == ["search_tools", "call_tool"]
+    assert _tool_names(requests[0])[-3:] == ["search_tools", "call_tool", "read_result"]
     results = [m["content"] for m in requests[2].body["messages"] if m["role"] == "tool"]
     assert "weather__get_forecast (server: weather, tool: get_forecast)" in json.dumps(results[0])
     assert "Berlin forecast" in json.dumps(results[1])

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from tests.support.fake_services import FakeStack, fake_stack
+from tests.support.fake_services import FakeStack, FakeState, fake_stack
 from toolscout_cli.__main__ import main
 
 
@@ -224,3 +224,31 @@ async def test_search_and_manifest_send_an_inline_toolset(
     code, _, _ = await run(capsys, "manifest", "--toolset-json", inline, "--target", stack.target)
     assert code == 0
     assert stack.state.last_requests["GetManifest"].toolset_json == inline
+
+
+async def test_tokens_shows_the_result_tokens_the_pool_shaped_per_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state = FakeState()
+    shaped = state.servers[0]
+    shaped.result_tokens_returned, shaped.result_tokens_delivered, shaped.results_kept = 52_000, 1_900, 3
+    async with fake_stack(state) as stack:
+        code, out, _err = await run(capsys, "tokens", "--json", "--target", stack.target)
+        assert code == 0
+        assert json.loads(out)["results"] == [
+            {
+                "server": "time",
+                "tokens_returned": 52_000,
+                "tokens_delivered": 1_900,
+                "tokens_saved": 50_100,
+                "results_kept": 3,
+            }
+        ]
+        code, out, _err = await run(capsys, "tokens", "--target", stack.target)
+    assert code == 0
+    assert "Result tokens returned" in out
+    # The result table comes first; the definitions' TOTAL stays the last line.
+    totals = [line.split() for line in out.splitlines() if line.startswith("TOTAL")]
+    assert totals[0] == ["TOTAL", "52000", "1900", "50100", "(96%)", "3"]
+    assert out.splitlines()[-1].startswith("TOTAL")
+    assert "180 (60%)" in out.splitlines()[-1]

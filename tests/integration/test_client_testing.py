@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 from toolscout import client as tc
-from toolscout.client.testing import FakePool
+from toolscout.client.testing import FakePool, KeptResult
 
 WAIT = 10.0
 
@@ -64,3 +64,23 @@ async def test_a_watcher_gets_the_catalog_then_each_published_change() -> None:
     assert (second.catalog_version, second.changed_servers) == ("v2", ("b",))
     assert [t.llm_name for t in listed.tools] == ["b__y"]
     await asyncio.wait_for(fake.script.cancelled.wait(), WAIT)
+
+
+async def test_a_kept_result_is_read_by_its_owner_only_a_page_or_the_matching_lines() -> None:
+    fake = FakePool()
+    text = "\n".join(f"line {i}: {'needle' if i == 700 else 'hay'}" for i in range(1000))
+    fake.keep("r0-abc", KeptResult(text, "alice", "c1", "logs", "tail"))
+    async with fake.serve() as target, tc.AsyncPoolClient.connect(target) as pool:
+        page = await pool.read_result(tc.ReadRequest("r0-abc", "alice", "c1", budget_tokens=100))
+        found = await pool.read_result(tc.ReadRequest("r0-abc", "alice", "c1", pattern="NEEDLE"))
+        with pytest.raises(tc.NotFoundError, match="no result handle 'r0-abc'"):
+            await pool.read_result(tc.ReadRequest("r0-abc", "mallory", "c1"))
+        with pytest.raises(tc.InvalidArgumentError):
+            await pool.read_result(tc.ReadRequest("r0-abc", "alice", "c1", path="items[0]"))
+    assert page.text == text[:400]
+    assert page.next_offset == 400
+    assert page.total_chars == len(text)
+    assert (page.server, page.tool) == ("logs", "tail")
+    assert found.text == "line 700: needle"
+    assert found.next_offset == -1
+    assert [r.principal for r in fake.reads] == ["alice", "alice", "mallory", "alice"]

@@ -181,7 +181,7 @@ async def test_tokens_are_required_and_bind_tenants_to_their_toolsets(
     # Another team's toolset, every tool, and a toolset that does not exist look the same.
     assert (other.status_code, everything.status_code, no_such.status_code) == (403, 403, 403)
     assert admin.status_code == 200
-    assert names == ["search_tools", "call_tool"]
+    assert names == ["search_tools", "call_tool", "read_result"]
     # Team B's tools never appear in an answer to team A, not even as a suggestion: only the name
     # team A itself sent comes back, as not found.
     for result in (by_name, by_query, called):

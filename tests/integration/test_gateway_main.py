@@ -64,6 +64,6 @@ async def test_the_gateway_process_serves_mcp_reports_ready_and_stops_cleanly_on
             with anyio.fail_after(30):
                 code = await process.wait()
             stderr = (await process.stderr.read()).decode() if process.stderr else ""
-    assert names == ["search_tools", "call_tool"]
+    assert names == ["search_tools", "call_tool", "read_result"]
     assert code == 0, stderr
     assert "Traceback" not in stderr

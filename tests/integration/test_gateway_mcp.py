@@ -83,9 +83,9 @@ async def test_meta_lists_the_eager_tools_then_search_tools_with_the_manifest_an
         async with Client(gw.url, mode=mode) as client:
             listed = (await client.list_tools()).tools
     names = [t.name for t in listed]
-    assert names[-2:] == ["search_tools", "call_tool"]
-    assert set(names[:-2]) == {t for t in names if t.startswith("text__")}  # text is the eager server
-    search, call = listed[-2], listed[-1]
+    assert names[-3:] == ["search_tools", "call_tool", "read_result"]
+    assert set(names[:-3]) == {t for t in names if t.startswith("text__")}  # text is the eager server
+    search, call = listed[-3], listed[-2]
     assert "<manifest>" in (search.description or "")
     assert "- weather (" in (search.description or "")
     assert "call_tool" in (search.description or "")
@@ -236,7 +236,7 @@ async def test_a_2026_client_on_a_progressive_endpoint_gets_the_stateless_meta_s
         called = await client.call_tool(
             "call_tool", {"name": "weather__get_forecast", "arguments": {"location": {"city": "Madrid"}}}
         )
-    assert names == ["search_tools", "call_tool"]
+    assert names == ["search_tools", "call_tool", "read_result"]
     assert _text(called).startswith("Madrid forecast")
 
 

@@ -20,6 +20,8 @@ from toolscout.client import (
     CallToolResult,
     ContentBlock,
     PlanRequest,
+    ReadRequest,
+    ResultRead,
     SearchRequest,
     SearchResult,
     TokenAccounting,
@@ -29,6 +31,7 @@ from toolscout.client import (
     ToolsetRef,
 )
 
+from discovery_svc.surface import READ_RESULT_TOOL
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts
@@ -142,6 +145,8 @@ class FakeDiscovery:
             catalog_version="v1",
             deferred_tools=tuple(self.deferred) if with_deferred_tools else (),
             deferred_count=len(self.deferred) - len(found),
+            read_result_tool=READ_RESULT_TOOL,
+            read_result_tokens=TOKENS_PER_TOOL,
         )
 
     async def search_tools(self, request: SearchRequest, *, deadline: float | None) -> SearchResult:
@@ -218,6 +223,10 @@ class FakePool:
         except asyncio.CancelledError:
             self.cancelled.append(llm_name)
             raise
+
+    async def read_result(self, request: ReadRequest, *, deadline: float | None) -> ResultRead:
+        # This fake keeps no results (its handlers return none over a budget).
+        raise NotFoundError(f"no result handle {request.handle!r}")
 
 
 @dataclass

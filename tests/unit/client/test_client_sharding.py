@@ -11,6 +11,7 @@ from toolscout.client import (
     CatalogMerger,
     Placement,
     ServerPlacement,
+    ServerStatus,
     ShardRouter,
     Tool,
     UnavailableError,
@@ -21,7 +22,7 @@ from toolscout.client import (
     rendezvous_weight,
 )
 from toolscout.client import ServerPlacement as ServerRule
-from toolscout.client.sharded import SHARD_COUNT_KEY, SHARD_OWNERS_KEY
+from toolscout.client.sharded import SHARD_COUNT_KEY, SHARD_OWNERS_KEY, merge_server_lists
 
 from toolscout_kit.config import parse_config
 from toolscout_kit.shards import placement_for, server_placements
@@ -177,3 +178,23 @@ def test_a_refusal_names_its_owners_only_on_unavailable_with_both_keys() -> None
     assert parse_owners(refusal("5", "4")) is None  # type: ignore[arg-type]
     assert parse_owners(refusal("x", "4")) is None  # type: ignore[arg-type]
     assert parse_owners(UnavailableError("plain")) is None
+
+
+def test_a_server_on_several_shards_is_listed_once_with_its_result_tokens_summed() -> None:
+    def status(state: str, returned: int, delivered: int, kept: int) -> ServerStatus:
+        return ServerStatus(
+            "time",
+            "stdio",
+            state,
+            result_tokens_returned=returned,
+            result_tokens_delivered=delivered,
+            results_kept=kept,
+        )
+
+    shard0 = (status("reconnecting", 1000, 100, 1),)
+    shard1 = (status("ready", 5000, 400, 2), ServerStatus("notes", "stdio", "ready"))
+    merged = merge_server_lists([shard0, grpc.RpcError(), shard1])
+    assert [(s.name, s.state) for s in merged] == [("notes", "ready"), ("time", "ready")]
+    time_server = merged[1]
+    assert (time_server.result_tokens_returned, time_server.result_tokens_delivered) == (6000, 500)
+    assert time_server.results_kept == 3

@@ -334,6 +334,10 @@ async def test_unknown_model_lists_the_configured_models(harness: Harness) -> No
             ChatRequest(messages=[Message("user", "x")], model="gpt", tool_result_format="xml"),
             "tool_result_format",
         ),
+        (
+            ChatRequest(messages=[Message("user", "x")], model="gpt", conversation_id="c" * 257),
+            "conversation_id must be at most 256",
+        ),
     ],
 )
 async def test_malformed_requests_are_invalid_arguments(

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import grpc
 import pytest
-from toolscout.client import ChatMessage, ChatResult, ChatStats, DiscoveryStats, TokenUsage, error_for_code
+from toolscout.client import (
+    ChatMessage,
+    ChatResult,
+    ChatStats,
+    DiscoveryStats,
+    ResultTokens,
+    TokenUsage,
+    error_for_code,
+)
 
 from toolscout_cli.__main__ import _provider_failed, build_parser
 from toolscout_cli.chat import Conversation
@@ -131,6 +139,21 @@ def test_conversation_carries_history_and_tools_and_sums_savings() -> None:
     assert conv.tokens_saved == 550
     assert conv.savings_line().startswith(
         "[2 turns · tool definitions sent 250 of 800 tokens, saved 550 (69%)"
+    )
+
+
+def test_the_savings_line_adds_the_tool_result_tokens_when_results_were_shaped() -> None:
+    conv = Conversation(model="m")
+    conv.record(ChatMessage.user("one"), _result(100, 400, ()))
+    assert "tool results" not in conv.savings_line()
+    shaped = ResultTokens("logs", tokens_returned=40_000, tokens_delivered=900, read_tokens=600)
+    result = _result(100, 400, ())
+    conv.record(
+        ChatMessage.user("two"),
+        ChatResult(result.messages, (), ChatStats(result_tokens=(shaped,)), "completed"),
+    )
+    assert conv.savings_line().endswith(
+        " · tool results 40000 tokens, 1500 reached the model (read_result included)]"
     )
 
 

@@ -19,6 +19,7 @@ when ``pool`` names several shards); both route with one :class:`ShardRouter`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, Self, TypeVar, Unpack
@@ -191,12 +192,14 @@ class _Scan:
 def merge_server_lists(
     answers: Sequence[Sequence[t.ServerStatus] | BaseException],
 ) -> tuple[t.ServerStatus, ...]:
-    """Every server of the shards that answered, sorted by name (a server on every shard once, ready first).
+    """Every server of the shards that answered, sorted by name (a server on every shard once, ready
+    first; its result-token totals summed over the shards that run it).
 
     Raises:
         the first failure, when no shard answered.
     """
     best: dict[str, t.ServerStatus] = {}
+    results: dict[str, tuple[int, int, int]] = {}
     failures = [a for a in answers if isinstance(a, BaseException)]
     for answer in answers:
         if isinstance(answer, BaseException):
@@ -205,9 +208,23 @@ def merge_server_lists(
             current = best.get(status.name)
             if current is None or (current.state != "ready" and status.state == "ready"):
                 best[status.name] = status
+            returned, delivered, kept = results.get(status.name, (0, 0, 0))
+            results[status.name] = (
+                returned + status.result_tokens_returned,
+                delivered + status.result_tokens_delivered,
+                kept + status.results_kept,
+            )
     if failures and len(failures) == len(answers):
         raise failures[0]
-    return tuple(best[name] for name in sorted(best))
+    return tuple(
+        dataclasses.replace(
+            best[name],
+            result_tokens_returned=results[name][0],
+            result_tokens_delivered=results[name][1],
+            results_kept=results[name][2],
+        )
+        for name in sorted(best)
+    )
 
 
 def merge_catalogs(catalogs: Sequence[t.ToolCatalog], servers: Sequence[str] = ()) -> t.ToolCatalog:

@@ -7,6 +7,10 @@ anything runs, as ``UNAVAILABLE`` with the pool's explicit not-sent mark
 (:data:`~toolscout.client.NOT_SENT_METADATA`) and the owners in the trailing metadata, so a
 :class:`~toolscout.client.AsyncShardedPoolClient` routes it on; a down server's calls are refused
 the same way; an unknown tool is ``NOT_FOUND``; a tool's own failure is a result with ``is_error``.
+Results kept behind a handle are read with ``ReadResult`` from :meth:`FakePool.keep`: bound to a
+principal and conversation like the pool's (anyone else's read is ``NOT_FOUND``), a page of
+characters from ``offset`` (about four per budget token) or the lines containing ``pattern``;
+a JMESPath ``path`` is ``INVALID_ARGUMENT`` (the fake does not project JSON).
 A :class:`Script` fails the next calls of a method with any status (a transport's unmarked
 ``UNAVAILABLE``, say) and records what the fake saw::
 
@@ -44,6 +48,8 @@ from toolscout.client.types import (
     CallToolResult,
     CatalogSnapshot,
     ContentBlock,
+    ReadRequest,
+    ResultRead,
     ServerStatus,
     ShardInfo,
     Tool,
@@ -51,9 +57,12 @@ from toolscout.client.types import (
 )
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
-__all__ = ["Answer", "FakePool", "ReceivedCall", "Script", "echo"]
+__all__ = ["Answer", "FakePool", "KeptResult", "ReceivedCall", "Script", "echo"]
 
 _SEPARATOR = "__"
+# Characters of a page per budget token (the fake counts no tokens).
+_CHARS_PER_TOKEN = 4
+_DEFAULT_READ_BUDGET = 1000
 
 
 @dataclass
@@ -114,6 +123,17 @@ class ReceivedCall:
     time_remaining: float | None
 
 
+@dataclass(frozen=True)
+class KeptResult:
+    """A result the fake keeps behind a handle, for ``principal`` and ``conversation`` only."""
+
+    text: str
+    principal: str = ""
+    conversation: str = ""
+    server: str = ""
+    tool: str = ""
+
+
 # What a call of a tool the fake runs returns (may raise, or wait to be cancelled).
 Answer = Callable[[CallRequest, Tool], Awaitable[CallToolResult]]
 
@@ -168,6 +188,9 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         self.calls: list[ReceivedCall] = []
         self.refused: list[CallRequest] = []
         self.ran: list[Tool] = []
+        # Results kept behind handles (keep) and every ReadResult received.
+        self.kept: dict[str, KeptResult] = {}
+        self.reads: list[ReadRequest] = []
         # Snapshots every watcher gets after the current one, then each published change.
         self._updates = list(updates)
         self._watchers: set[asyncio.Queue[CatalogSnapshot]] = set()
@@ -182,6 +205,10 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         snapshot = CatalogSnapshot(version, self.tools, tuple(changed_servers), self.shard)
         for queue in self._watchers:
             queue.put_nowait(snapshot)
+
+    def keep(self, handle: str, result: KeptResult) -> None:
+        """Keeps ``result`` behind ``handle`` for ReadResult (an answer may return the handle)."""
+        self.kept[handle] = result
 
     # --- serving ------------------------------------------------------------------------------
 
@@ -268,6 +295,30 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
             raise AssertionError("unreachable: abort raises")
         self.ran.append(tool)
         return wire.call_tool_result_pb(await self.answer(call, tool))
+
+    async def ReadResult(self, request: Any, context: Any) -> mcp_pool_pb2.ReadResultResponse:
+        await self.script.enter("ReadResult", request, context)
+        read = wire.read_request(request)
+        self.reads.append(read)
+        kept = self.kept.get(read.handle)
+        if kept is None or (kept.principal, kept.conversation) != (read.principal, read.conversation):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no result handle {read.handle!r}")
+            raise AssertionError("unreachable: abort raises")
+        text, size = kept.text, len(kept.text)
+        if read.path:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the fake pool does not project JSON")
+        if read.offset < 0 or read.offset > size:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"offset {read.offset} is outside the result"
+            )
+        next_offset = -1
+        if read.pattern:
+            answer = "\n".join(line for line in text.splitlines() if read.pattern.lower() in line.lower())
+        else:
+            end = min(read.offset + (read.budget_tokens or _DEFAULT_READ_BUDGET) * _CHARS_PER_TOKEN, size)
+            answer, next_offset = text[read.offset : end], (end if end < size else -1)
+        out = ResultRead(answer, len(answer) // _CHARS_PER_TOKEN, next_offset, size, kept.server, kept.tool)
+        return wire.result_read_pb(out)
 
     async def WatchCatalog(
         self, request: Any, context: Any

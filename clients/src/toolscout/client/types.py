@@ -23,6 +23,7 @@ from typing import Any, TypedDict
 __all__ = [
     "CALL_TOOL_NAME",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "READ_RESULT_NAME",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
     "CallRequest",
@@ -45,6 +46,7 @@ __all__ = [
     "ReadRequest",
     "ReasoningDelta",
     "ResultRead",
+    "ResultTokens",
     "SearchFields",
     "SearchRequest",
     "SearchResult",
@@ -78,6 +80,9 @@ SEARCH_TOOL_NAME = "search_tools"
 # The name of discovery's call_tool, which runs a found tool on the cache-stable surface (a plan with
 # ``surface="stable"``): the tool list stays eager tools + search_tools + call_tool.
 CALL_TOOL_NAME = "call_tool"
+# The name of discovery's read_result, which reads a tool result kept behind a handle (a preview
+# replaced it): offered while a handle of the conversation is live.
+READ_RESULT_NAME = "read_result"
 # The input schema of a tool that takes no arguments (and what an invalid schema is read as).
 EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
 
@@ -308,6 +313,11 @@ class ServerStatus:
     serialize_writes: bool = True
     serialized_tools: int = 0
     unannotated_tools: int = 0
+    # Since the pool process started: tokens of its results shaped to a budget, as returned and as
+    # delivered, and how many became a preview and a handle.
+    result_tokens_returned: int = 0
+    result_tokens_delivered: int = 0
+    results_kept: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,6 +580,10 @@ class ToolPlan:
     call_tool: Tool | None = None
     # "append" or "stable".
     surface: str = "append"
+    # The read_result definition (every plan): offered while a result handle is live.
+    read_result_tool: Tool | None = None
+    # Its tokens in ``tokens.encoding`` (not in ``tokens.sent_tokens``).
+    read_result_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -671,6 +685,11 @@ class ChatMessage:
     # On a tool result from the orchestrator: the call named a deferred tool no search had loaded
     # yet and was refused before anything ran. Keep it when sending the history back.
     not_loaded: bool = False
+    # On a tool result from the orchestrator that is a preview of a result over its budget: the
+    # handle the whole is kept under and when it expires (Unix seconds). Keep both when sending
+    # the history back: read_result is offered, and reads, only handles the history shows.
+    result_handle: str = ""
+    handle_expires_unix: float = 0.0
 
     @classmethod
     def user(cls, content: str) -> ChatMessage:
@@ -692,6 +711,9 @@ class ChatFields(DeprecatedToolset, total=False):
     max_iterations: int
     # "result", "function_result" or "function_args_result" ("": the configured one).
     tool_result_format: str
+    # The same value on every turn of one conversation: result handles are bound to it ("": a
+    # hash of the toolset and the first user message).
+    conversation_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -725,6 +747,21 @@ class DiscoveryStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ResultTokens:
+    """Tool-result tokens of one server in one chat: as returned by the server, as delivered to the
+    model (shaped, previews included) and the difference; the read_result answers apart."""
+
+    server: str
+    tokens_returned: int = 0
+    tokens_delivered: int = 0
+    tokens_saved: int = 0
+    results_kept: int = 0
+    reads: int = 0
+    estimated: bool = False
+    read_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ChatStats:
     usage: TokenUsage = field(default_factory=TokenUsage)
     llm_calls: int = 0
@@ -732,6 +769,7 @@ class ChatStats:
     discovery: DiscoveryStats = field(default_factory=DiscoveryStats)
     iterations: int = 0
     duration_seconds: float = 0.0
+    result_tokens: tuple[ResultTokens, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,6 +216,7 @@ _TOOL_PLAN = _Alike(
         "deferred_tools",
         "call_tool",
         "surface",
+        "read_result_tool",
     ),
 )
 _SEARCH_REQUEST = _Alike(t.SearchRequest, discovery_pb2.SearchToolsRequest, "toolset", "surface")
@@ -255,6 +256,7 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         deferred_tools=tools(m.deferred_tools),
         call_tool=_tool_or_none(m, "call_tool"),
         surface=_surface_name(m.surface) or "append",
+        read_result_tool=_tool_or_none(m, "read_result_tool"),
     )
 
 
@@ -270,6 +272,7 @@ def tool_plan_pb(x: t.ToolPlan) -> discovery_pb2.PlanToolsResponse:
         deferred_tools=tools_pb(x.deferred_tools),
         call_tool=_tool_pb_or_none(x.call_tool),
         surface=surface(x.surface or "append"),
+        read_result_tool=_tool_pb_or_none(x.read_result_tool),
     )
 
 
@@ -341,7 +344,10 @@ _CHAT_MESSAGE = _Alike(t.ChatMessage, orchestrator_pb2.Message, "tool_calls", "a
 _TOKEN_USAGE = _Alike(t.TokenUsage, orchestrator_pb2.TokenUsage)
 _TOOL_CALL_COUNT = _Alike(t.ToolCallCount, orchestrator_pb2.ToolCallCount)
 _DISCOVERY_STATS = _Alike(t.DiscoveryStats, orchestrator_pb2.DiscoveryStats)
-_CHAT_STATS = _Alike(t.ChatStats, orchestrator_pb2.ChatStats, "usage", "tool_calls", "discovery")
+_RESULT_TOKENS = _Alike(t.ResultTokens, orchestrator_pb2.ResultTokens)
+_CHAT_STATS = _Alike(
+    t.ChatStats, orchestrator_pb2.ChatStats, "usage", "tool_calls", "discovery", "result_tokens"
+)
 _CHAT_RESULT = _Alike(t.ChatResult, orchestrator_pb2.ChatResponse, "messages", "stats", "stop_reason")
 _TOOL_CALL_FINISHED = _Alike(t.ToolCallFinished, orchestrator_pb2.ToolCallFinished, "call")
 _MODEL_INFO = _Alike(t.ModelInfo, orchestrator_pb2.ModelInfo)
@@ -382,6 +388,7 @@ def chat_stats(s: orchestrator_pb2.ChatStats) -> t.ChatStats:
         usage=token_usage(s.usage),
         tool_calls=tuple(_TOOL_CALL_COUNT.value(c) for c in s.tool_calls),
         discovery=_DISCOVERY_STATS.value(s.discovery),
+        result_tokens=tuple(_RESULT_TOKENS.value(r) for r in s.result_tokens),
     )
 
 
@@ -391,6 +398,7 @@ def chat_stats_pb(x: t.ChatStats) -> orchestrator_pb2.ChatStats:
         usage=token_usage_pb(x.usage),
         tool_calls=[_TOOL_CALL_COUNT.message(c) for c in x.tool_calls],
         discovery=_DISCOVERY_STATS.message(x.discovery),
+        result_tokens=[_RESULT_TOKENS.message(r) for r in x.result_tokens],
     )
 
 
@@ -473,6 +481,7 @@ def chat_request(
         discovered_tools=list(fields.get("discovered_tools", ())),
         max_iterations=fields.get("max_iterations", 0),
         tool_result_format=fields.get("tool_result_format", ""),
+        conversation_id=fields.get("conversation_id", ""),
     )
 
 

@@ -25,41 +25,41 @@ _sym_db = _symbol_database.Default()
 from toolscout.common.v1 import common_pb2 as toolscout_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$toolscout/mcp_pool/v1/mcp_pool.proto\x12\x15toolscout.mcp_pool.v1\x1a toolscout/common/v1/common.proto\"\xdd\x03\n\x0cServerStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\ttransport\x18\x02 \x01(\t\x12\x31\n\x05state\x18\x03 \x01(\x0e\x32\".toolscout.mcp_pool.v1.ServerState\x12\x12\n\ntool_count\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x18\n\x10state_since_unix\x18\x07 \x01(\x01\x12\x15\n\rdefer_loading\x18\x08 \x01(\x08\x12\x16\n\x0ehealth_service\x18\t \x01(\t\x12\x13\n\x0bserver_info\x18\n \x01(\t\x12\x17\n\x0fnext_retry_unix\x18\x0b \x01(\x01\x12\x18\n\x10protocol_version\x18\x0c \x01(\t\x12\x0e\n\x06shards\x18\r \x03(\x05\x12\x11\n\tplacement\x18\x0e \x01(\t\x12\x1e\n\x16tool_cache_ttl_seconds\x18\x0f \x01(\x01\x12\x1c\n\x14\x63hange_notifications\x18\x10 \x01(\x08\x12\x18\n\x10serialize_writes\x18( \x01(\x08\x12\x18\n\x10serialized_tools\x18) \x01(\x05\x12\x19\n\x11unannotated_tools\x18* \x01(\x05\")\n\tShardInfo\x12\r\n\x05index\x18\x01 \x01(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\"\x14\n\x12ListServersRequest\"|\n\x13ListServersResponse\x12\x34\n\x07servers\x18\x01 \x03(\x0b\x32#.toolscout.mcp_pool.v1.ServerStatus\x12/\n\x05shard\x18\x02 \x01(\x0b\x32 .toolscout.mcp_pool.v1.ShardInfo\"@\n\x10ListToolsRequest\x12\x0f\n\x07servers\x18\x01 \x03(\t\x12\x1b\n\x13include_unavailable\x18\x02 \x01(\x08\"\x87\x01\n\x11ListToolsResponse\x12(\n\x05tools\x18\x01 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x17\n\x0f\x63\x61talog_version\x18\x02 \x01(\t\x12/\n\x05shard\x18\x03 \x01(\x0b\x32 .toolscout.mcp_pool.v1.ShardInfo\"\xbc\x02\n\x0f\x43\x61llToolRequest\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x10\n\x08llm_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x11\n\tmeta_json\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12\x1c\n\x14result_budget_tokens\x18\x07 \x01(\x05\x12\x16\n\x0etoken_encoding\x18\x08 \x01(\t\x12>\n\x0fstructured_copy\x18\t \x01(\x0e\x32%.toolscout.mcp_pool.v1.StructuredCopy\x12\x11\n\tprincipal\x18\n \x01(\t\x12\x14\n\x0c\x63onversation\x18\x0b \x01(\t\x12\x16\n\x0epreview_tokens\x18\x0c \x01(\x05\"\xc5\x02\n\x10\x43\x61llToolResponse\x12\x32\n\x07\x63ontent\x18\x01 \x03(\x0b\x32!.toolscout.common.v1.ContentBlock\x12\x1f\n\x17structured_content_json\x18\x02 \x01(\t\x12\x10\n\x08is_error\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0e\n\x06server\x18\x05 \x01(\t\x12\x0c\n\x04tool\x18\x06 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x07 \x01(\x01\x12\x17\n\x0ftokens_returned\x18\x08 \x01(\x05\x12\x18\n\x10tokens_delivered\x18\t \x01(\x05\x12\x18\n\x10tokens_estimated\x18\n \x01(\x08\x12\x15\n\rresult_handle\x18\x0b \x01(\t\x12\x1b\n\x13handle_expires_unix\x18\x0c \x01(\x01\"\xc1\x01\n\x11ReadResultRequest\x12\x0e\n\x06handle\x18\x01 \x01(\t\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x14\n\x0c\x63onversation\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x0f\n\x07pattern\x18\x05 \x01(\t\x12\x15\n\rcontext_lines\x18\x06 \x01(\x05\x12\x0c\n\x04path\x18\x07 \x01(\t\x12\x15\n\rbudget_tokens\x18\x08 \x01(\x05\x12\x16\n\x0etoken_encoding\x18\t \x01(\t\"z\n\x12ReadResultResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x01(\x05\x12\x13\n\x0bnext_offset\x18\x03 \x01(\x03\x12\x13\n\x0btotal_chars\x18\x04 \x01(\x03\x12\x0e\n\x06server\x18\x05 \x01(\t\x12\x0c\n\x04tool\x18\x06 \x01(\t\",\n\x13WatchCatalogRequest\x12\x15\n\rknown_version\x18\x01 \x01(\t\"\xa3\x01\n\x14WatchCatalogResponse\x12\x17\n\x0f\x63\x61talog_version\x18\x01 \x01(\t\x12(\n\x05tools\x18\x02 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x17\n\x0f\x63hanged_servers\x18\x03 \x03(\t\x12/\n\x05shard\x18\x04 \x01(\x0b\x32 .toolscout.mcp_pool.v1.ShardInfo*\xc7\x01\n\x0bServerState\x12\x1c\n\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SERVER_STATE_STARTING\x10\x01\x12\x16\n\x12SERVER_STATE_READY\x10\x02\x12\x1d\n\x19SERVER_STATE_RECONNECTING\x10\x03\x12\x17\n\x13SERVER_STATE_FAILED\x10\x04\x12\x15\n\x11SERVER_STATE_IDLE\x10\x05\x12\x18\n\x14SERVER_STATE_STOPPED\x10\x06*k\n\x0eStructuredCopy\x12\x1f\n\x1bSTRUCTURED_COPY_UNSPECIFIED\x10\x00\x12\x18\n\x14STRUCTURED_COPY_TEXT\x10\x01\x12\x1e\n\x1aSTRUCTURED_COPY_STRUCTURED\x10\x02\x32\xfa\x03\n\x07McpPool\x12\x64\n\x0bListServers\x12).toolscout.mcp_pool.v1.ListServersRequest\x1a*.toolscout.mcp_pool.v1.ListServersResponse\x12^\n\tListTools\x12\'.toolscout.mcp_pool.v1.ListToolsRequest\x1a(.toolscout.mcp_pool.v1.ListToolsResponse\x12[\n\x08\x43\x61llTool\x12&.toolscout.mcp_pool.v1.CallToolRequest\x1a\'.toolscout.mcp_pool.v1.CallToolResponse\x12\x61\n\nReadResult\x12(.toolscout.mcp_pool.v1.ReadResultRequest\x1a).toolscout.mcp_pool.v1.ReadResultResponse\x12i\n\x0cWatchCatalog\x12*.toolscout.mcp_pool.v1.WatchCatalogRequest\x1a+.toolscout.mcp_pool.v1.WatchCatalogResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$toolscout/mcp_pool/v1/mcp_pool.proto\x12\x15toolscout.mcp_pool.v1\x1a toolscout/common/v1/common.proto\"\xb4\x04\n\x0cServerStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\ttransport\x18\x02 \x01(\t\x12\x31\n\x05state\x18\x03 \x01(\x0e\x32\".toolscout.mcp_pool.v1.ServerState\x12\x12\n\ntool_count\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x18\n\x10state_since_unix\x18\x07 \x01(\x01\x12\x15\n\rdefer_loading\x18\x08 \x01(\x08\x12\x16\n\x0ehealth_service\x18\t \x01(\t\x12\x13\n\x0bserver_info\x18\n \x01(\t\x12\x17\n\x0fnext_retry_unix\x18\x0b \x01(\x01\x12\x18\n\x10protocol_version\x18\x0c \x01(\t\x12\x0e\n\x06shards\x18\r \x03(\x05\x12\x11\n\tplacement\x18\x0e \x01(\t\x12\x1e\n\x16tool_cache_ttl_seconds\x18\x0f \x01(\x01\x12\x1c\n\x14\x63hange_notifications\x18\x10 \x01(\x08\x12\x18\n\x10serialize_writes\x18( \x01(\x08\x12\x18\n\x10serialized_tools\x18) \x01(\x05\x12\x19\n\x11unannotated_tools\x18* \x01(\x05\x12\x1e\n\x16result_tokens_returned\x18+ \x01(\x03\x12\x1f\n\x17result_tokens_delivered\x18, \x01(\x03\x12\x14\n\x0cresults_kept\x18- \x01(\x03\")\n\tShardInfo\x12\r\n\x05index\x18\x01 \x01(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\"\x14\n\x12ListServersRequest\"|\n\x13ListServersResponse\x12\x34\n\x07servers\x18\x01 \x03(\x0b\x32#.toolscout.mcp_pool.v1.ServerStatus\x12/\n\x05shard\x18\x02 \x01(\x0b\x32 .toolscout.mcp_pool.v1.ShardInfo\"@\n\x10ListToolsRequest\x12\x0f\n\x07servers\x18\x01 \x03(\t\x12\x1b\n\x13include_unavailable\x18\x02 \x01(\x08\"\x87\x01\n\x11ListToolsResponse\x12(\n\x05tools\x18\x01 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x17\n\x0f\x63\x61talog_version\x18\x02 \x01(\t\x12/\n\x05shard\x18\x03 \x01(\x0b\x32 .toolscout.mcp_pool.v1.ShardInfo\"\xbc\x02\n\x0f\x43\x61llToolRequest\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x10\n\x08llm_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x11\n\tmeta_json\x18\x05 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x06 \x01(\x01\x12\x1c\n\x14result_budget_tokens\x18\x07 \x01(\x05\x12\x16\n\x0etoken_encoding\x18\x08 \x01(\t\x12>\n\x0fstructured_copy\x18\t \x01(\x0e\x32%.toolscout.mcp_pool.v1.StructuredCopy\x12\x11\n\tprincipal\x18\n \x01(\t\x12\x14\n\x0c\x63onversation\x18\x0b \x01(\t\x12\x16\n\x0epreview_tokens\x18\x0c \x01(\x05\"\xc5\x02\n\x10\x43\x61llToolResponse\x12\x32\n\x07\x63ontent\x18\x01 \x03(\x0b\x32!.toolscout.common.v1.ContentBlock\x12\x1f\n\x17structured_content_json\x18\x02 \x01(\t\x12\x10\n\x08is_error\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0e\n\x06server\x18\x05 \x01(\t\x12\x0c\n\x04tool\x18\x06 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x07 \x01(\x01\x12\x17\n\x0ftokens_returned\x18\x08 \x01(\x05\x12\x18\n\x10tokens_delivered\x18\t \x01(\x05\x12\x18\n\x10tokens_estimated\x18\n \x01(\x08\x12\x15\n\rresult_handle\x18\x0b \x01(\t\x12\x1b\n\x13handle_expires_unix\x18\x0c \x01(\x01\"\xc1\x01\n\x11ReadResultRequest\x12\x0e\n\x06handle\x18\x01 \x01(\t\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12\x14\n\x0c\x63onversation\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x0f\n\x07pattern\x18\x05 \x01(\t\x12\x15\n\rcontext_lines\x18\x06 \x01(\x05\x12\x0c\n\x04path\x18\x07 \x01(\t\x12\x15\n\rbudget_tokens\x18\x08 \x01(\x05\x12\x16\n\x0etoken_encoding\x18\t \x01(\t\"z\n\x12ReadResultResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x01(\x05\x12\x13\n\x0bnext_offset\x18\x03 \x01(\x03\x12\x13\n\x0btotal_chars\x18\x04 \x01(\x03\x12\x0e\n\x06server\x18\x05 \x01(\t\x12\x0c\n\x04tool\x18\x06 \x01(\t\",\n\x13WatchCatalogRequest\x12\x15\n\rknown_version\x18\x01 \x01(\t\"\xa3\x01\n\x14WatchCatalogResponse\x12\x17\n\x0f\x63\x61talog_version\x18\x01 \x01(\t\x12(\n\x05tools\x18\x02 \x03(\x0b\x32\x19.toolscout.common.v1.Tool\x12\x17\n\x0f\x63hanged_servers\x18\x03 \x03(\t\x12/\n\x05shard\x18\x04 \x01(\x0b\x32 .toolscout.mcp_pool.v1.ShardInfo*\xc7\x01\n\x0bServerState\x12\x1c\n\x18SERVER_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15SERVER_STATE_STARTING\x10\x01\x12\x16\n\x12SERVER_STATE_READY\x10\x02\x12\x1d\n\x19SERVER_STATE_RECONNECTING\x10\x03\x12\x17\n\x13SERVER_STATE_FAILED\x10\x04\x12\x15\n\x11SERVER_STATE_IDLE\x10\x05\x12\x18\n\x14SERVER_STATE_STOPPED\x10\x06*k\n\x0eStructuredCopy\x12\x1f\n\x1bSTRUCTURED_COPY_UNSPECIFIED\x10\x00\x12\x18\n\x14STRUCTURED_COPY_TEXT\x10\x01\x12\x1e\n\x1aSTRUCTURED_COPY_STRUCTURED\x10\x02\x32\xfa\x03\n\x07McpPool\x12\x64\n\x0bListServers\x12).toolscout.mcp_pool.v1.ListServersRequest\x1a*.toolscout.mcp_pool.v1.ListServersResponse\x12^\n\tListTools\x12\'.toolscout.mcp_pool.v1.ListToolsRequest\x1a(.toolscout.mcp_pool.v1.ListToolsResponse\x12[\n\x08\x43\x61llTool\x12&.toolscout.mcp_pool.v1.CallToolRequest\x1a\'.toolscout.mcp_pool.v1.CallToolResponse\x12\x61\n\nReadResult\x12(.toolscout.mcp_pool.v1.ReadResultRequest\x1a).toolscout.mcp_pool.v1.ReadResultResponse\x12i\n\x0cWatchCatalog\x12*.toolscout.mcp_pool.v1.WatchCatalogRequest\x1a+.toolscout.mcp_pool.v1.WatchCatalogResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolscout.mcp_pool.v1.mcp_pool_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SERVERSTATE']._serialized_start=2152
-  _globals['_SERVERSTATE']._serialized_end=2351
-  _globals['_STRUCTUREDCOPY']._serialized_start=2353
-  _globals['_STRUCTUREDCOPY']._serialized_end=2460
+  _globals['_SERVERSTATE']._serialized_start=2239
+  _globals['_SERVERSTATE']._serialized_end=2438
+  _globals['_STRUCTUREDCOPY']._serialized_start=2440
+  _globals['_STRUCTUREDCOPY']._serialized_end=2547
   _globals['_SERVERSTATUS']._serialized_start=98
-  _globals['_SERVERSTATUS']._serialized_end=575
-  _globals['_SHARDINFO']._serialized_start=577
-  _globals['_SHARDINFO']._serialized_end=618
-  _globals['_LISTSERVERSREQUEST']._serialized_start=620
-  _globals['_LISTSERVERSREQUEST']._serialized_end=640
-  _globals['_LISTSERVERSRESPONSE']._serialized_start=642
-  _globals['_LISTSERVERSRESPONSE']._serialized_end=766
-  _globals['_LISTTOOLSREQUEST']._serialized_start=768
-  _globals['_LISTTOOLSREQUEST']._serialized_end=832
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=835
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=970
-  _globals['_CALLTOOLREQUEST']._serialized_start=973
-  _globals['_CALLTOOLREQUEST']._serialized_end=1289
-  _globals['_CALLTOOLRESPONSE']._serialized_start=1292
-  _globals['_CALLTOOLRESPONSE']._serialized_end=1617
-  _globals['_READRESULTREQUEST']._serialized_start=1620
-  _globals['_READRESULTREQUEST']._serialized_end=1813
-  _globals['_READRESULTRESPONSE']._serialized_start=1815
-  _globals['_READRESULTRESPONSE']._serialized_end=1937
-  _globals['_WATCHCATALOGREQUEST']._serialized_start=1939
-  _globals['_WATCHCATALOGREQUEST']._serialized_end=1983
-  _globals['_WATCHCATALOGRESPONSE']._serialized_start=1986
-  _globals['_WATCHCATALOGRESPONSE']._serialized_end=2149
-  _globals['_MCPPOOL']._serialized_start=2463
-  _globals['_MCPPOOL']._serialized_end=2969
+  _globals['_SERVERSTATUS']._serialized_end=662
+  _globals['_SHARDINFO']._serialized_start=664
+  _globals['_SHARDINFO']._serialized_end=705
+  _globals['_LISTSERVERSREQUEST']._serialized_start=707
+  _globals['_LISTSERVERSREQUEST']._serialized_end=727
+  _globals['_LISTSERVERSRESPONSE']._serialized_start=729
+  _globals['_LISTSERVERSRESPONSE']._serialized_end=853
+  _globals['_LISTTOOLSREQUEST']._serialized_start=855
+  _globals['_LISTTOOLSREQUEST']._serialized_end=919
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=922
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=1057
+  _globals['_CALLTOOLREQUEST']._serialized_start=1060
+  _globals['_CALLTOOLREQUEST']._serialized_end=1376
+  _globals['_CALLTOOLRESPONSE']._serialized_start=1379
+  _globals['_CALLTOOLRESPONSE']._serialized_end=1704
+  _globals['_READRESULTREQUEST']._serialized_start=1707
+  _globals['_READRESULTREQUEST']._serialized_end=1900
+  _globals['_READRESULTRESPONSE']._serialized_start=1902
+  _globals['_READRESULTRESPONSE']._serialized_end=2024
+  _globals['_WATCHCATALOGREQUEST']._serialized_start=2026
+  _globals['_WATCHCATALOGREQUEST']._serialized_end=2070
+  _globals['_WATCHCATALOGRESPONSE']._serialized_start=2073
+  _globals['_WATCHCATALOGRESPONSE']._serialized_end=2236
+  _globals['_MCPPOOL']._serialized_start=2550
+  _globals['_MCPPOOL']._serialized_end=3056
 # @@protoc_insertion_point(module_scope)

@@ -35,7 +35,7 @@ STRUCTURED_COPY_TEXT: StructuredCopy
 STRUCTURED_COPY_STRUCTURED: StructuredCopy
 
 class ServerStatus(_message.Message):
-    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix", "protocol_version", "shards", "placement", "tool_cache_ttl_seconds", "change_notifications", "serialize_writes", "serialized_tools", "unannotated_tools")
+    __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix", "protocol_version", "shards", "placement", "tool_cache_ttl_seconds", "change_notifications", "serialize_writes", "serialized_tools", "unannotated_tools", "result_tokens_returned", "result_tokens_delivered", "results_kept")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,9 @@ class ServerStatus(_message.Message):
     SERIALIZE_WRITES_FIELD_NUMBER: _ClassVar[int]
     SERIALIZED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     UNANNOTATED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TOKENS_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TOKENS_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     name: str
     transport: str
     state: ServerState
@@ -74,7 +77,10 @@ class ServerStatus(_message.Message):
     serialize_writes: bool
     serialized_tools: int
     unannotated_tools: int
-    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ..., next_retry_unix: _Optional[float] = ..., protocol_version: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ..., placement: _Optional[str] = ..., tool_cache_ttl_seconds: _Optional[float] = ..., change_notifications: _Optional[bool] = ..., serialize_writes: _Optional[bool] = ..., serialized_tools: _Optional[int] = ..., unannotated_tools: _Optional[int] = ...) -> None: ...
+    result_tokens_returned: int
+    result_tokens_delivered: int
+    results_kept: int
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ServerState, str]] = ..., tool_count: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., state_since_unix: _Optional[float] = ..., defer_loading: _Optional[bool] = ..., health_service: _Optional[str] = ..., server_info: _Optional[str] = ..., next_retry_unix: _Optional[float] = ..., protocol_version: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ..., placement: _Optional[str] = ..., tool_cache_ttl_seconds: _Optional[float] = ..., change_notifications: _Optional[bool] = ..., serialize_writes: _Optional[bool] = ..., serialized_tools: _Optional[int] = ..., unannotated_tools: _Optional[int] = ..., result_tokens_returned: _Optional[int] = ..., result_tokens_delivered: _Optional[int] = ..., results_kept: _Optional[int] = ...) -> None: ...
 
 class ShardInfo(_message.Message):
     __slots__ = ("index", "count")

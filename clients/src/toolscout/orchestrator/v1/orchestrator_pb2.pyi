@@ -28,7 +28,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools", "native_items_json", "not_loaded")
+    __slots__ = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "attachments", "is_error", "loaded_tools", "native_items_json", "not_loaded", "result_handle", "handle_expires_unix")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,8 @@ class Message(_message.Message):
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     NATIVE_ITEMS_JSON_FIELD_NUMBER: _ClassVar[int]
     NOT_LOADED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_EXPIRES_UNIX_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
@@ -51,7 +53,9 @@ class Message(_message.Message):
     loaded_tools: LoadedTools
     native_items_json: _containers.RepeatedScalarFieldContainer[str]
     not_loaded: bool
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ..., native_items_json: _Optional[_Iterable[str]] = ..., not_loaded: _Optional[bool] = ...) -> None: ...
+    result_handle: str
+    handle_expires_unix: float
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., name: _Optional[str] = ..., reasoning: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., is_error: _Optional[bool] = ..., loaded_tools: _Optional[_Union[LoadedTools, _Mapping]] = ..., native_items_json: _Optional[_Iterable[str]] = ..., not_loaded: _Optional[bool] = ..., result_handle: _Optional[str] = ..., handle_expires_unix: _Optional[float] = ...) -> None: ...
 
 class LoadedTools(_message.Message):
     __slots__ = ("names",)
@@ -60,7 +64,7 @@ class LoadedTools(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChatRequest(_message.Message):
-    __slots__ = ("messages", "model", "system", "toolset", "meta_json", "discovered_tools", "max_iterations", "tool_result_format", "toolset_json")
+    __slots__ = ("messages", "model", "system", "toolset", "meta_json", "discovered_tools", "max_iterations", "tool_result_format", "toolset_json", "conversation_id")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +74,7 @@ class ChatRequest(_message.Message):
     MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[Message]
     model: str
     system: str
@@ -79,7 +84,8 @@ class ChatRequest(_message.Message):
     max_iterations: int
     tool_result_format: str
     toolset_json: str
-    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., model: _Optional[str] = ..., system: _Optional[str] = ..., toolset: _Optional[str] = ..., meta_json: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., tool_result_format: _Optional[str] = ..., toolset_json: _Optional[str] = ...) -> None: ...
+    conversation_id: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., model: _Optional[str] = ..., system: _Optional[str] = ..., toolset: _Optional[str] = ..., meta_json: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., max_iterations: _Optional[int] = ..., tool_result_format: _Optional[str] = ..., toolset_json: _Optional[str] = ..., conversation_id: _Optional[str] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
@@ -130,20 +136,42 @@ class DiscoveryStats(_message.Message):
     def __init__(self, search_calls: _Optional[int] = ..., tools_discovered: _Optional[int] = ..., definition_tokens_sent: _Optional[int] = ..., definition_tokens_all: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., encoding: _Optional[str] = ..., estimate: _Optional[bool] = ..., deferred_call_rejections: _Optional[int] = ..., deferral: _Optional[str] = ..., native_fallback_reason: _Optional[str] = ...) -> None: ...
 
 class ChatStats(_message.Message):
-    __slots__ = ("usage", "llm_calls", "tool_calls", "discovery", "iterations", "duration_seconds")
+    __slots__ = ("usage", "llm_calls", "tool_calls", "discovery", "iterations", "duration_seconds", "result_tokens")
     USAGE_FIELD_NUMBER: _ClassVar[int]
     LLM_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     DISCOVERY_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     usage: TokenUsage
     llm_calls: int
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCallCount]
     discovery: DiscoveryStats
     iterations: int
     duration_seconds: float
-    def __init__(self, usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., llm_calls: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCallCount, _Mapping]]] = ..., discovery: _Optional[_Union[DiscoveryStats, _Mapping]] = ..., iterations: _Optional[int] = ..., duration_seconds: _Optional[float] = ...) -> None: ...
+    result_tokens: _containers.RepeatedCompositeFieldContainer[ResultTokens]
+    def __init__(self, usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., llm_calls: _Optional[int] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCallCount, _Mapping]]] = ..., discovery: _Optional[_Union[DiscoveryStats, _Mapping]] = ..., iterations: _Optional[int] = ..., duration_seconds: _Optional[float] = ..., result_tokens: _Optional[_Iterable[_Union[ResultTokens, _Mapping]]] = ...) -> None: ...
+
+class ResultTokens(_message.Message):
+    __slots__ = ("server", "tokens_returned", "tokens_delivered", "tokens_saved", "results_kept", "reads", "estimated", "read_tokens")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_RETURNED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_SAVED_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_KEPT_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    READ_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    tokens_returned: int
+    tokens_delivered: int
+    tokens_saved: int
+    results_kept: int
+    reads: int
+    estimated: bool
+    read_tokens: int
+    def __init__(self, server: _Optional[str] = ..., tokens_returned: _Optional[int] = ..., tokens_delivered: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., results_kept: _Optional[int] = ..., reads: _Optional[int] = ..., estimated: _Optional[bool] = ..., read_tokens: _Optional[int] = ...) -> None: ...
 
 class ChatResponse(_message.Message):
     __slots__ = ("messages", "loaded_tools", "stats", "stop_reason", "error", "tools_disabled_fallback", "model")
