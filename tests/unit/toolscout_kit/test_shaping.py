@@ -78,15 +78,24 @@ def test_a_small_text_result_passes_unchanged() -> None:
 
 def test_pretty_json_is_delivered_compact() -> None:
     pretty = json.dumps({"a": [1, 2, 3], "b": {"c": "d e"}}, indent=4)
-    shaped = _shape((_text(pretty),))
+    shaped = _shape((_text(pretty),), structured_copy=StructuredCopy.STRUCTURED)
     assert shaped.content[0].text == '{"a":[1,2,3],"b":{"c":"d e"}}'
     assert shaped.tokens_delivered < shaped.tokens_returned
 
 
-def test_duplicate_structured_content_reaches_the_model_once_as_text_for_hosts() -> None:
+def test_a_result_within_the_budget_reaches_a_host_unchanged() -> None:
     structured = '{"temperature":21.5,"unit":"C"}'
     text = json.dumps(json.loads(structured), indent=2)
     shaped = _shape((_text(text),), structured, structured_copy=StructuredCopy.TEXT)
+    assert shaped.structured_content_json == structured
+    assert shaped.content[0].text == text
+    assert shaped.tokens_delivered == shaped.tokens_returned
+
+
+def test_duplicate_structured_content_reaches_the_model_once_as_text_for_hosts_past_the_budget() -> None:
+    structured = json.dumps({"rows": [{"id": i, "name": f"row {i}"} for i in range(40)]})
+    text = json.dumps(json.loads(structured), indent=2)
+    shaped = _shape((_text(text),), structured, structured_copy=StructuredCopy.TEXT, budget_tokens=600)
     assert shaped.structured_content_json == ""
     assert json.loads(shaped.content[0].text) == json.loads(structured)
 
