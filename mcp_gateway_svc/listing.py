@@ -53,7 +53,7 @@ _WS = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s")
 # A server with more tools than this has no single purpose its tools' first sentences could tell.
 _PURPOSE_MAX_TOOLS = 12
-_PURPOSE_CHARS = 240
+_PURPOSE_CHARS = 120
 _PARAM_CHARS = 100
 _TITLE_CHARS = 200
 
@@ -88,7 +88,7 @@ def _parameters(schema: Mapping[str, Any]) -> str:
 
 
 def _purposes(tools: Sequence[Tool]) -> dict[str, str]:
-    """What each small server is for: the first sentences of its tools' descriptions."""
+    """What each small server is for: the names of its tools."""
     by_server: dict[str, list[Tool]] = {}
     for tool in tools:
         by_server.setdefault(tool.server, []).append(tool)
@@ -96,10 +96,8 @@ def _purposes(tools: Sequence[Tool]) -> dict[str, str]:
     for server, members in by_server.items():
         if len(members) > _PURPOSE_MAX_TOOLS:
             continue
-        sentences = dict.fromkeys(
-            s for s in (_first_sentence(t.description, _PURPOSE_CHARS) for t in members) if s
-        )
-        purposes[server] = cap_bytes(" ".join(sentences), _PURPOSE_CHARS)
+        names = ", ".join(dict.fromkeys(name_words(t.name) or t.name for t in members))
+        purposes[server] = cap_bytes(f"its tools: {names}", _PURPOSE_CHARS)
     return purposes
 
 
