@@ -73,9 +73,7 @@ K1, B = 1.2, 0.75
 _WORD = re.compile(r"[^\W_]+")
 # Words a model writing a search pattern leaves out (the regex emulation only).
 _FUNCTION_WORDS = frozenset(
-    "the and for with from that this what which who whom how are was were can could would should "
-    "you your our their its his her them they she him has have had into onto about please give "
-    "tell need want get all any some been being will shall may might also just than then there".split()
+    ["the", "and", "for", "with", "from", "that", "this", "what", "which", "who", "whom", "how", "are", "was", "were", "can", "could", "would", "should", "you", "your", "our", "their", "its", "his", "her", "them", "they", "she", "him", "has", "have", "had", "into", "onto", "about", "please", "give", "tell", "need", "want", "get", "all", "any", "some", "been", "being", "will", "shall", "may", "might", "also", "just", "than", "then", "there"]
 )
 
 
@@ -280,7 +278,9 @@ def print_table(results: dict[str, Any]) -> None:
             cells = " ".join(f"{r[size][c]['R@1']:8.3f} / {r[size][c]['R@5']:.3f}" for c in cols)
             print(f"{name:12} {size:>5} {cells}")
     print("(cells: R@1 / R@5)\n")
-    print(f"{'set':12} {'tools':>6} {'raw bytes':>10} {'max':>6} {'>2KB':>5} {'served bytes':>13} {'max':>6} {'>2KB':>5}")
+    print(
+        f"{'set':12} {'tools':>6} {'raw bytes':>10} {'max':>6} {'>2KB':>5} {'served bytes':>13} {'max':>6} {'>2KB':>5}"
+    )
     for name, r in results.items():
         raw, served = r["raw"], r["served"]
         print(
@@ -290,7 +290,9 @@ def print_table(results: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS))
     parser.add_argument("--max-queries", type=int, default=MAX_QUERIES)
     parser.add_argument("--seed", type=int, default=0)

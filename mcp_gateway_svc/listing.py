@@ -18,12 +18,25 @@ what it gains over the raw list.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import mcp_types as types
 from toolscout.client import Tool
 
-__all__ = ["DESCRIPTION_CAP_BYTES", "all_mode_descriptions", "cap_bytes", "name_words"]
+from mcp_gateway_svc.tool_lists import mcp_tool
+
+__all__ = [
+    "DESCRIPTION_CAP_BYTES",
+    "MAX_RESULT_SIZE_META_KEY",
+    "ResultLimits",
+    "ServedTools",
+    "all_mode_descriptions",
+    "cap_bytes",
+    "name_words",
+]
 
 # Claude Code's limit for a tool description and for the server instructions (bytes of UTF-8).
 DESCRIPTION_CAP_BYTES = 2048
@@ -131,3 +144,68 @@ def all_mode_descriptions(tools: Sequence[Tool], toolset: str = "") -> tuple[str
     purposes = _purposes(tools)
     toolset = _one_line(toolset)
     return tuple(_search_ready(t, purposes.get(t.server, ""), toolset) for t in tools)
+
+
+# ``_meta`` key Claude Code reads for the largest result it keeps inline (characters).
+MAX_RESULT_SIZE_META_KEY = "anthropic/maxResultSizeChars"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultLimits:
+    """``anthropic/maxResultSizeChars`` per server (0: not advertised); the gateway's own tools
+    (search_tools, call_tool, whose results come from any server) advertise the largest."""
+
+    by_server: Mapping[str, int] = field(default_factory=dict)
+    default: int = 500_000
+
+    def of(self, server: str) -> int:
+        if server in self.by_server:
+            return self.by_server[server]
+        if not server:
+            return max(self.by_server.values(), default=self.default)
+        return self.default
+
+
+class ServedTools:
+    """The MCP definitions one catalog version of a toolset is served with, built once each.
+
+    ``all`` mode's descriptions are made search-ready over the whole toolset on first use; every
+    other listing serves each tool's own description within the cap. Each definition carries the
+    server's ``anthropic/maxResultSizeChars``.
+    """
+
+    def __init__(self, tools: Sequence[Tool], limits: ResultLimits, toolset_description: str = "") -> None:
+        self._tools = tools
+        self._limits = limits
+        self._toolset = toolset_description
+        self._plain: dict[str, types.Tool] = {}
+        self._ready: dict[str, types.Tool] | None = None
+        self._lock = threading.Lock()
+
+    def definition(self, tool: Tool, *, search_ready: bool = False) -> types.Tool:
+        if search_ready:
+            ready = self._ready if self._ready is not None else self._build_ready()
+            found = ready.get(tool.llm_name)
+            if found is not None:
+                return found
+        served = self._plain.get(tool.llm_name)
+        if served is None or served.name != tool.llm_name:
+            served = self._plain[tool.llm_name] = self._served(tool, cap_bytes(tool.description))
+        return served
+
+    def _build_ready(self) -> dict[str, types.Tool]:
+        with self._lock:
+            if self._ready is None:
+                descriptions = all_mode_descriptions(self._tools, self._toolset)
+                self._ready = {
+                    t.llm_name: self._served(t, d) for t, d in zip(self._tools, descriptions, strict=True)
+                }
+            return self._ready
+
+    def _served(self, tool: Tool, description: str) -> types.Tool:
+        base = mcp_tool(tool)
+        meta = dict(base.meta or {})
+        chars = self._limits.of(tool.server)
+        if chars:
+            meta[MAX_RESULT_SIZE_META_KEY] = chars
+        return base.model_copy(update={"description": description or None, "meta": meta or None})

@@ -209,6 +209,11 @@ class _ServerCommon(_Strict):
     # Pin the server to this shard (0-based, below toolscout.pool.shards.count), e.g. so a stateful
     # server never moves when the shard count changes.
     shard: int | None = Field(default=None, ge=0)
+    # The gateway advertises this in each of the server's tools' _meta as
+    # "anthropic/maxResultSizeChars": Claude Code keeps results up to this size in the conversation
+    # instead of spilling those over 50,000 characters to a file with a 2 KB preview. 500,000 is
+    # Claude Code's own maximum; 0 advertises nothing.
+    max_result_size_chars: int = Field(default=500_000, ge=0)
 
 
 class StdioServerConfig(_ServerCommon):
@@ -457,6 +462,17 @@ class OrchestratorSettings(_ServiceSettings):
 
 
 GatewayMode = Literal["meta", "progressive", "all"]
+
+# The mode each host gets unless ``gateway.modes_by_client`` says otherwise (clientInfo.name glob
+# patterns; the evidence per host is in the README's "Which mode for which host"). Hosts that
+# defer and search MCP tools themselves get every tool (the search-ready list); hosts that never
+# refresh their tool list on list_changed, or open a session per call, get the stable meta surface.
+DEFAULT_MODES_BY_CLIENT: dict[str, GatewayMode] = {
+    "claude-code": "all",
+    "codex*": "meta",
+    "*langchain*": "meta",
+    "cursor*": "meta",
+}
 # Origins a browser may call the gateway from by default (DNS-rebinding protection): the local host.
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
 
@@ -496,6 +512,10 @@ class GatewaySettings(_ServiceSettings):
     # Seconds a session without requests stays open (progressive and all modes).
     session_idle_timeout: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
+    # The mode a session gets by the name its client announces (``clientInfo.name``, glob patterns
+    # matched case-insensitively, first match wins); a client matching none gets its endpoint's
+    # mode. Unset: DEFAULT_MODES_BY_CLIENT (README: "Which mode for which host"); {} turns it off.
+    modes_by_client: dict[str, GatewayMode] | None = None
 
     @field_validator("tokens")
     @classmethod
@@ -510,6 +530,11 @@ class GatewaySettings(_ServiceSettings):
     def mode_for(self, toolset: str) -> GatewayMode:
         """The mode of the endpoint serving ``toolset`` ("" = /mcp without a default toolset)."""
         return self.modes.get(toolset, self.mode)
+
+    @property
+    def client_modes(self) -> dict[str, GatewayMode]:
+        """``modes_by_client``, or the documented defaults when it is not set."""
+        return dict(DEFAULT_MODES_BY_CLIENT if self.modes_by_client is None else self.modes_by_client)
 
 
 class EmbedderSettings(_Strict):

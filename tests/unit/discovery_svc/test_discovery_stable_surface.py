@@ -106,6 +106,8 @@ async def test_a_stable_search_gives_each_found_tool_its_schema_and_how_to_call_
         "alreadyLoaded": [],
         "notFound": [],
         "totalMatches": 1,
+        "guidance": 'Call them with call_tool, e.g. {"name": "weather_forecast", "arguments": {...}} with '
+        "arguments that fit the input schema.",
     }
 
 

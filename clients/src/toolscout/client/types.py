@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 
 __all__ = [
     "CALL_TOOL_NAME",
+    "HOST_DESCRIPTION_MAX_BYTES",
     "EMPTY_INPUT_SCHEMA_JSON",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
@@ -76,6 +77,10 @@ SEARCH_TOOL_NAME = "search_tools"
 # The name of discovery's call_tool, which runs a found tool on the cache-stable surface (a plan with
 # ``surface="stable"``): the tool list stays eager tools + search_tools + call_tool.
 CALL_TOOL_NAME = "call_tool"
+# The largest tool description (and server instructions) MCP hosts keep whole, in bytes of UTF-8:
+# Claude Code cuts longer ones. The stable surface's search_tools and everything the MCP gateway
+# serves fit it.
+HOST_DESCRIPTION_MAX_BYTES = 2048
 # The input schema of a tool that takes no arguments (and what an invalid schema is read as).
 EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
 
