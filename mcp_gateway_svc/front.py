@@ -6,9 +6,11 @@ In order: health and peer paths; the ``Host`` header (DNS-rebinding protection: 
 403 for one the token may not use — the same answer, so a tenant cannot probe other tenants'
 toolsets); then the session (a request for another replica's session is forwarded there, one for
 a session opened at another endpoint or by another token is answered 404); then the SDK's
-streamable-HTTP transport of the endpoint's mode, which refuses bodies over the cap (413) before
-parsing and answers malformed JSON-RPC with the specification's error codes. Nothing here reads
-the body except to forward it.
+streamable-HTTP transport of the session's mode (a session-less request: the mode its client's
+name picks, :mod:`mcp_gateway_svc.host_modes`, else the endpoint's), which refuses bodies over the
+cap (413) before parsing and answers malformed JSON-RPC with the specification's error codes.
+Nothing here reads the body except to forward it, and to read a session-less POST's method and
+client name (replayed to the transport unchanged).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
+from mcp_gateway_svc.host_modes import mode_for_client, peek_request
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry
+from toolscout_kit.config import GatewayMode
 from toolscout_kit.errors import ConfigError
 
 __all__ = ["GatewayFront", "Guard", "Tenant", "Tenants"]
@@ -159,8 +163,10 @@ class GatewayFront:
         metrics: GatewayMetrics,
         max_body_bytes: int,
         ready: Callable[[], bool],
+        client_modes: Mapping[str, GatewayMode] | None = None,
     ) -> None:
         self._endpoints = endpoints
+        self._client_modes = dict(client_modes or {})
         self._managers = managers
         self._sessions = sessions
         self._tenants = tenants
@@ -241,10 +247,8 @@ class GatewayFront:
     async def _mcp(
         self, scope: Scope, receive: Receive, send: Send, info: RequestInfo, headers: Headers
     ) -> None:
-        manager = self._managers[info.endpoint.mode]
         sid = headers.get(MCP_SESSION_ID_HEADER)
-        stateful = not manager.stateless
-        if stateful and sid is not None:
+        if sid is not None:
             replica_id, raw = Replica.split(sid)
             if replica_id != self._replica.id:
                 await self._forward(replica_id, scope, receive, send, headers)
@@ -258,13 +262,22 @@ class GatewayFront:
                 await self._reject(send, 404, "unknown_session", "Session not found")
                 return
             scope = _with_session_header(scope, raw)
-            info = RequestInfo(info.endpoint, info.principal, session)
+            info = RequestInfo(info.endpoint, info.principal, session, session.mode)
             with self._sessions.serving(session):
-                await self._serve(manager, scope, receive, send, info)
+                await self._serve(
+                    self._managers[_manager_key(session.mode, True)], scope, receive, send, info
+                )
             if scope["method"] == "DELETE":
                 self._sessions.close(raw)
             return
-        await self._serve(manager, scope, receive, send, info)
+        mode = info.endpoint.mode
+        opens_session = False
+        if scope["method"] == "POST" and (self._client_modes or mode == "meta"):
+            receive, opening = await peek_request(receive, self._max_body)
+            mode = mode_for_client(opening.client_name, self._client_modes, mode)
+            opens_session = opening.initialize
+        info = RequestInfo(info.endpoint, info.principal, None, mode)
+        await self._serve(self._managers[_manager_key(mode, opens_session)], scope, receive, send, info)
 
     async def _serve(
         self,
@@ -301,7 +314,7 @@ class GatewayFront:
                     raw = value.decode("latin-1")
                     if info.session is None:
                         self._sessions.open(
-                            raw, endpoint=info.endpoint.key, mode=info.endpoint.mode, principal=info.principal
+                            raw, endpoint=info.endpoint.key, mode=info.mode, principal=info.principal
                         )
                     out.append((name, self._replica.session_id(raw).encode("latin-1")))
                 if message["status"] == 404 and info.session is not None:
@@ -330,6 +343,12 @@ class GatewayFront:
             await self._reject(send, 404, "unknown_session", "Session not found")
 
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
+
+
+def _manager_key(mode: str, session: bool) -> str:
+    """The transport answering ``mode``: meta's is stateless, but a client that opens a session
+    with ``initialize`` gets one (so that it can be told of catalog changes)."""
+    return "meta-sessions" if mode == "meta" and session else mode
 
 
 def _endpoint_key(path: str) -> str | None:

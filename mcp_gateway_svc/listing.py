@@ -54,8 +54,12 @@ def cap_bytes(text: str, limit: int = DESCRIPTION_CAP_BYTES) -> str:
     if len(data) <= limit:
         return text
     cut = data[: max(limit - len(_CUT_MARK), 0)].decode("utf-8", errors="ignore")
+    # A list (a manifest) is cut after a whole line; prose after a whole word.
+    line = cut.rfind("\n")
     spaces = [m.start() for m in _SPACE.finditer(cut)]
-    if spaces and spaces[-1] >= len(cut) // 2:
+    if line >= len(cut) * 3 // 4:
+        cut = cut[:line]
+    elif spaces and spaces[-1] >= len(cut) // 2:
         cut = cut[: spaces[-1]]
     return cut.rstrip() + _CUT_MARK
 
@@ -178,7 +182,7 @@ class ServedTools:
         self._tools = tools
         self._limits = limits
         self._toolset = toolset_description
-        self._plain: dict[str, types.Tool] = {}
+        self._plain: dict[Tool, types.Tool] = {}
         self._ready: dict[str, types.Tool] | None = None
         self._lock = threading.Lock()
 
@@ -188,9 +192,9 @@ class ServedTools:
             found = ready.get(tool.llm_name)
             if found is not None:
                 return found
-        served = self._plain.get(tool.llm_name)
-        if served is None or served.name != tool.llm_name:
-            served = self._plain[tool.llm_name] = self._served(tool, cap_bytes(tool.description))
+        served = self._plain.get(tool)
+        if served is None:
+            served = self._plain[tool] = self._served(tool, cap_bytes(tool.description))
         return served
 
     def _build_ready(self) -> dict[str, types.Tool]:

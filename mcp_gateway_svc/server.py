@@ -13,6 +13,7 @@ import contextlib
 import socket
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from typing import Any
 
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -24,6 +25,7 @@ from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.front import GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
+from mcp_gateway_svc.listing import ResultLimits
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry
@@ -214,28 +216,35 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
     # The front checks Host and Origin itself (for both revisions alike); the SDK still checks the
     # Content-Type of every POST.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    # meta: stateless, any replica answers any request; nothing to push to a client.
+    # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
+    # subscriptions/listen.
     meta = StreamableHTTPSessionManager(
-        app=handlers.server(sessions=False),
+        app=handlers.server(resources=True),
         stateless=True,
         json_response=True,
         security_settings=security,
         max_request_body_size=settings.max_body_bytes,
     )
-    # progressive and all: sessions (handshake revisions), list_changed on their streams.
-    stateful = {
-        mode: StreamableHTTPSessionManager(
-            app=handlers.server(sessions=True, discoverable=mode != "progressive"),
+
+    def stateful(app: Any, json_response: bool) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(
+            app=app,
             stateless=False,
-            json_response=False,
+            json_response=json_response,
             security_settings=security,
             max_request_body_size=settings.max_body_bytes,
             session_idle_timeout=settings.session_idle_timeout,
             max_sessions=settings.max_sessions,
         )
-        for mode in ("progressive", "all")
+
+    return {
+        "meta": meta,
+        # A meta client that opens a session with initialize: list_changed on its stream.
+        "meta-sessions": stateful(handlers.server(resources=True), json_response=True),
+        # progressive and all: sessions (handshake revisions), list_changed on their streams.
+        "progressive": stateful(handlers.server(discoverable=False, resources=True), json_response=False),
+        "all": stateful(handlers.server(), json_response=False),
     }
-    return {"meta": meta, **stateful}
 
 
 async def build_server(
@@ -274,6 +283,8 @@ async def build_server(
         discovery=discovery,
         sessions=sessions,
         metrics=metrics,
+        limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
+        descriptions={name: ts.description for name, ts in config.tool_sets.items()},
     )
     handlers = McpHandlers(
         discovery, ToolCaller(pool, metrics), metrics, private_lists=tenants.enabled, tracing=tracing
@@ -306,6 +317,7 @@ async def build_server(
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         ready=ready,
+        client_modes=settings.client_modes,
     )
     uv_config = uvicorn.Config(
         front,

@@ -50,6 +50,8 @@ class ToolsetView:
     deferred: tuple[Tool, ...]
     by_name: Mapping[str, Tool]
     eager_names: frozenset[str]
+    # The full manifest of the deferred tools (search_tools' description holds a short one).
+    manifest: str = ""
 
     @classmethod
     def from_plan(cls, plan: ToolPlan) -> ToolsetView:
@@ -62,6 +64,7 @@ class ToolsetView:
             deferred=plan.deferred_tools,
             by_name=MappingProxyType(tools),
             eager_names=frozenset(t.llm_name for t in plan.loaded_tools),
+            manifest=plan.manifest,
         )
 
 
