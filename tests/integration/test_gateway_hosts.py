@@ -99,14 +99,15 @@ async def test_every_served_description_fits_2kb_and_carries_the_servers_result_
         async with Client(gw.url, mode="legacy", client_info=_host(host)) as client:
             tools = (await client.list_tools()).tools
             capabilities = client.server_capabilities
-    assert capabilities.tools is not None and capabilities.tools.list_changed
+    assert capabilities.tools is not None
+    assert capabilities.tools.list_changed
     for tool in tools:
         assert len((tool.description or "").encode()) <= DESCRIPTION_CAP_BYTES, tool.name
-        assert tool.meta is not None and MAX_RESULT_SIZE_META_KEY in tool.meta, tool.name
+        assert MAX_RESULT_SIZE_META_KEY in (tool.meta or {}), tool.name
     by_name = {t.name: t for t in tools}
     if host == "claude-code":
         forecast = by_name["weather__get_forecast"]
-        assert forecast.meta is not None and forecast.meta[MAX_RESULT_SIZE_META_KEY] == 123_456
+        assert (forecast.meta or {})[MAX_RESULT_SIZE_META_KEY] == 123_456
         # Search-ready: the server and the parameters' names are in the text a host's search reads.
         assert "server weather" in (forecast.description or "")
         assert "Parameters: " in (forecast.description or "")
@@ -135,7 +136,8 @@ async def test_search_tools_guidance_and_the_manifest_come_as_data_too(gw: Gatew
     assert "call_tool" in found.structured_content["guidance"]
     assert browsed.structured_content is not None
     manifest = _text(browsed)
-    assert "- weather (" in manifest and "- fixture (" in manifest
+    assert "- weather (" in manifest
+    assert "- fixture (" in manifest
     assert browsed.structured_content["guidance"] == manifest
     assert [r.uri for r in resources] == [MANIFEST_URI]
     contents = read.contents[0]
