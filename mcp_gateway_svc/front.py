@@ -164,9 +164,11 @@ class GatewayFront:
         max_body_bytes: int,
         ready: Callable[[], bool],
         client_modes: Mapping[str, GatewayMode] | None = None,
+        client_all_max_tools: int = 1000,
     ) -> None:
         self._endpoints = endpoints
         self._client_modes = dict(client_modes or {})
+        self._client_all_max_tools = client_all_max_tools
         self._managers = managers
         self._sessions = sessions
         self._tenants = tenants
@@ -274,7 +276,10 @@ class GatewayFront:
         opens_session = False
         if scope["method"] == "POST" and (self._client_modes or mode == "meta"):
             receive, opening = await peek_request(receive, self._max_body)
-            mode = mode_for_client(opening.client_name, self._client_modes, mode)
+            chosen = mode_for_client(opening.client_name, self._client_modes, mode)
+            view = info.endpoint.view
+            too_many = view is not None and len(view.by_name) > self._client_all_max_tools
+            mode = mode if chosen == "all" and mode != "all" and too_many else chosen
             opens_session = opening.initialize
         info = RequestInfo(info.endpoint, info.principal, None, mode)
         await self._serve(self._managers[_manager_key(mode, opens_session)], scope, receive, send, info)

@@ -318,6 +318,7 @@ async def build_server(
         max_body_bytes=settings.max_body_bytes,
         ready=ready,
         client_modes=settings.client_modes,
+        client_all_max_tools=settings.client_all_max_tools,
     )
     uv_config = uvicorn.Config(
         front,

@@ -516,6 +516,10 @@ class GatewaySettings(_ServiceSettings):
     # matched case-insensitively, first match wins); a client matching none gets its endpoint's
     # mode. Unset: DEFAULT_MODES_BY_CLIENT (README: "Which mode for which host"); {} turns it off.
     modes_by_client: dict[str, GatewayMode] | None = None
+    # A client whose name picks ``all`` gets its endpoint's mode instead when the toolset has more
+    # tools than this: past it, hosts' own search over the list finds less than search_tools
+    # (bench/host_search.py) and the list costs the host more than it saves.
+    client_all_max_tools: int = Field(default=1000, ge=0)
 
     @field_validator("tokens")
     @classmethod

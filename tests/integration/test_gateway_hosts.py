@@ -21,7 +21,7 @@ from mcp.client.subscriptions import ToolsListChanged, listen
 
 from mcp_gateway_svc.listing import DESCRIPTION_CAP_BYTES, MAX_RESULT_SIZE_META_KEY
 from mcp_gateway_svc.resources import MANIFEST_URI
-from tests.support.gateway import MODERN, GatewayStack, gateway_stack
+from tests.support.gateway import MODERN, GatewayStack, gateway_stack, start_gateway
 from tests.support.mcp_servers import example_server_config, misbehaving_config
 from toolscout_kit.config import ToolscoutConfig, parse_config
 
@@ -177,3 +177,29 @@ async def test_a_legacy_meta_session_and_a_2026_listener_hear_of_a_catalog_chang
                     await changed.wait()
                     event: Any = await subscription.__anext__()
     assert event == ToolsListChanged()
+
+
+async def test_a_toolset_over_the_all_mode_limit_serves_a_client_that_asked_for_all_its_endpoints_mode(
+    gw: GatewayStack, tmp_path: Path
+) -> None:
+    config = parse_config(
+        {
+            "servers": {
+                "weather": example_server_config("weather", defer_loading=True),
+                "fixture": misbehaving_config(defer_loading=True),
+            },
+            "tool_discovery": {"enabled": True},
+            "toolscout": {"gateway": {"modes_by_client": CLIENT_MODES, "client_all_max_tools": 1}},
+        },
+        base_dir=tmp_path,
+    )
+    gateway = await start_gateway(config, gw.stack)
+    try:
+        with anyio.fail_after(WAIT):
+            async with Client(gateway.url, mode="legacy", client_info=_host("claude-code")) as client:
+                await client.list_tools()  # the endpoint's first plan: its size is known from here on
+            async with Client(gateway.url, mode="legacy", client_info=_host("claude-code")) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+    finally:
+        await gateway.stop(0)
+    assert names == ["search_tools", "call_tool"]
