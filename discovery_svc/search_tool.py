@@ -125,7 +125,7 @@ def execute_search(
     matches: list[ToolMatch] = []
     page: tuple[int, int, int] | None = None
 
-    mode = args.mode
+    mode: SearchMode = args.mode
     if mode is SearchMode.TOOL_NAMES:
         assert args.tool_names is not None
         matches, missing = _by_names(scope, args.tool_names, server, loaded_set)

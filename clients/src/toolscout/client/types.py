@@ -22,8 +22,8 @@ from typing import Any, TypedDict
 
 __all__ = [
     "CALL_TOOL_NAME",
-    "HOST_DESCRIPTION_MAX_BYTES",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "HOST_DESCRIPTION_MAX_BYTES",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
     "CallRequest",
