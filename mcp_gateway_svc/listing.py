@@ -114,15 +114,17 @@ def _purposes(tools: Sequence[Tool]) -> dict[str, str]:
         if len(members) > _PURPOSE_MAX_TOOLS:
             continue
         names = ", ".join(dict.fromkeys(name_words(t.name) or t.name for t in members))
-        purposes[server] = cap_bytes(f"its tools: {names}", _PURPOSE_CHARS)
+        purposes[server] = cap_bytes(names, _PURPOSE_CHARS)
     return purposes
 
 
 def _search_ready(tool: Tool, purpose: str, toolset: str) -> str:
     sections = [_one_line(tool.description)]
     words = name_words(tool.name)
-    head = f"Tool {tool.name}" + (f" ({words})" if words and words != tool.name.lower() else "")
-    sections.append(f"{head}, server {tool.server}" + (f": {purpose}" if purpose else "."))
+    # Labels a query might contain ("tool", "server") would match every description alike and
+    # reorder a regex search's ties: the server and its tools are told without them.
+    head = tool.name + (f" ({words})" if words and words != tool.name.lower() else "")
+    sections.append(f"{head} in {tool.server}" + (f", beside: {purpose}" if purpose else ""))
     if tool.title and tool.title not in (tool.name, tool.description):
         sections.append(f"Title: {cap_bytes(_one_line(tool.title), _TITLE_CHARS)}")
     params = _parameters(tool.input_schema)

@@ -109,7 +109,7 @@ async def test_every_served_description_fits_2kb_and_carries_the_servers_result_
         forecast = by_name["weather__get_forecast"]
         assert (forecast.meta or {})[MAX_RESULT_SIZE_META_KEY] == 123_456
         # Search-ready: the server and the parameters' names are in the text a host's search reads.
-        assert "server weather" in (forecast.description or "")
+        assert "get_forecast (get forecast) in weather" in (forecast.description or "")
         assert "Parameters: " in (forecast.description or "")
         assert by_name["fixture__echo"].meta == {MAX_RESULT_SIZE_META_KEY: 500_000}
     else:

@@ -58,8 +58,7 @@ def test_all_mode_descriptions_add_the_server_its_tools_and_the_parameters_after
     first = all_mode_descriptions(tools, "Sports data for the newsroom")[0]
     assert first.startswith("Retrieve team statistics.\n\n")
     assert (
-        "Tool getTeamStats (get team stats), server Sports/Football: its tools: get team stats, get player stats"
-        in first
+        "getTeamStats (get team stats) in Sports/Football, beside: get team stats, get player stats" in first
     )
     assert "Parameters: team_name (team name): The team." in first
     assert first.endswith("Toolset: Sports data for the newsroom")
@@ -85,7 +84,7 @@ def test_served_definitions_carry_each_servers_result_size_and_are_built_once() 
     assert served.definition(notes).meta is None  # 0: not advertised
     assert len((served.definition(notes).description or "").encode()) <= DESCRIPTION_CAP_BYTES
     ready = served.definition(weather, search_ready=True)
-    assert "server weather" in (ready.description or "")
+    assert "forecast in weather" in (ready.description or "")
     assert ready.meta == {MAX_RESULT_SIZE_META_KEY: 1000}
 
 
