@@ -251,6 +251,8 @@ class McpHandlers:
             session.outbound = ctx.session
         served = info.endpoint.served(view)
         ready = mode == "all"
+        if ready:
+            await served.prepare_search_ready()
         return types.ListToolsResult(tools=[served.definition(t, search_ready=ready) for t in tools])
 
     async def _tools(self, info: RequestInfo, mode: str, view: ToolsetView) -> list[Tool]:

@@ -17,6 +17,7 @@ what it gains over the raw list.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -187,6 +188,11 @@ class ServedTools:
         self._plain: dict[Tool, types.Tool] = {}
         self._ready: dict[str, types.Tool] | None = None
         self._lock = threading.Lock()
+
+    async def prepare_search_ready(self) -> None:
+        """Builds the search-ready definitions off the event loop (seconds at 50,000 tools)."""
+        if self._ready is None:
+            await asyncio.to_thread(self._build_ready)
 
     def definition(self, tool: Tool, *, search_ready: bool = False) -> types.Tool:
         if search_ready:

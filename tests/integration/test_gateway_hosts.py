@@ -99,6 +99,8 @@ async def test_every_served_description_fits_2kb_and_carries_the_servers_result_
         async with Client(gw.url, mode="legacy", client_info=_host(host)) as client:
             tools = (await client.list_tools()).tools
             capabilities = client.server_capabilities
+            instructions = client.instructions
+    assert len((instructions or "").encode()) <= DESCRIPTION_CAP_BYTES
     assert capabilities.tools is not None
     assert capabilities.tools.list_changed
     for tool in tools:
