@@ -254,7 +254,9 @@ def byte_stats(descriptions: Sequence[str]) -> dict[str, int]:
     }
 
 
-def evaluate_set(name: str, *, max_queries: int, seed: int) -> dict[str, Any]:
+def evaluate_set(
+    name: str, *, max_queries: int, seed: int, sizes: Sequence[int | None] = SIZES
+) -> dict[str, Any]:
     tools = load_tools(DATA_DIR / f"{name}.tools.jsonl")
     mcp_tools = [as_tool(t) for t in tools]
     served_all = all_mode_descriptions(mcp_tools)
@@ -272,7 +274,7 @@ def evaluate_set(name: str, *, max_queries: int, seed: int) -> dict[str, Any]:
     raw = raw_texts(tools)
     served_full = [f"{t.llm_name} {d}" for t, d in zip(mcp_tools, served_all, strict=True)]
     positions = sample_queries(queries, max_queries, seed)
-    for size in SIZES:
+    for size in sizes:
         cases = make_cases(tools, queries, positions, size=size, seed=seed, negative=False)
         cases = [c for c in cases if c.query["gold"]]
         scored = [c.query for c in cases]
@@ -305,10 +307,15 @@ def evaluate_set(name: str, *, max_queries: int, seed: int) -> dict[str, Any]:
     return report
 
 
+def _size_keys(results: dict[str, Any]) -> list[str]:
+    keys = {k for r in results.values() for k in r if k == "full" or k.isdigit()}
+    return sorted(keys, key=lambda k: (k == "full", int(k) if k.isdigit() else 0))
+
+
 def summary(results: dict[str, Any]) -> dict[str, Any]:
     """Mean R@5 gain of the served list over the raw one, per emulation and size, across the sets."""
     out: dict[str, Any] = {}
-    for size in ("full", "100"):
+    for size in _size_keys(results):
         for kind in ("bm25", "regex"):
             gains = {
                 name: round(r[size][f"{kind}_served"]["R@5"] - r[size][f"{kind}_raw"]["R@5"], 4)
@@ -329,7 +336,7 @@ def print_table(results: dict[str, Any]) -> None:
     head = f"{'set':12} {'size':>5} " + " ".join(f"{c:>19}" for c in cols)
     print(head + "\n" + "-" * len(head))
     for name, r in results.items():
-        for size in ("full", "100"):
+        for size in _size_keys(results):
             if size not in r:
                 continue
             cells = " ".join(f"{r[size][c]['R@1']:8.3f} / {r[size][c]['R@5']:.3f}" for c in cols)
@@ -353,20 +360,31 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS))
     parser.add_argument("--max-queries", type=int, default=MAX_QUERIES)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--sizes", nargs="+", default=["full", "100"], help="catalog sizes: numbers of tools, or full"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    parser.add_argument("--no-save", action="store_true", help="do not write bench/results/host_search.json")
+    parser.add_argument("--no-save", action="store_true", help="do not write the results file")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="results file (default bench/results/host_search.json)"
+    )
     args = parser.parse_args()
-    results = {name: evaluate_set(name, max_queries=args.max_queries, seed=args.seed) for name in args.sets}
+    sizes = [None if s == "full" else int(s) for s in args.sizes]
+    results = {
+        name: evaluate_set(name, max_queries=args.max_queries, seed=args.seed, sizes=sizes)
+        for name in args.sets
+    }
     report = {
         "emulations": {"bm25": {"k1": K1, "b": B}, "regex": "query words OR-ed, ranked by words found"},
         "max_queries": args.max_queries,
         "seed": args.seed,
+        "sizes": args.sizes,
         "results": results,
         "summary": summary(results),
     }
     if not args.no_save:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(report))
         return
