@@ -36,6 +36,7 @@ from discovery_svc.catalog_index import CatalogIndex, IndexFactory
 from discovery_svc.errors import SearchArgumentError
 from discovery_svc.hybrid_stage import HybridStage
 from discovery_svc.index import SearchIndex
+from discovery_svc.manifest import manifest_answer
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
 from discovery_svc.planner import PreparedToolset, plan_tools
@@ -297,14 +298,16 @@ class DiscoveryEngine:
                 raise SearchArgumentError(
                     f"max_results must be 0 (the configured default) or more, got {request.max_results}"
                 )
+            browse = surface is Surface.STABLE
             if request.arguments_json:
-                args = parse_arguments_json(request.arguments_json)
+                args = parse_arguments_json(request.arguments_json, browse=browse)
             else:
                 args = validate_arguments(
                     request.query,
                     request.server_name,
                     list(request.tool_names) if request.tool_names else None,
                     request.offset,
+                    browse=browse,
                 )
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
@@ -324,6 +327,7 @@ class DiscoveryEngine:
                 browse_limit=request.max_results or self._settings.server_browse_limit,
                 parameters=not request.compact_text,
                 surface=surface,
+                manifest=manifest_answer(prepared.manifest) if args.mode is SearchMode.MANIFEST else "",
             )
             # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
             # not on the event loop. BM25 answers in well under a millisecond: in place.

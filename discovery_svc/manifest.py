@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from toolscout.client import Tool
 
-__all__ = ["MANIFEST_HEADER", "BuiltManifest", "build_manifest", "search_tool_description", "system_message"]
+__all__ = [
+    "MANIFEST_HEADER",
+    "BuiltManifest",
+    "build_manifest",
+    "manifest_answer",
+    "search_tool_description",
+    "stable_search_tool_description",
+    "system_message",
+]
 
 MANIFEST_HEADER = "Available tool servers (call search_tools to load their definitions):"
 
@@ -28,6 +36,9 @@ _STABLE_SEARCH_TOOL_INTRO = (
     "Search for tool definitions from available MCP servers. Found tools are not added to your "
     "tool list: call them through call_tool with their name and arguments."
 )
+# The stable surface's description holds a short manifest (MCP hosts cut longer descriptions);
+# the full one answers a call without arguments.
+_BROWSE_HINT = "Call search_tools with no arguments for the full list of servers and tools."
 _WS = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
 
@@ -194,6 +205,31 @@ def search_tool_description(manifest: BuiltManifest, *, embed: bool, stable: boo
     if embed and manifest.text:
         return f"{intro}\n\n<manifest>\n{manifest.text}\n</manifest>"
     return intro
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode())
+
+
+def stable_search_tool_description(deferred: Sequence[Tool], max_bytes: int) -> str:
+    """The stable surface's search_tools description: the intro and a short manifest (servers,
+    what they hold) within ``max_bytes`` of UTF-8, the same degrading levels as the full one."""
+    intro = f"{_STABLE_SEARCH_TOOL_INTRO} {_BROWSE_HINT}"
+    wrapper = f"{intro}\n\n<manifest>\n\n</manifest>"
+    short = build_manifest(deferred, _utf8_bytes, max_bytes - _utf8_bytes(wrapper))
+    if not short.text or _utf8_bytes(wrapper) + _utf8_bytes(short.text) > max_bytes:
+        return intro
+    return f"{intro}\n\n<manifest>\n{short.text}\n</manifest>"
+
+
+def manifest_answer(manifest: BuiltManifest) -> str:
+    """What a search_tools call without arguments answers: the full manifest and how to go on."""
+    if not manifest.text:
+        return "No tools are deferred: every tool of this toolset is in your tool list."
+    return (
+        f"{manifest.text}\n\nSearch with a query (e.g. 'send an email'), list a server's tools "
+        "with server_name, or load tools by exact name with tool_names."
+    )
 
 
 def system_message(manifest: BuiltManifest) -> str:

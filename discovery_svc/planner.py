@@ -15,11 +15,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from toolscout.client import TokenAccounting, Tool, ToolPlan
+from toolscout.client import HOST_DESCRIPTION_MAX_BYTES, TokenAccounting, Tool, ToolPlan
 
 from discovery_svc.catalog import ParsedTool
 from discovery_svc.catalog_index import CatalogIndex
-from discovery_svc.manifest import BuiltManifest, build_manifest, search_tool_description, system_message
+from discovery_svc.manifest import (
+    BuiltManifest,
+    build_manifest,
+    search_tool_description,
+    stable_search_tool_description,
+    system_message,
+)
 from discovery_svc.partition import Partition
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
@@ -85,7 +91,9 @@ class PreparedToolset:
             embed = placement == "tool_description"
             self.search_tool = _search_tool(search_tool_description(self.manifest, embed=embed))
             self.stable_search_tool = _search_tool(
-                search_tool_description(self.manifest, embed=embed, stable=True)
+                stable_search_tool_description(partition.deferred, HOST_DESCRIPTION_MAX_BYTES)
+                if embed
+                else search_tool_description(self.manifest, embed=False, stable=True)
             )
             self.call_tool = call_tool_definition()
             if placement == "system_message":

@@ -16,7 +16,7 @@ from toolscout.client import Tool
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import CALL_TOOL_NAME, format_tool_with_schema, stable_call_hint
 
-__all__ = ["Missing", "format_tool", "result_text"]
+__all__ = ["Missing", "format_tool", "guidance_text", "result_text"]
 
 # A name that was asked for and not found, with the closest existing names.
 Missing = tuple[str, Sequence[str]]
@@ -222,6 +222,38 @@ def result_text(
         sections.append("\n\n".join(blocks))
     elif new:
         sections.append("\n\n".join(format_tool(t, parameters=parameters) for t in new))
+    sections.extend(_guidance(args, new, old, missing, page, stable_eager))
+    return "\n\n".join(sections)
+
+
+def guidance_text(
+    args: SearchArgs,
+    mode: SearchMode,
+    new: Sequence[Tool],
+    old: Sequence[Tool],
+    missing: Sequence[Missing],
+    page: tuple[int, int, int] | None,
+    *,
+    stable_eager: Collection[str] | None = None,
+) -> str:
+    """What :func:`result_text` says besides the tools: the no-match hint, what to call and how,
+    the next page (a host that shows the model only an answer's ``structuredContent`` needs it
+    there too)."""
+    if not new and not old:
+        return _empty_text(args, mode, missing)
+    return "\n\n".join(_guidance(args, new, old, missing, page, stable_eager))
+
+
+def _guidance(
+    args: SearchArgs,
+    new: Sequence[Tool],
+    old: Sequence[Tool],
+    missing: Sequence[Missing],
+    page: tuple[int, int, int] | None,
+    stable_eager: Collection[str] | None,
+) -> list[str]:
+    stable = stable_eager is not None
+    sections: list[str] = []
     if old:
         sections.extend(_already_loaded(old, stable_eager))
     if missing:
@@ -238,4 +270,4 @@ def result_text(
             f"Showing {start + 1}-{end} of {total}. Call search_tools again with "
             f'server_name="{args.server_name}" and offset={end} for more.'
         )
-    return "\n\n".join(sections)
+    return sections

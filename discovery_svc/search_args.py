@@ -70,6 +70,8 @@ class SearchMode(enum.StrEnum):
     SERVER = "server"
     SERVER_QUERY = "server_query"
     QUERY = "query"
+    # No arguments on the stable surface: the full manifest (its description holds a short one).
+    MANIFEST = "manifest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +83,13 @@ class SearchArgs:
 
     @property
     def mode(self) -> SearchMode:
-        """The PRD's precedence: tool_names > server_name + query > server_name > query."""
+        """The PRD's precedence: tool_names > server_name + query > server_name > query; none of
+        them: the manifest (only a ``browse`` validation lets that through)."""
         if self.tool_names is not None:
             return SearchMode.TOOL_NAMES
         if self.server_name is not None:
             return SearchMode.SERVER_QUERY if self.query is not None else SearchMode.SERVER
-        return SearchMode.QUERY
+        return SearchMode.QUERY if self.query is not None else SearchMode.MANIFEST
 
     def without_names(self) -> SearchArgs:
         """The same call without ``tool_names`` (what a query given alongside them falls back to)."""
@@ -117,9 +120,15 @@ def _json_type(value: Any) -> str:
 
 
 def validate_arguments(
-    query: Any = None, server_name: Any = None, tool_names: Any = None, offset: Any = 0
+    query: Any = None,
+    server_name: Any = None,
+    tool_names: Any = None,
+    offset: Any = 0,
+    *,
+    browse: bool = False,
 ) -> SearchArgs:
-    """Validated, normalised arguments (blank strings and empty lists count as absent).
+    """Validated, normalised arguments (blank strings and empty lists count as absent); with
+    ``browse`` (the stable surface) no arguments at all ask for the manifest.
 
     Raises:
         SearchArgumentError: wrong types, nothing given, a query over 500 characters, too many names.
@@ -145,7 +154,7 @@ def validate_arguments(
         offset = 0
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise SearchArgumentError("'offset' must be a non-negative integer.")
-    if q is None and s is None and names is None:
+    if q is None and s is None and names is None and not browse:
         raise SearchArgumentError("Provide at least one of: query, server_name, or tool_names.")
     if q is not None and len(q) > MAX_QUERY_CHARS:
         raise SearchArgumentError(
@@ -154,8 +163,8 @@ def validate_arguments(
     return SearchArgs(query=q, server_name=s, tool_names=names, offset=offset)
 
 
-def parse_arguments_json(raw: str) -> SearchArgs:
-    """Arguments from the JSON the LLM sent.
+def parse_arguments_json(raw: str, *, browse: bool = False) -> SearchArgs:
+    """Arguments from the JSON the LLM sent; ``browse``: no arguments at all asks for the manifest.
 
     Raises:
         SearchArgumentError: not a JSON object, a key the tool does not take, or invalid as
@@ -177,5 +186,5 @@ def parse_arguments_json(raw: str) -> SearchArgs:
             f"'{unknown[0][:40]}' is not one of them."
         )
     return validate_arguments(
-        args.get("query"), args.get("server_name"), args.get("tool_names"), args.get("offset")
+        args.get("query"), args.get("server_name"), args.get("tool_names"), args.get("offset"), browse=browse
     )

@@ -14,7 +14,7 @@ from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch
 
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit
-from discovery_svc.result_text import result_text
+from discovery_svc.result_text import guidance_text, result_text
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import Surface, structured_result
@@ -93,11 +93,14 @@ def execute_search(
     browse_limit: int,
     parameters: bool = True,
     surface: Surface = Surface.APPEND,
+    manifest: str = "",
 ) -> SearchResult:
     """Runs one search_tools call (``parameters``: list each found tool's parameters in the text).
 
     On the stable ``surface`` the text gives each found tool's whole input schema and the
     answer also comes as data (``structured_content_json``). ``mode`` is a :class:`SearchMode`.
+
+    ``manifest`` is what a call without arguments (stable surface) answers.
 
     ``loaded`` are LLM names already loaded in the conversation (eager tools count as loaded too).
 
@@ -105,6 +108,15 @@ def execute_search(
         UnknownServerError: server_name is not a server of the toolset.
         SearchArgumentError: a browse offset past the server's last tool.
     """
+    if args.mode is SearchMode.MANIFEST:
+        data = structured_result((), (), (), 0, manifest)
+        return SearchResult(
+            mode=SearchMode.MANIFEST,
+            matches=(),
+            newly_loaded=(),
+            result_text=manifest,
+            structured_content_json=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        )
     if args.server_name is not None and not scope.has_server(args.server_name):
         raise _unknown_server(scope, args.server_name)
     loaded_set = scope.eager | frozenset(n for n in loaded if scope.has(n))
@@ -113,7 +125,7 @@ def execute_search(
     matches: list[ToolMatch] = []
     page: tuple[int, int, int] | None = None
 
-    mode = args.mode
+    mode: SearchMode = args.mode
     if mode is SearchMode.TOOL_NAMES:
         assert args.tool_names is not None
         matches, missing = _by_names(scope, args.tool_names, server, loaded_set)
@@ -152,7 +164,8 @@ def execute_search(
     )
     structured = ""
     if stable:
-        data = structured_result(newly, old, missed, total)
+        guidance = guidance_text(args, mode, newly, old, missed, page, stable_eager=scope.eager)
+        data = structured_result(newly, old, missed, total, guidance)
         structured = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return SearchResult(
         mode=mode,

@@ -142,9 +142,14 @@ def stable_call_hint(new: Sequence[Tool]) -> str:
 
 
 def structured_result(
-    new: Sequence[Tool], old: Sequence[Tool], missing: Sequence[tuple[str, Sequence[str]]], total: int
+    new: Sequence[Tool],
+    old: Sequence[Tool],
+    missing: Sequence[tuple[str, Sequence[str]]],
+    total: int,
+    guidance: str = "",
 ) -> dict[str, Any]:
-    """The search answer as data (an MCP tool result's ``structuredContent``)."""
+    """The search answer as data (an MCP tool result's ``structuredContent``); ``guidance`` is
+    what the text says besides the tools (the no-match hint, how to call what was found)."""
     return {
         "tools": [
             {
@@ -159,4 +164,5 @@ def structured_result(
         "alreadyLoaded": [t.llm_name for t in old],
         "notFound": [{"name": name, "closest": list(closest)} for name, closest in missing],
         "totalMatches": total,
+        "guidance": guidance,
     }

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from toolscout.client import AsyncDiscoveryClient, Tool, ToolPlan, ToolsetRef
 
+from mcp_gateway_svc.listing import ResultLimits, ServedTools
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.tool_lists import listed_tools, signature
@@ -47,21 +48,26 @@ class Endpoint:
         discovery: AsyncDiscoveryClient,
         sessions: SessionRegistry,
         metrics: GatewayMetrics,
+        limits: ResultLimits | None = None,
+        description: str = "",
     ) -> None:
         self.key = key
         self.toolset = toolset
         self.mode: GatewayMode = mode
+        self._discovery = discovery
         self._sessions = sessions
         self._metrics = metrics
+        self._limits = limits or ResultLimits()
+        self._description = description
         self._stable = PlanFollower(
             discovery, toolset, surface="stable", include_deferred_tools=True, on_plan=self._on_plan
         )
-        self._append = (
-            PlanFollower(discovery, toolset, surface="append", include_deferred_tools=False)
-            if mode == "progressive"
-            else None
-        )
+        # Progressive mode's search_tools (the endpoint's mode, or a client's: started on first use).
+        self._append: PlanFollower | None = None
+        if mode == "progressive":
+            self._progressive()
         self.view: ToolsetView | None = None
+        self._served: tuple[str, ServedTools] | None = None
         self._bus = InMemorySubscriptionBus()
         # Serves subscriptions/listen (2026-07-28) for this endpoint.
         self.listen = ListenHandler(self._bus)
@@ -75,10 +81,25 @@ class Endpoint:
     def path(self) -> str:
         return f"/mcp/{self.key}" if self.key else "/mcp"
 
+    def _progressive(self) -> PlanFollower:
+        if self._append is None:
+            self._append = PlanFollower(
+                self._discovery, self.toolset, surface="append", include_deferred_tools=False
+            )
+        return self._append
+
     def start(self) -> None:
         self._stable.start()
         if self._append is not None:
             self._append.start()
+
+    def served(self, view: ToolsetView) -> ServedTools:
+        """The MCP definitions of ``view``'s tools as served (built once per catalog version)."""
+        served = self._served
+        if served is None or served[0] != view.version:
+            tools = ServedTools([*view.eager, *view.deferred], self._limits, self._description)
+            served = self._served = (view.version, tools)
+        return served[1]
 
     async def close(self) -> None:
         self.listen.close()
@@ -97,25 +118,27 @@ class Endpoint:
         return self.view
 
     async def progressive_search_tool(self) -> Tool | None:
-        """Discovery's append-surface search_tools (progressive mode)."""
-        if self._append is None:
-            return None
-        return (await self._append.plan(PLAN_WAIT)).search_tool
+        """Discovery's append-surface search_tools (progressive mode).
+
+        Raises:
+            GatewayUnavailableError: discovery has not answered.
+        """
+        return (await self._progressive().plan(PLAN_WAIT)).search_tool
 
     async def _on_plan(self, plan: ToolPlan) -> None:
         old, new = self.view, ToolsetView.from_plan(plan)
         self.view = new
         if old is None or old.version == new.version:
             return
-        modern = modern_mode(self.mode)
-        if signature(listed_tools(old, modern)) != signature(listed_tools(new, modern)):
+        # 2026-07-28 clients of this endpoint are served meta or all (by their names).
+        if any(signature(listed_tools(old, m)) != signature(listed_tools(new, m)) for m in ("meta", "all")):
             self._metrics.list_changed.labels("catalog").inc()
             await self._bus.publish(ToolsListChanged())
         search = self._append.current.search_tool if self._append and self._append.current else None
         for session in self._sessions.of_endpoint(self.key):
             if session.outbound is None or session.listed is None:
                 continue
-            now = signature(listed_tools(new, self.mode, session.loaded, search))
+            now = signature(listed_tools(new, session.mode, session.loaded, search))
             if now == session.listed:
                 continue
             session.listed = now
@@ -138,8 +161,12 @@ class Endpoints:
         discovery: AsyncDiscoveryClient,
         sessions: SessionRegistry,
         metrics: GatewayMetrics,
+        limits: ResultLimits | None = None,
+        descriptions: Mapping[str, str] | None = None,
     ) -> None:
         self._toolsets = dict(toolsets)
+        self._limits = limits or ResultLimits()
+        self._descriptions = dict(descriptions or {})
         self._default_toolset = default_toolset
         self._default_mode = default_mode
         self._discovery = discovery
@@ -161,7 +188,14 @@ class Endpoints:
                 return None
             mode = self._toolsets.get(toolset, self._default_mode) if toolset else self._default_mode
             endpoint = Endpoint(
-                key, ToolsetRef.named(toolset), mode, self._discovery, self._sessions, self._metrics
+                key,
+                ToolsetRef.named(toolset),
+                mode,
+                self._discovery,
+                self._sessions,
+                self._metrics,
+                self._limits,
+                self._descriptions.get(toolset, ""),
             )
             endpoint.start()
             self._open[key] = endpoint

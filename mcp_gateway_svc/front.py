@@ -8,8 +8,9 @@ toolsets); the ``MCP-Protocol-Version`` header and the POST body (read once, wit
 ``request_read_timeout``, then held to the bounded JSON rules and the JSON-RPC envelope: see
 :mod:`mcp_gateway_svc.bodies`); then the session (a request for another replica's session is
 forwarded there, one for a session opened at another endpoint or by another token is answered
-404); then the SDK's streamable-HTTP transport of the endpoint's mode, which checks each method's
-parameters.
+404); then the SDK's streamable-HTTP transport of the session's mode (a session-less request: the
+mode its client's name picks, :mod:`mcp_gateway_svc.host_modes`, else the endpoint's), which checks
+each method's parameters.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ from mcp_gateway_svc.bodies import (
 from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
+from mcp_gateway_svc.host_modes import Opening, mode_for_client, opening_of
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry, end_session
+from toolscout_kit.config import GatewayMode
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 
@@ -229,8 +232,12 @@ class GatewayFront:
         ready: Callable[[], bool],
         oauth: OAuthResourceServer | None = None,
         console: ASGIApp | None = None,
+        client_modes: Mapping[str, GatewayMode] | None = None,
+        client_all_max_tools: int = 1000,
     ) -> None:
         self._endpoints = endpoints
+        self._client_modes = dict(client_modes or {})
+        self._client_all_max_tools = client_all_max_tools
         self._managers = managers
         self._sessions = sessions
         self._tenants = tenants
@@ -269,7 +276,7 @@ class GatewayFront:
             return
         headers = Headers(scope=scope)
         refusal = check_protocol_version(headers.get(MCP_PROTOCOL_VERSION_HEADER))
-        opening = False
+        opening = Opening(False, "")
         if refusal is None and scope["method"] == "POST":
             try:
                 body = await read_body(
@@ -283,7 +290,8 @@ class GatewayFront:
             else:
                 checked = check_message(body)
                 refusal = checked if isinstance(checked, Refusal) else None
-                opening = not isinstance(checked, Refusal) and checked.get("method") == "initialize"
+                if not isinstance(checked, Refusal):
+                    opening = opening_of(checked)
                 receive = replaying(body, receive)
         if refusal is not None:
             if refusal.reason == "body_timeout":
@@ -376,15 +384,10 @@ class GatewayFront:
         info: RequestInfo,
         headers: Headers,
         *,
-        opening: bool,
+        opening: Opening,
     ) -> None:
-        manager = self._managers[info.endpoint.mode]
         sid = headers.get(MCP_SESSION_ID_HEADER)
-        stateful = not manager.stateless
-        if stateful and sid is None and opening and not await self._make_room(info.principal):
-            await self._reject(send, 503, "too_many_sessions", "Too many open sessions (all of them busy)")
-            return
-        if stateful and sid is not None:
+        if sid is not None:
             replica_id, raw = Replica.split(sid)
             if replica_id != self._replica.id:
                 await self._forward(replica_id, scope, receive, send, headers)
@@ -398,12 +401,25 @@ class GatewayFront:
                 await self._reject(send, 404, "unknown_session", "Session not found")
                 return
             scope = _with_session_header(scope, raw)
-            info = RequestInfo(info.endpoint, info.principal, session)
+            info = RequestInfo(info.endpoint, info.principal, session, session.mode)
             with self._sessions.serving(session):
-                await self._serve(manager, scope, receive, send, info)
+                await self._serve(
+                    self._managers[_manager_key(session.mode, True)], scope, receive, send, info
+                )
             if scope["method"] == "DELETE":
                 self._sessions.close(raw)
             return
+        mode = info.endpoint.mode
+        if scope["method"] == "POST":
+            chosen = mode_for_client(opening.client_name, self._client_modes, mode)
+            view = info.endpoint.view
+            too_many = view is not None and len(view.by_name) > self._client_all_max_tools
+            mode = mode if chosen == "all" and mode != "all" and too_many else chosen
+        manager = self._managers[_manager_key(mode, opening.initialize)]
+        if not manager.stateless and opening.initialize and not await self._make_room(info.principal):
+            await self._reject(send, 503, "too_many_sessions", "Too many open sessions (all of them busy)")
+            return
+        info = RequestInfo(info.endpoint, info.principal, None, mode)
         await self._serve(manager, scope, receive, send, info)
 
     async def _make_room(self, principal: str) -> bool:
@@ -425,7 +441,7 @@ class GatewayFront:
             victim = min(idle, key=lambda s: s.last_seen)
             self._sessions.close(victim.sid)
             self._metrics.session_evictions.labels(reason).inc()
-            await end_session(self._managers[victim.mode], victim.sid)
+            await end_session(self._managers[_manager_key(victim.mode, True)], victim.sid)
         return True
 
     async def _serve(
@@ -463,7 +479,7 @@ class GatewayFront:
                     raw = value.decode("latin-1")
                     if info.session is None:
                         self._sessions.open(
-                            raw, endpoint=info.endpoint.key, mode=info.endpoint.mode, principal=info.principal
+                            raw, endpoint=info.endpoint.key, mode=info.mode, principal=info.principal
                         )
                     out.append((name, self._replica.session_id(raw).encode("latin-1")))
                 if message["status"] == 404 and info.session is not None:
@@ -499,6 +515,12 @@ def _length(headers: Headers) -> int | None:
         return int(headers["content-length"])
     except (KeyError, ValueError):
         return None
+
+
+def _manager_key(mode: str, session: bool) -> str:
+    """The transport answering ``mode``: meta's is stateless, but a client that opens a session
+    with ``initialize`` gets one (so that it can be told of catalog changes)."""
+    return "meta-sessions" if mode == "meta" and session else mode
 
 
 def _endpoint_key(path: str) -> str | None:

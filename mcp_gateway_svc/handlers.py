@@ -4,8 +4,10 @@ One SDK ``Server`` per mode, all with the same handlers: the endpoint a request 
 mode, tenant, session) travels in the HTTP request's scope, put there by the HTTP front
 (:mod:`mcp_gateway_svc.front`). The gateway is a translator, like a servicer: an MCP request
 becomes a call through the client library (discovery's ``SearchTools``, the pool's ``CallTool``)
-and its answer an MCP result. Tools are served, and of resources only the tool results the pool
-kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`); no prompts.
+and its answer an MCP result. Beside tools it serves resources of its own: the full manifest on the
+meta and progressive servers (:mod:`mcp_gateway_svc.resources`) and, on every server, the tool
+results the pool kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`).
+The MCP servers' resources and prompts are not served (the pool does not carry them).
 """
 
 from __future__ import annotations
@@ -40,11 +42,12 @@ from mcp_gateway_svc.calls import ToolCaller, error_result, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.results import KeptResults, ResultOwner
+from mcp_gateway_svc.resources import gateway_resources, read_gateway_resource
+from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
-from mcp_gateway_svc.tool_lists import listed_tools, mcp_tool, signature
+from mcp_gateway_svc.tool_lists import listed_tools, signature
 from mcp_gateway_svc.views import ToolsetView
-from toolscout_kit.arguments import call_tool_target
+from toolscout_kit.arguments import call_tool_target, not_loaded_error
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
@@ -65,8 +68,15 @@ class RequestInfo:
     endpoint: Endpoint
     # The name of the token's environment variable ("" without tokens): the tenant.
     principal: str
-    # The handshake-era session the request belongs to (progressive and all endpoints).
+    # The handshake-era session the request belongs to.
     session: Session | None = None
+    # The mode the request is served in (the session's, or the one its client's name picked);
+    # "" = the endpoint's.
+    chosen_mode: str = ""
+
+    @property
+    def mode(self) -> str:
+        return self.chosen_mode or self.endpoint.mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +101,7 @@ def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
 
 
 def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> str:
-    mode = info.endpoint.mode
+    mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
 
 
@@ -103,13 +113,14 @@ async def _view(endpoint: Endpoint) -> ToolsetView:
 
 
 class _GatewayServer(Server[Any]):
-    """A lowlevel SDK server whose handshake advertises ``tools.listChanged`` when it can deliver it.
+    """A lowlevel SDK server whose handshake advertises ``tools.listChanged``: every list can change
+    (a catalog change), and every mode delivers it (session streams, ``subscriptions/listen``).
 
     The streamable-HTTP manager builds its ``InitializeResult`` from
     ``create_initialization_options()`` with no arguments, so the flag is this method's default.
     """
 
-    announces_changes = False
+    announces_changes = True
 
     def create_initialization_options(
         self,
@@ -146,8 +157,8 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
-    def server(self, *, sessions: bool, discoverable: bool = True) -> Server[Any]:
-        """An SDK server; ``sessions``: its legacy clients keep sessions (list_changed is delivered).
+    def server(self, *, discoverable: bool = True, resources: bool = False) -> Server[Any]:
+        """An SDK server; ``resources``: it serves the gateway's own resources (and advertises them).
 
         ``discoverable`` False refuses ``server/discover`` (METHOD_NOT_FOUND), as a server of the
         handshake revisions does: a client negotiating its revision then opens a session with
@@ -165,12 +176,11 @@ class McpHandlers:
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_subscriptions_listen=self.listen,
-            # Kept tool results only (mcp_gateway_svc.results); listing them is what advertises
-            # the resources capability.
-            on_list_resources=self.list_resources if self._results is not None else None,
-            on_read_resource=self.read_resource if self._results is not None else None,
+            # The manifest (meta, progressive) and kept tool results (every mode); serving them is
+            # what advertises the resources capability.
+            on_list_resources=self.list_resources if resources or self._results is not None else None,
+            on_read_resource=self.read_resource if resources or self._results is not None else None,
         )
-        server.announces_changes = sessions
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
         # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:
@@ -212,7 +222,7 @@ class McpHandlers:
             return await call_next(ctx)
         request = ctx.request
         info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
-        mode = info.endpoint.mode if isinstance(info, RequestInfo) else "meta"
+        mode = info.mode if isinstance(info, RequestInfo) else "meta"
         outcome = "cancelled"
         try:
             result = await call_next(ctx)
@@ -229,20 +239,42 @@ class McpHandlers:
     ) -> types.SubscriptionsListenResult:
         return await _info(ctx).endpoint.listen(ctx, params)
 
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        info = _info(ctx)
+        if _mode(info, ctx) == "all":
+            return types.ListResourcesResult(resources=[])
+        # Kept results are reached by the links their tool results gave, never listed.
+        return types.ListResourcesResult(resources=gateway_resources(await _view(info.endpoint)))
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        info = _info(ctx)
+        uri = str(params.uri)
+        if uri.startswith(RESULT_URI_PREFIX) and self._results is not None:
+            return await self._results.read_resource(uri, self._owner(ctx, info))
+        return read_gateway_resource(await _view(info.endpoint), uri)
+
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         info = _info(ctx)
         mode = _mode(info, ctx)
-        tools = await self._tools(info, mode)
+        view = await _view(info.endpoint)
+        tools = await self._tools(info, mode, view)
         session = info.session
         if session is not None:
             session.listed = signature(tools)
             session.outbound = ctx.session
-        return types.ListToolsResult(tools=[mcp_tool(t) for t in tools])
+        served = info.endpoint.served(view)
+        ready = mode == "all"
+        if ready:
+            await served.prepare_search_ready()
+        return types.ListToolsResult(tools=[served.definition(t, search_ready=ready) for t in tools])
 
-    async def _tools(self, info: RequestInfo, mode: str) -> list[Tool]:
-        view = await _view(info.endpoint)
+    async def _tools(self, info: RequestInfo, mode: str, view: ToolsetView) -> list[Tool]:
         if mode != "progressive":
             return listed_tools(view, mode)
         try:
@@ -281,20 +313,6 @@ class McpHandlers:
             budget = self._result_budget(params.client_info.name if params is not None else "")
         conversation = info.session.sid if info.session is not None else ""
         return ResultOwner(budget, info.principal, conversation)
-
-    async def list_resources(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        # Kept results are reached by the links their tool results gave, never listed.
-        return types.ListResourcesResult(resources=[])
-
-    async def read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        info = _info(ctx)
-        if self._results is None:  # registered only with it
-            raise MCPError(types.METHOD_NOT_FOUND, "this server has no resources")
-        return await self._results.read_resource(str(params.uri), self._owner(ctx, info))
 
     # --- search_tools ----------------------------------------------------------------------
 
@@ -345,6 +363,16 @@ class McpHandlers:
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
             return await self._unknown(call.info.endpoint, call.view, name, call.mode)
+        session = call.info.session
+        if (
+            call.mode == "progressive"
+            and call.view.search_tool is not None
+            and name not in call.view.eager_names
+            and (session is None or name not in session.loaded)
+        ):
+            # As the orchestrator: a deferred tool is called once a search has found it.
+            self._metrics.tool_call(call.mode, "not_loaded", 0.0)
+            return text_result(not_loaded_error(name), is_error=True)
         owner = self._owner(call.ctx, call.info)
         return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta, owner=owner)
 

@@ -73,8 +73,8 @@ class GatewayMetrics:
         self.tool_calls = m.counter(
             "tool_calls",
             "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
-            "invalid_arguments, unknown_tool, unavailable, unknown = may or may not have run, "
-            "timeout, cancelled, error).",
+            "invalid_arguments, unknown_tool, not_loaded = progressive, found by no search, "
+            "unavailable, unknown = may or may not have run, timeout, cancelled, error).",
             "mode",
             "outcome",
         )

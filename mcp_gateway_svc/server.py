@@ -17,6 +17,7 @@ import os
 import socket
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from typing import Any
 
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -32,6 +33,7 @@ from mcp_gateway_svc.console.app import Console
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.front import GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
+from mcp_gateway_svc.listing import ResultLimits
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
 from mcp_gateway_svc.resource_server import OAuthResourceServer
@@ -254,20 +256,21 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
     # The front checks Host and Origin itself (for both revisions alike); the SDK still checks the
     # Content-Type of every POST.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    # meta: stateless, any replica answers any request; nothing to push to a client.
+    # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
+    # subscriptions/listen.
     meta = StreamableHTTPSessionManager(
-        app=handlers.server(sessions=False),
+        app=handlers.server(resources=True),
         stateless=True,
         json_response=True,
         security_settings=security,
         max_request_body_size=settings.max_body_bytes,
     )
-    # progressive and all: sessions (handshake revisions), list_changed on their streams.
-    stateful = {
-        mode: StreamableHTTPSessionManager(
-            app=handlers.server(sessions=True, discoverable=mode != "progressive"),
+
+    def stateful(app: Any, json_response: bool) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(
+            app=app,
             stateless=False,
-            json_response=False,
+            json_response=json_response,
             security_settings=security,
             max_request_body_size=settings.max_body_bytes,
             session_idle_timeout=settings.session_idle_timeout,
@@ -275,9 +278,15 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
             # covers sessions being opened, which the front has not recorded yet).
             max_sessions=settings.max_sessions + _OPENING_MARGIN,
         )
-        for mode in ("progressive", "all")
+
+    return {
+        "meta": meta,
+        # A meta client that opens a session with initialize: list_changed on its stream.
+        "meta-sessions": stateful(handlers.server(resources=True), json_response=True),
+        # progressive and all: sessions (handshake revisions), list_changed on their streams.
+        "progressive": stateful(handlers.server(discoverable=False, resources=True), json_response=False),
+        "all": stateful(handlers.server(), json_response=False),
     }
-    return {"meta": meta, **stateful}
 
 
 def _console(
@@ -365,6 +374,8 @@ async def build_server(
         discovery=discovery,
         sessions=sessions,
         metrics=metrics,
+        limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
+        descriptions={name: ts.description for name, ts in config.tool_sets.items()},
     )
     handlers = McpHandlers(
         discovery,
@@ -408,6 +419,8 @@ async def build_server(
         ready=ready,
         oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
         console=console,
+        client_modes=settings.client_modes,
+        client_all_max_tools=settings.client_all_max_tools,
     )
     uv_config = uvicorn.Config(
         front,

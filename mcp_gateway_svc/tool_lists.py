@@ -3,8 +3,9 @@
 - **meta**: the toolset's eager tools, ``search_tools`` (the manifest in its description),
   ``call_tool`` and ``read_result`` (reads a large result kept behind a handle): the same bytes for
   a whole catalog version, however many searches run.
-- **progressive**: the eager tools, ``search_tools`` and the tools this session's searches loaded,
-  in the order they were loaded.
+- **progressive**: the eager tools, ``search_tools``, ``call_tool`` (a found tool stays callable
+  by name where a host never refreshes its list) and the tools this session's searches loaded, in
+  the order they were loaded.
 - **all**: every tool of the toolset.
 
 A toolset with nothing deferred has no search tool: every mode lists its tools. The definitions
@@ -63,7 +64,8 @@ def listed_tools(
     found = [
         view.by_name[n] for n in dict.fromkeys(loaded) if n in view.by_name and n not in view.eager_names
     ]
-    return [*view.eager, search_tool or view.search_tool, *found]
+    extra = [view.call_tool] if view.call_tool is not None else []
+    return [*view.eager, search_tool or view.search_tool, *extra, *found]
 
 
 def signature(tools: Sequence[Tool]) -> int:

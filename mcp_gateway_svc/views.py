@@ -52,6 +52,8 @@ class ToolsetView:
     eager_names: frozenset[str]
     # Discovery's read_result (meta mode lists it beside call_tool).
     read_result: Tool | None = None
+    # The full manifest of the deferred tools (search_tools' description holds a short one).
+    manifest: str = ""
 
     @classmethod
     def from_plan(cls, plan: ToolPlan) -> ToolsetView:
@@ -65,6 +67,7 @@ class ToolsetView:
             by_name=MappingProxyType(tools),
             eager_names=frozenset(t.llm_name for t in plan.loaded_tools),
             read_result=plan.read_result_tool,
+            manifest=plan.manifest,
         )
 
 

@@ -23,19 +23,10 @@ from toolscout_kit.json_text import json_object_or_none
 __all__ = [
     "discovery_candidates",
     "history_loaded_tools",
-    "not_loaded_error",
     "recorded_searches",
     "result_handles",
     "search_result_references",
 ]
-
-
-def not_loaded_error(name: str) -> str:
-    """The PRD's exact text for a deferred tool called before search_tools loaded it."""
-    return (
-        f"Error: Tool '{name}' is not yet loaded. "
-        "Use the 'search_tools' tool to discover and load it first, then call it again."
-    )
 
 
 def recorded_searches(messages: Sequence[Message]) -> tuple[dict[str, list[str]], list[ToolCall]]:

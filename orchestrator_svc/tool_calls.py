@@ -40,13 +40,12 @@ from toolscout.client import (
 
 from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
 from orchestrator_svc.errors import ChatDeadlineError
-from orchestrator_svc.history import not_loaded_error
 from orchestrator_svc.messages import Attachment, Message, ToolCall
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam
 from orchestrator_svc.stats import ChatTally
-from toolscout_kit.arguments import argument_problems, call_tool_target, expected_shape
+from toolscout_kit.arguments import argument_problems, call_tool_target, expected_shape, not_loaded_error
 from toolscout_kit.config import ResultFormat
 from toolscout_kit.errors import (
     CancelledError,

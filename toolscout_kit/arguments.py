@@ -32,6 +32,7 @@ __all__ = [
     "call_tool_target",
     "example_arguments",
     "expected_shape",
+    "not_loaded_error",
     "resolve",
 ]
 
@@ -396,3 +397,12 @@ def call_tool_target(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]]
         shape = f'{CALL_TOOL_NAME} takes {{"name": "<a tool search_tools found>", "arguments": {{...}}}}'
         return f"{shape}: {'; '.join(problems)}"
     return name.strip(), dict(inner)
+
+
+def not_loaded_error(name: str) -> str:
+    """The PRD's exact text for a deferred tool called before search_tools loaded it (the
+    orchestrator's refusal, and the gateway's in progressive mode)."""
+    return (
+        f"Error: Tool '{name}' is not yet loaded. "
+        "Use the 'search_tools' tool to discover and load it first, then call it again."
+    )

@@ -216,6 +216,11 @@ class _ServerCommon(_Strict):
     # Most tokens one result of this server may cost the model once shaped (a preview and a handle
     # past it); bounds a caller's budget (toolscout.results.budget_tokens) when smaller.
     result_budget: int | None = Field(default=None, ge=100)
+    # The gateway advertises this in each of the server's tools' _meta as
+    # "anthropic/maxResultSizeChars": Claude Code keeps results up to this size in the conversation
+    # instead of spilling those over 50,000 characters to a file with a 2 KB preview. 500,000 is
+    # Claude Code's own maximum; 0 advertises nothing.
+    max_result_size_chars: int = Field(default=500_000, ge=0)
 
 
 class StdioServerConfig(_ServerCommon):
@@ -515,6 +520,17 @@ class OrchestratorSettings(_ServiceSettings):
 
 
 GatewayMode = Literal["meta", "progressive", "all"]
+
+# The mode each host gets unless ``gateway.modes_by_client`` says otherwise (clientInfo.name glob
+# patterns; the evidence per host is in the README's "Which mode for which host"). Hosts that
+# defer and search MCP tools themselves get every tool (the search-ready list); hosts that never
+# refresh their tool list on list_changed, or open a session per call, get the stable meta surface.
+DEFAULT_MODES_BY_CLIENT: dict[str, GatewayMode] = {
+    "claude-code": "all",
+    "codex*": "meta",
+    "*langchain*": "meta",
+    "cursor*": "meta",
+}
 # Origins a browser may call the gateway from by default (DNS-rebinding protection): the local host.
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
 
@@ -607,6 +623,14 @@ class GatewaySettings(_ServiceSettings):
     # Sessions one tenant (one token) may hold on a replica; without tokens max_sessions alone
     # holds. At either limit, opening one more ends the least recently used idle session.
     max_sessions_per_tenant: int = Field(default=1000, ge=1)
+    # The mode a session gets by the name its client announces (``clientInfo.name``, glob patterns
+    # matched case-insensitively, first match wins); a client matching none gets its endpoint's
+    # mode. Unset: DEFAULT_MODES_BY_CLIENT (README: "Which mode for which host"); {} turns it off.
+    modes_by_client: dict[str, GatewayMode] | None = None
+    # A client whose name picks ``all`` gets its endpoint's mode instead when the toolset has more
+    # tools than this: past it, hosts' own search over the list finds less than search_tools
+    # (bench/host_search.py) and the list costs the host more than it saves.
+    client_all_max_tools: int = Field(default=1000, ge=0)
 
     @field_validator("tokens")
     @classmethod
@@ -651,6 +675,11 @@ class GatewaySettings(_ServiceSettings):
             if fnmatch.fnmatchcase(client_name, glob):
                 return tokens
         return self.result_budget
+
+    @property
+    def client_modes(self) -> dict[str, GatewayMode]:
+        """``modes_by_client``, or the documented defaults when it is not set."""
+        return dict(DEFAULT_MODES_BY_CLIENT if self.modes_by_client is None else self.modes_by_client)
 
 
 class EmbedderSettings(_Strict):

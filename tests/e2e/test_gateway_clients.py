@@ -117,7 +117,7 @@ async def test_the_typescript_sdk_on_a_progressive_endpoint_gets_list_changed_an
         arguments={"a": 2, "b": 40},
     )
     assert seen["session"]  # a handshake revision, with a session
-    assert seen["first"] == ["search_tools"]
+    assert seen["first"] == ["search_tools", "call_tool"]
     assert seen["changed"] >= 1
     assert "everything__get-sum" in seen["after"]
     assert "42" in _texts(seen["call"])
@@ -187,7 +187,7 @@ async def test_an_agents_sdk_agent_on_a_progressive_endpoint_calls_the_loaded_to
         call = ScriptedCall("weather__get_forecast", {"location": {"city": "Berlin"}, "days": 1})
         result, requests = await _run_agent(gw.gateway.toolset_url("wx"), fake, call)
     assert result.final_output == "It will rain in Berlin."
-    assert _tool_names(requests[0]) == ["search_tools"]
+    assert _tool_names(requests[0]) == ["search_tools", "call_tool"]
     # After the search the agent lists the tools again: the found ones have joined.
     assert "weather__get_forecast" in _tool_names(requests[1])
     results = [m["content"] for m in requests[2].body["messages"] if m["role"] == "tool"]

@@ -322,6 +322,6 @@ async def test_a_progressive_session_works_through_a_balancer_over_two_replicas(
             await first.stop(0.5)
             await second.stop(0.5)
     assert all(h > 2 for h in hits)  # both replicas were hit
-    assert all(names == ["search_tools", "weather__get_forecast"] for names in lists)
+    assert all(names == ["search_tools", "call_tool", "weather__get_forecast"] for names in lists)
     assert _text(called).startswith("London forecast")
     assert sum(forwarded) > 0

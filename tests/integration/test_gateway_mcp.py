@@ -21,6 +21,7 @@ from mcp.client.session import IncomingMessage
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack, post
 from tests.support.mcp_servers import example_server_config, misbehaving_config, wait_for_lines
+from toolscout_kit.arguments import not_loaded_error
 from toolscout_kit.config import ToolscoutConfig, parse_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -211,6 +212,8 @@ async def test_a_progressive_search_loads_tools_announces_list_changed_and_they_
     with anyio.fail_after(WAIT):
         async with Client(gw.gateway.toolset_url("wx"), mode="legacy", message_handler=handler) as client:
             first = [t.name for t in (await client.list_tools()).tools]
+            # Not found by a search yet: refused as the orchestrator refuses it.
+            early = await client.call_tool("weather__get_forecast", {"location": {"city": "Oslo"}})
             searched = await client.call_tool("search_tools", {"query": "forecast"})
             await changed.wait()
             after = [t.name for t in (await client.list_tools()).tools]
@@ -220,12 +223,15 @@ async def test_a_progressive_search_loads_tools_announces_list_changed_and_they_
         async with Client(gw.gateway.toolset_url("wx"), mode="legacy") as other:
             # Another session has loaded nothing.
             fresh = [t.name for t in (await other.list_tools()).tools]
-    assert first == ["search_tools"]
+    # call_tool stays: a found tool is callable where a host never refreshes its list.
+    assert first == ["search_tools", "call_tool"]
+    assert early.is_error
+    assert _text(early) == not_loaded_error("weather__get_forecast")
     assert "These tools are now loaded and available to call." in _text(searched)
-    assert after == ["search_tools", "weather__get_forecast"]
+    assert after == ["search_tools", "call_tool", "weather__get_forecast"]
     assert not called.is_error
     assert _text(called).startswith("Tokyo forecast")
-    assert fresh == ["search_tools"]
+    assert fresh == ["search_tools", "call_tool"]
 
 
 async def test_a_2026_client_on_a_progressive_endpoint_gets_the_stateless_meta_surface(

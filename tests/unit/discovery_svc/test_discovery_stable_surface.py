@@ -10,11 +10,14 @@ import asyncio
 import json
 from typing import Any
 
-from toolscout.client import PlanRequest, SearchRequest
+import pytest
+from toolscout.client import HOST_DESCRIPTION_MAX_BYTES, PlanRequest, SearchRequest
 
 from discovery_svc.engine import DiscoveryEngine
+from discovery_svc.errors import SearchArgumentError
+from discovery_svc.manifest import stable_search_tool_description
 from discovery_svc.surface import CALL_TOOL_PARAMETERS, Surface
-from tests.support.discovery_catalogs import catalog, config, make_tool
+from tests.support.discovery_catalogs import catalog, config, make_tool, synthetic_tools
 
 TOOLS = [
     make_tool("weather", "forecast", "Weather forecast for a city.", {"city": {"type": "string"}}, ["city"]),
@@ -106,6 +109,8 @@ async def test_a_stable_search_gives_each_found_tool_its_schema_and_how_to_call_
         "alreadyLoaded": [],
         "notFound": [],
         "totalMatches": 1,
+        "guidance": 'Call them with call_tool, e.g. {"name": "weather_forecast", "arguments": {...}} with '
+        "arguments that fit the input schema.",
     }
 
 
@@ -158,3 +163,38 @@ async def test_a_plan_watcher_that_knows_the_version_waits_for_the_next() -> Non
     plan = await asyncio.wait_for(waiting, 5)
     await plans.aclose()
     assert plan.catalog_version == "v2"
+
+
+def test_at_50000_tools_the_stable_search_tools_description_keeps_a_short_manifest_within_2kb() -> None:
+    description = stable_search_tool_description(synthetic_tools(50_000), HOST_DESCRIPTION_MAX_BYTES)
+    assert len(description.encode()) <= HOST_DESCRIPTION_MAX_BYTES
+    assert "<manifest>\nAvailable tool servers" in description
+    assert "more servers (" in description  # the servers that did not fit are counted
+    assert "Call search_tools with no arguments for the full list" in description
+
+
+async def test_a_stable_search_without_arguments_answers_the_full_manifest_as_text_and_data() -> None:
+    svc = engine()
+    plan = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    browsed = await svc.search_tools(SearchRequest(arguments_json="{}", surface=Surface.STABLE))
+    assert browsed.mode == "manifest"
+    assert browsed.result_text.startswith(plan.manifest)
+    assert browsed.newly_loaded == ()
+    data = json.loads(browsed.structured_content_json)
+    assert data["tools"] == []
+    assert data["guidance"] == browsed.result_text
+
+
+async def test_a_stable_search_that_finds_nothing_gives_its_hint_as_data_too() -> None:
+    result = await engine().search_tools(
+        SearchRequest(query="book a flight to Paris", surface=Surface.STABLE)
+    )
+    data = json.loads(result.structured_content_json)
+    assert data["tools"] == []
+    assert data["guidance"] == result.result_text
+    assert result.result_text.startswith("No tools found matching 'book a flight to Paris'")
+
+
+async def test_a_call_without_arguments_on_the_append_surface_is_still_refused() -> None:
+    with pytest.raises(SearchArgumentError, match="Provide at least one of"):
+        await engine().search_tools(SearchRequest(arguments_json="{}"))

@@ -67,6 +67,7 @@ def test_each_mode_lists_what_it_promises() -> None:
     assert listed_tools(view, "progressive", ["s__b", "s__a", "s__b", "s__e", "gone"], APPEND_SEARCH) == [
         eager,
         APPEND_SEARCH,
+        CALL,
         b,
         a,
     ]

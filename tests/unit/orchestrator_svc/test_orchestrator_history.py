@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator_svc.history import discovery_candidates, not_loaded_error, recorded_searches
+from orchestrator_svc.history import discovery_candidates, recorded_searches
 from orchestrator_svc.messages import Message, ToolCall
+from toolscout_kit.arguments import not_loaded_error
 
 DEFERRED = frozenset({"weather_forecast", "weather_alerts", "files_read"})
 

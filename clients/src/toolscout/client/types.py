@@ -23,6 +23,7 @@ from typing import Any, TypedDict
 __all__ = [
     "CALL_TOOL_NAME",
     "EMPTY_INPUT_SCHEMA_JSON",
+    "HOST_DESCRIPTION_MAX_BYTES",
     "READ_RESULT_NAME",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
@@ -83,6 +84,10 @@ CALL_TOOL_NAME = "call_tool"
 # The name of discovery's read_result, which reads a tool result kept behind a handle (a preview
 # replaced it): offered while a handle of the conversation is live.
 READ_RESULT_NAME = "read_result"
+# The largest tool description (and server instructions) MCP hosts keep whole, in bytes of UTF-8:
+# Claude Code cuts longer ones. The stable surface's search_tools and everything the MCP gateway
+# serves fit it.
+HOST_DESCRIPTION_MAX_BYTES = 2048
 # The input schema of a tool that takes no arguments (and what an invalid schema is read as).
 EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
 
