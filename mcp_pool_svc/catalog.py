@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,8 +24,11 @@ from toolscout.client import (
 )
 
 from mcp_pool_svc.naming import NameTable
+from toolscout_kit.logging import get_logger
 
 __all__ = ["Catalog", "ListedTool", "PoolTool", "listed_tool_from_mcp"]
+
+log = get_logger(__name__)
 
 
 def _json_or_empty(value: Any) -> str:
@@ -106,7 +109,10 @@ class Catalog:
     thousand servers therefore does not rebuild 50,000 tools once per server.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, namespaced: Callable[[str], bool] | None = None) -> None:
+        """``namespaced(server)``: whether the server's tools are named ``<server>__<tool>``
+        (default: every server's) or by their own names (see :mod:`mcp_pool_svc.naming`)."""
+        self._namespaced = namespaced or (lambda server: True)
         self._entries: dict[str, _Entry] = {}
         self._names = NameTable()
         self._tools: tuple[PoolTool, ...] = ()
@@ -237,10 +243,22 @@ class Catalog:
             return
         renamed = False
         if self._names_dirty:
-            names = NameTable((server, t.name) for server, e in self._entries.items() for t in e.tools)
-            # Names are a function of their own pair; only the (astronomically unlikely) hash
-            # collision fallback depends on the others, and then every server is renamed.
+            names = NameTable(
+                ((server, t.name) for server, e in self._entries.items() for t in e.tools), self._namespaced
+            )
+            # Names are a function of their own pair; only the fallbacks (a clash of bare names,
+            # the astronomically unlikely hash collision) depend on the others, and then every
+            # server is renamed.
             renamed = names.collisions != self._names.collisions
+            for name, servers in names.clashes.items():
+                if self._names.clashes.get(name) != servers:
+                    log.warning(
+                        "tool_name_clash",
+                        name=name,
+                        servers=list(servers),
+                        detail="several servers offer this tool name; each is served as <server>__<tool> "
+                        "(set namespace_tools on one of the servers to choose)",
+                    )
             self._names = names
             self._names_dirty = False
         tools: list[PoolTool] = []

@@ -114,7 +114,7 @@ class McpPool:
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
         self._tracing = tracing
-        self.catalog = Catalog()
+        self.catalog = Catalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
         self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing)
@@ -406,10 +406,11 @@ class McpPool:
                 # Not splitting names to resolve them, only to explain: a tool of a server that has
                 # been down since start is not "unknown", its server is.
                 guess = llm_name.split("__", 1)[0]
-                if guess in self._config.servers and guess not in self._supervisors:
+                namespaced = guess in self._config.servers and self._config.namespaced(guess)
+                if namespaced and guess not in self._supervisors:
                     # Most likely a tool of a server another shard runs: let the caller route it.
                     raise self._not_owner(guess)
-                sup = self._supervisors.get(guess)
+                sup = self._supervisors.get(guess) if namespaced else None
                 if sup is not None and not self.catalog.has_listing(sup.name):
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"
