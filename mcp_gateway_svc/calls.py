@@ -1,7 +1,8 @@
 """Running one tool for an MCP client: check the arguments, call the pool, hand the result back.
 
 The pool's contracts travel through unchanged: a tool's own failure is a result with ``isError``
-(every content block, ``structuredContent`` and ``isError`` as the MCP server sent them); a call
+(every content block, ``structuredContent``, ``isError`` and ``_meta`` as the MCP server sent
+them), and a JSON-RPC error the MCP server answered with stays that error (its code); a call
 that was sent and lost (``OutcomeUnknownError``) says the tool may or may not have run and is never
 retried; a call that was not sent (server down) names the server and its state. Arguments that do
 not fit the tool's input schema never reach the pool: the answer shows the expected shape, as
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import AsyncShardedPoolClient, CallToolResult, Tool, ToolscoutClientError
 
@@ -70,7 +72,10 @@ def _mcp_result(result: CallToolResult) -> types.CallToolResult:
         except ValidationError:
             # A block of a protocol revision this SDK does not know: its text, at least.
             content.append(types.TextContent(type="text", text=block.text or json.dumps(raw)))
-    return types.CallToolResult(content=content, structured_content=structured, is_error=result.is_error)
+    meta = json.loads(result.meta_json) if result.meta_json else None
+    return types.CallToolResult(
+        content=content, structured_content=structured, is_error=result.is_error, _meta=meta
+    )
 
 
 def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
@@ -96,13 +101,25 @@ class ToolCaller:
         *,
         mode: str,
         meta: Mapping[str, Any] | None = None,
+        protocol_errors: bool = True,
     ) -> types.CallToolResult:
-        """Runs ``tool``; every outcome but cancellation is a result the model can read."""
+        """Runs ``tool``; every outcome but cancellation is a result the model can read, except
+        that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one.
+
+        Raises:
+            MCPError: the MCP server answered with a JSON-RPC error (its code and message), with
+                ``protocol_errors``.
+        """
         started = time.perf_counter()
         outcome = "error"
         try:
             result, outcome = await self._call(tool, dict(arguments or {}), meta)
             return result
+        except MCPError as err:
+            outcome = "tool_error"
+            if protocol_errors:
+                raise
+            return error_result(err.message)
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
@@ -131,6 +148,8 @@ class ToolCaller:
             )
         except ToolscoutClientError as err:
             return self._failed(tool, error_from_client(err, "pool"))
+        if result.jsonrpc_error_code:
+            raise MCPError(result.jsonrpc_error_code, result.text)
         return _mcp_result(result), "tool_error" if result.is_error else "ok"
 
     def _failed(self, tool: Tool, err: Exception) -> tuple[types.CallToolResult, str]:

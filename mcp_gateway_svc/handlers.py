@@ -138,12 +138,11 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
-    def server(self, *, sessions: bool, discoverable: bool = True) -> Server[Any]:
+    def server(self, *, sessions: bool) -> Server[Any]:
         """An SDK server; ``sessions``: its legacy clients keep sessions (list_changed is delivered).
 
-        ``discoverable`` False refuses ``server/discover`` (METHOD_NOT_FOUND), as a server of the
-        handshake revisions does: a client negotiating its revision then opens a session with
-        ``initialize``. Progressive mode needs that session to hold what its searches loaded.
+        ``server/discover`` is answered in every mode: a 2026-07-28 client of a progressive
+        endpoint gets the meta surface (the revision has no session to hold what searches loaded).
         """
         server = _GatewayServer(
             "toolscout",
@@ -164,8 +163,6 @@ class McpHandlers:
         if self._tracing.enabled:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
-        if not discoverable:
-            server.add_request_handler("server/discover", types.RequestParams, _refuse_discover)
         return server
 
     # --- handlers --------------------------------------------------------------------------
@@ -298,14 +295,29 @@ class McpHandlers:
             return await self._search(call, inner)
         if name == CALL_TOOL_NAME:
             return error_result(f"{CALL_TOOL_NAME} calls the tools search_tools finds, not itself")
-        return await self._call(call, name, inner)
+        return await self._call(call, name, inner, wrapped=True)
 
-    async def _call(self, call: _ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+    async def _call(
+        self, call: _ToolCall, name: str, arguments: Mapping[str, Any], *, wrapped: bool = False
+    ) -> types.CallToolResult:
+        """Calls a catalog tool; ``wrapped``: through ``call_tool``, whose caller gets every failure of
+        the inner tool as a result (a JSON-RPC error would say ``call_tool`` itself was refused)."""
         tool = call.view.by_name.get(name)
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
             return await self._unknown(call.info.endpoint, call.view, name)
-        return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta)
+        if tool.task_support == "required":
+            # The tasks extension is not served: such a tool cannot be run through the gateway.
+            message = (
+                f"tool '{name}' runs only as a task (execution.taskSupport 'required'), and this "
+                "gateway does not run tasks"
+            )
+            if wrapped:
+                return error_result(message)
+            raise MCPError(types.METHOD_NOT_FOUND, message)
+        return await self._caller.call(
+            tool, arguments, mode=call.mode, meta=call.meta, protocol_errors=not wrapped
+        )
 
     async def _unknown(self, endpoint: Endpoint, view: ToolsetView, name: str) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
@@ -349,16 +361,6 @@ def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None)
 
 def _no_header_schema(name: str) -> None:
     return None
-
-
-async def _refuse_discover(
-    ctx: ServerRequestContext[Any, Any], params: types.RequestParams
-) -> types.DiscoverResult:
-    raise MCPError(
-        types.METHOD_NOT_FOUND,
-        "this endpoint keeps what a session's searches loaded: open a session with initialize "
-        "(revisions 2024-11-05 to 2025-11-25)",
-    )
 
 
 def _version() -> str:

@@ -18,6 +18,7 @@ answer becomes the shared :class:`~toolscout.client.CallToolResult`, within the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -266,9 +267,11 @@ class CallRunner:
                 raise ResultTooLargeError(
                     f"the result of {server}/{tool} was refused: {err.message} (max_result_bytes)"
                 ) from None
-            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
+            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix; its
+            # code travels along, so that an MCP front door answers with the same JSON-RPC error.
             content = error_result_content(redact(err.message))
-            return self._finish(server, tool, content, "", True, started), "tool_error"
+            result = self._finish(server, tool, content, "", True, started)
+            return dataclasses.replace(result, jsonrpc_error_code=err.code), "tool_error"
         except (ServerUnavailableError, asyncio.CancelledError):
             raise
         except Exception:
@@ -348,7 +351,12 @@ class CallRunner:
             if structured is not None
             else ""
         )
-        return self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
+        result = self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
+        if raw.meta:
+            result = dataclasses.replace(
+                result, meta_json=json.dumps(raw.meta, ensure_ascii=False, separators=(",", ":"))
+            )
+        return result
 
     def _finish(
         self,

@@ -48,16 +48,24 @@ class ListedTool:
     input_schema_json: str = EMPTY_INPUT_SCHEMA_JSON
     output_schema_json: str = ""
     annotations_json: str = ""
+    # Every other field of the definition (icons, execution, _meta, ...) as a JSON object, or "".
+    extra_json: str = ""
     # From the MCP annotations: readOnlyHint (no side effects: not serialized, may be retried)
     # and idempotentHint (repeating it changes nothing more: may be retried).
     read_only: bool = False
     idempotent: bool = False
 
 
+# The definition's fields a ListedTool carries in fields of their own.
+_OWN_FIELDS = frozenset({"name", "title", "description", "inputSchema", "outputSchema", "annotations"})
+
+
 def listed_tool_from_mcp(tool: Any) -> ListedTool:
-    """A :class:`ListedTool` from an ``mcp_types.Tool``."""
+    """A :class:`ListedTool` from an ``mcp_types.Tool`` (every field of it kept)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     title = tool.title or (annotations or {}).get("title") or ""
+    whole = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+    extra = {key: value for key, value in whole.items() if key not in _OWN_FIELDS}
     return ListedTool(
         name=tool.name,
         title=title,
@@ -65,6 +73,7 @@ def listed_tool_from_mcp(tool: Any) -> ListedTool:
         input_schema_json=_json_or_empty(tool.input_schema) or EMPTY_INPUT_SCHEMA_JSON,
         output_schema_json=_json_or_empty(tool.output_schema),
         annotations_json=_json_or_empty(annotations),
+        extra_json=_json_or_empty(extra) if extra else "",
         read_only=(annotations or {}).get("readOnlyHint") is True,
         idempotent=(annotations or {}).get("idempotentHint") is True,
     )

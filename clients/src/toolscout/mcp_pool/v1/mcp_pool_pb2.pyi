@@ -122,7 +122,7 @@ class CallToolRequest(_message.Message):
     def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds")
+    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "meta_json", "jsonrpc_error_code")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,8 @@ class CallToolResponse(_message.Message):
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    META_JSON_FIELD_NUMBER: _ClassVar[int]
+    JSONRPC_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
     structured_content_json: str
     is_error: bool
@@ -137,7 +139,9 @@ class CallToolResponse(_message.Message):
     server: str
     tool: str
     duration_seconds: float
-    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ...) -> None: ...
+    meta_json: str
+    jsonrpc_error_code: int
+    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., meta_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ...) -> None: ...
 
 class WatchCatalogRequest(_message.Message):
     __slots__ = ("known_version",)
