@@ -16,9 +16,10 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -38,7 +39,9 @@ from toolscout_kit.errors import (
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client, outcome_unknown_text, without_internals
 
-__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "text_result"]
+__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "rpc", "text_result"]
+
+T = TypeVar("T")
 
 _log = get_logger(__name__)
 
@@ -49,6 +52,24 @@ TIMEOUT_META_KEY = "toolscout/timeoutSeconds"
 # Reserved by the protocol for its own use (protocol version, client info, progress tokens): not
 # the MCP server's business, so not passed on with the call.
 _RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progressToken$")
+
+
+async def rpc(awaitable: Awaitable[T]) -> T:
+    """Awaits a gRPC call in an MCP request handler, so that cancelling the request ends only it.
+
+    The SDK cancels a request (``notifications/cancelled``, a closed stream) through an anyio cancel
+    scope, which absorbs only its own cancellation. ``grpc.aio`` turns it into a ``CancelledError``
+    of its own, which the scope would pass on and which ends the whole session (its serve loop);
+    the scope's own cancellation is raised instead.
+
+    Raises:
+        asyncio.CancelledError: the request was cancelled.
+    """
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        raise
 
 
 def text_result(text: str, *, is_error: bool = False, structured: Any = None) -> types.CallToolResult:
@@ -136,15 +157,17 @@ class ToolCaller:
             ), "invalid_arguments"
         passed_meta, timeout = call_meta(meta)
         try:
-            result = await self._pool.call_tool(
-                tool.llm_name,
-                arguments,
-                server_hint=tool.server,
-                meta=passed_meta or None,
-                timeout_seconds=timeout,
-                # The pool bounds a call by the server's call_timeout; the caller's own timeout,
-                # when it gave one, bounds the RPC (the client adds a margin for the answer).
-                deadline=None,
+            result = await rpc(
+                self._pool.call_tool(
+                    tool.llm_name,
+                    arguments,
+                    server_hint=tool.server,
+                    meta=passed_meta or None,
+                    timeout_seconds=timeout,
+                    # The pool bounds a call by the server's call_timeout; the caller's own timeout,
+                    # when it gave one, bounds the RPC (the client adds a margin for the answer).
+                    deadline=None,
+                )
             )
         except ToolscoutClientError as err:
             return self._failed(tool, error_from_client(err, "pool"))

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
@@ -280,7 +281,10 @@ class GatewayFront:
             self.inflight += 1
             self.idle.clear()
         try:
-            await manager.handle_request(scope, receive, self._sending(send, info))
+            if manager.stateless and scope["method"] == "POST":
+                await _cancelled_on_disconnect(manager, scope, receive, self._sending(send, info))
+            else:
+                await manager.handle_request(scope, receive, self._sending(send, info))
         finally:
             if counted:
                 self.inflight -= 1
@@ -330,6 +334,36 @@ class GatewayFront:
             await self._reject(send, 404, "unknown_session", "Session not found")
 
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
+
+
+async def _cancelled_on_disconnect(
+    manager: StreamableHTTPSessionManager, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """A stateless request, cancelled when its client goes away before the answer.
+
+    A 2026-07-28 client cancels a request by closing its response stream; the SDK's stateless JSON
+    responses do not watch for that, so the call would run to its end. Once the body is read the
+    SDK does not read again, and the disconnect is watched for here.
+    """
+    body_read = anyio.Event()
+
+    async def receiving() -> Message:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            body_read.set()
+        return message
+
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            await body_read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await manager.handle_request(scope, receiving, send)
+        tg.cancel_scope.cancel()
 
 
 def _endpoint_key(path: str) -> str | None:

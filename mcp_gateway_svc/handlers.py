@@ -35,7 +35,7 @@ from toolscout.client import (
     ToolscoutClientError,
 )
 
-from mcp_gateway_svc.calls import ToolCaller, error_result, text_result
+from mcp_gateway_svc.calls import ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -267,7 +267,7 @@ class McpHandlers:
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
                 surface="append" if progressive else "stable",
             )
-            result = await self._discovery.search(request)
+            result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the model: what was wrong with its arguments, or the valid server names.
             return error_result(err.message)
@@ -323,7 +323,7 @@ class McpHandlers:
         closest: tuple[str, ...] = ()
         try:
             request = SearchRequest(toolset=endpoint.toolset, tool_names=(name,))
-            found = await self._discovery.search(request, deadline=_CLOSEST_DEADLINE)
+            found = await rpc(self._discovery.search(request, deadline=_CLOSEST_DEADLINE))
             closest = (
                 found.not_found[0].closest
                 if found.not_found
