@@ -10,8 +10,9 @@ its searches loaded).
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -19,7 +20,7 @@ import pytest
 from mcp import Client
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
-from tests.support.mcp_servers import REPO_ROOT
+from tests.support.mcp_servers import REPO_ROOT, wait_for_lines
 from toolscout_kit.config import parse_config
 
 SERVER = REPO_ROOT / "tests" / "fixtures" / "fidelity" / "server.py"
@@ -53,14 +54,13 @@ async def gw(tmp_path: Path) -> AsyncIterator[GatewayStack]:
         yield stack
 
 
-async def _lines(record: Path, wanted: str) -> list[str]:
-    """The record's lines once one equals ``wanted`` (bounded; the server writes it from its process)."""
+async def _until(check: Callable[[], bool]) -> None:
+    """Waits (bounded) until ``check()`` holds: the server's file and the pool's counter give no event
+    to wait on from here."""
     with anyio.fail_after(WAIT):
-        while True:
-            lines = record.read_text().splitlines() if record.exists() else []
-            if wanted in lines:
-                return lines
-            # The fixture's file is the only signal this process gets from the server's.
+        for _ in itertools.count():
+            if check():
+                return
             await anyio.sleep(0.02)
 
 
@@ -91,17 +91,18 @@ async def test_a_cancelled_call_cancels_the_servers_call_once_and_the_session_go
                 await host.call_tool("hang", {"token": "t1"})
 
             tg.start_soon(call)
-            await _lines(record, "started t1")
+            await wait_for_lines(record, 1, within=WAIT)
             tg.cancel_scope.cancel()
-        lines = await _lines(record, "cancelled t1")
+        lines = await wait_for_lines(record, 2, within=WAIT)
         # The session goes on, with what it had loaded.
         after = [t.name for t in (await host.list_tools()).tools]
     assert lines == ["started t1", "cancelled t1"]  # sent once, never again
     assert after == before
     if mode == "progressive":
         assert "hang" in after
-    with anyio.fail_after(WAIT):
-        while _count(gw, "toolscout_pool_tool_calls_total", {"server": "fid", "outcome": "cancelled"}) < 1:
-            await anyio.sleep(0.02)  # the pool counts when its call has ended
+    # The pool counts when its call has ended.
+    await _until(
+        lambda: _count(gw, "toolscout_pool_tool_calls_total", {"server": "fid", "outcome": "cancelled"}) >= 1
+    )
     assert _count(gw, "toolscout_pool_tool_calls_total", {"server": "fid", "outcome": "cancelled"}) == 1
     assert _count(gw, "toolscout_gateway_tool_calls_total", {"mode": mode, "outcome": "cancelled"}) == 1
