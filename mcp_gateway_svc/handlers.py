@@ -22,7 +22,7 @@ from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestCont
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from toolscout.client import (
     CALL_TOOL_NAME,
@@ -138,11 +138,13 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
-    def server(self, *, sessions: bool) -> Server[Any]:
+    def server(self, *, sessions: bool, handshake_only: bool = False) -> Server[Any]:
         """An SDK server; ``sessions``: its legacy clients keep sessions (list_changed is delivered).
 
-        ``server/discover`` is answered in every mode: a 2026-07-28 client of a progressive
-        endpoint gets the meta surface (the revision has no session to hold what searches loaded).
+        ``server/discover`` is answered in every mode. With ``handshake_only`` (progressive mode,
+        whose surface needs a session to hold what searches loaded) it names only the handshake
+        revisions, which tells a client negotiating its revision to open a session with
+        ``initialize`` (the SDKs fall back so); a client pinned to 2026-07-28 gets the meta surface.
         """
         server = _GatewayServer(
             "toolscout",
@@ -163,6 +165,8 @@ class McpHandlers:
         if self._tracing.enabled:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
+        if handshake_only:
+            server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
 
     # --- handlers --------------------------------------------------------------------------
@@ -361,6 +365,20 @@ def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None)
 
 def _no_header_schema(name: str) -> None:
     return None
+
+
+def _handshake_discover(server: Server[Any]) -> Any:
+    """A ``server/discover`` handler naming the handshake revisions only (see :meth:`McpHandlers.server`)."""
+
+    async def discover(
+        ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None
+    ) -> types.DiscoverResult:
+        return types.DiscoverResult(
+            supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+        )
+
+    return discover
 
 
 def _version() -> str:

@@ -225,7 +225,7 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
     # progressive and all: sessions (handshake revisions), list_changed on their streams.
     stateful = {
         mode: StreamableHTTPSessionManager(
-            app=handlers.server(sessions=True),
+            app=handlers.server(sessions=True, handshake_only=mode == "progressive"),
             stateless=False,
             json_response=False,
             security_settings=security,

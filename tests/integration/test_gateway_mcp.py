@@ -320,13 +320,13 @@ def _json(answer: Any) -> dict[str, Any]:
     return body
 
 
-async def test_clients_negotiating_their_revision_get_2026_on_every_endpoint_progressive_included(
+async def test_clients_negotiating_their_revision_get_2026_on_meta_and_a_session_on_progressive(
     gw: GatewayStack,
 ) -> None:
     async with Client(gw.url) as meta, Client(gw.gateway.toolset_url("wx")) as progressive:
         revisions = (meta.protocol_version, progressive.protocol_version)
-        listed = [t.name for t in (await progressive.list_tools()).tools]
-    # server/discover is answered in every mode; a 2026-07-28 client of a progressive endpoint gets
-    # the meta surface (no session to hold what its searches load).
-    assert revisions == (MODERN, MODERN)
-    assert "call_tool" in listed
+        discovered = await progressive.session.send_discover(MODERN)
+    # A progressive endpoint answers server/discover naming only the handshake revisions, so a
+    # client negotiating its revision opens a session, which holds what its searches load.
+    assert revisions == (MODERN, "2025-11-25")
+    assert MODERN not in discovered["supportedVersions"]
