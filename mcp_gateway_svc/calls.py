@@ -23,7 +23,8 @@ import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from toolscout.client import AsyncShardedPoolClient, CallToolResult, Tool, ToolscoutClientError
+from toolscout.client import AsyncShardedPoolClient, CallRequest, CallToolResult, Tool, ToolscoutClientError
+from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc.metrics import GatewayMetrics
 from toolscout_kit.arguments import argument_problems, expected_shape
@@ -51,7 +52,7 @@ _log = get_logger(__name__)
 TIMEOUT_META_KEY = "toolscout/timeoutSeconds"
 # Reserved by the protocol for its own use (protocol version, client info, progress tokens): not
 # the MCP server's business, so not passed on with the call.
-_RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progressToken$")
+_RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progress(?:Token|_token)$")
 
 
 async def rpc(awaitable: Awaitable[T]) -> T:
@@ -123,9 +124,12 @@ class ToolCaller:
         mode: str,
         meta: Mapping[str, Any] | None = None,
         protocol_errors: bool = True,
+        progress: ProgressCallback | None = None,
     ) -> types.CallToolResult:
         """Runs ``tool``; every outcome but cancellation is a result the model can read, except
-        that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one.
+        that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``progress``
+        (only when the host asked for progress: the call then streams from the pool) is awaited
+        with each progress notification of the MCP server.
 
         Raises:
             MCPError: the MCP server answered with a JSON-RPC error (its code and message), with
@@ -134,7 +138,7 @@ class ToolCaller:
         started = time.perf_counter()
         outcome = "error"
         try:
-            result, outcome = await self._call(tool, dict(arguments or {}), meta)
+            result, outcome = await self._call(tool, dict(arguments or {}), meta, progress)
             return result
         except MCPError as err:
             outcome = "tool_error"
@@ -148,7 +152,11 @@ class ToolCaller:
             self._metrics.tool_call(mode, outcome, time.perf_counter() - started)
 
     async def _call(
-        self, tool: Tool, arguments: dict[str, Any], meta: Mapping[str, Any] | None
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        progress: ProgressCallback | None,
     ) -> tuple[types.CallToolResult, str]:
         problems = argument_problems(tool.input_schema, arguments)
         if problems:
@@ -157,16 +165,17 @@ class ToolCaller:
             ), "invalid_arguments"
         passed_meta, timeout = call_meta(meta)
         try:
+            request = CallRequest.to(
+                tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout
+            )
             result = await rpc(
-                self._pool.call_tool(
-                    tool.llm_name,
-                    arguments,
+                self._pool.call(
+                    request,
                     server_hint=tool.server,
-                    meta=passed_meta or None,
-                    timeout_seconds=timeout,
                     # The pool bounds a call by the server's call_timeout; the caller's own timeout,
                     # when it gave one, bounds the RPC (the client adds a margin for the answer).
                     deadline=None,
+                    progress=progress,
                 )
             )
         except ToolscoutClientError as err:

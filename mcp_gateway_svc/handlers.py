@@ -28,12 +28,14 @@ from toolscout.client import (
     CALL_TOOL_NAME,
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
+    CallProgress,
     InvalidArgumentError,
     NotFoundError,
     SearchRequest,
     Tool,
     ToolscoutClientError,
 )
+from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc.calls import ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
@@ -320,7 +322,12 @@ class McpHandlers:
                 return error_result(message)
             raise MCPError(types.METHOD_NOT_FOUND, message)
         return await self._caller.call(
-            tool, arguments, mode=call.mode, meta=call.meta, protocol_errors=not wrapped
+            tool,
+            arguments,
+            mode=call.mode,
+            meta=call.meta,
+            protocol_errors=not wrapped,
+            progress=_progress_relay(call.ctx) if _asks_for_progress(call.meta) else None,
         )
 
     async def _unknown(self, endpoint: Endpoint, view: ToolsetView, name: str) -> types.CallToolResult:
@@ -365,6 +372,20 @@ def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None)
 
 def _no_header_schema(name: str) -> None:
     return None
+
+
+def _asks_for_progress(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a request's ``_meta`` carries a progress token (the SDK names the key in snake case)."""
+    return meta is not None and ("progress_token" in meta or "progressToken" in meta)
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressCallback:
+    """Relays a call's progress to the host that asked for it, on its request (under its token)."""
+
+    async def relay(progress: CallProgress) -> None:
+        await ctx.session.report_progress(progress.progress, progress.total, progress.message or None)
+
+    return relay
 
 
 def _handshake_discover(server: Server[Any]) -> Any:

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import mcp_types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import Span
 from toolscout.client import CallRequest, CallToolResult, ContentBlock
@@ -52,7 +53,18 @@ from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper
 from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event, set_attributes
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "CallRunner", "CheckedCall", "check_call", "require_json_object"]
+__all__ = [
+    "MAX_ARGUMENT_DEPTH",
+    "CallRunner",
+    "CheckedCall",
+    "ProgressFn",
+    "check_call",
+    "require_json_object",
+]
+
+# A call's progress: called with ``(progress, total, message)`` of each notifications/progress of
+# its server (the SDK's callback protocol).
+ProgressFn = ProgressFnT
 
 log = get_logger(__name__)
 
@@ -155,6 +167,8 @@ class _Call:
     sup: Supervisor
     tool: str
     checked: CheckedCall
+    # Called with each progress notification of the server for this call (None: none asked for).
+    progress: ProgressFn | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
 
@@ -189,7 +203,13 @@ class CallRunner:
             call.scope.cancel()
 
     async def run(
-        self, sup: Supervisor, tool: str, checked: CheckedCall, deadline: float | None, span: Span
+        self,
+        sup: Supervisor,
+        tool: str,
+        checked: CheckedCall,
+        deadline: float | None,
+        span: Span,
+        progress: ProgressFn | None = None,
     ) -> CallToolResult:
         """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
 
@@ -212,7 +232,7 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked)
+        call = _Call(sup, tool, checked, progress)
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -313,7 +333,10 @@ class CallRunner:
                         attributes=_mcp_attributes(sup, conn, tool),
                     ):
                         answer = await conn.session.call_tool(
-                            tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
+                            tool,
+                            args,
+                            progress_callback=call.progress,
+                            meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
                         )
                 except MCPError as err:
                     if err.code != mcp_types.CONNECTION_CLOSED:

@@ -38,7 +38,7 @@ from toolscout.client import (
     json_object_text,
 )
 
-from mcp_pool_svc.calls import CallRunner, check_call, require_json_object
+from mcp_pool_svc.calls import CallRunner, ProgressFn, check_call, require_json_object
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
@@ -435,9 +435,12 @@ class McpPool:
             )
         return server, tool
 
-    async def call(self, request: CallRequest, *, deadline: float | None = None) -> CallToolResult:
+    async def call(
+        self, request: CallRequest, *, deadline: float | None = None, progress: ProgressFn | None = None
+    ) -> CallToolResult:
         """Runs one tool call (:mod:`mcp_pool_svc.calls`); a tool's own failure comes back as
-        ``is_error`` with its text. ``deadline``: the seconds the caller has left.
+        ``is_error`` with its text. ``deadline``: the seconds the caller has left; ``progress``:
+        called with each progress notification of the server for this call.
 
         Raises:
             InvalidToolArgumentsError: arguments or meta are not a JSON object (or nest too deeply),
@@ -456,7 +459,7 @@ class McpPool:
             server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
             span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
             self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
-            return await self._runner.run(self._supervisors[server], tool, checked, deadline, span)
+            return await self._runner.run(self._supervisors[server], tool, checked, deadline, span, progress)
 
     def _call_attributes(self, name: str) -> dict[str, Any]:
         shard = self._shard

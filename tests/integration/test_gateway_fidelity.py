@@ -96,3 +96,19 @@ async def test_a_task_only_tool_is_listed_with_it_and_a_call_is_a_clear_error(gw
     assert execution.task_support == "required"
     assert refused.value.code == types.METHOD_NOT_FOUND
     assert "runs only as a task" in refused.value.message
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_progress_of_a_call_reaches_the_host_that_asked_for_it(gw: GatewayStack, mode: str) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with Client(gw.url, mode=mode) as host:  # type: ignore[arg-type]
+        result = await host.call_tool("steps", {}, progress_callback=on_progress)
+        # A host that asked for none gets none (and the call takes the unary path).
+        plain = await host.call_tool("steps", {})
+    assert [b.text for b in result.content if isinstance(b, types.TextContent)] == ["done"]
+    assert [b.text for b in plain.content if isinstance(b, types.TextContent)] == ["done"]
+    assert seen == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]

@@ -25,6 +25,7 @@ __all__ = [
     "EMPTY_INPUT_SCHEMA_JSON",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
+    "CallProgress",
     "CallRequest",
     "CallToolResult",
     "CatalogSnapshot",
@@ -416,6 +417,15 @@ class CallToolResult:
     @property
     def structured_content(self) -> dict[str, Any]:
         return _parse_object(self.structured_content_json)
+
+
+@dataclass(frozen=True, slots=True)
+class CallProgress:
+    """One progress notification of the MCP server running a call (``notifications/progress``)."""
+
+    progress: float
+    total: float | None = None
+    message: str = ""
 
 
 # --- Discovery ----------------------------------------------------------------------------------

@@ -143,6 +143,26 @@ class CallToolResponse(_message.Message):
     jsonrpc_error_code: int
     def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., meta_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ...) -> None: ...
 
+class CallProgress(_message.Message):
+    __slots__ = ("progress", "total", "has_total", "message")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    HAS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    progress: float
+    total: float
+    has_total: bool
+    message: str
+    def __init__(self, progress: _Optional[float] = ..., total: _Optional[float] = ..., has_total: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CallToolEvent(_message.Message):
+    __slots__ = ("progress", "result")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    progress: CallProgress
+    result: CallToolResponse
+    def __init__(self, progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ...) -> None: ...
+
 class WatchCatalogRequest(_message.Message):
     __slots__ = ("known_version",)
     KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]

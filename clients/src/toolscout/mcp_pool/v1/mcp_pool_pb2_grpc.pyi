@@ -61,6 +61,12 @@ class McpPoolStub:
     `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
     `toolscout.client` does. Channels never retry this method.
     """
+    CallToolWithProgress: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolEvent]
+    """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+    `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+    caller that relays progress (an MCP host asked for it with a progressToken); a call with
+    nothing to relay uses CallTool and pays for no stream.
+    """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
 
@@ -96,6 +102,12 @@ class McpPoolAsyncStub(McpPoolStub):
     metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
     `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
     `toolscout.client` does. Channels never retry this method.
+    """
+    CallToolWithProgress: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolEvent]  # type: ignore[assignment]
+    """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+    `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+    caller that relays progress (an MCP host asked for it with a progressToken); a call with
+    nothing to relay uses CallTool and pays for no stream.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -147,6 +159,18 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         metadata `toolscout-shard-owners` (the owning shards, e.g. "3" or "0,1,2") and
         `toolscout-shard-count`, so that the caller can send it to the owner; the sharded client in
         `toolscout.client` does. Channels never retry this method.
+        """
+
+    @_abc_1.abstractmethod
+    def CallToolWithProgress(
+        self,
+        request: _mcp_pool_pb2.CallToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.CallToolEvent], _abc.AsyncIterator[_mcp_pool_pb2.CallToolEvent]]:
+        """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+        `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+        caller that relays progress (an MCP host asked for it with a progressToken); a call with
+        nothing to relay uses CallTool and pays for no stream.
         """
 
     @_abc_1.abstractmethod
