@@ -35,11 +35,13 @@ from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Rep
 from mcp_gateway_svc.sessions import SessionRegistry
 from toolscout_kit.errors import ConfigError
 
-__all__ = ["GatewayFront", "Guard", "Tenant", "Tenants"]
+__all__ = ["STREAMING_META", "GatewayFront", "Guard", "Tenant", "Tenants"]
 
 _INVALID_REQUEST = -32600
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.encode()
+# The key of the managers' map for meta mode answering on an SSE stream (a call asking for progress).
+STREAMING_META = "meta+stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +267,11 @@ class GatewayFront:
             if scope["method"] == "DELETE":
                 self._sessions.close(raw)
             return
+        streaming = self._managers.get(STREAMING_META)
+        if manager.stateless and streaming is not None and scope["method"] == "POST":
+            receive, asks = await _peek_for_progress(receive, self._max_body)
+            if asks:
+                manager = streaming
         await self._serve(manager, scope, receive, send, info)
 
     async def _serve(
@@ -334,6 +341,32 @@ class GatewayFront:
             await self._reject(send, 404, "unknown_session", "Session not found")
 
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
+
+
+async def _peek_for_progress(receive: Receive, limit: int) -> tuple[Receive, bool]:
+    """Reads a request's body (up to ``limit`` bytes) to tell whether it asks for progress (a
+    ``progressToken``: a byte search, no parsing), and a ``receive`` that replays what was read.
+
+    A stateless endpoint answers with one JSON body, where progress notifications have nowhere to
+    go: such a request is answered on an SSE stream instead (a false match costs only that).
+    """
+    read: list[Message] = []
+    size = 0
+    more = True
+    while more and size <= limit:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        more = bool(message.get("more_body", False))
+    asks = not more and any(b'"progressToken"' in m.get("body", b"") for m in read)
+    pending = list(read)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay, asks
 
 
 async def _cancelled_on_disconnect(

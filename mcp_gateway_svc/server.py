@@ -22,7 +22,7 @@ from toolscout.client import AsyncDiscoveryClient
 
 from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.endpoints import Endpoints
-from mcp_gateway_svc.front import GatewayFront, Guard, Tenants
+from mcp_gateway_svc.front import STREAMING_META, GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
@@ -235,7 +235,16 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
         )
         for mode in ("progressive", "all")
     }
-    return {"meta": meta, **stateful}
+    # meta, answering on an SSE stream: for a call whose host asked for progress (the front picks
+    # it), so that the notifications have somewhere to go; every other request gets one JSON body.
+    meta_stream = StreamableHTTPSessionManager(
+        app=handlers.server(sessions=False),
+        stateless=True,
+        json_response=False,
+        security_settings=security,
+        max_request_body_size=settings.max_body_bytes,
+    )
+    return {"meta": meta, STREAMING_META: meta_stream, **stateful}
 
 
 async def build_server(

@@ -36,7 +36,8 @@ async def gw(tmp_path: Path) -> AsyncIterator[GatewayStack]:
             "servers": {
                 "fid": {"command": sys.executable, "args": [str(SERVER), str(tmp_path / "record.txt")]}
             },
-            "toolscout": {"gateway": {"mode": "all"}},
+            "tool_sets": {"fid_meta": {"servers": {"fid": True}}},
+            "toolscout": {"gateway": {"mode": "all", "modes": {"fid_meta": "meta"}}},
         },
         base_dir=tmp_path,
     )
@@ -98,14 +99,18 @@ async def test_a_task_only_tool_is_listed_with_it_and_a_call_is_a_clear_error(gw
     assert "runs only as a task" in refused.value.message
 
 
+@pytest.mark.parametrize("endpoint", ["", "fid_meta"], ids=["all", "meta"])
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
-async def test_progress_of_a_call_reaches_the_host_that_asked_for_it(gw: GatewayStack, mode: str) -> None:
+async def test_progress_of_a_call_reaches_the_host_that_asked_for_it(
+    gw: GatewayStack, mode: str, endpoint: str
+) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with Client(gw.url, mode=mode) as host:  # type: ignore[arg-type]
+    url = gw.gateway.toolset_url(endpoint) if endpoint else gw.url
+    async with Client(url, mode=mode) as host:  # type: ignore[arg-type]
         result = await host.call_tool("steps", {}, progress_callback=on_progress)
         # A host that asked for none gets none (and the call takes the unary path).
         plain = await host.call_tool("steps", {})
