@@ -360,7 +360,7 @@ async def _peek_for_progress(receive: Receive, limit: int) -> tuple[Receive, boo
             break
         size += len(message.get("body", b""))
         more = bool(message.get("more_body", False))
-    asks = not more and any(b'"progressToken"' in m.get("body", b"") for m in read)
+    asks = not more and b'"progressToken"' in b"".join(m.get("body", b"") for m in read)
     pending = list(read)
 
     async def replay() -> Message:
