@@ -240,6 +240,8 @@ class ConformanceRun:
     direct: dict[str, dict[str, Checks]]
     # revision -> mode -> scenario -> checks
     gateway: dict[str, dict[str, dict[str, Checks]]]
+    # What ``toolscout up`` printed (its events and the services' log lines).
+    gateway_output: str = ""
 
     def passes_directly(self, revision: str) -> set[str]:
         return {s for s, checks in self.direct[revision].items() if passed(checks)}
@@ -317,4 +319,4 @@ def conformance_run(work: Path, *, up_timeout: float = 120.0) -> ConformanceRun:
                 }
         finally:
             up.stop()
-    return ConformanceRun(direct, gateway)
+    return ConformanceRun(direct, gateway, "".join(up.lines) + up.stderr)
