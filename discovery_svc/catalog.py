@@ -51,6 +51,7 @@ class ParsedTool(Tool):
         output_schema_json: str = "",
         annotations_json: str = "",
         available: bool = True,
+        extra_json: str = "",
     ) -> ParsedTool:
         """A tool from either a schema object or its JSON text (an invalid schema becomes empty)."""
         if input_schema_json is None:
@@ -68,6 +69,7 @@ class ParsedTool(Tool):
             output_schema_json=output_schema_json,
             annotations_json=annotations_json,
             available=available,
+            extra_json=extra_json,
             parsed_schema=schema,
         )
 

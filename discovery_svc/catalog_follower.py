@@ -44,6 +44,7 @@ def _same_but_availability(old: Tool, new: Tool) -> bool:
         and old.title == new.title
         and old.output_schema_json == new.output_schema_json
         and old.annotations_json == new.annotations_json
+        and old.extra_json == new.extra_json
     )
 
 

@@ -1,7 +1,8 @@
 """Running one tool for an MCP client: check the arguments, call the pool, hand the result back.
 
 The pool's contracts travel through unchanged: a tool's own failure is a result with ``isError``
-(every content block, ``structuredContent`` and ``isError`` as the MCP server sent them); a call
+(every content block, ``structuredContent``, ``isError`` and ``_meta`` as the MCP server sent
+them), and a JSON-RPC error the MCP server answered with stays that error (its code); a call
 that was sent and lost (``OutcomeUnknownError``) says the tool may or may not have run and is never
 retried; a call that was not sent (server down) names the server and its state. Arguments that do
 not fit the tool's input schema never reach the pool: the answer shows the expected shape, as
@@ -21,13 +22,15 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import AsyncShardedPoolClient, CallRequest, CallToolResult, Tool, ToolscoutClientError
+from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.results import ResultOwner, result_link
@@ -44,7 +47,9 @@ from toolscout_kit.errors import (
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client, outcome_unknown_text, without_internals
 
-__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "text_result"]
+__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "rpc", "text_result"]
+
+T = TypeVar("T")
 
 _log = get_logger(__name__)
 
@@ -54,7 +59,25 @@ _log = get_logger(__name__)
 TIMEOUT_META_KEY = "toolscout/timeoutSeconds"
 # Reserved by the protocol for its own use (protocol version, client info, progress tokens): not
 # the MCP server's business, so not passed on with the call.
-_RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progressToken$")
+_RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progress(?:Token|_token)$")
+
+
+async def rpc(awaitable: Awaitable[T]) -> T:
+    """Awaits a gRPC call in an MCP request handler, so that cancelling the request ends only it.
+
+    The SDK cancels a request (``notifications/cancelled``, a closed stream) through an anyio cancel
+    scope, which absorbs only its own cancellation. ``grpc.aio`` turns it into a ``CancelledError``
+    of its own, which the scope would pass on and which ends the whole session (its serve loop);
+    the scope's own cancellation is raised instead.
+
+    Raises:
+        asyncio.CancelledError: the request was cancelled.
+    """
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        raise
 
 
 def text_result(text: str, *, is_error: bool = False, structured: Any = None) -> types.CallToolResult:
@@ -80,7 +103,10 @@ def _mcp_result(result: CallToolResult) -> types.CallToolResult:
             content.append(types.TextContent(type="text", text=block.text or json.dumps(raw)))
     if result.result_handle:
         content.append(result_link(result.result_handle, f"{result.server}/{result.tool}"))
-    return types.CallToolResult(content=content, structured_content=structured, is_error=result.is_error)
+    meta = json.loads(result.meta_json) if result.meta_json else None
+    return types.CallToolResult(
+        content=content, structured_content=structured, is_error=result.is_error, _meta=meta
+    )
 
 
 def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
@@ -120,17 +146,38 @@ class ToolCaller:
         mode: str,
         meta: Mapping[str, Any] | None = None,
         owner: ResultOwner | None = None,
+        protocol_errors: bool = True,
+        progress: ProgressCallback | None = None,
     ) -> types.CallToolResult:
-        """Runs ``tool``; every outcome but cancellation is a result the model can read.
-        ``owner``: the host's result budget and who may read a kept result (None: no shaping)."""
+        """Runs ``tool``; every outcome but cancellation is a result the model can read, except
+        that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``owner``: the
+        host's result budget and who may read a kept result (None: no shaping). ``progress`` (only
+        when the host asked for progress: the call then streams from the pool) is awaited with each
+        progress notification of the MCP server.
+
+        Raises:
+            MCPError: the caller's ``_meta`` timeout is not a number of seconds (INVALID_PARAMS), or
+                the MCP server answered with a JSON-RPC error (its code and message), with
+                ``protocol_errors``.
+        """
         started = time.perf_counter()
         outcome = "error"
         try:
-            result, outcome = await self._call(tool, dict(arguments or {}), meta, owner)
+            try:
+                passed_meta, timeout = call_meta(meta)
+            except MCPError:
+                outcome = "invalid_arguments"
+                raise
+            try:
+                result, outcome = await self._call(
+                    tool, dict(arguments or {}), passed_meta, timeout, owner, progress
+                )
+            except MCPError as err:
+                outcome = "tool_error"
+                if protocol_errors:
+                    raise
+                return error_result(err.message)
             return result
-        except MCPError:
-            outcome = "invalid_arguments"
-            raise
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
@@ -141,16 +188,19 @@ class ToolCaller:
         self,
         tool: Tool,
         arguments: dict[str, Any],
-        meta: Mapping[str, Any] | None,
+        passed_meta: dict[str, Any],
+        timeout_seconds: float,
         owner: ResultOwner | None,
+        progress: ProgressCallback | None,
     ) -> tuple[types.CallToolResult, str]:
-        passed_meta, timeout = call_meta(meta)
         problems = argument_problems(tool.input_schema, arguments)
         if problems:
             return error_result(
                 expected_shape(tool.llm_name, tool.input_schema, problems)
             ), "invalid_arguments"
-        request = CallRequest.to(tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout)
+        request = CallRequest.to(
+            tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout_seconds
+        )
         if owner is not None and owner.budget:
             request = dataclasses.replace(
                 request,
@@ -160,11 +210,20 @@ class ToolCaller:
                 conversation=owner.conversation,
             )
         try:
-            # The pool bounds a call by the server's call_timeout; the caller's own timeout, when
-            # it gave one, bounds the RPC (the client adds a margin for the answer).
-            result = await self._pool.call(request, server_hint=tool.server, deadline=None)
+            result = await rpc(
+                self._pool.call(
+                    request,
+                    server_hint=tool.server,
+                    # The pool bounds a call by the server's call_timeout; the caller's own timeout,
+                    # when it gave one, bounds the RPC (the client adds a margin for the answer).
+                    deadline=None,
+                    progress=progress,
+                )
+            )
         except ToolscoutClientError as err:
             return self._failed(tool, error_from_client(err, "pool"))
+        if result.jsonrpc_error_code:
+            raise MCPError(result.jsonrpc_error_code, result.text)
         return _mcp_result(result), "tool_error" if result.is_error else "ok"
 
     def _failed(self, tool: Tool, err: Exception) -> tuple[types.CallToolResult, str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
@@ -53,13 +54,15 @@ from toolscout_kit.logging import get_logger
 if TYPE_CHECKING:
     from mcp_gateway_svc.resource_server import OAuthResourceServer
 
-__all__ = ["GatewayFront", "Guard", "Tenant", "Tenants"]
+__all__ = ["STREAMING_META", "GatewayFront", "Guard", "Tenant", "Tenants"]
 
 _log = get_logger(__name__)
 
 _INVALID_REQUEST = -32600
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.encode()
+# The key of the managers' map for meta mode answering on an SSE stream (a call asking for progress).
+STREAMING_META = "meta+stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +423,11 @@ class GatewayFront:
             await self._reject(send, 503, "too_many_sessions", "Too many open sessions (all of them busy)")
             return
         info = RequestInfo(info.endpoint, info.principal, None, mode)
+        streaming = self._managers.get(STREAMING_META)
+        if manager.stateless and streaming is not None and opening.asks_progress:
+            # A stateless endpoint answers with one JSON body, where progress notifications have
+            # nowhere to go: a request that asks for progress is answered on an SSE stream.
+            manager = streaming
         await self._serve(manager, scope, receive, send, info)
 
     async def _make_room(self, principal: str) -> bool:
@@ -458,7 +466,10 @@ class GatewayFront:
             self.inflight += 1
             self.idle.clear()
         try:
-            await manager.handle_request(scope, receive, self._sending(send, info))
+            if manager.stateless and scope["method"] == "POST":
+                await _cancelled_on_disconnect(manager, scope, receive, self._sending(send, info))
+            else:
+                await manager.handle_request(scope, receive, self._sending(send, info))
         finally:
             if counted:
                 self.inflight -= 1
@@ -521,6 +532,36 @@ def _manager_key(mode: str, session: bool) -> str:
     """The transport answering ``mode``: meta's is stateless, but a client that opens a session
     with ``initialize`` gets one (so that it can be told of catalog changes)."""
     return "meta-sessions" if mode == "meta" and session else mode
+
+
+async def _cancelled_on_disconnect(
+    manager: StreamableHTTPSessionManager, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """A stateless request, cancelled when its client goes away before the answer.
+
+    A 2026-07-28 client cancels a request by closing its response stream; the SDK's stateless JSON
+    responses do not watch for that, so the call would run to its end. Once the body is read the
+    SDK does not read again, and the disconnect is watched for here.
+    """
+    body_read = anyio.Event()
+
+    async def receiving() -> Message:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            body_read.set()
+        return message
+
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            await body_read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await manager.handle_request(scope, receiving, send)
+        tg.cancel_scope.cancel()
 
 
 def _endpoint_key(path: str) -> str | None:

@@ -24,21 +24,23 @@ from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestCont
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from toolscout.client import (
     CALL_TOOL_NAME,
     READ_RESULT_NAME,
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
+    CallProgress,
     InvalidArgumentError,
     NotFoundError,
     SearchRequest,
     Tool,
     ToolscoutClientError,
 )
+from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc.calls import ToolCaller, error_result, text_result
+from mcp_gateway_svc.calls import ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -157,12 +159,13 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
-    def server(self, *, discoverable: bool = True, resources: bool = False) -> Server[Any]:
-        """An SDK server; ``resources``: it serves the gateway's own resources (and advertises them).
+    def server(self, *, handshake_only: bool = False, resources: bool = False) -> Server[Any]:
+        """An SDK server; ``resources``: it serves the gateway's own manifest (and advertises it).
 
-        ``discoverable`` False refuses ``server/discover`` (METHOD_NOT_FOUND), as a server of the
-        handshake revisions does: a client negotiating its revision then opens a session with
-        ``initialize``. Progressive mode needs that session to hold what its searches loaded.
+        ``server/discover`` is answered in every mode. With ``handshake_only`` (progressive mode,
+        whose surface needs a session to hold what searches loaded) it names only the handshake
+        revisions, which tells a client negotiating its revision to open a session with
+        ``initialize`` (the SDKs fall back so); a client pinned to 2026-07-28 gets the meta surface.
         """
         server = _GatewayServer(
             "toolscout",
@@ -186,8 +189,8 @@ class McpHandlers:
         if self._tracing.enabled:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
-        if not discoverable:
-            server.add_request_handler("server/discover", types.RequestParams, _refuse_discover)
+        if handshake_only:
+            server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
 
     # --- handlers --------------------------------------------------------------------------
@@ -328,7 +331,7 @@ class McpHandlers:
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
                 surface="append" if progressive else "stable",
             )
-            result = await self._discovery.search(request)
+            result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
             # Written for the model: what was wrong with its arguments, or the valid server names.
             return error_result(err.message)
@@ -356,13 +359,26 @@ class McpHandlers:
             return await self._search(call, inner)
         if name == CALL_TOOL_NAME:
             return error_result(f"{CALL_TOOL_NAME} calls the tools search_tools finds, not itself")
-        return await self._call(call, name, inner)
+        return await self._call(call, name, inner, wrapped=True)
 
-    async def _call(self, call: _ToolCall, name: str, arguments: Mapping[str, Any]) -> types.CallToolResult:
+    async def _call(
+        self, call: _ToolCall, name: str, arguments: Mapping[str, Any], *, wrapped: bool = False
+    ) -> types.CallToolResult:
+        """Calls a catalog tool; ``wrapped``: through ``call_tool``, whose caller gets every failure of
+        the inner tool as a result (a JSON-RPC error would say ``call_tool`` itself was refused)."""
         tool = call.view.by_name.get(name)
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
             return await self._unknown(call.info.endpoint, call.view, name, call.mode)
+        if tool.task_support == "required":
+            # The tasks extension is not served: such a tool cannot be run through the gateway.
+            message = (
+                f"tool '{name}' runs only as a task (execution.taskSupport 'required'), and this "
+                "gateway does not run tasks"
+            )
+            if wrapped:
+                return error_result(message)
+            raise MCPError(types.METHOD_NOT_FOUND, message)
         session = call.info.session
         if (
             call.mode == "progressive"
@@ -373,8 +389,15 @@ class McpHandlers:
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
             return text_result(not_loaded_error(name), is_error=True)
-        owner = self._owner(call.ctx, call.info)
-        return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta, owner=owner)
+        return await self._caller.call(
+            tool,
+            arguments,
+            mode=call.mode,
+            meta=call.meta,
+            owner=self._owner(call.ctx, call.info),
+            protocol_errors=not wrapped,
+            progress=_progress_relay(call.ctx) if _asks_for_progress(call.meta) else None,
+        )
 
     async def _unknown(
         self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str
@@ -382,7 +405,7 @@ class McpHandlers:
         closest: tuple[str, ...] = ()
         try:
             request = SearchRequest(toolset=endpoint.toolset, tool_names=(name,))
-            found = await self._discovery.search(request, deadline=_CLOSEST_DEADLINE)
+            found = await rpc(self._discovery.search(request, deadline=_CLOSEST_DEADLINE))
             closest = (
                 found.not_found[0].closest
                 if found.not_found
@@ -424,14 +447,32 @@ def _no_header_schema(name: str) -> None:
     return None
 
 
-async def _refuse_discover(
-    ctx: ServerRequestContext[Any, Any], params: types.RequestParams
-) -> types.DiscoverResult:
-    raise MCPError(
-        types.METHOD_NOT_FOUND,
-        "this endpoint keeps what a session's searches loaded: open a session with initialize "
-        "(revisions 2024-11-05 to 2025-11-25)",
-    )
+def _asks_for_progress(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a request's ``_meta`` carries a progress token (the SDK names the key in snake case)."""
+    return meta is not None and ("progress_token" in meta or "progressToken" in meta)
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressCallback:
+    """Relays a call's progress to the host that asked for it, on its request (under its token)."""
+
+    async def relay(progress: CallProgress) -> None:
+        await ctx.session.report_progress(progress.progress, progress.total, progress.message or None)
+
+    return relay
+
+
+def _handshake_discover(server: Server[Any]) -> Any:
+    """A ``server/discover`` handler naming the handshake revisions only (see :meth:`McpHandlers.server`)."""
+
+    async def discover(
+        ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None
+    ) -> types.DiscoverResult:
+        return types.DiscoverResult(
+            supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+            capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
+        )
+
+    return discover
 
 
 def _version() -> str:

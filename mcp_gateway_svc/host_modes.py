@@ -29,11 +29,13 @@ __all__ = ["Opening", "mode_for_client", "opening_of"]
 
 @dataclass(frozen=True, slots=True)
 class Opening:
-    """What a session-less POST says about its client: whether it is ``initialize``, and the
-    client's name ("" when it gives none)."""
+    """What a session-less POST says about its client: whether it is ``initialize``, the client's
+    name ("" when it gives none), and whether it asks for progress."""
 
     initialize: bool
     client_name: str
+    # The request asks for progress notifications (``_meta.progressToken``).
+    asks_progress: bool = False
 
 
 def mode_for_client(name: str, patterns: Mapping[str, GatewayMode], default: GatewayMode) -> GatewayMode:
@@ -59,4 +61,6 @@ def opening_of(request: Mapping[str, Any]) -> Opening:
     if request.get("method") == "initialize":
         return Opening(True, _client_name(params.get("clientInfo")))
     meta = params.get("_meta")
-    return Opening(False, _client_name(meta.get(CLIENT_INFO_META_KEY)) if isinstance(meta, Mapping) else "")
+    if not isinstance(meta, Mapping):
+        return Opening(False, "")
+    return Opening(False, _client_name(meta.get(CLIENT_INFO_META_KEY)), meta.get("progressToken") is not None)

@@ -31,7 +31,7 @@ from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.console import PREFIX as CONSOLE_PREFIX
 from mcp_gateway_svc.console.app import Console
 from mcp_gateway_svc.endpoints import Endpoints
-from mcp_gateway_svc.front import GatewayFront, Guard, Tenants
+from mcp_gateway_svc.front import STREAMING_META, GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
 from mcp_gateway_svc.listing import ResultLimits
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -279,12 +279,22 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
             max_sessions=settings.max_sessions + _OPENING_MARGIN,
         )
 
+    # meta, answering on an SSE stream: for a call whose host asked for progress (the front picks
+    # it), so that the notifications have somewhere to go; every other request gets one JSON body.
+    meta_stream = StreamableHTTPSessionManager(
+        app=handlers.server(resources=True),
+        stateless=True,
+        json_response=False,
+        security_settings=security,
+        max_request_body_size=settings.max_body_bytes,
+    )
     return {
         "meta": meta,
+        STREAMING_META: meta_stream,
         # A meta client that opens a session with initialize: list_changed on its stream.
         "meta-sessions": stateful(handlers.server(resources=True), json_response=True),
         # progressive and all: sessions (handshake revisions), list_changed on their streams.
-        "progressive": stateful(handlers.server(discoverable=False, resources=True), json_response=False),
+        "progressive": stateful(handlers.server(handshake_only=True, resources=True), json_response=False),
         "all": stateful(handlers.server(), json_response=False),
     }
 

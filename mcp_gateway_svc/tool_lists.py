@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import mcp_types as types
 from pydantic import ValidationError
@@ -26,24 +27,37 @@ from mcp_gateway_svc.views import ToolsetView
 
 __all__ = ["listed_tools", "mcp_tool", "signature"]
 
+_OWN_FIELDS = frozenset({"name", "title", "description", "inputSchema", "outputSchema", "annotations"})
+
 
 @functools.lru_cache(maxsize=65536)
 def mcp_tool(tool: Tool) -> types.Tool:
-    """The MCP definition of one catalog tool (its schemas and annotations as its server sent them)."""
-    annotations = None
-    if tool.annotations_json:
+    """The MCP definition of one catalog tool: as its server sent it (schemas, annotations, icons,
+    ``execution``, ``_meta``, ...), but for the name. Fields this SDK cannot read are left out."""
+    definition: dict[str, Any] = {
+        **tool.extra,
+        "name": tool.llm_name,
+        "inputSchema": tool.input_schema or {"type": "object", "properties": {}},
+    }
+    for key, value in (
+        ("title", tool.title),
+        ("description", tool.description),
+        ("outputSchema", tool.output_schema),
+        ("annotations", tool.annotations),
+    ):
+        if value:
+            definition[key] = value
+    try:
+        return types.Tool.model_validate(definition, by_alias=True)
+    except ValidationError:
+        # One unreadable field must not hide the tool: the fields of its own (annotations dropped
+        # if they are what does not validate).
+        plain = {k: v for k, v in definition.items() if k in _OWN_FIELDS}
         try:
-            annotations = types.ToolAnnotations.model_validate(tool.annotations)
+            return types.Tool.model_validate(plain, by_alias=True)
         except ValidationError:
-            annotations = None
-    return types.Tool(
-        name=tool.llm_name,
-        title=tool.title or None,
-        description=tool.description or None,
-        input_schema=tool.input_schema or {"type": "object", "properties": {}},
-        output_schema=tool.output_schema or None,
-        annotations=annotations,
-    )
+            plain.pop("annotations", None)
+            return types.Tool.model_validate(plain, by_alias=True)
 
 
 def listed_tools(

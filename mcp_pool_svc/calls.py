@@ -18,6 +18,7 @@ answer becomes the shared :class:`~toolscout.client.CallToolResult`, within the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import mcp_types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import Span
 from toolscout.client import CallRequest, CallToolResult, ContentBlock
@@ -51,7 +53,18 @@ from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper
 from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event, set_attributes
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "CallRunner", "CheckedCall", "check_call", "require_json_object"]
+__all__ = [
+    "MAX_ARGUMENT_DEPTH",
+    "CallRunner",
+    "CheckedCall",
+    "ProgressFn",
+    "check_call",
+    "require_json_object",
+]
+
+# A call's progress: called with ``(progress, total, message)`` of each notifications/progress of
+# its server (the SDK's callback protocol).
+ProgressFn = ProgressFnT
 
 log = get_logger(__name__)
 
@@ -154,6 +167,8 @@ class _Call:
     sup: Supervisor
     tool: str
     checked: CheckedCall
+    # Called with each progress notification of the server for this call (None: none asked for).
+    progress: ProgressFn | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
 
@@ -188,7 +203,13 @@ class CallRunner:
             call.scope.cancel()
 
     async def run(
-        self, sup: Supervisor, tool: str, checked: CheckedCall, deadline: float | None, span: Span
+        self,
+        sup: Supervisor,
+        tool: str,
+        checked: CheckedCall,
+        deadline: float | None,
+        span: Span,
+        progress: ProgressFn | None = None,
     ) -> CallToolResult:
         """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
 
@@ -211,7 +232,7 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked)
+        call = _Call(sup, tool, checked, progress)
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -266,9 +287,11 @@ class CallRunner:
                 raise ResultTooLargeError(
                     f"the result of {server}/{tool} was refused: {err.message} (max_result_bytes)"
                 ) from None
-            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
+            # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix; its
+            # code travels along, so that an MCP front door answers with the same JSON-RPC error.
             content = error_result_content(redact(err.message))
-            return self._finish(server, tool, content, "", True, started), "tool_error"
+            result = self._finish(server, tool, content, "", True, started)
+            return dataclasses.replace(result, jsonrpc_error_code=err.code), "tool_error"
         except (ServerUnavailableError, asyncio.CancelledError):
             raise
         except Exception:
@@ -310,7 +333,10 @@ class CallRunner:
                         attributes=_mcp_attributes(sup, conn, tool),
                     ):
                         answer = await conn.session.call_tool(
-                            tool, args, meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None
+                            tool,
+                            args,
+                            progress_callback=call.progress,
+                            meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
                         )
                 except MCPError as err:
                     if was_not_sent(err):
@@ -356,7 +382,12 @@ class CallRunner:
             if structured is not None
             else ""
         )
-        return self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
+        result = self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
+        if raw.meta:
+            result = dataclasses.replace(
+                result, meta_json=json.dumps(raw.meta, ensure_ascii=False, separators=(",", ":"))
+            )
+        return result
 
     def _finish(
         self,

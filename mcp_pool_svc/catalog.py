@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,8 +24,11 @@ from toolscout.client import (
 )
 
 from mcp_pool_svc.naming import NameTable
+from toolscout_kit.logging import get_logger
 
 __all__ = ["Catalog", "ListedTool", "PoolTool", "listed_tool_from_mcp"]
+
+log = get_logger(__name__)
 
 
 def _json_or_empty(value: Any) -> str:
@@ -45,16 +48,24 @@ class ListedTool:
     input_schema_json: str = EMPTY_INPUT_SCHEMA_JSON
     output_schema_json: str = ""
     annotations_json: str = ""
+    # Every other field of the definition (icons, execution, _meta, ...) as a JSON object, or "".
+    extra_json: str = ""
     # From the MCP annotations: readOnlyHint (no side effects: not serialized, may be retried)
     # and idempotentHint (repeating it changes nothing more: may be retried).
     read_only: bool = False
     idempotent: bool = False
 
 
+# The definition's fields a ListedTool carries in fields of their own.
+_OWN_FIELDS = frozenset({"name", "title", "description", "inputSchema", "outputSchema", "annotations"})
+
+
 def listed_tool_from_mcp(tool: Any) -> ListedTool:
-    """A :class:`ListedTool` from an ``mcp_types.Tool``."""
+    """A :class:`ListedTool` from an ``mcp_types.Tool`` (every field of it kept)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     title = tool.title or (annotations or {}).get("title") or ""
+    whole = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+    extra = {key: value for key, value in whole.items() if key not in _OWN_FIELDS}
     return ListedTool(
         name=tool.name,
         title=title,
@@ -62,6 +73,7 @@ def listed_tool_from_mcp(tool: Any) -> ListedTool:
         input_schema_json=_json_or_empty(tool.input_schema) or EMPTY_INPUT_SCHEMA_JSON,
         output_schema_json=_json_or_empty(tool.output_schema),
         annotations_json=_json_or_empty(annotations),
+        extra_json=_json_or_empty(extra) if extra else "",
         read_only=(annotations or {}).get("readOnlyHint") is True,
         idempotent=(annotations or {}).get("idempotentHint") is True,
     )
@@ -106,7 +118,10 @@ class Catalog:
     thousand servers therefore does not rebuild 50,000 tools once per server.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, namespaced: Callable[[str], bool] | None = None) -> None:
+        """``namespaced(server)``: whether the server's tools are named ``<server>__<tool>``
+        (default: every server's) or by their own names (see :mod:`mcp_pool_svc.naming`)."""
+        self._namespaced = namespaced or (lambda server: True)
         self._entries: dict[str, _Entry] = {}
         self._names = NameTable()
         self._tools: tuple[PoolTool, ...] = ()
@@ -237,10 +252,22 @@ class Catalog:
             return
         renamed = False
         if self._names_dirty:
-            names = NameTable((server, t.name) for server, e in self._entries.items() for t in e.tools)
-            # Names are a function of their own pair; only the (astronomically unlikely) hash
-            # collision fallback depends on the others, and then every server is renamed.
+            names = NameTable(
+                ((server, t.name) for server, e in self._entries.items() for t in e.tools), self._namespaced
+            )
+            # Names are a function of their own pair; only the fallbacks (a clash of bare names,
+            # the astronomically unlikely hash collision) depend on the others, and then every
+            # server is renamed.
             renamed = names.collisions != self._names.collisions
+            for name, servers in names.clashes.items():
+                if self._names.clashes.get(name) != servers:
+                    log.warning(
+                        "tool_name_clash",
+                        name=name,
+                        servers=list(servers),
+                        detail="several servers offer this tool name; each is served as <server>__<tool> "
+                        "(set namespace_tools on one of the servers to choose)",
+                    )
             self._names = names
             self._names_dirty = False
         tools: list[PoolTool] = []

@@ -5,6 +5,13 @@ never renames an existing tool. The readable form is ``<server>__<tool>``; whene
 be ambiguous or invalid (characters replaced, a server name containing ``__`` or ending in ``_``,
 too long) a short hash of the exact pair is appended instead, which keeps distinct pairs distinct.
 Names are resolved through :class:`NameTable`, never by splitting them.
+
+A server that is not namespaced (casual-mcp's top-level ``namespace_tools: false``, or the
+server's own ``namespace_tools``) serves each tool under the tool's own name (a name that is not a
+valid LLM-facing name gets the sanitized, hashed form). When such a name is also claimed by another
+tool of the catalog, no tool silently shadows another: every bare claimant gets its namespaced
+name instead, and :attr:`NameTable.clashes` names the servers that clash (the pool logs them). A
+tool named like discovery's own tools (``search_tools``, ``call_tool``) is always namespaced.
 """
 
 from __future__ import annotations
@@ -12,14 +19,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "NameTable", "llm_name"]
+from toolscout.client import CALL_TOOL_NAME, SEARCH_TOOL_NAME
+
+__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "NameTable", "bare_name", "llm_name"]
 
 MAX_NAME_LENGTH = 64
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SEPARATOR = "__"
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+# Names of discovery's own tools, served beside the catalog's: never a tool's bare name.
+_RESERVED = frozenset({SEARCH_TOOL_NAME, CALL_TOOL_NAME})
 
 
 def _sanitize(part: str) -> str:
@@ -55,22 +66,66 @@ def llm_name(server: str, tool: str, *, hash_digits: int = 8) -> str:
     return _hashed(server, tool, hash_digits)
 
 
-class NameTable:
-    """Both directions between ``(server, tool)`` and LLM-facing names for one catalog."""
+@functools.lru_cache(maxsize=1 << 17)
+def bare_name(tool: str, *, hash_digits: int = 8) -> str:
+    """The LLM-facing name of ``tool`` on a server that is not namespaced: the tool's own name when
+    it is a valid one, else the sanitized name with a short hash of the exact name."""
+    if NAME_PATTERN.match(tool):
+        return tool
+    digest = hashlib.sha256(tool.encode()).hexdigest()[:hash_digits]
+    return f"{_sanitize(tool)[: MAX_NAME_LENGTH - hash_digits - 1]}_{digest}"
 
-    def __init__(self, pairs: Iterable[tuple[str, str]] = ()) -> None:
+
+def _always(server: str) -> bool:
+    return True
+
+
+class NameTable:
+    """Both directions between ``(server, tool)`` and LLM-facing names for one catalog.
+
+    ``namespaced(server)`` tells whether a server's tools are named ``<server>__<tool>`` (the
+    default) or by their own names.
+    """
+
+    def __init__(
+        self, pairs: Iterable[tuple[str, str]] = (), namespaced: Callable[[str], bool] = _always
+    ) -> None:
         self._by_pair: dict[tuple[str, str], str] = {}
         self._by_name: dict[str, tuple[str, str]] = {}
-        # Pairs whose name had to be lengthened because another pair had it (normally none).
+        # Pairs whose name is not their own (lengthened by a hash collision, or namespaced after a
+        # clash of bare names): normally none.
         self.collisions: frozenset[tuple[str, str]] = frozenset()
-        lengthened: set[tuple[str, str]] = set()
+        # A bare name claimed by more than one tool -> the servers claiming it (sorted).
+        self.clashes: dict[str, tuple[str, ...]] = {}
+        unique = sorted(set(pairs))
+        bare = {pair: bare_name(pair[1]) for pair in unique if not namespaced(pair[0])}
+        claims: dict[str, list[tuple[str, str]]] = {}
+        for pair in unique:
+            claims.setdefault(bare.get(pair) or llm_name(*pair), []).append(pair)
+        demoted = {
+            pair
+            for name, owners in claims.items()
+            if len(owners) > 1 or name in _RESERVED
+            for pair in owners
+            if pair in bare
+        }
+        self.clashes = {
+            name: tuple(sorted({server for server, _ in owners}))
+            for name, owners in claims.items()
+            if len(owners) > 1 and any(pair in bare for pair in owners)
+        }
+        lengthened: set[tuple[str, str]] = set(demoted)
         # Sorted so that the (astronomically unlikely) hash-collision fallback is deterministic.
-        for pair in sorted(set(pairs)):
-            if self._add(pair):
+        for pair in unique:
+            if self._add(pair, None if pair in demoted else bare.get(pair)):
                 lengthened.add(pair)
         self.collisions = frozenset(lengthened)
 
-    def _add(self, pair: tuple[str, str]) -> bool:
+    def _add(self, pair: tuple[str, str], bare: str | None) -> bool:
+        if bare is not None:
+            self._by_pair[pair] = bare
+            self._by_name[bare] = pair
+            return False
         name = llm_name(*pair)
         digits = 8
         while name in self._by_name and self._by_name[name] != pair:

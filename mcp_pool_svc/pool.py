@@ -40,7 +40,7 @@ from toolscout.client import (
     json_object_text,
 )
 
-from mcp_pool_svc.calls import CallRunner, check_call, require_json_object
+from mcp_pool_svc.calls import CallRunner, ProgressFn, check_call, require_json_object
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
@@ -118,7 +118,7 @@ class McpPool:
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
         self._tracing = tracing
-        self.catalog = Catalog()
+        self.catalog = Catalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
         self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing)
@@ -422,10 +422,11 @@ class McpPool:
                 # Not splitting names to resolve them, only to explain: a tool of a server that has
                 # been down since start is not "unknown", its server is.
                 guess = llm_name.split("__", 1)[0]
-                if guess in self._config.servers and guess not in self._supervisors:
+                namespaced = guess in self._config.servers and self._config.namespaced(guess)
+                if namespaced and guess not in self._supervisors:
                     # Most likely a tool of a server another shard runs: let the caller route it.
                     raise self._not_owner(guess)
-                sup = self._supervisors.get(guess)
+                sup = self._supervisors.get(guess) if namespaced else None
                 if sup is not None and not self.catalog.has_listing(sup.name):
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"
@@ -450,9 +451,12 @@ class McpPool:
             )
         return server, tool
 
-    async def call(self, request: CallRequest, *, deadline: float | None = None) -> CallToolResult:
+    async def call(
+        self, request: CallRequest, *, deadline: float | None = None, progress: ProgressFn | None = None
+    ) -> CallToolResult:
         """Runs one tool call (:mod:`mcp_pool_svc.calls`); a tool's own failure comes back as
-        ``is_error`` with its text. ``deadline``: the seconds the caller has left.
+        ``is_error`` with its text. ``deadline``: the seconds the caller has left; ``progress``:
+        called with each progress notification of the server for this call.
 
         Raises:
             InvalidToolArgumentsError: arguments or meta are not a JSON object (or nest too deeply),
@@ -472,7 +476,9 @@ class McpPool:
             server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
             span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
             self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
-            result = await self._runner.run(self._supervisors[server], tool, checked, deadline, span)
+            result = await self._runner.run(
+                self._supervisors[server], tool, checked, deadline, span, progress
+            )
             if request.result_budget_tokens <= 0:
                 return result
             listed = self.catalog.lookup(server, tool)

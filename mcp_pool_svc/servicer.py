@@ -11,11 +11,12 @@ the owners there, where the sharded client reads them to route the call.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from toolscout.client import NOT_SENT_METADATA, SHARD_COUNT_KEY, SHARD_OWNERS_KEY, wire
+from toolscout.client import NOT_SENT_METADATA, SHARD_COUNT_KEY, SHARD_OWNERS_KEY, CallProgress, wire
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from mcp_pool_svc.errors import NotOwnerError, ServerUnavailableError
@@ -77,6 +78,43 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         self, request: mcp_pool_pb2.ReadResultRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.ReadResultResponse:
         return wire.result_read_pb(await self._pool.read_result(wire.read_request(request)))
+
+    async def CallToolWithProgress(
+        self, request: mcp_pool_pb2.CallToolRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
+        """CallTool, with the server's progress notifications streamed before the result."""
+        remaining = context.time_remaining()
+        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        events: asyncio.Queue[mcp_pool_pb2.CallToolEvent] = asyncio.Queue()
+
+        async def relay(progress: float, total: float | None, message: str | None) -> None:
+            event = wire.call_progress_pb(CallProgress(progress, total, message or ""))
+            events.put_nowait(mcp_pool_pb2.CallToolEvent(progress=event))
+
+        call = asyncio.ensure_future(
+            self._pool.call(wire.call_request(request), deadline=deadline, progress=relay)
+        )
+        try:
+            while not call.done():
+                waiting = asyncio.ensure_future(events.get())
+                await asyncio.wait({call, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                if waiting.done():
+                    yield waiting.result()
+                else:
+                    waiting.cancel()
+            while not events.empty():
+                yield events.get_nowait()
+            try:
+                result = call.result()
+            except ServerUnavailableError as err:
+                context.set_trailing_metadata(_not_sent_metadata(err))
+                raise
+            yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
+        finally:
+            if not call.done():
+                # The caller went away (or cancelled): the call is cancelled on the server too.
+                call.cancel()
+                await asyncio.wait({call})
 
     async def WatchCatalog(
         self, request: mcp_pool_pb2.WatchCatalogRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -19,6 +19,11 @@ server offers it.
 Streamable-HTTP servers share one HTTP client per distinct header set (:class:`HttpClients`),
 without httpx's cap of 100 connections: handshake-era sessions each hold one connection for their
 GET stream, and a thousand servers behind one client would starve each other.
+
+Liberal in what it accepts: a 2026-07-28 ``tools/call`` result missing ``resultType`` (servers on
+SDKs written before that field) is read as a complete result, and the connection reports it once
+(``lenient_result``); the SDK's client session would refuse the whole reply instead, and it has no
+hook for this, so the session is given a dispatcher that fills the field in (:class:`_LenientDispatcher`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -66,7 +72,10 @@ __all__ = [
 ]
 
 # "listen_lost": the change-notification stream ended unexpectedly (the server may be gone).
-ConnectionEvent = Literal["closed", "exited", "tools_changed", "stream_error", "listen_lost"]
+# "lenient_result": a result missed a field its revision requires and was read all the same.
+ConnectionEvent = Literal[
+    "closed", "exited", "tools_changed", "stream_error", "listen_lost", "lenient_result"
+]
 # Error code of a tools/list reply that does not validate (e.g. a 2026-07-28 reply without ttlMs).
 INVALID_LISTING = mcp_types.INTERNAL_ERROR
 # Re-opening a lost listen stream: first after this many seconds, doubling up to the cap.
@@ -504,6 +513,32 @@ async def _listen_loop(
         delay = min(delay * 2, _LISTEN_RETRY_CAP)
 
 
+class _LenientDispatcher(JSONRPCDispatcher[Any]):
+    """The SDK's dispatcher, filling in the ``resultType`` a 2026-07-28 tools/call result lacks."""
+
+    def __init__(self, *args: Any, on_event: Callable[[ConnectionEvent, str], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.protocol_version: Callable[[], str | None] = lambda: None
+        self._on_event = on_event
+        self._reported = False
+
+    async def send_raw_request(
+        self, method: str, params: Any, opts: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        raw = await super().send_raw_request(method, params, opts, **kwargs)
+        if (
+            method == "tools/call"
+            and isinstance(raw, dict)
+            and "resultType" not in raw
+            and self.protocol_version() in MODERN_PROTOCOL_VERSIONS
+        ):
+            if not self._reported:
+                self._reported = True
+                self._on_event("lenient_result", "a tools/call result without resultType, read as complete")
+            raw = {**raw, "resultType": "complete"}
+        return raw
+
+
 @asynccontextmanager
 async def open_connection(
     config: StdioServerConfig | RemoteServerConfig,
@@ -547,11 +582,13 @@ async def open_connection(
         tg.start_soon(_forward, read, relay_send, closed, on_event)
         # LIFO: the session exits first, then the forwarder is cancelled, then the transport closes.
         stack.callback(tg.cancel_scope.cancel)
+        dispatcher = _LenientDispatcher(relay_recv, write, on_event=on_event)
         session = await stack.enter_async_context(
             ClientSession(
-                relay_recv, write, message_handler=_message_handler(on_event), client_info=_CLIENT_INFO
+                message_handler=_message_handler(on_event), client_info=_CLIENT_INFO, dispatcher=dispatcher
             )
         )
+        dispatcher.protocol_version = lambda: session.protocol_version
         with anyio.fail_after(config.connect_timeout):
             await negotiate(session)
         info = session.server_info

@@ -132,6 +132,7 @@ class Supervisor:
         self._restarts = 0
         self._last_error = ""
         self._stream_error = ""
+        self._reported_incomplete = False
         self._exit_detail = ""
         self._server_info = ""
         self._next_retry = 0.0
@@ -298,6 +299,12 @@ class Supervisor:
         elif event == "listen_lost":
             # Often the first sign that a stateless (2026-07-28) HTTP server went away: check now.
             self._check_now = True
+        elif event == "lenient_result":
+            # Once per server (each connection reports it once); the result itself is passed on.
+            if not self._reported_incomplete:
+                self._reported_incomplete = True
+                log.warning("mcp_server_result_incomplete", server=self.name, detail=detail)
+            return
         self._poke.set()
 
     # --- the loop ------------------------------------------------------------------------

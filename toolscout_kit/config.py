@@ -197,6 +197,9 @@ class ModelConfig(_Strict):
 
 class _ServerCommon(_Strict):
     defer_loading: Flag = False
+    # toolscout: this server's tools are named ``<server>__<tool>`` (true) or by their own names
+    # (false); unset: the top-level ``namespace_tools``.
+    namespace_tools: Flag | None = None
     # toolscout additions (seconds).
     connect_timeout: float = Field(default=30.0, gt=0)
     call_timeout: float = Field(default=60.0, gt=0)
@@ -847,7 +850,8 @@ class ToolscoutConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # casual-mcp's flag; toolscout always namespaces LLM-facing names, so it is accepted and ignored.
+    # casual-mcp's flag: tools are named ``<server>__<tool>`` (true, the default) or by their own
+    # names (false); a server's own ``namespace_tools`` overrides it.
     namespace_tools: Flag | None = None
     clients: dict[str, ClientConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
@@ -866,6 +870,14 @@ class ToolscoutConfig(BaseModel):
     # What loading found worth saying but not refusing (keys casual-mcp also ignores), each line
     # naming the file and the key path. Not read from the file; ``up`` and ``serve`` report them.
     load_warnings: tuple[str, ...] = Field(default=(), exclude=True)
+
+    def namespaced(self, server: str) -> bool:
+        """Whether ``server``'s tools are named ``<server>__<tool>`` (else by their own names)."""
+        config = self.servers.get(server)
+        own = config.namespace_tools if config is not None else None
+        if own is not None:
+            return own
+        return self.namespace_tools is not False
 
     @model_validator(mode="after")
     def _check_references(self) -> ToolscoutConfig:
@@ -926,6 +938,14 @@ class ToolscoutConfig(BaseModel):
                     f"servers.{name}.shard: shard {server.shard} does not exist "
                     f"(toolscout.pool.shards.count is {count}: shards 0-{count - 1})"
                 )
+        bare = sorted(name for name in self.servers if not self.namespaced(name))
+        if count > 1 and bare:
+            # Each shard names its own servers' tools: two bare names on different shards could
+            # clash without any shard seeing it.
+            problems.append(
+                f"namespace_tools: false (servers {', '.join(bare)}) needs an unsharded pool "
+                f"(toolscout.pool.shards.count is {count})"
+            )
         if problems:
             raise ValueError("\n".join(problems))
         return self

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.conformance import suite_bin
 from tests.support.mcp_servers import REPO_ROOT
-from tests.support.oauth_servers import conformance_bin, node_env
+from tests.support.node import node_env
 
 pytestmark = [pytest.mark.e2e]
 
@@ -45,7 +46,7 @@ def test_every_client_auth_scenario_passes_through_toolscout_connect(tmp_path: P
     wrapper = f"{sys.executable} {REPO_ROOT / 'tests' / 'support' / 'conformance_connect.py'}"
     suite = ["--suite", "auth", "--spec-version", "2025-11-25", "--timeout", "300000", "-o", str(tmp_path)]
     done = subprocess.run(
-        [str(conformance_bin()), "client", "--command", wrapper, *suite],
+        [str(suite_bin("2025-11-25")), "client", "--command", wrapper, *suite],
         env=node_env(),
         capture_output=True,
         text=True,

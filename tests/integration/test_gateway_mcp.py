@@ -331,6 +331,8 @@ async def test_clients_negotiating_their_revision_get_2026_on_meta_and_a_session
 ) -> None:
     async with Client(gw.url) as meta, Client(gw.gateway.toolset_url("wx")) as progressive:
         revisions = (meta.protocol_version, progressive.protocol_version)
-    # A progressive endpoint refuses server/discover, as a handshake-era server does: the session
-    # it then opens holds what its searches load.
+        discovered = await progressive.session.send_discover(MODERN)
+    # A progressive endpoint answers server/discover naming only the handshake revisions, so a
+    # client negotiating its revision opens a session, which holds what its searches load.
     assert revisions == (MODERN, "2025-11-25")
+    assert MODERN not in discovered["supportedVersions"]

@@ -351,3 +351,29 @@ async def test_a_malformed_request_without_a_token_is_refused_before_it_is_decod
     finally:
         await running.stop(0.5)
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_call_tool_with_progress_ends_with_the_result_and_fails_as_call_tool_does(
+    pool: McpPool, stub: Any
+) -> None:
+    events = [
+        e
+        async for e in stub.CallToolWithProgress(
+            pb.CallToolRequest(server="fixture", tool="echo", arguments_json='{"text": "hi"}'), timeout=10
+        )
+    ]
+    assert [e.WhichOneof("event") for e in events] == ["result"]
+    assert events[0].result.content[0].text
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        async for _ in stub.CallToolWithProgress(
+            pb.CallToolRequest(server="fixture", tool="nope"), timeout=5
+        ):
+            pass
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    await _until_failed(pool, stub, "dead")
+    call = stub.CallToolWithProgress(pb.CallToolRequest(server="dead", tool="echo"), timeout=5)
+    with pytest.raises(grpc.aio.AioRpcError) as down:
+        async for _ in call:
+            pass
+    assert down.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert ("toolscout-not-sent", "1") in tuple(down.value.trailing_metadata() or ())

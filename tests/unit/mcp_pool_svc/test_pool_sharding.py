@@ -160,7 +160,9 @@ async def test_a_call_in_flight_on_a_server_moving_away_finishes_before_it_stops
             async def call_tool(self, *_: Any, **__: Any) -> Any:
                 started.set()
                 await release.wait()
-                return type("R", (), {"content": [], "structured_content": None, "is_error": False})()
+                return type(
+                    "R", (), {"content": [], "structured_content": None, "is_error": False, "meta": None}
+                )()
 
         live.session = _Session()  # type: ignore[assignment]
         call = asyncio.create_task(pool.call_tool(server="srv7", tool="a"))

@@ -376,3 +376,25 @@ def test_a_bad_toolscout_search_mode_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config({}, env={"TOOLSCOUT_SEARCH_MODE": "semantic"})
     assert err.value.message == "TOOLSCOUT_SEARCH_MODE: expected bm25 or hybrid, got 'semantic'"
+
+
+def test_namespace_tools_is_top_level_with_a_per_server_override() -> None:
+    config = parse_config(
+        {
+            "namespace_tools": False,
+            "servers": {"a": {"command": "x"}, "b": {"command": "x", "namespace_tools": True}},
+        }
+    )
+    assert not config.namespaced("a")
+    assert config.namespaced("b")
+    assert parse_config({"servers": {"a": {"command": "x"}}}).namespaced("a")
+
+
+def test_bare_tool_names_on_a_sharded_pool_are_a_config_error_naming_the_servers() -> None:
+    data = {
+        "namespace_tools": False,
+        "servers": {"a": {"command": "x"}},
+        "toolscout": {"pool": {"shards": {"count": 2}}},
+    }
+    with pytest.raises(ConfigError, match=r"namespace_tools: false \(servers a\) needs an unsharded pool"):
+        parse_config(data)

@@ -9,7 +9,7 @@ tree instead of ``grpc.aio.AioRpcError``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar, Unpack
 
 import grpc
@@ -37,10 +37,19 @@ from toolscout.client._calls import (
 from toolscout.client._requests import plan_request
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
-from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
+from toolscout.client.errors import (
+    OutcomeUnknownError,
+    UnavailableError,
+    call_outcome_error,
+    not_sent_error,
+    translate_rpc_error,
+)
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
+
+# Awaited with each progress notification of a call's MCP server (``call(..., progress=...)``).
+ProgressCallback = Callable[[t.CallProgress], Awaitable[None]]
 
 __all__ = ["AsyncDiscoveryClient", "AsyncOrchestratorClient", "AsyncPoolClient", "AsyncToolscoutClient"]
 
@@ -149,8 +158,12 @@ class AsyncPoolClient(
         server_hint: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        progress: ProgressCallback | None = None,
     ) -> t.CallToolResult:
         """Run one tool call (one pool: ``server_hint`` is not needed).
+
+        ``progress``: awaited with each progress notification of the MCP server, as it comes
+        (``CallToolWithProgress``); without it the call is one unary ``CallTool``.
 
         A tool that fails is a result with ``is_error``. A channel that lost its connection is
         given a few seconds (``CONNECT_WAIT``, within the deadline) to reconnect before anything is
@@ -173,17 +186,48 @@ class AsyncPoolClient(
         why = await self._unreachable(wait)
         if why is not None:
             raise not_sent_error(NOT_REACHABLE_MESSAGE.format(why=why), method=f"/{self._service}/CallTool")
+        timeout = None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001)
         try:
-            resp = await self._unary(
-                "CallTool",
-                wire.call_request_pb(request),
-                None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001),
-                metadata,
-                resolved=True,
-            )
+            if progress is None:
+                resp = await self._unary(
+                    "CallTool", wire.call_request_pb(request), timeout, metadata, resolved=True
+                )
+            else:
+                resp = await self._call_with_progress(
+                    wire.call_request_pb(request), timeout, metadata, progress
+                )
         except UnavailableError as err:
             raise call_outcome_error(err) from err
         return wire.call_tool_result(resp)
+
+    async def _call_with_progress(
+        self,
+        request: mcp_pool_pb2.CallToolRequest,
+        rpc_timeout: float | None,
+        metadata: Metadata,
+        progress: ProgressCallback,
+    ) -> mcp_pool_pb2.CallToolResponse:
+        """``CallToolWithProgress``: each progress event handed to ``progress``, then the result."""
+        method = f"/{self._service}/CallToolWithProgress"
+        call = self._stub.CallToolWithProgress(
+            request, timeout=rpc_timeout, metadata=with_trace_context(metadata)
+        )
+        try:
+            async for event in call:
+                if event.HasField("result"):
+                    result: mcp_pool_pb2.CallToolResponse = event.result
+                    return result
+                await progress(wire.call_progress(event.progress))
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err, method=method) from err
+        finally:
+            # Ended early (cancelled, or the progress callback failed): end the call on the pool too.
+            call.cancel()
+        raise OutcomeUnknownError(
+            "the pool ended the call without a result: the tool may or may not have run. It was not sent again.",
+            code=grpc.StatusCode.ABORTED,
+            method=method,
+        )
 
     async def _unreachable(self, within: float) -> str | None:
         """None once the channel is connected (waiting up to ``within`` seconds), else why not.

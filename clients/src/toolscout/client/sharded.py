@@ -29,7 +29,7 @@ import grpc
 from toolscout.client import types as t
 from toolscout.client._base import ConnectFields
 from toolscout.client._calls import AsyncCloses, Closes, Metadata, ToolCalls
-from toolscout.client.aio import AsyncPoolClient
+from toolscout.client.aio import AsyncPoolClient, ProgressCallback
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement, handle_shard
 from toolscout.client.sync import PoolClient
@@ -381,8 +381,10 @@ class AsyncShardedPoolClient(
         server_hint: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        progress: ProgressCallback | None = None,
     ) -> t.CallToolResult:
-        """Runs ``request`` on the shard that runs its server; errors as :meth:`AsyncPoolClient.call`.
+        """Runs ``request`` on the shard that runs its server; errors as :meth:`AsyncPoolClient.call`
+        (``progress`` too).
 
         Name the tool by its own name on a server, or by its LLM-facing name alone; with an
         LLM-facing name, ``server_hint`` (the server the plan or catalog gave for it) picks the
@@ -401,7 +403,7 @@ class AsyncShardedPoolClient(
             client = self._client(shard)
             if client is None:
                 raise router.unknown_shard(shard)
-            return await client.call(request, deadline=deadline, metadata=metadata)
+            return await client.call(request, deadline=deadline, metadata=metadata, progress=progress)
 
         if not route:
             return await self._scan(attempt, range(self.count))

@@ -183,9 +183,11 @@ def tool_row(
     input_schema_json: str,
     output_schema_json: str,
     annotations_json: str,
+    extra_json: str = "",
 ) -> tuple[str, ...]:
-    """The fields of a tool that its catalog version covers, in hashing order."""
-    return (
+    """The fields of a tool that its catalog version covers, in hashing order (the rest of the
+    definition only when there is any, so that tools without it hash as they always did)."""
+    row = (
         server,
         name,
         llm_name,
@@ -196,6 +198,7 @@ def tool_row(
         output_schema_json,
         annotations_json,
     )
+    return (*row, extra_json) if extra_json else row
 
 
 def server_digest(rows: Iterable[Sequence[str]]) -> bytes:
@@ -235,6 +238,7 @@ def row_of(tool: Tool) -> tuple[str, ...]:
         input_schema_json=tool.input_schema_json,
         output_schema_json=tool.output_schema_json,
         annotations_json=tool.annotations_json,
+        extra_json=tool.extra_json,
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "READ_RESULT_NAME",
     "SEARCH_TOOL_NAME",
     "AssistantMessage",
+    "CallProgress",
     "CallRequest",
     "CallToolResult",
     "CatalogSnapshot",
@@ -230,10 +231,24 @@ class Tool:
     output_schema_json: str = ""
     annotations_json: str = ""
     available: bool = True
+    # The rest of the MCP definition (icons, execution, _meta, ...) as a JSON object string.
+    extra_json: str = ""
 
     @property
     def input_schema(self) -> dict[str, Any]:
         return _parse_object(self.input_schema_json)
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The definition's other fields as the server sent them (``icons``, ``execution``, ``_meta``, ...)."""
+        return _parse_object(self.extra_json)
+
+    @property
+    def task_support(self) -> str:
+        """The tool's ``execution.taskSupport`` (``forbidden``, ``optional``, ``required``), or ""."""
+        execution = self.extra.get("execution")
+        support = execution.get("taskSupport") if isinstance(execution, dict) else None
+        return support if isinstance(support, str) else ""
 
     @property
     def output_schema(self) -> dict[str, Any]:
@@ -423,6 +438,11 @@ class CallToolResult:
     tokens_estimated: bool = False
     result_handle: str = ""
     handle_expires_unix: float = 0.0
+    # The result's ``_meta`` as the server sent it (JSON object string), or "".
+    meta_json: str = ""
+    # Non-zero: the server answered with this JSON-RPC error code instead of a result (the error's
+    # message is the text of ``content``, ``is_error`` is set).
+    jsonrpc_error_code: int = 0
 
     @property
     def text(self) -> str:
@@ -462,6 +482,15 @@ class ResultRead:
     total_chars: int = 0
     server: str = ""
     tool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CallProgress:
+    """One progress notification of the MCP server running a call (``notifications/progress``)."""
+
+    progress: float
+    total: float | None = None
+    message: str = ""
 
 
 # --- Discovery ----------------------------------------------------------------------------------

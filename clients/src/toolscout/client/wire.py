@@ -168,6 +168,16 @@ def call_tool_result(m: mcp_pool_pb2.CallToolResponse) -> t.CallToolResult:
     return _CALL_TOOL_RESULT.value(m, content=tuple(content_block(b) for b in m.content))
 
 
+def call_progress(m: mcp_pool_pb2.CallProgress) -> t.CallProgress:
+    return t.CallProgress(m.progress, m.total if m.has_total else None, m.message)
+
+
+def call_progress_pb(x: t.CallProgress) -> mcp_pool_pb2.CallProgress:
+    return mcp_pool_pb2.CallProgress(
+        progress=x.progress, total=x.total or 0.0, has_total=x.total is not None, message=x.message
+    )
+
+
 def call_tool_result_pb(x: t.CallToolResult) -> mcp_pool_pb2.CallToolResponse:
     return _CALL_TOOL_RESULT.message(x, content=[content_block_pb(b) for b in x.content])
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n toolscout/common/v1/common.proto\x12\x13toolscout.common.v1\"\xbe\x01\n\x04Tool\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08llm_name\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\x19\n\x11input_schema_json\x18\x06 \x01(\t\x12\x1a\n\x12output_schema_json\x18\x07 \x01(\t\x12\x18\n\x10\x61nnotations_json\x18\x08 \x01(\t\x12\x11\n\tavailable\x18\t \x01(\x08\"x\n\x0c\x43ontentBlock\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x11\n\tmime_type\x18\x04 \x01(\t\x12\x0b\n\x03uri\x18\x05 \x01(\t\x12\x0c\n\x04name\x18\x06 \x01(\t\x12\x10\n\x08raw_json\x18\x07 \x01(\t\"\x80\x01\n\x0fTokenAccounting\x12\x1e\n\x16\x61ll_definitions_tokens\x18\x01 \x01(\x03\x12\x13\n\x0bsent_tokens\x18\x02 \x01(\x03\x12\x14\n\x0csaved_tokens\x18\x03 \x01(\x03\x12\x10\n\x08\x65ncoding\x18\x04 \x01(\t\x12\x10\n\x08\x65stimate\x18\x05 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n toolscout/common/v1/common.proto\x12\x13toolscout.common.v1\"\xd2\x01\n\x04Tool\x12\x0e\n\x06server\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08llm_name\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\x19\n\x11input_schema_json\x18\x06 \x01(\t\x12\x1a\n\x12output_schema_json\x18\x07 \x01(\t\x12\x18\n\x10\x61nnotations_json\x18\x08 \x01(\t\x12\x11\n\tavailable\x18\t \x01(\x08\x12\x12\n\nextra_json\x18\n \x01(\t\"x\n\x0c\x43ontentBlock\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x11\n\tmime_type\x18\x04 \x01(\t\x12\x0b\n\x03uri\x18\x05 \x01(\t\x12\x0c\n\x04name\x18\x06 \x01(\t\x12\x10\n\x08raw_json\x18\x07 \x01(\t\"\x80\x01\n\x0fTokenAccounting\x12\x1e\n\x16\x61ll_definitions_tokens\x18\x01 \x01(\x03\x12\x13\n\x0bsent_tokens\x18\x02 \x01(\x03\x12\x14\n\x0csaved_tokens\x18\x03 \x01(\x03\x12\x10\n\x08\x65ncoding\x18\x04 \x01(\t\x12\x10\n\x08\x65stimate\x18\x05 \x01(\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolscout.common.v1.common_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TOOL']._serialized_start=58
-  _globals['_TOOL']._serialized_end=248
-  _globals['_CONTENTBLOCK']._serialized_start=250
-  _globals['_CONTENTBLOCK']._serialized_end=370
-  _globals['_TOKENACCOUNTING']._serialized_start=373
-  _globals['_TOKENACCOUNTING']._serialized_end=501
+  _globals['_TOOL']._serialized_end=268
+  _globals['_CONTENTBLOCK']._serialized_start=270
+  _globals['_CONTENTBLOCK']._serialized_end=390
+  _globals['_TOKENACCOUNTING']._serialized_start=393
+  _globals['_TOKENACCOUNTING']._serialized_end=521
 # @@protoc_insertion_point(module_scope)

@@ -5,7 +5,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Tool(_message.Message):
-    __slots__ = ("server", "name", "llm_name", "title", "description", "input_schema_json", "output_schema_json", "annotations_json", "available")
+    __slots__ = ("server", "name", "llm_name", "title", "description", "input_schema_json", "output_schema_json", "annotations_json", "available", "extra_json")
     SERVER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     LLM_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -15,6 +15,7 @@ class Tool(_message.Message):
     OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
     server: str
     name: str
     llm_name: str
@@ -24,7 +25,8 @@ class Tool(_message.Message):
     output_schema_json: str
     annotations_json: str
     available: bool
-    def __init__(self, server: _Optional[str] = ..., name: _Optional[str] = ..., llm_name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., annotations_json: _Optional[str] = ..., available: _Optional[bool] = ...) -> None: ...
+    extra_json: str
+    def __init__(self, server: _Optional[str] = ..., name: _Optional[str] = ..., llm_name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., annotations_json: _Optional[str] = ..., available: _Optional[bool] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class ContentBlock(_message.Message):
     __slots__ = ("type", "text", "data", "mime_type", "uri", "name", "raw_json")

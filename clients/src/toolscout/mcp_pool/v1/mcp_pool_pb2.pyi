@@ -149,7 +149,7 @@ class CallToolRequest(_message.Message):
     def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., result_budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ..., structured_copy: _Optional[_Union[StructuredCopy, str]] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., preview_tokens: _Optional[int] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "tokens_returned", "tokens_delivered", "tokens_estimated", "result_handle", "handle_expires_unix")
+    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "tokens_returned", "tokens_delivered", "tokens_estimated", "result_handle", "handle_expires_unix", "meta_json", "jsonrpc_error_code")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +162,8 @@ class CallToolResponse(_message.Message):
     TOKENS_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     RESULT_HANDLE_FIELD_NUMBER: _ClassVar[int]
     HANDLE_EXPIRES_UNIX_FIELD_NUMBER: _ClassVar[int]
+    META_JSON_FIELD_NUMBER: _ClassVar[int]
+    JSONRPC_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
     structured_content_json: str
     is_error: bool
@@ -174,7 +176,9 @@ class CallToolResponse(_message.Message):
     tokens_estimated: bool
     result_handle: str
     handle_expires_unix: float
-    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., tokens_returned: _Optional[int] = ..., tokens_delivered: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., result_handle: _Optional[str] = ..., handle_expires_unix: _Optional[float] = ...) -> None: ...
+    meta_json: str
+    jsonrpc_error_code: int
+    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., tokens_returned: _Optional[int] = ..., tokens_delivered: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., result_handle: _Optional[str] = ..., handle_expires_unix: _Optional[float] = ..., meta_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ...) -> None: ...
 
 class ReadResultRequest(_message.Message):
     __slots__ = ("handle", "principal", "conversation", "offset", "pattern", "context_lines", "path", "budget_tokens", "token_encoding")
@@ -213,6 +217,26 @@ class ReadResultResponse(_message.Message):
     server: str
     tool: str
     def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., next_offset: _Optional[int] = ..., total_chars: _Optional[int] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ...) -> None: ...
+
+class CallProgress(_message.Message):
+    __slots__ = ("progress", "total", "has_total", "message")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    HAS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    progress: float
+    total: float
+    has_total: bool
+    message: str
+    def __init__(self, progress: _Optional[float] = ..., total: _Optional[float] = ..., has_total: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CallToolEvent(_message.Message):
+    __slots__ = ("progress", "result")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    progress: CallProgress
+    result: CallToolResponse
+    def __init__(self, progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ...) -> None: ...
 
 class WatchCatalogRequest(_message.Message):
     __slots__ = ("known_version",)

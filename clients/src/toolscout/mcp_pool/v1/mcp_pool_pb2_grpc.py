@@ -61,6 +61,11 @@ class McpPoolStub:
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultRequest.SerializeToString,
                 response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultResponse.FromString,
                 _registered_method=True)
+        self.CallToolWithProgress = channel.unary_stream(
+                '/toolscout.mcp_pool.v1.McpPool/CallToolWithProgress',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
+                _registered_method=True)
         self.WatchCatalog = channel.unary_stream(
                 '/toolscout.mcp_pool.v1.McpPool/WatchCatalog',
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.SerializeToString,
@@ -126,6 +131,16 @@ class McpPoolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CallToolWithProgress(self, request, context):
+        """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+        `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+        caller that relays progress (an MCP host asked for it with a progressToken); a call with
+        nothing to relay uses CallTool and pays for no stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchCatalog(self, request, context):
         """Streams the catalog: the current snapshot first, then a new snapshot on every change.
         """
@@ -155,6 +170,11 @@ def add_McpPoolServicer_to_server(servicer, server):
                     servicer.ReadResult,
                     request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultRequest.FromString,
                     response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultResponse.SerializeToString,
+            ),
+            'CallToolWithProgress': grpc.unary_stream_rpc_method_handler(
+                    servicer.CallToolWithProgress,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.SerializeToString,
             ),
             'WatchCatalog': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchCatalog,
@@ -277,6 +297,33 @@ class McpPool:
             '/toolscout.mcp_pool.v1.McpPool/ReadResult',
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultRequest.SerializeToString,
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CallToolWithProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/CallToolWithProgress',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -70,6 +70,12 @@ class McpPoolStub:
     context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
     sharded client routes by the shard index the handle names. Channels may retry it.
     """
+    CallToolWithProgress: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolEvent]
+    """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+    `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+    caller that relays progress (an MCP host asked for it with a progressToken); a call with
+    nothing to relay uses CallTool and pays for no stream.
+    """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
 
@@ -114,6 +120,12 @@ class McpPoolAsyncStub(McpPoolStub):
     message then says so and which tool to run again), INVALID_ARGUMENT (bad offset, pattern,
     context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
     sharded client routes by the shard index the handle names. Channels may retry it.
+    """
+    CallToolWithProgress: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.CallToolRequest, _mcp_pool_pb2.CallToolEvent]  # type: ignore[assignment]
+    """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+    `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+    caller that relays progress (an MCP host asked for it with a progressToken); a call with
+    nothing to relay uses CallTool and pays for no stream.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -180,6 +192,18 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         message then says so and which tool to run again), INVALID_ARGUMENT (bad offset, pattern,
         context_lines, path, budget or encoding). A handle lives on the shard that ran the call; the
         sharded client routes by the shard index the handle names. Channels may retry it.
+        """
+
+    @_abc_1.abstractmethod
+    def CallToolWithProgress(
+        self,
+        request: _mcp_pool_pb2.CallToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.CallToolEvent], _abc.AsyncIterator[_mcp_pool_pb2.CallToolEvent]]:
+        """CallTool with the MCP server's progress notifications relayed as they come: zero or more
+        `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
+        caller that relays progress (an MCP host asked for it with a progressToken); a call with
+        nothing to relay uses CallTool and pays for no stream.
         """
 
     @_abc_1.abstractmethod
