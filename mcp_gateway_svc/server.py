@@ -292,7 +292,8 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
         "meta": meta,
         STREAMING_META: meta_stream,
         # A meta client that opens a session with initialize: list_changed on its stream.
-        "meta-sessions": stateful(handlers.server(resources=True), json_response=True),
+        # Its answers are SSE streams, so that a call whose host asked for progress can carry it.
+        "meta-sessions": stateful(handlers.server(resources=True), json_response=False),
         # progressive and all: sessions (handshake revisions), list_changed on their streams.
         "progressive": stateful(handlers.server(handshake_only=True, resources=True), json_response=False),
         "all": stateful(handlers.server(), json_response=False),

@@ -59,7 +59,15 @@ async def test_tool_definitions_reach_the_host_as_the_server_sent_them(gw: Gatew
         if mode == MODERN:
             # 2026-07-28 moved tasks to an extension: its tools have no `execution`.
             expected.pop("execution", None)
-        assert listed[tool.name] == expected
+        got = dict(listed[tool.name])
+        # What the gateway adds for hosts (issue 32), and nothing else: all mode's description is
+        # the server's own, then search-ready terms from the catalog; _meta gains the result-size hint.
+        description = got.pop("description", "")
+        assert description.startswith(expected.pop("description", ""))
+        meta = got.pop("_meta", {})
+        assert meta.pop("anthropic/maxResultSizeChars") == 500_000
+        assert meta == expected.pop("_meta", {})
+        assert got == expected
 
 
 @pytest.mark.parametrize("mode", ["legacy", MODERN])

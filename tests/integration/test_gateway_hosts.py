@@ -77,7 +77,7 @@ async def test_a_client_gets_the_mode_its_name_picks_else_the_endpoints(
         assert "weather__get_forecast" in names
         assert "search_tools" not in names
     else:
-        assert names == ["search_tools", "call_tool"]
+        assert names == ["search_tools", "call_tool", "read_result"]
 
 
 async def test_a_session_keeps_the_progressive_mode_its_name_picked(gw: GatewayStack) -> None:
@@ -204,4 +204,4 @@ async def test_a_toolset_over_the_all_mode_limit_serves_a_client_that_asked_for_
                 names = [t.name for t in (await client.list_tools()).tools]
     finally:
         await gateway.stop(0)
-    assert names == ["search_tools", "call_tool"]
+    assert names == ["search_tools", "call_tool", "read_result"]
