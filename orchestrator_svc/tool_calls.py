@@ -305,7 +305,7 @@ class ToolCallRunner:
                 arguments_json=call.arguments_json if call.arguments_json.strip() else "{}",
                 meta_json=chat.meta_json,
             )
-            outcome = await self._pool.call_tool(request, deadline=chat.remaining())
+            outcome = await self._pool.call_tool(request, server_hint=server, deadline=chat.remaining())
         except CancelledError:
             raise
         except OutcomeUnknownError:
