@@ -54,7 +54,7 @@ from mcp_fleet import fleet_config
 from mcp_fleet_load import Fleet
 from toolscout.client import CallRequest, owners_of
 
-from orchestrator_svc.downstream import ClientPool, Routes
+from orchestrator_svc.downstream import ClientPool
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "shard_sim.json"
@@ -206,10 +206,8 @@ async def _calls(sim: Sim, catalog: tc.ToolCatalog, calls: int, seed: int = 15) 
     tools = [t for t in catalog.tools if t.available]
     addresses = [sim.pools[k].address for k in range(sim.count)]
     shards = [tc.AsyncPoolClient.connect(a, deadlines={"CallTool": None}) for a in addresses]
-    routes = Routes()
-    routes.learn(tools)  # what the plans tell the orchestrator
     sharded = tc.AsyncShardedPoolClient(shards)
-    routed_path = ClientPool(sharded, routes)
+    routed_path = ClientPool(sharded)
     routed: list[float] = []
     direct: list[float] = []
     errors = 0
@@ -224,7 +222,9 @@ async def _calls(sim: Sim, catalog: tc.ToolCatalog, calls: int, seed: int = 15) 
                 try:
                     if which == 0:
                         await routed_path.call_tool(
-                            CallRequest(llm_name=tool.llm_name, arguments_json='{"q": "x"}'), deadline=30
+                            CallRequest(llm_name=tool.llm_name, arguments_json='{"q": "x"}'),
+                            server_hint=tool.server,  # what the plans tell the orchestrator
+                            deadline=30,
                         )
                     else:
                         await owner.call_tool(tool.llm_name, '{"q": "x"}', deadline=30)

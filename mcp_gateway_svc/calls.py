@@ -45,7 +45,12 @@ from toolscout_kit.errors import (
     UnavailableError,
 )
 from toolscout_kit.logging import get_logger
-from toolscout_kit.status import error_from_client, outcome_unknown_text, without_internals
+from toolscout_kit.status import (
+    PeerUnavailableError,
+    error_from_client,
+    outcome_unknown_text,
+    without_internals,
+)
 
 __all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "rpc", "text_result"]
 
@@ -236,7 +241,7 @@ class ToolCaller:
             raise asyncio.CancelledError
         if isinstance(err, UnavailableError):
             # Not sent: the pool names the server and its state (reconnecting, failed, ...).
-            detail = without_internals(message.removeprefix("pool unavailable: "))
+            detail = without_internals(err.detail if isinstance(err, PeerUnavailableError) else message)
             return error_result(f"'{name}' was not run: {detail}"), "unavailable"
         if isinstance(err, DeadlineExceededError):
             return error_result(f"'{name}' did not answer in time: {without_internals(message)}"), "timeout"

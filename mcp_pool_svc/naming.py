@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from toolscout.client import CALL_TOOL_NAME, SEARCH_TOOL_NAME
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "NameTable", "bare_name", "llm_name"]
+__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "NameTable", "bare_name", "llm_name", "server_named_by"]
 
 MAX_NAME_LENGTH = 64
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -145,3 +145,32 @@ class NameTable:
 
     def __len__(self) -> int:
         return len(self._by_pair)
+
+
+_HASH_TAIL = re.compile(r"_[0-9a-f]{8,}$")
+
+
+def _names_a_tool_of(server: str, name: str) -> bool:
+    readable = f"{server}{_SEPARATOR}"
+    if name.startswith(readable) and llm_name(server, name[len(readable) :]) == name:
+        return True  # the readable form, run forward: exactly this server's
+    # A hashed form: its tool part cannot be recovered, only the readable start of the pair
+    # (cut short in a name of the full length) before the hash.
+    tail = _HASH_TAIL.search(name)
+    if tail is None:
+        return False
+    stem, start = name[: tail.start()], f"{_sanitize(server)}{_SEPARATOR}"
+    return stem.startswith(start) or (len(name) == MAX_NAME_LENGTH and start.startswith(stem))
+
+
+def server_named_by(name: str, servers: Iterable[str]) -> str | None:
+    """Which of ``servers`` a name no catalog holds would be a tool of, by :func:`llm_name` run
+    forward over the configured server names, or None.
+
+    Only to explain an unknown name (a tool of a server that has not listed its tools yet, or that
+    another pool shard runs); calls are resolved through :class:`NameTable`. Unlike splitting the
+    name at its first ``__``, this finds servers whose names contain ``__`` or characters the name
+    replaced; when two servers fit, the longer (more specific) name wins.
+    """
+    fits = [server for server in servers if _names_a_tool_of(server, name)]
+    return max(fits, key=len) if fits else None

@@ -21,72 +21,17 @@ Python's ``hash()`` is salted per process and would give every process different
 itself (:func:`~toolscout.client.owners_of`, :class:`~toolscout.client.Placement`) is in the client
 library, which routes calls with it; the pool runs its servers by the same class (built from the
 config by :func:`toolscout_kit.shards.placement_for`). This module is the pool's side: which shard
-this process is.
+this process is. :class:`ShardIdentity` itself, the value ``toolscout up`` also starts pool shards
+with, is the kit's (:mod:`toolscout_kit.shards`).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from toolscout_kit.config import ShardSettings
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.shards import ShardIdentity
 
 __all__ = ["ShardIdentity", "resolve_identity"]
-
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
-
-@dataclass(frozen=True)
-class ShardIdentity:
-    """This pool process's shard: ``index`` of ``count`` (``str()`` gives ``"K/N"``)."""
-
-    index: int
-    count: int
-
-    def __post_init__(self) -> None:
-        if self.count < 1 or not 0 <= self.index < self.count:
-            raise ValueError(f"shard {self.index}/{self.count} does not exist: need 0 <= K < N and N >= 1")
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-    @classmethod
-    def parse(cls, spec: str) -> ShardIdentity:
-        """``"K/N"`` (as given to ``--shard``).
-
-        Raises:
-            ConfigError: not of the form ``K/N`` with ``0 <= K < N``.
-        """
-        match = _SPEC.match(spec)
-        if match is None:
-            raise ConfigError(f"--shard {spec!r}: expected K/N, e.g. 0/3 for the first of three shards")
-        index, count = int(match.group(1)), int(match.group(2))
-        if count < 1 or index >= count:
-            raise ConfigError(f"--shard {spec!r}: shard {index} does not exist among {count} (0 <= K < N)")
-        return cls(index, count)
-
-    @classmethod
-    def from_pod_name(cls, pod_name: str, statefulset: str, count: int) -> ShardIdentity:
-        """The shard of a StatefulSet pod: ``<statefulset>-<K>`` is shard ``K`` of ``count``.
-
-        Raises:
-            ConfigError: the pod name is not ``<statefulset>-<K>``, or ``K`` is not below ``count``.
-        """
-        prefix = f"{statefulset}-"
-        ordinal = pod_name.removeprefix(prefix)
-        if not pod_name.startswith(prefix) or not ordinal.isdigit():
-            raise ConfigError(
-                f"pod name {pod_name!r} is not a pod of the StatefulSet {statefulset!r} "
-                f"(expected {statefulset}-<ordinal>; see toolscout.pool.shards.statefulset)"
-            )
-        index = int(ordinal)
-        if index >= count:
-            raise ConfigError(
-                f"pod {pod_name!r} is shard {index} but toolscout.pool.shards.count is {count}: "
-                "scale the StatefulSet and the count together"
-            )
-        return cls(index, count)
 
 
 def resolve_identity(

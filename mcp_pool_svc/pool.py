@@ -51,6 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.naming import server_named_by
 from mcp_pool_svc.oauth import RemoteAuth
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.reaper import Reaper, become_subreaper
@@ -419,14 +420,15 @@ class McpPool:
         if llm_name:
             found = self.catalog.resolve(llm_name)
             if found is None:
-                # Not splitting names to resolve them, only to explain: a tool of a server that has
-                # been down since start is not "unknown", its server is.
-                guess = llm_name.split("__", 1)[0]
-                namespaced = guess in self._config.servers and self._config.namespaced(guess)
-                if namespaced and guess not in self._supervisors:
+                # Only to explain, never to resolve: a tool of a server that has been down since
+                # start is not "unknown", its server is. The catalog has no names of such a server
+                # (nor of one another shard runs), so the naming rule says whose the name would be.
+                namespaced = {n: c for n, c in self._config.servers.items() if self._config.namespaced(n)}
+                guess = server_named_by(llm_name, namespaced)
+                if guess is not None and guess not in self._supervisors:
                     # Most likely a tool of a server another shard runs: let the caller route it.
                     raise self._not_owner(guess)
-                sup = self._supervisors.get(guess) if namespaced else None
+                sup = self._supervisors.get(guess) if guess is not None else None
                 if sup is not None and not self.catalog.has_listing(sup.name):
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"

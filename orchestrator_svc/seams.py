@@ -43,8 +43,13 @@ class DiscoverySeam(Protocol):
 
 
 class PoolSeam(Protocol):
-    async def call_tool(self, request: CallRequest, *, deadline: float | None) -> CallToolResult:
-        """A failing tool is data (``is_error``); raises NotFoundError, UnavailableError, ..."""
+    async def call_tool(
+        self, request: CallRequest, *, server_hint: str = "", deadline: float | None
+    ) -> CallToolResult:
+        """A failing tool is data (``is_error``); raises NotFoundError, UnavailableError, ...
+
+        ``server_hint``: the tool's server as the caller holds it (from the plan), so a sharded pool
+        routes the call without guessing it from the name; "" when unknown."""
         ...
 
     async def read_result(self, request: ReadRequest, *, deadline: float | None) -> ResultRead:

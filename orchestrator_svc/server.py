@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from toolscout.client import AsyncDiscoveryClient
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
-from orchestrator_svc.downstream import ClientDiscovery, ClientPool, Routes
+from orchestrator_svc.downstream import ClientDiscovery, ClientPool
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts, check_templates
@@ -54,7 +54,6 @@ async def build_server(
     targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
     shard_clients = ShardClients(security)
     pool = sharded_pool_client(config, targets or [pool_target or settings.pool_target], shard_clients)
-    routes = Routes()
     discovery = AsyncDiscoveryClient(
         create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
     )
@@ -71,8 +70,8 @@ async def build_server(
     )
     loop = ChatLoop(
         models=models,
-        discovery=ClientDiscovery(discovery, routes),
-        pool=ClientPool(pool, routes),
+        discovery=ClientDiscovery(discovery),
+        pool=ClientPool(pool),
         prompts=SystemPrompts(config.resolve_path(settings.templates_dir), settings.default_system_prompt),
         settings=settings,
         metrics=metrics,

@@ -132,10 +132,8 @@ def _parsed_arguments(raw: str) -> dict[str, Any] | str:
     try:
         return parse_json_object(raw, "the arguments")
     except JsonTextError as err:
-        # "the arguments: not valid JSON (...)" -> "the arguments are not valid JSON (...)"
-        return err.message.replace("the arguments: must", "the arguments must").replace(
-            "the arguments: ", "the arguments are "
-        )
+        # "the arguments are not valid JSON (...)", "the arguments must be a JSON object, not array"
+        return f"the arguments {'' if err.requirement else 'are '}{err.problem}"
 
 
 def _invalid_arguments(tool: str, problem: str) -> str:
@@ -344,7 +342,7 @@ class ToolCallRunner:
                 principal=chat.principal,
                 conversation=chat.conversation,
             )
-            outcome = await self._pool.call_tool(request, deadline=chat.remaining())
+            outcome = await self._pool.call_tool(request, server_hint=server, deadline=chat.remaining())
         except CancelledError:
             raise
         except OutcomeUnknownError:

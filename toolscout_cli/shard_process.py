@@ -96,10 +96,10 @@ async def _serve(spec: ShardSpec) -> None:
     # Imported here: the parent imports this module for ShardProcess without starting a pool.
     from toolscout.client import ServerStatus  # noqa: PLC0415
 
-    from mcp_pool_svc.placement import ShardIdentity  # noqa: PLC0415
     from mcp_pool_svc.server import build_server  # noqa: PLC0415
     from toolscout_kit.config import load_config  # noqa: PLC0415
     from toolscout_kit.server import serve_until_signal  # noqa: PLC0415
+    from toolscout_kit.shards import ShardIdentity  # noqa: PLC0415
 
     def changed(status: ServerStatus) -> None:
         _emit(

@@ -20,11 +20,9 @@ from typing import Any, TextIO
 
 from toolscout.client import ServerStatus
 
-from discovery_svc.hybrid_stage import check_search
-from discovery_svc.metrics import active_search_mode
+from discovery_svc import active_search_mode, check_search
 from discovery_svc.server import build_server as build_discovery
 from mcp_gateway_svc.server import build_server as build_gateway
-from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.server import build_server as build_pool
 from orchestrator_svc.server import build_server as build_orchestrator
 from toolscout_cli.connection import EXIT_OK, EXIT_USAGE, CliError, program, targets_for
@@ -39,6 +37,7 @@ from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
 from toolscout_kit.server import serve_until_signal
+from toolscout_kit.shards import ShardIdentity
 
 __all__ = ["run_serve", "run_up"]
 

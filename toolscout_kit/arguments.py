@@ -323,9 +323,11 @@ def _describe(error: ValidationError, schema: Mapping[str, Any]) -> list[str]:
     prefix = f"{_path(error)}." if error.absolute_path else ""
     kind = error.validator
     lines = [f"{where}: {error.message}"]
-    if kind == "required":
-        missing = re.match(r"^'(.*)' is a required property$", error.message)
-        lines = [f"{prefix}{missing.group(1) if missing else error.message}: required"]
+    if kind == "required" and isinstance(error.instance, Mapping):
+        # jsonschema raises one error per missing name without naming it in a field: every missing
+        # name comes from the keyword's own list (argument_problems drops the repeats).
+        names = error.validator_value if isinstance(error.validator_value, list) else []
+        lines = [f"{prefix}{name}: required" for name in names if name not in error.instance]
     elif kind == "type":
         wanted = "|".join(_type_names(error.schema)) or str(error.validator_value)
         lines = [f"{where}: expected {wanted}, got {_kind_of(error.instance)}"]
@@ -364,7 +366,7 @@ def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -
         errors = _ordered(validator.iter_errors(dict(arguments)))
     except (referencing.exceptions.Unresolvable, RecursionError):
         return []
-    return [line for error in errors for line in _describe(error, schema)]
+    return list(dict.fromkeys(line for error in errors for line in _describe(error, schema)))
 
 
 def expected_shape(name: str, schema: Mapping[str, Any], problems: Iterable[str]) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 from opentelemetry.context import Context, attach, detach
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
+from toolscout.client import SERVICE_STATUS_METADATA
 
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import bind_request_context, clear_request_context, get_logger, redact
@@ -300,14 +301,22 @@ def _caller_gone(context: grpc.aio.ServicerContext, exc: Exception) -> bool:
     return True
 
 
+def _marked(context: grpc.aio.ServicerContext) -> tuple[tuple[str, str | bytes], ...]:
+    """The trailing metadata the handler set (a pool's "not sent", a shard's owners), plus the mark
+    that says this status and its details come from a toolscout service, not from gRPC's transport."""
+    return (*tuple(context.trailing_metadata() or ()), *SERVICE_STATUS_METADATA)
+
+
 async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext) -> None:
     if isinstance(exc, ToolscoutError):
         code = status_for(exc)
         if code is not None:
-            await context.abort(code, redact(exc.message))
+            await context.abort(code, redact(exc.message), trailing_metadata=_marked(context))
     # Unmapped: a bug. Full detail goes to the log, never to the caller.
     _log.error("unhandled exception", exc_info=exc)
-    await context.abort(grpc.StatusCode.INTERNAL, GENERIC_INTERNAL_MESSAGE)
+    await context.abort(
+        grpc.StatusCode.INTERNAL, GENERIC_INTERNAL_MESSAGE, trailing_metadata=_marked(context)
+    )
 
 
 class ErrorInterceptor(_WrappingInterceptor):
@@ -347,7 +356,11 @@ class AuthInterceptor(_WrappingInterceptor):
 
         async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
             if not self._authorized(context):
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "missing or invalid bearer token",
+                    trailing_metadata=_marked(context),
+                )
             return request, None
 
         return _Hooks(enter=enter)
@@ -373,7 +386,11 @@ class DecodeInterceptor(_WrappingInterceptor):
             except Exception:
                 # Any parser error: the bytes are not this method's message. No traceback, no log
                 # line of our own (the observability interceptor logs the RPC with its code).
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED_REQUEST_MESSAGE)
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    MALFORMED_REQUEST_MESSAGE,
+                    trailing_metadata=_marked(context),
+                )
                 raise  # unreachable: abort raises
 
         return _Hooks(enter=enter)
@@ -417,7 +434,9 @@ class ShutdownInterceptor(_WrappingInterceptor):
             if context.cancelled():
                 return None  # the caller is gone already: nobody to tell
             try:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE)
+                await context.abort(
+                    grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE, trailing_metadata=_marked(context)
+                )
             except grpc.aio.InternalError:
                 return None  # the connection is gone: the status cannot be sent
             return None  # unreachable: abort raises

@@ -55,7 +55,18 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class JsonTextError(InvalidArgumentError):
-    """JSON text from a caller that is malformed, nested too deeply or not valid Unicode."""
+    """JSON text from a caller that is malformed, nested too deeply or not valid Unicode.
+
+    ``what`` names the text ("the arguments"), ``problem`` says what is wrong with it ("not valid
+    JSON (...)"); ``requirement`` is true when ``problem`` states what the text must be ("must be a
+    JSON object, not array") rather than what it is, so a sentence can be built from the parts
+    instead of by editing the message."""
+
+    def __init__(self, what: str, problem: str = "", *, requirement: bool = False) -> None:
+        super().__init__(f"{what}: {problem}" if problem else what)
+        self.what = what
+        self.problem = problem
+        self.requirement = requirement
 
 
 class JsonSyntaxError(JsonTextError):
@@ -131,23 +142,24 @@ def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise JsonTextError(f"{what}: not valid Unicode (a lone UTF-16 surrogate)") from None
+            raise JsonTextError(what, "not valid Unicode (a lone UTF-16 surrogate)") from None
     if json_depth_bound(text, max_depth) > max_depth:
-        raise JsonTextError(f"{what}: nested deeper than {max_depth} levels")
+        raise JsonTextError(what, f"nested deeper than {max_depth} levels")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         at = "" if err.msg.endswith(" at") else " at"  # "Unterminated string starting at"
-        raise JsonSyntaxError(f"{what}: not valid JSON ({err.msg}{at} column {err.colno})") from None
+        raise JsonSyntaxError(what, f"not valid JSON ({err.msg}{at} column {err.colno})") from None
     except (ValueError, RecursionError) as err:
         # Integers past Python's digit limit; RecursionError cannot happen below the depth bound
         # but would be the caller's input all the same.
         reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(":")[0]
-        raise JsonTextError(f"{what}: not valid JSON ({reason})") from None
+        raise JsonTextError(what, f"not valid JSON ({reason})") from None
     if _SURROGATE_ESCAPE.search(text) and _has_surrogate(value):
         raise JsonTextError(
-            f"{what}: not valid Unicode (a lone UTF-16 surrogate escape such as \\ud800; "
-            "characters outside the BMP need both halves of the pair)"
+            what,
+            "not valid Unicode (a lone UTF-16 surrogate escape such as \\ud800; "
+            "characters outside the BMP need both halves of the pair)",
         )
     return value
 
@@ -162,7 +174,7 @@ def parse_json_object(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) 
         return {}
     value = parse_json(text, what, max_depth=max_depth)
     if not isinstance(value, dict):
-        raise JsonTextError(f"{what}: must be a JSON object, not {_json_type(value)}")
+        raise JsonTextError(what, f"must be a JSON object, not {_json_type(value)}", requirement=True)
     return value
 
 

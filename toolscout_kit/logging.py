@@ -28,6 +28,7 @@ __all__ = [
     "get_logger",
     "redact",
     "redact_value",
+    "without_internals",
 ]
 
 _configured = False
@@ -45,6 +46,27 @@ _SECRET_TEXT = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\b(sk|pk|key)-[A-Z
 def redact(text: str) -> str:
     """Masks bearer tokens and API-key-looking strings in free text."""
     return _SECRET_TEXT.sub(lambda m: (m.group(1) or "") + "[REDACTED]", text)
+
+
+# Peer addresses and exception names in an error's text ("ipv4:127.0.0.1:52205", "DecodeError"):
+# neither belongs in what a caller or a model reads.
+_INTERNALS = re.compile(
+    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
+    r"|<class '[^']*'>"
+    r"|\b(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:?"
+)
+_SPACES = re.compile(r"\s{2,}")
+
+
+def without_internals(text: str) -> str:
+    """``text`` without peer addresses and exception names (and the spaces and colons they leave).
+
+    A redaction, like :func:`redact`: it decides nothing about the error, it only keeps internals
+    out of what a caller or a model reads."""
+    return _SPACES.sub(" ", _INTERNALS.sub("", text)).strip(" :;")
 
 
 def redact_value(value: Any) -> Any:

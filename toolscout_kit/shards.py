@@ -3,10 +3,14 @@
 Where each shard is reached (``toolscout.pool.shards``) and the configured placement of the servers
 that are pinned or run on every shard; the sharded client in ``toolscout.client`` places the rest
 by the same hash the pool uses. :class:`ShardClients` and :func:`sharded_pool_client` are how the
-orchestrator and the MCP gateway call tools on it.
+orchestrator and the MCP gateway call tools on it. :class:`ShardIdentity` says which shard one pool
+process is: the pool runs by it, and ``toolscout up`` starts its pool shards with it.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from toolscout.client import AsyncPoolClient, AsyncShardedPoolClient, Placement, ServerPlacement
 
@@ -17,6 +21,7 @@ from toolscout_kit.errors import ConfigError
 __all__ = [
     "SHARD_CHANNEL_OPTIONS",
     "ShardClients",
+    "ShardIdentity",
     "placement_for",
     "server_placements",
     "shard_targets",
@@ -118,3 +123,58 @@ def sharded_pool_client(
     return AsyncShardedPoolClient(
         [clients.get(t) for t in targets], placement=server_placements(config), open_shard=open_shard
     )
+
+
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class ShardIdentity:
+    """This pool process's shard: ``index`` of ``count`` (``str()`` gives ``"K/N"``)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self.index}/{self.count} does not exist: need 0 <= K < N and N >= 1")
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, spec: str) -> ShardIdentity:
+        """``"K/N"`` (as given to ``--shard``).
+
+        Raises:
+            ConfigError: not of the form ``K/N`` with ``0 <= K < N``.
+        """
+        match = _SPEC.match(spec)
+        if match is None:
+            raise ConfigError(f"--shard {spec!r}: expected K/N, e.g. 0/3 for the first of three shards")
+        index, count = int(match.group(1)), int(match.group(2))
+        if count < 1 or index >= count:
+            raise ConfigError(f"--shard {spec!r}: shard {index} does not exist among {count} (0 <= K < N)")
+        return cls(index, count)
+
+    @classmethod
+    def from_pod_name(cls, pod_name: str, statefulset: str, count: int) -> ShardIdentity:
+        """The shard of a StatefulSet pod: ``<statefulset>-<K>`` is shard ``K`` of ``count``.
+
+        Raises:
+            ConfigError: the pod name is not ``<statefulset>-<K>``, or ``K`` is not below ``count``.
+        """
+        prefix = f"{statefulset}-"
+        ordinal = pod_name.removeprefix(prefix)
+        if not pod_name.startswith(prefix) or not ordinal.isdigit():
+            raise ConfigError(
+                f"pod name {pod_name!r} is not a pod of the StatefulSet {statefulset!r} "
+                f"(expected {statefulset}-<ordinal>; see toolscout.pool.shards.statefulset)"
+            )
+        index = int(ordinal)
+        if index >= count:
+            raise ConfigError(
+                f"pod {pod_name!r} is shard {index} but toolscout.pool.shards.count is {count}: "
+                "scale the StatefulSet and the count together"
+            )
+        return cls(index, count)

@@ -4,14 +4,14 @@ Servers use :func:`status_for` (through the error interceptor). A service callin
 so through the client library ``toolscout.client`` and turns its errors into domain errors with
 :func:`error_from_client`, at one seam, so that domain code only ever sees domain errors.
 
-What a model reads about a failed call is written here too, once: :func:`without_internals` takes
-peer addresses and exception names out of an error's text, and :func:`outcome_unknown_text` says
-that a call which was sent and then lost may or may not have run.
+Who wrote a status is told by its trailing metadata and its class by its code, never by reading
+its text. What a model reads about a failed call is written here too, once:
+:func:`outcome_unknown_text` says that a call which was sent and then lost may or may not have run
+(``without_internals``, re-exported from the kit's logging module where the other redactions live,
+takes peer addresses and exception names out of a text a model reads).
 """
 
 from __future__ import annotations
-
-import re
 
 import grpc
 from toolscout.client import ToolscoutClientError
@@ -30,10 +30,12 @@ from toolscout_kit.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from toolscout_kit.logging import without_internals
 
 __all__ = [
     "GENERIC_INTERNAL_MESSAGE",
     "STATUS_BY_CATEGORY",
+    "PeerUnavailableError",
     "error_from_client",
     "outcome_unknown_text",
     "status_for",
@@ -82,29 +84,22 @@ def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
     return None
 
 
-# What gRPC itself writes when it cannot reach a peer, or loses the connection to it mid-call:
-# addresses and transport internals, which must never reach a caller (or an LLM) as the reason.
-_TRANSPORT_DETAIL = re.compile(
-    r"failed to connect|\b(?:ipv4|ipv6|unix|dns):|connections to all backends", re.I
-)
-_CONNECTION_LOST = re.compile(
-    r"stream removed|socket closed|connection reset|broken pipe|goaway|rst_stream|keepalive"
-    r"|endpoint read failed|recvmsg|sendmsg|connection aborted|transport (?:is )?closing",
-    re.I,
-)
-# Peer addresses and exception names in an error's text ("ipv4:127.0.0.1:52205", "DecodeError"):
-# neither belongs in what a caller or a model reads.
-_INTERNALS = re.compile(
-    r"\b(?:ipv4|ipv6|unix|unix-abstract|dns):\S+"
-    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
-    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
-    r"|\b(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b"
-    r"|<class '[^']*'>"
-    r"|\b(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b:?"
-)
 _CHECK_FIRST = "Check whether it took effect before calling it again."
 # A peer's bug, or an answer no toolscout service gives: nothing a retry would fix.
 _INTERNAL_WORDS = {grpc.StatusCode.INTERNAL: "internal error", grpc.StatusCode.UNKNOWN: "unknown error"}
+# What a caller reads for a failure gRPC reported itself (a peer not reached, or a connection lost
+# mid-call): its own details carry addresses and transport words, and are not read to tell which.
+_TRANSPORT_FAILURE = "not reachable or connection lost"
+
+
+class PeerUnavailableError(UnavailableError):
+    """Another toolscout service could not do it now: ``peer`` names it ("pool", "discovery") and
+    ``detail`` is its own account (a server's state), or the transport's failure in plain words."""
+
+    def __init__(self, peer: str, detail: str = "") -> None:
+        super().__init__(f"{peer} unavailable: {detail}" if detail else f"{peer} unavailable")
+        self.peer = peer
+        self.detail = detail
 
 
 def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
@@ -112,18 +107,17 @@ def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
 
     ``what`` names the peer ("pool", "discovery") for messages. INVALID_ARGUMENT, NOT_FOUND and
     ABORTED (outcome unknown) keep the peer's message as is, because it is written for the caller
-    (often for the LLM). A peer that cannot be reached, or whose connection broke, is reported as
-    "not reachable" / "connection lost", without the channel's addresses or transport jargon. The
-    class of the failure is kept: the peer's INTERNAL (or any code no toolscout service answers
-    with) is an :class:`InternalError`, never an outage that invites a retry; its details (generic,
-    or an exception's text) are left out.
+    (often for the LLM). An ``UNAVAILABLE`` the peer did not write itself (no ``toolscout-status``
+    mark: gRPC's transport could not reach it, or lost the connection) is reported as "not
+    reachable or connection lost", never with the channel's addresses or transport jargon. The class of the
+    failure is kept: the peer's INTERNAL (or any code no toolscout service answers with) is an
+    :class:`InternalError`, never an outage that invites a retry; its details (generic, or an
+    exception's text) are left out.
     """
     code = err.code if isinstance(err.code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
     details = err.message or ""
-    if _TRANSPORT_DETAIL.search(details):
-        details = "not reachable"
-    elif _CONNECTION_LOST.search(details):
-        details = "connection lost"
+    if code is grpc.StatusCode.UNAVAILABLE and not err.from_service:
+        details = _TRANSPORT_FAILURE
     category = _ERROR_BY_STATUS.get(code)
     if category is None:
         return InternalError(
@@ -132,13 +126,8 @@ def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
     if category in (InvalidArgumentError, NotFoundError, OutcomeUnknownError):
         return category(details)
     if category is UnavailableError:
-        return UnavailableError(f"{what} unavailable: {details}" if details else f"{what} unavailable")
+        return PeerUnavailableError(what, details)
     return category(f"{what}: {details}" if details else what)
-
-
-def without_internals(text: str) -> str:
-    """``text`` without peer addresses and exception names (and the spaces and colons they leave)."""
-    return re.sub(r"\s{2,}", " ", _INTERNALS.sub("", text)).strip(" :;")
 
 
 def outcome_unknown_text(name: str, detail: str = "") -> str:

@@ -256,7 +256,9 @@ async def test_transport_text_of_a_lost_discovery_never_reaches_the_llm(
         )
         response = await stub.Chat(chat(), timeout=WAIT)
     [result] = [m for m in response.messages if m.role == "tool"]
-    assert result.content == "Error: search_tools failed: discovery unavailable: connection lost"
+    assert result.content == (
+        "Error: search_tools failed: discovery unavailable: not reachable or connection lost"
+    )
     sent = json.dumps([r.body for r in provider.requests])
     assert transport_text.rsplit(":", maxsplit=1)[-1] not in sent
 

@@ -51,7 +51,10 @@ class Downstream(discovery_pb2_grpc.DiscoveryServicer):
 
     async def PlanTools(self, request: Any, context: Any) -> discovery_pb2.PlanToolsResponse:
         if self.plan_failure is not None:
-            await context.abort(self.plan_failure, "catalog not ready")
+            # As a real discovery answers: its error interceptor marks its own statuses.
+            await context.abort(
+                self.plan_failure, "catalog not ready", trailing_metadata=tc.SERVICE_STATUS_METADATA
+            )
         return discovery_pb2.PlanToolsResponse(loaded_tools=[FAST, SLOW], total_tools=2, loaded_count=2)
 
     async def _answer(self, request: tc.CallRequest, tool: tc.Tool) -> tc.CallToolResult:

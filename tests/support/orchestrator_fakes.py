@@ -194,6 +194,7 @@ class PoolCall:
     arguments_json: str
     meta_json: str
     time_limit: float | None
+    server_hint: str = ""
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
@@ -210,10 +211,14 @@ class FakePool:
         async with asyncio.timeout(within), self.started:
             await self.started.wait_for(lambda: len(self.calls) >= count)
 
-    async def call_tool(self, request: CallRequest, *, deadline: float | None) -> CallToolResult:
+    async def call_tool(
+        self, request: CallRequest, *, server_hint: str = "", deadline: float | None
+    ) -> CallToolResult:
         llm_name = request.llm_name
         async with self.started:
-            self.calls.append(PoolCall(llm_name, request.arguments_json, request.meta_json, deadline))
+            self.calls.append(
+                PoolCall(llm_name, request.arguments_json, request.meta_json, deadline, server_hint)
+            )
             self.started.notify_all()
         handler = self.handlers.get(llm_name)
         if handler is None:

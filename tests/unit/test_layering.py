@@ -7,6 +7,7 @@ Domain modules are plain Python; services reach each other through the client li
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,28 @@ def test_the_gateway_reaches_discovery_and_the_pool_only_through_the_client_libr
     assert offenders == []
     uses = {name for path in (ROOT / "mcp_gateway_svc").rglob("*.py") for name in _imports(path)}
     assert "toolscout.client" in uses
+
+
+def _public_entry_point(name: str) -> bool:
+    """Whether ``name`` (an imported module or ``module.name``) is a service's public surface: its
+    package, a name in the package's ``__all__``, or its ``server.build_server``."""
+    package, *rest = name.split(".")
+    if not rest:
+        return True
+    if rest in (["server"], ["server", "build_server"]):
+        return True
+    return len(rest) == 1 and rest[0] in getattr(importlib.import_module(package), "__all__", ())
+
+
+@pytest.mark.parametrize("module", ["stack.py", "shard_process.py"])
+def test_up_starts_services_through_their_public_entry_points_only(module: str) -> None:
+    # ``toolscout up`` may use a service's build_server and what the service package publishes in
+    # its ``__all__``; anything else it needs from a service belongs in the kit or the client library.
+    services = {"mcp_pool_svc", "discovery_svc", "orchestrator_svc", "mcp_gateway_svc"}
+    offenders = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in [ROOT / "toolscout_cli" / module]
+        for name in _imports(path)
+        if name.split(".")[0] in services and not _public_entry_point(name)
+    )
+    assert offenders == []

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_pool_svc.naming import NAME_PATTERN, NameTable, bare_name, llm_name
+from mcp_pool_svc.naming import NAME_PATTERN, NameTable, bare_name, llm_name, server_named_by
 
 
 def test_plain_names_join_server_and_tool_with_a_double_underscore() -> None:
@@ -96,3 +96,28 @@ def test_a_bare_name_that_is_not_a_valid_llm_name_is_sanitized_and_hashed() -> N
     assert bare_name("get.weather") != bare_name("get_weather")
     assert NAME_PATTERN.match(bare_name("get.weather"))
     assert NAME_PATTERN.match(bare_name("x" * 100))
+
+
+SERVERS = ("srv", "srv__x", "my.server", "a" * 60, "weather_api", "weather")
+
+
+@pytest.mark.parametrize(
+    ("server", "tool"),
+    [
+        ("srv", "t"),
+        ("srv__x", "t"),  # split at the first "__", this name would be a tool of "srv"
+        ("my.server", "read file"),
+        ("a" * 60, "b" * 60),
+        ("weather_api", "get"),
+        ("weather", "api_get"),
+    ],
+)
+def test_a_name_no_catalog_holds_yet_is_told_whose_it_would_be_by_the_naming_rule(
+    server: str, tool: str
+) -> None:
+    assert server_named_by(llm_name(server, tool), SERVERS) == server
+
+
+@pytest.mark.parametrize("name", ["nowhere__t", "t", "srvx__t", "weather"])
+def test_a_name_no_configured_server_would_give_is_nobodys(name: str) -> None:
+    assert server_named_by(name, SERVERS) is None

@@ -1,4 +1,5 @@
-"""Tool calls leave the orchestrator with the server of the tool, as the plans named it."""
+"""Tool calls leave the orchestrator with the server of the tool, as the plan named it: the tool
+loop passes the server it holds as the call's ``server_hint``, with no map of names on the side."""
 
 from __future__ import annotations
 
@@ -6,15 +7,11 @@ from typing import Any
 
 from toolscout import client as tc
 
-from orchestrator_svc.downstream import ClientDiscovery, ClientPool, Routes
-
-
-class _Discovery(tc.AsyncDiscoveryClient):
-    def __init__(self, plan: tc.ToolPlan) -> None:
-        self._answer = plan
-
-    async def plan(self, request: tc.PlanRequest, **kwargs: Any) -> tc.ToolPlan:
-        return self._answer
+from orchestrator_svc.downstream import ClientPool
+from orchestrator_svc.loop import ChatRequest
+from orchestrator_svc.messages import Message
+from tests.support.fake_provider import Reply, ScriptedCall
+from tests.support.orchestrator_fakes import Harness
 
 
 class _Pool(tc.AsyncShardedPoolClient):
@@ -26,32 +23,24 @@ class _Pool(tc.AsyncShardedPoolClient):
         return tc.CallToolResult(content=(), server=kwargs.get("server_hint", ""))
 
 
-def _plan(*tools: tc.Tool, deferred: tuple[tc.Tool, ...] = ()) -> tc.ToolPlan:
-    return tc.ToolPlan(
-        loaded_tools=tools,
-        has_search_tool=False,
-        search_tool=None,
-        manifest="",
-        manifest_placement="",
-        manifest_system_message="",
-        total_tools=len(tools),
-        loaded_count=len(tools),
-        deferred_count=0,
-        catalog_version="v",
-        tokens=tc.TokenAccounting(),
-        deferred_tools=deferred,
-    )
-
-
-async def test_a_call_carries_the_server_the_plan_gave_its_llm_name() -> None:
-    routes = Routes()
-    odd = tc.Tool(server="my__server", name="t", llm_name="my__server__t_1a2b3c4d")
-    deferred = tc.Tool(server="later", name="u", llm_name="later__u")
-    discovery = ClientDiscovery(_Discovery(_plan(odd, deferred=(deferred,))), routes)
+async def test_the_pool_seam_hands_the_server_hint_to_the_sharded_client() -> None:
     pool = _Pool()
-    await discovery.plan_tools(tc.PlanRequest(provider="openai"), deadline=5)
-    for name in (odd.llm_name, deferred.llm_name, "never__planned"):
-        await ClientPool(pool, routes).call_tool(
-            tc.CallRequest(llm_name=name, arguments_json="{}"), deadline=5
+    seam = ClientPool(pool)
+    odd = tc.CallRequest(llm_name="my__server__t_1a2b3c4d", arguments_json="{}")
+    await seam.call_tool(odd, server_hint="my__server", deadline=5)
+    await seam.call_tool(tc.CallRequest(llm_name="never__planned", arguments_json="{}"), deadline=5)
+    assert pool.calls == [("my__server__t_1a2b3c4d", "my__server"), ("never__planned", "")]
+
+
+async def test_a_chat_calls_a_loaded_tool_with_the_server_its_plan_gave(harness: Harness) -> None:
+    harness.fake.script(
+        Reply.calls(ScriptedCall("weather_forecast", {"city": "Paris"})), Reply.answer("sunny")
+    )
+    await harness.loop.run(
+        ChatRequest(
+            messages=[Message("user", "weather in Paris?")],
+            model="gpt",
+            discovered_tools=["weather_forecast"],
         )
-    assert pool.calls == [(odd.llm_name, "my__server"), (deferred.llm_name, "later"), ("never__planned", "")]
+    )
+    assert [(c.llm_name, c.server_hint) for c in harness.pool.calls] == [("weather_forecast", "weather")]

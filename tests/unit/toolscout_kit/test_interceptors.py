@@ -21,7 +21,12 @@ class _GoneContext:
     def cancelled(self) -> bool:
         return self._cancelled
 
-    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    async def abort(
+        self, code: grpc.StatusCode, details: str, trailing_metadata: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         self.aborts.append(code)
         raise grpc.aio.InternalError("Failed execute_batch")
 

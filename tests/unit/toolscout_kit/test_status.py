@@ -7,11 +7,11 @@ import pkgutil
 
 import grpc
 import pytest
-from toolscout.client import error_for_code
+from toolscout.client import NOT_SENT_METADATA, SERVICE_STATUS_METADATA, error_for_code
 
 from toolscout_kit import errors
 from toolscout_kit.errors import ToolscoutError
-from toolscout_kit.status import error_from_client, status_for
+from toolscout_kit.status import PeerUnavailableError, error_from_client, status_for
 
 SERVICE_PACKAGES = ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc")
 
@@ -75,6 +75,27 @@ def test_client_errors_from_peers_become_domain_errors_keeping_llm_facing_text()
     assert "pool unavailable" in down.message
 
 
+@pytest.mark.parametrize("mark", [SERVICE_STATUS_METADATA, NOT_SENT_METADATA])
+def test_an_unavailable_the_peer_wrote_itself_keeps_its_words_apart_from_the_peers_name(
+    mark: tuple[tuple[str, str], ...],
+) -> None:
+    text = "MCP server 'notes' is reconnecting (attempt 3)"
+    err = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, text, trailing_metadata=mark), "pool")
+    assert isinstance(err, PeerUnavailableError)
+    assert (err.peer, err.detail) == ("pool", text)
+    assert err.message == f"pool unavailable: {text}"
+    assert status_for(err) == grpc.StatusCode.UNAVAILABLE
+
+
+def test_an_unmarked_unavailable_is_the_transports_whatever_its_text_says() -> None:
+    # Words a service might write are not trusted without the service's mark.
+    err = error_from_client(
+        error_for_code(grpc.StatusCode.UNAVAILABLE, "MCP server 'notes' is reconnecting"), "pool"
+    )
+    assert isinstance(err, PeerUnavailableError)
+    assert err.detail == "not reachable or connection lost"
+
+
 @pytest.mark.parametrize(
     ("code", "message"),
     [
@@ -105,7 +126,7 @@ def test_a_peers_bug_stays_internal_instead_of_inviting_a_retry(code: grpc.Statu
 def test_a_connection_lost_mid_call_is_reported_without_transport_jargon(transport_text: str) -> None:
     err = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, transport_text), "discovery")
     assert isinstance(err, errors.UnavailableError)
-    assert err.message == "discovery unavailable: connection lost"
+    assert err.message == "discovery unavailable: not reachable or connection lost"
 
 
 def test_an_unreachable_peer_is_reported_without_its_address() -> None:
@@ -115,7 +136,7 @@ def test_an_unreachable_peer_is_reported_without_its_address() -> None:
     )
     err = error_from_client(error_for_code(grpc.StatusCode.UNAVAILABLE, channel_text), "pool")
     assert isinstance(err, errors.UnavailableError)
-    assert err.message == "pool unavailable: not reachable"
+    assert err.message == "pool unavailable: not reachable or connection lost"
     assert "127.0.0.1" not in err.message
 
 

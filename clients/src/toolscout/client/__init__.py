@@ -32,6 +32,8 @@ from toolscout.client.channel import (
 from toolscout.client.errors import (
     NOT_SENT_KEY,
     NOT_SENT_METADATA,
+    SERVICE_STATUS_KEY,
+    SERVICE_STATUS_METADATA,
     AbortedError,
     AlreadyExistsError,
     CancelledError,
@@ -87,6 +89,8 @@ __all__ = [
     "NOT_SENT_KEY",
     "NOT_SENT_METADATA",
     "RETRIED_METHODS",
+    "SERVICE_STATUS_KEY",
+    "SERVICE_STATUS_METADATA",
     "SHARD_COUNT_KEY",
     "SHARD_OWNERS_KEY",
     "AbortedError",

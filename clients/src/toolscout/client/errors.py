@@ -9,6 +9,12 @@ while a call is in flight, which is also the code the pool uses for a call it di
 pool marks its own "not sent" answers with the trailing metadata ``toolscout-not-sent: 1``
 (:data:`NOT_SENT_KEY`), and :func:`call_outcome_error` turns an ``UNAVAILABLE`` on ``CallTool``
 without that mark into :class:`OutcomeUnknownError`.
+
+Who wrote a status is told the same way. gRPC writes ``UNAVAILABLE`` (and others) itself when it
+cannot reach a peer or loses the connection, with addresses and transport words in the details;
+a toolscout service marks every status it answers with ``toolscout-status: 1``
+(:data:`SERVICE_STATUS_KEY`), so :attr:`ToolscoutClientError.from_service` says whether the
+message was written for the caller, without reading it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from typing import Any
 import grpc
 
 __all__ = [
+    "NOT_SENT_KEY",
+    "NOT_SENT_METADATA",
+    "SERVICE_STATUS_KEY",
+    "SERVICE_STATUS_METADATA",
     "AbortedError",
     "AlreadyExistsError",
     "CancelledError",
@@ -46,6 +56,10 @@ __all__ = [
 # pool's CallTool: server down or starting, pool stopping, another shard runs the server).
 NOT_SENT_KEY = "toolscout-not-sent"
 NOT_SENT_METADATA: tuple[tuple[str, str], ...] = ((NOT_SENT_KEY, "1"),)
+# Trailing metadata on every status a toolscout service answers with (its error interceptor adds
+# it): the details were written by the service for its caller, not by gRPC's transport.
+SERVICE_STATUS_KEY = "toolscout-status"
+SERVICE_STATUS_METADATA: tuple[tuple[str, str], ...] = ((SERVICE_STATUS_KEY, "1"),)
 
 
 class ToolscoutClientError(Exception):
@@ -82,6 +96,12 @@ class ToolscoutClientError(Exception):
             if k == key:
                 return v
         return None
+
+    @property
+    def from_service(self) -> bool:
+        """Whether a toolscout service (or this client library) wrote this status and its message,
+        rather than gRPC's transport (a peer not reached, a connection lost mid-call)."""
+        return self.metadata_value(SERVICE_STATUS_KEY) == "1" or self.metadata_value(NOT_SENT_KEY) == "1"
 
     @property
     def retryable(self) -> bool:
