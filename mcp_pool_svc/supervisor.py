@@ -45,6 +45,10 @@ __all__ = ["ServerState", "Supervisor", "backoff_delay", "describe_error"]
 log = get_logger(__name__)
 
 HEALTH_PREFIX = "toolscout.mcp_pool.v1.server."
+# Re-listing after calls that may change a server's tools: the gap between two such listings
+# while they find nothing new doubles from the first value up to the second (seconds).
+_AFTER_CALL_GAP = 1.0
+_AFTER_CALL_MAX_GAP = 60.0
 
 
 class ServerState(enum.StrEnum):
@@ -128,6 +132,13 @@ class Supervisor:
         self._wake = asyncio.Event()
         # Why the next listing is due before its interval (None: it is not).
         self._refresh: ListingReason | None = None
+        # Re-listing after calls that may change the tools (see call_may_have_changed_tools): one
+        # is pending; not before this time (monotonic); the gap after the next one.
+        self._after_call = False
+        self._after_call_at = 0.0
+        self._after_call_gap = _AFTER_CALL_GAP
+        # The server's change notices reach this connection (one arrived): no re-list after calls.
+        self._notices_heard = False
         self._conn: Connection | None = None
         self._restarts = 0
         self._last_error = ""
@@ -274,16 +285,23 @@ class Supervisor:
 
         A change is announced differently at each MCP revision, and SDK 2.3.0 drops an
         announcement made the other era's way (a server calling ``send_tool_list_changed()`` is
-        never heard by a 2026-07-28 client): re-listing after such calls, coalesced, catches the
-        changes they make however they are announced.
+        never heard by a 2026-07-28 client; a bus publish reaches no handshake-era client):
+        re-listing after such calls catches the changes they make however they are announced.
+        It runs in the supervisor's task after the answer went back, never on a call's path, and
+        is coalesced per server: the first call's listing runs at once, later ones wait out a gap
+        that doubles (1 s up to 60 s) while listings find nothing new and starts again at 1 s
+        when one does. Once a change notice has arrived on this connection, notices are known to
+        reach it and calls trigger no listing at all.
         """
-        if self._refresh is None:
-            self._refresh = "after_call"
+        if self._notices_heard or self._after_call:
+            return
+        self._after_call = True
         self._poke.set()
 
     def _on_event(self, event: ConnectionEvent, detail: str) -> None:
         if event == "tools_changed":
             self._refresh = "notification"
+            self._notices_heard = True
         elif event == "exited":
             self._exit_detail = detail
         elif event == "stream_error":
@@ -434,6 +452,8 @@ class Supervisor:
         self._last_error = ""
         self._last_activity = time.monotonic()
         self._refresh = None
+        self._after_call = self._notices_heard = False
+        self._after_call_at, self._after_call_gap = 0.0, _AFTER_CALL_GAP
         self._metrics.tools_listed(self.name, "connect")
         if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
             self._catalog_changed()
@@ -477,7 +497,8 @@ class Supervisor:
                 self._catalog_changed()
         self._grace_task = None
 
-    async def _relist(self, conn: Connection, reason: ListingReason) -> None:
+    async def _relist(self, conn: Connection, reason: ListingReason) -> bool:
+        """Lists the tools again; whether they changed."""
         self._metrics.tools_listed(self.name, reason)
         try:
             with anyio.fail_after(self.config.call_timeout):
@@ -487,11 +508,22 @@ class Supervisor:
                 raise
             # The server refused this listing but is otherwise alive: keep the last one.
             log.warning("mcp_server_list_failed", server=self.name, error=describe_error(err))
-            return
+            return False
         self._ttl = self._ttl_from(conn)
-        if self._catalog.set_tools(self.name, tools):
-            log.info("mcp_server_tools_changed", server=self.name, tools=len(tools))
-            self._catalog_changed()
+        if not self._catalog.set_tools(self.name, tools):
+            return False
+        log.info("mcp_server_tools_changed", server=self.name, tools=len(tools))
+        self._catalog_changed()
+        return True
+
+    async def _relist_after_calls(self, conn: Connection) -> None:
+        """The coalesced listing after calls (see :meth:`call_may_have_changed_tools`)."""
+        self._after_call = False
+        changed = await self._relist(conn, "after_call")
+        self._after_call_gap = (
+            _AFTER_CALL_GAP if changed else min(2 * self._after_call_gap, _AFTER_CALL_MAX_GAP)
+        )
+        self._after_call_at = time.monotonic() + self._after_call_gap
 
     async def _monitor(self, conn: Connection) -> _Exit:
         """Returns when asked to stop or to go idle; raises when the connection is lost."""
@@ -511,6 +543,10 @@ class Supervisor:
                 await self._relist(conn, reason)
                 # After the listing: its cache hint sets when the next one is due.
                 next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
+            after_call = self._after_call_at if self._after_call else float("inf")
+            if now >= after_call:
+                await self._relist_after_calls(conn)
+                after_call = float("inf")
             idle_at = float("inf")
             if self._idle_timeout is not None and self._inflight == 0:
                 idle_at = self._last_activity + self._idle_timeout
@@ -524,7 +560,7 @@ class Supervisor:
                 except TimeoutError:
                     raise _SessionLost(f"no answer to ping within {timeout:g}s") from None
                 next_ping = time.monotonic() + interval
-            wait = min(next_ping, next_list, idle_at) - time.monotonic()
+            wait = min(next_ping, next_list, idle_at, after_call) - time.monotonic()
             if wait > 0 and not self._poke.is_set():
                 with anyio.move_on_after(wait):
                     await self._poke.wait()
