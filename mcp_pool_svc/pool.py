@@ -49,6 +49,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
+from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.server_logs import StderrLog
 from mcp_pool_svc.session import Connector, HttpClients, make_connector
@@ -134,6 +135,7 @@ class McpPool:
             reaper=self._reaper,
         )
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._probes = Probes(self._settings, self._rng)
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
         # Servers handed to another shard, finishing their calls before they stop.
         self._leaving: dict[str, Supervisor] = {}
@@ -155,6 +157,7 @@ class McpPool:
             metrics=self._metrics,
             on_change=self._notify,
             rng=self._rng,
+            probes=self._probes,
         )
 
     @property

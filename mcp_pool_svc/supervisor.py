@@ -26,6 +26,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import Literal
 
 import anyio
@@ -36,6 +37,7 @@ from toolscout.client import ServerStatus
 from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
+from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
@@ -109,7 +111,9 @@ class Supervisor:
         metrics: PoolMetrics,
         on_change: Callable[[str], None],
         rng: random.Random,
+        probes: Probes | None = None,
     ) -> None:
+        """``probes``: the pool's shared probe and connection budget (a budget of its own if None)."""
         self.name = name
         self.config = config
         self._settings = settings
@@ -118,6 +122,7 @@ class Supervisor:
         self._metrics = metrics
         self._on_change = on_change
         self._rng = rng
+        self._probes = probes or Probes(settings, rng)
         grace = settings.unavailable_grace
         self._blip_grace = settings.blip_grace if grace is None else min(settings.blip_grace, grace)
         self._default_ttl = settings.effective_tool_cache_ttl
@@ -317,6 +322,7 @@ class Supervisor:
     async def run(self) -> None:
         attempt = 0
         failed_starts: deque[float] = deque()
+        self._probes.add_server()
         try:
             while not self._stop.is_set():
                 outcome = await self._connect_and_watch()
@@ -344,6 +350,7 @@ class Supervisor:
                 self._restarts += 1
                 self._metrics.server_restarted(self.name)
         finally:
+            self._probes.remove_server()
             if self._grace_task is not None:
                 self._grace_task.cancel()
             self._next_retry = 0.0
@@ -359,8 +366,13 @@ class Supervisor:
             # Stop cancels this scope, so a server stuck in initialize does not hold up
             # shutdown; the transport's own teardown is shielded and still runs.
             with anyio.CancelScope() as self._attempt:
-                async with self._connector(self.name, self.config, self._on_event) as conn:
-                    await self._became_ready(conn)
+                async with AsyncExitStack() as stack:
+                    # Opening (spawn or dial, handshake, first listing) waits its turn in the pool.
+                    async with self._probes.connecting():
+                        conn = await stack.enter_async_context(
+                            self._connector(self.name, self.config, self._on_event)
+                        )
+                        await self._became_ready(conn)
                     was_ready = True
                     ready_at = time.monotonic()
                     try:
@@ -525,11 +537,28 @@ class Supervisor:
         )
         self._after_call_at = time.monotonic() + self._after_call_gap
 
+    async def _probe(self, conn: Connection) -> None:
+        """One liveness probe, in its turn (:mod:`mcp_pool_svc.probes`); raises when the server
+        did not answer (twice in a row while the pool's probes are slow)."""
+        timeout = self._settings.ping_timeout
+        lenient = self._probes.under_load  # before this probe's own outcome counts
+        for attempt in (1, 2):
+            async with self._probes.probing():
+                started = time.monotonic()
+                try:
+                    with anyio.fail_after(timeout):
+                        await conn.ping()
+                except TimeoutError:
+                    self._probes.answered(None)
+                    if attempt == 1 and lenient:
+                        continue
+                    raise _SessionLost(f"no answer to ping within {timeout:g}s") from None
+                self._probes.answered(time.monotonic() - started)
+                return
+
     async def _monitor(self, conn: Connection) -> _Exit:
         """Returns when asked to stop or to go idle; raises when the connection is lost."""
-        interval = self._settings.ping_interval
-        timeout = self._settings.ping_timeout
-        next_ping = time.monotonic() + interval
+        next_ping = time.monotonic() + self._probes.first_delay()
         next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
         while True:
             self._poke.clear()
@@ -554,12 +583,8 @@ class Supervisor:
                     return "idle"
             if now >= next_ping or self._check_now:
                 self._check_now = False
-                try:
-                    with anyio.fail_after(timeout):
-                        await conn.ping()
-                except TimeoutError:
-                    raise _SessionLost(f"no answer to ping within {timeout:g}s") from None
-                next_ping = time.monotonic() + interval
+                await self._probe(conn)
+                next_ping = time.monotonic() + self._probes.next_delay()
             wait = min(next_ping, next_list, idle_at, after_call) - time.monotonic()
             if wait > 0 and not self._poke.is_set():
                 with anyio.move_on_after(wait):
