@@ -55,7 +55,11 @@ async def replicas(count: int) -> AsyncIterator[list[str]]:
         endless_streams=("WatchPlan",),
     )
     discovery = await start_server(
-        [binding], config.toolscout.discovery, config.toolscout.security, listen="127.0.0.1:0", metrics_port=-1
+        [binding],
+        config.toolscout.discovery,
+        config.toolscout.security,
+        listen="127.0.0.1:0",
+        metrics_port=-1,
     )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(discovery.stop, 0.5)

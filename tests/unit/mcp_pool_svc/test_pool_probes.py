@@ -37,9 +37,11 @@ def test_probes_are_spread_over_the_interval_with_jitter() -> None:
     budget = probes(1000)
     firsts = [budget.first_delay() for _ in range(2000)]
     nexts = [budget.next_delay() for _ in range(2000)]
-    assert 0 < min(firsts) and max(firsts) <= budget.interval
+    assert min(firsts) > 0
+    assert max(firsts) <= budget.interval
     assert max(firsts) - min(firsts) > 0.8 * budget.interval * 0.8  # spread, not bunched
-    assert 0.8 * budget.interval <= min(nexts) and max(nexts) <= 1.2 * budget.interval
+    assert min(nexts) >= 0.8 * budget.interval
+    assert max(nexts) <= 1.2 * budget.interval
     assert len(set(nexts)) > 1000
 
 
@@ -59,23 +61,26 @@ def test_slow_or_missing_answers_stretch_the_interval_and_prompt_ones_bring_it_b
     assert budget.interval == 5.0
 
 
-async def test_at_most_health_check_concurrency_probes_and_connect_concurrency_connections_run_at_once() -> None:
+async def test_at_most_health_check_concurrency_probes_and_connect_concurrency_connections_run_at_once() -> (
+    None
+):
     budget = probes(100, health_check_concurrency=3, connect_concurrency=2)
     running = {"probe": 0, "connect": 0}
     most = {"probe": 0, "connect": 0}
-    release = asyncio.Event()
+    release, full = asyncio.Event(), asyncio.Event()
 
     async def hold(kind: str) -> None:
         async with budget.probing() if kind == "probe" else budget.connecting():
             running[kind] += 1
             most[kind] = max(most[kind], running[kind])
+            if running == {"probe": 3, "connect": 2}:
+                full.set()
             await release.wait()
             running[kind] -= 1
 
     tasks = [asyncio.create_task(hold(kind)) for kind in ["probe"] * 10 + ["connect"] * 10]
     async with asyncio.timeout(10):
-        while running != {"probe": 3, "connect": 2}:
-            await asyncio.sleep(0)
+        await full.wait()
         release.set()
         await asyncio.gather(*tasks)
     assert most == {"probe": 3, "connect": 2}
