@@ -881,6 +881,10 @@ async def bench_recall(dataset: str, max_queries: int, workdir: Path) -> dict[st
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
+    if args.only == "recall":
+        results["recall"] = {d: await bench_recall(d, args.recall_queries, workdir) for d in DATASETS}
+        results["recall_load_1m"] = round(os.getloadavg()[0], 2)
+        return results
     if args.only == "all-list":
         results["all_list"] = await bench_all_list(fleet_rows(args.fleet_servers), args.calls)
         return results
@@ -949,12 +953,20 @@ def _print(results: dict[str, Any]) -> None:
             f"RSS {row['rss_idle_mb']} -> {row['rss_loaded_mb']} MB ({row['rss_per_session_kb']} KB/session)"
         )
     if "recall" in results:
-        print("\nR@5 through the MCP endpoints (toolscout gateway vs FastMCP 4 BM25SearchTransform):")
-        for dataset, row in results["recall"].items():
-            print(
-                f"  {dataset:<10} toolscout {row['toolscout']['R@5']:.3f} (p50 {row['toolscout']['latency']['p50_ms']} ms)   "
-                f"fastmcp {row['fastmcp']['R@5']:.3f} (p50 {row['fastmcp']['latency']['p50_ms']} ms)   n={row['toolscout']['n']}"
-            )
+        _print_recall(results["recall"], results["run"]["load_average"] if "run" in results else None)
+
+
+def _print_recall(recall: dict[str, Any], load: float | None) -> None:
+    print(
+        f"\nR@5 through the MCP endpoints (toolscout gateway vs FastMCP 4 BM25SearchTransform), load {load}:"
+    )
+    for dataset, row in recall.items():
+        ours, theirs = row["toolscout"], row["fastmcp"]
+        print(
+            f"  {dataset:<10} toolscout {ours['R@5']:.3f} (p50 {ours['latency']['p50_ms']} ms)   "
+            f"fastmcp {theirs['R@5']:.3f} (p50 {theirs['latency']['p50_ms']} ms)   n={ours['n']}   "
+            f"latency ratio p50 x{theirs['latency']['p50_ms'] / ours['latency']['p50_ms']:.1f}"
+        )
 
 
 def main() -> int:
@@ -974,9 +986,10 @@ def main() -> int:
     parser.add_argument("--no-fastmcp", dest="fastmcp", action="store_false")
     parser.add_argument(
         "--only",
-        choices=["calls", "all-list"],
+        choices=["calls", "all-list", "recall"],
         help="calls: only the call_tool latency (gateway_calls.json); all-list: only an `all` endpoint "
-        "over the fleet (--fleet-servers x 50 tools), new session + first page, --calls times (gateway_all_list.json)",
+        "over the fleet (--fleet-servers x 50 tools), new session + first page, --calls times (gateway_all_list.json); "
+        "recall: only R@5 and search latency through both MCP endpoints beside FastMCP 4 (gateway_recall.json)",
     )
     parser.add_argument(
         "--services-root", type=Path, default=ROOT, help="the checkout whose services run (default: this one)"
@@ -1003,6 +1016,8 @@ def main() -> int:
         _print_cpu(results["call_cpu"])
     elif args.only == "all-list":
         _print_all_list(results["all_list"])
+    elif args.only == "recall":
+        _print_recall(results["recall"], results["recall_load_1m"])
     else:
         _print(results)
     print(
