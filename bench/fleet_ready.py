@@ -11,10 +11,13 @@ process (``toolscout serve pool``) is spawned; ``ListServers`` is polled every s
     servers that a pool too busy to hear their answers would restart) and the fewest READY seen;
   * the pool's and the fleet's CPU time over the run, the load average beside the figures.
 
-``--services-root DIR`` runs another checkout's pool (before vs after).
+``--stack`` then starts discovery and the gateway on the same config (as ``toolscout up`` runs
+them) and reports the RSS of each of the three once the gateway is ready (discovery has planned
+the 50,000-tool catalog). ``--services-root DIR`` runs another checkout's services (before vs
+after).
 
 Run: uv run --frozen python bench/fleet_ready.py [--servers 1000] [--within 120] [--hold 60]
-    [--services-root DIR] [--out FILE]
+    [--stack] [--services-root DIR] [--out FILE]
 Prints the figures and writes bench/results/fleet_ready.json.
 """
 
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import psutil  # type: ignore[import-untyped]  # dev-only dependency without stubs
 from toolscout import client as tc
 
@@ -87,11 +91,30 @@ async def _watch(address: str, servers: int, within: float, hold: float) -> dict
     return out
 
 
+def _wait_ready(url: str, within: float) -> float:
+    """Seconds until ``url`` answers 200 (the gateway's /readyz: discovery has answered)."""
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        with contextlib.suppress(httpx2.HTTPError):
+            if httpx2.get(url, timeout=5).status_code == 200:
+                return time.monotonic() - started
+        time.sleep(1.0)
+    raise RuntimeError(f"{url} was not ready within {within:g}s")
+
+
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     fleet = Fleet(args.servers, args.tools, workdir / "fleet.err")
     try:
         config = fleet_config(fleet.base_url, args.servers)
         address = f"127.0.0.1:{_free_port()}"
+        discovery_address, gateway_address = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+        config["toolscout"]["discovery"] = {"pool_target": address, "metrics_port": -1}
+        config["toolscout"]["gateway"] = {
+            "listen": gateway_address,
+            "discovery_target": discovery_address,
+            "pool_target": address,
+            "metrics_port": -1,
+        }
         path = workdir / "toolscout.json"
         path.write_text(json.dumps(config))
         fleet_cpu = fleet.sample()["cpu_s"]
@@ -104,17 +127,39 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             stderr=log,
             start_new_session=True,
         )
+        others: list[subprocess.Popen[bytes]] = []
         try:
             figures = asyncio.run(_watch(address, args.servers, args.within, args.hold))
             cpu = psutil.Process(pool.pid).cpu_times()
             figures["pool_cpu_s"] = round(cpu.user + cpu.system, 1)
             figures["pool_rss_mb"] = round(psutil.Process(pool.pid).memory_info().rss / 2**20, 1)
+            if args.stack and figures["ready_s"] is not None:
+                for service, listen in (("discovery", discovery_address), ("gateway", None)):
+                    command = [*CLI, "serve", service, "-c", str(path)]
+                    command += ["--listen", listen, "--metrics-port", "-1"] if listen else []
+                    others.append(
+                        subprocess.Popen(
+                            command,
+                            cwd=args.services_root,
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=log,
+                            start_new_session=True,
+                        )
+                    )
+                figures["stack_ready_s"] = round(_wait_ready(f"http://{gateway_address}/readyz", 600), 1)
+                rss = {
+                    name: round(psutil.Process(p.pid).memory_info().rss / 2**20, 1)
+                    for name, p in (("pool", pool), ("discovery", others[0]), ("gateway", others[1]))
+                }
+                figures["rss_mb"] = rss | {"total": round(sum(rss.values()), 1)}
         finally:
-            os.killpg(pool.pid, signal.SIGTERM)
-            try:
-                pool.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(pool.pid, signal.SIGKILL)
+            for process in [*others, pool]:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
             log.close()
         figures["fleet_cpu_s"] = round(fleet.sample()["cpu_s"] - fleet_cpu, 1)
         figures["fleet_start_s"] = round(fleet.ready_s, 1)
@@ -131,6 +176,9 @@ def main() -> int:
     parser.add_argument("--tools", type=int, default=50)
     parser.add_argument("--within", type=float, default=120.0, help="seconds to wait for every server")
     parser.add_argument("--hold", type=float, default=60.0, help="seconds to keep watching once ready")
+    parser.add_argument(
+        "--stack", action="store_true", help="then discovery and the gateway: RSS of the three"
+    )
     parser.add_argument("--services-root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -159,6 +207,12 @@ def main() -> int:
         + f"; pool CPU {figures['pool_cpu_s']} s, fleet CPU {figures['fleet_cpu_s']} s, pool RSS {figures['pool_rss_mb']} MB"
         + f"   load {figures['load_1m_start']} -> {figures['load_1m_end']}"
     )
+    if "rss_mb" in figures:
+        rss = figures["rss_mb"]
+        print(
+            f"stack ready {figures['stack_ready_s']} s after discovery and the gateway started; RSS pool "
+            f"{rss['pool']} MB, discovery {rss['discovery']} MB, gateway {rss['gateway']} MB, total {rss['total']} MB"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     print(f"saved {args.out}")
