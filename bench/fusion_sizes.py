@@ -70,8 +70,7 @@ def _query_weight(index: SearchIndex, query: str) -> float:
     n = len(index)
     total = 0.0
     for term in dict.fromkeys(tokenize(query)):
-        posting = index._postings.get(term)
-        df = len(posting.weights) if posting is not None else 0
+        df = index.document_frequency(term)
         total += math.log(1.0 + (n - df + 0.5) / (df + 0.5))
     return total
 

@@ -1,7 +1,7 @@
 """The MCP front door measured as an MCP host sees it, side by side with FastMCP 4's tool search.
 
     uv run --frozen python bench/gateway_bench.py [--quick] [--load-seconds 60] [--sessions 200]
-        [--queries 300] [--calls 500] [--no-fastmcp]
+        [--queries 300] [--calls 500] [--no-fastmcp] [--only calls]
 
 Every figure goes through MCP over HTTP on 127.0.0.1 with the real services:
 
@@ -16,7 +16,9 @@ Every figure goes through MCP over HTTP on 127.0.0.1 with the real services:
   50,000 tools of the fleet (BM25), p50/p99, beside discovery's ``SearchTools`` over gRPC alone.
 * **call_tool latency the gateway adds**: ``call_tool`` through the gateway (pool and discovery as
   their own processes) vs the same tool called straight on the MCP server over streamable HTTP
-  (``examples/servers/text.py``), interleaved, p50/p99.
+  (``examples/servers/text.py``), interleaved, p50/p99: a read-only tool (``reverse``) and an
+  unannotated one (``wait`` 0 s), each over raw HTTP posts and with the ``mcp`` SDK's client.
+  ``--only calls`` runs just this part (bench/results/gateway_calls.json).
 * **Load**: ``--sessions`` concurrent MCP sessions for ``--load-seconds`` each doing search + call:
   meta (stateless clients) and progressive (sessions of the handshake revision), errors, p99, and
   the gateway process's RSS per session.
@@ -337,6 +339,62 @@ async def bench_stable_list(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+async def bench_all_list(rows: list[dict[str, Any]], runs: int) -> dict[str, Any]:
+    """An ``all`` endpoint over the catalog: a new session (handshake revision: initialize, then
+    the first ``tools/list`` page) and a 2026-07-28 first page, ``runs`` times each; then every
+    page followed to the end once."""
+    tools = _tools_from_rows(rows)
+    session_ms: list[float] = []
+    modern_ms: list[float] = []
+    async with httpx2.AsyncClient(timeout=120) as client, catalog_gateway(tools, mode="all") as (url, _):
+        first: dict[str, Any] = {}
+        for i in range(runs + 3):
+            t0 = time.perf_counter()
+            session = LegacySession(client, url)
+            await session.open()
+            first = (await session.call("tools/list", {}))["result"]
+            t1 = time.perf_counter()
+            await session.close()
+            t2 = time.perf_counter()
+            await modern_call(client, url, "tools/list", {})
+            t3 = time.perf_counter()
+            if i >= 3:
+                session_ms.append((t1 - t0) * 1000)
+                modern_ms.append((t3 - t2) * 1000)
+        pages, listed, cursor = 0, 0, None
+        t0 = time.perf_counter()
+        while True:
+            page = (await modern_call(client, url, "tools/list", {"cursor": cursor} if cursor else {}))[
+                "result"
+            ]
+            pages += 1
+            listed += len(page["tools"])
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        whole_s = time.perf_counter() - t0
+    return {
+        "tools": len(tools),
+        "load_1m": round(os.getloadavg()[0], 2),
+        "first_page_tools": len(first["tools"]),
+        "first_page_bytes": len(json.dumps(first)),
+        "new_session_first_page": _summary(session_ms),
+        "modern_first_page": _summary(modern_ms),
+        "pages": pages,
+        "listed": listed,
+        "all_pages_s": round(whole_s, 2),
+    }
+
+
+def _print_all_list(a: dict[str, Any]) -> None:
+    s, m = a["new_session_first_page"], a["modern_first_page"]
+    print(
+        f"\n`all` endpoint, {a['tools']:,} tools: new session + first page p50 {s['p50_ms']} p99 {s['p99_ms']} ms; "
+        f"2026-07-28 first page p50 {m['p50_ms']} p99 {m['p99_ms']} ms; first page {a['first_page_tools']} tools, "
+        f"{a['first_page_bytes']:,} bytes; {a['pages']} pages ({a['listed']:,} tools) in {a['all_pages_s']} s   load {a['load_1m']}"
+    )
+
+
 async def _progressive_sizes(client: httpx2.AsyncClient, url: str, queries: Sequence[str]) -> list[int]:
     session = LegacySession(client, url)
     await session.open()
@@ -393,6 +451,10 @@ async def bench_search(rows: list[dict[str, Any]], queries: list[str]) -> dict[s
 # --- the stack as processes (call latency, load) -----------------------------------------------
 
 
+# The service processes of the running process_stack (for CPU time per call).
+STACK_PIDS: dict[str, int] = {}
+
+
 @contextlib.contextmanager
 def _example_http_server() -> Any:
     port = _free_port()
@@ -409,6 +471,7 @@ def _example_http_server() -> Any:
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}/mcp"
+    STACK_PIDS["text server"] = process.pid
     try:
         _wait_http(url, process, expect_any=True)
         yield url
@@ -442,9 +505,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def process_stack(text_url: str, workdir: Path) -> Any:
+def process_stack(text_url: str, workdir: Path, root: Path = ROOT) -> Any:
     """Pool, discovery and gateway as their own processes (``toolscout serve``), the text server
-    reached over streamable HTTP and the weather example over stdio (deferred)."""
+    reached over streamable HTTP and the weather example over stdio (deferred). ``root``: the
+    checkout whose services run (``--services-root``: another one, to compare before and after)."""
     ports = {name: _free_port() for name in ("pool", "discovery", "gateway")}
     config = {
         "servers": {
@@ -482,7 +546,7 @@ def process_stack(text_url: str, workdir: Path) -> Any:
             processes.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "toolscout_cli", "serve", service, "-c", str(path)],
-                    cwd=ROOT,
+                    cwd=root,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
@@ -490,39 +554,161 @@ def process_stack(text_url: str, workdir: Path) -> Any:
             )
         url = f"http://127.0.0.1:{ports['gateway']}/mcp"
         _wait_http(url.replace("/mcp", "/readyz"), processes[-1], within=120)
+        STACK_PIDS.update(zip(("pool", "discovery", "gateway"), (p.pid for p in processes), strict=True))
         yield url, processes[-1]
     finally:
         for process in reversed(processes):
             _stop(process)
 
 
+# The tools call_tool latency is measured on: the read-only one (annotated readOnlyHint, run
+# concurrently) and an unannotated one (most real tools: the pool serializes its calls per server and
+# re-lists the server's tools after them). ``wait`` with 0 seconds does no work of its own.
+CALL_TOOLS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "read_only": ("reverse", {"text": "abc"}, "cba"),
+    "unannotated": ("wait", {"seconds": 0}, "waited 0"),
+}
+
+
+def _answer_text(result: dict[str, Any]) -> str:
+    return str(result["content"][0]["text"])
+
+
+async def _raw_pair(
+    client: httpx2.AsyncClient, text_url: str, gateway_url: str, kind: str
+) -> tuple[float, float]:
+    """One direct call and the same call through the gateway (raw 2026-07-28 HTTP posts), in ms."""
+    tool, arguments, expected = CALL_TOOLS[kind]
+    direct_args = {"name": tool, "arguments": arguments}
+    through = {"name": "call_tool", "arguments": {"name": f"text__{tool}", "arguments": arguments}}
+    t0 = time.perf_counter()
+    direct = await modern_call(client, text_url, "tools/call", direct_args)
+    t1 = time.perf_counter()
+    gateway = await modern_call(client, gateway_url, "tools/call", through)
+    t2 = time.perf_counter()
+    for answer in (direct, gateway):
+        if not _answer_text(answer["result"]).startswith(expected):
+            raise RuntimeError(f"unexpected answer: {answer}")
+    return (t1 - t0) * 1000, (t2 - t1) * 1000
+
+
 async def bench_call_latency(text_url: str, gateway_url: str, calls: int, warmup: int) -> dict[str, Any]:
-    direct_ms: list[float] = []
-    gateway_ms: list[float] = []
-    direct_args = {"name": "reverse", "arguments": {"text": "abc"}}
-    through = {"name": "call_tool", "arguments": {"name": "text__reverse", "arguments": {"text": "abc"}}}
-    async with httpx2.AsyncClient(timeout=60) as client:
-        for i in range(warmup + calls):
-            t0 = time.perf_counter()
-            direct = await modern_call(client, text_url, "tools/call", direct_args)
-            t1 = time.perf_counter()
-            gateway = await modern_call(client, gateway_url, "tools/call", through)
-            t2 = time.perf_counter()
-            if (
-                direct["result"]["content"][0]["text"] != "cba"
-                or gateway["result"]["content"][0]["text"] != "cba"
-            ):
-                raise RuntimeError(f"unexpected answers: {direct} / {gateway}")
-            if i >= warmup:
-                direct_ms.append((t1 - t0) * 1000)
-                gateway_ms.append((t2 - t1) * 1000)
-    direct_s, gateway_s = _summary(direct_ms), _summary(gateway_ms)
-    return {
-        "direct_streamable_http": direct_s,
-        "through_gateway": gateway_s,
-        "added_p50_ms": round(gateway_s["p50_ms"] - direct_s["p50_ms"], 3),
-        "added_p99_ms": round(gateway_s["p99_ms"] - direct_s["p99_ms"], 3),
+    """call_tool through the gateway vs straight on the server, for a read-only and an unannotated
+    tool, over raw HTTP and with the ``mcp`` SDK's client; every round runs each pair once, in turn,
+    so drift in the machine's load hits all of them alike."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    samples: dict[str, dict[str, list[float]]] = {
+        f"{client}_{kind}": {"direct": [], "gateway": []} for client in ("raw", "sdk") for kind in CALL_TOOLS
     }
+    loads: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
+        sessions = {}
+        for label, url in (("direct", text_url), ("gateway", gateway_url)):
+            streams = await stack.enter_async_context(streamable_http_client(url))
+            session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+            await session.initialize()
+            sessions[label] = session
+
+        async def sdk_pair(kind: str) -> tuple[float, float]:
+            tool, arguments, expected = CALL_TOOLS[kind]
+            t0 = time.perf_counter()
+            direct = await sessions["direct"].call_tool(tool, arguments)
+            t1 = time.perf_counter()
+            gateway = await sessions["gateway"].call_tool(
+                "call_tool", {"name": f"text__{tool}", "arguments": arguments}
+            )
+            t2 = time.perf_counter()
+            for answer in (direct, gateway):
+                text = getattr(answer.content[0], "text", "")
+                if not text.startswith(expected):
+                    raise RuntimeError(f"unexpected answer: {answer}")
+            return (t1 - t0) * 1000, (t2 - t1) * 1000
+
+        for i in range(warmup + calls):
+            for kind in CALL_TOOLS:
+                for name, timed in (
+                    ("raw", _raw_pair(client, text_url, gateway_url, kind)),
+                    ("sdk", sdk_pair(kind)),
+                ):
+                    direct_ms, gateway_ms = await timed
+                    if i >= warmup:
+                        samples[f"{name}_{kind}"]["direct"].append(direct_ms)
+                        samples[f"{name}_{kind}"]["gateway"].append(gateway_ms)
+            if i % 50 == 0:
+                loads.append(os.getloadavg()[0])
+    out: dict[str, Any] = {"load_1m": round(statistics.fmean(loads), 2), "calls": calls}
+    for key, pair in samples.items():
+        direct_s, gateway_s = _summary(pair["direct"]), _summary(pair["gateway"])
+        # Added latency per round (the gateway call minus the direct call just before it).
+        added = [g - d for d, g in zip(pair["direct"], pair["gateway"], strict=True)]
+        out[key] = {
+            "direct": direct_s,
+            "through_gateway": gateway_s,
+            "added_p50_ms": round(gateway_s["p50_ms"] - direct_s["p50_ms"], 3),
+            "added_p99_ms": round(gateway_s["p99_ms"] - direct_s["p99_ms"], 3),
+            "added_per_round_p50_ms": round(statistics.median(added), 3),
+        }
+    return out
+
+
+async def bench_call_cpu(text_url: str, gateway_url: str, calls: int) -> dict[str, Any]:
+    """CPU time per call of each process on the path (the load on the machine does not inflate
+    it much, unlike wall time): ``calls`` calls of one kind in a row, raw HTTP, each process's
+    user + system time before and after."""
+    processes = dict(STACK_PIDS)
+    procs = {name: psutil.Process(pid) for name, pid in processes.items()}
+    out: dict[str, Any] = {}
+    async with httpx2.AsyncClient(timeout=60) as client:
+        for label, url, kind in (
+            ("direct", text_url, "read_only"),
+            ("gateway_read_only", gateway_url, "read_only"),
+            ("gateway_unannotated", gateway_url, "unannotated"),
+        ):
+            tool, arguments, _ = CALL_TOOLS[kind]
+            if url == text_url:
+                method_args = {"name": tool, "arguments": arguments}
+            else:
+                method_args = {
+                    "name": "call_tool",
+                    "arguments": {"name": f"text__{tool}", "arguments": arguments},
+                }
+            for _ in range(20):
+                await modern_call(client, url, "tools/call", method_args)
+            before = {name: sum(p.cpu_times()[:2]) for name, p in procs.items()}
+            me = time.process_time()
+            for _ in range(calls):
+                await modern_call(client, url, "tools/call", method_args)
+            row = {
+                name: round((sum(p.cpu_times()[:2]) - before[name]) * 1000 / calls, 3)
+                for name, p in procs.items()
+            }
+            row["client"] = round((time.process_time() - me) * 1000 / calls, 3)
+            row["load_1m"] = round(os.getloadavg()[0], 2)
+            out[label] = row
+    return out
+
+
+def _print_cpu(cpu: dict[str, Any]) -> None:
+    print("\nCPU ms per call by process (calls of one kind in a row, raw HTTP):")
+    for label, row in cpu.items():
+        parts = ", ".join(f"{k} {v}" for k, v in row.items() if k != "load_1m")
+        print(f"  {label:<20} {parts}   load {row['load_1m']}")
+
+
+def _print_calls(c: dict[str, Any]) -> None:
+    print(
+        f"\ncall_tool through the gateway vs direct (streamable HTTP), load {c['load_1m']}, {c['calls']} rounds:"
+    )
+    for key in sorted(k for k in c if k.startswith(("raw_", "sdk_"))):
+        row = c[key]
+        print(
+            f"  {key:<16} direct p50 {row['direct']['p50_ms']} p99 {row['direct']['p99_ms']} ms; "
+            f"gateway p50 {row['through_gateway']['p50_ms']} p99 {row['through_gateway']['p99_ms']} ms; "
+            f"added p50 {row['added_p50_ms']} ms (per round {row['added_per_round_p50_ms']})   load {c['load_1m']}"
+        )
 
 
 async def _meta_worker(
@@ -695,6 +881,21 @@ async def bench_recall(dataset: str, max_queries: int, workdir: Path) -> dict[st
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
+    if args.only == "recall":
+        results["recall"] = {d: await bench_recall(d, args.recall_queries, workdir) for d in DATASETS}
+        results["recall_load_1m"] = round(os.getloadavg()[0], 2)
+        return results
+    if args.only == "all-list":
+        results["all_list"] = await bench_all_list(fleet_rows(args.fleet_servers), args.calls)
+        return results
+    if args.only == "calls":
+        with (
+            _example_http_server() as text_url,
+            process_stack(text_url, workdir, args.services_root) as (gateway_url, _),
+        ):
+            results["call"] = await bench_call_latency(text_url, gateway_url, args.calls, args.warmup)
+            results["call_cpu"] = await bench_call_cpu(text_url, gateway_url, args.calls)
+        return results
     live = livemcp_rows()
     fleet = fleet_rows(args.fleet_servers)
     print("tokens on the first call ...", flush=True)
@@ -742,11 +943,7 @@ def _print(results: dict[str, Any]) -> None:
         print(
             f"  {int(n):>6,} tools: gateway over HTTP p50 {g['p50_ms']} p99 {g['p99_ms']}; discovery gRPC p50 {d['p50_ms']} p99 {d['p99_ms']}"
         )
-    c = results["call"]
-    print(
-        f"\ncall_tool: direct streamable HTTP p50 {c['direct_streamable_http']['p50_ms']} p99 {c['direct_streamable_http']['p99_ms']} ms; "
-        f"through the gateway p50 {c['through_gateway']['p50_ms']} p99 {c['through_gateway']['p99_ms']} ms; added p50 {c['added_p50_ms']} ms"
-    )
+    _print_calls(results["call"])
     load = results["load"]
     for mode in ("meta", "progressive"):
         row = load[mode]
@@ -756,12 +953,20 @@ def _print(results: dict[str, Any]) -> None:
             f"RSS {row['rss_idle_mb']} -> {row['rss_loaded_mb']} MB ({row['rss_per_session_kb']} KB/session)"
         )
     if "recall" in results:
-        print("\nR@5 through the MCP endpoints (toolscout gateway vs FastMCP 4 BM25SearchTransform):")
-        for dataset, row in results["recall"].items():
-            print(
-                f"  {dataset:<10} toolscout {row['toolscout']['R@5']:.3f} (p50 {row['toolscout']['latency']['p50_ms']} ms)   "
-                f"fastmcp {row['fastmcp']['R@5']:.3f} (p50 {row['fastmcp']['latency']['p50_ms']} ms)   n={row['toolscout']['n']}"
-            )
+        _print_recall(results["recall"], results["run"]["load_average"] if "run" in results else None)
+
+
+def _print_recall(recall: dict[str, Any], load: float | None) -> None:
+    print(
+        f"\nR@5 through the MCP endpoints (toolscout gateway vs FastMCP 4 BM25SearchTransform), load {load}:"
+    )
+    for dataset, row in recall.items():
+        ours, theirs = row["toolscout"], row["fastmcp"]
+        print(
+            f"  {dataset:<10} toolscout {ours['R@5']:.3f} (p50 {ours['latency']['p50_ms']} ms)   "
+            f"fastmcp {theirs['R@5']:.3f} (p50 {theirs['latency']['p50_ms']} ms)   n={ours['n']}   "
+            f"latency ratio p50 x{theirs['latency']['p50_ms'] / ours['latency']['p50_ms']:.1f}"
+        )
 
 
 def main() -> int:
@@ -779,7 +984,17 @@ def main() -> int:
     parser.add_argument("--load-seconds", type=float, default=60.0)
     parser.add_argument("--recall-queries", type=int, default=300, help="queries per data set for R@5")
     parser.add_argument("--no-fastmcp", dest="fastmcp", action="store_false")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--only",
+        choices=["calls", "all-list", "recall"],
+        help="calls: only the call_tool latency (gateway_calls.json); all-list: only an `all` endpoint "
+        "over the fleet (--fleet-servers x 50 tools), new session + first page, --calls times (gateway_all_list.json); "
+        "recall: only R@5 and search latency through both MCP endpoints beside FastMCP 4 (gateway_recall.json)",
+    )
+    parser.add_argument(
+        "--services-root", type=Path, default=ROOT, help="the checkout whose services run (default: this one)"
+    )
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--data", type=Path, default=DATA, help="folder of the shared data sets")
     args = parser.parse_args()
     globals()["DATA"] = args.data
@@ -796,10 +1011,20 @@ def main() -> int:
         "quick": args.quick,
         "arguments": {k: v for k, v in vars(args).items() if k != "out"},
     }
-    _print(results)
+    if args.only == "calls":
+        _print_calls(results["call"])
+        _print_cpu(results["call_cpu"])
+    elif args.only == "all-list":
+        _print_all_list(results["all_list"])
+    elif args.only == "recall":
+        _print_recall(results["recall"], results["recall_load_1m"])
+    else:
+        _print(results)
     print(
         f"\nmachine load average {results['run']['load_average']} ({results['run']['cpus']} CPUs) at the end"
     )
+    if args.out is None:
+        args.out = RESULTS.with_name(f"gateway_{args.only.replace('-', '_')}.json") if args.only else RESULTS
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"saved {args.out}")
     return 0

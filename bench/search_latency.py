@@ -1,7 +1,8 @@
 """In-process search latency of discovery_svc.index from 500 to 50,000 tools, beside casual-mcp 1.0.
 
     uv run --frozen python bench/search_latency.py [--sizes 500 ... 50000] [--queries 2000] [--no-baseline]
-        [--search bm25 hybrid] [--hybrid-queries 1000] [--embedder local]
+        [--search bm25 hybrid] [--hybrid-queries 1000] [--embedder local] [--query-words 1-8|full]
+        [--before REF]
 
 BM25 is measured unfiltered, server-scoped, and with a toolset filter (a CandidateMask of a random
 half of the catalog). Hybrid search (discovery_svc.hybrid, query embedding included, each query
@@ -16,7 +17,12 @@ search is ready), plus embedding throughput of the local model on real tool text
 Synthetic catalogs recombine the real catalogues in ../shared/data (every tool of every set,
 re-served under numbered server copies, each copy's description extended with a sentence from
 another tool so copies are not identical documents). Queries are 1-8 consecutive words cut from
-the real query sets (uniform length), the same list for both engines. casual-mcp's
+the real query sets (uniform length), or with ``--query-words full`` whole queries as written (each
+of the five sets equally likely, then a query of it: toolbench and sealtools paragraphs of 50+
+words among them), the same list for every engine. ``--before REF`` also measures BM25 of the
+project at git ref REF (its ``discovery_svc`` extracted with ``git archive``, run in a subprocess)
+on the same catalog and queries, size by size right before the current tree, so a change is
+compared before and after in one run; the 1-minute load average is printed beside every figure. casual-mcp's
 ``ToolSearchIndex`` runs in its isolated environment (bench/_baselines/casual.py) on the same
 catalog and queries; it rebuilds its index per chat in production, its build time is shown too.
 Wall-clock percentiles are the target figures; CPU time is reported beside every variant (this
@@ -45,7 +51,10 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]  # dev-only dependency without stubs
 
 ROOT = Path(__file__).resolve().parent.parent
+# --before runs this script on another checkout's discovery_svc (see _measure_before).
+ENGINE_ROOT = Path(os.environ.get("TOOLSCOUT_BENCH_ENGINE_ROOT") or ROOT)
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ENGINE_ROOT))
 
 from discovery_svc.embedding_cache import EmbeddingCache, embed_with_cache  # noqa: E402
 from discovery_svc.embeddings import Embedder, embedding_text  # noqa: E402
@@ -93,7 +102,10 @@ def synthetic_catalog(size: int, rng: random.Random) -> list[dict[str, Any]]:
     return tools
 
 
-def sample_queries(count: int, rng: random.Random) -> list[str]:
+def sample_queries(count: int, rng: random.Random, words: str = "1-8") -> list[str]:
+    if words == "full":
+        sets = [[q["query"] for q in _read_jsonl(path)] for path in sorted(DATA_DIR.glob("*.queries.jsonl"))]
+        return [rng.choice(rng.choice(sets)) for _ in range(count)]
     texts = [q["query"] for path in sorted(DATA_DIR.glob("*.queries.jsonl")) for q in _read_jsonl(path)]
     queries: list[str] = []
     while len(queries) < count:
@@ -108,9 +120,10 @@ def sample_queries(count: int, rng: random.Random) -> list[str]:
 
 def _wall_cpu(row: dict[str, Any], key: str) -> str:
     wall, cpu = row[key], row[f"{key}_cpu"]
+    load = f"   load {row['load_1m']:.2f}" if "load_1m" in row else ""
     return (
         f"p50 {wall['p50_ms']:.3f} ms  p99 {wall['p99_ms']:.3f} ms"
-        f"   [CPU p50 {cpu['p50_ms']:.3f}  p99 {cpu['p99_ms']:.3f}]"
+        f"   [CPU p50 {cpu['p50_ms']:.3f}  p99 {cpu['p99_ms']:.3f}]{load}"
     )
 
 
@@ -150,6 +163,8 @@ def measure_ours(tools: list[dict[str, Any]], queries: list[str]) -> dict[str, A
     )
     masked, masked_cpu = _timed(queries, lambda i, q: index.search(q, LIMIT, candidates=mask))
     return {
+        # Other work on the machine inflates the wall-clock figures: the load while they ran.
+        "load_1m": round(os.getloadavg()[0], 2),
         "build_s": round(build_s, 3),
         "index_rss_mb": round(index_mb, 1),  # resident-set growth while building (approximate)
         "query": _summary(times),
@@ -308,7 +323,42 @@ def measure_casual(tools: list[dict[str, Any]], queries: list[str]) -> dict[str,
     }
 
 
+def _measure_before(ref: str, tools: list[dict[str, Any]], queries: list[str]) -> dict[str, Any]:
+    """BM25 of the project at git ref ``ref`` on the same catalog and queries (a subprocess
+    importing that ref's ``discovery_svc``, extracted with ``git archive``)."""
+    with tempfile.TemporaryDirectory(prefix="toolscout-before-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "discovery_svc"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        Path(tmp, "work.json").write_text(json.dumps({"tools": tools, "queries": queries}), encoding="utf-8")
+        env = dict(os.environ, TOOLSCOUT_BENCH_ENGINE_ROOT=tmp)
+        done = subprocess.run(
+            [sys.executable, __file__, "--worker", str(Path(tmp, "work.json"))],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"--before {ref} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    result["ref"] = ref
+    return result
+
+
+def _worker(path: Path) -> None:
+    """--before's subprocess: BM25 figures of this engine on the given catalog and queries."""
+    work = json.loads(path.read_text(encoding="utf-8"))
+    result = measure_ours(work["tools"], work["queries"])
+    result.pop("index")
+    print(json.dumps(result))
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        _worker(Path(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -325,11 +375,18 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["local", "minilm"], default="local")
     parser.add_argument("--throughput-tools", type=int, default=256)
     parser.add_argument(
+        "--query-words",
+        choices=["1-8", "full"],
+        default="1-8",
+        help="fragments of 1-8 words cut from the real queries, or the whole queries",
+    )
+    parser.add_argument("--before", metavar="REF", help="also measure BM25 at this git ref, same run")
+    parser.add_argument(
         "--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS.relative_to(ROOT)})"
     )
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    queries = sample_queries(args.queries, rng)
+    queries = sample_queries(args.queries, rng, args.query_words)
     embedder: Embedder | None = None
     if "hybrid" in args.search:
         sys.path.insert(0, str(ROOT / "bench"))
@@ -340,7 +397,7 @@ def main() -> None:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "limit": LIMIT,
-        "query_words": "1-8",
+        "query_words": args.query_words,
         # Other work on the machine inflates every wall-clock figure; recorded so runs compare.
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
         "sizes": {},
@@ -350,7 +407,10 @@ def main() -> None:
         print(f"embedding throughput: {report['embedding_throughput']}", flush=True)
     for size in args.sizes:
         tools = synthetic_catalog(size, random.Random(args.seed + size))
-        row: dict[str, Any] = {"toolscout": measure_ours(tools, queries)}
+        row: dict[str, Any] = {}
+        if args.before:
+            row["toolscout-before"] = _measure_before(args.before, tools, queries)
+        row["toolscout"] = measure_ours(tools, queries)
         index = row["toolscout"].pop("index")
         if embedder is not None:
             row["toolscout-hybrid"] = measure_hybrid(tools, queries[: args.hybrid_queries], index, embedder)
@@ -374,6 +434,17 @@ def main() -> None:
                 )
             )
         )
+        if "toolscout-before" in row:
+            before = row["toolscout-before"]
+            line += f"\n{'':>6}        before ({before['ref']}, build {before['build_s']:.2f} s, ~{before['index_rss_mb']:.0f} MB)"
+            line += "".join(
+                f"\n{'':>6}        {label:22} {_wall_cpu(before, key)}"
+                for label, key in (
+                    ("unfiltered", "query"),
+                    ("server-scoped", "query_server_scoped"),
+                    ("half-catalog mask", "query_half_catalog_mask"),
+                )
+            )
         if "toolscout-hybrid" in row:
             h = row["toolscout-hybrid"]
             line += "".join(

@@ -21,8 +21,8 @@ follows all of them. Measured, per N:
     SIGHUP to the others): servers moved (vs the ≈ 1/(N+1) expected), and the time until every
     moved server is READY on the new shard.
 
-Pool settings of the simulation: ``ping_interval`` 30 s (the default, 5 s, would be 200 health
-probes a second against a fleet sharing the 2 cores), everything else default.
+Pool settings of the simulation: the defaults (the pool's probe budget, ``mcp_pool_svc/probes.py``,
+stretches each server's ping interval at 1,000 servers; this used to set ``ping_interval`` 30 s).
 
 Run: uv run --frozen python bench/shard_sim.py [--servers 1000] [--tools 50] [--shards 1 2 4] [--calls 2000]
 Prints the figures and writes bench/results/shard_sim.json.
@@ -115,7 +115,6 @@ class Sim:
         pool = doc["toolscout"]["pool"]
         pool["shards"]["addresses"] = [f"127.0.0.1:{p}" for p in self.ports[:count]]
         pool["shards"]["reload_interval"] = 0
-        pool["ping_interval"] = 30
         doc["toolscout"]["log_level"] = "INFO"
         self.config.write_text(json.dumps(doc))
 

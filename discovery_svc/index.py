@@ -11,12 +11,12 @@ differ from its ``BM25Okapi``:
   ``log((N - n + 0.5) / (n + 0.5))`` is 0 for a term in half the documents and negative beyond
   (every term of a 2-document corpus, 1-document corpora), which hid real matches in casual-mcp.
 * Scores are not computed by scanning every document: a term's contribution to a document depends
-  only on the term, the document's tf and length, so it is precomputed into postings
-  (term -> {doc id: contribution}) and a query adds up the postings of its terms, skipping with
-  MaxScore the work that cannot change the top results. Documents sharing no term with the query
-  are never touched; the hits equal a full scan's (a unit test checks it against one). A query
-  whose terms are common in a big catalog is summed in numpy instead (:mod:`discovery_svc.postings`
-  has the ways of adding postings up; :meth:`SearchIndex.search` picks one per query).
+  only on the term, the document's tf and length, so it is precomputed into postings (flat arrays,
+  :class:`~discovery_svc.postings.Postings`) and a query's top results are found with MaxScore
+  (:func:`~discovery_svc.postings.top_candidates`): only the postings of the query's rare words are
+  read, the common words are looked up for the few documents that can still make the page.
+  Documents sharing no term with the query are never touched; the hits and scores equal a full
+  scan's (property tests check it against one).
 
 An exact tool-name match (the raw name or the LLM-facing key, case-insensitive, spaces/underscores/
 hyphens treated alike) always ranks first.
@@ -31,22 +31,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, Unpack
 
+import numpy as np
 from rank_bm25 import BM25
 
-from discovery_svc.postings import (
-    DENSE_MIN_POSTINGS,
-    CandidateMask,
-    Posting,
-    best_scores,
-    dense_scores,
-    score_each,
-    top_scores,
-)
+from discovery_svc.postings import CandidateMask, Postings, Scope, rank_top, top_candidates
 from discovery_svc.text import tokenize
 
 __all__ = [
@@ -68,8 +61,6 @@ B = 0.75
 NAME_WEIGHT = 3  # name tokens are counted this many times
 _MAX_SCHEMA_DEPTH = 4  # nested object properties indexed down to this depth
 _MAX_ENUM_VALUES = 50
-# A scope this small (a server, an ``only`` list, a small toolset) is scored document by document.
-_SMALL_SCOPE = 2048
 
 _NAME_NORM_RE = re.compile(r"[\s_\-]+")
 
@@ -229,20 +220,28 @@ class SearchIndex:
                 if form:
                     self._exact.setdefault(form, []).append(i)
 
-        self._postings: dict[str, Posting] = {}
         if not ordered:
+            self._postings = Postings((), (), (), ())
             return
         # rank-bm25 divides by the average length; an all-empty corpus gets one dummy token each.
         corpus = [document_tokens(d, name_weight=name_weight) or ["\x00"] for d in ordered]
         bm25 = _LuceneBM25(corpus)
-        doc_ints = list(range(len(ordered)))  # one int object per doc, shared by every posting
-        postings: defaultdict[str, dict[int, float]] = defaultdict(dict)
+        del corpus
+        # One posting per (term, document): three flat columns, no per-posting Python objects.
+        vocab: dict[str, int] = {}
+        term_of, doc_of, weight = array("i"), array("i"), array("d")
         idf, k1_plus_1 = bm25.idf, k1 + 1.0
-        for doc_id, freqs, length in zip(doc_ints, bm25.doc_freqs, bm25.doc_len, strict=True):
+        for doc_id, (freqs, length) in enumerate(zip(bm25.doc_freqs, bm25.doc_len, strict=True)):
             norm = k1 * (1.0 - b + b * length / bm25.avgdl)
             for term, tf in freqs.items():
-                postings[term][doc_id] = idf[term] * tf * k1_plus_1 / (tf + norm)
-        self._postings = {term: Posting.of(w) for term, w in postings.items()}
+                term_id = vocab.get(term)
+                if term_id is None:
+                    term_id = vocab[term] = len(vocab)
+                term_of.append(term_id)
+                doc_of.append(doc_id)
+                weight.append(idf[term] * tf * k1_plus_1 / (tf + norm))
+        del bm25
+        self._postings = Postings(list(vocab), term_of, doc_of, weight)
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -251,6 +250,10 @@ class SearchIndex:
     def keys(self) -> Sequence[str]:
         """Tool keys in doc-id order ((server, key) order); row i of a dense matrix is keys[i]."""
         return self._keys
+
+    @property
+    def postings(self) -> Postings:
+        return self._postings
 
     def doc_id(self, key: str) -> int | None:
         return self._id_of.get(key)
@@ -317,24 +320,24 @@ class SearchIndex:
             for i in self._exact.get(normalize_name(query), ())
             if i not in banned and (scope is None or i in scope)
         ]
-        postings = [p for t in dict.fromkeys(tokenize(query)) if (p := self._postings.get(t)) is not None]
-        entries = sum(len(p.weights) for p in postings)
-        if not postings:
-            scores: dict[int, float] = {}  # no term of the query is in the catalog
-        elif scope is not None and len(scope) <= _SMALL_SCOPE and len(scope) * len(postings) <= entries:
-            ids = scope.ids() if isinstance(scope, CandidateMask) else scope
-            scores = score_each(postings, [i for i in ids if i not in banned])
-        elif entries >= DENSE_MIN_POSTINGS and entries * 32 >= len(self._keys):
-            scores = dense_scores(postings, limit, banned, scope, len(self._keys), must=exact)
-        else:
-            # Enough BM25 hits to fill the page after the exact ones, which are ranked ahead anyway.
-            scores = top_scores(postings, limit, banned, scope, must=exact)
-        top = max(scores.values(), default=0.0)
+        found = [p for t in dict.fromkeys(tokenize(query)) if (p := self._postings.get(t)) is not None]
+        ids, scores = top_candidates(found, limit, Scope(scope, banned, len(self._keys)), exact)
+        top = float(scores.max()) if len(scores) else 0.0
         hits: list[SearchHit] = []
-        # Exact names outrank every BM25 score; among themselves, by their own BM25 score.
-        for doc_id in sorted(exact, key=lambda i: (-scores.get(i, 0.0), i))[:limit]:
-            words = scores.pop(doc_id, 0.0)
-            hits.append(SearchHit(self._keys[doc_id], top + 1.0 + words, exact=True, bm25=words or None))
-        best = best_scores(scores, limit - len(hits))
+        if exact:
+            # Exact names outrank every BM25 score; among themselves, by their own BM25 score.
+            words_of = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+            for doc_id in sorted(exact, key=lambda i: (-words_of.get(i, 0.0), i))[:limit]:
+                words = words_of.get(doc_id, 0.0)
+                hits.append(SearchHit(self._keys[doc_id], top + 1.0 + words, exact=True, bm25=words or None))
+            others = np.ones(len(ids), dtype=np.bool_)
+            for doc_id in exact:
+                others &= ids != doc_id
+            ids, scores = ids[others], scores[others]
+        best = rank_top(ids, scores, limit - len(hits))
         hits.extend(SearchHit(self._keys[doc_id], score, bm25=score) for doc_id, score in best)
         return hits
+
+    def document_frequency(self, term: str) -> int:
+        """How many tools hold ``term`` (an indexed token, as :func:`tokenize` makes it)."""
+        return self._postings.document_frequency(term)

@@ -1,51 +1,60 @@
-"""BM25 postings of one catalog and how a query adds them up, within a scope.
+"""BM25 postings of one catalog in flat arrays, and a query's exact top results over them (MaxScore).
 
-A term's :class:`Posting` holds its precomputed contribution to each document holding it
-(:class:`~discovery_svc.index.SearchIndex` builds them). A query's scores are the sum of its terms'
-postings, computed three ways, each returning the exact scores of every document that can make the
-top ``limit`` (hits equal a full scan's; unit tests check it):
+:class:`Postings` holds every term's precomputed contribution to each document holding it
+(:class:`~discovery_svc.index.SearchIndex` computes them) in three flat numpy arrays, one slice
+per term with doc ids ascending: 12 bytes a posting, against about 100 for a dict of Python ints
+and floats, and nothing for the garbage collector to scan. Terms in many documents also keep
+their postings' rank order (contribution descending), so a query reads the head of a common term
+instead of all of it.
 
-* :func:`score_each` — document by document, for a small scope (a server, an ``only`` list);
-* :func:`top_scores` — merging postings with MaxScore, skipping the work that cannot change the top;
-  a one-term query reads the head of the term's ranking;
-* :func:`dense_scores` — a query of common terms in a big catalog ("specific information" at 50,000
-  tools: tens of thousands of postings) summed with one numpy ``bincount``, keeping the documents
-  that reach a lower bound of the ``limit``-th score.
+:func:`top_candidates` returns the exact score of every document that can make a query's top
+``limit`` within a scope, without scoring every posting (MaxScore, Turtle and Flood 1995):
 
-A scope is a :class:`CandidateMask` (a toolset: one byte per tool), a ``range`` (one server's
-tools) or a set of doc ids.
+1. Terms in one fixed order (:meth:`TermPostings.order`: largest contribution first). A document
+   holding none of the first j terms scores at most what the rest can add (``tail[j]``, the sum
+   of their largest contributions); once that is below a lower bound of the ``limit``-th score
+   (the *threshold*), such documents are never read: only the postings of that prefix, the
+   *essential* terms (the rare, high-IDF words of a sentence), are summed.
+2. The threshold starts at the ``limit``-th best in-scope contribution of a common term (read
+   from its rank order) and rises with the partial sums of the prefix summed so far (lower
+   bounds of final scores); the prefix is summed in rounds of doubling size (one numpy
+   ``bincount``), so a long query's common words at the end are skipped.
+3. The other terms are then added only for the documents whose partial sum plus what the
+   remaining terms could add still reaches the threshold (looked up by binary search, or
+   scatter-added when that is cheaper), dropping the rest after each term.
+
+Every document's score is added up term by term in the same order whichever way it is reached,
+so the top results and their scores equal scoring every posting (:func:`exhaustive_scores`); a
+unit property test checks it on random catalogs, queries, masks and scopes. A small explicit
+scope (an ``only`` list) is scored document by document; a one-term query reads the head of the
+term's rank order.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import compress
-from operator import add, itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
-    "DENSE_MIN_POSTINGS",
     "CandidateMask",
-    "Posting",
-    "best_scores",
-    "dense_scores",
-    "score_each",
-    "top_scores",
+    "Postings",
+    "Scope",
+    "TermPostings",
+    "exhaustive_scores",
+    "rank_top",
+    "top_candidates",
 ]
 
-_TOP_WEIGHTS = 20  # per-term best weights kept for cheap MaxScore thresholds
-_RANKED_MIN_DOCS = 256  # terms in more documents also keep their postings as arrays in rank order
-# A query adding up at least this many postings (and 1/32 of the catalog) is summed in numpy.
-DENSE_MIN_POSTINGS = 2000
+_RANKED_MIN_DOCS = 256  # terms in more documents keep their rank order
+# Pruning compares float sums taken in different orders: a relative slack far above rounding error.
+_SLACK = 1e-9
 
-# Doc ids -> which of them a search may return (its scope, minus skipped tools), vectorised.
-_Ids = npt.NDArray[np.integer[Any]]
-_Keep = Callable[[_Ids], npt.NDArray[np.bool_]]
+_Ids = npt.NDArray[np.int32]
+_Scores = npt.NDArray[np.float64]
 
 
 class CandidateMask:
@@ -53,7 +62,7 @@ class CandidateMask:
 
     Built by :meth:`SearchIndex.mask` and valid only for that index (doc ids are its own). Cheap to
     keep per toolset: 50,000 tools cost 50 KB. Membership tests run in C (``compress`` over the
-    bytes); :meth:`array` is a zero-copy boolean view for vectorised (dense) scoring.
+    bytes); :meth:`array` is a zero-copy boolean view for vectorised scoring.
     """
 
     __slots__ = ("_bits", "_owner", "count")
@@ -89,234 +98,320 @@ class CandidateMask:
             raise ValueError("CandidateMask used with an index it was not built for")
 
 
-@dataclass(frozen=True, slots=True)
-class Posting:
-    """The BM25 contribution of one term to each document holding it."""
+class TermPostings(NamedTuple):
+    """One term's postings (views into :class:`Postings`' arrays)."""
 
-    weights: dict[int, float]  # doc id -> contribution; ints/floats only, so the GC never scans it
-    top: tuple[float, ...]  # the largest contributions, descending (top[0] bounds any document's)
-    # For common terms, every posting in rank order (contribution descending, doc id ascending) as
-    # arrays: a one-term query ("get", "search") over a big catalog reads the head only, and a
-    # query of common terms is summed in numpy (``_dense_scores``).
-    ranked_ids: npt.NDArray[np.int32] | None = None
-    ranked_weights: npt.NDArray[np.float64] | None = None
+    ids: npt.NDArray[np.int32]  # doc ids, ascending
+    weights: npt.NDArray[np.float64]  # the term's contribution to each
+    upper: float  # the largest contribution (within the scope's range, once clipped)
+    rank: npt.NDArray[np.int32] | None  # positions in rank order (common terms only)
+    best: float  # the largest contribution in the catalog: fixes the order terms are added in
 
-    @classmethod
-    def of(cls, weights: dict[int, float]) -> Posting:
-        if len(weights) <= _TOP_WEIGHTS:
-            return cls(weights, tuple(sorted(weights.values(), reverse=True)))
-        if len(weights) <= _RANKED_MIN_DOCS:
-            return cls(weights, tuple(heapq.nlargest(_TOP_WEIGHTS, weights.values())))
-        ranked = sorted(weights.items(), key=_rank_key)
-        ids = np.fromiter((d for d, _ in ranked), dtype=np.int32, count=len(ranked))
-        values = np.fromiter((w for _, w in ranked), dtype=np.float64, count=len(ranked))
-        return cls(weights, tuple(w for _, w in ranked[:_TOP_WEIGHTS]), ids, values)
+    @staticmethod
+    def order(terms: Iterable[TermPostings]) -> list[TermPostings]:
+        """The order every search adds a document's contributions in: the term with the largest
+        contribution in the catalog first, then in query order (a stable sort)."""
+        return sorted(terms, key=lambda t: -t.best)
 
-    def floor(self, limit: int) -> float:
-        """A lower bound of the ``limit``-th best score of any query containing this term."""
-        return self.top[limit - 1] if limit <= len(self.top) else 0.0
 
-    def arrays(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
-        """Doc ids and contributions as arrays (rank order when kept, else built now: small)."""
-        if self.ranked_ids is not None and self.ranked_weights is not None:
-            return self.ranked_ids, self.ranked_weights
-        n = len(self.weights)
-        return (
-            np.fromiter(self.weights.keys(), dtype=np.int32, count=n),
-            np.fromiter(self.weights.values(), dtype=np.float64, count=n),
+class Postings:
+    """Every term's postings of one catalog, in flat arrays (one slice per term)."""
+
+    __slots__ = ("_rank", "_rank_at", "_start", "_term", "_upper", "_weights", "ids")
+
+    def __init__(
+        self, terms: Sequence[str], term_of: Sequence[int], doc_of: Sequence[int], weight: Sequence[float]
+    ) -> None:
+        """``terms``: the vocabulary; the three columns give one posting each (term number, doc
+        id, contribution), doc ids non-decreasing (the order documents are read in)."""
+        self._term = {term: i for i, term in enumerate(terms)}
+        term_arr = np.asarray(term_of, dtype=np.int32)
+        order = np.argsort(term_arr, kind="stable")  # by term, doc ids ascending within each
+        self.ids = np.asarray(doc_of, dtype=np.int32)[order]
+        self._weights = np.asarray(weight, dtype=np.float64)[order]
+        counts = np.bincount(term_arr, minlength=len(terms))
+        self._start = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self._start[1:])
+        self._upper = (
+            np.maximum.reduceat(self._weights, self._start[:-1]) if len(self._weights) else np.zeros(0)
         )
+        if len(terms) and (counts == 0).any():
+            raise ValueError("every term needs a posting")
+        # Rank order of common terms: positions within the term's slice, best contribution first
+        # (ties by doc id), concatenated; _rank_at[t] is where term t's run starts (-1: none).
+        self._rank_at = np.full(len(terms), -1, dtype=np.int64)
+        runs: list[npt.NDArray[np.int32]] = []
+        offset = 0
+        for t in np.flatnonzero(counts > _RANKED_MIN_DOCS).tolist():
+            lo, hi = int(self._start[t]), int(self._start[t + 1])
+            runs.append(np.argsort(-self._weights[lo:hi], kind="stable").astype(np.int32))
+            self._rank_at[t] = offset
+            offset += hi - lo
+        self._rank = np.concatenate(runs) if runs else np.zeros(0, dtype=np.int32)
 
-    def best_in(self, keep: _Keep, limit: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
-        """The term's ``limit`` best documents that ``keep`` (ids -> bool array) accepts, in rank
-        order (fewer when fewer qualify). Reads a growing head of the ranking, not all of it."""
-        assert self.ranked_ids is not None
-        assert self.ranked_weights is not None
-        window = 4 * limit + 16
-        while True:
-            ids = self.ranked_ids[:window]
-            chosen = np.flatnonzero(keep(ids))[:limit]
-            if len(chosen) == limit or window >= len(self.ranked_ids):
-                return ids[chosen], self.ranked_weights[chosen]
-            window *= 4
+    def __len__(self) -> int:
+        return len(self._term)
 
+    def nbytes(self) -> int:
+        arrays = (self.ids, self._weights, self._start, self._upper, self._rank_at, self._rank)
+        return sum(a.nbytes for a in arrays)
 
-def _rank_key(item: tuple[int, float]) -> tuple[float, int]:
-    return (-item[1], item[0])
+    def document_frequency(self, term: str) -> int:
+        t = self._term.get(term)
+        return 0 if t is None else int(self._start[t + 1] - self._start[t])
 
-
-def best_scores(scores: dict[int, float], n: int) -> list[tuple[int, float]]:
-    """The ``n`` best (doc id, score) pairs, score descending then doc id ascending."""
-    if n <= 0 or not scores:
-        return []
-    top = heapq.nlargest(n, scores.items(), key=itemgetter(1))  # C-level key, no Python frames
-    cut = top[-1][1]
-    # nlargest breaks ties by dict order; when ties straddle the cut, settle them by doc id.
-    if len(scores) > n and list(scores.values()).count(cut) > sum(1 for _, s in top if s == cut):
-        above = [item for item in top if item[1] > cut]
-        tied = sorted(d for d, s in scores.items() if s == cut)
-        top = above + [(d, cut) for d in tied[: n - len(above)]]
-    return sorted(top, key=_rank_key)
-
-
-def score_each(postings: list[Posting], candidates: Iterable[int]) -> dict[int, float]:
-    """Scores of a small candidate set (one server, an ``only`` list), looked up term by term."""
-    scores: dict[int, float] = {}
-    for doc_id in candidates:
-        total = 0.0
-        for posting in postings:
-            total += posting.weights.get(doc_id, 0.0)
-        if total > 0.0:
-            scores[doc_id] = total
-    return scores
+    def get(self, term: str) -> TermPostings | None:
+        t = self._term.get(term)
+        if t is None:
+            return None
+        lo, hi = int(self._start[t]), int(self._start[t + 1])
+        at = int(self._rank_at[t])
+        rank = self._rank[at : at + hi - lo] if at >= 0 else None
+        upper = float(self._upper[t])
+        return TermPostings(self.ids[lo:hi], self._weights[lo:hi], upper, rank, upper)
 
 
-def _merge(scores: dict[int, float], weights: dict[int, float]) -> None:
-    """``scores += weights`` with the loops in C (set algebra, map/zip), not in Python bytecode."""
-    common = list(scores.keys() & weights.keys())
-    sums = list(map(add, map(scores.__getitem__, common), map(weights.__getitem__, common)))
-    scores.update(weights)  # new documents get the weight; shared ones are fixed on the next line
-    scores.update(zip(common, sums, strict=True))
+class Scope:
+    """Which doc ids a search may return: a mask, a contiguous range (one server), an explicit
+    set (``only``), or all; minus ``banned`` (skipped tools). Membership is one boolean array
+    (or a range test): numpy's set operations sort, which costs more than a whole search."""
+
+    __slots__ = ("allowed", "hi", "lo", "members", "size")
+
+    def __init__(self, scope: Collection[int] | None, banned: Collection[int], size: int) -> None:
+        self.size = size
+        self.lo, self.hi = 0, size
+        self.members: _Ids | None = None
+        allowed: npt.NDArray[np.bool_] | None = None
+        if isinstance(scope, CandidateMask):
+            allowed = scope.array()
+        elif isinstance(scope, range):
+            self.lo, self.hi = scope.start, scope.stop
+        elif scope is not None:
+            self.members = np.sort(np.fromiter(scope, dtype=np.int32, count=len(scope)))
+            allowed = np.zeros(size, dtype=np.bool_)
+            allowed[self.members] = True
+        if banned:
+            allowed = np.ones(size, dtype=np.bool_) if allowed is None else allowed.copy()
+            allowed[np.fromiter(banned, dtype=np.int32, count=len(banned))] = False
+        self.allowed = allowed
+
+    @property
+    def whole(self) -> bool:
+        return self.lo == 0 and self.hi == self.size
+
+    def keep(self, ids: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.bool_] | None:
+        """Which of ``ids`` are in scope (None: all of them)."""
+        ok = self.allowed[ids] if self.allowed is not None else None
+        if not self.whole:
+            inside = (ids >= self.lo) & (ids < self.hi)
+            ok = inside if ok is None else ok & inside
+        return ok
+
+    def filter(self, ids: _Ids) -> _Ids:
+        ok = self.keep(ids)
+        return ids if ok is None else ids[ok]
+
+    def clip(self, term: TermPostings) -> TermPostings:
+        """The term's postings inside the scope's doc-id range."""
+        if self.whole:
+            return term
+        lo, hi = np.searchsorted(term.ids, (self.lo, self.hi)).tolist()
+        weights = term.weights[lo:hi]
+        upper = float(weights.max()) if len(weights) else 0.0
+        rank = term.rank if hi - lo == len(term.ids) else None
+        return TermPostings(term.ids[lo:hi], weights, upper, rank, term.best)
 
 
-def top_scores(
-    postings: list[Posting],
-    limit: int,
-    banned: set[int],
-    scope: Collection[int] | None,
-    must: Collection[int],
-) -> dict[int, float]:
-    """Exact BM25 scores of every document that can still reach the top ``limit`` (MaxScore).
+def exhaustive_scores(terms: Sequence[TermPostings], ids: _Ids) -> _Scores:
+    """Exact BM25 scores of ``ids`` (sorted or not): the terms' contributions added in the order
+    given (:meth:`TermPostings.order`, for a search's scores), one float addition per term, so
+    every way of scoring a document gives the same float."""
+    total = np.zeros(len(ids), dtype=np.float64)
+    for term in terms:
+        if not len(term.ids) or not len(ids):
+            continue
+        pos = np.minimum(np.searchsorted(term.ids, ids), len(term.ids) - 1)
+        total += np.where(term.ids[pos] == ids, term.weights[pos], 0.0)
+    return total
 
-    Terms are merged in decreasing order of their best contribution. Once the terms left could not
-    lift a document holding none of the merged terms above the current ``limit``-th partial score,
-    no new document can enter the top: the remaining terms are only looked up for the surviving
-    candidates. Common terms ("get", "data") in a 50,000-tool catalog thus rarely cost a pass over
-    their postings, and the top results equal those of scoring every document.
+
+def _head_bound(term: TermPostings, scope: Scope, limit: int) -> float:
+    """The ``limit``-th best in-scope contribution of a common term (0.0: fewer in scope): every
+    document holding the term scores at least its contribution, so this bounds the query's
+    ``limit``-th score from below. Reads a growing head of the term's rank order."""
+    assert term.rank is not None
+    window = 4 * limit + 16
+    while True:
+        positions = term.rank[:window]
+        ok = scope.keep(term.ids[positions])
+        chosen = positions if ok is None else positions[ok]
+        if len(chosen) >= limit:
+            return float(term.weights[chosen[limit - 1]])
+        if window >= len(term.rank):
+            return 0.0
+        window *= 4
+
+
+def _single(term: TermPostings, scope: Scope, limit: int) -> tuple[_Ids, _Scores]:
+    """A one-term query over a common term: its best in-scope documents, read from the rank
+    order."""
+    assert term.rank is not None
+    window = 4 * limit + 16
+    while True:
+        positions = term.rank[:window]
+        ok = scope.keep(term.ids[positions])
+        chosen = positions if ok is None else positions[ok]
+        if len(chosen) >= limit or window >= len(term.rank):
+            break
+        window *= 4
+    chosen = chosen[:limit]  # rank order breaks ties by doc id, as the ranking does
+    return term.ids[chosen], term.weights[chosen]
+
+
+def _kth(scores: _Scores, k: int) -> float:
+    """The ``k``-th largest score (0.0 when there are fewer)."""
+    if len(scores) < k:
+        return 0.0
+    return float(np.partition(scores, len(scores) - k)[len(scores) - k])
+
+
+def top_candidates(
+    found: Sequence[TermPostings], limit: int, scope: Scope, must: Sequence[int]
+) -> tuple[_Ids, _Scores]:
+    """Doc ids and exact scores of every in-scope document that can make the query's top
+    ``limit``, and of the ``must`` documents (exact-name matches) holding a query term.
+
+    ``found``: the postings of the query's distinct terms, in query order. Documents sharing no
+    term with the query are not returned. Every score is the sum of the document's contributions
+    in one order (best contribution first, then query order), as :func:`exhaustive_scores` adds.
     """
-    if len(postings) == 1 and postings[0].ranked_ids is not None:
-        # The term's best documents that pass the filter: a prefix of its filtered ranking, exact.
-        weights = postings[0].weights
-        ids, values = postings[0].best_in(_acceptor(scope, banned), limit)
-        return dict(zip(ids.tolist(), values.tolist(), strict=True)) | {
-            d: weights[d] for d in must if d in weights
-        }
-    postings = sorted(postings, key=lambda p: -p.top[0])
-    remaining = [0.0] * (len(postings) + 1)
-    for i in range(len(postings) - 1, -1, -1):
-        remaining[i] = remaining[i + 1] + postings[i].top[0]
-    scores: dict[int, float] = {}
-    floor = 0.0  # a cheap lower bound of the current limit-th score: no pass over the scores
-    for i, posting in enumerate(postings):
-        if remaining[i] < floor:
-            return _refine(scores, postings[i:], remaining[i], limit, must)
-        if len(scores) >= limit and len(scores) < len(posting.weights):
-            # Computing the exact threshold is cheaper than merging this posting: try it.
-            threshold = heapq.nlargest(limit, scores.values())[-1]
-            if remaining[i] < threshold:
-                return _refine(scores, postings[i:], remaining[i], limit, must)
-        # Scoped: only this posting's in-scope documents join (earlier ones were filtered already).
-        weights = posting.weights if scope is None else _restrict(posting.weights, scope)
-        if scores:
-            _merge(scores, weights)
+    must_ids = np.asarray(must, dtype=np.int32)
+    members = scope.members
+    if members is None and not scope.whole:
+        members = np.arange(scope.lo, scope.hi, dtype=np.int32)
+    if members is not None and len(members) * len(found) <= sum(len(t.ids) for t in found):
+        # A small scope (an ``only`` list, a server): score each of its documents.
+        ids = scope.filter(members)
+        return _positive(ids, exhaustive_scores(TermPostings.order(found), ids))
+    terms = TermPostings.order(t for t in (scope.clip(t) for t in found) if len(t.ids))
+    if not terms or limit <= 0:
+        return _positive(must_ids, exhaustive_scores(terms, must_ids))
+    if len(terms) == 1 and terms[0].rank is not None:
+        ids, scores = _single(terms[0], scope, limit)
+        extra = _without(must_ids, ids)
+        if len(extra):
+            ids = np.concatenate([ids, extra])
+            scores = np.concatenate([scores, exhaustive_scores(terms, extra)])
+        return _positive(ids, scores)
+
+    docs, scores = _max_score(terms, limit, scope)
+    extra = _without(must_ids, docs)
+    if len(extra):
+        docs = np.concatenate([docs, extra])
+        scores = np.concatenate([scores, exhaustive_scores(terms, extra)])
+    return _positive(docs, scores)
+
+
+class _Essential(NamedTuple):
+    """The sums of a MaxScore search's essential terms."""
+
+    sums: _Scores  # per doc id: the sum of the first ``done`` terms' contributions
+    docs: _Ids  # the in-scope documents holding one of them
+    done: int
+    threshold: float  # a lower bound of the limit-th score
+
+
+def _max_score(terms: list[TermPostings], limit: int, scope: Scope) -> tuple[_Ids, _Scores]:
+    """Exact scores of the documents that can make the top ``limit`` (and maybe a few more)."""
+    # ``tail[j]``: the most terms j.. can add to any document.
+    tail = [0.0] * (len(terms) + 1)
+    for j in range(len(terms) - 1, -1, -1):
+        tail[j] = tail[j + 1] + terms[j].upper
+    sums, docs, done, threshold = _essential(terms, tail, limit, scope)
+    # Only documents holding an essential term can reach the threshold. The other terms are added
+    # for those that still can with what the remaining terms could add, dropping the rest after
+    # each term: looked up by binary search, or scatter-added while that is cheaper.
+    cut = threshold * (1.0 - _SLACK)
+    partial = sums[docs]
+    for j in range(done, len(terms)):
+        if cut > 0.0:
+            reach = partial + tail[j] >= cut
+            docs, partial = docs[reach], partial[reach]
+        term = terms[j]
+        if len(docs) * 4 > len(term.ids):
+            sums[term.ids] += term.weights  # doc ids are unique within a term: a plain scatter-add
+            partial = sums[docs]
         else:
-            scores = weights.copy() if scope is None else weights
-        for doc_id in banned:
-            scores.pop(doc_id, None)
-        if scope is None and not banned:
-            floor = max(floor, posting.floor(limit))
-    return scores
+            pos = np.minimum(np.searchsorted(term.ids, docs), len(term.ids) - 1)
+            partial = partial + np.where(term.ids[pos] == docs, term.weights[pos], 0.0)
+            sums[docs] = partial
+    if cut > 0.0:
+        reach = partial >= cut
+        docs, partial = docs[reach], partial[reach]
+    return docs, partial
 
 
-def _acceptor(scope: Collection[int] | None, banned: set[int]) -> _Keep:
-    """A vectorised filter: doc id array -> boolean array of the ids in ``scope`` and not banned."""
-    ban = np.fromiter(banned, dtype=np.int64, count=len(banned)) if banned else None
-    if isinstance(scope, CandidateMask):
-        bits = scope.array()
-
-        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
-            return bits[ids]
-
-    elif isinstance(scope, range):
-        lo, hi = scope.start, scope.stop
-
-        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
-            return (ids >= lo) & (ids < hi)
-
-    elif scope is not None:
-        members = np.fromiter(scope, dtype=np.int64, count=len(scope))
-
-        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
-            return np.isin(ids, members)
-
-    else:
-
-        def in_scope(ids: _Ids) -> npt.NDArray[np.bool_]:
-            return np.ones(len(ids), dtype=np.bool_)
-
-    if ban is None:
-        return in_scope
-
-    def allowed(ids: _Ids) -> npt.NDArray[np.bool_]:
-        return in_scope(ids) & ~np.isin(ids, ban)
-
-    return allowed
+def _essential(terms: list[TermPostings], tail: list[float], limit: int, scope: Scope) -> _Essential:
+    """Sums the essential terms, raising the threshold as it goes (see the module text)."""
+    # A first lower bound of the limit-th score from the heads of the strongest common terms.
+    threshold = max((_head_bound(t, scope, limit) for t in terms[:3] if t.rank is not None), default=0.0)
+    # The essential terms: the prefix of the order a document must hold one of to reach it.
+    essential = _prefix_below(tail, threshold * (1.0 - _SLACK))
+    # Sum the first terms (one numpy addition per posting, in term order), as many as fit a budget;
+    # their partial sums (lower bounds of the final scores) raise the threshold, which shortens
+    # the essential prefix. While it still reaches past what was summed, sum again with twice
+    # the budget (summing afresh keeps the one order of addition; the rounds cost at most twice
+    # the last).
+    done, budget = 0, max(scope.size // 8, 1024)
+    while True:
+        done += 1
+        counted = sum(len(t.ids) for t in terms[:done])
+        while done < essential and counted + len(terms[done].ids) <= budget:
+            counted += len(terms[done].ids)
+            done += 1
+        ids = np.concatenate([t.ids for t in terms[:done]])
+        weights = np.concatenate([t.weights for t in terms[:done]])
+        sums: _Scores = np.bincount(ids, weights=weights, minlength=scope.hi).astype(np.float64, copy=False)
+        docs = scope.filter(np.flatnonzero(sums > 0.0).astype(np.int32))  # bool nonzero: the fast one
+        partial = sums[docs]
+        threshold = max(threshold, _kth(partial[partial >= threshold] if threshold else partial, limit))
+        essential = _prefix_below(tail, threshold * (1.0 - _SLACK))
+        if done >= essential:
+            return _Essential(sums, docs, done, threshold)
+        budget = 2 * counted
 
 
-def dense_scores(
-    postings: list[Posting],
-    limit: int,
-    banned: set[int],
-    scope: Collection[int] | None,
-    size: int,
-    must: Collection[int],
-) -> dict[int, float]:
-    """Exact BM25 scores of the documents that can make the top ``limit``, summed in numpy.
-
-    Every document holding a term scores at least that term's contribution, so the ``limit``-th
-    best in-scope contribution of any single term bounds the ``limit``-th best score from below:
-    only documents at or above it are returned (with the exact-name ones). Postings are added in
-    the order the MaxScore path merges them (decreasing best contribution), so each document's
-    sum is the same floating-point sum.
-    """
-    postings = sorted(postings, key=lambda p: -p.top[0])
-    keep = _acceptor(scope, banned)
-    bound = 0.0
-    for posting in postings:
-        if posting.ranked_ids is not None:
-            _, best = posting.best_in(keep, limit)
-            if len(best) == limit:
-                bound = max(bound, float(best[-1]))
-    arrays = [posting.arrays() for posting in postings]
-    sums = np.bincount(
-        np.concatenate([ids for ids, _ in arrays]),
-        weights=np.concatenate([values for _, values in arrays]),
-        minlength=size,
-    )
-    found = np.flatnonzero(sums >= bound) if bound > 0.0 else np.flatnonzero(sums)
-    found = found[keep(found)]
-    scores = dict(zip(found.tolist(), sums[found].tolist(), strict=True))
-    scores.update((d, float(sums[d])) for d in must if sums[d] > 0.0)
-    return scores
+def _prefix_below(tail: list[float], threshold: float) -> int:
+    """The shortest prefix of the terms whose remaining terms add less than ``threshold``."""
+    j = len(tail) - 1
+    while j > 1 and tail[j - 1] < threshold:
+        j -= 1
+    return j
 
 
-def _restrict(scores: dict[int, float], scope: Collection[int]) -> dict[int, float]:
-    if isinstance(scope, CandidateMask):
-        return {d: scores[d] for d in scope.keep(scores)}
-    return {d: scores[d] for d in scores.keys() & scope}
+def _without(ids: _Ids, drop: _Ids) -> _Ids:
+    """``ids`` minus ``drop``, for a short ``ids`` or ``drop`` (exact-name matches)."""
+    if not len(ids) or not len(drop):
+        return ids
+    small, big = (ids, drop) if len(ids) <= len(drop) else (drop, ids)
+    hit = {d for d in small.tolist() if (big == d).any()}
+    return ids[[i not in hit for i in ids.tolist()]] if hit else ids
 
 
-def _refine(
-    scores: dict[int, float], rest: list[Posting], bound: float, limit: int, must: Collection[int]
-) -> dict[int, float]:
-    """Finish scoring the candidates that may still make the top ``limit`` (and exact-name docs)."""
-    threshold = heapq.nlargest(limit, scores.values())[-1]
-    # A candidate whose partial score plus everything the remaining terms could add stays below
-    # the threshold cannot make the page. compress/map keep the pass over all candidates in C.
-    keep = compress(scores.keys(), map((threshold - bound).__le__, scores.values()))
-    survivors = {d: scores[d] for d in keep}
-    survivors.update((d, scores[d]) for d in must if d in scores)
-    for posting in rest:
-        weights = posting.weights
-        for doc_id in survivors.keys() & weights.keys():
-            survivors[doc_id] += weights[doc_id]
-    return survivors
+def _positive(ids: _Ids, scores: _Scores) -> tuple[_Ids, _Scores]:
+    held = scores > 0.0
+    return ids[held], scores[held]
+
+
+def rank_top(ids: _Ids, scores: _Scores, n: int) -> list[tuple[int, float]]:
+    """The ``n`` best (doc id, score) pairs, score descending then doc id ascending."""
+    if n <= 0 or not len(ids):
+        return []
+    if len(ids) > 4 * n:
+        # Everything at or above the n-th best score (ties at the cut included), then sort those.
+        cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+        keep = scores >= cut
+        ids, scores = ids[keep], scores[keep]
+    order = np.lexsort((ids, -scores))[:n]
+    return list(zip(ids[order].tolist(), scores[order].tolist(), strict=True))

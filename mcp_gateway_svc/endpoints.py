@@ -18,7 +18,7 @@ from toolscout.client import AsyncDiscoveryClient, Tool, ToolPlan, ToolsetRef
 from mcp_gateway_svc.listing import ResultLimits, ServedTools
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
-from mcp_gateway_svc.tool_lists import listed_tools, signature
+from mcp_gateway_svc.tool_lists import list_signature
 from mcp_gateway_svc.views import PlanFollower, ToolsetView
 from toolscout_kit.config import GatewayMode
 from toolscout_kit.logging import get_logger
@@ -131,14 +131,14 @@ class Endpoint:
         if old is None or old.version == new.version:
             return
         # 2026-07-28 clients of this endpoint are served meta or all (by their names).
-        if any(signature(listed_tools(old, m)) != signature(listed_tools(new, m)) for m in ("meta", "all")):
+        if any(list_signature(old, m) != list_signature(new, m) for m in ("meta", "all")):
             self._metrics.list_changed.labels("catalog").inc()
             await self._bus.publish(ToolsListChanged())
         search = self._append.current.search_tool if self._append and self._append.current else None
         for session in self._sessions.of_endpoint(self.key):
             if session.outbound is None or session.listed is None:
                 continue
-            now = signature(listed_tools(new, session.mode, session.loaded, search))
+            now = list_signature(new, session.mode, session.loaded, search)
             if now == session.listed:
                 continue
             session.listed = now

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.resources import gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
-from mcp_gateway_svc.tool_lists import listed_tools, signature
+from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.arguments import call_tool_target, not_loaded_error
 from toolscout_kit.logging import get_logger
@@ -265,27 +265,36 @@ class McpHandlers:
     ) -> types.ListToolsResult:
         info = _info(ctx)
         mode = _mode(info, ctx)
-        view = await _view(info.endpoint)
-        tools = await self._tools(info, mode, view)
+        view, tools = await self._tools(info, mode)
+        cursor = params.cursor if params is not None else None
+        try:
+            shown, next_cursor = page(
+                tools, cursor, version=view.version, where=f"{info.endpoint.key}/{mode}"
+            )
+        except CursorError as err:
+            raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
-        if session is not None:
-            session.listed = signature(tools)
+        if session is not None and not cursor:
+            session.listed = signature(tools) if mode == "progressive" else list_signature(view, mode)
             session.outbound = ctx.session
         served = info.endpoint.served(view)
         ready = mode == "all"
         if ready:
             await served.prepare_search_ready()
-        return types.ListToolsResult(tools=[served.definition(t, search_ready=ready) for t in tools])
+        return types.ListToolsResult(
+            tools=[served.definition(t, search_ready=ready) for t in shown], next_cursor=next_cursor
+        )
 
-    async def _tools(self, info: RequestInfo, mode: str, view: ToolsetView) -> list[Tool]:
+    async def _tools(self, info: RequestInfo, mode: str) -> tuple[ToolsetView, Sequence[Tool]]:
+        view = await _view(info.endpoint)
         if mode != "progressive":
-            return listed_tools(view, mode)
+            return view, tools_for(view, mode)
         try:
             search = await info.endpoint.progressive_search_tool()
         except GatewayUnavailableError as err:
             raise MCPError(types.INTERNAL_ERROR, err.message) from None
         loaded = info.session.loaded if info.session is not None else []
-        return listed_tools(view, mode, loaded, search)
+        return view, tools_for(view, mode, loaded, search)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from toolscout.client import (
@@ -54,6 +54,10 @@ class ToolsetView:
     read_result: Tool | None = None
     # The full manifest of the deferred tools (search_tools' description holds a short one).
     manifest: str = ""
+    # The lists that depend on the view alone and their signatures (tool_lists), by mode: building
+    # and hashing 50,000 tools takes tens of milliseconds, once per catalog version is enough.
+    lists: dict[str, tuple[Tool, ...]] = field(default_factory=dict, compare=False, repr=False)
+    signatures: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_plan(cls, plan: ToolPlan) -> ToolsetView:

@@ -315,29 +315,38 @@ class CallRunner:
         listed = self._catalog.lookup(sup.name, tool)
         read_only = listed is not None and listed.read_only
         repeatable = listed is not None and (listed.read_only or listed.idempotent)
-        async with self._write_turn(sup, read_only), sup.semaphore:
-            lost: Connection | None = None
+        async with sup.semaphore:
+            lost: Connection | None = None  # the connection a sent call was lost on
+            stale: Connection | None = None  # one that closed while this call waited its turn
             while True:
                 try:
-                    conn = await sup.connection_for_call(wait_for_restart=lost is not None, not_this=lost)
+                    conn = await sup.connection_for_call(
+                        wait_for_restart=lost is not None, not_this=lost or stale
+                    )
                 except ServerUnavailableError:
                     if lost is not None:
                         raise _SentThenLost(retried=True) from None
                     raise
-                call.sent = True
                 try:
-                    # The SDK writes this span's traceparent into the request's _meta.
-                    with self._tracing.span(
-                        f"tools/call {tool}",
-                        kind=SpanKind.CLIENT,
-                        attributes=_mcp_attributes(sup, conn, tool),
-                    ):
-                        answer = await conn.session.call_tool(
-                            tool,
-                            args,
-                            progress_callback=call.progress,
-                            meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
-                        )
+                    # The write lock (a tool not annotated read-only) is held around the request
+                    # only: waiting for a connection or a restart holds nothing.
+                    async with self._write_turn(sup, read_only):
+                        if conn.closed.is_set():
+                            stale = conn  # not sent: take the next connection
+                            continue
+                        call.sent = True
+                        # The SDK writes this span's traceparent into the request's _meta.
+                        with self._tracing.span(
+                            f"tools/call {tool}",
+                            kind=SpanKind.CLIENT,
+                            attributes=_mcp_attributes(sup, conn, tool),
+                        ):
+                            answer = await conn.session.call_tool(
+                                tool,
+                                args,
+                                progress_callback=call.progress,
+                                meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
+                            )
                 except MCPError as err:
                     if was_not_sent(err):
                         # Refused at once: the server is gone. The supervisor checks it now.
@@ -356,6 +365,7 @@ class CallRunner:
                     lost = conn
                     continue
                 if not read_only:
+                    # Re-listing the server's tools, if due, happens in its supervisor's task.
                     sup.call_may_have_changed_tools()
                 return answer
 

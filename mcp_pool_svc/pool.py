@@ -54,6 +54,7 @@ from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.naming import server_named_by
 from mcp_pool_svc.oauth import RemoteAuth
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
+from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.server_logs import StderrLog
 from mcp_pool_svc.session import Connector, HttpClients, make_connector
@@ -145,6 +146,7 @@ class McpPool:
             remote_auth=RemoteAuth(os.environ if environ is None else environ),
         )
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._probes = Probes(self._settings, self._rng)
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
         # Servers handed to another shard, finishing their calls before they stop.
         self._leaving: dict[str, Supervisor] = {}
@@ -166,6 +168,7 @@ class McpPool:
             metrics=self._metrics,
             on_change=self._notify,
             rng=self._rng,
+            probes=self._probes,
         )
 
     @property

@@ -26,6 +26,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import Literal
 
 import anyio
@@ -36,6 +37,7 @@ from toolscout.client import ServerStatus
 from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
+from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
@@ -45,6 +47,10 @@ __all__ = ["ServerState", "Supervisor", "backoff_delay", "describe_error"]
 log = get_logger(__name__)
 
 HEALTH_PREFIX = "toolscout.mcp_pool.v1.server."
+# Re-listing after calls that may change a server's tools: the gap between two such listings
+# while they find nothing new doubles from the first value up to the second (seconds).
+_AFTER_CALL_GAP = 1.0
+_AFTER_CALL_MAX_GAP = 60.0
 
 
 class ServerState(enum.StrEnum):
@@ -105,7 +111,9 @@ class Supervisor:
         metrics: PoolMetrics,
         on_change: Callable[[str], None],
         rng: random.Random,
+        probes: Probes | None = None,
     ) -> None:
+        """``probes``: the pool's shared probe and connection budget (a budget of its own if None)."""
         self.name = name
         self.config = config
         self._settings = settings
@@ -114,6 +122,7 @@ class Supervisor:
         self._metrics = metrics
         self._on_change = on_change
         self._rng = rng
+        self._probes = probes or Probes(settings, rng)
         grace = settings.unavailable_grace
         self._blip_grace = settings.blip_grace if grace is None else min(settings.blip_grace, grace)
         self._default_ttl = settings.effective_tool_cache_ttl
@@ -128,6 +137,13 @@ class Supervisor:
         self._wake = asyncio.Event()
         # Why the next listing is due before its interval (None: it is not).
         self._refresh: ListingReason | None = None
+        # Re-listing after calls that may change the tools (see call_may_have_changed_tools): one
+        # is pending; not before this time (monotonic); the gap after the next one.
+        self._after_call = False
+        self._after_call_at = 0.0
+        self._after_call_gap = _AFTER_CALL_GAP
+        # The server's change notices reach this connection (one arrived): no re-list after calls.
+        self._notices_heard = False
         self._conn: Connection | None = None
         self._restarts = 0
         self._last_error = ""
@@ -281,16 +297,23 @@ class Supervisor:
 
         A change is announced differently at each MCP revision, and SDK 2.3.0 drops an
         announcement made the other era's way (a server calling ``send_tool_list_changed()`` is
-        never heard by a 2026-07-28 client): re-listing after such calls, coalesced, catches the
-        changes they make however they are announced.
+        never heard by a 2026-07-28 client; a bus publish reaches no handshake-era client):
+        re-listing after such calls catches the changes they make however they are announced.
+        It runs in the supervisor's task after the answer went back, never on a call's path, and
+        is coalesced per server: the first call's listing runs at once, later ones wait out a gap
+        that doubles (1 s up to 60 s) while listings find nothing new and starts again at 1 s
+        when one does. Once a change notice has arrived on this connection, notices are known to
+        reach it and calls trigger no listing at all.
         """
-        if self._refresh is None:
-            self._refresh = "after_call"
+        if self._notices_heard or self._after_call:
+            return
+        self._after_call = True
         self._poke.set()
 
     def _on_event(self, event: ConnectionEvent, detail: str) -> None:
         if event == "tools_changed":
             self._refresh = "notification"
+            self._notices_heard = True
         elif event == "exited":
             self._exit_detail = detail
         elif event == "stream_error":
@@ -312,6 +335,7 @@ class Supervisor:
     async def run(self) -> None:
         attempt = 0
         failed_starts: deque[float] = deque()
+        self._probes.add_server()
         try:
             while not self._stop.is_set():
                 outcome = await self._connect_and_watch()
@@ -339,6 +363,7 @@ class Supervisor:
                 self._restarts += 1
                 self._metrics.server_restarted(self.name)
         finally:
+            self._probes.remove_server()
             if self._grace_task is not None:
                 self._grace_task.cancel()
             self._next_retry = 0.0
@@ -354,8 +379,13 @@ class Supervisor:
             # Stop cancels this scope, so a server stuck in initialize does not hold up
             # shutdown; the transport's own teardown is shielded and still runs.
             with anyio.CancelScope() as self._attempt:
-                async with self._connector(self.name, self.config, self._on_event) as conn:
-                    await self._became_ready(conn)
+                async with AsyncExitStack() as stack:
+                    # Opening (spawn or dial, handshake, first listing) waits its turn in the pool.
+                    async with self._probes.connecting():
+                        conn = await stack.enter_async_context(
+                            self._connector(self.name, self.config, self._on_event)
+                        )
+                        await self._became_ready(conn)
                     was_ready = True
                     ready_at = time.monotonic()
                     try:
@@ -447,6 +477,8 @@ class Supervisor:
         self._last_error = ""
         self._last_activity = time.monotonic()
         self._refresh = None
+        self._after_call = self._notices_heard = False
+        self._after_call_at, self._after_call_gap = 0.0, _AFTER_CALL_GAP
         self._metrics.tools_listed(self.name, "connect")
         if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
             self._catalog_changed()
@@ -490,7 +522,8 @@ class Supervisor:
                 self._catalog_changed()
         self._grace_task = None
 
-    async def _relist(self, conn: Connection, reason: ListingReason) -> None:
+    async def _relist(self, conn: Connection, reason: ListingReason) -> bool:
+        """Lists the tools again; whether they changed."""
         self._metrics.tools_listed(self.name, reason)
         try:
             with anyio.fail_after(self.config.call_timeout):
@@ -500,17 +533,45 @@ class Supervisor:
                 raise
             # The server refused this listing but is otherwise alive: keep the last one.
             log.warning("mcp_server_list_failed", server=self.name, error=describe_error(err))
-            return
+            return False
         self._ttl = self._ttl_from(conn)
-        if self._catalog.set_tools(self.name, tools):
-            log.info("mcp_server_tools_changed", server=self.name, tools=len(tools))
-            self._catalog_changed()
+        if not self._catalog.set_tools(self.name, tools):
+            return False
+        log.info("mcp_server_tools_changed", server=self.name, tools=len(tools))
+        self._catalog_changed()
+        return True
+
+    async def _relist_after_calls(self, conn: Connection) -> None:
+        """The coalesced listing after calls (see :meth:`call_may_have_changed_tools`)."""
+        self._after_call = False
+        changed = await self._relist(conn, "after_call")
+        self._after_call_gap = (
+            _AFTER_CALL_GAP if changed else min(2 * self._after_call_gap, _AFTER_CALL_MAX_GAP)
+        )
+        self._after_call_at = time.monotonic() + self._after_call_gap
+
+    async def _probe(self, conn: Connection) -> None:
+        """One liveness probe, in its turn (:mod:`mcp_pool_svc.probes`); raises when the server
+        did not answer (twice in a row while the pool's probes are slow)."""
+        timeout = self._settings.ping_timeout
+        lenient = self._probes.under_load  # before this probe's own outcome counts
+        for attempt in (1, 2):
+            async with self._probes.probing():
+                started = time.monotonic()
+                try:
+                    with anyio.fail_after(timeout):
+                        await conn.ping()
+                except TimeoutError:
+                    self._probes.answered(None)
+                    if attempt == 1 and lenient:
+                        continue
+                    raise _SessionLost(f"no answer to ping within {timeout:g}s") from None
+                self._probes.answered(time.monotonic() - started)
+                return
 
     async def _monitor(self, conn: Connection) -> _Exit:
         """Returns when asked to stop or to go idle; raises when the connection is lost."""
-        interval = self._settings.ping_interval
-        timeout = self._settings.ping_timeout
-        next_ping = time.monotonic() + interval
+        next_ping = time.monotonic() + self._probes.first_delay()
         next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
         while True:
             self._poke.clear()
@@ -524,6 +585,10 @@ class Supervisor:
                 await self._relist(conn, reason)
                 # After the listing: its cache hint sets when the next one is due.
                 next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
+            after_call = self._after_call_at if self._after_call else float("inf")
+            if now >= after_call:
+                await self._relist_after_calls(conn)
+                after_call = float("inf")
             idle_at = float("inf")
             if self._idle_timeout is not None and self._inflight == 0:
                 idle_at = self._last_activity + self._idle_timeout
@@ -531,13 +596,9 @@ class Supervisor:
                     return "idle"
             if now >= next_ping or self._check_now:
                 self._check_now = False
-                try:
-                    with anyio.fail_after(timeout):
-                        await conn.ping()
-                except TimeoutError:
-                    raise _SessionLost(f"no answer to ping within {timeout:g}s") from None
-                next_ping = time.monotonic() + interval
-            wait = min(next_ping, next_list, idle_at) - time.monotonic()
+                await self._probe(conn)
+                next_ping = time.monotonic() + self._probes.next_delay()
+            wait = min(next_ping, next_list, idle_at, after_call) - time.monotonic()
             if wait > 0 and not self._poke.is_set():
                 with anyio.move_on_after(wait):
                     await self._poke.wait()

@@ -453,9 +453,17 @@ class PoolSettings(_ServiceSettings):
     # while the server is configured; calls then get UNAVAILABLE naming the server and its state.
     unavailable_grace: float | None = Field(default=None, ge=0)
     # Health pings: a server that does not answer one within ping_timeout is restarted, so a hung
-    # server is found within ping_interval + ping_timeout seconds (9 by default).
+    # server is found within 1.2 x ping_interval + ping_timeout seconds (10 by default; the
+    # interval stretches past health_checks_per_second x ping_interval servers).
     ping_interval: float = Field(default=5.0, gt=0)
     ping_timeout: float = Field(default=4.0, gt=0)
+    # The pool-wide probe budget (mcp_pool_svc/probes.py): past health_checks_per_second x
+    # ping_interval servers, each server's interval stretches so the pool sends at most this many
+    # probes a second; at most health_check_concurrency probes and connect_concurrency connection
+    # attempts run at once.
+    health_checks_per_second: float = Field(default=20.0, gt=0)
+    health_check_concurrency: int = Field(default=16, ge=1)
+    connect_concurrency: int = Field(default=32, ge=1)
     # Reconnect backoff (exponential, with jitter) from initial_backoff up to max_backoff.
     initial_backoff: float = Field(default=0.5, gt=0)
     max_backoff: float = Field(default=5.0, gt=0)

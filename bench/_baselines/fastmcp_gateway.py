@@ -4,8 +4,10 @@
 It registers every tool of ``--tools`` (JSONL ``{"key", "description", "input_schema"}``: the
 LLM-facing names toolscout gives the same tools, so results compare by name) as a FastMCP tool that
 answers at once, adds ``BM25SearchTransform`` (clients then see only ``search_tools`` and
-``call_tool``), serves ``/mcp`` on 127.0.0.1 and prints ``listening <url>`` once it accepts
-connections.
+``call_tool``), serves ``/mcp`` on 127.0.0.1 the way FastMCP's users run it,
+``server.run(transport="http", host=..., port=..., path="/mcp")`` (FastMCP's own uvicorn setup:
+an earlier version of this script handed uvicorn a socket bound here, which stalled each response
+~40 ms on a delayed ACK), and prints ``listening <url>`` once it accepts connections.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import argparse
 import json
 import socket
 import sys
+import threading
+import time
 from typing import Any
 
-import uvicorn
 from fastmcp import FastMCP
 from fastmcp.server.transforms.search import BM25SearchTransform
 from fastmcp.tools.base import TextContent, Tool, ToolResult
@@ -45,15 +48,26 @@ def main() -> None:
                 _Answering(name=row["key"], description=row.get("description") or "", parameters=schema)
             )
     server.add_transform(BM25SearchTransform(max_results=args.max_results))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(256)
-    port = sock.getsockname()[1]
-    app = server.http_app(path="/mcp")
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    with socket.socket() as probe:  # a free port for FastMCP to bind itself
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    threading.Thread(target=_announce, args=(port,), daemon=True).start()
+    server.run(
+        transport="http", host="127.0.0.1", port=port, path="/mcp", show_banner=False, log_level="WARNING"
+    )
+
+
+def _announce(port: int) -> None:
+    """Prints the URL once the server accepts connections."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.05)
     sys.stdout.write(f"listening http://127.0.0.1:{port}/mcp\n")
     sys.stdout.flush()
-    uvicorn.Server(config).run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -341,3 +341,33 @@ async def test_calls_to_tools_of_a_down_server_are_unavailable_naming_the_server
             await pool.call_tool(llm_name="bad__a")
     finally:
         await pool.stop()
+
+
+async def test_a_call_that_may_change_tools_lists_them_at_once_and_calls_after_a_heard_notice_do_not() -> (
+    None
+):
+    servers = {"s": FakeServer()}
+    pool = make_pool(servers)  # no TTL: every listing after the first is for a call or a notice
+    await pool.start(wait=5)
+    try:
+        sup = pool._supervisors["s"]
+        assert servers["s"].listings == 1
+        servers["s"].tools.append("c")
+        sup.call_may_have_changed_tools()
+        await pool.wait_until(lambda: pool.server_status("s").tool_count == 3, 5)
+        assert servers["s"].listings == 2
+        # A change notice arrives: notices reach this connection, calls no longer trigger listings.
+        assert servers["s"].on_event is not None
+        servers["s"].tools.append("d")
+        servers["s"].on_event("tools_changed", "")
+        await pool.wait_until(lambda: pool.server_status("s").tool_count == 4, 5)
+        assert servers["s"].listings == 3
+        for _ in range(10):
+            sup.call_may_have_changed_tools()
+        assert not sup._after_call  # nothing due: the next change will be announced
+        servers["s"].tools.append("e")
+        servers["s"].on_event("tools_changed", "")
+        await pool.wait_until(lambda: pool.server_status("s").tool_count == 5, 5)
+        assert servers["s"].listings == 4
+    finally:
+        await pool.stop()
