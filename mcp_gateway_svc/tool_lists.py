@@ -55,6 +55,7 @@ PAGE_SIZE = 100
 class CursorError(ValueError):
     """A ``tools/list`` cursor this gateway cannot continue from (stale, foreign or damaged)."""
 
+
 _OWN_FIELDS = frozenset({"name", "title", "description", "inputSchema", "outputSchema", "annotations"})
 
 
