@@ -169,6 +169,9 @@ class _Call:
     checked: CheckedCall
     # Called with each progress notification of the server for this call (None: none asked for).
     progress: ProgressFn | None = None
+    # The most bytes of its result kept (None: max_result_bytes); a caller that has results shaped
+    # to a budget gets them whole up to results.max_kept_bytes.
+    cap_bytes: int | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
 
@@ -210,11 +213,14 @@ class CallRunner:
         deadline: float | None,
         span: Span,
         progress: ProgressFn | None = None,
+        cap_bytes: int | None = None,
     ) -> CallToolResult:
         """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
 
         The timeout (0 = the server's ``call_timeout``) is further bounded by ``deadline``, the
         seconds the caller has left. ``span`` (the call's) gets the outcome and the result's size.
+        ``cap_bytes``: the result is cut (or refused) past this many bytes instead of
+        ``max_result_bytes``.
 
         Raises:
             ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
@@ -232,7 +238,7 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked, progress)
+        call = _Call(sup, tool, checked, progress, cap_bytes)
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -290,7 +296,7 @@ class CallRunner:
             # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix; its
             # code travels along, so that an MCP front door answers with the same JSON-RPC error.
             content = error_result_content(redact(err.message))
-            result = self._finish(server, tool, content, "", True, started)
+            result = self._finish(call, content, "", True, started)
             return dataclasses.replace(result, jsonrpc_error_code=err.code), "tool_error"
         except (ServerUnavailableError, asyncio.CancelledError):
             raise
@@ -299,8 +305,8 @@ class CallRunner:
             content = error_result_content(
                 "the MCP server returned a reply that is not a valid MCP tool result"
             )
-            return self._finish(server, tool, content, "", True, started), "error"
-        result = self._convert(server, tool, raw, started)
+            return self._finish(call, content, "", True, started), "error"
+        result = self._convert(call, raw, started)
         return result, "tool_error" if result.is_error else "ok"
 
     async def _send(self, call: _Call) -> Any:
@@ -384,7 +390,7 @@ class CallRunner:
             set_attributes({"toolscout.call.write_wait_seconds": waited})
             yield
 
-    def _convert(self, server: str, tool: str, raw: Any, started: float) -> CallToolResult:
+    def _convert(self, call: _Call, raw: Any, started: float) -> CallToolResult:
         content = tuple(content_from_mcp(block) for block in raw.content)
         structured = raw.structured_content
         structured_json = (
@@ -392,7 +398,7 @@ class CallRunner:
             if structured is not None
             else ""
         )
-        result = self._finish(server, tool, content, structured_json, bool(raw.is_error), started)
+        result = self._finish(call, content, structured_json, bool(raw.is_error), started)
         if raw.meta:
             result = dataclasses.replace(
                 result, meta_json=json.dumps(raw.meta, ensure_ascii=False, separators=(",", ":"))
@@ -401,17 +407,17 @@ class CallRunner:
 
     def _finish(
         self,
-        server: str,
-        tool: str,
+        call: _Call,
         content: tuple[ContentBlock, ...],
         structured_json: str,
         is_error: bool,
         started: float,
     ) -> CallToolResult:
+        server, tool = call.sup.name, call.tool
         content, structured_json, truncated = apply_size_cap(
             content,
             structured_json,
-            max_bytes=self._settings.max_result_bytes,
+            max_bytes=call.cap_bytes if call.cap_bytes is not None else self._settings.max_result_bytes,
             mode=self._settings.result_overflow,
             what=f"{server}/{tool}",
         )

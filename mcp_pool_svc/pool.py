@@ -140,7 +140,9 @@ class McpPool:
         self._connect = connector or make_connector(
             base_dir=Path(config.base_dir),
             stderr_sink=StderrLog(config, os.environ if environ is None else environ),
-            max_line_bytes=reply_line_limit(self._settings.max_result_bytes),
+            max_line_bytes=reply_line_limit(
+                max(self._settings.max_result_bytes, config.toolscout.results.max_kept_bytes)
+            ),
             http_clients=self._http,
             reaper=self._reaper,
             remote_auth=RemoteAuth(os.environ if environ is None else environ),
@@ -481,8 +483,11 @@ class McpPool:
             server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
             span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
             self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
+            # Shaped results are kept whole (up to results.max_kept_bytes) so the answer past the
+            # first max_result_bytes stays readable behind the handle.
+            cap = self._config.toolscout.results.max_kept_bytes if request.result_budget_tokens > 0 else None
             result = await self._runner.run(
-                self._supervisors[server], tool, checked, deadline, span, progress
+                self._supervisors[server], tool, checked, deadline, span, progress, cap
             )
             if request.result_budget_tokens <= 0:
                 return result

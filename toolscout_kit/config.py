@@ -805,6 +805,10 @@ class ResultsSettings(_Strict):
     # oldest are dropped first; reading one then says it expired).
     handle_ttl: float = Field(default=900.0, gt=0)
     handle_store_bytes: int = Field(default=256_000_000, ge=1_000_000)
+    # A result whose caller has it shaped to a budget is kept whole up to this many bytes (instead
+    # of being cut at pool.max_result_bytes): its preview stands for all of it and ReadResult reaches
+    # its end. Past it, pool.result_overflow applies. Stdio servers' reply lines may be this long.
+    max_kept_bytes: int = Field(default=64_000_000, ge=1024)
 
 
 class ToolscoutSettings(_Strict):

@@ -160,3 +160,36 @@ async def test_the_sharded_client_reads_a_handle_on_the_shard_that_keeps_it(runn
             await sharded.read_result(tc.ReadRequest("r7-unknown", "alice", "c1"))
         with pytest.raises(tc.NotFoundError):
             await sharded.read_result(tc.ReadRequest("not-a-handle", "alice", "c1"))
+
+
+async def test_a_shaped_result_past_max_result_bytes_is_kept_whole_and_read_to_its_end(
+    tmp_path: Path,
+) -> None:
+    exe = str(everything_bin())
+    config = parse_config(
+        {
+            "servers": {"everything": {"command": exe, "args": ["stdio"]}},
+            # The README is ~200 KB: past this cap an unshaped result is cut, a shaped one is kept.
+            "toolscout": {"pool": {"max_result_bytes": 50_000}, "results": {"max_kept_bytes": 4_000_000}},
+        },
+        base_dir=tmp_path,
+    )
+    before = live_descendants()
+    pool = McpPool(config)
+    running = await build_server(config, listen="127.0.0.1:0", metrics_port=-1, pool=pool)
+    await pool.start(wait=60)
+    last_line = next(line for line in reversed(README.splitlines()) if len(line.split()) >= 4)
+    try:
+        async with tc.AsyncPoolClient.connect(running.address) as client:
+            cut = await client.call(_echo(0))
+            shaped = await client.call(_echo(2000))
+            found = await client.read_result(
+                tc.ReadRequest(shaped.result_handle, principal="alice", conversation="c1", pattern=last_line)
+            )
+    finally:
+        await running.stop(0.5)
+    assert await wait_until_gone(live_descendants() - before) == set()
+    assert cut.truncated
+    assert last_line not in cut.text
+    assert not shaped.truncated
+    assert last_line in found.text
