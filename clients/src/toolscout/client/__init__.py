@@ -31,6 +31,7 @@ from toolscout.client.channel import (
 )
 from toolscout.client.errors import (
     NOT_SENT_KEY,
+    AUTHORIZATION_REQUIRED_KEY,
     NOT_SENT_METADATA,
     AbortedError,
     AlreadyExistsError,
@@ -52,6 +53,7 @@ from toolscout.client.errors import (
     UnknownError,
     call_outcome_error,
     error_for_code,
+    authorization_required,
     not_sent_error,
     translate_rpc_error,
 )
@@ -85,6 +87,7 @@ __all__ = [
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
     "NOT_SENT_KEY",
+    "AUTHORIZATION_REQUIRED_KEY",
     "NOT_SENT_METADATA",
     "RETRIED_METHODS",
     "SHARD_COUNT_KEY",
@@ -128,6 +131,7 @@ __all__ = [
     "default_channel_options",
     "error_for_code",
     "moved_servers",
+    "authorization_required",
     "not_sent_error",
     "owners_of",
     "parse_owners",
