@@ -12,17 +12,27 @@ cancels the CallTool RPC (and the pool sends ``notifications/cancelled`` to the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import secrets
 import math
 import re
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from toolscout.client import AsyncShardedPoolClient, CallToolResult, Tool, ToolscoutClientError
+from toolscout.client import (
+    AsyncShardedPoolClient,
+    CallRequest,
+    CallToolResult,
+    Tool,
+    ToolscoutClientError,
+    authorization_required,
+)
 
 from mcp_gateway_svc.metrics import GatewayMetrics
 from toolscout_kit.arguments import argument_problems, expected_shape
@@ -38,7 +48,10 @@ from toolscout_kit.errors import (
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client, outcome_unknown_text, without_internals
 
-__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "text_result"]
+if TYPE_CHECKING:
+    from mcp_gateway_svc.user_login import UserLogin
+
+__all__ = ["TIMEOUT_META_KEY", "LoginAsker", "ToolCaller", "error_result", "text_result"]
 
 _log = get_logger(__name__)
 
@@ -97,12 +110,25 @@ def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
     return {k: v for k, v in meta.items() if not _RESERVED_META.search(k)}, timeout
 
 
+@dataclass(frozen=True, slots=True)
+class LoginAsker:
+    """How to point a caller at a login link: the gateway's base URL as the caller reached it, and
+    a URL-mode elicitation when the host can show one (None: the result's text only)."""
+
+    base_url: str
+    elicit: Callable[[str, str, str], Awaitable[None]] | None = None
+
+
 class ToolCaller:
     """Calls tools through the (sharded) pool client on behalf of MCP clients."""
 
-    def __init__(self, pool: AsyncShardedPoolClient, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self, pool: AsyncShardedPoolClient, metrics: GatewayMetrics, user_login: UserLogin | None = None
+    ) -> None:
+        """``user_login``: the login links of ``per_user`` servers (:mod:`mcp_gateway_svc.user_login`)."""
         self._pool = pool
         self._metrics = metrics
+        self._login = user_login
 
     async def call(
         self,
@@ -111,12 +137,16 @@ class ToolCaller:
         *,
         mode: str,
         meta: Mapping[str, Any] | None = None,
+        principal: str = "",
+        asker: LoginAsker | None = None,
     ) -> types.CallToolResult:
-        """Runs ``tool``; every outcome but cancellation is a result the model can read."""
+        """Runs ``tool`` as ``principal`` (the caller: a ``per_user`` server runs it with that
+        principal's own token); every outcome but cancellation is a result the model can read.
+        A caller who must sign in first gets the login link (``asker``: where else it goes)."""
         started = time.perf_counter()
         outcome = "error"
         try:
-            result, outcome = await self._call(tool, dict(arguments or {}), meta)
+            result, outcome = await self._call(tool, dict(arguments or {}), meta, principal, asker)
             return result
         except MCPError:
             outcome = "invalid_arguments"
@@ -128,7 +158,12 @@ class ToolCaller:
             self._metrics.tool_call(mode, outcome, time.perf_counter() - started)
 
     async def _call(
-        self, tool: Tool, arguments: dict[str, Any], meta: Mapping[str, Any] | None
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        meta: Mapping[str, Any] | None,
+        principal: str = "",
+        asker: LoginAsker | None = None,
     ) -> tuple[types.CallToolResult, str]:
         passed_meta, timeout = call_meta(meta)
         problems = argument_problems(tool.input_schema, arguments)
@@ -137,19 +172,42 @@ class ToolCaller:
                 expected_shape(tool.llm_name, tool.input_schema, problems)
             ), "invalid_arguments"
         try:
-            result = await self._pool.call_tool(
-                tool.llm_name,
-                arguments,
-                server_hint=tool.server,
-                meta=passed_meta or None,
-                timeout_seconds=timeout,
-                # The pool bounds a call by the server's call_timeout; the caller's own timeout,
-                # when it gave one, bounds the RPC (the client adds a margin for the answer).
-                deadline=None,
+            request = CallRequest.to(
+                tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout
+            )
+            # The pool bounds a call by the server's call_timeout; the caller's own timeout,
+            # when it gave one, bounds the RPC (the client adds a margin for the answer).
+            result = await self._pool.call(
+                dataclasses.replace(request, principal=principal), server_hint=tool.server, deadline=None
             )
         except ToolscoutClientError as err:
+            server = authorization_required(err)
+            if server is not None:
+                return await self._sign_in_first(tool, server, principal, asker), "authorization_required"
             return self._failed(tool, error_from_client(err, "pool"))
         return _mcp_result(result), "tool_error" if result.is_error else "ok"
+
+    async def _sign_in_first(
+        self, tool: Tool, server: str, principal: str, asker: LoginAsker | None
+    ) -> types.CallToolResult:
+        """The answer to a caller who must authorize ``server`` for themself: the login link, as a
+        URL-mode elicitation when the host can show one, and in the result's text."""
+        name = tool.llm_name
+        link = (
+            self._login.link(asker.base_url, principal, server) if self._login and asker and principal else ""
+        )
+        if not link:
+            return error_result(
+                f"'{name}' was not run: MCP server {server!r} is called with each user's own "
+                "authorization, and this caller has none (an authenticated caller signs in at the gateway)"
+            )
+        message = f"Sign in to {server!r} so that toolscout can call it as you."
+        if asker is not None and asker.elicit is not None:
+            try:
+                await asker.elicit(message, link, secrets.token_urlsafe(12))
+            except (MCPError, RuntimeError) as err:
+                _log.info("login elicitation not answered", server=server, error=type(err).__name__)
+        return error_result(f"'{name}' was not run: {message} Open {link} , then call the tool again.")
 
     def _failed(self, tool: Tool, err: Exception) -> tuple[types.CallToolResult, str]:
         name = tool.llm_name

@@ -44,6 +44,7 @@ from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry, end_session
+from mcp_gateway_svc.user_login import is_login_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
 
@@ -229,6 +230,7 @@ class GatewayFront:
         ready: Callable[[], bool],
         oauth: OAuthResourceServer | None = None,
         console: ASGIApp | None = None,
+        login: ASGIApp | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._managers = managers
@@ -244,6 +246,8 @@ class GatewayFront:
         self._oauth = oauth
         # The web console (mcp_gateway_svc.console), None when it is off.
         self._console = console
+        # The login routes of per_user servers (mcp_gateway_svc.user_login), None without any.
+        self._login = login
         self._read_timeout = read_timeout
         self._max_sessions = max_sessions
         self._tenant_quota = tenant_quota
@@ -261,6 +265,9 @@ class GatewayFront:
             return
         if self._console is not None and is_console_path(scope["path"]):
             await self._serve_console(self._console, scope, receive, send)
+            return
+        if self._login is not None and is_login_path(scope["path"]):
+            await self._serve_console(self._login, scope, receive, send)
             return
         if await self._own_path(scope["path"], send):
             return
@@ -297,7 +304,8 @@ class GatewayFront:
 
     async def _serve_console(self, console: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """The console signs its visitors in with the same tokens itself (a browser cannot send a
-        bearer token on a page load); the Host and Origin rules are these."""
+        bearer token on a page load); the Host and Origin rules are these. The login routes of
+        per_user servers are served the same way (their link carries a signed ticket instead)."""
         headers = Headers(scope=scope)
         if not self._guard.host_ok(headers.get("host")):
             await self._reject(send, 421, "bad_host", "Invalid Host header")

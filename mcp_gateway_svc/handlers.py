@@ -35,7 +35,8 @@ from toolscout.client import (
     ToolscoutClientError,
 )
 
-from mcp_gateway_svc.calls import ToolCaller, error_result, text_result
+from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, text_result
+from mcp_gateway_svc.user_login import base_url
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -98,6 +99,22 @@ async def _view(endpoint: Endpoint) -> ToolsetView:
         return await endpoint.current()
     except GatewayUnavailableError as err:
         raise MCPError(types.INTERNAL_ERROR, err.message) from None
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]) -> LoginAsker:
+    """Where a login link goes besides the result: the gateway's base URL, and a URL-mode
+    elicitation (2025-11-25) when the host declared that capability."""
+    request = ctx.request
+    scope = getattr(request, "scope", {}) if request is not None else {}
+    url_mode = types.ClientCapabilities(
+        elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())
+    )
+    can_elicit = ctx.request_id is not None and ctx.session.check_client_capability(url_mode)
+
+    async def elicit(message: str, url: str, elicitation_id: str) -> None:
+        await ctx.session.elicit_url(message, url, elicitation_id, related_request_id=ctx.request_id)
+
+    return LoginAsker(base_url(scope), elicit if can_elicit else None)
 
 
 class _GatewayServer(Server[Any]):
@@ -305,7 +322,14 @@ class McpHandlers:
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
             return await self._unknown(call.info.endpoint, call.view, name, call.mode)
-        return await self._caller.call(tool, arguments, mode=call.mode, meta=call.meta)
+        return await self._caller.call(
+            tool,
+            arguments,
+            mode=call.mode,
+            meta=call.meta,
+            principal=call.info.principal,
+            asker=_asker(call.ctx),
+        )
 
     async def _unknown(
         self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str

@@ -16,19 +16,18 @@ import httpx2
 import pytest
 from cryptography.fernet import Fernet
 from mcp.shared.auth_utils import resource_url_from_server_url
-from mcp.shared.auth import AuthorizationCodeResult
 from toolscout.client import CallRequest
 
 from mcp_pool_svc.errors import UserAuthorizationRequiredError
-from mcp_pool_svc.oauth import HeadlessApprover, build_provider
 from mcp_pool_svc.pool import McpPool
 from tests.support.oauth_servers import (
     AuthServer,
     ProtectedServer,
+    login_as,
     running_authorization_server,
     running_protected_server,
 )
-from toolscout_kit.config import OAuthConfig, parse_config
+from toolscout_kit.config import parse_config
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
 
 pytestmark = [pytest.mark.e2e]
@@ -48,27 +47,8 @@ def protected(auth_server: AuthServer) -> Iterator[ProtectedServer]:
         yield server
 
 
-class _As:
-    """Headless approval as one user of the test authorization server (its ``login_hint``)."""
-
-    def __init__(self, user: str) -> None:
-        self._inner = HeadlessApprover()
-        self.redirect_uri = self._inner.redirect_uri
-        self._user = user
-
-    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
-        return await self._inner(f"{authorization_url}&login_hint={self._user}")
-
-
 async def _login(url: str, store: TokenStore, principal: str, user: str) -> None:
-    """Runs the authorization code flow for ``principal`` as ``user`` and stores its tokens."""
-    provider = build_provider(
-        url, OAuthConfig(), store=store, approver=_As(user), environ={}, principal=principal
-    )
-    async with httpx2.AsyncClient(auth=provider, timeout=30) as client:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        await client.post(url, json=body, headers={"accept": "application/json, text/event-stream"})
-    assert provider.failure is None
+    await login_as(url, store, principal, user)
     assert store.find(principal, resource_url_from_server_url(url))
 
 
