@@ -207,6 +207,15 @@ class ProtectedServer:
         """The subject of each ``whoami`` call so far, in order."""
         return [i.get("subject") for i in self.lines.matching(lambda i: i.get("call") == "whoami")]
 
+    def wait_subjects(self, count: int, within: float = 30.0) -> list[str | None]:
+        """The subjects once at least ``count`` calls were printed (bounded: then as many as came)."""
+        with self.lines._changed:
+            self.lines._changed.wait_for(lambda: len(self.subjects_unlocked()) >= count, within)
+        return self.subjects()
+
+    def subjects_unlocked(self) -> list[str | None]:
+        return [i.get("subject") for i in self.lines.items if i.get("call") == "whoami"]
+
 
 @contextmanager
 def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[ProtectedServer]:
