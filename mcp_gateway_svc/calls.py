@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import secrets
 import math
 import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass

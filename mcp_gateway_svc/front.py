@@ -263,11 +263,9 @@ class GatewayFront:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._console is not None and is_console_path(scope["path"]):
-            await self._serve_console(self._console, scope, receive, send)
-            return
-        if self._login is not None and is_login_path(scope["path"]):
-            await self._serve_console(self._login, scope, receive, send)
+        page = self._page_app(scope["path"])
+        if page is not None:
+            await self._serve_console(page, scope, receive, send)
             return
         if await self._own_path(scope["path"], send):
             return
@@ -301,6 +299,14 @@ class GatewayFront:
             )
             return
         await self._mcp(scope, receive, send, info, headers, opening=opening)
+
+    def _page_app(self, path: str) -> ASGIApp | None:
+        """The app of a page a browser opens (the console, a per_user server's login), else None."""
+        if self._console is not None and is_console_path(path):
+            return self._console
+        if self._login is not None and is_login_path(path):
+            return self._login
+        return None
 
     async def _serve_console(self, console: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """The console signs its visitors in with the same tokens itself (a browser cannot send a

@@ -36,12 +36,12 @@ from toolscout.client import (
 )
 
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, text_result
-from mcp_gateway_svc.user_login import base_url
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import listed_tools, mcp_tool, signature
+from mcp_gateway_svc.user_login import base_url
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.arguments import call_tool_target
 from toolscout_kit.logging import get_logger

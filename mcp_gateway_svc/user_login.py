@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import httpx2
 from mcp.shared.auth import AuthorizationCodeResult
+from starlette.types import Receive, Scope, Send
 
 from mcp_pool_svc.oauth import AuthorizationError, build_provider
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
@@ -147,22 +148,26 @@ class UserLogin:
 
     # --- the routes --------------------------------------------------------------------------
 
-    async def __call__(self, scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         status, body, location = await self._answer(scope)
         headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"cache-control", b"no-store")]
         if location:
             headers.append((b"location", location.encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})  # type: ignore[operator]
-        await send({"type": "http.response.body", "body": body.encode()})  # type: ignore[operator]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body.encode()})
 
-    async def _answer(self, scope: dict) -> tuple[int, str, str]:  # type: ignore[type-arg]
+    async def _answer(self, scope: Scope) -> tuple[int, str, str]:
         if scope.get("method") != "GET":
             return 405, "GET only\n", ""
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         path: str = scope["path"]
         if path == CALLBACK_PATH:
             return await self._callback(query)
-        server = path.removeprefix(LOGIN_PREFIX)
+        return await self._login(scope, path.removeprefix(LOGIN_PREFIX), query)
+
+    async def _login(
+        self, scope: Mapping[str, Any], server: str, query: dict[str, list[str]]
+    ) -> tuple[int, str, str]:
         config = self.per_user(server)
         if config is None:
             return 404, "no such server with per-user sign-in\n", ""
@@ -194,7 +199,7 @@ class UserLogin:
         class _Browser:
             redirect_uri: str
 
-            async def __call__(self_, authorization_url: str) -> AuthorizationCodeResult:  # noqa: N805
+            async def __call__(self_, authorization_url: str) -> AuthorizationCodeResult:
                 state = parse_qs(urlsplit(authorization_url).query).get("state", [""])[0]
                 self._flows[state] = flow
                 if not flow.authorization_url.done():

@@ -76,7 +76,10 @@ async def _sign_in(link: str, user: str) -> str:
 
 
 async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller(
-    protected: ProtectedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    protected: ProtectedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("TOOLSCOUT_TOKEN_FILE", str(tmp_path / "tokens.json"))
     monkeypatch.setenv("TOOLSCOUT_TOKEN_KEY", Fernet.generate_key().decode())
@@ -104,8 +107,12 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
         second = await start_gateway(config, gw.stack)
         try:
             replicas = [gw.url, second.url]
-            alice_http = httpx2.AsyncClient(headers={"authorization": f"Bearer {USERS['ALICE_TOKEN'][0]}"}, timeout=30)
-            bob_http = httpx2.AsyncClient(headers={"authorization": f"Bearer {USERS['BOB_TOKEN'][0]}"}, timeout=30)
+            alice_http = httpx2.AsyncClient(
+                headers={"authorization": f"Bearer {USERS['ALICE_TOKEN'][0]}"}, timeout=30
+            )
+            bob_http = httpx2.AsyncClient(
+                headers={"authorization": f"Bearer {USERS['BOB_TOKEN'][0]}"}, timeout=30
+            )
             async with (
                 alice_http,
                 bob_http,
@@ -162,9 +169,11 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                     for seed in range(SOAK_WORKERS):
                         tg.start_soon(worker, seed, http)
                 ran_as = protected.wait_subjects(before + len(expected))[before:]
-                print(f"\nsoak: {len(expected)} calls over 2 gateway replicas, 2 users")  # noqa: T201
+                print(f"\nsoak: {len(expected)} calls over 2 gateway replicas, 2 users")
                 assert Counter(ran_as) == Counter(expected)  # 0 cross-user uses, never the operator's
-                metrics = generate_latest(gw.gateway.registry).decode() + generate_latest(second.registry).decode()
+                metrics = (
+                    generate_latest(gw.gateway.registry).decode() + generate_latest(second.registry).decode()
+                )
         finally:
             await second.stop(0.5)
     secrets = _secrets(store) + [secret for secret, _user in USERS.values()]

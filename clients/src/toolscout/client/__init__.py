@@ -30,8 +30,8 @@ from toolscout.client.channel import (
     service_config,
 )
 from toolscout.client.errors import (
-    NOT_SENT_KEY,
     AUTHORIZATION_REQUIRED_KEY,
+    NOT_SENT_KEY,
     NOT_SENT_METADATA,
     AbortedError,
     AlreadyExistsError,
@@ -51,9 +51,9 @@ from toolscout.client.errors import (
     UnavailableError,
     UnimplementedError,
     UnknownError,
+    authorization_required,
     call_outcome_error,
     error_for_code,
-    authorization_required,
     not_sent_error,
     translate_rpc_error,
 )
@@ -84,10 +84,10 @@ from toolscout.client.sync import DiscoveryClient, OrchestratorClient, PoolClien
 from toolscout.client.types import *  # noqa: F403
 
 __all__ = [
+    "AUTHORIZATION_REQUIRED_KEY",
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
     "NOT_SENT_KEY",
-    "AUTHORIZATION_REQUIRED_KEY",
     "NOT_SENT_METADATA",
     "RETRIED_METHODS",
     "SHARD_COUNT_KEY",
@@ -125,13 +125,13 @@ __all__ = [
     "UnimplementedError",
     "UnknownError",
     "__version__",
+    "authorization_required",
     "call_outcome_error",
     "catalog_version",
     "create_channel",
     "default_channel_options",
     "error_for_code",
     "moved_servers",
-    "authorization_required",
     "not_sent_error",
     "owners_of",
     "parse_owners",
