@@ -40,7 +40,6 @@ from mcp_pool_svc.errors import (
     ServerUnavailableError,
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
-    UserAuthorizationRequiredError,
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
@@ -49,6 +48,7 @@ from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import PoolSettings, RemoteServerConfig
+from toolscout_kit.errors import FailedPreconditionError
 from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event, set_attributes
@@ -281,7 +281,8 @@ class CallRunner:
             # A protocol-level refusal (bad params, unknown tool) is something the LLM can fix.
             content = error_result_content(redact(err.message))
             return self._finish(server, tool, content, "", True, started), "tool_error"
-        except (ServerUnavailableError, UserAuthorizationRequiredError, asyncio.CancelledError):
+        except (ServerUnavailableError, FailedPreconditionError, asyncio.CancelledError):
+            # FailedPrecondition: a per_user caller without a usable token, or no encrypted store.
             raise
         except Exception:
             log.exception("tool_call_failed", server=server, tool=tool)

@@ -28,7 +28,7 @@ from tests.support.oauth_servers import (
     running_protected_server,
 )
 from toolscout_kit.config import parse_config
-from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
+from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore, TokenStoreError
 
 pytestmark = [pytest.mark.e2e]
 
@@ -150,3 +150,36 @@ async def test_an_expired_token_is_refreshed_once_and_a_revoked_one_asks_for_a_l
     finally:
         await pool.stop()
     assert store.find("oauth:bob", resource)
+
+
+async def test_user_sessions_are_bounded_and_closed_when_idle(
+    protected: ProtectedServer, tmp_path: Path
+) -> None:
+    env = _env(tmp_path)
+    store = TokenStore.from_env(env)
+    await _login(protected.url, store, STACK_PRINCIPAL, "operator")
+    for principal, user in USERS.items():
+        await _login(protected.url, store, principal, user)
+    pool = _pool(protected.url, env, per_user_sessions=1, per_user_idle=0.3)
+    await pool.start(wait=60)
+    try:
+        assert await _whoami(pool, "oauth:alice") == "subject: alice"
+        assert await _whoami(pool, "oauth:bob") == "subject: bob"
+        assert len(pool._users) == 1  # alice's, the least recently used, was closed
+        await pool._users.wait_until(lambda: len(pool._users) == 0, 10)
+        # Opened again on the next call, as its own user.
+        assert await _whoami(pool, "oauth:alice") == "subject: alice"
+    finally:
+        await pool.stop()
+
+
+async def test_per_user_tokens_need_the_encryption_key(protected: ProtectedServer, tmp_path: Path) -> None:
+    env = {"TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")}
+    await _login(protected.url, TokenStore.from_env(env), STACK_PRINCIPAL, "operator")
+    pool = _pool(protected.url, env)
+    await pool.start(wait=60)
+    try:
+        with pytest.raises(TokenStoreError, match="TOOLSCOUT_TOKEN_KEY"):
+            await _whoami(pool, "oauth:alice")
+    finally:
+        await pool.stop()
