@@ -83,6 +83,6 @@ class UserAuthorizationRequiredError(FailedPreconditionError):
     """A ``per_user`` server and a caller without a usable token of their own (none, revoked, or no
     caller named): not sent. ``server`` is the server to sign in to (the gateway's login route)."""
 
-    def __init__(self, message: str, *, server: str) -> None:
+    def __init__(self, message: str, *, server: str = "") -> None:
         super().__init__(message)
         self.server = server
