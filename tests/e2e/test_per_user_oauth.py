@@ -183,3 +183,37 @@ async def test_per_user_tokens_need_the_encryption_key(protected: ProtectedServe
             await _whoami(pool, "oauth:alice")
     finally:
         await pool.stop()
+
+
+async def test_a_token_revoked_during_a_live_session_asks_for_a_login_then_works_again(
+    auth_server: AuthServer, protected: ProtectedServer, tmp_path: Path
+) -> None:
+    env = _env(tmp_path)
+    store = TokenStore.from_env(env)
+    await _login(protected.url, store, STACK_PRINCIPAL, "operator")
+    await _login(protected.url, store, "oauth:bob", "bob")
+    pool = _pool(protected.url, env)
+    await pool.start(wait=60)
+    try:
+        assert await _whoami(pool, "oauth:bob") == "subject: bob"
+        [(_key, entry)] = [(k, e) for k, e in store.entries() if k.principal == "oauth:bob"]
+        client = entry["client"]
+        async with httpx2.AsyncClient(timeout=30) as http:
+            revoked = await http.post(
+                f"{auth_server.issuer}/token/revocation",
+                data={"token": entry["tokens"]["refresh_token"], "client_id": client["client_id"]},
+                auth=(client["client_id"], client["client_secret"]) if client.get("client_secret") else None,
+            )
+        assert revoked.status_code == 200
+        # The live session's access token is due (its clock is the edge we move): the refresh is refused.
+        live = pool._users._sessions[("protected", "oauth:bob")].conn
+        assert live is not None
+        assert live.auth is not None
+        live.auth.context.token_expiry_time = 1.0
+        with pytest.raises(UserAuthorizationRequiredError):
+            await _whoami(pool, "oauth:bob")
+        assert len(pool._users) == 0  # that session is closed
+        await _login(protected.url, store, "oauth:bob", "bob")
+        assert await _whoami(pool, "oauth:bob") == "subject: bob"
+    finally:
+        await pool.stop()
