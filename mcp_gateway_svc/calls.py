@@ -21,15 +21,24 @@ import dataclasses
 import json
 import math
 import re
+import secrets
 import time
-from collections.abc import Awaitable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from toolscout.client import AsyncShardedPoolClient, CallRequest, CallToolResult, Tool, ToolscoutClientError
+from toolscout.client import (
+    AsyncShardedPoolClient,
+    CallRequest,
+    CallToolResult,
+    Tool,
+    ToolscoutClientError,
+    authorization_required,
+)
 from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -52,7 +61,10 @@ from toolscout_kit.status import (
     without_internals,
 )
 
-__all__ = ["TIMEOUT_META_KEY", "ToolCaller", "error_result", "rpc", "text_result"]
+if TYPE_CHECKING:
+    from mcp_gateway_svc.user_login import UserLogin
+
+__all__ = ["TIMEOUT_META_KEY", "LoginAsker", "ToolCaller", "error_result", "rpc", "text_result"]
 
 T = TypeVar("T")
 
@@ -136,12 +148,25 @@ def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
     return {k: v for k, v in meta.items() if not _RESERVED_META.search(k)}, timeout
 
 
+@dataclass(frozen=True, slots=True)
+class LoginAsker:
+    """How to point a caller at a login link: the gateway's base URL as the caller reached it, and
+    a URL-mode elicitation when the host can show one (None: the result's text only)."""
+
+    base_url: str
+    elicit: Callable[[str, str, str], Awaitable[None]] | None = None
+
+
 class ToolCaller:
     """Calls tools through the (sharded) pool client on behalf of MCP clients."""
 
-    def __init__(self, pool: AsyncShardedPoolClient, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self, pool: AsyncShardedPoolClient, metrics: GatewayMetrics, user_login: UserLogin | None = None
+    ) -> None:
+        """``user_login``: the login links of ``per_user`` servers (:mod:`mcp_gateway_svc.user_login`)."""
         self._pool = pool
         self._metrics = metrics
+        self._login = user_login
 
     async def call(
         self,
@@ -153,12 +178,16 @@ class ToolCaller:
         owner: ResultOwner | None = None,
         protocol_errors: bool = True,
         progress: ProgressCallback | None = None,
+        principal: str = "",
+        asker: LoginAsker | None = None,
     ) -> types.CallToolResult:
-        """Runs ``tool``; every outcome but cancellation is a result the model can read, except
+        """Runs ``tool`` as ``principal`` (the caller: a ``per_user`` server runs it with that
+        principal's own token); every outcome but cancellation is a result the model can read, except
         that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``owner``: the
         host's result budget and who may read a kept result (None: no shaping). ``progress`` (only
         when the host asked for progress: the call then streams from the pool) is awaited with each
-        progress notification of the MCP server.
+        progress notification of the MCP server. A caller who must sign in first gets the login link
+        (``asker``: where else it goes).
 
         Raises:
             MCPError: the caller's ``_meta`` timeout is not a number of seconds (INVALID_PARAMS), or
@@ -175,7 +204,7 @@ class ToolCaller:
                 raise
             try:
                 result, outcome = await self._call(
-                    tool, dict(arguments or {}), passed_meta, timeout, owner, progress
+                    tool, dict(arguments or {}), passed_meta, timeout, owner, progress, principal, asker
                 )
             except MCPError as err:
                 outcome = "tool_error"
@@ -197,6 +226,8 @@ class ToolCaller:
         timeout_seconds: float,
         owner: ResultOwner | None,
         progress: ProgressCallback | None,
+        principal: str,
+        asker: LoginAsker | None,
     ) -> tuple[types.CallToolResult, str]:
         problems = argument_problems(tool.input_schema, arguments)
         if problems:
@@ -206,6 +237,8 @@ class ToolCaller:
         request = CallRequest.to(
             tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout_seconds
         )
+        # The caller: a per_user server runs the call with this principal's own token.
+        request = dataclasses.replace(request, principal=principal)
         if owner is not None and owner.budget:
             request = dataclasses.replace(
                 request,
@@ -226,10 +259,35 @@ class ToolCaller:
                 )
             )
         except ToolscoutClientError as err:
+            server = authorization_required(err)
+            if server is not None:
+                return await self._sign_in_first(tool, server, principal, asker), "authorization_required"
             return self._failed(tool, error_from_client(err, "pool"))
         if result.jsonrpc_error_code:
             raise MCPError(result.jsonrpc_error_code, result.text)
         return _mcp_result(result), "tool_error" if result.is_error else "ok"
+
+    async def _sign_in_first(
+        self, tool: Tool, server: str, principal: str, asker: LoginAsker | None
+    ) -> types.CallToolResult:
+        """The answer to a caller who must authorize ``server`` for themself: the login link, as a
+        URL-mode elicitation when the host can show one, and in the result's text."""
+        name = tool.llm_name
+        link = (
+            self._login.link(asker.base_url, principal, server) if self._login and asker and principal else ""
+        )
+        if not link:
+            return error_result(
+                f"'{name}' was not run: MCP server {server!r} is called with each user's own "
+                "authorization, and this caller has none (an authenticated caller signs in at the gateway)"
+            )
+        message = f"Sign in to {server!r} so that toolscout can call it as you."
+        if asker is not None and asker.elicit is not None:
+            try:
+                await asker.elicit(message, link, secrets.token_urlsafe(12))
+            except (MCPError, RuntimeError) as err:
+                _log.info("login elicitation not answered", server=server, error=type(err).__name__)
+        return error_result(f"'{name}' was not run: {message} Open {link} , then call the tool again.")
 
     def _failed(self, tool: Tool, err: Exception) -> tuple[types.CallToolResult, str]:
         name = tool.llm_name

@@ -47,6 +47,7 @@ from mcp_gateway_svc.host_modes import Opening, mode_for_client, opening_of
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry, end_session
+from mcp_gateway_svc.user_login import is_login_path
 from toolscout_kit.config import GatewayMode
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
@@ -237,6 +238,7 @@ class GatewayFront:
         console: ASGIApp | None = None,
         client_modes: Mapping[str, GatewayMode] | None = None,
         client_all_max_tools: int = 1000,
+        login: ASGIApp | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._client_modes = dict(client_modes or {})
@@ -254,6 +256,8 @@ class GatewayFront:
         self._oauth = oauth
         # The web console (mcp_gateway_svc.console), None when it is off.
         self._console = console
+        # The login routes of per_user servers (mcp_gateway_svc.user_login), None without any.
+        self._login = login
         self._read_timeout = read_timeout
         self._max_sessions = max_sessions
         self._tenant_quota = tenant_quota
@@ -269,8 +273,9 @@ class GatewayFront:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self._console is not None and is_console_path(scope["path"]):
-            await self._serve_console(self._console, scope, receive, send)
+        page = self._page_app(scope["path"])
+        if page is not None:
+            await self._serve_console(page, scope, receive, send)
             return
         if await self._own_path(scope["path"], send):
             return
@@ -306,9 +311,18 @@ class GatewayFront:
             return
         await self._mcp(scope, receive, send, info, headers, opening=opening)
 
+    def _page_app(self, path: str) -> ASGIApp | None:
+        """The app of a page a browser opens (the console, a per_user server's login), else None."""
+        if self._console is not None and is_console_path(path):
+            return self._console
+        if self._login is not None and is_login_path(path):
+            return self._login
+        return None
+
     async def _serve_console(self, console: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """The console signs its visitors in with the same tokens itself (a browser cannot send a
-        bearer token on a page load); the Host and Origin rules are these."""
+        bearer token on a page load); the Host and Origin rules are these. The login routes of
+        per_user servers are served the same way (their link carries a signed ticket instead)."""
         headers = Headers(scope=scope)
         if not self._guard.host_ok(headers.get("host")):
             await self._reject(send, 421, "bad_host", "Invalid Host header")

@@ -40,7 +40,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc.calls import ToolCaller, error_result, rpc, text_result
+from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -48,6 +48,7 @@ from mcp_gateway_svc.resources import gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
+from mcp_gateway_svc.user_login import base_url
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.arguments import call_tool_target, not_loaded_error
 from toolscout_kit.logging import get_logger
@@ -112,6 +113,22 @@ async def _view(endpoint: Endpoint) -> ToolsetView:
         return await endpoint.current()
     except GatewayUnavailableError as err:
         raise MCPError(types.INTERNAL_ERROR, err.message) from None
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]) -> LoginAsker:
+    """Where a login link goes besides the result: the gateway's base URL, and a URL-mode
+    elicitation (2025-11-25) when the host declared that capability."""
+    request = ctx.request
+    scope = getattr(request, "scope", {}) if request is not None else {}
+    url_mode = types.ClientCapabilities(
+        elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())
+    )
+    can_elicit = ctx.request_id is not None and ctx.session.check_client_capability(url_mode)
+
+    async def elicit(message: str, url: str, elicitation_id: str) -> None:
+        await ctx.session.elicit_url(message, url, elicitation_id, related_request_id=ctx.request_id)
+
+    return LoginAsker(base_url(scope), elicit if can_elicit else None)
 
 
 class _GatewayServer(Server[Any]):
@@ -406,6 +423,8 @@ class McpHandlers:
             owner=self._owner(call.ctx, call.info),
             protocol_errors=not wrapped,
             progress=_progress_relay(call.ctx) if _asks_for_progress(call.meta) else None,
+            principal=call.info.principal,
+            asker=_asker(call.ctx),
         )
 
     async def _unknown(

@@ -40,6 +40,8 @@ CALL_OUTCOMES = (
     "timeout",
     "cancelled",
     "error",
+    # A per_user server and a caller without their own token: pointed at the login route, not sent.
+    "authorization_required",
 )
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -74,7 +76,8 @@ class GatewayMetrics:
             "tool_calls",
             "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
             "invalid_arguments, unknown_tool, not_loaded = progressive, found by no search, "
-            "unavailable, unknown = may or may not have run, timeout, cancelled, error).",
+            "unavailable, unknown = may or may not have run, timeout, cancelled, error, "
+            "authorization_required = not sent: the caller must sign in).",
             "mode",
             "outcome",
         )

@@ -39,6 +39,7 @@ from mcp_gateway_svc.peers import Forwarder, Replica
 from mcp_gateway_svc.resource_server import OAuthResourceServer
 from mcp_gateway_svc.results import KeptResults
 from mcp_gateway_svc.sessions import SessionRegistry
+from mcp_gateway_svc.user_login import UserLogin, has_per_user_servers
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
@@ -388,9 +389,11 @@ async def build_server(
         limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
         descriptions={name: ts.description for name, ts in config.tool_sets.items()},
     )
+    # per_user servers: each caller signs in at the gateway's login route (mcp_gateway_svc.user_login).
+    user_login = UserLogin(config, os.environ) if has_per_user_servers(config) else None
     handlers = McpHandlers(
         discovery,
-        ToolCaller(pool, metrics),
+        ToolCaller(pool, metrics, user_login),
         metrics,
         private_lists=tenants.enabled or settings.oauth is not None,
         tracing=tracing,
@@ -432,6 +435,7 @@ async def build_server(
         console=console,
         client_modes=settings.client_modes,
         client_all_max_tools=settings.client_all_max_tools,
+        login=user_login,
     )
     uv_config = uvicorn.Config(
         front,
@@ -465,6 +469,8 @@ async def build_server(
 
     running.add_cleanup(tracing.shutdown)  # the first added runs last
     running.add_cleanup(close_clients)
+    if user_login is not None:
+        running.add_cleanup(user_login.aclose)
 
     async def reshard(new_config: ToolscoutConfig) -> None:
         addresses = shard_targets(new_config.toolscout.pool.shards)

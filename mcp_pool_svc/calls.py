@@ -44,11 +44,13 @@ from mcp_pool_svc.errors import (
     ToolOutcomeUnknownError,
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
+from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import Supervisor
-from toolscout_kit.config import PoolSettings
+from toolscout_kit.config import PoolSettings, RemoteServerConfig
+from toolscout_kit.errors import FailedPreconditionError
 from toolscout_kit.json_text import MAX_JSON_DEPTH, JsonTextError, nested_deeper_than, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, add_event, set_attributes
@@ -100,6 +102,8 @@ class CheckedCall:
     arguments: dict[str, Any]
     meta: dict[str, Any]
     timeout_seconds: float
+    # Who calls (a per_user server runs the call with this principal's own token).
+    principal: str = ""
 
 
 def check_call(request: CallRequest) -> CheckedCall:
@@ -118,6 +122,7 @@ def check_call(request: CallRequest) -> CheckedCall:
         require_json_object(request.arguments_json, "arguments"),
         require_json_object(request.meta_json, "_meta"),
         seconds,
+        request.principal,
     )
 
 
@@ -180,9 +185,16 @@ class CallRunner:
     """Runs the pool's tool calls and keeps track of those in flight (for draining)."""
 
     def __init__(
-        self, settings: PoolSettings, catalog: Catalog, metrics: PoolMetrics, tracing: Tracing = NO_TRACING
+        self,
+        settings: PoolSettings,
+        catalog: Catalog,
+        metrics: PoolMetrics,
+        tracing: Tracing = NO_TRACING,
+        users: UserSessions | None = None,
     ) -> None:
-        """``tracing``: an MCP client span per request sent; :meth:`run` fills the call's span."""
+        """``tracing``: an MCP client span per request sent; :meth:`run` fills the call's span.
+        ``users``: the per-principal sessions of ``per_user`` servers (:mod:`mcp_pool_svc.per_user`)."""
+        self._users = users
         self._settings = settings
         self._catalog = catalog
         self._metrics = metrics
@@ -298,7 +310,8 @@ class CallRunner:
             content = error_result_content(redact(err.message))
             result = self._finish(call, content, "", True, started)
             return dataclasses.replace(result, jsonrpc_error_code=err.code), "tool_error"
-        except (ServerUnavailableError, asyncio.CancelledError):
+        except (ServerUnavailableError, FailedPreconditionError, asyncio.CancelledError):
+            # FailedPrecondition: a per_user caller without a usable token, or no encrypted store.
             raise
         except Exception:
             log.exception("tool_call_failed", server=server, tool=tool)
@@ -322,6 +335,9 @@ class CallRunner:
         read_only = listed is not None and listed.read_only
         repeatable = listed is not None and (listed.read_only or listed.idempotent)
         async with sup.semaphore:
+            if is_per_user(sup.config):
+                async with self._write_turn(sup, read_only):
+                    return await self._send_as_user(call)
             lost: Connection | None = None  # the connection a sent call was lost on
             stale: Connection | None = None  # one that closed while this call waited its turn
             while True:
@@ -374,6 +390,44 @@ class CallRunner:
                     # Re-listing the server's tools, if due, happens in its supervisor's task.
                     sup.call_may_have_changed_tools()
                 return answer
+
+    async def _send_as_user(self, call: _Call) -> Any:
+        """Sends the call once on the caller's own session of a ``per_user`` server.
+
+        Raises:
+            UserAuthorizationRequiredError: the caller has no usable token (not sent, or refused
+                for lack of authorization: the server ran nothing).
+            ServerUnavailableError: the session could not be opened (not sent).
+            _SentThenLost: sent, and the session was lost before the answer.
+        """
+        sup, tool, args, meta = call.sup, call.tool, call.checked.arguments, call.checked.meta
+        principal = call.checked.principal
+        if self._users is None:
+            raise ServerUnavailableError(f"MCP server {sup.name!r} has no per-user sessions here; not sent")
+        assert isinstance(sup.config, RemoteServerConfig)  # is_per_user
+        async with self._users.session(sup.name, sup.config, principal) as conn:
+            call.sent = True
+            try:
+                with self._tracing.span(
+                    f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=_mcp_attributes(sup, conn, tool)
+                ):
+                    return await conn.session.call_tool(
+                        tool,
+                        args,
+                        progress_callback=call.progress,
+                        meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
+                    )
+            except Exception as err:
+                refused = self._users.authorization_failed(sup.name, principal)
+                if refused is not None:
+                    raise refused from None
+                if isinstance(err, MCPError) and was_not_sent(err):
+                    raise ServerUnavailableError(
+                        f"MCP server {sup.name!r} could not be reached; the call was not sent"
+                    ) from None
+                if isinstance(err, MCPError) and err.code == mcp_types.CONNECTION_CLOSED:
+                    raise _SentThenLost(retried=False) from None
+                raise
 
     def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
         """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from toolscout_kit.errors import (
     DeadlineExceededError,
+    FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     OutcomeUnknownError,
@@ -22,6 +23,7 @@ __all__ = [
     "ToolOutcomeUnknownError",
     "UnknownServerError",
     "UnknownToolError",
+    "UserAuthorizationRequiredError",
 ]
 
 
@@ -75,3 +77,12 @@ class ResultHandleNotFoundError(NotFoundError):
 
 class ResultHandleExpiredError(ResultHandleNotFoundError):
     """The kept result expired or was dropped; its owner is told which tool to run again."""
+
+
+class UserAuthorizationRequiredError(FailedPreconditionError):
+    """A ``per_user`` server and a caller without a usable token of their own (none, revoked, or no
+    caller named): not sent. ``server`` is the server to sign in to (the gateway's login route)."""
+
+    def __init__(self, message: str, *, server: str = "") -> None:
+        super().__init__(message)
+        self.server = server

@@ -53,6 +53,7 @@ from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.naming import server_named_by
 from mcp_pool_svc.oauth import RemoteAuth
+from mcp_pool_svc.per_user import UserSessions
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.reaper import Reaper, become_subreaper
@@ -123,7 +124,6 @@ class McpPool:
         self.catalog = Catalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
-        self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing)
         self._results = ResultKeeper(
             config.toolscout.results, lambda: self._index, self._server_result_budget
         )
@@ -137,16 +137,31 @@ class McpPool:
         self._http = HttpClients()
         self._reaper = Reaper()
         self._reaping: asyncio.Task[None] | None = None
-        self._connect = connector or make_connector(
-            base_dir=Path(config.base_dir),
-            stderr_sink=StderrLog(config, os.environ if environ is None else environ),
-            max_line_bytes=reply_line_limit(
-                max(self._settings.max_result_bytes, config.toolscout.results.max_kept_bytes)
-            ),
-            http_clients=self._http,
-            reaper=self._reaper,
-            remote_auth=RemoteAuth(os.environ if environ is None else environ),
+        env = os.environ if environ is None else environ
+        stderr_sink = StderrLog(config, env)
+
+        def connector_for(remote_auth: RemoteAuth) -> Connector:
+            return make_connector(
+                base_dir=Path(config.base_dir),
+                stderr_sink=stderr_sink,
+                max_line_bytes=reply_line_limit(
+                    max(self._settings.max_result_bytes, config.toolscout.results.max_kept_bytes)
+                ),
+                http_clients=self._http,
+                reaper=self._reaper,
+                remote_auth=remote_auth,
+            )
+
+        remote_auth = RemoteAuth(env)
+        self._connect = connector or connector_for(remote_auth)
+        # per_user servers: a session per (server, principal), see mcp_pool_svc.per_user.
+        self._users = UserSessions(
+            remote_auth,
+            connector_for,
+            max_sessions=self._settings.per_user_sessions,
+            idle_seconds=self._settings.per_user_idle,
         )
+        self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing, self._users)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._probes = Probes(self._settings, self._rng)
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
@@ -230,6 +245,7 @@ class McpPool:
     async def stop(self) -> None:
         """Aborts calls still in flight, stops every server and waits for their processes to be gone."""
         await self.drain(0)
+        await self._users.aclose()
         for sup in [*self._supervisors.values(), *self._leaving.values()]:
             sup.request_stop()
         tasks = list(self._tasks.values())

@@ -6,7 +6,10 @@ them to status codes. A call the pool did not send (:class:`~mcp_pool_svc.errors
 is marked so in the trailing metadata (``toolscout-not-sent: 1``): gRPC answers ``UNAVAILABLE`` by
 itself when the connection dies mid-call, so the code alone cannot tell callers that nothing ran.
 A :class:`~mcp_pool_svc.errors.NotOwnerError` (a call for a server another shard runs) also puts
-the owners there, where the sharded client reads them to route the call.
+the owners there, where the sharded client reads them to route the call. A ``per_user`` server
+called by a principal without a usable token of their own
+(:class:`~mcp_pool_svc.errors.UserAuthorizationRequiredError`, ``FAILED_PRECONDITION``) names the
+server to sign in to (``toolscout-authorization-required: <server>``).
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from toolscout.client import NOT_SENT_METADATA, SHARD_COUNT_KEY, SHARD_OWNERS_KEY, CallProgress, wire
+from toolscout.client import (
+    AUTHORIZATION_REQUIRED_KEY,
+    NOT_SENT_METADATA,
+    SHARD_COUNT_KEY,
+    SHARD_OWNERS_KEY,
+    CallProgress,
+    wire,
+)
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
-from mcp_pool_svc.errors import NotOwnerError, ServerUnavailableError
+from mcp_pool_svc.errors import NotOwnerError, ServerUnavailableError, UserAuthorizationRequiredError
 from mcp_pool_svc.pool import McpPool
 
 __all__ = ["McpPoolServicer"]
@@ -72,6 +82,9 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         except ServerUnavailableError as err:
             context.set_trailing_metadata(_not_sent_metadata(err))
             raise
+        except UserAuthorizationRequiredError as err:
+            context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
+            raise
         return wire.call_tool_result_pb(result)
 
     async def ReadResult(
@@ -108,6 +121,9 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
                 result = call.result()
             except ServerUnavailableError as err:
                 context.set_trailing_metadata(_not_sent_metadata(err))
+                raise
+            except UserAuthorizationRequiredError as err:
+                context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
                 raise
             yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
         finally:

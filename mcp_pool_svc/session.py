@@ -108,6 +108,8 @@ class Connection:
     # True while a subscriptions/listen stream delivers the server's tool changes (2026-07-28);
     # handshake-era servers announce changes on the session itself (see change_notifications).
     listening: bool = False
+    # The OAuth provider of a server with ``auth`` (its ``failure`` tells a lost authorization).
+    auth: OAuthProvider | None = None
 
     @property
     def modern(self) -> bool:
@@ -597,6 +599,7 @@ async def open_connection(
             server_info=f"{info.name} {info.version}".strip() if info is not None else "",
             closed=closed,
             protocol_version=session.protocol_version or "",
+            auth=auth,
         )
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:

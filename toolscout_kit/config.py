@@ -263,7 +263,7 @@ class OAuthConfig(_Strict):
     client_secret_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     # Scopes to ask for; unset: the server's challenge or metadata decides (the MCP spec's order).
     scopes: list[str] | None = None
-    # Each user's own authorization instead of the stack's (see the README: not yet served).
+    # Each caller's own authorization for calls instead of the stack's (the stack's still lists).
     per_user: Flag = False
     grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
     # The authorization server that issued client_id (client_credentials: tokens are only
@@ -283,11 +283,8 @@ class OAuthConfig(_Strict):
             raise ValueError("grant client_credentials needs client_id, client_secret_env and issuer")
         if self.client_secret_env is not None and self.client_id is None:
             raise ValueError("client_secret_env without client_id: set the pre-registered client's id")
-        if self.per_user:
-            raise ValueError(
-                "per_user: calling a server with each user's own token is not available yet; "
-                "use the stack's authorization (per_user: false)"
-            )
+        if self.per_user and self.grant == "client_credentials":
+            raise ValueError("per_user needs grant authorization_code (each user authorizes for themself)")
         return self
 
 
@@ -474,6 +471,10 @@ class PoolSettings(_ServiceSettings):
     crash_loop_window: float = Field(default=60.0, gt=0)
     # A FAILED server is probed again with the backoff growing up to this many seconds.
     failed_retry_interval: float = Field(default=60.0, gt=0)
+    # Servers with auth.per_user: at most this many (server, principal) sessions stay open (the
+    # least recently used is closed first), and one unused for per_user_idle seconds is closed.
+    per_user_sessions: int = Field(default=256, ge=1)
+    per_user_idle: float = Field(default=300.0, gt=0)
     shards: ShardSettings = Field(default_factory=ShardSettings)
 
     @property

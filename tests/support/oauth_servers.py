@@ -16,16 +16,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.support.mcp_servers import NPM_PREFIX, REPO_ROOT
 from tests.support.node import node_bin_dir, node_env, npm_install
+
+if TYPE_CHECKING:
+    from mcp.shared.auth import AuthorizationCodeResult
+
+    from toolscout_kit.token_store import TokenStore
 
 __all__ = [
     "OIDC_PROVIDER_PACKAGE",
     "OIDC_PROVIDER_VERSION",
     "AuthServer",
+    "LoginHint",
     "ProtectedServer",
+    "login_as",
     "oidc_provider_module",
     "running_authorization_server",
     "running_protected_server",
@@ -151,6 +158,15 @@ class ProtectedServer:
         """The subject of each ``whoami`` call so far, in order."""
         return [i.get("subject") for i in self.lines.matching(lambda i: i.get("call") == "whoami")]
 
+    def wait_subjects(self, count: int, within: float = 30.0) -> list[str | None]:
+        """The subjects once at least ``count`` calls were printed (bounded: then as many as came)."""
+        with self.lines._changed:
+            self.lines._changed.wait_for(lambda: len(self.subjects_unlocked()) >= count, within)
+        return self.subjects()
+
+    def subjects_unlocked(self) -> list[str | None]:
+        return [i.get("subject") for i in self.lines.items if i.get("call") == "whoami"]
+
 
 @contextmanager
 def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[ProtectedServer]:
@@ -169,3 +185,34 @@ def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[Pro
         yield ProtectedServer(url, lines)
     finally:
         lines.stop()
+
+
+class LoginHint:
+    """Headless approval as one user of the test authorization server (its ``login_hint``)."""
+
+    def __init__(self, user: str) -> None:
+        from mcp_pool_svc.oauth import HeadlessApprover
+
+        self._inner = HeadlessApprover()
+        self.redirect_uri = self._inner.redirect_uri
+        self._user = user
+
+    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
+        return await self._inner(f"{authorization_url}&login_hint={self._user}")
+
+
+async def login_as(url: str, store: TokenStore, principal: str, user: str) -> None:
+    """Runs the authorization code flow for ``principal`` as ``user`` (stored in ``store``)."""
+    import httpx2
+
+    from mcp_pool_svc.oauth import build_provider
+    from toolscout_kit.config import OAuthConfig
+
+    provider = build_provider(
+        url, OAuthConfig(), store=store, approver=LoginHint(user), environ={}, principal=principal
+    )
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        await client.post(url, json=body, headers={"accept": "application/json, text/event-stream"})
+    if provider.failure is not None:
+        raise RuntimeError(f"login as {user} failed: {provider.failure}")

@@ -3,7 +3,8 @@
 // Dynamic client registration, PKCE (always required), resource indicators (RFC 8707: access
 // tokens are JWTs whose audience is the requested MCP server), refresh tokens and revocation.
 // Nobody approves: the interaction route logs in $OIDC_ACCOUNT (default "alice") and grants what
-// was asked, so a client that fetches the authorization URL itself gets its code.
+// was asked, so a client that fetches the authorization URL itself gets its code. An authorization
+// request with `login_hint=<user>` logs in that user instead (tests with several users).
 //
 // $OIDC_PROVIDER_MODULE is the installed package's entry file (node_modules/oidc-provider/lib/index.js).
 // Prints one JSON line {"issuer": ...} once listening (port $PORT, default any), then one JSON line
@@ -73,7 +74,8 @@ async function approve(req, res) {
   const { prompt, params, session } = details;
   let result;
   if (prompt.name === 'login') {
-    result = { login: { accountId: account } };
+    // The authorization request's login_hint picks the user (tests with several), else $OIDC_ACCOUNT.
+    result = { login: { accountId: params.login_hint || account } };
   } else {
     const grant = details.grantId
       ? await provider.Grant.find(details.grantId)

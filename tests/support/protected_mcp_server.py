@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import threading
 from typing import Any
 
 import anyio
@@ -23,8 +24,10 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 SCOPE = "mcp:tools"
+_PRINTING = threading.Lock()
 
 
 class JwksVerifier:
@@ -76,12 +79,15 @@ def build(issuer: str, url: str) -> MCPServer[Any]:
         ),
     )
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def whoami() -> str:
         """Who the caller's token says it is."""
         token = get_access_token()
         subject = token.subject if token is not None else None
-        print(json.dumps({"call": "whoami", "subject": subject}), flush=True)
+        # One write per line under a lock: concurrent calls (threads) must not interleave lines.
+        with _PRINTING:
+            sys.stdout.write(json.dumps({"call": "whoami", "subject": subject}) + "\n")
+            sys.stdout.flush()
         return f"subject: {subject}"
 
     return server

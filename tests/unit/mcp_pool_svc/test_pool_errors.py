@@ -33,6 +33,12 @@ def test_a_call_for_another_shards_server_is_unavailable_not_sent() -> None:
     assert (refusal.owners, refusal.count) == ((2,), 3)
 
 
+def test_a_caller_without_their_own_authorization_is_a_failed_precondition_naming_the_server() -> None:
+    refusal = errors.UserAuthorizationRequiredError("x", server="gh")
+    assert status_for(refusal) == grpc.StatusCode.FAILED_PRECONDITION
+    assert refusal.server == "gh"
+
+
 def test_every_exported_pool_error_is_covered() -> None:
     assert set(errors.__all__) == {
         "InvalidToolArgumentsError",
@@ -45,4 +51,5 @@ def test_every_exported_pool_error_is_covered() -> None:
         "ToolOutcomeUnknownError",
         "UnknownServerError",
         "UnknownToolError",
+        "UserAuthorizationRequiredError",
     }

@@ -118,7 +118,16 @@ def test_auth_oauth_is_shorthand_for_the_defaults() -> None:
         ({"grant": "client_credentials", "client_id": "c"}, "client_credentials needs"),
         ({"client_secret_env": "SECRET"}, "without client_id"),
         ({"client_id": "c", "client_secret_env": "not a var"}, "client_secret_env"),
-        ({"per_user": True}, "per_user"),
+        (
+            {
+                "per_user": True,
+                "grant": "client_credentials",
+                "client_id": "c",
+                "client_secret_env": "S",
+                "issuer": "https://as.example",
+            },
+            "per_user needs",
+        ),
         ({"client_metadata_url": "http://plain.example/c.json"}, "client_metadata_url"),
         ({"scope": ["a"]}, "scope"),
     ],

@@ -30,6 +30,7 @@ from toolscout.client.channel import (
     service_config,
 )
 from toolscout.client.errors import (
+    AUTHORIZATION_REQUIRED_KEY,
     NOT_SENT_KEY,
     NOT_SENT_METADATA,
     SERVICE_STATUS_KEY,
@@ -52,6 +53,7 @@ from toolscout.client.errors import (
     UnavailableError,
     UnimplementedError,
     UnknownError,
+    authorization_required,
     call_outcome_error,
     error_for_code,
     not_sent_error,
@@ -84,6 +86,7 @@ from toolscout.client.sync import DiscoveryClient, OrchestratorClient, PoolClien
 from toolscout.client.types import *  # noqa: F403
 
 __all__ = [
+    "AUTHORIZATION_REQUIRED_KEY",
     "DEFAULT_DEADLINES",
     "DEFAULT_MAX_ATTEMPTS",
     "NOT_SENT_KEY",
@@ -126,6 +129,7 @@ __all__ = [
     "UnimplementedError",
     "UnknownError",
     "__version__",
+    "authorization_required",
     "call_outcome_error",
     "catalog_version",
     "create_channel",

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 __all__ = [
+    "AUTHORIZATION_REQUIRED_KEY",
     "NOT_SENT_KEY",
     "NOT_SENT_METADATA",
     "SERVICE_STATUS_KEY",
@@ -46,6 +47,7 @@ __all__ = [
     "UnavailableError",
     "UnimplementedError",
     "UnknownError",
+    "authorization_required",
     "call_outcome_error",
     "error_for_code",
     "not_sent_error",
@@ -60,6 +62,10 @@ NOT_SENT_METADATA: tuple[tuple[str, str], ...] = ((NOT_SENT_KEY, "1"),)
 # it): the details were written by the service for its caller, not by gRPC's transport.
 SERVICE_STATUS_KEY = "toolscout-status"
 SERVICE_STATUS_METADATA: tuple[tuple[str, str], ...] = ((SERVICE_STATUS_KEY, "1"),)
+# Trailing metadata on a FAILED_PRECONDITION from CallTool: the server (``auth.per_user``) needs the
+# caller's own authorization, which the caller does not have (none yet, or revoked). Its value is
+# the server's name; the gateway answers with its login route for that server.
+AUTHORIZATION_REQUIRED_KEY = "toolscout-authorization-required"
 
 
 class ToolscoutClientError(Exception):
@@ -311,3 +317,10 @@ def translate_rpc_error(err: BaseException, *, method: str = "") -> ToolscoutCli
     details = details_fn() if callable(details_fn) else ""
     trailing = _text_metadata(trailing_fn()) if callable(trailing_fn) else ()
     return error_for_code(code, details or "", method=method, trailing_metadata=trailing)
+
+
+def authorization_required(err: ToolscoutClientError) -> str | None:
+    """The server whose per-user authorization the caller lacks, when ``err`` says so, else None."""
+    if not isinstance(err, FailedPreconditionError):
+        return None
+    return err.metadata_value(AUTHORIZATION_REQUIRED_KEY) or None

@@ -1,0 +1,227 @@
+"""Per-user upstream credentials through the gateway: two users (gateway tokens ALICE/BOB) call a
+``per_user`` server behind a real authorization server (npm ``oidc-provider``); each signs in at
+the gateway's own login route with a real HTTP client (following the redirects to the
+authorization server and back), then a randomized soak over two gateway replicas checks, at the
+MCP server, which subject each call ran as. Real pool, discovery and gateways on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from cryptography.fernet import Fernet
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from prometheus_client import generate_latest
+
+from tests.support.gateway import gateway_stack, start_gateway
+from tests.support.oauth_servers import (
+    AuthServer,
+    ProtectedServer,
+    login_as,
+    running_authorization_server,
+    running_protected_server,
+)
+from toolscout_kit.config import parse_config
+from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
+
+pytestmark = [pytest.mark.e2e]
+
+TOOL = "protected__whoami"
+# Gateway token variable (the principal) → its secret and the authorization server's user.
+USERS = {
+    "ALICE_TOKEN": ("alice-gateway-secret-0001", "alice"),
+    "BOB_TOKEN": ("bob-gateway-secret-00002", "bob"),
+}
+# $PER_USER_SOAK_SECONDS runs a longer soak by hand (the issue's figure); the suite keeps it short.
+SOAK_SECONDS = float(os.environ.get("PER_USER_SOAK_SECONDS", "15"))
+SOAK_WORKERS = 8
+
+
+@pytest.fixture(scope="module")
+def auth_server() -> Iterator[AuthServer]:
+    with running_authorization_server(account="operator") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def protected(auth_server: AuthServer) -> Iterator[ProtectedServer]:
+    with running_protected_server(auth_server.issuer) as server:
+        yield server
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def _sign_in(link: str, user: str) -> str:
+    """Follows the gateway's login link as ``user`` in a real HTTP client; the last page's text."""
+    async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
+        first = await browser.get(link)
+        assert first.status_code == 302, first.text
+        # The person at the authorization server is ``user`` (the test server's login_hint).
+        answer = await browser.get(first.headers["location"] + f"&login_hint={user}", follow_redirects=True)
+        assert answer.status_code == 200, answer.text
+        assert str(answer.url).split("?")[0].endswith("/oauth/callback")
+        return answer.text
+
+
+async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller(
+    protected: ProtectedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("TOOLSCOUT_TOKEN_FILE", str(tmp_path / "tokens.json"))
+    monkeypatch.setenv("TOOLSCOUT_TOKEN_KEY", Fernet.generate_key().decode())
+    for variable, (secret, _user) in USERS.items():
+        monkeypatch.setenv(variable, secret)
+    store = TokenStore.from_env()
+    # The stack's own authorization (an operator) lists the server's tools; calls never use it.
+    await login_as(protected.url, store, STACK_PRINCIPAL, "operator")
+    config = parse_config(
+        {
+            "toolscout": {"gateway": {"mode": "all", "tokens": {name: ["*"] for name in USERS}}},
+            "servers": {"protected": {"url": protected.url, "auth": {"type": "oauth", "per_user": True}}},
+        },
+        base_dir=tmp_path,
+    )
+    replies: list[str] = []
+    elicited: list[types.ElicitRequestURLParams] = []
+
+    async def on_elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams)
+        elicited.append(params)
+        return types.ElicitResult(action="accept")
+
+    async with gateway_stack(config) as gw:
+        second = await start_gateway(config, gw.stack)
+        try:
+            replicas = [gw.url, second.url]
+            alice_http = httpx2.AsyncClient(
+                headers={"authorization": f"Bearer {USERS['ALICE_TOKEN'][0]}"}, timeout=30
+            )
+            bob_http = httpx2.AsyncClient(
+                headers={"authorization": f"Bearer {USERS['BOB_TOKEN'][0]}"}, timeout=30
+            )
+            async with (
+                alice_http,
+                bob_http,
+                Client(
+                    streamable_http_client(gw.url, http_client=alice_http),
+                    mode="legacy",
+                    elicitation_callback=on_elicit,
+                ) as alice,
+                Client(streamable_http_client(gw.url, http_client=bob_http), mode="legacy") as bob,
+            ):
+                # Alice's host shows URL-mode elicitations: one, pointing at the gateway's login route.
+                refused = await alice.call_tool(TOOL, {})
+                replies.append(_text(refused))
+                assert refused.is_error
+                [asked] = elicited
+                assert asked.mode == "url"
+                assert asked.url.startswith(f"{gw.url.rsplit('/mcp', 1)[0]}/oauth/login/protected?ticket=")
+                assert asked.url in _text(refused)
+                # Bob's host has no elicitation: the link is in the result's text.
+                bob_refused = await bob.call_tool(TOOL, {})
+                replies.append(_text(bob_refused))
+                assert bob_refused.is_error
+                bob_link = next(w for w in _text(bob_refused).split() if "/oauth/login/protected" in w)
+                assert bob_link != asked.url
+                # A ticket names its principal: edited, it is refused.
+                async with httpx2.AsyncClient(timeout=30) as browser:
+                    forged = await browser.get(bob_link[:-3] + "xyz")
+                assert forged.status_code == 403
+                replies.append(await _sign_in(asked.url, "alice"))
+                replies.append(await _sign_in(bob_link, "bob"))
+                # The retried calls succeed, on the same MCP sessions, each as its own caller.
+                assert _text(await alice.call_tool(TOOL, {})) == "subject: alice"
+                assert _text(await bob.call_tool(TOOL, {})) == "subject: bob"
+                assert len(elicited) == 1
+                # The soak: random users over both replicas (stateless 2026-07-28 requests), a few
+                # at a time, for SOAK_SECONDS.
+                before = len(protected.subjects())
+                expected: list[str] = []
+                ends = time.monotonic() + SOAK_SECONDS
+
+                async def worker(seed: int, http: httpx2.AsyncClient) -> None:
+                    rng = random.Random(seed)  # noqa: S311 - a test's randomness
+                    while time.monotonic() < ends:
+                        secret, user = USERS[rng.choice(list(USERS))]
+                        answer = await http.post(
+                            rng.choice(replicas), json=_modern_call(seed), headers=_modern_headers(secret)
+                        )
+                        body = _json_of(answer)
+                        # The server's own word for whom the call ran as.
+                        assert body["result"]["content"][0]["text"] == f"subject: {user}", body
+                        expected.append(user)
+
+                async with httpx2.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
+                    for seed in range(SOAK_WORKERS):
+                        tg.start_soon(worker, seed, http)
+                ran_as = protected.wait_subjects(before + len(expected))[before:]
+                print(f"\nsoak: {len(expected)} calls over 2 gateway replicas, 2 users")
+                assert Counter(ran_as) == Counter(expected)  # 0 cross-user uses, never the operator's
+                metrics = (
+                    generate_latest(gw.gateway.registry).decode() + generate_latest(second.registry).decode()
+                )
+        finally:
+            await second.stop(0.5)
+    secrets = _secrets(store) + [secret for secret, _user in USERS.values()]
+    said = "\n".join(replies) + metrics + caplog.text + "".join(str(a.url) for a in elicited)
+    assert not [s for s in secrets if s in said]
+
+
+def _modern_call(request_id: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {
+            "name": TOOL,
+            "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "1"},
+            },
+        },
+    }
+
+
+def _modern_headers(secret: str) -> dict[str, str]:
+    return {
+        "authorization": f"Bearer {secret}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": TOOL,
+    }
+
+
+def _json_of(answer: httpx2.Response) -> dict[str, Any]:
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in answer.text.splitlines() if line.startswith("data:")]
+        return dict(json.loads(data[-1]))
+    return dict(answer.json())
+
+
+def _secrets(store: TokenStore) -> list[str]:
+    found = []
+    for _key, entry in store.entries():
+        tokens = entry.get("tokens") or {}
+        found += [tokens[k] for k in ("access_token", "refresh_token") if tokens.get(k)]
+        if (entry.get("client") or {}).get("client_secret"):
+            found.append(entry["client"]["client_secret"])
+    return found

@@ -1,0 +1,55 @@
+"""Login tickets of per_user servers: signed, bound to one principal and one server, expiring."""
+
+from __future__ import annotations
+
+import time
+
+from cryptography.fernet import Fernet
+
+from mcp_gateway_svc.user_login import LOGIN_PREFIX, TICKET_SECONDS, UserLogin, has_per_user_servers
+from toolscout_kit.config import parse_config
+
+CONFIG = parse_config(
+    {
+        "servers": {
+            "gh": {"url": "https://mcp.example/mcp", "auth": {"type": "oauth", "per_user": True}},
+            "shared": {"url": "https://other.example/mcp", "auth": "oauth"},
+        }
+    }
+)
+
+
+def _login(key: str | None = None) -> UserLogin:
+    return UserLogin(CONFIG, {"TOOLSCOUT_TOKEN_KEY": key or Fernet.generate_key().decode()})
+
+
+def test_a_ticket_names_its_principal_for_its_server_only() -> None:
+    login = _login()
+    ticket = login.ticket("oauth:alice", "gh")
+    assert login.principal_of(ticket, "gh") == "oauth:alice"
+    assert login.principal_of(ticket, "shared") is None
+    body, _, signature = ticket.partition(".")
+    forged = login.ticket("oauth:mallory", "gh").partition(".")[0] + "." + signature
+    assert login.principal_of(forged, "gh") is None
+    assert login.principal_of(body, "gh") is None
+    assert login.principal_of("", "gh") is None
+
+
+def test_a_ticket_expires_and_another_key_does_not_accept_it() -> None:
+    key = Fernet.generate_key().decode()
+    login = _login(key)
+    old = login.ticket("oauth:alice", "gh", now=time.time() - TICKET_SECONDS - 1)
+    assert login.principal_of(old, "gh") is None
+    # Replicas sharing the key accept each other's tickets; another key does not.
+    ticket = login.ticket("oauth:alice", "gh")
+    assert _login(key).principal_of(ticket, "gh") == "oauth:alice"
+    assert _login().principal_of(ticket, "gh") is None
+
+
+def test_links_point_at_the_login_route_and_need_the_key() -> None:
+    link = _login().link("http://gw.example:8080/", "oauth:alice", "gh")
+    assert link.startswith(f"http://gw.example:8080{LOGIN_PREFIX}gh?ticket=")
+    assert "alice" not in link.split("ticket=")[0]
+    assert UserLogin(CONFIG, {}).link("http://gw.example", "oauth:alice", "gh") == ""
+    assert [name for name in CONFIG.servers if _login().per_user(name)] == ["gh"]
+    assert has_per_user_servers(CONFIG)
