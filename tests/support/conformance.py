@@ -125,6 +125,10 @@ def passed(checks: Checks) -> bool:
     return bool(checks) and not any(c.get("status") == "FAILURE" for c in checks)
 
 
+# What a listing check reports of what it listed (``details``), compared with the direct run's.
+_LISTED_KINDS = ("resources", "prompts", "resourceTemplates")
+
+
 def _results(checks: Checks) -> dict[str, Any]:
     return {c["id"]: c["details"]["result"] for c in checks if "result" in (c.get("details") or {})}
 
@@ -132,11 +136,21 @@ def _results(checks: Checks) -> dict[str, Any]:
 def hollow(direct: Checks, through: Checks) -> bool:
     """Whether a pass through the gateway is hollow: a tool result the suite accepted is an error
     whose content differs from what the server sent directly (say, the gateway's own error text
-    where the tool's was wanted). Fields a hop may add (``resultType``, ``_meta``) are not compared."""
+    where the tool's was wanted), or a listing lacks what the server listed directly (the suite
+    checks a listing's shape: an empty one passes). Fields a hop may add (``resultType``, ``_meta``)
+    are not compared."""
     expected = _results(direct)
     for check, result in _results(through).items():
         if result.get("isError") and result.get("content") != (expected.get(check) or {}).get("content"):
             return True
+    # A listing the suite accepted for its shape alone: the gateway's own resources (its manifest,
+    # or none) where the server listed its own is not the server's listing passed on.
+    listed = {c["id"]: c.get("details") or {} for c in direct}
+    for check in through:
+        details, wanted = check.get("details") or {}, listed.get(check["id"], {})
+        for kind in _LISTED_KINDS:
+            if isinstance(wanted.get(kind), list) and not set(wanted[kind]) <= set(details.get(kind) or []):
+                return True
     return False
 
 
