@@ -14,7 +14,7 @@ from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging, get_logger
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
-from toolscout_kit.server import Serving, serve_until_signal
+from toolscout_kit.server import Serving, serve_until_signal, stop_on_signals
 
 __all__ = ["BuildServer", "run_service", "skip_exit_collection"]
 
@@ -74,9 +74,10 @@ def run_service(
     extra = options(args) if options is not None else {}
 
     async def main() -> None:
+        stop = stop_on_signals()  # a signal while the server starts stops it once started
         server = await build_server(config, **extra)
         await serve_until_signal(
-            server, config_path=path, reload_interval=config.toolscout.pool.shards.reload_interval
+            server, config_path=path, reload_interval=config.toolscout.pool.shards.reload_interval, stop=stop
         )
 
     try:

@@ -51,6 +51,7 @@ __all__ = [
     "Serving",
     "serve_until_signal",
     "start_server",
+    "stop_on_signals",
 ]
 
 _log = get_logger(__name__)
@@ -365,18 +366,31 @@ async def start_server(
     return running
 
 
-async def serve_until_signal(
-    server: Serving, *, config_path: Path | None = None, reload_interval: float = 0.0
-) -> None:
-    """Runs until SIGTERM/SIGINT, then stops gracefully (health NOT_SERVING first).
-
-    With ``config_path`` and reload callbacks registered, the file is applied again on SIGHUP and
-    when it changes (checked every ``reload_interval`` seconds; 0 = on SIGHUP only).
-    """
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM/SIGINT from now on: taken before a server is built, so that a signal
+    arriving while it starts stops it gracefully instead of killing the process."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def serve_until_signal(
+    server: Serving,
+    *,
+    config_path: Path | None = None,
+    reload_interval: float = 0.0,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Runs until SIGTERM/SIGINT, then stops gracefully (health NOT_SERVING first).
+
+    With ``config_path`` and reload callbacks registered, the file is applied again on SIGHUP and
+    when it changes (checked every ``reload_interval`` seconds; 0 = on SIGHUP only). ``stop``: the
+    event of :func:`stop_on_signals` when it was taken before the server was built.
+    """
+    loop = asyncio.get_running_loop()
+    stop = stop if stop is not None else stop_on_signals()
     reloader: asyncio.Task[None] | None = None
     if config_path is not None and server.reloads:
         watcher = ConfigReloader(config_path, [server.reload], interval=reload_interval)
