@@ -137,6 +137,8 @@ def _tool_texts(request: RecordedRequest) -> list[str]:
             for block in m["content"]:
                 if block.get("type") == "tool_result":
                     content = block.get("content")
+                    if isinstance(content, list):  # text blocks: their text, not a repr of them
+                        content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
                     texts.append(content if isinstance(content, str) else str(content))
     return texts
 
