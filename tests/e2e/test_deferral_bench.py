@@ -50,13 +50,13 @@ RUNS = {
         ["--tool-result-chars", "4000", "--conversation", "long"],
         "long conversation: 10 user turns, 6 searches; tool results padded to 4000 characters",
         "26",
-        "50.4",
+        "48.4",
     ),
     "short": (
         [],
         "short conversation: 3 user turns, 3 searches; tool results padded to 0 characters",
         "9",
-        "62.9",
+        "55.9",
     ),
 }
 
