@@ -10,7 +10,7 @@ The ticket names the principal and the server and expires after :data:`TICKET_SE
 signed (HMAC-SHA256) with a key derived from ``$TOOLSCOUT_TOKEN_KEY``, which per-user tokens need
 anyway, so any gateway replica sharing that key accepts it and nobody can sign in as someone else
 by editing the link. Following it runs the authorization code flow with PKCE on the ``mcp`` SDK's
-:class:`~mcp.client.auth.OAuthClientProvider` (:func:`mcp_pool_svc.oauth.build_provider`, bound to
+:class:`~mcp.client.auth.OAuthClientProvider` (:func:`toolscout_kit.oauth_client.build_provider`, bound to
 that principal): the browser is sent to the authorization server, which redirects back to
 ``/oauth/callback`` on this gateway; the code is exchanged and the tokens are stored under the
 principal in the token store the pool reads (:mod:`toolscout_kit.token_store`). The callback must
@@ -39,9 +39,9 @@ import httpx2
 from mcp.shared.auth import AuthorizationCodeResult
 from starlette.types import Receive, Scope, Send
 
-from mcp_pool_svc.oauth import AuthorizationError, build_provider
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
+from toolscout_kit.oauth_client import AuthorizationError, build_provider
 from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore
 
 __all__ = [

@@ -52,7 +52,6 @@ from mcp_pool_svc.errors import (
 from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.naming import server_named_by
-from mcp_pool_svc.oauth import RemoteAuth
 from mcp_pool_svc.per_user import UserSessions
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.probes import Probes
@@ -63,6 +62,7 @@ from mcp_pool_svc.supervisor import ServerState, Supervisor
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
+from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.shards import placement_for
 from toolscout_kit.tracing import NO_TRACING, Tracing
 

@@ -51,10 +51,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
-from mcp_pool_svc.oauth import OAuthProvider, RemoteAuth, reporting_failure
 from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
+from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth, reporting_failure
 
 __all__ = [
     "INVALID_LISTING",
@@ -382,7 +382,7 @@ def make_connector(
     start ("ModuleNotFoundError: ..."). Streamable-HTTP servers share the clients of
     ``http_clients`` (each connection opens its own without it). Stdio servers' processes are
     reaped by ``reaper`` (one of its own without it). Remote servers configured with ``auth``
-    authorize through ``remote_auth`` (OAuth 2.1, see :mod:`mcp_pool_svc.oauth`).
+    authorize through ``remote_auth`` (OAuth 2.1, see :mod:`toolscout_kit.oauth_client`).
     """
     reaper = reaper or Reaper()
 
@@ -554,10 +554,10 @@ async def open_connection(
     auth: OAuthProvider | None = None,
 ) -> AsyncIterator[Connection]:
     """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``; a remote
-    server is authorized with ``auth`` when given (OAuth 2.1, :mod:`mcp_pool_svc.oauth`).
+    server is authorized with ``auth`` when given (OAuth 2.1, :mod:`toolscout_kit.oauth_client`).
 
     Raises:
-        mcp_pool_svc.oauth.AuthorizationError: the server wants an authorization that failed.
+        toolscout_kit.oauth_client.AuthorizationError: the server wants an authorization that failed.
         TimeoutError: the server did not answer ``server/discover`` or ``initialize`` in time.
         OSError: the command could not be started.
         mcp.MCPError: the server refused or closed the connection.

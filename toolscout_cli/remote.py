@@ -1,7 +1,7 @@
 """Commands that talk to MCP servers directly, as the pool does: ``connect`` and ``auth``.
 
 ``toolscout connect URL`` opens one connection with the pool's own code (transport, revision
-negotiation, OAuth 2.1 through :mod:`mcp_pool_svc.oauth`), prints what the server offers and may
+negotiation, OAuth 2.1 through :mod:`toolscout_kit.oauth_client`), prints what the server offers and may
 call one tool. ``toolscout auth login|status|logout SERVER`` manage the stack's stored
 authorization of a configured server: the tokens the pool uses (:mod:`toolscout_kit.token_store`).
 Tokens are never printed.
@@ -27,13 +27,6 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from mcp_pool_svc.oauth import (
-    Approver,
-    AuthorizationError,
-    HeadlessApprover,
-    LoopbackApprover,
-    RemoteAuth,
-)
 from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.session import Connection, open_connection
 from toolscout_cli.connection import (
@@ -50,6 +43,13 @@ from toolscout_kit.config import OAuthConfig, RemoteServerConfig
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import redact
 from toolscout_kit.names import unknown_name
+from toolscout_kit.oauth_client import (
+    Approver,
+    AuthorizationError,
+    HeadlessApprover,
+    LoopbackApprover,
+    RemoteAuth,
+)
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
 
 __all__ = ["run_auth", "run_connect"]

@@ -46,8 +46,13 @@ _FAST = {
 }
 
 
-def _config(servers: dict[str, Any], **settings: Any) -> ToolscoutConfig:
-    return parse_config({"servers": servers, "toolscout": {"pool": {**_FAST, **settings}}})
+def _config(
+    servers: dict[str, Any], *, results: dict[str, Any] | None = None, **settings: Any
+) -> ToolscoutConfig:
+    toolscout: dict[str, Any] = {"pool": {**_FAST, **settings}}
+    if results is not None:
+        toolscout["results"] = results
+    return parse_config({"servers": servers, "toolscout": toolscout})
 
 
 @pytest.fixture
@@ -298,6 +303,8 @@ async def test_a_reply_line_over_the_limit_is_refused_and_the_session_survives(
             "other": misbehaving_config(),
         },
         max_result_bytes=2048,
+        # The reading limit follows the larger of max_result_bytes and results.max_kept_bytes.
+        results={"max_kept_bytes": 2048},
     )
     pid = _pids(pid_file)[0]
     with pytest.raises(ResultTooLargeError, match="bytes"):

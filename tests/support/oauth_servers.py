@@ -191,7 +191,7 @@ class LoginHint:
     """Headless approval as one user of the test authorization server (its ``login_hint``)."""
 
     def __init__(self, user: str) -> None:
-        from mcp_pool_svc.oauth import HeadlessApprover
+        from toolscout_kit.oauth_client import HeadlessApprover
 
         self._inner = HeadlessApprover()
         self.redirect_uri = self._inner.redirect_uri
@@ -205,8 +205,8 @@ async def login_as(url: str, store: TokenStore, principal: str, user: str) -> No
     """Runs the authorization code flow for ``principal`` as ``user`` (stored in ``store``)."""
     import httpx2
 
-    from mcp_pool_svc.oauth import build_provider
     from toolscout_kit.config import OAuthConfig
+    from toolscout_kit.oauth_client import build_provider
 
     provider = build_provider(
         url, OAuthConfig(), store=store, approver=LoginHint(user), environ={}, principal=principal

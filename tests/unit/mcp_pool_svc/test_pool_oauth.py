@@ -11,7 +11,9 @@ import httpx2
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from mcp_pool_svc.oauth import (
+from tests.support.mcp_servers import free_port
+from toolscout_kit.config import OAuthConfig, RemoteServerConfig
+from toolscout_kit.oauth_client import (
     AuthorizationError,
     LoopbackApprover,
     NoApprover,
@@ -19,8 +21,6 @@ from mcp_pool_svc.oauth import (
     StoredCredentials,
     build_provider,
 )
-from tests.support.mcp_servers import free_port
-from toolscout_kit.config import OAuthConfig, RemoteServerConfig
 from toolscout_kit.status import status_for
 from toolscout_kit.token_store import TokenStore, TokenStoreError
 

@@ -1,4 +1,4 @@
-"""Who approves an OAuth authorization request of the pool or the CLI (:mod:`mcp_pool_svc.oauth`).
+"""Who approves an OAuth authorization request of the pool or the CLI (:mod:`toolscout_kit.oauth_client`).
 
 The SDK hands its user the authorization URL and waits for the redirect's parameters; it leaves
 who looks at that URL to the application. Here: :class:`LoopbackApprover` (a person's browser,

@@ -1,4 +1,6 @@
-"""The pool as an OAuth 2.1 client of remote MCP servers, on the ``mcp`` SDK's client auth.
+"""toolscout as an OAuth 2.1 client of remote MCP servers, on the ``mcp`` SDK's client auth: the
+pool's sessions, ``toolscout connect`` / ``auth login`` and the gateway's per-user login route all
+use it (the kit holds it because those three are different services and the CLI).
 
 The SDK's :class:`~mcp.client.auth.OAuthClientProvider` (an ``httpx2.Auth``) speaks the protocol: a
 401's ``WWW-Authenticate`` → protected resource metadata (RFC 9728) → authorization server metadata
@@ -15,7 +17,7 @@ leaves to its user:
   since ``OAuthToken`` carries no absolute expiry);
 - a client registered beforehand for the authorization code flow (the SDK has one for
   ``client_credentials`` only);
-- who approves (:mod:`mcp_pool_svc.oauth_approval`): :class:`LoopbackApprover` (a person at a
+- who approves (:mod:`toolscout_kit.oauth_approval`): :class:`LoopbackApprover` (a person at a
   printed URL, the redirect caught on 127.0.0.1), :class:`HeadlessApprover` (fetches the URL
   itself, for authorization servers that approve without a person) or :class:`NoApprover` (the
   pool: "run ``toolscout auth login``");
@@ -50,7 +52,9 @@ from mcp.shared.auth import (
 from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import AnyUrl, ValidationError
 
-from mcp_pool_svc.oauth_approval import (
+from toolscout_kit.config import OAuthConfig, RemoteServerConfig
+from toolscout_kit.logging import redact
+from toolscout_kit.oauth_approval import (
     DEFAULT_REDIRECT_URI,
     Approver,
     AuthorizationError,
@@ -58,8 +62,6 @@ from mcp_pool_svc.oauth_approval import (
     LoopbackApprover,
     NoApprover,
 )
-from toolscout_kit.config import OAuthConfig, RemoteServerConfig
-from toolscout_kit.logging import redact
 from toolscout_kit.token_store import STACK_PRINCIPAL, CredentialKey, TokenStore
 
 __all__ = [
