@@ -256,6 +256,12 @@ class McpPool:
             if pending:
                 await asyncio.wait(pending, timeout=_STOP_TIMEOUT)
         self._tasks.clear()
+        # A connection stops its process in a shielded scope, which may outlast its supervisor's
+        # task (a start cancelled by the stop, a session being replaced): wait for every one of them
+        # (bounded), so that no process transport outlives the pool.
+        with anyio.move_on_after(_STOP_TIMEOUT):
+            while self._reaper.serving:  # noqa: ASYNC110 - the transports signal nothing when done
+                await anyio.sleep(0.05)
         if self._reaping is not None:
             self._reaping.cancel()
             self._reaping = None

@@ -161,6 +161,11 @@ class Reaper:
         self._sessions: set[int] = set()
         self.reaped = 0
 
+    @property
+    def serving(self) -> int:
+        """How many servers' sessions are registered: their transports have not finished stopping."""
+        return len(self._sessions)
+
     def register(self, leader: int) -> None:
         self._sessions.add(leader)
 
