@@ -30,19 +30,28 @@ def gateway(
     auth_server: AuthServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("gateway-oauth")
-    port = free_port()
-    config = stack_config(tmp / "config.json", gateway_port=port)
-    document = json.loads(config.read_text())
-    document["toolscout"]["gateway"]["oauth"] = {
-        "issuer": auth_server.issuer,
-        "audience": f"http://127.0.0.1:{port}",
-        "required_scopes": ["mcp:tools"],
-    }
-    config.write_text(json.dumps(document))
     env = {"TOOLSCOUT_RUNTIME_DIR": str(tmp / "run")}
-    up = UpProcess(config, env=env)
+    # The audience names the gateway's port, so it is picked before the start; another process may
+    # take a free port in between (a loaded machine): a start refused for that is tried on another.
+    for attempt in range(3):
+        port = free_port()
+        config = stack_config(tmp / f"config{attempt}.json", gateway_port=port)
+        document = json.loads(config.read_text())
+        document["toolscout"]["gateway"]["oauth"] = {
+            "issuer": auth_server.issuer,
+            "audience": f"http://127.0.0.1:{port}",
+            "required_scopes": ["mcp:tools"],
+        }
+        config.write_text(json.dumps(document))
+        up = UpProcess(config, env=env)
+        try:
+            endpoints = up.wait_ready(timeout=180)
+            break
+        except RuntimeError as err:
+            up.stop()
+            if "Address already in use" not in str(err) or attempt == 2:
+                raise
     try:
-        endpoints = up.wait_ready(timeout=180)
         yield endpoints["gateway"], env
     finally:
         up.stop()
