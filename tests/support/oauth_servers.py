@@ -117,6 +117,10 @@ class AuthServer:
     issuer: str
     lines: _Lines
 
+    def introspections(self) -> int:
+        """How many introspection requests came so far."""
+        return len(self.lines.matching(lambda i: i.get("event") == "introspection"))
+
     def grants(self, grant_type: str) -> int:
         """How many tokens were issued with ``grant_type`` so far."""
         return len(
@@ -126,12 +130,23 @@ class AuthServer:
 
 @contextmanager
 def running_authorization_server(
-    *, account: str = "alice", access_token_ttl: int = 600, timeout: float = 60.0
+    *,
+    account: str = "alice",
+    access_token_ttl: int = 600,
+    access_token_format: str = "jwt",  # noqa: S107 - a format name
+    introspection_client: tuple[str, str] | None = None,
+    timeout: float = 60.0,
 ) -> Iterator[AuthServer]:
-    """``oidc-provider`` on a free port of 127.0.0.1 that approves ``account`` without a person."""
+    """``oidc-provider`` on a free port of 127.0.0.1 that approves ``account`` without a person.
+
+    ``access_token_format`` ``opaque`` hands out tokens only introspection can check;
+    ``introspection_client`` (id, secret) is a resource server's client that may introspect."""
     module = oidc_provider_module()
     env = {**node_env(), "OIDC_PROVIDER_MODULE": str(module), "OIDC_ACCOUNT": account}
     env["ACCESS_TOKEN_TTL"] = str(access_token_ttl)
+    env["ACCESS_TOKEN_FORMAT"] = access_token_format
+    if introspection_client is not None:
+        env["INTROSPECTION_CLIENT_ID"], env["INTROSPECTION_CLIENT_SECRET"] = introspection_client
     process = subprocess.Popen(
         [str(node_bin_dir() / "node"), str(_SUPPORT / "oidc_provider.mjs")],
         env=env,
