@@ -1,7 +1,7 @@
 """Per-user upstream credentials through the gateway: two users (gateway tokens ALICE/BOB) call a
 ``per_user`` server behind a real authorization server (npm ``oidc-provider``); each signs in at
 the gateway's own login route with a real HTTP client (following the redirects to the
-authorization server and back), then a randomized soak over two gateway replicas checks, at the
+authorization server and back, once to the other replica), then a randomized soak over two gateway replicas checks, at the
 MCP server, which subject each call ran as. Real pool, discovery and gateways on 127.0.0.1.
 """
 
@@ -65,15 +65,26 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def _sign_in(link: str, user: str) -> str:
-    """Follows the gateway's login link as ``user`` in a real HTTP client; the last page's text."""
+async def _sign_in(link: str, user: str, *, callback_at: str = "") -> str:
+    """Follows the gateway's login link as ``user`` in a real HTTP client; the last page's text.
+
+    ``callback_at``: the origin of another gateway replica that the redirect back reaches (as a
+    load balancer without affinity may send it)."""
     async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
         first = await browser.get(link)
         assert first.status_code == 302, first.text
         # The person at the authorization server is ``user`` (the test server's login_hint).
-        answer = await browser.get(first.headers["location"] + f"&login_hint={user}", follow_redirects=True)
+        answer = await browser.get(first.headers["location"] + f"&login_hint={user}")
+        while answer.is_redirect:
+            location = str(answer.url.join(answer.headers["location"]))
+            path = location.split("/oauth/callback", 1)
+            if callback_at and len(path) == 2:
+                location = f"{callback_at}/oauth/callback{path[1]}"
+            answer = await browser.get(location)
         assert answer.status_code == 200, answer.text
         assert str(answer.url).split("?")[0].endswith("/oauth/callback")
+        if callback_at:
+            assert str(answer.url).startswith(callback_at)
         return answer.text
 
 
@@ -143,8 +154,14 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 async with httpx2.AsyncClient(timeout=30) as browser:
                     forged = await browser.get(bob_link[:-3] + "xyz")
                 assert forged.status_code == 403
-                replies.append(await _sign_in(asked.url, "alice"))
+                # Alice's sign-in starts at one replica and comes back to the other: no replica
+                # keeps a flow (its state travels sealed); Bob's comes back where it started.
+                replies.append(await _sign_in(asked.url, "alice", callback_at=_origin(second.url)))
                 replies.append(await _sign_in(bob_link, "bob"))
+                # A state that is not the gateway's own is refused (nothing to finish).
+                async with httpx2.AsyncClient(timeout=30) as browser:
+                    stray = await browser.get(f"{_origin(second.url)}/oauth/callback?code=x&state=forged")
+                assert stray.status_code == 400
                 # The retried calls succeed, on the same MCP sessions, each as its own caller.
                 assert _text(await alice.call_tool(TOOL, {})) == "subject: alice"
                 assert _text(await bob.call_tool(TOOL, {})) == "subject: bob"
@@ -181,6 +198,10 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
     secrets = _secrets(store) + [secret for secret, _user in USERS.values()]
     said = "\n".join(replies) + metrics + caplog.text + "".join(str(a.url) for a in elicited)
     assert not [s for s in secrets if s in said]
+
+
+def _origin(url: str) -> str:
+    return url.rsplit("/mcp", 1)[0]
 
 
 def _modern_call(request_id: int) -> dict[str, Any]:

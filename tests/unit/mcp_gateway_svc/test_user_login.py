@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from cryptography.fernet import Fernet
@@ -53,3 +54,20 @@ def test_links_point_at_the_login_route_and_need_the_key() -> None:
     assert UserLogin(CONFIG, {}).link("http://gw.example", "oauth:alice", "gh") == ""
     assert [name for name in CONFIG.servers if _login().per_user(name)] == ["gh"]
     assert has_per_user_servers(CONFIG)
+
+
+def test_a_sealed_sign_in_state_opens_on_any_replica_with_the_key_and_hides_the_verifier() -> None:
+    key = Fernet.generate_key().decode()
+    here, there = _login(key), _login(key)
+    assert here._sealer is not None
+    fields = ["oauth:alice", "gh", "verifier-" + "v" * 40, "http://gw.example/oauth/callback"]
+    state = here._sealer.encrypt(json.dumps(fields).encode()).decode()
+    assert "verifier" not in state
+    assert "alice" not in state
+    opened = there._unseal(state)
+    assert opened is not None
+    assert (opened.principal, opened.server, opened.code_verifier) == tuple(fields[:3])
+    assert _login()._unseal(state) is None  # another key
+    assert there._unseal(state[:-4] + "AAAA") is None  # edited
+    assert there._unseal("") is None
+    assert UserLogin(CONFIG, {})._unseal(state) is None  # no key: no per-user sign-in at all
