@@ -35,6 +35,7 @@ __all__ = [
     "login_as",
     "oidc_provider_module",
     "running_authorization_server",
+    "running_oauth_gateway",
     "running_protected_server",
 ]
 
@@ -231,3 +232,40 @@ async def login_as(url: str, store: TokenStore, principal: str, user: str) -> No
         await client.post(url, json=body, headers={"accept": "application/json, text/event-stream"})
     if provider.failure is not None:
         raise RuntimeError(f"login as {user} failed: {provider.failure}")
+
+
+@contextmanager
+def running_oauth_gateway(
+    issuer: str, folder: Path, env: dict[str, str], *, timeout: float = 180.0
+) -> Iterator[dict[str, str]]:
+    """``toolscout up`` (the example servers of :func:`tests.support.cli_stack.stack_config`) with
+    its gateway behind ``issuer`` (``gateway.oauth``, scope ``mcp:tools``); yields the endpoints.
+
+    The audience names the gateway's port, so it is picked before the start; another process may
+    take a free port in between (a loaded machine): a start refused for that is tried on another.
+    """
+    from tests.support.cli_stack import UpProcess, stack_config
+    from tests.support.mcp_servers import free_port
+
+    for attempt in range(3):
+        port = free_port()
+        config = stack_config(folder / f"config{attempt}.json", gateway_port=port)
+        document = json.loads(config.read_text())
+        document["toolscout"]["gateway"]["oauth"] = {
+            "issuer": issuer,
+            "audience": f"http://127.0.0.1:{port}",
+            "required_scopes": ["mcp:tools"],
+        }
+        config.write_text(json.dumps(document))
+        up = UpProcess(config, env=env)
+        try:
+            endpoints = up.wait_ready(timeout=timeout)
+            break
+        except RuntimeError as err:
+            up.stop()
+            if "Address already in use" not in str(err) or attempt == 2:
+                raise
+    try:
+        yield endpoints
+    finally:
+        up.stop()
