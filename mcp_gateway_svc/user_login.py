@@ -49,7 +49,7 @@ from starlette.types import Receive, Scope, Send
 
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
-from toolscout_kit.oauth_client import Approver, AuthorizationError, OAuthProvider, build_provider
+from toolscout_kit.oauth_client import Approver, AuthorizationError, OAuthProvider, RemoteAuth
 from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore
 
 __all__ = [
@@ -204,18 +204,21 @@ class UserLogin:
             return 502, f"sign-in to {server!r} could not start: {err}\n", ""
         return 302, f"continue at the authorization server for {server!r}\n", url
 
-    def _provider(self, config: RemoteServerConfig, principal: str, approver: Approver) -> OAuthProvider:
-        assert config.auth is not None
-        if self.store is None:
-            self.store = TokenStore.from_env(self.environ)
-        return build_provider(
-            config.url,
-            config.auth,
-            store=self.store,
-            approver=approver,
-            environ=self.environ,
-            principal=principal,
+    def _provider(
+        self, server: str, config: RemoteServerConfig, principal: str, approver: Approver
+    ) -> OAuthProvider:
+        """The SDK's OAuth provider of ``server`` for ``principal``, over the shared token store.
+
+        Raises:
+            AuthorizationError: the client secret's variable is not set.
+        """
+        remote = RemoteAuth(
+            self.environ, self.store, principal=principal, approver=lambda _name, _auth: approver
         )
+        provider = remote.provider(server, config)
+        self.store = remote.store
+        assert provider is not None  # a per_user server has auth
+        return provider
 
     async def _authorization_url(
         self, server: str, config: RemoteServerConfig, principal: str, redirect_uri: str
@@ -249,7 +252,7 @@ class UserLogin:
                     found.set_result(urlunsplit(parts._replace(query=urlencode(params))))
                 raise _HandedOver("handed over to the callback")
 
-        provider = self._provider(config, principal, _Redirect(redirect_uri))
+        provider = self._provider(server, config, principal, _Redirect(redirect_uri))
 
         async def run() -> None:
             problem = None
@@ -301,7 +304,7 @@ class UserLogin:
     ) -> str | None:
         """Exchanges ``code`` for the principal's tokens (the SDK's request and answer handling) and
         stores them; None when done, else what failed."""
-        provider = self._provider(config, pending.principal, _Unused(pending.redirect_uri))
+        provider = self._provider(pending.server, config, pending.principal, _Unused(pending.redirect_uri))
         try:
             await provider._initialize()
             context = provider.context
