@@ -17,6 +17,7 @@ from cryptography.fernet import Fernet
 from toolscout.client import (
     PRINCIPAL_KEY,
     AsyncOrchestratorClient,
+    ChatFinished,
     ChatResult,
     InvalidArgumentError,
     principal_metadata,
@@ -108,6 +109,16 @@ async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_nam
                 for principal in sequence:
                     result = await chat(principal_metadata(principal))
                     assert _tool_text(result) == f"subject: {USERS[principal]}"
+                # StreamChat names its principal the same way.
+                for principal, user in USERS.items():
+                    fake.script(Reply.calls(ScriptedCall(TOOL, {})), Reply.answer("done"))
+                    events = orchestrator.stream_chat(
+                        "who am I?", model="gpt", metadata=principal_metadata(principal)
+                    )
+                    [final] = [e async for e in events if isinstance(e, ChatFinished)]
+                    replies.append(_tool_text(final.result))
+                    assert _tool_text(final.result) == f"subject: {user}"
+                    sequence.append(principal)
                 ran_as = protected.wait_subjects(before + len(sequence))[before:]
                 assert Counter(ran_as) == Counter(USERS[p] for p in sequence)  # 0 cross-user uses
                 assert "operator" not in ran_as
