@@ -63,6 +63,7 @@ async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_nam
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("TOOLSCOUT_TOKEN_FILE", str(tmp_path / "tokens.json"))
     monkeypatch.setenv("TOOLSCOUT_TOKEN_KEY", Fernet.generate_key().decode())
@@ -129,5 +130,8 @@ async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_nam
         if isinstance(token, str) and len(token) > 20
     ]
     assert secrets
-    said = "\n".join(replies) + caplog.text
+    printed = capfd.readouterr()
+    logs = caplog.text + printed.out + printed.err
+    assert "CallTool" in logs  # the services' log lines are among what is checked
+    said = "\n".join(replies) + logs
     assert not [s for s in secrets if s in said]

@@ -84,7 +84,11 @@ async def _ping(url: str, token: str) -> int:
 
 
 async def test_an_opaque_token_is_introspected_once_for_its_life_and_an_unknown_one_is_refused(
-    gateway: GatewayStack, auth_server: AuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    gateway: GatewayStack,
+    auth_server: AuthServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     store = TokenStore(tmp_path / "host-tokens.json")
     asked = auth_server.introspections()
@@ -100,6 +104,9 @@ async def test_an_opaque_token_is_introspected_once_for_its_life_and_an_unknown_
     assert auth_server.introspections() == asked + 1
     assert await _ping(gateway.url, "not-a-token-the-provider-issued") == 401
     assert auth_server.introspections() == asked + 2
-    said = caplog.text + generate_latest(gateway.gateway.registry).decode()
+    printed = capfd.readouterr()
+    logs = caplog.text + printed.out + printed.err
+    assert "gateway_token_refused" in logs  # the services' log lines are among what is checked
+    said = logs + generate_latest(gateway.gateway.registry).decode()
     assert token not in said
     assert CLIENT[1] not in said
