@@ -7,11 +7,13 @@ subject each call ran as.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from cryptography.fernet import Fernet
 from toolscout.client import (
@@ -23,6 +25,7 @@ from toolscout.client import (
     principal_metadata,
 )
 
+from tests.support.cli_stack import run_cli
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
 from tests.support.oauth_servers import (
     AuthServer,
@@ -32,6 +35,7 @@ from tests.support.oauth_servers import (
     running_protected_server,
 )
 from tests.support.stack import running_stack
+from toolscout_cli.connection import EXIT_USAGE
 from toolscout_kit.config import parse_config
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
 
@@ -120,6 +124,23 @@ async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_nam
                     replies.append(_tool_text(final.result))
                     assert _tool_text(final.result) == f"subject: {user}"
                     sequence.append(principal)
+                # The CLI's `toolscout chat --as PRINCIPAL` names it the same way.
+                fake.script(Reply.calls(ScriptedCall(TOOL, {})), Reply.answer("done"))
+                target = ("--orchestrator-target", stack.orchestrator.address, "--model", "gpt", "--json")
+                done = await anyio.to_thread.run_sync(
+                    lambda: run_cli("chat", "who am I?", *target, "--as", "app:bob", timeout=60)
+                )
+                assert done.returncode == 0, done.stderr
+                tool_texts = [
+                    m["content"] for m in json.loads(done.stdout)["messages"] if m["role"] == "tool"
+                ]
+                assert tool_texts == ["subject: bob"]
+                sequence.append("app:bob")
+                refused = await anyio.to_thread.run_sync(
+                    lambda: run_cli("chat", "hi", *target, "--as", "two words")
+                )
+                assert refused.returncode == EXIT_USAGE, refused.stderr
+                assert "--as" in refused.stderr
                 ran_as = protected.wait_subjects(before + len(sequence))[before:]
                 assert Counter(ran_as) == Counter(USERS[p] for p in sequence)  # 0 cross-user uses
                 assert "operator" not in ran_as
