@@ -50,7 +50,7 @@ from starlette.types import Receive, Scope, Send
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.oauth_client import Approver, AuthorizationError, OAuthProvider, RemoteAuth
-from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore
+from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
 __all__ = [
     "CALLBACK_PATH",
@@ -267,6 +267,8 @@ class UserLogin:
                     problem = str(provider.failure) if provider.failure else "the server asked for no sign-in"
             except httpx2.HTTPError as err:
                 problem = f"the server could not be reached ({type(err).__name__})"
+            except TokenStoreError as err:
+                problem = _store_unusable(err)
             if problem is not None and not found.done():
                 found.set_exception(AuthorizationError(problem))
 
@@ -304,8 +306,10 @@ class UserLogin:
     ) -> str | None:
         """Exchanges ``code`` for the principal's tokens (the SDK's request and answer handling) and
         stores them; None when done, else what failed."""
-        provider = self._provider(pending.server, config, pending.principal, _Unused(pending.redirect_uri))
         try:
+            provider = self._provider(
+                pending.server, config, pending.principal, _Unused(pending.redirect_uri)
+            )
             await provider._initialize()
             context = provider.context
             if context.client_info is None or context.oauth_metadata is None:
@@ -315,12 +319,8 @@ class UserLogin:
             async with httpx2.AsyncClient(timeout=config.connect_timeout, follow_redirects=False) as client:
                 response = await client.send(request)
             await provider._handle_token_response(response)
-        except OAuthTokenError:
-            return "the authorization server did not accept the code"
-        except OAuthFlowError:
-            return "the authorization response came from another issuer"
-        except httpx2.HTTPError as err:
-            return f"the authorization server could not be reached ({type(err).__name__})"
+        except (OAuthFlowError, httpx2.HTTPError, AuthorizationError, TokenStoreError) as err:
+            return _why_not_finished(err)
         return None
 
     async def aclose(self) -> None:
@@ -328,6 +328,27 @@ class UserLogin:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _why_not_finished(err: Exception) -> str:
+    """What a user is told when the code could not become tokens (never a token or a file path)."""
+    match err:
+        case OAuthTokenError():
+            return "the authorization server did not accept the code"
+        case OAuthFlowError():
+            return "the authorization response came from another issuer"
+        case httpx2.HTTPError():
+            return f"the authorization server could not be reached ({type(err).__name__})"
+        case TokenStoreError():
+            return _store_unusable(err)
+        case _:
+            return str(err)  # AuthorizationError: written for the user
+
+
+def _store_unusable(err: TokenStoreError) -> str:
+    # The detail names a file of this host: logged, not answered.
+    _log.warning("user_login_token_store", error=str(err))
+    return "the gateway's token store cannot be used (see its log)"
 
 
 @dataclass

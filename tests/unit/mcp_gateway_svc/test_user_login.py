@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from cryptography.fernet import Fernet
 
@@ -71,3 +72,23 @@ def test_a_sealed_sign_in_state_opens_on_any_replica_with_the_key_and_hides_the_
     assert there._unseal(state[:-4] + "AAAA") is None  # edited
     assert there._unseal("") is None
     assert UserLogin(CONFIG, {})._unseal(state) is None  # no key: no per-user sign-in at all
+
+
+async def test_a_callback_whose_sign_in_left_nothing_in_the_token_store_asks_to_start_again(
+    tmp_path: Path,
+) -> None:
+    key = Fernet.generate_key().decode()
+    login = UserLogin(CONFIG, {"TOOLSCOUT_TOKEN_KEY": key, "TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")})
+    assert login._sealer is not None
+    fields = ["oauth:alice", "gh", "v" * 43, "http://gw.example/oauth/callback"]
+    state = login._sealer.encrypt(json.dumps(fields).encode()).decode()
+    scope = {"type": "http", "method": "GET", "path": "/oauth/callback"}
+    answer = await login._answer({**scope, "query_string": f"code=abc&state={state}".encode()})
+    assert answer[0] == 502
+    assert "start again" in answer[1]
+    # Refused at the authorization server: said so, nothing else happens.
+    refused = await login._answer({**scope, "query_string": f"error=access_denied&state={state}".encode()})
+    assert refused[:2] == (403, "sign-in refused by the authorization server (access_denied)\n")
+    # A state for a server without per-user sign-in is not finished.
+    other = login._sealer.encrypt(json.dumps(["oauth:alice", "shared", "v" * 43, "x"]).encode()).decode()
+    assert (await login._answer({**scope, "query_string": f"code=abc&state={other}".encode()}))[0] == 400
