@@ -8,6 +8,7 @@ then connects with the token it got. Real ``toolscout up`` behind npm ``oidc-pro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -16,7 +17,12 @@ import httpx2
 import pytest
 
 from tests.support.claude_code import ClaudeCode, claude_code_bin
-from tests.support.oauth_servers import AuthServer, running_authorization_server, running_oauth_gateway
+from tests.support.oauth_servers import (
+    AuthServer,
+    OAuthGatewayStack,
+    running_authorization_server,
+    running_oauth_gateway,
+)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -28,15 +34,16 @@ def auth_server() -> Iterator[AuthServer]:
 
 
 @pytest.fixture(scope="module")
-def gateway(auth_server: AuthServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def stack(auth_server: AuthServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGatewayStack]:
     tmp = tmp_path_factory.mktemp("gateway-claude")
-    with running_oauth_gateway(auth_server.issuer, tmp, {"TOOLSCOUT_RUNTIME_DIR": str(tmp / "run")}) as ends:
-        yield ends["gateway"]
+    with running_oauth_gateway(auth_server.issuer, tmp, {"TOOLSCOUT_RUNTIME_DIR": str(tmp / "run")}) as stack:
+        yield stack
 
 
 def test_claude_code_finds_the_gateways_metadata_authorizes_and_connects(
-    gateway: str, auth_server: AuthServer, tmp_path: Path
+    stack: OAuthGatewayStack, auth_server: AuthServer, tmp_path: Path
 ) -> None:
+    gateway = stack.url
     claude = ClaudeCode(claude_code_bin(), tmp_path / "home")
     added = claude.run("mcp", "add", "--transport", "http", "toolscout", gateway)
     assert added.returncode == 0, added.stderr
@@ -65,3 +72,10 @@ def test_claude_code_finds_the_gateways_metadata_authorizes_and_connects(
     assert auth_server.grants("authorization_code") == codes + 1
     connected = claude.run("mcp", "list")
     assert f"toolscout: {gateway} (HTTP) - ✔ Connected" in connected.stdout, connected.stdout
+    # The token Claude Code keeps: in no log line of the stack, nor in what Claude Code printed.
+    [stored] = re.findall(
+        r'"accessToken":\s*"([^"]+)"', (claude.home / ".claude" / ".credentials.json").read_text()
+    )
+    printed = login.text + listed.stdout + connected.stdout + connected.stderr
+    assert '"event": "gateway started"' in stack.up.stderr  # the stack's log lines (INFO) are read
+    assert stored not in stack.up.stderr + printed

@@ -226,10 +226,10 @@ def test_a_runnable_documentation_block_runs_as_written(
             # The README's gateway behind an identity provider: the test authorization server and a
             # stack whose gateway has gateway.oauth with it.
             auth_server = servers.enter_context(running_authorization_server())
-            endpoints = servers.enter_context(
+            gateway = servers.enter_context(
                 running_oauth_gateway(auth_server.issuer, tmp_path, {"TOOLSCOUT_RUNTIME_DIR": str(tmp_path)})
             )
-            env["OAUTH_GATEWAY_URL"] = endpoints["gateway"]
+            env["OAUTH_GATEWAY_URL"] = gateway.url
             env["TOOLSCOUT_TOKEN_FILE"] = str(tmp_path / "oauth-tokens.json")
         _run_block(block, env, tmp_path)
 

@@ -34,8 +34,8 @@ def gateway(
 ) -> Iterator[tuple[str, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("gateway-oauth")
     env = {"TOOLSCOUT_RUNTIME_DIR": str(tmp / "run")}
-    with running_oauth_gateway(auth_server.issuer, tmp, env) as endpoints:
-        yield endpoints["gateway"], env
+    with running_oauth_gateway(auth_server.issuer, tmp, env) as gateway:
+        yield gateway.url, env
 
 
 def _post(url: str, token: str | None = None) -> tuple[int, httpx2.Headers]:

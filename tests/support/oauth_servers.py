@@ -24,6 +24,7 @@ from tests.support.node import node_bin_dir, node_env, npm_install
 if TYPE_CHECKING:
     from mcp.shared.auth import AuthorizationCodeResult
 
+    from tests.support.cli_stack import UpProcess
     from toolscout_kit.token_store import TokenStore
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "OIDC_PROVIDER_VERSION",
     "AuthServer",
     "LoginHint",
+    "OAuthGatewayStack",
     "ProtectedServer",
     "login_as",
     "oidc_provider_module",
@@ -234,12 +236,26 @@ async def login_as(url: str, store: TokenStore, principal: str, user: str) -> No
         raise RuntimeError(f"login as {user} failed: {provider.failure}")
 
 
+@dataclass
+class OAuthGatewayStack:
+    """A running ``toolscout up`` whose gateway is behind an authorization server."""
+
+    endpoints: dict[str, str]
+    up: UpProcess
+
+    @property
+    def url(self) -> str:
+        """The gateway's ``/mcp`` URL."""
+        return self.endpoints["gateway"]
+
+
 @contextmanager
 def running_oauth_gateway(
     issuer: str, folder: Path, env: dict[str, str], *, timeout: float = 180.0
-) -> Iterator[dict[str, str]]:
+) -> Iterator[OAuthGatewayStack]:
     """``toolscout up`` (the example servers of :func:`tests.support.cli_stack.stack_config`) with
-    its gateway behind ``issuer`` (``gateway.oauth``, scope ``mcp:tools``); yields the endpoints.
+    its gateway behind ``issuer`` (``gateway.oauth``, scope ``mcp:tools``); its services' log lines
+    are ``.up.stderr``.
 
     The audience names the gateway's port, so it is picked before the start; another process may
     take a free port in between (a loaded machine): a start refused for that is tried on another.
@@ -257,7 +273,8 @@ def running_oauth_gateway(
             "required_scopes": ["mcp:tools"],
         }
         config.write_text(json.dumps(document))
-        up = UpProcess(config, env=env)
+        # INFO onto stderr: the services' log lines are there to be checked for secrets.
+        up = UpProcess(config, "--log-level", "INFO", env=env)
         try:
             endpoints = up.wait_ready(timeout=timeout)
             break
@@ -266,6 +283,6 @@ def running_oauth_gateway(
             if "Address already in use" not in str(err) or attempt == 2:
                 raise
     try:
-        yield endpoints
+        yield OAuthGatewayStack(endpoints, up)
     finally:
         up.stop()
