@@ -263,7 +263,7 @@ async def test_a_zero_ttl_lists_only_at_connect_and_on_list_changed(monkeypatch:
     pool = make_pool(servers, tool_cache_ttl=None)
     await pool.start(wait=5)
     try:
-        assert pool._supervisors["s"]._ttl == 0
+        assert pool.server_status("s").tool_cache_ttl_seconds == 0
     finally:
         await pool.stop()
 
@@ -364,7 +364,7 @@ async def test_a_call_that_may_change_tools_lists_them_at_once_and_calls_after_a
         assert servers["s"].listings == 3
         for _ in range(10):
             sup.call_may_have_changed_tools()
-        assert not sup._after_call  # nothing due: the next change will be announced
+        assert not sup.listing.after_call_pending  # nothing due: the next change will be announced
         servers["s"].tools.append("e")
         servers["s"].on_event("tools_changed", "")
         await pool.wait_until(lambda: pool.server_status("s").tool_count == 5, 5)
