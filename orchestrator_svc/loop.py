@@ -162,7 +162,6 @@ class _Chat:
         self.native = NativeDeferral(resolved, self.stats, loop.metrics)
         # Discovery's cache-stable surface: tools = eager + search_tools + call_tool all chat.
         self.stable = resolved.deferral == "stable"
-        self._definitions: tuple[str, dict[str, Tool]] | None = None
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
         first = next((m.content for m in request.messages if m.role == "user"), "")
@@ -180,20 +179,21 @@ class _Chat:
             max_result_chars=loop.settings.max_tool_result_chars,
             stats=self.stats,
             provider=resolved.client.provider,
-            remaining=self.remaining,
-            emit=self.emit,
-            is_deferred=self.is_deferred,
-            native=lambda: self.native.active,
+            deadline=deadline,
+            events=events,
             stable=self.stable,
-            definition=self.definition,
             result_budget=budget,
             token_encoding=encoding_for(resolved.client.provider).name,
             principal="",
             conversation=conversation_id(request),
-            handles=lambda: result_handles(self.conversation),
         )
         self.tools = ToolCallRunner(
-            context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics, tracing=loop.tracing
+            context,
+            discovery=loop.discovery,
+            pool=loop.pool,
+            deferred=loop.deferred_tools,
+            metrics=loop.metrics,
+            tracing=loop.tracing,
         )
 
     def remaining(self) -> float | None:
@@ -254,19 +254,6 @@ class _Chat:
             deadline=self.remaining(),
             definitions=definitions,
         )
-
-    async def definition(self, name: str) -> Tool | None:
-        """The definition of deferred tool ``name`` (stable mode checks call_tool arguments against
-        it): every deferred definition is fetched once per catalog version, shared by every chat."""
-        version = self.plan.catalog_version
-        if self._definitions is None or self._definitions[0] != version:
-            deferred = await self.deferred(definitions=True)
-            self._definitions = (version, {t.llm_name: t for t in deferred.definitions or ()})
-        return self._definitions[1].get(name)
-
-    async def is_deferred(self, name: str) -> bool:
-        """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
-        return name in (await self.deferred()).names
 
     def read_tool(self) -> list[Tool]:
         """``[read_result]`` while the conversation holds a live result handle (a strict model:
@@ -401,7 +388,13 @@ class _Chat:
         self.new_messages.append(message)
 
     async def run_tools(self, calls: list[ToolCall]) -> None:
-        done = await self.tools.run(calls, self.plan, self.discovered)
+        done = await self.tools.run(
+            calls,
+            self.plan,
+            self.discovered,
+            native=self.native.active,
+            handles=result_handles(self.conversation),
+        )
         for message in done.messages:
             self.append(message)
         await self.add_discovered(done.found, done.plan)
