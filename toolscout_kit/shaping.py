@@ -242,6 +242,18 @@ def _walk(s: str, i: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     return _leaf(value), end
 
 
+def _next_member(s: str, i: int, close: str) -> tuple[bool, int]:
+    """After a member of an object or array: ``(True, past close)`` at the container's end, else
+    ``(False, the start of the next member)``."""
+    i = _skip_ws(s, i)
+    sep = s[i : i + 1]
+    if sep == close:
+        return True, i + 1
+    if sep != ",":
+        raise ValueError(f"expected ',' or '{close}'")
+    return False, _skip_ws(s, i + 1)
+
+
 def _walk_object(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Object, int]:
     obj = _Object(0, {})
     if s[i : i + 1] == "}":
@@ -259,13 +271,9 @@ def _walk_object(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Object, 
         else:
             _, i = _DECODER.raw_decode(s, i)
         obj.count += 1
-        i = _skip_ws(s, i)
-        sep = s[i : i + 1]
-        if sep == "}":
-            return obj, i + 1
-        if sep != ",":
-            raise ValueError("expected ',' or '}'")
-        i = _skip_ws(s, i + 1)
+        closed, i = _next_member(s, i, "}")
+        if closed:
+            return obj, i
 
 
 def _walk_array(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Array, int]:
@@ -279,13 +287,9 @@ def _walk_array(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Array, in
         else:
             _, i = _DECODER.raw_decode(s, i)
         arr.count += 1
-        i = _skip_ws(s, i)
-        sep = s[i : i + 1]
-        if sep == "]":
-            return arr, i + 1
-        if sep != ",":
-            raise ValueError("expected ',' or ']'")
-        i = _skip_ws(s, i + 1)
+        closed, i = _next_member(s, i, "]")
+        if closed:
+            return arr, i
 
 
 def json_sketch(text: str) -> Any | None:
