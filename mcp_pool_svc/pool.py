@@ -162,10 +162,10 @@ class McpPool:
             settings=self._settings,
             connector=self._connect,
             catalog=self.catalog,
+            probes=Probes(self._settings, self._rng),
             metrics=self._metrics,
             on_change=self._notify,
             rng=self._rng,
-            probes=Probes(self._settings, self._rng),
         )
         self._servers = ShardServers(
             config,

@@ -62,7 +62,7 @@ from orchestrator_svc.spans import (
     output_messages,
 )
 from orchestrator_svc.stats import ChatTally
-from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
+from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner, ToolServices
 from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat, ResultsSettings
 from toolscout_kit.errors import (
     InvalidArgumentError,
@@ -187,14 +187,7 @@ class _Chat:
             principal="",
             conversation=conversation_id(request),
         )
-        self.tools = ToolCallRunner(
-            context,
-            discovery=loop.discovery,
-            pool=loop.pool,
-            deferred=loop.deferred_tools,
-            metrics=loop.metrics,
-            tracing=loop.tracing,
-        )
+        self.tools = ToolCallRunner(context, loop.tool_services)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -452,6 +445,7 @@ class ChatLoop:
         self.metrics = metrics
         self.tracing = tracing
         self.deferred_tools = DeferredToolsCache(discovery)
+        self.tool_services = ToolServices(discovery, pool, self.deferred_tools, metrics, tracing)
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None

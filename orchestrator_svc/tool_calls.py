@@ -66,7 +66,7 @@ from toolscout_kit.result_tool import no_handle_text, read_arguments, read_refus
 from toolscout_kit.status import outcome_unknown_text, without_internals
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
-__all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
+__all__ = ["ChatContext", "ToolCallRunner", "ToolRound", "ToolServices"]
 
 _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
@@ -102,6 +102,19 @@ class ChatContext:
     def remaining(self) -> float | None:
         """Seconds left before the chat's deadline (None: no deadline)."""
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServices:
+    """What every chat's tool calls run on (one set per :class:`~orchestrator_svc.loop.ChatLoop`):
+    discovery, the pool, the toolsets' deferred tools (a call of one not loaded is refused as
+    such), metrics and tracing."""
+
+    discovery: DiscoverySeam
+    pool: PoolSeam
+    deferred: DeferredToolsCache
+    metrics: OrchestratorMetrics
+    tracing: Tracing = NO_TRACING
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,23 +181,13 @@ def _misfit(tool: Tool, raw: str) -> list[str]:
 class ToolCallRunner:
     """Runs tool calls for one chat."""
 
-    def __init__(
-        self,
-        chat: ChatContext,
-        *,
-        discovery: DiscoverySeam,
-        pool: PoolSeam,
-        deferred: DeferredToolsCache,
-        metrics: OrchestratorMetrics,
-        tracing: Tracing = NO_TRACING,
-    ) -> None:
-        """``deferred``: the toolsets' deferred tools (a call of one not loaded is refused as such)."""
+    def __init__(self, chat: ChatContext, services: ToolServices) -> None:
         self._chat = chat
-        self._discovery = discovery
-        self._pool = pool
-        self._deferred = deferred
-        self._metrics = metrics
-        self._tracing = tracing
+        self._discovery = services.discovery
+        self._pool = services.pool
+        self._deferred = services.deferred
+        self._metrics = services.metrics
+        self._tracing = services.tracing
         self._turn = _Turn(ToolPlan(), False, {})
         # Every deferred definition, fetched once per catalog version (stable mode checks the
         # arguments of a found tool's call against its definition).
