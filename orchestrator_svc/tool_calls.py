@@ -41,6 +41,7 @@ from toolscout.client import (
     Tool,
     ToolPlan,
     ToolsetRef,
+    ToolSurface,
 )
 
 from orchestrator_svc.chat import ChatEvent, EventSink, ToolCallFinishedEvent, ToolCallStartedEvent
@@ -343,7 +344,7 @@ class ToolCallRunner:
                 discovered_tools=tuple(discovered),
                 provider=chat.provider,
                 compact_text=self._turn.native,
-                surface="stable" if chat.stable else "",
+                surface=ToolSurface.STABLE if chat.stable else "",
             )
             outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
         except (InvalidArgumentError, NotFoundError) as err:
