@@ -18,7 +18,8 @@ to it:
 
 A new kind of catalog entry (resources, resource templates, prompts) is followed here, next to
 the tools: listed in :meth:`~ServerListing.first_listing`/:meth:`~ServerListing.connected` and
-in ``_relist``, kept in :class:`~mcp_pool_svc.catalog.Catalog`, its change notice (a
+in ``_relist`` (or a listing of its own that :meth:`~ServerListing.run_due` runs when due), kept
+in the pool's catalog for its kind, dropped by the grace with the tools, its change notice (a
 :data:`~mcp_pool_svc.session.ConnectionEvent`) passed on to :meth:`~ServerListing.notice`; the
 supervisor's connection, liveness and restarts need no change for it.
 """

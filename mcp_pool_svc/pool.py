@@ -13,10 +13,12 @@
   safe to repeat, the result within the size cap), and
   :class:`~mcp_pool_svc.handles.ResultKeeper`: results shaped and kept behind handles.
 
-A new kind of catalog entry (resources, prompts) is listed by ``ServerListing``, kept by
-``Catalog`` and answered here by a query method like :meth:`McpPool.list_tools`; a new request
-sent to a server on behalf of a caller (reading a resource, getting a prompt) runs through
-``CallRunner`` like :meth:`McpPool.call`. What the pool returns is the shared vocabulary of the
+A new kind of catalog entry (resources, prompts) is listed by ``ServerListing``, kept in a
+catalog for its kind beside ``Catalog`` and answered by a query like :meth:`McpPool.list_tools`;
+a request sent to a server on a caller's behalf (reading a resource, getting a prompt) finds its
+supervisor through ``ShardServers`` (``NotOwnerError`` included), like :meth:`McpPool.call`.
+Kinds with several requests of their own belong in a component the pool holds (as
+``CallRunner`` holds the calls), so that this facade stays a list of entry points. What the pool returns is the shared vocabulary of the
 client library: :class:`~toolscout.client.ServerStatus`, :class:`~toolscout.client.ToolCatalog`,
 :class:`~toolscout.client.CatalogSnapshot`, :class:`~toolscout.client.CallToolResult`.
 """
