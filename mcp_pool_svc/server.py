@@ -90,15 +90,20 @@ async def build_server(
     running.add_cleanup(pool.stop)
 
     async def reshard(new_config: ToolscoutConfig) -> None:
-        await pool.reshard(new_config)
+        await pool.reshard(new_config)  # (what moved is the pool's own log line)
 
     running.add_reload(reshard)
+    await _report_server_health(running, pool)
+    return running
 
+
+async def _report_server_health(running: RunningServer, pool: McpPool) -> None:
+    """Each MCP server's health (``HEALTH_PREFIX`` + its name) follows its state from now on; a
+    server handed to another shard reports NOT_SERVING here."""
     pending: set[asyncio.Task[None]] = set()
 
     def report(server: str) -> None:
         # Health updates are async; keep a reference so the task is not collected mid-flight.
-        # A server handed to another shard reports NOT_SERVING here.
         task = asyncio.create_task(running.set_status(HEALTH_PREFIX + server, pool.is_serving(server)))
         pending.add(task)
         task.add_done_callback(pending.discard)
@@ -106,4 +111,3 @@ async def build_server(
     for name in pool.server_names:
         await running.set_status(HEALTH_PREFIX + name, pool.is_serving(name))
     pool.add_listener(report)
-    return running
