@@ -214,7 +214,17 @@ class McpHandlers:
 
     async def _trace(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """A SERVER span per MCP request (OpenTelemetry's MCP conventions), continuing the host's
-        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``."""
+        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``.
+
+        Beside the SDK's ``OpenTelemetryMiddleware``, not instead of it: the SDK's stays first and
+        makes the ``_meta`` context current, but it records through OpenTelemetry's *global*
+        provider (``get_tracer("mcp-python-sdk")``), while every toolscout service has a provider
+        of its own (its ``service.name``, sampler, exporter: :mod:`toolscout_kit.tracing`) and
+        ``toolscout up`` runs four services in one process; a global one would put every MCP span
+        of the process, the pool's client spans too, under one service. Its span also lacks the
+        HTTP ``traceparent`` fallback, the endpoint's toolset and mode, the session id and the
+        opt-in argument capture that this one records.
+        """
         if ctx.request_id is None:
             return await call_next(ctx)
         request = ctx.request
