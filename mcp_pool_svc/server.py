@@ -60,30 +60,30 @@ async def build_server(
     if on_server_change is not None:
         hook = on_server_change
         pool.add_listener(lambda server: hook(pool.server_status(server)))
-    settings = config.toolscout.pool
     try:
         # Cancelled or failed at any point (Ctrl-C during start-up): no MCP server process stays.
         await pool.start(wait=_STARTUP_WAIT)
-        running = await start_server(
-            [
-                ServiceBinding(
-                    SERVICE_NAME,
-                    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server,
-                    McpPoolServicer(pool),
-                    endless_streams=("WatchCatalog",),
-                )
-            ],
-            settings,
-            config.toolscout.security,
-            registry=registry,
-            listen=listen,
-            metrics_port=metrics_port,
-            tracing=tracing,
-        )
     except BaseException:
         await pool.stop()
         await tracing.shutdown()
         raise
+    servicer = McpPoolServicer(pool)
+    binding = ServiceBinding(
+        SERVICE_NAME,
+        mcp_pool_pb2_grpc.add_McpPoolServicer_to_server,
+        servicer,
+        endless_streams=("WatchCatalog",),
+    )
+    running = await start_server(
+        [binding],
+        config.toolscout.pool,
+        config.toolscout.security,
+        registry=registry,
+        listen=listen,
+        metrics_port=metrics_port,
+        tracing=tracing,
+        undo=[pool.stop],
+    )
     # Calls still running when the grace ends are answered "outcome unknown" (ABORTED), not left
     # for gRPC to cancel with UNAVAILABLE, which would tell the caller they were never sent.
     running.add_drain(pool.drain)

@@ -86,20 +86,16 @@ async def build_server(
     loop = _chat_loop(config, downstream, models, OrchestratorMetrics(registry), tracing)
     servicer = OrchestratorServicer(loop, models, config)
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)
-    try:
-        server = await start_server(
-            [binding],
-            settings,
-            config.toolscout.security,
-            registry=registry,
-            listen=listen,
-            metrics_port=metrics_port,
-            tracing=tracing,
-        )
-    except BaseException:
-        await downstream.close()
-        await tracing.shutdown()
-        raise
+    server = await start_server(
+        [binding],
+        settings,
+        config.toolscout.security,
+        registry=registry,
+        listen=listen,
+        metrics_port=metrics_port,
+        tracing=tracing,
+        undo=[downstream.close],
+    )
     server.add_reload(downstream.reshard)
     server.add_cleanup(downstream.close)
     server.add_cleanup(models.aclose)  # runs first: the providers' clients before the services'

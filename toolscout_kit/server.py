@@ -27,7 +27,14 @@ from prometheus_client import CollectorRegistry
 
 from toolscout_kit.config import SecuritySettings
 from toolscout_kit.errors import ConfigError
-from toolscout_kit.host import DRAIN_MARGIN, RunningServer, open_metrics, serve_until_signal, stop_on_signals
+from toolscout_kit.host import (
+    DRAIN_MARGIN,
+    Cleanup,
+    RunningServer,
+    open_metrics,
+    serve_until_signal,
+    stop_on_signals,
+)
 from toolscout_kit.interceptors import (
     AuthInterceptor,
     DecodeInterceptor,
@@ -229,6 +236,7 @@ async def start_server(
     listen: str | None = None,
     metrics_port: int | None = None,
     tracing: Tracing = NO_TRACING,
+    undo: Sequence[Cleanup] = (),
 ) -> RunningServer:
     """Starts a server hosting ``bindings`` plus health and reflection.
 
@@ -237,6 +245,8 @@ async def start_server(
     ``metrics_port`` override the settings (tests pass ``127.0.0.1:0`` and 0). Every service starts
     SERVING; call ``set_status`` to report otherwise. With ``tracing`` on, every RPC but health,
     reflection and the endless streams gets a span, and the server's ``stop()`` sends the last ones.
+    ``undo`` is what the service started before its server (the last first): it runs, and the
+    tracer shuts down, when the server cannot start or the start is cancelled.
 
     Raises:
         ConfigError: the address cannot be bound or TLS files cannot be read.
@@ -259,7 +269,9 @@ async def start_server(
     address = listen or settings.listen
     try:
         port, metrics = await _listen(server, address, security, settings, registry, metrics_port)
-    except ConfigError:
+    except BaseException:
+        for cleanup in reversed(undo):
+            await cleanup()
         await tracing.shutdown()
         raise
 
