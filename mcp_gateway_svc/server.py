@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -235,7 +234,7 @@ class _FrontParts:
     replica: Replica
     forwarder: Forwarder | None
     login: UserLogin | None
-    console: Console | None = None
+    console: Console | None
 
 
 def _front(
@@ -348,20 +347,20 @@ async def build_server(
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
     endpoints = _endpoints(config, downstream.discovery, sessions, metrics)
-    parts = _FrontParts(endpoints, sessions, tenants, metrics, replica, forwarder, user_login)
     try:
         sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
     except ConfigError:
         await tracing.shutdown()
         raise
     console, orchestrator = _console(config, address, tenants, downstream, tracing, orchestrator_target)
-    parts = dataclasses.replace(parts, console=console)
+    parts = _FrontParts(endpoints, sessions, tenants, metrics, replica, forwarder, user_login, console)
     running: RunningGateway | None = None
 
     def ready() -> bool:
+        if running is None or running.stopping:
+            return False
         default = endpoints.get("")
-        live = running is not None and not running.stopping
-        return live and default is not None and default.view is not None and default.following
+        return default is not None and default.view is not None and default.following
 
     front = _front(settings, address, parts, managers, ready)
     listener = _listener(settings, sock, front, managers, parts)

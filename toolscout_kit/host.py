@@ -106,8 +106,10 @@ def bind_socket(listen: str) -> socket.socket:
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    except OSError as err:
+        raise ConfigError(f"cannot listen on {listen}: {err}") from None
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit it: a response's head and body are two writes, and Nagle's
         # algorithm would hold the body for the client's delayed ACK (~40 ms per request).
@@ -116,6 +118,7 @@ def bind_socket(listen: str) -> socket.socket:
         sock.listen(512)
         sock.setblocking(False)
     except (OSError, ValueError) as err:
+        sock.close()
         raise ConfigError(f"cannot listen on {listen}: {err}") from None
     return sock
 
