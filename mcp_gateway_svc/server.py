@@ -105,15 +105,15 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
     # The front checks Host and Origin itself (for both revisions alike); the SDK still checks the
     # Content-Type of every POST.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
-    # subscriptions/listen.
-    meta = StreamableHTTPSessionManager(
-        app=handlers.server(resources=True),
-        stateless=True,
-        json_response=True,
-        security_settings=security,
-        max_request_body_size=settings.max_body_bytes,
-    )
+
+    def stateless(json_response: bool) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(
+            app=handlers.server(resources=True),
+            stateless=True,
+            json_response=json_response,
+            security_settings=security,
+            max_request_body_size=settings.max_body_bytes,
+        )
 
     def stateful(app: Any, json_response: bool) -> StreamableHTTPSessionManager:
         return StreamableHTTPSessionManager(
@@ -128,18 +128,14 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
             max_sessions=settings.max_sessions + _OPENING_MARGIN,
         )
 
-    # meta, answering on an SSE stream: for a call whose host asked for progress (the front picks
-    # it), so that the notifications have somewhere to go; every other request gets one JSON body.
-    meta_stream = StreamableHTTPSessionManager(
-        app=handlers.server(resources=True),
-        stateless=True,
-        json_response=False,
-        security_settings=security,
-        max_request_body_size=settings.max_body_bytes,
-    )
     return {
-        "meta": meta,
-        STREAMING_META: meta_stream,
+        # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
+        # subscriptions/listen.
+        "meta": stateless(json_response=True),
+        # meta, answering on an SSE stream: for a call whose host asked for progress (the front
+        # picks it), so that the notifications have somewhere to go; every other request gets one
+        # JSON body.
+        STREAMING_META: stateless(json_response=False),
         # A meta client that opens a session with initialize: list_changed on its stream.
         # Its answers are SSE streams, so that a call whose host asked for progress can carry it.
         "meta-sessions": stateful(handlers.server(resources=True), json_response=False),
