@@ -23,7 +23,7 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
-from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient
+from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient, GatewayMode
 
 from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.console import PREFIX as CONSOLE_PREFIX
@@ -131,7 +131,7 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
     return {
         # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
         # subscriptions/listen.
-        "meta": stateless(json_response=True),
+        GatewayMode.META: stateless(json_response=True),
         # meta, answering on an SSE stream: for a call whose host asked for progress (the front
         # picks it), so that the notifications have somewhere to go; every other request gets one
         # JSON body.
@@ -140,8 +140,10 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
         # Its answers are SSE streams, so that a call whose host asked for progress can carry it.
         "meta-sessions": stateful(handlers.server(resources=True), json_response=False),
         # progressive and all: sessions (handshake revisions), list_changed on their streams.
-        "progressive": stateful(handlers.server(handshake_only=True, resources=True), json_response=False),
-        "all": stateful(handlers.server(), json_response=False),
+        GatewayMode.PROGRESSIVE: stateful(
+            handlers.server(handshake_only=True, resources=True), json_response=False
+        ),
+        GatewayMode.ALL: stateful(handlers.server(), json_response=False),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from toolscout.client import Deferral
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 from orchestrator_svc.downstream import ClientDiscovery, ClientPool
@@ -37,7 +38,7 @@ def _chat_loop(
         (
             name
             for name, m in config.models.items()
-            if resolve_for_model(m, config.clients[m.client], settings)[0] == "native"
+            if resolve_for_model(m, config.clients[m.client], settings)[0] == Deferral.NATIVE
         ),
         FALLBACK_REASONS,
     )
