@@ -162,7 +162,6 @@ class _Chat:
         self.native = NativeDeferral(resolved, self.stats, loop.metrics)
         # Discovery's cache-stable surface: tools = eager + search_tools + call_tool all chat.
         self.stable = resolved.deferral == "stable"
-        self._definitions: tuple[str, dict[str, Tool]] | None = None
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
         first = next((m.content for m in request.messages if m.role == "user"), "")
@@ -185,7 +184,6 @@ class _Chat:
             is_deferred=self.is_deferred,
             native=lambda: self.native.active,
             stable=self.stable,
-            definition=self.definition,
             result_budget=budget,
             token_encoding=encoding_for(resolved.client.provider).name,
             principal="",
@@ -254,15 +252,6 @@ class _Chat:
             deadline=self.remaining(),
             definitions=definitions,
         )
-
-    async def definition(self, name: str) -> Tool | None:
-        """The definition of deferred tool ``name`` (stable mode checks call_tool arguments against
-        it): every deferred definition is fetched once per catalog version, shared by every chat."""
-        version = self.plan.catalog_version
-        if self._definitions is None or self._definitions[0] != version:
-            deferred = await self.deferred(definitions=True)
-            self._definitions = (version, {t.llm_name: t for t in deferred.definitions or ()})
-        return self._definitions[1].get(name)
 
     async def is_deferred(self, name: str) -> bool:
         """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""

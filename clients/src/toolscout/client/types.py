@@ -618,6 +618,9 @@ class ToolPlan:
     read_result_tool: Tool | None = None
     # Its tokens in ``tokens.encoding`` (not in ``tokens.sent_tokens``).
     read_result_tokens: int = 0
+    # With ``surface="stable"``: the definitions of ``discovered_tools``, in order. Not sent (found
+    # tools are called through call_tool); a caller checks call_tool arguments against them.
+    found_tools: tuple[Tool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,6 +227,7 @@ _TOOL_PLAN = _Alike(
         "call_tool",
         "surface",
         "read_result_tool",
+        "found_tools",
     ),
 )
 _SEARCH_REQUEST = _Alike(t.SearchRequest, discovery_pb2.SearchToolsRequest, "toolset", "surface")
@@ -267,6 +268,7 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         call_tool=_tool_or_none(m, "call_tool"),
         surface=_surface_name(m.surface) or "append",
         read_result_tool=_tool_or_none(m, "read_result_tool"),
+        found_tools=tools(m.found_tools),
     )
 
 
@@ -283,6 +285,7 @@ def tool_plan_pb(x: t.ToolPlan) -> discovery_pb2.PlanToolsResponse:
         call_tool=_tool_pb_or_none(x.call_tool),
         surface=surface(x.surface or "append"),
         read_result_tool=_tool_pb_or_none(x.read_result_tool),
+        found_tools=tools_pb(x.found_tools),
     )
 
 
