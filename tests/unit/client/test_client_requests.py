@@ -97,6 +97,7 @@ def test_values_travel_the_wire_and_back_unchanged() -> None:
         deferred_tools=(tool,),
         call_tool=tool,
         surface="stable",
+        found_tools=(tool,),
     )
     assert wire.tool_plan(wire.tool_plan_pb(plan)) == plan
     status = tc.ServerStatus(
