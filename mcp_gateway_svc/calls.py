@@ -36,6 +36,7 @@ from toolscout.client import (
     AsyncShardedPoolClient,
     CallRequest,
     CallToolResult,
+    StructuredCopy,
     Tool,
     ToolscoutClientError,
     authorization_required,
@@ -242,7 +243,7 @@ class ToolCaller:
             request = dataclasses.replace(
                 request,
                 result_budget_tokens=owner.budget,
-                structured_copy="text",
+                structured_copy=StructuredCopy.TEXT,
                 principal=owner.principal,
                 conversation=owner.conversation,
             )

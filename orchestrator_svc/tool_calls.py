@@ -33,6 +33,7 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     CallRequest,
     SearchRequest,
+    StructuredCopy,
     Tool,
     ToolPlan,
     ToolsetRef,
@@ -353,7 +354,7 @@ class ToolCallRunner:
                 result_budget_tokens=chat.result_budget,
                 token_encoding=chat.token_encoding if chat.result_budget else "",
                 # LLM providers read one copy: the tool result text is built from structuredContent.
-                structured_copy="structured" if chat.result_budget else "",
+                structured_copy=StructuredCopy.STRUCTURED if chat.result_budget else None,
                 principal=chat.principal,
                 conversation=chat.conversation,
             )

@@ -108,20 +108,21 @@ _CALL_TOOL_RESULT = _Alike(t.CallToolResult, mcp_pool_pb2.CallToolResponse, "con
 _CALL_REQUEST = _Alike(t.CallRequest, mcp_pool_pb2.CallToolRequest, "structured_copy")
 _READ_REQUEST = _Alike(t.ReadRequest, mcp_pool_pb2.ReadResultRequest)
 _RESULT_READ = _Alike(t.ResultRead, mcp_pool_pb2.ReadResultResponse)
-_COPY_PREFIX = "STRUCTURED_COPY_"
+# StructuredCopy <-> its proto number; UNSPECIFIED (0) is None.
+_COPY_NUMBERS = {
+    copy: mcp_pool_pb2.StructuredCopy.Value(f"STRUCTURED_COPY_{copy.name}") for copy in t.StructuredCopy
+}
+_COPIES = {number: copy for copy, number in _COPY_NUMBERS.items()}
 
 
 def call_request(m: mcp_pool_pb2.CallToolRequest) -> t.CallRequest:
-    copy = (
-        _enum_name(mcp_pool_pb2.StructuredCopy, m.structured_copy, _COPY_PREFIX) if m.structured_copy else ""
-    )
-    return _CALL_REQUEST.value(m, structured_copy=copy)
+    # A copy this side does not know (a newer peer's) is the default one, as UNSPECIFIED.
+    return _CALL_REQUEST.value(m, structured_copy=_COPIES.get(m.structured_copy))
 
 
 def call_request_pb(x: t.CallRequest) -> mcp_pool_pb2.CallToolRequest:
-    return _CALL_REQUEST.message(
-        x, structured_copy=_enum_value(mcp_pool_pb2.StructuredCopy, x.structured_copy, _COPY_PREFIX)
-    )
+    copy = x.structured_copy
+    return _CALL_REQUEST.message(x, structured_copy=0 if copy is None else _COPY_NUMBERS[copy])
 
 
 read_request = _READ_REQUEST.value
