@@ -26,6 +26,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from toolscout.client import (
     CALL_TOOL_NAME,
@@ -295,7 +296,7 @@ class ToolCallRunner:
         if misfit is not None:
             return _Ran.refused(misfit, server)
         self._count_discovered(was_discovered)
-        return await self._call_pool(run, tool.server)
+        return await self._call_pool(run, tool.server, arguments)
 
     async def _not_callable(self, name: str, tools: _Callable) -> Refusal:
         """The refusal of a tool that is not in the tool list: deferred (not yet found), or unknown."""
@@ -343,8 +344,8 @@ class ToolCallRunner:
         found.extend(t.llm_name for t in outcome.newly_loaded)
         return outcome.result_text, False, outcome.plan
 
-    async def _call_pool(self, call: ToolCall, server: str) -> _Ran:
-        """Runs ``call`` (its arguments a JSON object) on the pool."""
+    async def _call_pool(self, call: ToolCall, server: str, arguments: Mapping[str, Any]) -> _Ran:
+        """Runs ``call`` on the pool; ``arguments``: its arguments, parsed (for the result format)."""
         chat = self._chat
         try:
             request = CallRequest(
@@ -363,10 +364,11 @@ class ToolCallRunner:
             raise
         except OutcomeUnknownError:
             # Never re-sent: it may have run. The LLM must know, not guess that it failed.
-            return _Ran(self._format(call, outcome_unknown_text(call.name)), [], True, server)
+            return _Ran(self._format(call, outcome_unknown_text(call.name), arguments), [], True, server)
         except ToolscoutError as err:
             self._raise_if_chat_deadline(err)
-            return _Ran(self._format(call, f"Error: {without_internals(err.message)}"), [], True, server)
+            text = f"Error: {without_internals(err.message)}"
+            return _Ran(self._format(call, text, arguments), [], True, server)
         server = outcome.server or server
         if chat.result_budget:
             tally = chat.stats.result_tally(server)
@@ -377,7 +379,7 @@ class ToolCallRunner:
             self._metrics.record_result(server, outcome.tokens_returned, outcome.tokens_delivered)
         text, attachments = outcome_text(outcome)
         return _Ran(
-            self._format(call, text),
+            self._format(call, text, arguments),
             attachments,
             outcome.is_error,
             server,
@@ -430,6 +432,6 @@ class ToolCallRunner:
         if isinstance(err, DeadlineExceededError) and remaining is not None and remaining < _DEADLINE_SLACK:
             raise ChatDeadlineError(f"chat exceeded its deadline during a tool call: {err.message}") from err
 
-    def _format(self, call: ToolCall, text: str) -> str:
+    def _format(self, call: ToolCall, text: str, arguments: Mapping[str, Any]) -> str:
         chat = self._chat
-        return cap_text(format_result(chat.result_format, call, text), chat.max_result_chars)
+        return cap_text(format_result(chat.result_format, call, text, arguments), chat.max_result_chars)
