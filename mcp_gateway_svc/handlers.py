@@ -8,6 +8,10 @@ and its answer an MCP result. Beside tools it serves resources of its own: the f
 meta and progressive servers (:mod:`mcp_gateway_svc.resources`) and, on every server, the tool
 results the pool kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`).
 The MCP servers' resources and prompts are not served (the pool does not carry them).
+
+``call_tool`` (meta and progressive) is an adapter over :mod:`toolscout_kit.call_tool`, which
+reads the call, checks it and writes every refusal the model reads, as it does for the
+orchestrator.
 """
 
 from __future__ import annotations
