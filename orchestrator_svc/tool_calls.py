@@ -17,6 +17,11 @@ provider's encoding, the structured copy of a duplicated result): a result over 
 a preview and a handle, recorded on the tool message (``result_handle``). ``read_result`` calls
 read such handles through the pool's ``ReadResult``, only handles the conversation was given
 (:mod:`toolscout_kit.result_tool` reads the arguments and writes the refusals).
+
+The chat and the runner talk in one direction: the chat calls :meth:`ToolCallRunner.run` with
+what the round needs (the plan the model saw, the discovered tools, native deferral, the result
+handles) and consumes the :class:`ToolRound` it returns; the runner never calls back into the
+chat. It writes the call events to the chat's event sink and counts into the chat's tally.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolscout.client import (
@@ -41,7 +46,8 @@ from toolscout.client import (
     ToolSurface,
 )
 
-from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
+from orchestrator_svc.chat import ChatEvent, EventSink, ToolCallFinishedEvent, ToolCallStartedEvent
+from orchestrator_svc.deferred import DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError
 from orchestrator_svc.messages import Attachment, Message, ToolCall
 from orchestrator_svc.metrics import OrchestratorMetrics
@@ -72,7 +78,7 @@ from toolscout_kit.result_tool import no_handle_text, read_arguments, read_refus
 from toolscout_kit.status import outcome_unknown_text, without_internals
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
-__all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
+__all__ = ["ChatContext", "ToolCallRunner", "ToolRound", "ToolServices"]
 
 _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
@@ -81,7 +87,7 @@ _DEADLINE_SLACK = 0.25
 
 @dataclass(frozen=True, slots=True)
 class ChatContext:
-    """What tool calls need to know about the chat they run in."""
+    """What tool calls need to know about the chat they run in (data; no callbacks into the chat)."""
 
     model: str
     toolset: ToolsetRef
@@ -91,14 +97,10 @@ class ChatContext:
     stats: ChatTally
     # The chat's provider: plans returned by searches count tokens in its encoding.
     provider: str
-    # Seconds left before the chat's deadline (None: no deadline).
-    remaining: Callable[[], float | None]
-    emit: Callable[[ChatEvent], Awaitable[None]]
-    # Whether a name is a deferred tool of the toolset (for calls of tools not loaded).
-    is_deferred: Callable[[str], Awaitable[bool]]
-    # Whether the chat is in native deferral now: the provider loads found definitions itself,
-    # so search results leave their parameters out.
-    native: Callable[[], bool]
+    # The chat's deadline (time.monotonic(); None: no deadline).
+    deadline: float | None
+    # Where the calls' started and finished events go (None: the caller streams no events).
+    events: EventSink | None
     # ``deferral: stable``: found tools are called through call_tool, searches use the stable
     # surface (their results carry each found tool's input schema).
     stable: bool = False
@@ -107,8 +109,34 @@ class ChatContext:
     token_encoding: str = ""
     principal: str = ""
     conversation: str = ""
-    # The result handles the conversation was given so far (handle -> expiry, Unix seconds).
-    handles: Callable[[], Mapping[str, float]] = field(default=dict)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the chat's deadline (None: no deadline)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServices:
+    """What every chat's tool calls run on (one set per :class:`~orchestrator_svc.loop.ChatLoop`):
+    discovery, the pool, the toolsets' deferred tools (a call of one not loaded is refused as
+    such), metrics and tracing."""
+
+    discovery: DiscoverySeam
+    pool: PoolSeam
+    deferred: DeferredToolsCache
+    metrics: OrchestratorMetrics
+    tracing: Tracing = NO_TRACING
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """What one round of calls runs against: the plan the model saw; whether the chat is in
+    native deferral (the provider loads found definitions itself, so search results leave their
+    parameters out); the result handles the conversation was given (handle -> expiry, Unix s)."""
+
+    plan: ToolPlan
+    native: bool
+    handles: Mapping[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,28 +184,33 @@ class ToolRound:
 class ToolCallRunner:
     """Runs tool calls for one chat."""
 
-    def __init__(
-        self,
-        chat: ChatContext,
-        *,
-        discovery: DiscoverySeam,
-        pool: PoolSeam,
-        metrics: OrchestratorMetrics,
-        tracing: Tracing = NO_TRACING,
-    ) -> None:
+    def __init__(self, chat: ChatContext, services: ToolServices) -> None:
         self._chat = chat
-        self._discovery = discovery
-        self._pool = pool
-        self._metrics = metrics
-        self._tracing = tracing
+        self._discovery = services.discovery
+        self._pool = services.pool
+        self._deferred = services.deferred
+        self._metrics = services.metrics
+        self._tracing = services.tracing
+        self._turn = _Turn(ToolPlan(), False, {})
 
-    async def run(self, calls: Sequence[ToolCall], plan: ToolPlan, discovered: Sequence[str]) -> ToolRound:
-        """Runs every call of one assistant message concurrently.
+    async def run(
+        self,
+        calls: Sequence[ToolCall],
+        plan: ToolPlan,
+        discovered: Sequence[str],
+        *,
+        native: bool = False,
+        handles: Mapping[str, float] | None = None,
+    ) -> ToolRound:
+        """Runs every call of one assistant message concurrently (one round at a time per chat).
 
         Which tools may be called is decided against ``plan`` (the tool list the model saw), so a
         search in the same message does not let a sibling call of a not-yet-loaded tool through,
-        whatever the order of the calls. ``discovered`` are the chat's discovered tools so far.
+        whatever the order of the calls. ``discovered`` are the chat's discovered tools so far;
+        ``native``: the chat is in native deferral now; ``handles``: the result handles the
+        conversation was given so far (handle -> expiry, Unix seconds).
         """
+        self._turn = _Turn(plan, native, dict(handles or {}))
         tools = _Callable(
             {t.llm_name: t for t in plan.loaded_tools},
             {t.llm_name: t for t in plan.found_tools},
@@ -238,7 +271,7 @@ class ToolCallRunner:
             run = ToolCall(call.id, target.name, json.dumps(target.arguments))
         loaded = tools.loaded
         server = "" if is_search else (loaded[run.name].server if run.name in loaded else "")
-        await chat.emit(ToolCallStartedEvent(call, server))
+        await self._emit(ToolCallStartedEvent(call, server))
         started = time.monotonic()
         loaded_by_search: list[str] | None = None
         if is_search:
@@ -254,7 +287,7 @@ class ToolCallRunner:
             ran = await self._run_tool(run, target, tools, discovered, server)
         text, is_error, server = ran.text, ran.is_error, ran.server
         chat.stats.count_tool(run.name, server, error=is_error)
-        await chat.emit(
+        await self._emit(
             ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
         )
         return Message(
@@ -302,7 +335,7 @@ class ToolCallRunner:
     async def _not_callable(self, name: str, tools: _Callable) -> Refusal:
         """The refusal of a tool that is not in the tool list: deferred (not yet found), or unknown."""
         chat = self._chat
-        if await chat.is_deferred(name):
+        if await self._is_deferred(name):
             chat.stats.discovery.deferred_call_rejections += 1
             self._metrics.deferred_rejections.labels(chat.model).inc()
             return not_loaded(name)
@@ -330,7 +363,7 @@ class ToolCallRunner:
                 include_plan=True,
                 discovered_tools=tuple(discovered),
                 provider=chat.provider,
-                compact_text=chat.native(),
+                compact_text=self._turn.native,
                 surface=ToolSurface.STABLE if chat.stable else "",
             )
             outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
@@ -402,7 +435,7 @@ class ToolCallRunner:
         )
         if isinstance(request, str):
             return f"Error: {request}", True, ""
-        if request.handle not in chat.handles():
+        if request.handle not in self._turn.handles:
             self._metrics.record_read("", 0, ok=False)
             return no_handle_text(request.handle), True, ""
         try:
@@ -422,6 +455,22 @@ class ToolCallRunner:
         tally.read_tokens += read.tokens
         self._metrics.record_read(read.server, read.tokens, ok=True)
         return read.text, False, read.server
+
+    async def _emit(self, event: ChatEvent) -> None:
+        if self._chat.events is not None:
+            await self._chat.events(event)
+
+    async def _is_deferred(self, name: str) -> bool:
+        """Whether ``name`` is a deferred tool of the toolset at the round's catalog version
+        (asked only for calls of tools not loaded)."""
+        chat = self._chat
+        deferred = await self._deferred.get(
+            chat.toolset,
+            catalog_version=self._turn.plan.catalog_version,
+            provider=chat.provider,
+            deadline=chat.remaining(),
+        )
+        return name in deferred.names
 
     def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
         """A downstream deadline that is the chat's own deadline ends the chat, not just the call.
