@@ -42,6 +42,8 @@ from toolscout.client import (
 
 from mcp_pool_svc.calls import CallRunner, ProgressFn, check_call, require_json_object
 from mcp_pool_svc.catalog import Catalog
+from mcp_pool_svc.feature_calls import FeatureCalls
+from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
     NotOwnerError,
@@ -122,6 +124,8 @@ class McpPool:
         self._metrics = metrics or PoolMetrics()
         self._tracing = tracing
         self.catalog = Catalog(namespaced=config.namespaced)
+        # Resources, templates and prompts, and the requests for them (mcp_pool_svc.features).
+        self.feature_catalog = FeatureCatalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
         self._results = ResultKeeper(
@@ -162,6 +166,7 @@ class McpPool:
             idle_seconds=self._settings.per_user_idle,
         )
         self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing, self._users)
+        self.features = FeatureCalls(self.feature_catalog, self._supervisor, self._users)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._probes = Probes(self._settings, self._rng)
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
@@ -186,6 +191,7 @@ class McpPool:
             on_change=self._notify,
             rng=self._rng,
             probes=self._probes,
+            features=self.feature_catalog,
         )
 
     @property
@@ -324,6 +330,7 @@ class McpPool:
         if self._leaving.get(name) is sup:
             del self._leaving[name]
             self._tasks.pop(name, None)
+            self.feature_catalog.drop(name)
             if self.catalog.drop(name):
                 self._metrics.catalog_tools(name, 0)
             self._metrics.server_up(name, False)

@@ -36,6 +36,7 @@ from toolscout.client import ServerStatus
 
 from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
+from mcp_pool_svc.features import FeatureCatalog, list_features
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
@@ -112,9 +113,15 @@ class Supervisor:
         on_change: Callable[[str], None],
         rng: random.Random,
         probes: Probes | None = None,
+        features: FeatureCatalog | None = None,
     ) -> None:
-        """``probes``: the pool's shared probe and connection budget (a budget of its own if None)."""
+        """``probes``: the pool's shared probe and connection budget (a budget of its own if None);
+        ``features``: where the server's resources, templates and prompts are listed (not listed
+        without it)."""
         self.name = name
+        self._features = features
+        # The server announced a change of its resources or prompts: listed again in its task.
+        self._features_due = False
         self.config = config
         self._settings = settings
         self._connector = connector
@@ -311,7 +318,13 @@ class Supervisor:
         self._poke.set()
 
     def _on_event(self, event: ConnectionEvent, detail: str) -> None:
-        if event == "tools_changed":
+        if event == "resource_updated":
+            if self._features is not None:
+                self._features.resource_updated(self.name, detail)
+            return
+        if event == "features_changed":
+            self._features_due = True
+        elif event == "tools_changed":
             self._refresh = "notification"
             self._notices_heard = True
         elif event == "exited":
@@ -480,11 +493,25 @@ class Supervisor:
         self._after_call = self._notices_heard = False
         self._after_call_at, self._after_call_gap = 0.0, _AFTER_CALL_GAP
         self._metrics.tools_listed(self.name, "connect")
-        if self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True):
+        self._features_due = False
+        features_changed = await self._list_features(conn)
+        if (
+            self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True)
+            or features_changed
+        ):
             self._catalog_changed()
         self._conn = conn
         self._set_state(ServerState.READY)
         self._explain_serialized_writes(tools)
+
+    async def _list_features(self, conn: Connection) -> bool:
+        """Lists the server's resources, templates and prompts (:mod:`mcp_pool_svc.features`);
+        whether they changed."""
+        if self._features is None:
+            return False
+        with anyio.fail_after(self.config.call_timeout):
+            listing = await list_features(self.name, conn)
+        return self._features.set_listing(self.name, listing)
 
     def _explain_serialized_writes(self, tools: list[ListedTool]) -> None:
         """Once per server: which of its tools run one at a time, why, and how to opt out."""
@@ -518,7 +545,8 @@ class Supervisor:
         drop_after = self._settings.unavailable_grace
         if drop_after is not None:
             await anyio.sleep(max(drop_after - self._blip_grace, 0.0))
-            if self._catalog.drop(self.name):
+            dropped = self._features is not None and self._features.drop(self.name)
+            if self._catalog.drop(self.name) or dropped:
                 self._catalog_changed()
         self._grace_task = None
 
@@ -585,6 +613,11 @@ class Supervisor:
                 await self._relist(conn, reason)
                 # After the listing: its cache hint sets when the next one is due.
                 next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
+            if self._features_due:
+                self._features_due = False
+                if await self._list_features(conn):
+                    log.info("mcp_server_features_changed", server=self.name)
+                    self._on_change(self.name)
             after_call = self._after_call_at if self._after_call else float("inf")
             if now >= after_call:
                 await self._relist_after_calls(conn)
