@@ -7,7 +7,8 @@ becomes a call through the client library (discovery's ``SearchTools``, the pool
 and its answer an MCP result. Beside tools it serves resources of its own: the full manifest on the
 meta and progressive servers (:mod:`mcp_gateway_svc.resources`) and, on every server, the tool
 results the pool kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`).
-The MCP servers' resources and prompts are not served (the pool does not carry them).
+The MCP servers' resources, resource templates, prompts, completion, logging and resource
+subscriptions are served beside them (:mod:`mcp_gateway_svc.server_features`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     CallProgress,
+    FeatureKind,
     InvalidArgumentError,
     NotFoundError,
     SearchRequest,
@@ -44,8 +46,9 @@ from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, tex
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.resources import gateway_resources, read_gateway_resource
+from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
+from mcp_gateway_svc.server_features import ServedFeatures
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
 from mcp_gateway_svc.user_login import base_url
@@ -140,6 +143,39 @@ class _GatewayServer(Server[Any]):
     """
 
     announces_changes = True
+    # What the servers behind the gateway offer (None: only tools and the gateway's own resources).
+    features: ServedFeatures | None = None
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The SDK's capabilities (from the handlers), less what no server behind offers."""
+        options = notification_options or NotificationOptions(
+            tools_changed=self.announces_changes, prompts_changed=True, resources_changed=True
+        )
+        caps = super().get_capabilities(
+            options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if self.features is None:
+            return caps
+        offered = self.features.offered()
+        update: dict[str, Any] = {}
+        if not offered.prompts:
+            update["prompts"] = None
+        if not offered.completions:
+            update["completions"] = None
+        if not offered.logging:
+            update["logging"] = None
+        if caps.resources is not None:
+            # A subscription lives in a session: not at 2026-07-28 (no resources/subscribe there).
+            subscribe = offered.subscribe and protocol_version not in MODERN_PROTOCOL_VERSIONS
+            update["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
+        return caps.model_copy(update=update)
 
     def create_initialization_options(
         self,
@@ -147,7 +183,9 @@ class _GatewayServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        options = notification_options or NotificationOptions(tools_changed=self.announces_changes)
+        options = notification_options or NotificationOptions(
+            tools_changed=self.announces_changes, prompts_changed=True, resources_changed=True
+        )
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
@@ -164,9 +202,12 @@ class McpHandlers:
         tracing: Tracing = NO_TRACING,
         results: KeptResults | None = None,
         result_budget: Callable[[str], int] | None = None,
+        features: ServedFeatures | None = None,
     ) -> None:
         """``results`` serves kept results (resources/read, read_result); ``result_budget`` is
-        the result budget of a host by its clientInfo.name (None: results are not shaped)."""
+        the result budget of a host by its clientInfo.name (None: results are not shaped);
+        ``features`` the servers' resources, prompts, completion and logging (None: not served)."""
+        self._features = features
         self._discovery = discovery
         self._caller = caller
         self._results = results
@@ -184,6 +225,7 @@ class McpHandlers:
         revisions, which tells a client negotiating its revision to open a session with
         ``initialize`` (the SDKs fall back so); a client pinned to 2026-07-28 gets the meta surface.
         """
+        serves_resources = resources or self._results is not None or self._features is not None
         server = _GatewayServer(
             "toolscout",
             version=_version(),
@@ -198,9 +240,12 @@ class McpHandlers:
             on_subscriptions_listen=self.listen,
             # The manifest (meta, progressive) and kept tool results (every mode); serving them is
             # what advertises the resources capability.
-            on_list_resources=self.list_resources if resources or self._results is not None else None,
-            on_read_resource=self.read_resource if resources or self._results is not None else None,
+            on_list_resources=self.list_resources if serves_resources else None,
+            on_read_resource=self.read_resource if serves_resources else None,
         )
+        server.features = self._features
+        if self._features is not None:
+            self._serve_features(server)
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
         # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:
@@ -259,14 +304,55 @@ class McpHandlers:
     ) -> types.SubscriptionsListenResult:
         return await _info(ctx).endpoint.listen(ctx, params)
 
+    def _serve_features(self, server: Server[Any]) -> None:
+        """Registers the handlers of what the servers behind offer besides tools (added after
+        construction: the SDK warns at construction about logging/setLevel, deprecated at
+        2026-07-28 but served to the handshake revisions)."""
+        for method, params_type, handler in (
+            ("resources/templates/list", types.PaginatedRequestParams, self.list_resource_templates),
+            ("resources/subscribe", types.SubscribeRequestParams, self.subscribe_resource),
+            ("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe_resource),
+            ("prompts/list", types.PaginatedRequestParams, self.list_prompts),
+            ("prompts/get", types.GetPromptRequestParams, self.get_prompt),
+            ("completion/complete", types.CompleteRequestParams, self.complete),
+            ("logging/setLevel", types.SetLevelRequestParams, self.set_logging_level),
+        ):
+            server.add_request_handler(method, params_type, handler)  # type: ignore[arg-type]
+
+    def _served_features(self) -> ServedFeatures:
+        if self._features is None:  # only registered with features
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found")
+        return self._features
+
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         info = _info(ctx)
-        if _mode(info, ctx) == "all":
-            return types.ListResourcesResult(resources=[])
+        mode = _mode(info, ctx)
         # Kept results are reached by the links their tool results gave, never listed.
-        return types.ListResourcesResult(resources=gateway_resources(await _view(info.endpoint)))
+        own = gateway_resources(await _view(info.endpoint)) if mode != "all" else []
+        if self._features is None:
+            return types.ListResourcesResult(resources=own)
+        cursor = params.cursor if params is not None else None
+        where = f"{info.endpoint.key}/{mode}/resources"
+        listed, next_cursor = await self._features.listing(
+            FeatureKind.RESOURCE, types.Resource, info.endpoint.toolset.name, where, cursor, own
+        )
+        return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        info = _info(ctx)
+        cursor = params.cursor if params is not None else None
+        listed, next_cursor = await self._served_features().listing(
+            FeatureKind.RESOURCE_TEMPLATE,
+            types.ResourceTemplate,
+            info.endpoint.toolset.name,
+            f"{info.endpoint.key}/templates",
+            cursor,
+        )
+        return types.ListResourceTemplatesResult(resource_templates=listed, next_cursor=next_cursor)
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -275,7 +361,55 @@ class McpHandlers:
         uri = str(params.uri)
         if uri.startswith(RESULT_URI_PREFIX) and self._results is not None:
             return await self._results.read_resource(uri, self._owner(ctx, info))
-        return read_gateway_resource(await _view(info.endpoint), uri)
+        if uri == MANIFEST_URI or self._features is None:
+            return read_gateway_resource(await _view(info.endpoint), uri)
+        return await self._features.read(uri, info.endpoint.toolset.name, info.principal)
+
+    async def subscribe_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        info = _info(ctx)
+        if info.session is not None:
+            info.session.outbound = ctx.session
+        return await self._served_features().subscribe(str(params.uri), info.session, ctx.session, info.principal)
+
+    async def unsubscribe_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        return await self._served_features().unsubscribe(str(params.uri), _info(ctx).session)
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        info = _info(ctx)
+        features = self._served_features()
+        features.require_prompts()
+        cursor = params.cursor if params is not None else None
+        if info.session is not None:
+            info.session.outbound = ctx.session
+        listed, next_cursor = await features.listing(
+            FeatureKind.PROMPT, types.Prompt, info.endpoint.toolset.name, f"{info.endpoint.key}/prompts", cursor
+        )
+        return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        info = _info(ctx)
+        return await self._served_features().get_prompt(
+            params.name, params.arguments, info.endpoint.toolset.name, info.principal
+        )
+
+    async def complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        info = _info(ctx)
+        return await self._served_features().complete(params, info.endpoint.toolset.name, info.principal)
+
+    async def set_logging_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        return await self._served_features().set_level(params.level, _info(ctx).endpoint.toolset.name)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

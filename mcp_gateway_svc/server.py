@@ -38,6 +38,7 @@ from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
 from mcp_gateway_svc.resource_server import OAuthResourceServer
 from mcp_gateway_svc.results import KeptResults
+from mcp_gateway_svc.server_features import ServedFeatures
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.user_login import UserLogin, has_per_user_servers
 from toolscout_kit.channels import create_channel
@@ -389,6 +390,8 @@ async def build_server(
         limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
         descriptions={name: ts.description for name, ts in config.tool_sets.items()},
     )
+    # What the servers offer besides tools: followed from the pool (mcp_gateway_svc.server_features).
+    features = ServedFeatures(pool, config, endpoints, sessions)
     # per_user servers: each caller signs in at the gateway's login route (mcp_gateway_svc.user_login).
     user_login = UserLogin(config, os.environ) if has_per_user_servers(config) else None
     handlers = McpHandlers(
@@ -399,6 +402,7 @@ async def build_server(
         tracing=tracing,
         results=KeptResults(pool),
         result_budget=settings.result_budget_for,
+        features=features,
     )
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
@@ -469,6 +473,7 @@ async def build_server(
 
     running.add_cleanup(tracing.shutdown)  # the first added runs last
     running.add_cleanup(close_clients)
+    running.add_cleanup(features.follower.close)
     if user_login is not None:
         running.add_cleanup(user_login.aclose)
 
@@ -480,6 +485,7 @@ async def build_server(
         await shard_clients.forget(unused)
 
     running.add_reload(reshard)
+    features.follower.start()
     endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
     await running.wait_started()
     _announce(running, auth, settings, replica)
