@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -22,7 +23,9 @@ from typing import Any
 
 import anyio
 import mcp_types
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from toolscout.client import (
     CompletionRequest,
     FeatureKind,
@@ -121,6 +124,9 @@ class FeatureCalls:
         self._catalog = catalog
         self._supervisor_of = supervisor_of
         self._users = users
+        # The level last set for each server whose session is at 2026-07-28, where it travels
+        # with each request (``_meta`` ``io.modelcontextprotocol/logLevel``) instead.
+        self.log_levels: dict[str, str] = {}
 
     # --- listings ---------------------------------------------------------------------------
 
@@ -253,6 +259,11 @@ class FeatureCalls:
                 return  # a per_user server's sessions are each user's own
             try:
                 conn = await sup.connection_for_call()
+                if conn.modern:
+                    # 2026-07-28 has no logging/setLevel: the level travels with each request.
+                    self.log_levels[server] = level
+                    accepted.append(server)
+                    return
                 with anyio.fail_after(sup.config.call_timeout):
                     await _send_request(conn, mcp_types.SetLevelRequest(params=mcp_types.SetLevelRequestParams(level=level)))  # type: ignore[arg-type]
             except (MCPError, ServerUnavailableError, TimeoutError) as err:
@@ -293,6 +304,11 @@ class FeatureCalls:
         conn: Connection | None = None
         try:
             conn = await sup.connection_for_call()
+            if conn.modern:
+                async with contextlib.aclosing(self._listen_for(conn, uri, route.uri)) as updates:
+                    async for update in updates:
+                        yield update
+                return
             with anyio.fail_after(sup.config.call_timeout):
                 await _send_request(conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri)))
             yield uri, True
@@ -305,7 +321,7 @@ class FeatureCalls:
             raise FeatureNotOfferedError(f"MCP server {sup.name!r} refused the subscription: {redact(err.message)}") from None
         finally:
             send.close()
-            if end() and conn is not None and not conn.closed.is_set():
+            if end() and conn is not None and not conn.modern and not conn.closed.is_set():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
                     try:
                         await _send_request(
@@ -313,6 +329,23 @@ class FeatureCalls:
                         )
                     except MCPError as err:
                         log.info("mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300])
+
+    async def _listen_for(self, conn: Connection, served: str, uri: str) -> AsyncGenerator[tuple[str, bool], None]:
+        """A 2026-07-28 subscription: a ``subscriptions/listen`` stream for this one URI.
+
+        Raises:
+            FeatureNotOfferedError: the server did not honour the subscription.
+        """
+        try:
+            async with listen(conn.session, resource_subscriptions=[uri]) as subscription:
+                if uri not in (subscription.honored.resource_subscriptions or []):
+                    raise FeatureNotOfferedError(f"the MCP server did not accept a subscription to '{served}'")
+                yield served, True
+                async for event in subscription:
+                    if isinstance(event, ResourceUpdated):
+                        yield (served if event.uri == uri else event.uri), False
+        except (ListenNotSupportedError, SubscriptionLost) as err:
+            raise FeatureNotOfferedError(f"the subscription to '{served}' ended: {type(err).__name__}") from None
 
     # --- sending ----------------------------------------------------------------------------
 

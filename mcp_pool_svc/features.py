@@ -68,17 +68,27 @@ class FeatureListing:
         return self.templates if kind is FeatureKind.RESOURCE_TEMPLATE else self.prompts
 
 
-def offers_of(server: str, caps: mcp_types.ServerCapabilities | None) -> ServerOffers:
-    """What a server's capabilities offer besides tools."""
+def offers_of(server: str, caps: mcp_types.ServerCapabilities | None, *, modern: bool = False) -> ServerOffers:
+    """What a server's capabilities offer besides tools.
+
+    With a 2026-07-28 session (``modern``) the revision's own ways count: resource updates are
+    subscribed on a ``subscriptions/listen`` stream (offered when ``resources.subscribe`` says
+    the server honours resource subscriptions there), the log level travels with each request (no ``logging`` capability: every server takes it), and
+    completion is asked of a server with prompts or resources even when its ``server/discover``
+    does not name ``completions`` (the reference TypeScript server answers it without naming it;
+    a server without completion answers -32601 itself, which is relayed).
+    """
     if caps is None:
         return ServerOffers(server)
+    resources = caps.resources is not None
+    prompts = caps.prompts is not None
     return ServerOffers(
         server,
-        resources=caps.resources is not None,
+        resources=resources,
         subscribe=bool(caps.resources is not None and caps.resources.subscribe),
-        prompts=caps.prompts is not None,
-        completions=caps.completions is not None,
-        logging=caps.logging is not None,
+        prompts=prompts,
+        completions=caps.completions is not None or (modern and (prompts or resources)),
+        logging=caps.logging is not None or modern,
     )
 
 
@@ -108,7 +118,7 @@ async def list_features(server: str, conn: Connection) -> FeatureListing:
     """
     session = conn.session
     # A connection without a session of the SDK (a test's fake) offers nothing beside tools.
-    offers = offers_of(server, getattr(session, "server_capabilities", None))
+    offers = offers_of(server, getattr(session, "server_capabilities", None), modern=conn.modern)
     if not (offers.resources or offers.prompts):
         return FeatureListing(offers)
     found: dict[str, tuple[dict[str, Any], ...]] = {}

@@ -13,6 +13,8 @@ import base64
 import sys
 from collections.abc import AsyncIterator
 
+import anyio
+
 import mcp_types as types
 import pytest
 import pytest_asyncio
@@ -145,3 +147,47 @@ async def test_every_revision_lists_and_reads(gw: GatewayStack, mode: str) -> No
     assert "feature://alpha/text" in uris
     assert read.contents[0].text == "hello from alpha"  # type: ignore[union-attr]
     assert prompt.messages[0].content.text == "Say hello to Bo in a plain way (beta)."  # type: ignore[union-attr]
+
+
+async def test_a_subscription_relays_the_servers_updates_until_unsubscribed(gw: GatewayStack) -> None:
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    uri = "feature://alpha/counter"
+    async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+        # The SDK's own methods warn that subscriptions are gone at 2026-07-28; this is 2025-11-25.
+        await host.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        assert (await host.call_tool("alpha__subscribed", {})).content[0].text == uri  # type: ignore[union-attr]
+        await host.call_tool("alpha__bump", {})
+        with anyio.fail_after(10):
+            await heard.wait()
+        await host.session.send_request(
+            types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        with anyio.fail_after(10):
+            while (await host.call_tool("alpha__subscribed", {})).content[0].text != "none":  # type: ignore[union-attr]
+                pass  # each listing is a round trip to the server: no sleep needed
+    assert updated == [uri]
+
+
+async def test_a_new_prompt_is_announced_and_listed(gw: GatewayStack) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            changed.set()
+
+    async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+        await host.list_prompts()  # the session's outbound channel is known from here on
+        await host.call_tool("add_prompt", {"name": "later"})
+        with anyio.fail_after(10):
+            await changed.wait()
+        prompts = {p.name for p in (await host.list_prompts()).prompts}
+    assert "later" in prompts
