@@ -251,6 +251,8 @@ class McpHandlers:
         if self._tracing.enabled:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
+        if self._features is not None:
+            server.middleware.append(self._capabilities_known)
         if handshake_only:
             server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
@@ -281,6 +283,14 @@ class McpHandlers:
             if isinstance(result, types.CallToolResult) and result.is_error:
                 span.set_attribute("error.type", "tool_error")
             return result
+
+    async def _capabilities_known(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Capabilities follow what the servers offer: before the first answer that names them
+        (``initialize``, ``server/discover``) the pool's first feature snapshot is waited for
+        (bounded: without it the capabilities name tools and the gateway's own resources only)."""
+        if ctx.method in ("initialize", "server/discover") and self._features is not None:
+            await self._features.follower.wait_first()
+        return await call_next(ctx)
 
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:

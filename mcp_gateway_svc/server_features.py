@@ -109,13 +109,17 @@ class FeatureFollower:
         Raises:
             MCPError: the pool has not answered (INTERNAL_ERROR).
         """
+        await self.wait_first()
+        if self.snapshot is None:
+            raise MCPError(types.INTERNAL_ERROR, "the MCP servers' resources and prompts are not available yet")
+        return self.snapshot
+
+    async def wait_first(self) -> None:
+        """Returns once the first snapshot arrived, or after a few seconds without it."""
         if self.snapshot is None:
             self.start()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), _FIRST_WAIT)
-        if self.snapshot is None:
-            raise MCPError(types.INTERNAL_ERROR, "the MCP servers' resources and prompts are not available yet")
-        return self.snapshot
 
     def offers(self) -> tuple[ServerOffers, ...]:
         return self.snapshot.offers if self.snapshot is not None else ()
