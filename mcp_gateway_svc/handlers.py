@@ -217,6 +217,11 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
+    async def close(self) -> None:
+        """Stops following the pool's features."""
+        if self._features is not None:
+            await self._features.follower.close()
+
     def server(self, *, handshake_only: bool = False, resources: bool = False) -> Server[Any]:
         """An SDK server; ``resources``: it serves the gateway's own manifest (and advertises it).
 
@@ -284,7 +289,9 @@ class McpHandlers:
                 span.set_attribute("error.type", "tool_error")
             return result
 
-    async def _capabilities_known(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def _capabilities_known(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         """Capabilities follow what the servers offer: before the first answer that names them
         (``initialize``, ``server/discover``) the pool's first feature snapshot is waited for
         (bounded: without it the capabilities name tools and the gateway's own resources only)."""
@@ -381,7 +388,9 @@ class McpHandlers:
         info = _info(ctx)
         if info.session is not None:
             info.session.outbound = ctx.session
-        return await self._served_features().subscribe(str(params.uri), info.session, ctx.session, info.principal)
+        return await self._served_features().subscribe(
+            str(params.uri), info.session, ctx.session, info.principal
+        )
 
     async def unsubscribe_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
@@ -398,7 +407,11 @@ class McpHandlers:
         if info.session is not None:
             info.session.outbound = ctx.session
         listed, next_cursor = await features.listing(
-            FeatureKind.PROMPT, types.Prompt, info.endpoint.toolset.name, f"{info.endpoint.key}/prompts", cursor
+            FeatureKind.PROMPT,
+            types.Prompt,
+            info.endpoint.toolset.name,
+            f"{info.endpoint.key}/prompts",
+            cursor,
         )
         return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 from collections.abc import Sequence
@@ -390,8 +391,6 @@ async def build_server(
         limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
         descriptions={name: ts.description for name, ts in config.tool_sets.items()},
     )
-    # What the servers offer besides tools: followed from the pool (mcp_gateway_svc.server_features).
-    features = ServedFeatures(pool, config, endpoints, sessions)
     # per_user servers: each caller signs in at the gateway's login route (mcp_gateway_svc.user_login).
     user_login = UserLogin(config, os.environ) if has_per_user_servers(config) else None
     handlers = McpHandlers(
@@ -402,7 +401,8 @@ async def build_server(
         tracing=tracing,
         results=KeptResults(pool),
         result_budget=settings.result_budget_for,
-        features=features,
+        # What the servers offer besides tools, followed from the pool (from the first request on).
+        features=ServedFeatures(pool, config, endpoints, sessions),
     )
     managers = _managers(handlers, settings)
     replica = Replica(replica_id)
@@ -462,18 +462,18 @@ async def build_server(
         console=console,
     )
 
-    async def close_clients() -> None:
-        if forwarder is not None:
-            await forwarder.close()
-        await pool.close()
-        await shard_clients.close()
-        await discovery.close()
-        if orchestrator is not None:
-            await orchestrator.close()
-
     running.add_cleanup(tracing.shutdown)  # the first added runs last
-    running.add_cleanup(close_clients)
-    running.add_cleanup(features.follower.close)
+    running.add_cleanup(
+        functools.partial(
+            _close_in_turn,
+            handlers.close,
+            *([forwarder.close] if forwarder is not None else []),
+            pool.close,
+            shard_clients.close,
+            discovery.close,
+            *([orchestrator.close] if orchestrator is not None else []),
+        )
+    )
     if user_login is not None:
         running.add_cleanup(user_login.aclose)
 
@@ -485,11 +485,16 @@ async def build_server(
         await shard_clients.forget(unused)
 
     running.add_reload(reshard)
-    features.follower.start()
     endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
     await running.wait_started()
     _announce(running, auth, settings, replica)
     return running
+
+
+async def _close_in_turn(*closers: Cleanup) -> None:
+    """Closes the gateway's clients, one after the other."""
+    for close in closers:
+        await close()
 
 
 def _announce(

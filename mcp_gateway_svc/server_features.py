@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import mcp_types as types
-from mcp.server import ServerRequestContext
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -111,7 +110,9 @@ class FeatureFollower:
         """
         await self.wait_first()
         if self.snapshot is None:
-            raise MCPError(types.INTERNAL_ERROR, "the MCP servers' resources and prompts are not available yet")
+            raise MCPError(
+                types.INTERNAL_ERROR, "the MCP servers' resources and prompts are not available yet"
+            )
         return self.snapshot
 
     async def wait_first(self) -> None:
@@ -210,7 +211,9 @@ class ServedFeatures:
 
     def _require(self, what: str, offered: bool) -> None:
         if not offered:
-            raise MCPError(types.METHOD_NOT_FOUND, f"Method not found: no MCP server behind this gateway offers {what}")
+            raise MCPError(
+                types.METHOD_NOT_FOUND, f"Method not found: no MCP server behind this gateway offers {what}"
+            )
 
     # --- listings ---------------------------------------------------------------------------
 
@@ -222,7 +225,13 @@ class ServedFeatures:
         )
 
     async def listing(
-        self, kind: FeatureKind, model: type[Any], toolset: str, where: str, cursor: str | None, own: Iterable[Any] = ()
+        self,
+        kind: FeatureKind,
+        model: type[Any],
+        toolset: str,
+        where: str,
+        cursor: str | None,
+        own: Iterable[Any] = (),
     ) -> tuple[list[Any], str | None]:
         """One page of ``kind`` (after the gateway's ``own`` items) as MCP definitions.
 
@@ -262,7 +271,9 @@ class ServedFeatures:
         if not await self._allowed(FeatureKind.PROMPT, name, toolset):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
         request = PromptRequest(name, json_object_text(dict(arguments or {})), principal)
-        reply = await _ask(self._pool.get_prompt(request), MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'"))
+        reply = await _ask(
+            self._pool.get_prompt(request), MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+        )
         result: types.GetPromptResult = _reply(reply, types.GetPromptResult)
         return result
 
@@ -297,12 +308,16 @@ class ServedFeatures:
         offering = {o.server for o in self.follower.offers() if o.logging}
         servers = sorted(offering if allowed is None else offering & allowed)
         if servers:
-            await _ask(self._pool.set_logging_level(level, servers), MCPError(types.INVALID_PARAMS, "no such server"))
+            await _ask(
+                self._pool.set_logging_level(level, servers), MCPError(types.INVALID_PARAMS, "no such server")
+            )
         return types.EmptyResult()
 
     # --- subscriptions ----------------------------------------------------------------------
 
-    async def subscribe(self, uri: str, session: Session | None, outbound: Any, principal: str) -> types.EmptyResult:
+    async def subscribe(
+        self, uri: str, session: Session | None, outbound: Any, principal: str
+    ) -> types.EmptyResult:
         self._require("resource subscriptions", self.offered().subscribe)
         if session is None:
             raise MCPError(
@@ -317,7 +332,9 @@ class ServedFeatures:
         except BaseException:
             await stream.aclose()
             raise
-        session.subscriptions[uri] = asyncio.create_task(self._relay(stream, outbound), name=f"subscription {uri}")
+        session.subscriptions[uri] = asyncio.create_task(
+            self._relay(stream, outbound), name=f"subscription {uri}"
+        )
         return types.EmptyResult()
 
     async def unsubscribe(self, uri: str, session: Session | None) -> types.EmptyResult:

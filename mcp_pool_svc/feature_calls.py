@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types
@@ -94,13 +94,17 @@ def _cursor_offset(cursor: str, version: str, where: str) -> int:
     if not isinstance(fields, dict) or not isinstance(offset := fields.get("o"), int) or offset < 0:
         raise InvalidToolArgumentsError("the cursor is not one of this listing; list again without it")
     if fields.get("w") != where or fields.get("v") != version:
-        raise InvalidToolArgumentsError("the listing changed since this cursor was issued; list again without it")
+        raise InvalidToolArgumentsError(
+            "the listing changed since this cursor was issued; list again without it"
+        )
     return offset
 
 
 def _limit(seconds: float, sup: Supervisor, deadline: float | None) -> float:
     if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidToolArgumentsError(f"timeout_seconds must be a finite number, 0 or more; got {seconds!r}")
+        raise InvalidToolArgumentsError(
+            f"timeout_seconds must be a finite number, 0 or more; got {seconds!r}"
+        )
     limit = seconds if seconds > 0 else sup.config.call_timeout
     return min(limit, deadline) if deadline is not None else limit
 
@@ -143,14 +147,18 @@ class FeatureCalls:
         for server in servers:
             self._supervisor_of(server)
         if page_size < 0 or page_size > _MAX_PAGE:
-            raise InvalidToolArgumentsError(f"page_size must be 0 (= {_PAGE}) to {_MAX_PAGE}; got {page_size}")
+            raise InvalidToolArgumentsError(
+                f"page_size must be 0 (= {_PAGE}) to {_MAX_PAGE}; got {page_size}"
+            )
         size = page_size or _PAGE
         version = self._catalog.version
         where = f"{kind.value}:{','.join(sorted(servers))}"
         start = _cursor_offset(cursor, version, where) if cursor else 0
         features = self._catalog.features(kind, servers or None)
         if start > len(features):
-            raise InvalidToolArgumentsError("the cursor points past the end of the list; list again without it")
+            raise InvalidToolArgumentsError(
+                "the cursor points past the end of the list; list again without it"
+            )
         end = start + size
         token = ""
         if end < len(features):
@@ -160,7 +168,9 @@ class FeatureCalls:
 
     # --- requests ---------------------------------------------------------------------------
 
-    async def read_resource(self, request: ResourceReadRequest, deadline: float | None = None) -> FeatureReply:
+    async def read_resource(
+        self, request: ResourceReadRequest, deadline: float | None = None
+    ) -> FeatureReply:
         """``resources/read`` of ``request.uri`` on the server it routes to.
 
         Raises:
@@ -248,7 +258,9 @@ class FeatureCalls:
             UnknownServerError / NotOwnerError: a name in ``servers``.
         """
         if level not in LOGGING_LEVELS:
-            raise InvalidToolArgumentsError(f"unknown logging level {level!r} (one of {', '.join(LOGGING_LEVELS)})")
+            raise InvalidToolArgumentsError(
+                f"unknown logging level {level!r} (one of {', '.join(LOGGING_LEVELS)})"
+            )
         sups = [self._supervisor_of(s) for s in servers] if servers else None
         offering = [o.server for o in self._catalog.offers(servers or None) if o.logging]
         accepted: list[str] = []
@@ -265,7 +277,8 @@ class FeatureCalls:
                     accepted.append(server)
                     return
                 with anyio.fail_after(sup.config.call_timeout):
-                    await _send_request(conn, mcp_types.SetLevelRequest(params=mcp_types.SetLevelRequestParams(level=level)))  # type: ignore[arg-type]
+                    params = mcp_types.SetLevelRequestParams(level=cast(mcp_types.LoggingLevel, level))
+                    await _send_request(conn, mcp_types.SetLevelRequest(params=params))
             except (MCPError, ServerUnavailableError, TimeoutError) as err:
                 log.warning("mcp_server_set_level_failed", server=server, error=redact(str(err))[:300])
                 return
@@ -295,10 +308,9 @@ class FeatureCalls:
         send, receive = anyio.create_memory_object_stream[str](64)
 
         def on_update(updated: str) -> None:
-            try:
+            # A consumer that far behind re-reads the resource anyway.
+            with contextlib.suppress(anyio.WouldBlock):
                 send.send_nowait(updated)
-            except anyio.WouldBlock:
-                pass  # a consumer that far behind re-reads the resource anyway
 
         end = self._catalog.subscribe(route.server, route.uri, on_update)
         conn: Connection | None = None
@@ -310,27 +322,40 @@ class FeatureCalls:
                         yield update
                 return
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri)))
+                await _send_request(
+                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
+                )
             yield uri, True
             async with receive:
                 async for updated in receive:
                     yield updated, False
         except MCPError as err:
             if was_not_sent(err):
-                raise ServerUnavailableError(f"MCP server {sup.name!r} could not be reached; not sent") from None
-            raise FeatureNotOfferedError(f"MCP server {sup.name!r} refused the subscription: {redact(err.message)}") from None
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not be reached; not sent"
+                ) from None
+            raise FeatureNotOfferedError(
+                f"MCP server {sup.name!r} refused the subscription: {redact(err.message)}"
+            ) from None
         finally:
             send.close()
             if end() and conn is not None and not conn.modern and not conn.closed.is_set():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
                     try:
                         await _send_request(
-                            conn, mcp_types.UnsubscribeRequest(params=mcp_types.UnsubscribeRequestParams(uri=route.uri))
+                            conn,
+                            mcp_types.UnsubscribeRequest(
+                                params=mcp_types.UnsubscribeRequestParams(uri=route.uri)
+                            ),
                         )
                     except MCPError as err:
-                        log.info("mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300])
+                        log.info(
+                            "mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300]
+                        )
 
-    async def _listen_for(self, conn: Connection, served: str, uri: str) -> AsyncGenerator[tuple[str, bool], None]:
+    async def _listen_for(
+        self, conn: Connection, served: str, uri: str
+    ) -> AsyncGenerator[tuple[str, bool], None]:
         """A 2026-07-28 subscription: a ``subscriptions/listen`` stream for this one URI.
 
         Raises:
@@ -339,13 +364,17 @@ class FeatureCalls:
         try:
             async with listen(conn.session, resource_subscriptions=[uri]) as subscription:
                 if uri not in (subscription.honored.resource_subscriptions or []):
-                    raise FeatureNotOfferedError(f"the MCP server did not accept a subscription to '{served}'")
+                    raise FeatureNotOfferedError(
+                        f"the MCP server did not accept a subscription to '{served}'"
+                    )
                 yield served, True
                 async for event in subscription:
                     if isinstance(event, ResourceUpdated):
                         yield (served if event.uri == uri else event.uri), False
         except (ListenNotSupportedError, SubscriptionLost) as err:
-            raise FeatureNotOfferedError(f"the subscription to '{served}' ended: {type(err).__name__}") from None
+            raise FeatureNotOfferedError(
+                f"the subscription to '{served}' ended: {type(err).__name__}"
+            ) from None
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -370,7 +399,9 @@ class FeatureCalls:
         except MCPError as err:
             if was_not_sent(err):
                 sup.connection_refused()
-                raise ServerUnavailableError(f"MCP server {sup.name!r} could not be reached; not sent") from None
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not be reached; not sent"
+                ) from None
             if err.code == mcp_types.CONNECTION_CLOSED:
                 if not sent:
                     raise ServerUnavailableError(f"MCP server {sup.name!r} went away; not sent") from None
@@ -385,7 +416,9 @@ class FeatureCalls:
     async def _connection(self, sup: Supervisor, principal: str) -> AsyncIterator[Connection]:
         if is_per_user(sup.config):
             if self._users is None:
-                raise ServerUnavailableError(f"MCP server {sup.name!r} has no per-user sessions here; not sent")
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} has no per-user sessions here; not sent"
+                )
             assert isinstance(sup.config, RemoteServerConfig)  # is_per_user
             async with self._users.session(sup.name, sup.config, principal) as conn:
                 yield conn

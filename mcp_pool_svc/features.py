@@ -50,7 +50,11 @@ log = get_logger(__name__)
 SERVER_URI_PREFIX = "toolscout://server/"
 _KIND_ORDER = {FeatureKind.RESOURCE: 0, FeatureKind.RESOURCE_TEMPLATE: 1, FeatureKind.PROMPT: 2}
 # The field of each kind's definition that holds its key.
-_KEY_FIELD = {FeatureKind.RESOURCE: "uri", FeatureKind.RESOURCE_TEMPLATE: "uriTemplate", FeatureKind.PROMPT: "name"}
+_KEY_FIELD = {
+    FeatureKind.RESOURCE: "uri",
+    FeatureKind.RESOURCE_TEMPLATE: "uriTemplate",
+    FeatureKind.PROMPT: "name",
+}
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,9 @@ class FeatureListing:
         return self.templates if kind is FeatureKind.RESOURCE_TEMPLATE else self.prompts
 
 
-def offers_of(server: str, caps: mcp_types.ServerCapabilities | None, *, modern: bool = False) -> ServerOffers:
+def offers_of(
+    server: str, caps: mcp_types.ServerCapabilities | None, *, modern: bool = False
+) -> ServerOffers:
     """What a server's capabilities offer besides tools.
 
     With a 2026-07-28 session (``modern``) the revision's own ways count: resource updates are
@@ -248,7 +254,9 @@ class FeatureCatalog:
     def version(self) -> str:
         return self._version
 
-    def features(self, kind: FeatureKind | None = None, servers: Iterable[str] | None = None) -> tuple[ServerFeature, ...]:
+    def features(
+        self, kind: FeatureKind | None = None, servers: Iterable[str] | None = None
+    ) -> tuple[ServerFeature, ...]:
         wanted = set(servers) if servers is not None else None
         return tuple(
             f
@@ -363,7 +371,11 @@ class FeatureCatalog:
     def _rebuild(self, old: FeatureListing | None, new: FeatureListing | None) -> None:
         listings = self._listings
         names = NameTable(
-            ((server, str(p.get("name", ""))) for server, listing in listings.items() for p in listing.prompts),
+            (
+                (server, str(p.get("name", "")))
+                for server, listing in listings.items()
+                for p in listing.prompts
+            ),
             self._namespaced,
         )
         features: list[ServerFeature] = []
@@ -387,13 +399,12 @@ class FeatureCatalog:
         self._templates = [
             (pattern, f)
             for f in features
-            if f.kind is FeatureKind.RESOURCE_TEMPLATE and (pattern := _template_pattern(f.own_name)) is not None
+            if f.kind is FeatureKind.RESOURCE_TEMPLATE
+            and (pattern := _template_pattern(f.own_name)) is not None
         ]
         self._version = self._hash()
         changed = {
-            kind
-            for kind in FeatureKind
-            if (old.of(kind) if old else ()) != (new.of(kind) if new else ())
+            kind for kind in FeatureKind if (old.of(kind) if old else ()) != (new.of(kind) if new else ())
         }
         if old is None or new is None or old.offers != new.offers:
             changed.update(FeatureKind)
@@ -416,4 +427,3 @@ class FeatureCatalog:
                 text = json.dumps(definition, ensure_ascii=False, separators=(",", ":"))
                 built.append(ServerFeature(kind, server, key, name, text))
         return built
-

@@ -42,8 +42,6 @@ from toolscout.client import (
 
 from mcp_pool_svc.calls import CallRunner, ProgressFn, check_call, require_json_object
 from mcp_pool_svc.catalog import Catalog
-from mcp_pool_svc.feature_calls import FeatureCalls
-from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
     NotOwnerError,
@@ -51,6 +49,8 @@ from mcp_pool_svc.errors import (
     UnknownServerError,
     UnknownToolError,
 )
+from mcp_pool_svc.feature_calls import FeatureCalls
+from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.naming import server_named_by

@@ -362,7 +362,9 @@ def _message_handler(on_event: Callable[[ConnectionEvent, str], None]) -> Any:
     async def handle(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
             on_event("tools_changed", "")
-        elif isinstance(message, mcp_types.ResourceListChangedNotification | mcp_types.PromptListChangedNotification):
+        elif isinstance(
+            message, mcp_types.ResourceListChangedNotification | mcp_types.PromptListChangedNotification
+        ):
             on_event("features_changed", "")
         elif isinstance(message, mcp_types.ResourceUpdatedNotification):
             on_event("resource_updated", str(message.params.uri))

@@ -14,7 +14,6 @@ import sys
 from collections.abc import AsyncIterator
 
 import anyio
-
 import mcp_types as types
 import pytest
 import pytest_asyncio
@@ -53,8 +52,11 @@ async def test_capabilities_are_what_the_servers_offer(gw: GatewayStack, path: s
     async with Client(gw.url + path, mode="legacy") as host:  # type: ignore[arg-type]
         caps = host.session.server_capabilities
     assert caps is not None
-    assert caps.prompts is not None and caps.completions is not None and caps.logging is not None
-    assert caps.resources is not None and caps.resources.subscribe
+    assert caps.prompts is not None
+    assert caps.completions is not None
+    assert caps.logging is not None
+    assert caps.resources is not None
+    assert caps.resources.subscribe
 
 
 async def test_resources_and_templates_are_listed_and_read_text_and_binary(gw: GatewayStack) -> None:
@@ -72,10 +74,12 @@ async def test_resources_and_templates_are_listed_and_read_text_and_binary(gw: G
         "toolscout://server/beta/feature://shared/readme",
     } <= uris
     assert templates == {"feature://alpha/items/{id}", "feature://beta/items/{id}"}
-    assert isinstance(text, types.TextResourceContents) and text.text == "hello from alpha"
+    assert isinstance(text, types.TextResourceContents)
+    assert text.text == "hello from alpha"
     assert isinstance(binary, types.BlobResourceContents)
     assert base64.b64decode(binary.blob) == bytes(range(256))
-    assert isinstance(item, types.TextResourceContents) and item.text == "item 42 of beta"
+    assert isinstance(item, types.TextResourceContents)
+    assert item.text == "item 42 of beta"
 
 
 async def test_a_uri_two_servers_list_is_read_from_the_server_its_prefix_names(gw: GatewayStack) -> None:
@@ -83,7 +87,8 @@ async def test_a_uri_two_servers_list_is_read_from_the_server_its_prefix_names(g
         for server in ("alpha", "beta"):
             read = await host.read_resource(f"toolscout://server/{server}/feature://shared/readme")
             content = read.contents[0]
-            assert isinstance(content, types.TextResourceContents) and content.text == f"readme of {server}"
+            assert isinstance(content, types.TextResourceContents)
+            assert content.text == f"readme of {server}"
         with pytest.raises(MCPError) as refused:
             await host.read_resource("feature://nobody/here")
     assert refused.value.error.code == -32002
@@ -102,14 +107,17 @@ async def test_prompts_are_named_like_tools_and_got_with_their_arguments(gw: Gat
     message = got.messages[0].content
     assert isinstance(message, types.TextContent)
     assert message.text == "Say hello to Ada in a formal way (alpha)."
-    assert isinstance(own.messages[0].content, types.TextContent) and "beta" in own.messages[0].content.text
+    assert isinstance(own.messages[0].content, types.TextContent)
+    assert "beta" in own.messages[0].content.text
     # The server's own JSON-RPC error reaches the host as that error.
     assert missing.value.error.code == types.INVALID_PARAMS
 
 
 async def test_completion_is_routed_by_prompt_and_by_template(gw: GatewayStack) -> None:
     async with Client(gw.url, mode="legacy") as host:  # type: ignore[arg-type]
-        styles = await host.complete(types.PromptReference(name="alpha__greet"), {"name": "style", "value": "f"})
+        styles = await host.complete(
+            types.PromptReference(name="alpha__greet"), {"name": "style", "value": "f"}
+        )
         ids = await host.complete(
             types.ResourceTemplateReference(uri="feature://beta/items/{id}"), {"name": "id", "value": "1"}
         )
@@ -133,7 +141,8 @@ async def test_a_toolset_serves_only_its_servers_resources_and_prompts(gw: Gatew
         prompts = {p.name for p in (await host.list_prompts()).prompts}
         with pytest.raises(MCPError) as other:
             await host.read_resource("feature://alpha/text")
-    assert "feature://beta/text" in uris and "feature://alpha/text" not in uris
+    assert "feature://beta/text" in uris
+    assert "feature://alpha/text" not in uris
     assert prompts == {"greet", "plain"}
     assert other.value.error.code == -32002
 

@@ -11,7 +11,9 @@ from toolscout.client import FeatureKind, ServerOffers
 from mcp_pool_svc.features import SERVER_URI_PREFIX, FeatureCatalog, FeatureListing, ResourceRoute
 
 
-def _listing(server: str, *, uris: tuple[str, ...] = (), templates: tuple[str, ...] = (), prompts: tuple[str, ...] = ()) -> FeatureListing:
+def _listing(
+    server: str, *, uris: tuple[str, ...] = (), templates: tuple[str, ...] = (), prompts: tuple[str, ...] = ()
+) -> FeatureListing:
     return FeatureListing(
         ServerOffers(server, resources=bool(uris or templates), prompts=bool(prompts), subscribe=True),
         resources=tuple({"uri": u, "name": u.rsplit("/", 1)[-1], "mimeType": "text/plain"} for u in uris),
@@ -30,7 +32,10 @@ def test_prompts_are_named_like_tools_and_keep_their_definitions() -> None:
     catalog.set_listing("b", _listing("b", prompts=("plain",)))
     served = {f.served_name: f for f in catalog.features(FeatureKind.PROMPT)}
     assert set(served) == {"a__greet", "plain"}
-    assert served["a__greet"].definition == {"name": "a__greet", "arguments": [{"name": "x", "required": True}]}
+    assert served["a__greet"].definition == {
+        "name": "a__greet",
+        "arguments": [{"name": "x", "required": True}],
+    }
     assert catalog.lookup(FeatureKind.PROMPT, "plain") is served["plain"]
 
 
@@ -84,7 +89,8 @@ def test_the_version_follows_the_contents_and_offers() -> None:
     assert changed != empty
     assert not catalog.set_listing("a", _listing("a", uris=("x://1",)))
     assert catalog.version == changed
-    assert catalog.drop("a") and catalog.version == empty
+    assert catalog.drop("a")
+    assert catalog.version == empty
 
 
 async def test_watchers_hear_which_kinds_changed() -> None:
@@ -93,7 +99,8 @@ async def test_watchers_hear_which_kinds_changed() -> None:
     stream = catalog.watch()
     async with contextlib.aclosing(stream):
         first = await anext(stream)
-        assert first.changed_kinds == () and len(first.features) == 2
+        assert first.changed_kinds == ()
+        assert len(first.features) == 2
         catalog.set_listing("a", _listing("a", uris=("x://1",), prompts=("p", "q")))
         second = await asyncio.wait_for(anext(stream), 5)
     assert second.changed_kinds == (FeatureKind.PROMPT,)

@@ -192,7 +192,9 @@ class FeatureRequests(_Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, U
         )
         return cast(ListR, self._call("ListFeatures", request, deadline, metadata, wire.feature_list))
 
-    def list_resources(self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None) -> ListR:
+    def list_resources(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
         """:meth:`list_features` of the resources."""
         return self.list_features(t.FeatureKind.RESOURCE, servers, cursor=cursor, deadline=deadline)
 
@@ -202,7 +204,9 @@ class FeatureRequests(_Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, U
         """:meth:`list_features` of the resource templates."""
         return self.list_features(t.FeatureKind.RESOURCE_TEMPLATE, servers, cursor=cursor, deadline=deadline)
 
-    def list_prompts(self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None) -> ListR:
+    def list_prompts(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
         """:meth:`list_features` of the prompts."""
         return self.list_features(t.FeatureKind.PROMPT, servers, cursor=cursor, deadline=deadline)
 
@@ -212,7 +216,8 @@ class FeatureRequests(_Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, U
         """Every resource, template and prompt now, then again on every change."""
         request = mcp_pool_pb2.WatchFeaturesRequest(known_version=known_version)
         return cast(
-            FeatureSnapshotsR, self._stream("WatchFeatures", request, deadline, metadata, wire.feature_snapshot)
+            FeatureSnapshotsR,
+            self._stream("WatchFeatures", request, deadline, metadata, wire.feature_snapshot),
         )
 
     def read_resource(
@@ -242,7 +247,12 @@ class FeatureRequests(_Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, U
         return cast(ReplyR, self._call("Complete", message, deadline, metadata, wire.feature_reply))
 
     def set_logging_level(
-        self, level: str, servers: Sequence[str] = (), *, deadline: float | None = None, metadata: Metadata = None
+        self,
+        level: str,
+        servers: Sequence[str] = (),
+        *,
+        deadline: float | None = None,
+        metadata: Metadata = None,
     ) -> LevelR:
         """``logging/setLevel`` on every server offering logging (of ``servers``); the servers
         that accepted it. Raises InvalidArgumentError (not an MCP level)."""

@@ -43,8 +43,10 @@ def merge_feature_snapshots(snapshots: Sequence[t.FeatureSnapshot]) -> t.Feature
             offers.setdefault(offer.server, offer)
         changed.update(snapshot.changed_kinds)
     ordered = sorted(features.values(), key=lambda f: (_KIND_ORDER[f.kind], f.server, f.own_name))
-    version = "+".join(s.features_version for s in snapshots) if len(snapshots) > 1 else (
-        snapshots[0].features_version if snapshots else ""
+    version = (
+        "+".join(s.features_version for s in snapshots)
+        if len(snapshots) > 1
+        else (snapshots[0].features_version if snapshots else "")
     )
     return t.FeatureSnapshot(
         version,
@@ -98,11 +100,15 @@ class ShardedFeatureRequests:
             offers=tuple(o for o in snapshot.offers if not wanted or o.server in wanted),
         )
 
-    async def feature_snapshot(self, *, deadline: float | None = None, metadata: Metadata = None) -> t.FeatureSnapshot:
+    async def feature_snapshot(
+        self, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.FeatureSnapshot:
         """Every shard's features now, merged (the first message of each shard's WatchFeatures)."""
 
         async def first(client: AsyncPoolClient) -> t.FeatureSnapshot:
-            async with contextlib.aclosing(client.watch_features(deadline=deadline, metadata=metadata)) as stream:
+            async with contextlib.aclosing(
+                client.watch_features(deadline=deadline, metadata=metadata)
+            ) as stream:
                 async for snapshot in stream:
                     return snapshot
             raise UnavailableError("a pool shard ended its feature stream", code=grpc.StatusCode.UNAVAILABLE)
@@ -115,7 +121,9 @@ class ShardedFeatureRequests:
         """Every shard's features merged, then again whenever a shard's change; ends with the first
         error of any shard (follow again)."""
         if len(self._shards) == 1:
-            async with contextlib.aclosing(self._shards[0].watch_features(known_version, metadata=metadata)) as one:
+            async with contextlib.aclosing(
+                self._shards[0].watch_features(known_version, metadata=metadata)
+            ) as one:
                 async for snapshot in one:
                     yield snapshot
             return
@@ -126,7 +134,7 @@ class ShardedFeatureRequests:
             try:
                 async for snapshot in client.watch_features(metadata=metadata):
                     queue.put_nowait((index, snapshot))
-            except BaseException as err:  # noqa: BLE001 - handed to the consumer
+            except BaseException as err:
                 queue.put_nowait(err)
 
         tasks = [asyncio.create_task(follow(k, c)) for k, c in enumerate(self._shards)]
@@ -150,7 +158,9 @@ class ShardedFeatureRequests:
         self, request: t.ResourceReadRequest, *, deadline: float | None = None, metadata: Metadata = None
     ) -> t.FeatureReply:
         """``resources/read`` on the shard that has the URI; errors as :meth:`AsyncPoolClient.read_resource`."""
-        return await self._ask_in_turn(lambda c: c.read_resource(request, deadline=deadline, metadata=metadata))
+        return await self._ask_in_turn(
+            lambda c: c.read_resource(request, deadline=deadline, metadata=metadata)
+        )
 
     async def get_prompt(
         self, request: t.PromptRequest, *, deadline: float | None = None, metadata: Metadata = None
@@ -165,11 +175,18 @@ class ShardedFeatureRequests:
         return await self._ask_in_turn(lambda c: c.complete(request, deadline=deadline, metadata=metadata))
 
     async def set_logging_level(
-        self, level: str, servers: Sequence[str] = (), *, deadline: float | None = None, metadata: Metadata = None
+        self,
+        level: str,
+        servers: Sequence[str] = (),
+        *,
+        deadline: float | None = None,
+        metadata: Metadata = None,
     ) -> tuple[str, ...]:
         """``logging/setLevel`` on every shard's servers offering logging; those that accepted it."""
         if len(self._shards) == 1:
-            return await self._shards[0].set_logging_level(level, servers, deadline=deadline, metadata=metadata)
+            return await self._shards[0].set_logging_level(
+                level, servers, deadline=deadline, metadata=metadata
+            )
         answers = await asyncio.gather(
             *(c.set_logging_level(level, deadline=deadline, metadata=metadata) for c in self._shards),
             return_exceptions=True,
