@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
@@ -48,7 +48,6 @@ from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
-from mcp_gateway_svc.server_features import ServedFeatures
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
 from mcp_gateway_svc.user_login import base_url
@@ -57,7 +56,12 @@ from toolscout_kit.arguments import call_tool_target, not_loaded_error
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
-__all__ = ["REQUEST_INFO_KEY", "McpHandlers", "RequestInfo"]
+if TYPE_CHECKING:
+    # It registers its handlers on the servers made here, and reads the request's info with
+    # request_info: imported by name only, for the types.
+    from mcp_gateway_svc.server_features import ServedFeatures
+
+__all__ = ["REQUEST_INFO_KEY", "McpHandlers", "RequestInfo", "request_info", "request_mode"]
 
 _log = get_logger(__name__)
 
@@ -97,7 +101,12 @@ class _ToolCall:
     meta: dict[str, Any] | None
 
 
-def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
+def request_info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
+    """The endpoint, principal and session of a request (put in its scope by the HTTP front).
+
+    Raises:
+        MCPError: the SDK is served without the front (INTERNAL_ERROR).
+    """
     request = ctx.request
     info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
     if not isinstance(info, RequestInfo):
@@ -106,9 +115,16 @@ def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     return info
 
 
-def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> str:
+_info = request_info
+
+
+def request_mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> str:
+    """The mode a request is served in (a 2026-07-28 client of a progressive endpoint: meta)."""
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
+
+
+_mode = request_mode
 
 
 async def _view(endpoint: Endpoint) -> ToolsetView:
@@ -250,7 +266,7 @@ class McpHandlers:
         )
         server.features = self._features
         if self._features is not None:
-            self._serve_features(server)
+            self._features.register(server)
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
         # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:
@@ -321,26 +337,6 @@ class McpHandlers:
     ) -> types.SubscriptionsListenResult:
         return await _info(ctx).endpoint.listen(ctx, params)
 
-    def _serve_features(self, server: Server[Any]) -> None:
-        """Registers the handlers of what the servers behind offer besides tools (added after
-        construction: the SDK warns at construction about logging/setLevel, deprecated at
-        2026-07-28 but served to the handshake revisions)."""
-        for method, params_type, handler in (
-            ("resources/templates/list", types.PaginatedRequestParams, self.list_resource_templates),
-            ("resources/subscribe", types.SubscribeRequestParams, self.subscribe_resource),
-            ("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe_resource),
-            ("prompts/list", types.PaginatedRequestParams, self.list_prompts),
-            ("prompts/get", types.GetPromptRequestParams, self.get_prompt),
-            ("completion/complete", types.CompleteRequestParams, self.complete),
-            ("logging/setLevel", types.SetLevelRequestParams, self.set_logging_level),
-        ):
-            server.add_request_handler(method, params_type, handler)  # type: ignore[arg-type]
-
-    def _served_features(self) -> ServedFeatures:
-        if self._features is None:  # only registered with features
-            raise MCPError(types.METHOD_NOT_FOUND, "Method not found")
-        return self._features
-
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
@@ -357,20 +353,6 @@ class McpHandlers:
         )
         return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
 
-    async def list_resource_templates(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        info = _info(ctx)
-        cursor = params.cursor if params is not None else None
-        listed, next_cursor = await self._served_features().listing(
-            FeatureKind.RESOURCE_TEMPLATE,
-            types.ResourceTemplate,
-            info.endpoint.toolset.name,
-            f"{info.endpoint.key}/templates",
-            cursor,
-        )
-        return types.ListResourceTemplatesResult(resource_templates=listed, next_cursor=next_cursor)
-
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
@@ -381,58 +363,6 @@ class McpHandlers:
         if uri == MANIFEST_URI or self._features is None:
             return read_gateway_resource(await _view(info.endpoint), uri)
         return await self._features.read(uri, info.endpoint.toolset.name, info.principal)
-
-    async def subscribe_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        info = _info(ctx)
-        if info.session is not None:
-            info.session.outbound = ctx.session
-        return await self._served_features().subscribe(
-            str(params.uri), info.session, ctx.session, info.principal
-        )
-
-    async def unsubscribe_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        return await self._served_features().unsubscribe(str(params.uri), _info(ctx).session)
-
-    async def list_prompts(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        info = _info(ctx)
-        features = self._served_features()
-        features.require_prompts()
-        cursor = params.cursor if params is not None else None
-        if info.session is not None:
-            info.session.outbound = ctx.session
-        listed, next_cursor = await features.listing(
-            FeatureKind.PROMPT,
-            types.Prompt,
-            info.endpoint.toolset.name,
-            f"{info.endpoint.key}/prompts",
-            cursor,
-        )
-        return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
-
-    async def get_prompt(
-        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        info = _info(ctx)
-        return await self._served_features().get_prompt(
-            params.name, params.arguments, info.endpoint.toolset.name, info.principal
-        )
-
-    async def complete(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
-    ) -> types.CompleteResult:
-        info = _info(ctx)
-        return await self._served_features().complete(params, info.endpoint.toolset.name, info.principal)
-
-    async def set_logging_level(
-        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
-    ) -> types.EmptyResult:
-        return await self._served_features().set_level(params.level, _info(ctx).endpoint.toolset.name)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -463,17 +463,9 @@ async def build_server(
     )
 
     running.add_cleanup(tracing.shutdown)  # the first added runs last
-    running.add_cleanup(
-        functools.partial(
-            _close_in_turn,
-            handlers.close,
-            *([forwarder.close] if forwarder is not None else []),
-            pool.close,
-            shard_clients.close,
-            discovery.close,
-            *([orchestrator.close] if orchestrator is not None else []),
-        )
-    )
+    optional = (c.close for c in (forwarder, orchestrator) if c is not None)
+    clients = (handlers.close, *optional, pool.close, shard_clients.close, discovery.close)
+    running.add_cleanup(functools.partial(_close_in_turn, *clients))
     if user_login is not None:
         running.add_cleanup(user_login.aclose)
 

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.server import Server, ServerRequestContext
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -48,6 +49,7 @@ from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import rpc
 from mcp_gateway_svc.endpoints import Endpoints
+from mcp_gateway_svc.handlers import request_info
 from mcp_gateway_svc.sessions import Session, SessionRegistry
 from mcp_gateway_svc.tool_lists import CursorError, page
 from toolscout_kit.config import ToolscoutConfig
@@ -58,6 +60,12 @@ __all__ = ["FeatureFollower", "ServedFeatures", "toolset_servers"]
 _log = get_logger(__name__)
 
 T = TypeVar("T")
+# The MCP definition of each kind.
+_MODELS: dict[FeatureKind, type[Any]] = {
+    FeatureKind.RESOURCE: types.Resource,
+    FeatureKind.RESOURCE_TEMPLATE: types.ResourceTemplate,
+    FeatureKind.PROMPT: types.Prompt,
+}
 # JSON-RPC "resource not found" (the MCP specification's code).
 RESOURCE_NOT_FOUND = -32002
 
@@ -192,6 +200,82 @@ class ServedFeatures:
         self._sessions = sessions
         self.follower = FeatureFollower(pool, self._announce)
 
+    # --- the MCP handlers -------------------------------------------------------------------
+
+    def register(self, server: Server[Any]) -> None:
+        """Registers the handlers of what the servers behind offer besides tools on ``server``
+        (resources/list and resources/read stay the gateway's, which serve its own resources too).
+        Added after the server is made: the SDK warns at construction about logging/setLevel,
+        deprecated at 2026-07-28 but served to the handshake revisions."""
+        for method, params_type, handler in (
+            ("resources/templates/list", types.PaginatedRequestParams, self._list_templates),
+            ("resources/subscribe", types.SubscribeRequestParams, self._subscribe),
+            ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
+            ("prompts/list", types.PaginatedRequestParams, self._list_prompts),
+            ("prompts/get", types.GetPromptRequestParams, self._get_prompt),
+            ("completion/complete", types.CompleteRequestParams, self._complete),
+            ("logging/setLevel", types.SetLevelRequestParams, self._set_level),
+        ):
+            server.add_request_handler(method, params_type, handler)  # type: ignore[arg-type]
+
+    async def _listed_page(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.PaginatedRequestParams | None,
+        kind: FeatureKind,
+    ) -> tuple[list[Any], str | None]:
+        info = request_info(ctx)
+        if info.session is not None:
+            info.session.outbound = ctx.session  # list_changed reaches it from now on
+        where = f"{info.endpoint.key}/{kind.value}"
+        cursor = params.cursor if params is not None else None
+        return await self.listing(kind, _MODELS[kind], info.endpoint.toolset.name, where, cursor)
+
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        listed, next_cursor = await self._listed_page(ctx, params, FeatureKind.RESOURCE_TEMPLATE)
+        return types.ListResourceTemplatesResult(resource_templates=listed, next_cursor=next_cursor)
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        self._require("prompts", self.offered().prompts)
+        listed, next_cursor = await self._listed_page(ctx, params, FeatureKind.PROMPT)
+        return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        info = request_info(ctx)
+        return await self.get_prompt(
+            params.name, params.arguments, info.endpoint.toolset.name, info.principal
+        )
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        info = request_info(ctx)
+        return await self.complete(params, info.endpoint.toolset.name, info.principal)
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        return await self.set_level(params.level, request_info(ctx).endpoint.toolset.name)
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        info = request_info(ctx)
+        if info.session is not None:
+            info.session.outbound = ctx.session
+        return await self.subscribe(str(params.uri), info.session, ctx.session, info.principal)
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        return await self.unsubscribe(str(params.uri), request_info(ctx).session)
+
     # --- capabilities -----------------------------------------------------------------------
 
     def offered(self) -> ServerOffers:
@@ -205,9 +289,6 @@ class ServedFeatures:
             completions=any(o.completions for o in offers),
             logging=any(o.logging for o in offers),
         )
-
-    def require_prompts(self) -> None:
-        self._require("prompts", self.offered().prompts)
 
     def _require(self, what: str, offered: bool) -> None:
         if not offered:

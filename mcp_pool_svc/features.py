@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
+import anyio
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from toolscout.client import FeatureKind, FeatureSnapshot, ServerFeature, ServerOffers
@@ -42,6 +43,7 @@ __all__ = [
     "ResourceRoute",
     "list_features",
     "offers_of",
+    "refresh_features",
 ]
 
 log = get_logger(__name__)
@@ -143,6 +145,22 @@ async def list_features(server: str, conn: Connection) -> FeatureListing:
                 raise
             log.warning("mcp_server_feature_list_failed", server=server, kind=name, error=err.message[:300])
     return FeatureListing(offers, **found)
+
+
+async def refresh_features(
+    catalog: FeatureCatalog | None, server: str, conn: Connection, within: float
+) -> bool:
+    """Lists the server's features into ``catalog`` (within ``within`` seconds); whether they
+    changed. No catalog: nothing is listed.
+
+    Raises:
+        TimeoutError: the listing took longer. MCPError: the connection closed meanwhile.
+    """
+    if catalog is None:
+        return False
+    with anyio.fail_after(within):
+        listing = await list_features(server, conn)
+    return catalog.set_listing(server, listing)
 
 
 # RFC 6570 expressions: {var}, {+var}, {#var}, {/var}, {.var}, {;var}, {?a,b}, {&a}.

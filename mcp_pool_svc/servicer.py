@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
 import grpc
@@ -28,6 +28,7 @@ from toolscout.client import (
     SHARD_OWNERS_KEY,
     CallProgress,
     FeatureKind,
+    FeatureReply,
     wire,
 )
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -77,6 +78,13 @@ def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
 def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ...]:
     refusal = _refusal_metadata(err) if isinstance(err, NotOwnerError) else ()
     return (*NOT_SENT_METADATA, *refusal)
+
+
+async def _feature_reply(
+    context: grpc.aio.ServicerContext[Any, Any], reply: Awaitable[FeatureReply]
+) -> mcp_pool_pb2.FeatureReply:
+    with _marking_refusals(context):
+        return wire.feature_reply_pb(await reply)
 
 
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
@@ -194,26 +202,21 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     async def ReadResource(
         self, request: mcp_pool_pb2.ReadResourceRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.FeatureReply:
-        with _marking_refusals(context):
-            reply = await self._pool.features.read_resource(
-                wire.resource_read_request(request), _deadline(context)
-            )
-        return wire.feature_reply_pb(reply)
+        read = wire.resource_read_request(request)
+        return await _feature_reply(context, self._pool.features.read_resource(read, _deadline(context)))
 
     async def GetPrompt(
         self, request: mcp_pool_pb2.GetPromptRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.FeatureReply:
-        with _marking_refusals(context):
-            reply = await self._pool.features.get_prompt(wire.prompt_request(request), _deadline(context))
-        return wire.feature_reply_pb(reply)
+        prompt = wire.prompt_request(request)
+        return await _feature_reply(context, self._pool.features.get_prompt(prompt, _deadline(context)))
 
     async def Complete(
         self, request: mcp_pool_pb2.CompleteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.FeatureReply:
         _kind(request.ref_kind, "ref_kind")
-        with _marking_refusals(context):
-            reply = await self._pool.features.complete(wire.completion_request(request), _deadline(context))
-        return wire.feature_reply_pb(reply)
+        completion = wire.completion_request(request)
+        return await _feature_reply(context, self._pool.features.complete(completion, _deadline(context)))
 
     async def SetLoggingLevel(
         self, request: mcp_pool_pb2.SetLoggingLevelRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -36,7 +36,7 @@ from toolscout.client import ServerStatus
 
 from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
-from mcp_pool_svc.features import FeatureCatalog, list_features
+from mcp_pool_svc.features import FeatureCatalog, refresh_features
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
@@ -494,7 +494,7 @@ class Supervisor:
         self._after_call_at, self._after_call_gap = 0.0, _AFTER_CALL_GAP
         self._metrics.tools_listed(self.name, "connect")
         self._features_due = False
-        features_changed = await self._list_features(conn)
+        features_changed = await refresh_features(self._features, self.name, conn, self.config.call_timeout)
         if (
             self._catalog.set_tools(self.name, tools) | self._catalog.set_available(self.name, True)
             or features_changed
@@ -503,15 +503,6 @@ class Supervisor:
         self._conn = conn
         self._set_state(ServerState.READY)
         self._explain_serialized_writes(tools)
-
-    async def _list_features(self, conn: Connection) -> bool:
-        """Lists the server's resources, templates and prompts (:mod:`mcp_pool_svc.features`);
-        whether they changed."""
-        if self._features is None:
-            return False
-        with anyio.fail_after(self.config.call_timeout):
-            listing = await list_features(self.name, conn)
-        return self._features.set_listing(self.name, listing)
 
     def _explain_serialized_writes(self, tools: list[ListedTool]) -> None:
         """Once per server: which of its tools run one at a time, why, and how to opt out."""
@@ -615,7 +606,7 @@ class Supervisor:
                 next_list = time.monotonic() + self._ttl if self._ttl > 0 else float("inf")
             if self._features_due:
                 self._features_due = False
-                if await self._list_features(conn):
+                if await refresh_features(self._features, self.name, conn, self.config.call_timeout):
                     log.info("mcp_server_features_changed", server=self.name)
                     self._on_change(self.name)
             after_call = self._after_call_at if self._after_call else float("inf")

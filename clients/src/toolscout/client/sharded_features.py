@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TypedDict, TypeVar, Unpack
 
 import grpc
 
@@ -56,6 +56,15 @@ def merge_feature_snapshots(snapshots: Sequence[t.FeatureSnapshot]) -> t.Feature
     )
 
 
+class FeaturePage(TypedDict, total=False):
+    """The page and call options of :meth:`ShardedFeatureRequests.list_features`."""
+
+    cursor: str
+    page_size: int
+    deadline: float | None
+    metadata: Metadata
+
+
 class ShardedFeatureRequests:
     """The feature requests of :class:`~toolscout.client.sharded.AsyncShardedPoolClient`."""
 
@@ -76,21 +85,13 @@ class ShardedFeatureRequests:
         raise missing or NotFoundError("no pool shard offers this", code=grpc.StatusCode.NOT_FOUND)
 
     async def list_features(
-        self,
-        kind: t.FeatureKind,
-        servers: Sequence[str] = (),
-        *,
-        cursor: str = "",
-        page_size: int = 0,
-        deadline: float | None = None,
-        metadata: Metadata = None,
+        self, kind: t.FeatureKind, servers: Sequence[str] = (), **page: Unpack[FeaturePage]
     ) -> t.FeatureList:
         """Every shard's features of ``kind`` merged into one list (one page: ``cursor`` and
         ``page_size`` apply to a single shard only). Raises UnavailableError: a shard did not answer."""
         if len(self._shards) == 1:
-            return await self._shards[0].list_features(
-                kind, servers, cursor=cursor, page_size=page_size, deadline=deadline, metadata=metadata
-            )
+            return await self._shards[0].list_features(kind, servers, **page)
+        deadline, metadata = page.get("deadline"), page.get("metadata")
         snapshot = await self.feature_snapshot(deadline=deadline, metadata=metadata)
         wanted = set(servers)
         return t.FeatureList(

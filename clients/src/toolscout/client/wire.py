@@ -196,14 +196,10 @@ _PROMPT_REQUEST = _Alike(t.PromptRequest, mcp_pool_pb2.GetPromptRequest)
 _COMPLETION_REQUEST = _Alike(t.CompletionRequest, mcp_pool_pb2.CompleteRequest, "ref_kind")
 _FEATURE_REPLY = _Alike(t.FeatureReply, mcp_pool_pb2.FeatureReply)
 
-resource_read_request = _RESOURCE_READ.value
-resource_read_request_pb = _RESOURCE_READ.message
-prompt_request = _PROMPT_REQUEST.value
-prompt_request_pb = _PROMPT_REQUEST.message
-feature_reply = _FEATURE_REPLY.value
-feature_reply_pb = _FEATURE_REPLY.message
-server_offers = _SERVER_OFFERS.value
-server_offers_pb = _SERVER_OFFERS.message
+server_offers, server_offers_pb = _SERVER_OFFERS.value, _SERVER_OFFERS.message
+resource_read_request, resource_read_request_pb = _RESOURCE_READ.value, _RESOURCE_READ.message
+prompt_request, prompt_request_pb = _PROMPT_REQUEST.value, _PROMPT_REQUEST.message
+feature_reply, feature_reply_pb = _FEATURE_REPLY.value, _FEATURE_REPLY.message
 
 
 def feature_kind(value: int) -> t.FeatureKind:
