@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
@@ -34,11 +34,13 @@ from toolscout.client import (
     AsyncDiscoveryClient,
     CallProgress,
     FeatureKind,
+    GatewayMode,
     InvalidArgumentError,
     NotFoundError,
     SearchRequest,
     Tool,
     ToolscoutClientError,
+    ToolSurface,
 )
 from toolscout.client.aio import ProgressCallback
 
@@ -82,10 +84,10 @@ class RequestInfo:
     session: Session | None = None
     # The mode the request is served in (the session's, or the one its client's name picked);
     # "" = the endpoint's.
-    chosen_mode: str = ""
+    chosen_mode: GatewayMode | Literal[""] = ""
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> GatewayMode:
         return self.chosen_mode or self.endpoint.mode
 
 
@@ -96,7 +98,7 @@ class _ToolCall:
 
     ctx: ServerRequestContext[Any, Any]
     info: RequestInfo
-    mode: str
+    mode: GatewayMode
     view: ToolsetView
     meta: dict[str, Any] | None
 
@@ -118,7 +120,7 @@ def request_info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
 _info = request_info
 
 
-def request_mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> str:
+def request_mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
     """The mode a request is served in (a 2026-07-28 client of a progressive endpoint: meta)."""
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
@@ -320,7 +322,7 @@ class McpHandlers:
             return await call_next(ctx)
         request = ctx.request
         info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
-        mode = info.mode if isinstance(info, RequestInfo) else "meta"
+        mode = info.mode if isinstance(info, RequestInfo) else GatewayMode.META
         outcome = "cancelled"
         try:
             result = await call_next(ctx)
@@ -343,7 +345,7 @@ class McpHandlers:
         info = _info(ctx)
         mode = _mode(info, ctx)
         # Kept results are reached by the links their tool results gave, never listed.
-        own = gateway_resources(await _view(info.endpoint)) if mode != "all" else []
+        own = gateway_resources(await _view(info.endpoint)) if mode != GatewayMode.ALL else []
         if self._features is None:
             return types.ListResourcesResult(resources=own)
         cursor = params.cursor if params is not None else None
@@ -379,19 +381,21 @@ class McpHandlers:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
         if session is not None and not cursor:
-            session.listed = signature(tools) if mode == "progressive" else list_signature(view, mode)
+            session.listed = (
+                signature(tools) if mode == GatewayMode.PROGRESSIVE else list_signature(view, mode)
+            )
             session.outbound = ctx.session
         served = info.endpoint.served(view)
-        ready = mode == "all"
+        ready = mode == GatewayMode.ALL
         if ready:
             await served.prepare_search_ready()
         return types.ListToolsResult(
             tools=[served.definition(t, search_ready=ready) for t in shown], next_cursor=next_cursor
         )
 
-    async def _tools(self, info: RequestInfo, mode: str) -> tuple[ToolsetView, Sequence[Tool]]:
+    async def _tools(self, info: RequestInfo, mode: GatewayMode) -> tuple[ToolsetView, Sequence[Tool]]:
         view = await _view(info.endpoint)
-        if mode != "progressive":
+        if mode != GatewayMode.PROGRESSIVE:
             return view, tools_for(view, mode)
         try:
             search = await info.endpoint.progressive_search_tool()
@@ -435,14 +439,14 @@ class McpHandlers:
     async def _search(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
         ctx, info, mode = call.ctx, call.info, call.mode
         started = time.perf_counter()
-        progressive = mode == "progressive"
+        progressive = mode == GatewayMode.PROGRESSIVE
         session = info.session
         try:
             request = SearchRequest(
                 toolset=info.endpoint.toolset,
                 arguments_json=json.dumps(arguments),
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
-                surface="append" if progressive else "stable",
+                surface=ToolSurface.APPEND if progressive else ToolSurface.STABLE,
             )
             result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
@@ -494,7 +498,7 @@ class McpHandlers:
             raise MCPError(types.METHOD_NOT_FOUND, message)
         session = call.info.session
         if (
-            call.mode == "progressive"
+            call.mode == GatewayMode.PROGRESSIVE
             and call.view.search_tool is not None
             and name not in call.view.eager_names
             and (session is None or name not in session.loaded)
@@ -515,7 +519,7 @@ class McpHandlers:
         )
 
     async def _unknown(
-        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str
+        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: GatewayMode
     ) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
@@ -530,7 +534,7 @@ class McpHandlers:
             closest = ()  # the answer stands without suggestions
         hint = f" (closest: {', '.join(closest)})" if closest else ""
         # An "all" endpoint lists every tool and no search_tools: point at what it does list.
-        searchable = view.search_tool is not None and mode != "all"
+        searchable = view.search_tool is not None and mode != GatewayMode.ALL
         where = "Find tools with search_tools." if searchable else "See tools/list."
         return error_result(f"unknown tool '{name}'{hint}. {where}")
 
