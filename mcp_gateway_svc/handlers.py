@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
@@ -33,7 +33,6 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     CallProgress,
-    FeatureKind,
     GatewayMode,
     InvalidArgumentError,
     NotFoundError,
@@ -44,6 +43,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
+from mcp_gateway_svc import server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
@@ -58,12 +58,7 @@ from toolscout_kit.arguments import call_tool_target, not_loaded_error
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
-if TYPE_CHECKING:
-    # It registers its handlers on the servers made here, and reads the request's info with
-    # request_info: imported by name only, for the types.
-    from mcp_gateway_svc.server_features import ServedFeatures
-
-__all__ = ["REQUEST_INFO_KEY", "McpHandlers", "RequestInfo", "request_info", "request_mode"]
+__all__ = ["REQUEST_INFO_KEY", "McpHandlers", "RequestInfo"]
 
 _log = get_logger(__name__)
 
@@ -103,12 +98,7 @@ class _ToolCall:
     meta: dict[str, Any] | None
 
 
-def request_info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
-    """The endpoint, principal and session of a request (put in its scope by the HTTP front).
-
-    Raises:
-        MCPError: the SDK is served without the front (INTERNAL_ERROR).
-    """
+def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     request = ctx.request
     info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
     if not isinstance(info, RequestInfo):
@@ -117,16 +107,9 @@ def request_info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     return info
 
 
-_info = request_info
-
-
-def request_mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
-    """The mode a request is served in (a 2026-07-28 client of a progressive endpoint: meta)."""
+def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
-
-
-_mode = request_mode
 
 
 async def _view(endpoint: Endpoint) -> ToolsetView:
@@ -162,7 +145,7 @@ class _GatewayServer(Server[Any]):
 
     announces_changes = True
     # What the servers behind the gateway offer (None: only tools and the gateway's own resources).
-    features: ServedFeatures | None = None
+    features: server_features.ServedFeatures | None = None
 
     def get_capabilities(
         self,
@@ -220,7 +203,7 @@ class McpHandlers:
         tracing: Tracing = NO_TRACING,
         results: KeptResults | None = None,
         result_budget: Callable[[str], int] | None = None,
-        features: ServedFeatures | None = None,
+        features: server_features.ServedFeatures | None = None,
     ) -> None:
         """``results`` serves kept results (resources/read, read_result); ``result_budget`` is
         the result budget of a host by its clientInfo.name (None: results are not shaped);
@@ -268,7 +251,7 @@ class McpHandlers:
         )
         server.features = self._features
         if self._features is not None:
-            self._features.register(server)
+            self._features.register(server, _info)
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
         # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:
@@ -350,10 +333,7 @@ class McpHandlers:
             return types.ListResourcesResult(resources=own)
         cursor = params.cursor if params is not None else None
         where = f"{info.endpoint.key}/{mode}/resources"
-        listed, next_cursor = await self._features.listing(
-            FeatureKind.RESOURCE, types.Resource, info.endpoint.toolset.name, where, cursor, own
-        )
-        return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
+        return await self._features.list_resources(info.endpoint.toolset.name, where, cursor, own)
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
@@ -48,8 +48,7 @@ from toolscout.client import (
 from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import rpc
-from mcp_gateway_svc.endpoints import Endpoints
-from mcp_gateway_svc.handlers import request_info
+from mcp_gateway_svc.endpoints import Endpoint, Endpoints
 from mcp_gateway_svc.sessions import Session, SessionRegistry
 from mcp_gateway_svc.tool_lists import CursorError, page
 from toolscout_kit.config import ToolscoutConfig
@@ -183,6 +182,21 @@ def _reply(reply: FeatureReply, model: type[Any]) -> Any:
         raise MCPError(types.INTERNAL_ERROR, "the MCP server's reply is not a valid MCP result") from None
 
 
+class RequestInfo(Protocol):
+    """What the handlers read of a request (:class:`mcp_gateway_svc.handlers.RequestInfo`)."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def session(self) -> Session | None: ...
+
+
+def _no_info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
+    raise MCPError(types.INTERNAL_ERROR, "this server is reached through its /mcp endpoints")
+
+
 class ServedFeatures:
     """The gateway's handlers for resources (of the servers), templates, prompts, completion,
     logging and subscriptions (see the module's docstring)."""
@@ -199,14 +213,19 @@ class ServedFeatures:
         self._endpoints = endpoints
         self._sessions = sessions
         self.follower = FeatureFollower(pool, self._announce)
+        self._info_of: Callable[[ServerRequestContext[Any, Any]], RequestInfo] = _no_info
 
     # --- the MCP handlers -------------------------------------------------------------------
 
-    def register(self, server: Server[Any]) -> None:
+    def register(
+        self, server: Server[Any], info_of: Callable[[ServerRequestContext[Any, Any]], RequestInfo]
+    ) -> None:
         """Registers the handlers of what the servers behind offer besides tools on ``server``
         (resources/list and resources/read stay the gateway's, which serve its own resources too).
         Added after the server is made: the SDK warns at construction about logging/setLevel,
-        deprecated at 2026-07-28 but served to the handshake revisions."""
+        deprecated at 2026-07-28 but served to the handshake revisions. ``info_of(ctx)``: the
+        request's endpoint, principal and session (put in its scope by the HTTP front)."""
+        self._info_of = info_of
         for method, params_type, handler in (
             ("resources/templates/list", types.PaginatedRequestParams, self._list_templates),
             ("resources/subscribe", types.SubscribeRequestParams, self._subscribe),
@@ -224,7 +243,7 @@ class ServedFeatures:
         params: types.PaginatedRequestParams | None,
         kind: FeatureKind,
     ) -> tuple[list[Any], str | None]:
-        info = request_info(ctx)
+        info = self._info_of(ctx)
         if info.session is not None:
             info.session.outbound = ctx.session  # list_changed reaches it from now on
         where = f"{info.endpoint.key}/{kind.value}"
@@ -247,7 +266,7 @@ class ServedFeatures:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        info = request_info(ctx)
+        info = self._info_of(ctx)
         return await self.get_prompt(
             params.name, params.arguments, info.endpoint.toolset.name, info.principal
         )
@@ -255,18 +274,18 @@ class ServedFeatures:
     async def _complete(
         self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
-        info = request_info(ctx)
+        info = self._info_of(ctx)
         return await self.complete(params, info.endpoint.toolset.name, info.principal)
 
     async def _set_level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        return await self.set_level(params.level, request_info(ctx).endpoint.toolset.name)
+        return await self.set_level(params.level, self._info_of(ctx).endpoint.toolset.name)
 
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        info = request_info(ctx)
+        info = self._info_of(ctx)
         if info.session is not None:
             info.session.outbound = ctx.session
         return await self.subscribe(str(params.uri), info.session, ctx.session, info.principal)
@@ -274,7 +293,7 @@ class ServedFeatures:
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        return await self.unsubscribe(str(params.uri), request_info(ctx).session)
+        return await self.unsubscribe(str(params.uri), self._info_of(ctx).session)
 
     # --- capabilities -----------------------------------------------------------------------
 
@@ -326,6 +345,15 @@ class ServedFeatures:
         except CursorError as err:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         return list(shown), next_cursor
+
+    async def list_resources(
+        self, toolset: str, where: str, cursor: str | None, own: Iterable[types.Resource]
+    ) -> types.ListResourcesResult:
+        """``resources/list``: the gateway's ``own`` resources, then the servers' of ``toolset``."""
+        listed, next_cursor = await self.listing(
+            FeatureKind.RESOURCE, types.Resource, toolset, where, cursor, own
+        )
+        return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
 
     async def _allowed(self, kind: FeatureKind, served: str, toolset: str) -> bool:
         allowed = toolset_servers(self._config, toolset)

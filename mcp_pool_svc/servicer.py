@@ -63,12 +63,15 @@ def _marking_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[N
     trailing metadata, as CallTool does."""
     try:
         yield
-    except ServerUnavailableError as err:
-        context.set_trailing_metadata(_not_sent_metadata(err))
+    except (ServerUnavailableError, UserAuthorizationRequiredError) as err:
+        context.set_trailing_metadata(_trailers_of(err))
         raise
-    except UserAuthorizationRequiredError as err:
-        context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-        raise
+
+
+def _trailers_of(err: ServerUnavailableError | UserAuthorizationRequiredError) -> tuple[tuple[str, str], ...]:
+    if isinstance(err, UserAuthorizationRequiredError):
+        return ((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA)
+    return _not_sent_metadata(err)
 
 
 def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
