@@ -88,7 +88,8 @@ async def test_requests_are_routed_and_server_errors_are_data(client: AsyncPoolC
     prompt = await client.get_prompt(PromptRequest("alpha__greet", '{"name": "Kay"}'))
     assert prompt.result["messages"][0]["content"]["text"].startswith("Say hello to Kay")
     refused = await client.get_prompt(PromptRequest("alpha__greet"))
-    assert refused.jsonrpc_error_code == -32602 and "name" in refused.error_message
+    assert refused.jsonrpc_error_code == -32602
+    assert "name" in refused.error_message
     done = await client.complete(CompletionRequest(FeatureKind.PROMPT, "beta__greet", "style", "fr"))
     assert done.result["completion"]["values"] == ["friendly"]
     with pytest.raises(NotFoundError):
