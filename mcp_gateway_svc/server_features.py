@@ -70,8 +70,8 @@ RESOURCE_NOT_FOUND = -32002
 
 _INITIAL_BACKOFF = 0.25
 _MAX_BACKOFF = 5.0
-# Seconds a first request waits for the pool's first feature snapshot.
-_FIRST_WAIT = 5.0
+# Seconds the first request waits for the pool's first feature snapshot.
+_FIRST_WAIT = 3.0
 
 
 def toolset_servers(config: ToolscoutConfig, toolset: str) -> frozenset[str] | None:
@@ -97,6 +97,7 @@ class FeatureFollower:
         self._on_change = on_change
         self.snapshot: FeatureSnapshot | None = None
         self._arrived = asyncio.Event()
+        self._waited = False
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -123,11 +124,13 @@ class FeatureFollower:
         return self.snapshot
 
     async def wait_first(self) -> None:
-        """Returns once the first snapshot arrived, or after a few seconds without it."""
-        if self.snapshot is None:
+        """Returns once the first snapshot arrived, or after a few seconds without it (waited
+        once: while the pool stays unreachable, later requests do not wait again)."""
+        if self.snapshot is None and not self._waited:
             self.start()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), _FIRST_WAIT)
+            self._waited = True
 
     def offers(self) -> tuple[ServerOffers, ...]:
         return self.snapshot.offers if self.snapshot is not None else ()
