@@ -41,7 +41,7 @@ from mcp_pool_svc.errors import (
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
 )
-from mcp_pool_svc.features import FeatureCatalog
+from mcp_pool_svc.features import FeatureCatalog, ResourceRoute
 from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
@@ -123,14 +123,20 @@ class FeatureCalls:
         catalog: FeatureCatalog,
         supervisor_of: Callable[[str], Supervisor],
         users: UserSessions | None = None,
+        unsharded: Callable[[], bool] = lambda: True,
     ) -> None:
-        """``supervisor_of(server)`` raises UnknownServerError / NotOwnerError like the pool's calls."""
+        """``supervisor_of(server)`` raises UnknownServerError / NotOwnerError like the pool's calls;
+        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`)."""
+        self._unsharded = unsharded
         self._catalog = catalog
         self._supervisor_of = supervisor_of
         self._users = users
         # The level last set for each server whose session is at 2026-07-28, where it travels
         # with each request (``_meta`` ``io.modelcontextprotocol/logLevel``) instead.
         self.log_levels: dict[str, str] = {}
+
+    def _route(self, uri: str) -> ResourceRoute | None:
+        return self._catalog.route_uri(uri, only_server_fallback=self._unsharded())
 
     # --- listings ---------------------------------------------------------------------------
 
@@ -179,7 +185,7 @@ class FeatureCalls:
             ToolCallTimeoutError: no answer in time. UserAuthorizationRequiredError: per_user, no token.
         """
         try:
-            route = self._catalog.route_uri(request.uri)
+            route = self._route(request.uri)
         except ValueError as err:
             raise UnknownFeatureError(str(err)) from None
         if route is None:
@@ -230,7 +236,7 @@ class FeatureCalls:
                 server, uri = template.server, template.own_name
             else:
                 try:
-                    route = self._catalog.route_uri(request.ref)
+                    route = self._route(request.ref)
                 except ValueError as err:
                     raise UnknownFeatureError(str(err)) from None
                 if route is None:
@@ -297,7 +303,7 @@ class FeatureCalls:
             UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
         """
         try:
-            route = self._catalog.route_uri(uri)
+            route = self._route(uri)
         except ValueError as err:
             raise UnknownFeatureError(str(err)) from None
         if route is None:

@@ -13,7 +13,7 @@ prompts stay readable; a URI that several servers list is served once per server
 ``toolscout://server/<server>/<uri>`` (logged, never a silent shadow), and a read of that form
 goes to that server with the URI after the prefix. A URI no server lists is routed by the
 templates that match it (one server's, else the read is refused as ambiguous, naming the prefix
-form), else to the one server offering resources when there is only one.
+form), else, in an unsharded pool, to the one server offering resources when there is only one.
 """
 
 from __future__ import annotations
@@ -298,8 +298,10 @@ class FeatureCatalog:
     def lookup(self, kind: FeatureKind, served: str) -> ServerFeature | None:
         return self._by_served.get((kind, served))
 
-    def route_uri(self, uri: str) -> ResourceRoute | None:
+    def route_uri(self, uri: str, *, only_server_fallback: bool = True) -> ResourceRoute | None:
         """The server a read of ``uri`` goes to (see the module's docstring), or None.
+        ``only_server_fallback``: a URI nothing else routes goes to the one server offering
+        resources, when there is one (not in a sharded pool: another shard may list it).
 
         Raises:
             ValueError: templates of several servers match it (the message names them).
@@ -319,7 +321,7 @@ class FeatureCatalog:
                 f"read it as {SERVER_URI_PREFIX}<server>/{uri}"
             )
         offering = [s for s, listing in self._listings.items() if listing.offers.resources]
-        return ResourceRoute(offering[0], uri) if len(offering) == 1 else None
+        return ResourceRoute(offering[0], uri) if len(offering) == 1 and only_server_fallback else None
 
     def served_uri(self, server: str, uri: str) -> str:
         """The URI a host knows ``uri`` of ``server`` by (for relayed update notifications)."""

@@ -166,7 +166,9 @@ class McpPool:
             idle_seconds=self._settings.per_user_idle,
         )
         self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing, self._users)
-        self.features = FeatureCalls(self.feature_catalog, self._supervisor, self._users)
+        self.features = FeatureCalls(
+            self.feature_catalog, self._supervisor, self._users, unsharded=lambda: self._placement.count == 1
+        )
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._probes = Probes(self._settings, self._rng)
         self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}

@@ -27,6 +27,7 @@ __all__ = [
     "AsyncCloses",
     "Closes",
     "DiscoveryCalls",
+    "FeatureListings",
     "FeatureRequests",
     "Metadata",
     "OrchestratorCalls",
@@ -170,7 +171,34 @@ LevelR = TypeVar("LevelR")
 UpdatesR = TypeVar("UpdatesR")
 
 
-class FeatureRequests(_Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, UpdatesR]):
+class FeatureListings(Generic[ListR]):
+    """One listing method per kind over a client's ``list_features`` (sharded or not)."""
+
+    # ``list_features(kind, servers, *, cursor, page_size, deadline, metadata)``.
+    list_features: Callable[..., ListR]
+
+    def list_resources(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
+        """:meth:`list_features` of the resources."""
+        return self.list_features(t.FeatureKind.RESOURCE, servers, cursor=cursor, deadline=deadline)
+
+    def list_resource_templates(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
+        """:meth:`list_features` of the resource templates."""
+        return self.list_features(t.FeatureKind.RESOURCE_TEMPLATE, servers, cursor=cursor, deadline=deadline)
+
+    def list_prompts(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
+        """:meth:`list_features` of the prompts."""
+        return self.list_features(t.FeatureKind.PROMPT, servers, cursor=cursor, deadline=deadline)
+
+
+class FeatureRequests(
+    FeatureListings[ListR], _Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, UpdatesR]
+):
     """What a client of one pool asks of the servers' resources, templates, prompts, completion
     and logging (each request goes to the server that offers it)."""
 
@@ -191,24 +219,6 @@ class FeatureRequests(_Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, U
             kind=wire.feature_kind_pb(kind), servers=list(servers), cursor=cursor, page_size=page_size
         )
         return cast(ListR, self._call("ListFeatures", request, deadline, metadata, wire.feature_list))
-
-    def list_resources(
-        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
-    ) -> ListR:
-        """:meth:`list_features` of the resources."""
-        return self.list_features(t.FeatureKind.RESOURCE, servers, cursor=cursor, deadline=deadline)
-
-    def list_resource_templates(
-        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
-    ) -> ListR:
-        """:meth:`list_features` of the resource templates."""
-        return self.list_features(t.FeatureKind.RESOURCE_TEMPLATE, servers, cursor=cursor, deadline=deadline)
-
-    def list_prompts(
-        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
-    ) -> ListR:
-        """:meth:`list_features` of the prompts."""
-        return self.list_features(t.FeatureKind.PROMPT, servers, cursor=cursor, deadline=deadline)
 
     def watch_features(
         self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None

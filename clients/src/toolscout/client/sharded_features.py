@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TypedDict, TypeVar, Unpack
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import grpc
 
 from toolscout.client import types as t
-from toolscout.client._calls import Metadata
+from toolscout.client._calls import FeatureListings, Metadata
 from toolscout.client.aio import AsyncPoolClient
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError
+from toolscout.client.sync import PoolClient
 
-__all__ = ["ShardedFeatureRequests", "merge_feature_snapshots"]
+__all__ = ["FeaturePage", "ShardedFeatureRequests", "ShardedFeatureRequestsSync", "merge_feature_snapshots"]
 
 R = TypeVar("R")
 _KIND_ORDER = {t.FeatureKind.RESOURCE: 0, t.FeatureKind.RESOURCE_TEMPLATE: 1, t.FeatureKind.PROMPT: 2}
@@ -65,7 +66,7 @@ class FeaturePage(TypedDict, total=False):
     metadata: Metadata
 
 
-class ShardedFeatureRequests:
+class ShardedFeatureRequests(FeatureListings[Coroutine[Any, Any, t.FeatureList]]):
     """The feature requests of :class:`~toolscout.client.sharded.AsyncShardedPoolClient`."""
 
     _shards: list[AsyncPoolClient]
@@ -223,3 +224,83 @@ class ShardedFeatureRequests:
                     yield update
             return
         raise missing or NotFoundError("no pool shard has this resource", code=grpc.StatusCode.NOT_FOUND)
+
+
+class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList]):
+    """The feature requests of :class:`~toolscout.client.sharded.ShardedPoolClient` (blocking):
+    listings merged from every shard, requests asked of the shards in turn. Following changes
+    (``watch_features``) is offered on one shard's client, not merged here."""
+
+    _shards: list[PoolClient]
+
+    def _ask_in_turn(self, attempt: Callable[[PoolClient], R]) -> R:
+        missing: ToolscoutClientError | None = None
+        for client in self._shards:
+            try:
+                return attempt(client)
+            except (NotFoundError, UnavailableError) as err:
+                if len(self._shards) == 1:
+                    raise
+                missing = missing or err
+        raise missing or NotFoundError("no pool shard offers this", code=grpc.StatusCode.NOT_FOUND)
+
+    def list_features(
+        self, kind: t.FeatureKind, servers: Sequence[str] = (), **page: Unpack[FeaturePage]
+    ) -> t.FeatureList:
+        """Every shard's features of ``kind`` merged (see :meth:`ShardedFeatureRequests.list_features`)."""
+        if len(self._shards) == 1:
+            return self._shards[0].list_features(kind, servers, **page)
+        deadline, metadata = page.get("deadline"), page.get("metadata")
+        lists: list[t.FeatureSnapshot] = []
+        for client in self._shards:
+            pages = [client.list_features(kind, deadline=deadline, metadata=metadata)]
+            while pages[-1].next_cursor:
+                pages.append(
+                    client.list_features(
+                        kind, cursor=pages[-1].next_cursor, deadline=deadline, metadata=metadata
+                    )
+                )
+            features = tuple(f for p in pages for f in p.features)
+            lists.append(t.FeatureSnapshot(pages[-1].features_version, features, pages[0].offers))
+        merged = merge_feature_snapshots(lists)
+        wanted = set(servers)
+        return t.FeatureList(
+            tuple(f for f in merged.features if not wanted or f.server in wanted),
+            "",
+            merged.features_version,
+            offers=tuple(o for o in merged.offers if not wanted or o.server in wanted),
+        )
+
+    def read_resource(
+        self, request: t.ResourceReadRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.FeatureReply:
+        """``resources/read`` on the shard that has the URI."""
+        return self._ask_in_turn(lambda c: c.read_resource(request, deadline=deadline, metadata=metadata))
+
+    def get_prompt(
+        self, request: t.PromptRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.FeatureReply:
+        """``prompts/get`` on the shard that has the prompt."""
+        return self._ask_in_turn(lambda c: c.get_prompt(request, deadline=deadline, metadata=metadata))
+
+    def complete(
+        self, request: t.CompletionRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> t.FeatureReply:
+        """``completion/complete`` on the shard that has the prompt or template."""
+        return self._ask_in_turn(lambda c: c.complete(request, deadline=deadline, metadata=metadata))
+
+    def set_logging_level(
+        self,
+        level: str,
+        servers: Sequence[str] = (),
+        *,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> tuple[str, ...]:
+        """``logging/setLevel`` on every shard's servers offering logging; those that accepted it."""
+        if len(self._shards) == 1:
+            return self._shards[0].set_logging_level(level, servers, deadline=deadline, metadata=metadata)
+        accepted = {
+            s for c in self._shards for s in c.set_logging_level(level, deadline=deadline, metadata=metadata)
+        }
+        return tuple(sorted(s for s in accepted if not servers or s in servers))
