@@ -173,9 +173,7 @@ class _GatewayServer(Server[Any]):
         if not offered.logging:
             update["logging"] = None
         if caps.resources is not None:
-            # A subscription lives in a session: not at 2026-07-28 (no resources/subscribe there).
-            subscribe = offered.subscribe and protocol_version not in MODERN_PROTOCOL_VERSIONS
-            update["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
+            update["resources"] = caps.resources.model_copy(update={"subscribe": offered.subscribe})
         return caps.model_copy(update=update)
 
     def create_initialization_options(
@@ -320,7 +318,12 @@ class McpHandlers:
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        return await _info(ctx).endpoint.listen(ctx, params)
+        info = _info(ctx)
+        served = info.endpoint.listen(ctx, params)
+        uris = params.notifications.resource_subscriptions or ()
+        if self._features is None or not uris:
+            return await served
+        return await self._features.listen(info.endpoint, info.principal, uris, served)
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -12,8 +12,8 @@ JSON-RPC error reaches the host as that error. A change of a kind is announced w
 
 Capabilities follow the servers: ``prompts``, ``completions`` and ``logging`` are advertised when
 at least one server behind the gateway offers them (else the methods answer -32601), and
-``resources.subscribe`` when one offers subscriptions (handshake revisions only: a session holds
-the subscription; 2026-07-28 has no ``resources/subscribe``). ``resources`` is always advertised:
+``resources.subscribe`` when one offers subscriptions (held by a session at the handshake
+revisions, by a ``subscriptions/listen`` stream at 2026-07-28). ``resources`` is always advertised:
 the gateway serves resources of its own (the manifest, kept tool results). Capabilities are the
 whole pool's, not filtered by toolset (the SDK asks for them without the endpoint).
 """
@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import (
@@ -454,6 +455,36 @@ class ServedFeatures:
         if task is not None:
             task.cancel()
         return types.EmptyResult()
+
+    async def listen(self, endpoint: Endpoint, principal: str, uris: Sequence[str], serve: Awaitable[T]) -> T:
+        """Serves a 2026-07-28 ``subscriptions/listen`` stream (``serve``) while following each of
+        the resources it asks for (``uris``) on the pool: their updates are published on the
+        endpoint's bus, which delivers each to the streams that asked for that URI. Updates are
+        not replayed (the revision's rule): one that comes before the pool has subscribed is not
+        delivered."""
+        toolset = endpoint.toolset.name
+        followed = [u for u in uris if await self._allowed(FeatureKind.RESOURCE, u, toolset)]
+        if not followed or not self.offered().subscribe:
+            return await serve
+        async with anyio.create_task_group() as group:
+            for uri in followed:
+                group.start_soon(self._follow, endpoint, uri, principal)
+            try:
+                result = await serve
+            finally:
+                group.cancel_scope.cancel()
+        return result
+
+    async def _follow(self, endpoint: Endpoint, uri: str, principal: str) -> None:
+        stream = self._pool.watch_resource(uri, principal=principal)
+        try:
+            async for updated, subscribed in stream:
+                if not subscribed:
+                    await endpoint.publish(ResourceUpdated(uri=updated))
+        except ToolscoutClientError as err:
+            _log.info("a resource subscription ended", uri=uri, error=err.message)
+        finally:
+            await stream.aclose()
 
     async def _relay(self, stream: Any, outbound: Any) -> None:
         try:

@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
 from tests.support.mcp_servers import REPO_ROOT
@@ -200,3 +201,25 @@ async def test_a_new_prompt_is_announced_and_listed(gw: GatewayStack) -> None:
             await changed.wait()
         prompts = {p.name for p in (await host.list_prompts()).prompts}
     assert "later" in prompts
+
+
+async def test_a_2026_listen_stream_relays_the_updates_of_the_resources_it_asks_for(gw: GatewayStack) -> None:
+    uri = "feature://beta/counter"
+    # "auto": the client asks server/discover first, which names the capabilities, and settles on 2026-07-28.
+    async with Client(gw.url, mode="auto") as host:
+        assert host.session.protocol_version == MODERN
+        caps = host.session.server_capabilities
+        assert caps is not None
+        assert caps.resources is not None
+        assert caps.resources.subscribe
+        async with host.listen(resource_subscriptions=[uri]) as subscription:
+            with anyio.fail_after(10):
+                # The pool subscribes once the stream is open: bump until the update comes.
+                while (
+                    "feature://beta/counter" not in (await host.call_tool("subscribed", {})).content[0].text
+                ):  # type: ignore[union-attr]
+                    pass  # each call is a round trip to the server: no sleep needed
+                await host.call_tool("bump", {})
+                event = await anext(aiter(subscription))
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == uri
