@@ -50,7 +50,7 @@ def test_a_kind_this_side_does_not_know_is_skipped_and_no_kind_is_refused() -> N
     message = wire.feature_list_pb(FeatureList((_PROMPT,)))
     message.features.add(kind=99, server="new", own_name="n", served_name="n")
     assert wire.feature_list(message).features == (_PROMPT,)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a valid FeatureKind"):
         wire.completion_request(mcp_pool_pb2.CompleteRequest(ref="x"))
 
 
