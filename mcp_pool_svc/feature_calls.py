@@ -36,33 +36,26 @@ from toolscout.client import (
 )
 
 from mcp_pool_svc.errors import (
+    FeatureNotOfferedError,
     InvalidToolArgumentsError,
     ServerUnavailableError,
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
+    UnknownFeatureError,
 )
 from mcp_pool_svc.features import FeatureCatalog, ResourceRoute
 from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
-from toolscout_kit.errors import FailedPreconditionError, NotFoundError
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 
-__all__ = ["LOGGING_LEVELS", "FeatureCalls", "UnknownFeatureError"]
+__all__ = ["LOGGING_LEVELS", "FeatureCalls"]
 
 log = get_logger(__name__)
 
 LOGGING_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-
-class UnknownFeatureError(NotFoundError):
-    """No server lists (or matches) that resource URI, prompt or template."""
-
-
-class FeatureNotOfferedError(FailedPreconditionError):
-    """The server does not offer what was asked (e.g. resource subscriptions)."""
 
 
 def _json(result: Any) -> str:
