@@ -260,24 +260,24 @@ class FeatureCalls:
             raise InvalidToolArgumentsError(
                 f"unknown logging level {level!r} (one of {', '.join(LOGGING_LEVELS)})"
             )
-        sups = [self._supervisor_of(s) for s in servers] if servers else None
+        for server in servers:
+            self._supervisor_of(server)
         offering = [o.server for o in self._catalog.offers(servers or None) if o.logging]
         accepted: list[str] = []
 
         async def one(server: str) -> None:
-            sup = next((s for s in sups if s.name == server), None) if sups else self._supervisor_of(server)
-            if sup is None or is_per_user(sup.config):
-                return  # a per_user server's sessions are each user's own
             try:
-                conn = await sup.connection_for_call()
-                if conn.modern:
-                    # 2026-07-28 has no logging/setLevel: the level travels with each request.
-                    self.log_levels[server] = level
-                    accepted.append(server)
-                    return
+                sup = self._supervisor_of(server)
+                if is_per_user(sup.config):
+                    return  # a per_user server's sessions are each user's own
                 with anyio.fail_after(sup.config.call_timeout):
-                    params = mcp_types.SetLevelRequestParams(level=cast(mcp_types.LoggingLevel, level))
-                    await _send_request(conn, mcp_types.SetLevelRequest(params=params))
+                    conn = await sup.connection_for_call()
+                    if conn.modern:
+                        # 2026-07-28 has no logging/setLevel: the level travels with each request.
+                        self.log_levels[server] = level
+                    else:
+                        params = mcp_types.SetLevelRequestParams(level=cast(mcp_types.LoggingLevel, level))
+                        await _send_request(conn, mcp_types.SetLevelRequest(params=params))
             except (MCPError, ServerUnavailableError, TimeoutError) as err:
                 log.warning("mcp_server_set_level_failed", server=server, error=redact(str(err))[:300])
                 return
@@ -290,7 +290,9 @@ class FeatureCalls:
 
     async def watch_resource(self, uri: str, principal: str = "") -> AsyncGenerator[tuple[str, bool], None]:
         """``(uri, True)`` once subscribed, then ``(updated uri, False)`` per update, until the
-        caller stops iterating (then it unsubscribes, unless others still follow that URI).
+        caller stops iterating (then it unsubscribes, unless others still follow that URI). A
+        subscription lives on its server's session: it does not survive that session's loss (the
+        server forgets it), and is not renewed on the next one.
 
         Raises:
             UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
@@ -314,7 +316,11 @@ class FeatureCalls:
         end = self._catalog.subscribe(route.server, route.uri, on_update)
         conn: Connection | None = None
         try:
-            conn = await sup.connection_for_call()
+            try:
+                with anyio.fail_after(sup.config.call_timeout):
+                    conn = await sup.connection_for_call()
+            except TimeoutError:
+                raise ServerUnavailableError(f"MCP server {sup.name!r} is not ready; not sent") from None
             if conn.modern:
                 async with contextlib.aclosing(self._listen_for(conn, uri, route.uri)) as updates:
                     async for update in updates:
