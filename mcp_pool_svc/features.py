@@ -151,15 +151,19 @@ async def refresh_features(
     catalog: FeatureCatalog | None, server: str, conn: Connection, within: float
 ) -> bool:
     """Lists the server's features into ``catalog`` (within ``within`` seconds); whether they
-    changed. No catalog: nothing is listed.
+    changed. No catalog: nothing is listed. A listing that takes longer is logged and the last
+    one kept: the server's tools serve all the same.
 
     Raises:
-        TimeoutError: the listing took longer. MCPError: the connection closed meanwhile.
+        MCPError: the connection closed meanwhile.
     """
     if catalog is None:
         return False
-    with anyio.fail_after(within):
+    with anyio.move_on_after(within) as scope:
         listing = await list_features(server, conn)
+    if scope.cancelled_caught:
+        log.warning("mcp_server_feature_list_failed", server=server, error=f"no answer within {within:g}s")
+        return False
     return catalog.set_listing(server, listing)
 
 
