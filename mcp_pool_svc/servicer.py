@@ -44,6 +44,29 @@ from mcp_pool_svc.pool import McpPool
 __all__ = ["McpPoolServicer"]
 
 
+def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
+    return ((SHARD_OWNERS_KEY, ",".join(map(str, err.owners))), (SHARD_COUNT_KEY, str(err.count)))
+
+
+def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ...]:
+    refusal = _refusal_metadata(err) if isinstance(err, NotOwnerError) else ()
+    return (*NOT_SENT_METADATA, *refusal)
+
+
+@contextlib.contextmanager
+def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None]:
+    """A call refused before it was sent says so in trailing metadata (not sent; and the server
+    that needs the caller's authorization), besides its status."""
+    try:
+        yield
+    except ServerUnavailableError as err:
+        context.set_trailing_metadata(_not_sent_metadata(err))
+        raise
+    except UserAuthorizationRequiredError as err:
+        context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
+        raise
+
+
 def _deadline(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
     remaining = context.time_remaining()
     # Finish a little before the caller's deadline, so that it gets the pool's answer.
@@ -57,36 +80,10 @@ def _kind(value: int, what: str) -> FeatureKind:
         raise InvalidToolArgumentsError(f"{what}: resource, resource_template or prompt") from None
 
 
-@contextlib.contextmanager
-def _marking_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None]:
-    """Puts the not-sent mark (and a shard refusal's owners) or the server to sign in to in the
-    trailing metadata, as CallTool does."""
-    try:
-        yield
-    except (ServerUnavailableError, UserAuthorizationRequiredError) as err:
-        context.set_trailing_metadata(_trailers_of(err))
-        raise
-
-
-def _trailers_of(err: ServerUnavailableError | UserAuthorizationRequiredError) -> tuple[tuple[str, str], ...]:
-    if isinstance(err, UserAuthorizationRequiredError):
-        return ((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA)
-    return _not_sent_metadata(err)
-
-
-def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
-    return ((SHARD_OWNERS_KEY, ",".join(map(str, err.owners))), (SHARD_COUNT_KEY, str(err.count)))
-
-
-def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ...]:
-    refusal = _refusal_metadata(err) if isinstance(err, NotOwnerError) else ()
-    return (*NOT_SENT_METADATA, *refusal)
-
-
 async def _feature_reply(
     context: grpc.aio.ServicerContext[Any, Any], reply: Awaitable[FeatureReply]
 ) -> mcp_pool_pb2.FeatureReply:
-    with _marking_refusals(context):
+    with _call_refusals(context):
         return wire.feature_reply_pb(await reply)
 
 
@@ -123,14 +120,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         # Finish (and cancel on the MCP server) a little before the caller's deadline so the
         # caller gets our DEADLINE_EXCEEDED rather than its own.
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        try:
+        with _call_refusals(context):
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
-        except ServerUnavailableError as err:
-            context.set_trailing_metadata(_not_sent_metadata(err))
-            raise
-        except UserAuthorizationRequiredError as err:
-            context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-            raise
         return wire.call_tool_result_pb(result)
 
     async def ReadResult(
@@ -163,14 +154,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
                     waiting.cancel()
             while not events.empty():
                 yield events.get_nowait()
-            try:
+            with _call_refusals(context):
                 result = call.result()
-            except ServerUnavailableError as err:
-                context.set_trailing_metadata(_not_sent_metadata(err))
-                raise
-            except UserAuthorizationRequiredError as err:
-                context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-                raise
             yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
         finally:
             if not call.done():
@@ -190,7 +175,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         self, request: mcp_pool_pb2.ListFeaturesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.ListFeaturesResponse:
         kind = _kind(request.kind, "kind")
-        with _marking_refusals(context):
+        with _call_refusals(context):
             page = self._pool.features.list_page(
                 kind, tuple(request.servers), request.cursor, request.page_size
             )
@@ -224,14 +209,14 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     async def SetLoggingLevel(
         self, request: mcp_pool_pb2.SetLoggingLevelRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.SetLoggingLevelResponse:
-        with _marking_refusals(context):
+        with _call_refusals(context):
             accepted = await self._pool.features.set_logging_level(request.level, tuple(request.servers))
         return mcp_pool_pb2.SetLoggingLevelResponse(servers=list(accepted))
 
     async def WatchResource(
         self, request: mcp_pool_pb2.WatchResourceRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[mcp_pool_pb2.WatchResourceResponse]:
-        with _marking_refusals(context):
+        with _call_refusals(context):
             async with contextlib.aclosing(
                 self._pool.features.watch_resource(request.uri, request.principal)
             ) as updates:
