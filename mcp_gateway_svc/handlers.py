@@ -47,6 +47,7 @@ from mcp_gateway_svc import server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
+from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
@@ -249,7 +250,7 @@ class McpHandlers:
         )
         server.features = self._features
         if self._features is not None:
-            self._features.register(server, _info)
+            FeatureHandlers(self._features, _info).register(server)
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
         # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:

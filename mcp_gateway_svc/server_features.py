@@ -24,28 +24,15 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp.server import Server, ServerRequestContext
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from toolscout.client import (
-    CompletionRequest,
-    FeatureKind,
-    FeatureReply,
-    FeatureSnapshot,
-    InvalidArgumentError,
-    NotFoundError,
-    PromptRequest,
-    ResourceReadRequest,
-    ServerFeature,
-    ServerOffers,
-    ToolscoutClientError,
-    json_object_text,
-)
+from toolscout.client import InvalidArgumentError, NotFoundError, ToolscoutClientError, json_object_text
+from toolscout.client import types as t
 from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import rpc
@@ -55,16 +42,16 @@ from mcp_gateway_svc.tool_lists import CursorError, page
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 
-__all__ = ["FeatureFollower", "ServedFeatures", "toolset_servers"]
+__all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
 
 _log = get_logger(__name__)
 
 T = TypeVar("T")
 # The MCP definition of each kind.
-_MODELS: dict[FeatureKind, type[Any]] = {
-    FeatureKind.RESOURCE: types.Resource,
-    FeatureKind.RESOURCE_TEMPLATE: types.ResourceTemplate,
-    FeatureKind.PROMPT: types.Prompt,
+MODELS: dict[t.FeatureKind, type[Any]] = {
+    t.FeatureKind.RESOURCE: types.Resource,
+    t.FeatureKind.RESOURCE_TEMPLATE: types.ResourceTemplate,
+    t.FeatureKind.PROMPT: types.Prompt,
 }
 # JSON-RPC "resource not found" (the MCP specification's code).
 RESOURCE_NOT_FOUND = -32002
@@ -92,11 +79,11 @@ class FeatureFollower:
     def __init__(
         self,
         pool: AsyncShardedPoolClient,
-        on_change: Callable[[frozenset[FeatureKind]], Awaitable[None]] | None = None,
+        on_change: Callable[[frozenset[t.FeatureKind]], Awaitable[None]] | None = None,
     ) -> None:
         self._pool = pool
         self._on_change = on_change
-        self.snapshot: FeatureSnapshot | None = None
+        self.snapshot: t.FeatureSnapshot | None = None
         self._arrived = asyncio.Event()
         self._waited = False
         self._task: asyncio.Task[None] | None = None
@@ -111,7 +98,7 @@ class FeatureFollower:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def current(self) -> FeatureSnapshot:
+    async def current(self) -> t.FeatureSnapshot:
         """The latest snapshot, waiting a little for the first.
 
         Raises:
@@ -133,7 +120,7 @@ class FeatureFollower:
                 await asyncio.wait_for(self._arrived.wait(), _FIRST_WAIT)
             self._waited = True
 
-    def offers(self) -> tuple[ServerOffers, ...]:
+    def offers(self) -> tuple[t.ServerOffers, ...]:
         return self.snapshot.offers if self.snapshot is not None else ()
 
     async def _run(self) -> None:
@@ -169,14 +156,14 @@ async def _ask(awaitable: Awaitable[T], not_found: MCPError) -> T:
         raise MCPError(types.INTERNAL_ERROR, err.message) from None
 
 
-def _model(model: type[Any], feature: ServerFeature) -> Any | None:
+def _model(model: type[Any], feature: t.ServerFeature) -> Any | None:
     try:
         return model.model_validate(feature.definition, by_alias=True)
     except ValidationError:
         return None  # a definition this SDK cannot read is left out of the list
 
 
-def _reply(reply: FeatureReply, model: type[Any]) -> Any:
+def _reply(reply: t.FeatureReply, model: type[Any]) -> Any:
     """The server's result, or its JSON-RPC error raised as that error."""
     if reply.jsonrpc_error_code:
         raise MCPError(reply.jsonrpc_error_code, reply.error_message)
@@ -184,21 +171,6 @@ def _reply(reply: FeatureReply, model: type[Any]) -> Any:
         return model.model_validate_json(reply.result_json or "{}", by_alias=True)
     except ValidationError:
         raise MCPError(types.INTERNAL_ERROR, "the MCP server's reply is not a valid MCP result") from None
-
-
-class RequestInfo(Protocol):
-    """What the handlers read of a request (:class:`mcp_gateway_svc.handlers.RequestInfo`)."""
-
-    @property
-    def endpoint(self) -> Endpoint: ...
-    @property
-    def principal(self) -> str: ...
-    @property
-    def session(self) -> Session | None: ...
-
-
-def _no_info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
-    raise MCPError(types.INTERNAL_ERROR, "this server is reached through its /mcp endpoints")
 
 
 class ServedFeatures:
@@ -217,94 +189,13 @@ class ServedFeatures:
         self._endpoints = endpoints
         self._sessions = sessions
         self.follower = FeatureFollower(pool, self._announce)
-        self._info_of: Callable[[ServerRequestContext[Any, Any]], RequestInfo] = _no_info
-
-    # --- the MCP handlers -------------------------------------------------------------------
-
-    def register(
-        self, server: Server[Any], info_of: Callable[[ServerRequestContext[Any, Any]], RequestInfo]
-    ) -> None:
-        """Registers the handlers of what the servers behind offer besides tools on ``server``
-        (resources/list and resources/read stay the gateway's, which serve its own resources too).
-        Added after the server is made: the SDK warns at construction about logging/setLevel,
-        deprecated at 2026-07-28 but served to the handshake revisions. ``info_of(ctx)``: the
-        request's endpoint, principal and session (put in its scope by the HTTP front)."""
-        self._info_of = info_of
-        for method, params_type, handler in (
-            ("resources/templates/list", types.PaginatedRequestParams, self._list_templates),
-            ("resources/subscribe", types.SubscribeRequestParams, self._subscribe),
-            ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
-            ("prompts/list", types.PaginatedRequestParams, self._list_prompts),
-            ("prompts/get", types.GetPromptRequestParams, self._get_prompt),
-            ("completion/complete", types.CompleteRequestParams, self._complete),
-            ("logging/setLevel", types.SetLevelRequestParams, self._set_level),
-        ):
-            server.add_request_handler(method, params_type, handler)  # type: ignore[arg-type]
-
-    async def _listed_page(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        params: types.PaginatedRequestParams | None,
-        kind: FeatureKind,
-    ) -> tuple[list[Any], str | None]:
-        info = self._info_of(ctx)
-        if info.session is not None:
-            info.session.outbound = ctx.session  # list_changed reaches it from now on
-        where = f"{info.endpoint.key}/{kind.value}"
-        cursor = params.cursor if params is not None else None
-        return await self.listing(kind, _MODELS[kind], info.endpoint.toolset.name, where, cursor)
-
-    async def _list_templates(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        listed, next_cursor = await self._listed_page(ctx, params, FeatureKind.RESOURCE_TEMPLATE)
-        return types.ListResourceTemplatesResult(resource_templates=listed, next_cursor=next_cursor)
-
-    async def _list_prompts(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        self._require("prompts", self.offered().prompts)
-        listed, next_cursor = await self._listed_page(ctx, params, FeatureKind.PROMPT)
-        return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
-
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        info = self._info_of(ctx)
-        return await self.get_prompt(
-            params.name, params.arguments, info.endpoint.toolset.name, info.principal
-        )
-
-    async def _complete(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
-    ) -> types.CompleteResult:
-        info = self._info_of(ctx)
-        return await self.complete(params, info.endpoint.toolset.name, info.principal)
-
-    async def _set_level(
-        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
-    ) -> types.EmptyResult:
-        return await self.set_level(params.level, self._info_of(ctx).endpoint.toolset.name)
-
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        info = self._info_of(ctx)
-        if info.session is not None:
-            info.session.outbound = ctx.session
-        return await self.subscribe(str(params.uri), info.session, ctx.session, info.principal)
-
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        return await self.unsubscribe(str(params.uri), self._info_of(ctx).session)
 
     # --- capabilities -----------------------------------------------------------------------
 
-    def offered(self) -> ServerOffers:
+    def offered(self) -> t.ServerOffers:
         """What any server behind the gateway offers (``server`` empty)."""
         offers = self.follower.offers()
-        return ServerOffers(
+        return t.ServerOffers(
             "",
             resources=any(o.resources for o in offers),
             subscribe=any(o.subscribe for o in offers),
@@ -313,7 +204,8 @@ class ServedFeatures:
             logging=any(o.logging for o in offers),
         )
 
-    def _require(self, what: str, offered: bool) -> None:
+    def require(self, what: str, offered: bool) -> None:
+        """Raises MCPError (METHOD_NOT_FOUND) unless ``offered``: no server behind offers ``what``."""
         if not offered:
             raise MCPError(
                 types.METHOD_NOT_FOUND, f"Method not found: no MCP server behind this gateway offers {what}"
@@ -321,7 +213,7 @@ class ServedFeatures:
 
     # --- listings ---------------------------------------------------------------------------
 
-    async def _listed(self, kind: FeatureKind, toolset: str) -> tuple[str, tuple[ServerFeature, ...]]:
+    async def _listed(self, kind: t.FeatureKind, toolset: str) -> tuple[str, tuple[t.ServerFeature, ...]]:
         snapshot = await self.follower.current()
         allowed = toolset_servers(self._config, toolset)
         return snapshot.features_version, tuple(
@@ -330,7 +222,7 @@ class ServedFeatures:
 
     async def listing(
         self,
-        kind: FeatureKind,
+        kind: t.FeatureKind,
         model: type[Any],
         toolset: str,
         where: str,
@@ -355,11 +247,11 @@ class ServedFeatures:
     ) -> types.ListResourcesResult:
         """``resources/list``: the gateway's ``own`` resources, then the servers' of ``toolset``."""
         listed, next_cursor = await self.listing(
-            FeatureKind.RESOURCE, types.Resource, toolset, where, cursor, own
+            t.FeatureKind.RESOURCE, types.Resource, toolset, where, cursor, own
         )
         return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
 
-    async def _allowed(self, kind: FeatureKind, served: str, toolset: str) -> bool:
+    async def _allowed(self, kind: t.FeatureKind, served: str, toolset: str) -> bool:
         allowed = toolset_servers(self._config, toolset)
         if allowed is None:
             return True
@@ -371,7 +263,9 @@ class ServedFeatures:
     async def read(self, uri: str, toolset: str, principal: str) -> types.ReadResourceResult:
         allowed = toolset_servers(self._config, toolset)
         not_found = MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}")
-        reply = await _ask(self._pool.read_resource(ResourceReadRequest(uri, principal=principal)), not_found)
+        reply = await _ask(
+            self._pool.read_resource(t.ResourceReadRequest(uri, principal=principal)), not_found
+        )
         if allowed is not None and reply.server not in allowed:
             raise not_found
         result: types.ReadResourceResult = _reply(reply, types.ReadResourceResult)
@@ -380,10 +274,10 @@ class ServedFeatures:
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None, toolset: str, principal: str
     ) -> types.GetPromptResult:
-        self._require("prompts", self.offered().prompts)
-        if not await self._allowed(FeatureKind.PROMPT, name, toolset):
+        self.require("prompts", self.offered().prompts)
+        if not await self._allowed(t.FeatureKind.PROMPT, name, toolset):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
-        request = PromptRequest(name, json_object_text(dict(arguments or {})), principal)
+        request = t.PromptRequest(name, json_object_text(dict(arguments or {})), principal)
         reply = await _ask(
             self._pool.get_prompt(request), MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
         )
@@ -393,16 +287,16 @@ class ServedFeatures:
     async def complete(
         self, params: types.CompleteRequestParams, toolset: str, principal: str
     ) -> types.CompleteResult:
-        self._require("completion", self.offered().completions)
+        self.require("completion", self.offered().completions)
         ref = params.ref
         if isinstance(ref, types.PromptReference):
-            kind, key = FeatureKind.PROMPT, ref.name
+            kind, key = t.FeatureKind.PROMPT, ref.name
         else:
-            kind, key = FeatureKind.RESOURCE_TEMPLATE, str(ref.uri)
-        if kind is FeatureKind.PROMPT and not await self._allowed(kind, key, toolset):
+            kind, key = t.FeatureKind.RESOURCE_TEMPLATE, str(ref.uri)
+        if kind is t.FeatureKind.PROMPT and not await self._allowed(kind, key, toolset):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{key}'")
         context = params.context.arguments if params.context is not None else None
-        request = CompletionRequest(
+        request = t.CompletionRequest(
             kind,
             key,
             params.argument.name,
@@ -416,7 +310,7 @@ class ServedFeatures:
         return result
 
     async def set_level(self, level: str, toolset: str) -> types.EmptyResult:
-        self._require("logging", self.offered().logging)
+        self.require("logging", self.offered().logging)
         allowed = toolset_servers(self._config, toolset)
         offering = {o.server for o in self.follower.offers() if o.logging}
         servers = sorted(offering if allowed is None else offering & allowed)
@@ -431,7 +325,7 @@ class ServedFeatures:
     async def subscribe(
         self, uri: str, session: Session | None, outbound: Any, principal: str
     ) -> types.EmptyResult:
-        self._require("resource subscriptions", self.offered().subscribe)
+        self.require("resource subscriptions", self.offered().subscribe)
         if session is None:
             raise MCPError(
                 types.INVALID_REQUEST, "resource subscriptions need a session: open one with initialize"
@@ -463,7 +357,7 @@ class ServedFeatures:
         not replayed (the revision's rule): one that comes before the pool has subscribed is not
         delivered."""
         toolset = endpoint.toolset.name
-        followed = [u for u in uris if await self._allowed(FeatureKind.RESOURCE, u, toolset)]
+        followed = [u for u in uris if await self._allowed(t.FeatureKind.RESOURCE, u, toolset)]
         if not followed or not self.offered().subscribe:
             return await serve
         async with anyio.create_task_group() as group:
@@ -499,9 +393,9 @@ class ServedFeatures:
 
     # --- announcements ----------------------------------------------------------------------
 
-    async def _announce(self, kinds: frozenset[FeatureKind]) -> None:
-        resources = bool(kinds & {FeatureKind.RESOURCE, FeatureKind.RESOURCE_TEMPLATE})
-        prompts = FeatureKind.PROMPT in kinds
+    async def _announce(self, kinds: frozenset[t.FeatureKind]) -> None:
+        resources = bool(kinds & {t.FeatureKind.RESOURCE, t.FeatureKind.RESOURCE_TEMPLATE})
+        prompts = t.FeatureKind.PROMPT in kinds
         for endpoint in self._endpoints.opened():
             if resources:
                 await endpoint.publish(ResourcesListChanged())

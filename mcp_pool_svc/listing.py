@@ -154,6 +154,12 @@ class ServerListing:
         """The server announced a change of its resources or prompts: list them again when due."""
         self._features_due = True
 
+    def handed_over(self) -> None:
+        """Another shard runs the server now: its resources, templates and prompts leave this
+        shard's catalog (its tools leave with the shard's ``Catalog.drop``)."""
+        if self._features is not None:
+            self._features.drop(self.name)
+
     def resource_updated(self, uri: str) -> None:
         """The server's ``notifications/resources/updated``, for the subscribers of ``uri``."""
         if self._features is not None:

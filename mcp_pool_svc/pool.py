@@ -128,7 +128,6 @@ class McpPool:
         self._metrics = metrics or PoolMetrics()
         self._tracing = tracing
         self.catalog = Catalog(namespaced=config.namespaced)
-        # Resources, templates and prompts, and the requests for them (mcp_pool_svc.features).
         self.feature_catalog = FeatureCatalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
@@ -182,16 +181,20 @@ class McpPool:
             metrics=self._metrics,
             notify=self._notify,
             stop_timeout=_STOP_TIMEOUT,
-            features=self.feature_catalog,
         )
-        self.features = FeatureCalls(
+        self._results = ResultKeeper(
+            config.toolscout.results, lambda: self._servers.index, self._servers.result_budget
+        )
+
+    @functools.cached_property
+    def features(self) -> FeatureCalls:
+        """Requests for the servers' resources, prompts, completion and logging (routed through
+        :attr:`feature_catalog`, which the supervisors keep current; see :mod:`mcp_pool_svc.features`)."""
+        return FeatureCalls(
             self.feature_catalog,
             self._servers.supervisor,
             self._users,
             unsharded=lambda: self._servers.count == 1,
-        )
-        self._results = ResultKeeper(
-            config.toolscout.results, lambda: self._servers.index, self._servers.result_budget
         )
 
     @property

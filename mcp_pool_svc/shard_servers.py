@@ -21,7 +21,6 @@ from toolscout.client import ServerStatus, ShardInfo
 
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import NotOwnerError, UnknownServerError
-from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import ShardIdentity
 from mcp_pool_svc.supervisor import ServerState, Supervisor
@@ -59,12 +58,9 @@ class ShardServers:
         metrics: PoolMetrics,
         notify: Callable[[str], None],
         stop_timeout: float,
-        features: FeatureCatalog | None = None,
     ) -> None:
         """``notify(server)`` runs when a server joins or leaves this shard; ``stop_timeout``: how
-        long a stopping supervisor gets to close its session; ``features``: the catalog of the
-        servers' resources, templates and prompts, which a server handed over leaves too."""
-        self._features = features
+        long a stopping supervisor gets to close its session."""
         self.config = config
         self._shard: ShardIdentity | None = shard
         # Kept when a reshard leaves this shard out (its index beyond the new count).
@@ -192,8 +188,7 @@ class ShardServers:
         if self._leaving.get(name) is sup:
             del self._leaving[name]
             self._tasks.pop(name, None)
-            if self._features is not None:
-                self._features.drop(name)
+            sup.listing.handed_over()
             if self._catalog.drop(name):
                 self._metrics.catalog_tools(name, 0)
             self._metrics.server_up(name, False)

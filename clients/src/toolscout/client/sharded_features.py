@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import grpc
 
@@ -26,9 +26,16 @@ from toolscout.client.aio import AsyncPoolClient
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError
 from toolscout.client.sync import PoolClient
 
-__all__ = ["FeaturePage", "ShardedFeatureRequests", "ShardedFeatureRequestsSync", "merge_feature_snapshots"]
+__all__ = [
+    "CallOptions",
+    "FeaturePage",
+    "ShardedFeatureRequests",
+    "ShardedFeatureRequestsSync",
+    "merge_feature_snapshots",
+]
 
 R = TypeVar("R")
+ReplyR = TypeVar("ReplyR")
 _KIND_ORDER = {t.FeatureKind.RESOURCE: 0, t.FeatureKind.RESOURCE_TEMPLATE: 1, t.FeatureKind.PROMPT: 2}
 
 
@@ -66,7 +73,36 @@ class FeaturePage(TypedDict, total=False):
     metadata: Metadata
 
 
-class ShardedFeatureRequests(FeatureListings[Coroutine[Any, Any, t.FeatureList]]):
+class CallOptions(TypedDict, total=False):
+    """A request's deadline (seconds) and gRPC metadata."""
+
+    deadline: float | None
+    metadata: Metadata
+
+
+class _RoutedRequests(Generic[ReplyR]):
+    """Reads, prompts and completions of a sharded client, each asked of the shards in turn (the
+    first that has the URI, prompt or template answers); async or blocking by ``_ask_in_turn``."""
+
+    # ``_ask_in_turn(attempt)``: ``attempt(shard_client)`` of each shard until one has it.
+    _ask_in_turn: Callable[..., ReplyR]
+
+    def read_resource(self, request: t.ResourceReadRequest, **call: Unpack[CallOptions]) -> ReplyR:
+        """``resources/read`` on the shard that has the URI (errors as the one-pool client's)."""
+        return self._ask_in_turn(lambda client: client.read_resource(request, **call))
+
+    def get_prompt(self, request: t.PromptRequest, **call: Unpack[CallOptions]) -> ReplyR:
+        """``prompts/get`` on the shard that has the prompt."""
+        return self._ask_in_turn(lambda client: client.get_prompt(request, **call))
+
+    def complete(self, request: t.CompletionRequest, **call: Unpack[CallOptions]) -> ReplyR:
+        """``completion/complete`` on the shard that has the prompt or template."""
+        return self._ask_in_turn(lambda client: client.complete(request, **call))
+
+
+class ShardedFeatureRequests(
+    FeatureListings[Coroutine[Any, Any, t.FeatureList]], _RoutedRequests[Coroutine[Any, Any, t.FeatureReply]]
+):
     """The feature requests of :class:`~toolscout.client.sharded.AsyncShardedPoolClient`."""
 
     _shards: list[AsyncPoolClient]
@@ -156,41 +192,14 @@ class ShardedFeatureRequests(FeatureListings[Coroutine[Any, Any, t.FeatureList]]
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def read_resource(
-        self, request: t.ResourceReadRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.FeatureReply:
-        """``resources/read`` on the shard that has the URI; errors as :meth:`AsyncPoolClient.read_resource`."""
-        return await self._ask_in_turn(
-            lambda c: c.read_resource(request, deadline=deadline, metadata=metadata)
-        )
-
-    async def get_prompt(
-        self, request: t.PromptRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.FeatureReply:
-        """``prompts/get`` on the shard that has the prompt."""
-        return await self._ask_in_turn(lambda c: c.get_prompt(request, deadline=deadline, metadata=metadata))
-
-    async def complete(
-        self, request: t.CompletionRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.FeatureReply:
-        """``completion/complete`` on the shard that has the prompt or template."""
-        return await self._ask_in_turn(lambda c: c.complete(request, deadline=deadline, metadata=metadata))
-
     async def set_logging_level(
-        self,
-        level: str,
-        servers: Sequence[str] = (),
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
+        self, level: str, servers: Sequence[str] = (), **call: Unpack[CallOptions]
     ) -> tuple[str, ...]:
         """``logging/setLevel`` on every shard's servers offering logging; those that accepted it."""
         if len(self._shards) == 1:
-            return await self._shards[0].set_logging_level(
-                level, servers, deadline=deadline, metadata=metadata
-            )
+            return await self._shards[0].set_logging_level(level, servers, **call)
         answers = await asyncio.gather(
-            *(c.set_logging_level(level, deadline=deadline, metadata=metadata) for c in self._shards),
+            *(c.set_logging_level(level, **call) for c in self._shards),
             return_exceptions=True,
         )
         accepted: set[str] = set()
@@ -226,7 +235,7 @@ class ShardedFeatureRequests(FeatureListings[Coroutine[Any, Any, t.FeatureList]]
         raise missing or NotFoundError("no pool shard has this resource", code=grpc.StatusCode.NOT_FOUND)
 
 
-class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList]):
+class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList], _RoutedRequests[t.FeatureReply]):
     """The feature requests of :class:`~toolscout.client.sharded.ShardedPoolClient` (blocking):
     listings merged from every shard, requests asked of the shards in turn. Following changes
     (``watch_features``) is offered on one shard's client, not merged here."""
@@ -271,36 +280,11 @@ class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList]):
             offers=tuple(o for o in merged.offers if not wanted or o.server in wanted),
         )
 
-    def read_resource(
-        self, request: t.ResourceReadRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.FeatureReply:
-        """``resources/read`` on the shard that has the URI."""
-        return self._ask_in_turn(lambda c: c.read_resource(request, deadline=deadline, metadata=metadata))
-
-    def get_prompt(
-        self, request: t.PromptRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.FeatureReply:
-        """``prompts/get`` on the shard that has the prompt."""
-        return self._ask_in_turn(lambda c: c.get_prompt(request, deadline=deadline, metadata=metadata))
-
-    def complete(
-        self, request: t.CompletionRequest, *, deadline: float | None = None, metadata: Metadata = None
-    ) -> t.FeatureReply:
-        """``completion/complete`` on the shard that has the prompt or template."""
-        return self._ask_in_turn(lambda c: c.complete(request, deadline=deadline, metadata=metadata))
-
     def set_logging_level(
-        self,
-        level: str,
-        servers: Sequence[str] = (),
-        *,
-        deadline: float | None = None,
-        metadata: Metadata = None,
+        self, level: str, servers: Sequence[str] = (), **call: Unpack[CallOptions]
     ) -> tuple[str, ...]:
         """``logging/setLevel`` on every shard's servers offering logging; those that accepted it."""
         if len(self._shards) == 1:
-            return self._shards[0].set_logging_level(level, servers, deadline=deadline, metadata=metadata)
-        accepted = {
-            s for c in self._shards for s in c.set_logging_level(level, deadline=deadline, metadata=metadata)
-        }
+            return self._shards[0].set_logging_level(level, servers, **call)
+        accepted = {s for c in self._shards for s in c.set_logging_level(level, **call)}
         return tuple(sorted(s for s in accepted if not servers or s in servers))
