@@ -102,7 +102,8 @@ class FeatureHandlers:
     async def _set_level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        return await self._features.set_level(params.level, self._info_of(ctx).endpoint.toolset.name)
+        info = self._info_of(ctx)
+        return await self._features.set_level(params.level, info.endpoint.toolset.name, info.session)
 
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams

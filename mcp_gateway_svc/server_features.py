@@ -309,8 +309,14 @@ class ServedFeatures:
         result: types.CompleteResult = _reply(reply, types.CompleteResult)
         return result
 
-    async def set_level(self, level: str, toolset: str) -> types.EmptyResult:
+    async def set_level(self, level: str, toolset: str, session: Session | None) -> types.EmptyResult:
+        """``logging/setLevel``: sent to the servers of ``toolset`` that take it (handshake-era
+        sessions of the pool); the session keeps it too (``Session.log_level``), for the requests
+        it makes to servers whose session with the pool is at 2026-07-28, where the level travels
+        with each request."""
         self.require("logging", self.offered().logging)
+        if session is not None:
+            session.log_level = level
         allowed = toolset_servers(self._config, toolset)
         offering = {o.server for o in self.follower.offers() if o.logging}
         servers = sorted(offering if allowed is None else offering & allowed)

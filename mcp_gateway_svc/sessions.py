@@ -49,6 +49,8 @@ class Session:
     listed: int | None = None
     inflight: int = 0
     last_seen: float = field(default_factory=time.monotonic)
+    # The logging level the client set (logging/setLevel), or "" (none set).
+    log_level: str = ""
     # Resource subscriptions (URI -> the task relaying its updates), ended with the session.
     subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 

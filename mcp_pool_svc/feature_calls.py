@@ -124,9 +124,6 @@ class FeatureCalls:
         self._catalog = catalog
         self._supervisor_of = supervisor_of
         self._users = users
-        # The level last set for each server whose session is at 2026-07-28, where it travels
-        # with each request (``_meta`` ``io.modelcontextprotocol/logLevel``) instead.
-        self.log_levels: dict[str, str] = {}
 
     def _route(self, uri: str) -> ResourceRoute | None:
         return self._catalog.route_uri(uri, only_server_fallback=self._unsharded())
@@ -272,10 +269,9 @@ class FeatureCalls:
                     return  # a per_user server's sessions are each user's own
                 with anyio.fail_after(sup.config.call_timeout):
                     conn = await sup.connection_for_call()
-                    if conn.modern:
-                        # 2026-07-28 has no logging/setLevel: the level travels with each request.
-                        self.log_levels[server] = level
-                    else:
+                    if not conn.modern:
+                        # 2026-07-28 has no logging/setLevel: there the level travels with each
+                        # request (its caller's, ``_meta`` ``io.modelcontextprotocol/logLevel``).
                         params = mcp_types.SetLevelRequestParams(level=cast(mcp_types.LoggingLevel, level))
                         await _send_request(conn, mcp_types.SetLevelRequest(params=params))
             except (MCPError, ServerUnavailableError, TimeoutError) as err:
