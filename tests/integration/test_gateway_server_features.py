@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import ResourceUpdated
+from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
 from tests.support.mcp_servers import REPO_ROOT
@@ -223,3 +223,14 @@ async def test_a_2026_listen_stream_relays_the_updates_of_the_resources_it_asks_
                 event = await anext(aiter(subscription))
     assert isinstance(event, ResourceUpdated)
     assert event.uri == uri
+
+
+async def test_a_2026_listen_stream_hears_that_the_prompts_changed(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="auto") as host, host.listen(prompts_list_changed=True) as subscription:
+        assert subscription.honored.prompts_list_changed
+        await host.call_tool("alpha__add_prompt", {"name": "listened"})
+        with anyio.fail_after(10):
+            event = await anext(aiter(subscription))
+        prompts = {p.name for p in (await host.list_prompts()).prompts}
+    assert isinstance(event, PromptsListChanged)
+    assert "alpha__listened" in prompts
