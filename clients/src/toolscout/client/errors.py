@@ -86,11 +86,19 @@ class ToolscoutClientError(Exception):
     code: Any = grpc.StatusCode.UNKNOWN
 
     def __init_subclass__(cls, *, code: Any = None, **kwargs: Any) -> None:
-        """A subclass declared with ``code=`` is the class :func:`error_for_code` raises for it."""
+        """A subclass declared with ``code=`` is the class :func:`error_for_code` raises for it (one
+        class per code: a subclass of it inherits its code without ``code=``).
+
+        Raises:
+            TypeError: ``code`` has its class already.
+        """
         super().__init_subclass__(**kwargs)
-        if code is not None:
-            cls.code = code
-            _BY_CODE[code] = cls
+        if code is None:
+            return
+        if code in _BY_CODE:
+            raise TypeError(f"{code} is raised as {_BY_CODE[code].__name__} already")
+        cls.code = code
+        _BY_CODE[code] = cls
 
     def __init__(
         self,
