@@ -409,13 +409,19 @@ def _essential(terms: list[TermPostings], tail: list[float], limit: int, scope: 
         ids = np.concatenate([t.ids for t in terms[:done]])
         weights = np.concatenate([t.weights for t in terms[:done]])
         sums: _Scores = np.bincount(ids, weights=weights, minlength=scope.hi).astype(np.float64, copy=False)
-        # Out-of-range documents sum to 0.0 (the terms are clipped to the range); others out of
-        # scope are left out of the bound.
-        in_scope = sums if scope.allowed is None else np.where(scope.allowed[: scope.hi], sums, 0.0)
-        threshold = max(threshold, _kth_bound(in_scope, limit))
+        docs: _Ids | None = None
+        if scope.allowed is None:
+            # Out-of-range documents sum to 0.0 (the terms are clipped to the range): a bound
+            # over the whole array, without listing the documents until the last round.
+            threshold = max(threshold, _kth_bound(sums, limit))
+        else:
+            docs = scope.filter(np.flatnonzero(sums > 0.0).astype(np.int32))  # bool nonzero: the fast one
+            partial = sums[docs]
+            threshold = max(threshold, _kth(partial[partial >= threshold] if threshold else partial, limit))
         essential = _prefix_below(tail, threshold * (1.0 - _SLACK))
         if done >= essential:
-            docs = scope.filter(np.flatnonzero(sums > 0.0).astype(np.int32))  # bool nonzero: the fast one
+            if docs is None:
+                docs = scope.filter(np.flatnonzero(sums > 0.0).astype(np.int32))
             return _Essential(sums, docs, done, threshold)
         budget = 2 * counted
 
