@@ -8,6 +8,10 @@ and its answer an MCP result. Beside tools it serves resources of its own: the f
 meta and progressive servers (:mod:`mcp_gateway_svc.resources`) and, on every server, the tool
 results the pool kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`).
 The MCP servers' resources and prompts are not served (the pool does not carry them).
+
+``call_tool`` (meta and progressive) is an adapter over :mod:`toolscout_kit.call_tool`, which
+reads the call, checks it and writes every refusal the model reads, as it does for the
+orchestrator.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
@@ -32,11 +36,13 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     CallProgress,
+    GatewayMode,
     InvalidArgumentError,
     NotFoundError,
     SearchRequest,
     Tool,
     ToolscoutClientError,
+    ToolSurface,
 )
 from toolscout.client.aio import ProgressCallback
 
@@ -50,7 +56,7 @@ from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
 from mcp_gateway_svc.user_login import base_url
 from mcp_gateway_svc.views import ToolsetView
-from toolscout_kit.arguments import call_tool_target, not_loaded_error
+from toolscout_kit.call_tool import Refusal, UnknownHint, not_loaded, read_call, unknown_tool
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
@@ -75,10 +81,10 @@ class RequestInfo:
     session: Session | None = None
     # The mode the request is served in (the session's, or the one its client's name picked);
     # "" = the endpoint's.
-    chosen_mode: str = ""
+    chosen_mode: GatewayMode | Literal[""] = ""
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> GatewayMode:
         return self.chosen_mode or self.endpoint.mode
 
 
@@ -89,7 +95,7 @@ class _ToolCall:
 
     ctx: ServerRequestContext[Any, Any]
     info: RequestInfo
-    mode: str
+    mode: GatewayMode
     view: ToolsetView
     meta: dict[str, Any] | None
 
@@ -103,7 +109,7 @@ def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     return info
 
 
-def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> str:
+def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
 
@@ -218,7 +224,17 @@ class McpHandlers:
 
     async def _trace(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """A SERVER span per MCP request (OpenTelemetry's MCP conventions), continuing the host's
-        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``."""
+        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``.
+
+        Beside the SDK's ``OpenTelemetryMiddleware``, not instead of it: the SDK's stays first and
+        makes the ``_meta`` context current, but it records through OpenTelemetry's *global*
+        provider (``get_tracer("mcp-python-sdk")``), while every toolscout service has a provider
+        of its own (its ``service.name``, sampler, exporter: :mod:`toolscout_kit.tracing`) and
+        ``toolscout up`` runs four services in one process; a global one would put every MCP span
+        of the process, the pool's client spans too, under one service. Its span also lacks the
+        HTTP ``traceparent`` fallback, the endpoint's toolset and mode, the session id and the
+        opt-in argument capture that this one records.
+        """
         if ctx.request_id is None:
             return await call_next(ctx)
         request = ctx.request
@@ -246,7 +262,7 @@ class McpHandlers:
             return await call_next(ctx)
         request = ctx.request
         info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
-        mode = info.mode if isinstance(info, RequestInfo) else "meta"
+        mode = info.mode if isinstance(info, RequestInfo) else GatewayMode.META
         outcome = "cancelled"
         try:
             result = await call_next(ctx)
@@ -267,7 +283,7 @@ class McpHandlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         info = _info(ctx)
-        if _mode(info, ctx) == "all":
+        if _mode(info, ctx) == GatewayMode.ALL:
             return types.ListResourcesResult(resources=[])
         # Kept results are reached by the links their tool results gave, never listed.
         return types.ListResourcesResult(resources=gateway_resources(await _view(info.endpoint)))
@@ -296,19 +312,21 @@ class McpHandlers:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
         if session is not None and not cursor:
-            session.listed = signature(tools) if mode == "progressive" else list_signature(view, mode)
+            session.listed = (
+                signature(tools) if mode == GatewayMode.PROGRESSIVE else list_signature(view, mode)
+            )
             session.outbound = ctx.session
         served = info.endpoint.served(view)
-        ready = mode == "all"
+        ready = mode == GatewayMode.ALL
         if ready:
             await served.prepare_search_ready()
         return types.ListToolsResult(
             tools=[served.definition(t, search_ready=ready) for t in shown], next_cursor=next_cursor
         )
 
-    async def _tools(self, info: RequestInfo, mode: str) -> tuple[ToolsetView, Sequence[Tool]]:
+    async def _tools(self, info: RequestInfo, mode: GatewayMode) -> tuple[ToolsetView, Sequence[Tool]]:
         view = await _view(info.endpoint)
-        if mode != "progressive":
+        if mode != GatewayMode.PROGRESSIVE:
             return view, tools_for(view, mode)
         try:
             search = await info.endpoint.progressive_search_tool()
@@ -352,14 +370,14 @@ class McpHandlers:
     async def _search(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
         ctx, info, mode = call.ctx, call.info, call.mode
         started = time.perf_counter()
-        progressive = mode == "progressive"
+        progressive = mode == GatewayMode.PROGRESSIVE
         session = info.session
         try:
             request = SearchRequest(
                 toolset=info.endpoint.toolset,
                 arguments_json=json.dumps(arguments),
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
-                surface="append" if progressive else "stable",
+                surface=ToolSurface.APPEND if progressive else ToolSurface.STABLE,
             )
             result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
@@ -381,15 +399,14 @@ class McpHandlers:
     # --- calls -----------------------------------------------------------------------------
 
     async def _call_through(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
-        target = call_tool_target(arguments)
-        if isinstance(target, str):
-            return error_result(target)
-        name, inner = target
-        if name == SEARCH_TOOL_NAME:
-            return await self._search(call, inner)
-        if name == CALL_TOOL_NAME:
-            return error_result(f"{CALL_TOOL_NAME} calls the tools search_tools finds, not itself")
-        return await self._call(call, name, inner, wrapped=True)
+        """A ``call_tool`` call, read by the contract's owner (:mod:`toolscout_kit.call_tool`); the
+        search_tools it may name runs here like a direct search."""
+        target = read_call(arguments, search_through=True)
+        if isinstance(target, Refusal):
+            return error_result(target.text)
+        if target.name == SEARCH_TOOL_NAME:
+            return await self._search(call, target.arguments)
+        return await self._call(call, target.name, target.arguments, wrapped=True)
 
     async def _call(
         self, call: _ToolCall, name: str, arguments: Mapping[str, Any], *, wrapped: bool = False
@@ -411,14 +428,14 @@ class McpHandlers:
             raise MCPError(types.METHOD_NOT_FOUND, message)
         session = call.info.session
         if (
-            call.mode == "progressive"
+            call.mode == GatewayMode.PROGRESSIVE
             and call.view.search_tool is not None
             and name not in call.view.eager_names
             and (session is None or name not in session.loaded)
         ):
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
-            return text_result(not_loaded_error(name), is_error=True)
+            return text_result(not_loaded(name).text, is_error=True)
         return await self._caller.call(
             tool,
             arguments,
@@ -432,7 +449,7 @@ class McpHandlers:
         )
 
     async def _unknown(
-        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str
+        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: GatewayMode
     ) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
@@ -445,11 +462,10 @@ class McpHandlers:
             )
         except ToolscoutClientError:
             closest = ()  # the answer stands without suggestions
-        hint = f" (closest: {', '.join(closest)})" if closest else ""
         # An "all" endpoint lists every tool and no search_tools: point at what it does list.
-        searchable = view.search_tool is not None and mode != "all"
-        where = "Find tools with search_tools." if searchable else "See tools/list."
-        return error_result(f"unknown tool '{name}'{hint}. {where}")
+        searchable = view.search_tool is not None and mode != GatewayMode.ALL
+        hint = UnknownHint.SEARCH if searchable else UnknownHint.TOOLS_LIST
+        return error_result(unknown_tool(name, hint, closest=closest).text)
 
 
 def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None) -> dict[str, Any]:

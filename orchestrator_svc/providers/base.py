@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from toolscout.client import Deferral
+
 from orchestrator_svc.errors import (
     ChatDeadlineError,
     ProviderAuthError,
@@ -35,8 +37,10 @@ __all__ = [
     "FailureKind",
     "LLMProvider",
     "ProviderErrorHook",
+    "SdkErrors",
     "SdkProvider",
     "StreamCollector",
+    "classify_sdk_error",
     "connection_failure",
     "looks_like_tools_rejected",
 ]
@@ -160,7 +164,7 @@ class SdkProvider(ABC):
             NativeDeferralLimitError: a native request breaks a limit (the loop should have fallen
                 back to append mode before sending it).
         """
-        if request.deferral == "native" and "tools" in body:
+        if request.deferral == Deferral.NATIVE and "tools" in body:
             problem = native_limit_problem(request, api, body=body)
             if problem is not None:
                 raise NativeDeferralLimitError(
@@ -210,7 +214,7 @@ class SdkProvider(ABC):
                 if failure.kind == "timeout" and remaining is not None and limit >= remaining:
                     failure = Failure("timeout", "deadline exceeded waiting for the provider")
                 if failure.kind == "tools_rejected" and (
-                    request.deferral == "native" or not self.tools_fallback
+                    request.deferral == Deferral.NATIVE or not self.tools_fallback
                 ):
                     # Native deferral uses tools the provider documents (defer_loading, tool
                     # search): a 400 about them is our bug or a limit, never a model without tools.
@@ -318,6 +322,35 @@ class StreamCollector:
             self.usage,
             finish_reason=self.finish_reason,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SdkErrors:
+    """The exception classes of a provider SDK built like openai's and anthropic's: a timeout is
+    a connection error, each carries the request, a status error its response and body."""
+
+    timeout: type[Exception]
+    connection: type[Exception]
+    status: type[Exception]
+    base: type[Exception]
+    # The provider's reason in a status error (from its body, else the SDK's message).
+    status_reason: Callable[[Any], str]
+
+
+def classify_sdk_error(exc: Exception, sdk: SdkErrors) -> Failure | None:
+    """The failure an SDK exception stands for, or None when it is not one of the SDK's."""
+    if isinstance(exc, sdk.timeout):
+        return Failure("timeout", "the provider did not answer in time")
+    if isinstance(exc, sdk.connection):
+        return connection_failure(exc)
+    if isinstance(exc, sdk.status):
+        err: Any = exc
+        retry_after = parse_retry_after(err.response.headers.get("retry-after"))
+        reason = clean_reason(f"{err.status_code} {sdk.status_reason(err)}")
+        return classify_status(err.status_code, reason, retry_after)
+    if isinstance(exc, sdk.base):
+        return Failure("unavailable", clean_reason(str(exc)))
+    return None
 
 
 def classify_status(status: int, reason: str, retry_after: float | None) -> Failure:

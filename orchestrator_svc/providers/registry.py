@@ -6,8 +6,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from toolscout.client import Deferral
+
 from orchestrator_svc.errors import ProviderAuthError, UnknownModelError
-from orchestrator_svc.messages import DeferralMode
 from orchestrator_svc.providers.base import LLMProvider
 from orchestrator_svc.providers.deferral import ProviderApi, api_of, resolve_for_model
 from toolscout_kit.config import ClientConfig, ModelConfig, ToolscoutConfig
@@ -29,7 +30,7 @@ class ResolvedModel:
     # The wire API (messages, chat_completions, responses), the deferral mode ``auto`` resolved
     # to (see providers/deferral.py), and whether the model rejects changes to ``tools``.
     api: ProviderApi = "chat_completions"
-    deferral: DeferralMode = "append"
+    deferral: Deferral = Deferral.APPEND
     strict_tools: bool = False
 
 
@@ -88,23 +89,14 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
             request_timeout=client.timeout,
         )
 
-    if client.provider == "ollama":
-        key = _api_key(client_name, client)
-        oai = AsyncOpenAI(
-            api_key=key, base_url=_ollama_base_url(client.base_url), max_retries=0, timeout=client.timeout
-        )
-        return OpenAIProvider(
-            oai,
-            provider="ollama",
-            client_name=client_name,
-            max_retries=client.max_retries,
-            request_timeout=client.timeout,
-        )
+    # OpenAI's chat completions, or Ollama's OpenAI-compatible endpoint.
+    ollama = client.provider == "ollama"
     key = _api_key(client_name, client)
-    oai = AsyncOpenAI(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
+    base_url = _ollama_base_url(client.base_url) if ollama else client.base_url
+    oai = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=client.timeout)
     return OpenAIProvider(
         oai,
-        provider="openai",
+        provider="ollama" if ollama else "openai",
         client_name=client_name,
         max_retries=client.max_retries,
         request_timeout=client.timeout,
@@ -126,7 +118,7 @@ class ModelRegistry:
     def client(self, name: str) -> ClientConfig:
         return self._config.clients[name]
 
-    def deferral(self, name: str) -> tuple[ProviderApi, DeferralMode, bool]:
+    def deferral(self, name: str) -> tuple[ProviderApi, Deferral, bool]:
         """(wire API, deferral mode, strict) of a configured model, without building its client."""
         model = self._config.models[name]
         client = self._config.clients[model.client]

@@ -8,7 +8,10 @@ Requests that cross a seam are values too (:class:`PlanRequest`, :class:`SearchR
 
 JSON documents (schemas, arguments, structured content) keep their wire form as ``*_json``
 strings, with a property that parses them on demand. Enums become lowercase strings
-(``"ready"``, ``"deferred"``), so ``dataclasses.asdict`` of any result is JSON-serialisable.
+(``"ready"``, ``"deferred"``), so ``dataclasses.asdict`` of any result is JSON-serialisable. The
+closed sets several services compare (:class:`ToolSurface`, :class:`Deferral`,
+:class:`GatewayMode`) are ``str`` enums: each member is its lowercase string, so JSON, YAML and
+the wire carry the same bytes as before, and ``""`` stays "not set".
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from enum import StrEnum
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "CALL_TOOL_NAME",
@@ -37,9 +41,12 @@ __all__ = [
     "ChatMessage",
     "ChatResult",
     "ChatStats",
+    "ChatTotals",
     "ContentBlock",
+    "Deferral",
     "DeprecatedToolset",
     "DiscoveryStats",
+    "GatewayMode",
     "Manifest",
     "ModelInfo",
     "NameSuggestion",
@@ -55,6 +62,7 @@ __all__ = [
     "ServerStatus",
     "ServerTokens",
     "ShardInfo",
+    "StructuredCopy",
     "TextDelta",
     "TokenAccounting",
     "TokenUsage",
@@ -66,6 +74,7 @@ __all__ = [
     "ToolCatalog",
     "ToolMatch",
     "ToolPlan",
+    "ToolSurface",
     "ToolsDiscovered",
     "ToolsetInfo",
     "ToolsetLike",
@@ -91,6 +100,59 @@ READ_RESULT_NAME = "read_result"
 HOST_DESCRIPTION_MAX_BYTES = 2048
 # The input schema of a tool that takes no arguments (and what an invalid schema is read as).
 EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
+
+
+class ToolSurface(StrEnum):
+    """How the tools a search finds reach an LLM or an MCP host (discovery's ``ToolSurface``).
+
+    ``append``: found tools join the tool list. ``stable``: the tool list stays eager tools +
+    search_tools + call_tool for a whole catalog version; found tools are read as text and run
+    through ``call_tool``. A request's ``""`` asks for the server's default (append).
+    """
+
+    APPEND = "append"
+    STABLE = "stable"
+
+    @classmethod
+    def parse(cls, name: str) -> ToolSurface | Literal[""]:
+        """The surface ``name`` names; ``""`` for ``""``.
+
+        Raises:
+            ValueError: any other name.
+        """
+        if not name:
+            return ""
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown tool surface {name!r} (append, stable)") from None
+
+
+class Deferral(StrEnum):
+    """How the orchestrator's found tools reach the model (a model's ``deferral`` setting).
+
+    ``native``: every tool declared, deferred ones loaded by the provider's own mechanism;
+    ``append``: found tools join ``tools``; ``stable``: discovery's stable surface (call_tool).
+    ``auto`` is a setting only: a chat resolves it to native or append before it starts.
+    """
+
+    AUTO = "auto"
+    NATIVE = "native"
+    APPEND = "append"
+    STABLE = "stable"
+
+
+class GatewayMode(StrEnum):
+    """What the MCP gateway's tool list holds (an endpoint's ``mode``).
+
+    ``meta``: eager tools + search_tools + call_tool, the same bytes for a catalog version;
+    ``progressive``: eager tools + search_tools + what the session's searches loaded; ``all``:
+    every tool of the toolset.
+    """
+
+    META = "meta"
+    PROGRESSIVE = "progressive"
+    ALL = "all"
 
 
 def parse_json_object(text: str) -> dict[str, Any] | None:
@@ -368,6 +430,20 @@ class CatalogSnapshot:
     shard: ShardInfo = ShardInfo()
 
 
+class StructuredCopy(StrEnum):
+    """Which copy reaches the model when ``structuredContent`` and a text block that is only its
+    serialization are both present (``CallRequest.structured_copy``; result shaping)."""
+
+    # For MCP hosts, which read ``content``: a result within the budget reaches the host unchanged
+    # (the gateway passes results through as the server sent them); past the budget, the text block
+    # is kept and structuredContent dropped unless the tool declares an outputSchema, where the MCP
+    # spec requires it.
+    TEXT = "text"
+    # structuredContent (compact JSON); the duplicate text block is dropped. The orchestrator: a
+    # provider's tool result is text, built from structuredContent when no text block is left.
+    STRUCTURED = "structured"
+
+
 @dataclass(frozen=True, slots=True)
 class CallRequest:
     """One tool call (``CallTool``): by ``llm_name``, or by ``server`` and the tool's own ``tool``.
@@ -387,8 +463,8 @@ class CallRequest:
     result_budget_tokens: int = 0
     # "o200k_base" ("": it) or "cl100k_base".
     token_encoding: str = ""
-    # Which copy of a duplicated structured result is kept: "text" ("": it) or "structured".
-    structured_copy: str = ""
+    # Which copy of a duplicated structured result is kept (None: TEXT).
+    structured_copy: StructuredCopy | None = None
     principal: str = ""
     conversation: str = ""
     # The preview's size in tokens (0: the pool's configured one).
@@ -512,12 +588,14 @@ class PlanRequest:
     # Also return the names / the definitions of every deferred tool (native deferral).
     include_deferred_names: bool = False
     include_deferred_tools: bool = False
-    # "append" (default) or "stable": eager tools + search_tools + call_tool for a whole catalog version.
-    surface: str = ""
+    # APPEND ("" = the default) or STABLE: eager tools + search_tools + call_tool for a whole
+    # catalog version. A plain string is read as its member (ValueError for an unknown one).
+    surface: ToolSurface | Literal[""] = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))
         object.__setattr__(self, "discovered_tools", _strings(self.discovered_tools))
+        object.__setattr__(self, "surface", ToolSurface.parse(self.surface))
 
 
 class DeprecatedToolset(TypedDict, total=False):
@@ -534,7 +612,7 @@ class PlanFields(DeprecatedToolset, total=False):
     provider: str
     include_deferred_names: bool
     include_deferred_tools: bool
-    surface: str
+    surface: ToolSurface
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,13 +639,14 @@ class SearchRequest:
     provider: str = ""
     # The provider loads found definitions itself (native deferral): the text lists names only.
     compact_text: bool = False
-    # "append" (default) or "stable" (found tools' schemas in the text, to be called via call_tool).
-    surface: str = ""
+    # APPEND ("" = the default) or STABLE (found tools' schemas in the text, called via call_tool).
+    surface: ToolSurface | Literal[""] = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))
         for name in ("tool_names", "loaded_tools", "discovered_tools"):
             object.__setattr__(self, name, _strings(getattr(self, name)))
+        object.__setattr__(self, "surface", ToolSurface.parse(self.surface))
 
 
 class SearchFields(DeprecatedToolset, total=False):
@@ -584,7 +663,7 @@ class SearchFields(DeprecatedToolset, total=False):
     discovered_tools: Sequence[str]
     provider: str
     compact_text: bool
-    surface: str
+    surface: ToolSurface
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,15 +688,17 @@ class ToolPlan:
     discovered_tools: tuple[str, ...] = ()
     # With ``include_deferred_tools``: the definition of every deferred tool (catalog order).
     deferred_tools: tuple[Tool, ...] = ()
-    # With ``surface="stable"`` and a search tool: the call_tool definition. The stable surface
+    # With the STABLE surface and a search tool: the call_tool definition. The stable surface
     # sends eager tools + search_tool + call_tool and nothing else for a catalog version.
     call_tool: Tool | None = None
-    # "append" or "stable".
-    surface: str = "append"
+    surface: ToolSurface = ToolSurface.APPEND
     # The read_result definition (every plan): offered while a result handle is live.
     read_result_tool: Tool | None = None
     # Its tokens in ``tokens.encoding`` (not in ``tokens.sent_tokens``).
     read_result_tokens: int = 0
+    # With ``surface="stable"``: the definitions of ``discovered_tools``, in order. Not sent (found
+    # tools are called through call_tool); a caller checks call_tool arguments against them.
+    found_tools: tuple[Tool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -776,7 +857,8 @@ class DiscoveryStats:
     encoding: str = ""
     estimate: bool = False
     deferred_call_rejections: int = 0
-    deferral: str = ""
+    # The chat's deferral mode after any fallback (never AUTO); "" when not reported.
+    deferral: Deferral | Literal[""] = ""
     native_fallback_reason: str = ""
 
 
@@ -804,6 +886,46 @@ class ChatStats:
     iterations: int = 0
     duration_seconds: float = 0.0
     result_tokens: tuple[ResultTokens, ...] = ()
+
+
+@dataclass(slots=True)
+class ChatTotals:
+    """Running totals of the :class:`ChatStats` of several chats (a conversation's turns, or the
+    chats a console ran): :meth:`add` one chat's stats at a time."""
+
+    chats: int = 0
+    llm_calls: int = 0
+    search_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    definition_tokens_all: int = 0
+    definition_tokens_sent: int = 0
+    # The chats' own tokens_saved summed (each never below 0).
+    tokens_saved: int = 0
+    # Tool-result tokens as the servers returned them and as the model got them (shaped, the
+    # read_result answers included).
+    result_tokens_returned: int = 0
+    result_tokens_delivered: int = 0
+
+    def add(self, stats: ChatStats) -> None:
+        usage, discovery = stats.usage, stats.discovery
+        self.chats += 1
+        self.llm_calls += stats.llm_calls
+        self.search_calls += discovery.search_calls
+        self.tool_calls += sum(c.calls for c in stats.tool_calls)
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_input_tokens += usage.cached_input_tokens
+        self.cache_write_input_tokens += usage.cache_write_input_tokens
+        self.definition_tokens_all += discovery.definition_tokens_all
+        self.definition_tokens_sent += discovery.definition_tokens_sent
+        self.tokens_saved += discovery.tokens_saved
+        for r in stats.result_tokens:
+            self.result_tokens_returned += r.tokens_returned
+            self.result_tokens_delivered += r.tokens_delivered + r.read_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -839,7 +961,8 @@ class ModelInfo:
     base_url: str = ""
     template: str = ""
     api: str = ""
-    deferral: str = ""
+    # The resolved deferral mode (never AUTO); "" when not reported.
+    deferral: Deferral | Literal[""] = ""
     strict_tools: bool = False
 
 
