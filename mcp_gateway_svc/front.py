@@ -605,6 +605,8 @@ async def _cancelled_on_disconnect(
             request_scope.cancel("the client went away")
 
         watcher = asyncio.get_running_loop().create_task(watch())
+        # A receive that fails once the answer is out changes nothing: retrieved, not reported.
+        watcher.add_done_callback(lambda task: task.cancelled() or task.exception())
         try:
             await manager.handle_request(scope, receiving, send)
         finally:
