@@ -252,17 +252,18 @@ class McpHandlers:
             on_list_resources=self.list_resources if serves_resources else None,
             on_read_resource=self.read_resource if serves_resources else None,
         )
+        if not self._tracing.enabled:
+            # The SDK's only default middleware is its OpenTelemetry span; with tracing off it built
+            # a span, its attributes and the host's trace context per request for nothing (~0.1 ms
+            # of a tools/call). The SDK's way to opt out: drop it from the list.
+            server.middleware.clear()
         server.features = self._features
         if self._features is not None:
             FeatureHandlers(self._features, _info).register(server)
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
-        # current (its span records nothing: no global provider is installed). With tracing off
-        # that middleware (the SDK's only default one) is dropped: it built a span, its attributes
-        # and the host's trace context on every request for nothing (~0.1 ms of a tools/call).
+        # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:
             server.middleware.append(self._trace)
-        else:
-            server.middleware.clear()
         server.middleware.append(self._count)
         if self._features is not None:
             server.middleware.append(self._capabilities_known)
