@@ -248,6 +248,10 @@ class AsyncPoolClient(
         """
         channel = self._channel
         state = channel.get_state(try_to_connect=True)
+        if state is grpc.ChannelConnectivity.READY:
+            # The common case, on every call: no timeout scope to set up.
+            self._was_connected = True
+            return None
         attempted = state is grpc.ChannelConnectivity.CONNECTING
         try:
             async with asyncio.timeout(within):
