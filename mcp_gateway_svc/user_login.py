@@ -49,7 +49,8 @@ from starlette.types import Receive, Scope, Send
 
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
-from toolscout_kit.oauth_client import Approver, AuthorizationError, OAuthProvider, RemoteAuth
+from toolscout_kit.oauth_approval import Approver, AuthorizationError
+from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth
 from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
 __all__ = [

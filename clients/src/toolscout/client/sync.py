@@ -22,13 +22,14 @@ from toolscout.client._base import (
     NOT_REACHABLE_MESSAGE,
     ClientBase,
     ConnectFields,
-    channel_settings,
+    channel_fields,
     connect_wait,
     no_connection,
 )
 from toolscout.client._calls import (
     Closes,
     DiscoveryCalls,
+    FeatureRequests,
     Metadata,
     OrchestratorCalls,
     PoolCalls,
@@ -131,8 +132,16 @@ class PoolClient(
     ToolCalls[t.CallToolResult],
     PoolCalls[tuple[t.ServerStatus, ...], Generator[t.CatalogSnapshot, None, None]],
     ResultReads[t.ResultRead],
+    FeatureRequests[
+        t.FeatureList,
+        Generator[t.FeatureSnapshot, None, None],
+        t.FeatureReply,
+        tuple[str, ...],
+        Generator[tuple[str, bool], None, None],
+    ],
 ):
-    """The MCP pool: server states, the tool catalog and tool calls."""
+    """The MCP pool: server states, the tool catalog, tool calls, and the servers' resources,
+    prompts, completion and logging."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
 
@@ -247,7 +256,7 @@ class ToolscoutClient(Closes):
         """
         from toolscout.client.sharded import ShardedPoolClient  # noqa: PLC0415 - it imports this module
 
-        settings = channel_settings(fields)
+        settings = channel_fields(fields)
         deadlines = fields.get("deadlines")
         shard_targets = [pool] if isinstance(pool, str) else list(pool)
         if not shard_targets:
@@ -255,7 +264,7 @@ class ToolscoutClient(Closes):
         channels: dict[str, grpc.Channel] = {}
         for target in (*shard_targets, discovery, orchestrator):
             if target not in channels:
-                channels[target] = create_channel(target, aio=False, **settings.kwargs())
+                channels[target] = create_channel(target, aio=False, **settings)
         shards = [PoolClient(channels[target], deadlines=deadlines) for target in shard_targets]
         client = cls(
             shards[0] if len(shards) == 1 else ShardedPoolClient(shards, placement=placement),
