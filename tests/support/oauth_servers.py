@@ -185,6 +185,17 @@ class ProtectedServer:
     def subjects_unlocked(self) -> list[str | None]:
         return [i.get("subject") for i in self.lines.items if i.get("call") == "whoami"]
 
+    def requests(self) -> list[tuple[str, str | None]]:
+        """(kind, subject) of every request answered so far, in order: ``whoami`` (the tool),
+        ``resource``, ``prompt`` or ``complete``."""
+        return [(str(i["call"]), i.get("subject")) for i in self.lines.matching(lambda i: "call" in i)]
+
+    def wait_requests(self, count: int, within: float = 30.0) -> list[tuple[str, str | None]]:
+        """:meth:`requests` once at least ``count`` were printed (bounded: then as many as came)."""
+        with self.lines._changed:
+            self.lines._changed.wait_for(lambda: sum("call" in i for i in self.lines.items) >= count, within)
+        return self.requests()
+
 
 @contextmanager
 def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[ProtectedServer]:
