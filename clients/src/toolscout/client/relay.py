@@ -1,0 +1,177 @@
+"""A tool call with its MCP server's requests relayed to the host (``CallToolRelay``).
+
+A relayed call is a bidirectional stream: the caller sends the call and its host's capabilities,
+the pool streams the server's progress, log messages and requests (``sampling/createMessage``,
+``elicitation/create``, ``roots/list``) and finally the result; the caller answers each request
+on the same stream. :class:`CallRelay` (async) and :class:`SyncCallRelay` say what to do with
+each; :func:`relay_call` and :func:`relay_call_sync` drive the stream for the pool clients.
+
+Requests are answered concurrently (a host may take minutes to answer an elicitation while the
+server keeps reporting progress); progress and log messages are handed on in their order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from toolscout.client import types as t
+from toolscout.client import wire
+from toolscout.client.errors import OutcomeUnknownError, translate_rpc_error
+from toolscout.mcp_pool.v1 import mcp_pool_pb2
+
+__all__ = ["INTERNAL_ERROR", "CallRelay", "SyncCallRelay", "relay_call", "relay_call_sync"]
+
+# JSON-RPC "internal error": the answer to a request whose host handler failed.
+INTERNAL_ERROR = -32603
+_NO_RESULT = (
+    "the pool ended the call without a result: the tool may or may not have run. It was not sent again."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRelay:
+    """What a relayed call does with what its MCP server sends during the call.
+
+    ``host_capabilities_json``: the host's MCP ``ClientCapabilities`` (JSON object text); the pool
+    refuses the server's requests the host did not declare, without asking ``on_request``.
+    ``on_request`` answers one request (a raised exception answers it with an internal error).
+    """
+
+    host_capabilities_json: str
+    on_request: Callable[[t.RelayedRequest], Awaitable[t.RelayAnswer]]
+    on_log: Callable[[t.RelayedLog], Awaitable[None]] | None = None
+    on_progress: Callable[[t.CallProgress], Awaitable[None]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncCallRelay:
+    """:class:`CallRelay` for the blocking client: requests are answered one at a time."""
+
+    host_capabilities_json: str
+    on_request: Callable[[t.RelayedRequest], t.RelayAnswer]
+    on_log: Callable[[t.RelayedLog], None] | None = None
+    on_progress: Callable[[t.CallProgress], None] | None = None
+
+
+def _start(request: mcp_pool_pb2.CallToolRequest, capabilities: str) -> mcp_pool_pb2.CallToolRelayRequest:
+    return mcp_pool_pb2.CallToolRelayRequest(
+        start=mcp_pool_pb2.CallToolRelayStart(call=request, host_capabilities_json=capabilities)
+    )
+
+
+def _answer(answer: t.RelayAnswer) -> mcp_pool_pb2.CallToolRelayRequest:
+    return mcp_pool_pb2.CallToolRelayRequest(answer=wire.relay_answer_pb(answer))
+
+
+async def relay_call(
+    stub: Any,
+    request: mcp_pool_pb2.CallToolRequest,
+    relay: CallRelay,
+    *,
+    rpc_timeout: float | None,
+    metadata: Any,
+    method: str,
+) -> mcp_pool_pb2.CallToolResponse:
+    """Runs ``CallToolRelay`` on ``stub`` (an aio ``McpPoolStub``) and returns the result message.
+
+    Raises:
+        ToolscoutClientError: the RPC failed (translated from its status, as for CallTool).
+        OutcomeUnknownError: the stream ended without a result.
+    """
+    call = stub.CallToolRelay(timeout=rpc_timeout, metadata=metadata)
+    writing = asyncio.Lock()
+    answering: set[asyncio.Task[None]] = set()
+
+    async def answer(relayed: t.RelayedRequest) -> None:
+        try:
+            reply = await relay.on_request(relayed)
+        except Exception as err:
+            reply = t.RelayAnswer.error(
+                relayed.id, INTERNAL_ERROR, f"the host's answer failed ({type(err).__name__})"
+            )
+        async with writing:
+            await call.write(_answer(reply))
+
+    try:
+        await call.write(_start(request, relay.host_capabilities_json))
+        while True:
+            event = await call.read()
+            if event is grpc.aio.EOF:
+                break
+            kind = event.WhichOneof("event")
+            if kind == "result":
+                result: mcp_pool_pb2.CallToolResponse = event.result
+                return result
+            if kind == "request":
+                task = asyncio.ensure_future(answer(wire.relayed_request(event.request)))
+                answering.add(task)
+                task.add_done_callback(answering.discard)
+            elif kind == "log" and relay.on_log is not None:
+                await relay.on_log(wire.relayed_log(event.log))
+            elif kind == "progress" and relay.on_progress is not None:
+                await relay.on_progress(wire.call_progress(event.progress))
+    except grpc.aio.AioRpcError as err:
+        raise translate_rpc_error(err, method=method) from err
+    finally:
+        for task in answering:
+            task.cancel()
+        # Ended early (cancelled, a callback failed) or done: end the call on the pool too.
+        call.cancel()
+    raise OutcomeUnknownError(_NO_RESULT, code=grpc.StatusCode.ABORTED, method=method)
+
+
+def relay_call_sync(
+    stub: Any,
+    request: mcp_pool_pb2.CallToolRequest,
+    relay: SyncCallRelay,
+    *,
+    timeout: float | None,
+    metadata: Any,
+    method: str,
+) -> mcp_pool_pb2.CallToolResponse:
+    """:func:`relay_call` for a blocking ``McpPoolStub``.
+
+    Raises:
+        ToolscoutClientError: the RPC failed (translated from its status, as for CallTool).
+        OutcomeUnknownError: the stream ended without a result.
+    """
+    outgoing: queue.SimpleQueue[mcp_pool_pb2.CallToolRelayRequest | None] = queue.SimpleQueue()
+    outgoing.put(_start(request, relay.host_capabilities_json))
+
+    def messages() -> Iterator[mcp_pool_pb2.CallToolRelayRequest]:
+        while (message := outgoing.get()) is not None:
+            yield message
+
+    events = stub.CallToolRelay(messages(), timeout=timeout, metadata=metadata)
+    try:
+        for event in events:
+            kind = event.WhichOneof("event")
+            if kind == "result":
+                result: mcp_pool_pb2.CallToolResponse = event.result
+                return result
+            if kind == "request":
+                relayed = wire.relayed_request(event.request)
+                try:
+                    reply = relay.on_request(relayed)
+                except Exception as err:
+                    reply = t.RelayAnswer.error(
+                        relayed.id, INTERNAL_ERROR, f"the host's answer failed ({type(err).__name__})"
+                    )
+                outgoing.put(_answer(reply))
+            elif kind == "log" and relay.on_log is not None:
+                relay.on_log(wire.relayed_log(event.log))
+            elif kind == "progress" and relay.on_progress is not None:
+                relay.on_progress(wire.call_progress(event.progress))
+    except grpc.RpcError as err:
+        raise translate_rpc_error(err, method=method) from err
+    finally:
+        outgoing.put(None)
+        events.cancel()
+    raise OutcomeUnknownError(_NO_RESULT, code=grpc.StatusCode.ABORTED, method=method)
