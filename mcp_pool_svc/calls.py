@@ -45,6 +45,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
+from mcp_pool_svc.relay import HostRelay
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
@@ -174,6 +175,8 @@ class _Call:
     checked: CheckedCall
     # Called with each progress notification of the server for this call (None: none asked for).
     progress: ProgressFn | None = None
+    # Where the server's requests and log messages during this call go (None: its host takes none).
+    relay: HostRelay | None = None
     # The most bytes of its result kept (None: max_result_bytes); a caller that has results shaped
     # to a budget gets them whole up to results.max_kept_bytes.
     cap_bytes: int | None = None
@@ -226,13 +229,15 @@ class CallRunner:
         span: Span,
         progress: ProgressFn | None = None,
         cap_bytes: int | None = None,
+        relay: HostRelay | None = None,
     ) -> CallToolResult:
         """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
 
         The timeout (0 = the server's ``call_timeout``) is further bounded by ``deadline``, the
         seconds the caller has left. ``span`` (the call's) gets the outcome and the result's size.
         ``cap_bytes``: the result is cut (or refused) past this many bytes instead of
-        ``max_result_bytes``.
+        ``max_result_bytes``. ``relay``: the server's requests and log messages during the call go
+        there (:mod:`mcp_pool_svc.relay`).
 
         Raises:
             ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
@@ -250,7 +255,7 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked, progress, cap_bytes)
+        call = _Call(sup, tool, checked, progress, relay, cap_bytes)
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -358,10 +363,13 @@ class CallRunner:
                             continue
                         call.sent = True
                         # The SDK writes this span's traceparent into the request's _meta.
-                        with self._tracing.span(
-                            f"tools/call {tool}",
-                            kind=SpanKind.CLIENT,
-                            attributes=_mcp_attributes(sup, conn, tool),
+                        with (
+                            self._tracing.span(
+                                f"tools/call {tool}",
+                                kind=SpanKind.CLIENT,
+                                attributes=_mcp_attributes(sup, conn, tool),
+                            ),
+                            conn.router.calling(call.relay),
                         ):
                             answer = await conn.session.call_tool(
                                 tool,
@@ -408,8 +416,13 @@ class CallRunner:
         async with self._users.session(sup.name, sup.config, principal) as conn:
             call.sent = True
             try:
-                with self._tracing.span(
-                    f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=_mcp_attributes(sup, conn, tool)
+                with (
+                    self._tracing.span(
+                        f"tools/call {tool}",
+                        kind=SpanKind.CLIENT,
+                        attributes=_mcp_attributes(sup, conn, tool),
+                    ),
+                    conn.router.calling(call.relay),
                 ):
                     return await conn.session.call_tool(
                         tool,

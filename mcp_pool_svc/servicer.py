@@ -25,12 +25,20 @@ from toolscout.client import (
     SHARD_COUNT_KEY,
     SHARD_OWNERS_KEY,
     CallProgress,
+    CallToolResult,
+    RelayedLog,
     wire,
 )
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
-from mcp_pool_svc.errors import NotOwnerError, ServerUnavailableError, UserAuthorizationRequiredError
+from mcp_pool_svc.errors import (
+    InvalidToolArgumentsError,
+    NotOwnerError,
+    ServerUnavailableError,
+    UserAuthorizationRequiredError,
+)
 from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.relay import QueuedRelay, RelayEvent, host_capabilities
 
 __all__ = ["McpPoolServicer"]
 
@@ -98,42 +106,95 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         """CallTool, with the server's progress notifications streamed before the result."""
         remaining = context.time_remaining()
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        events: asyncio.Queue[mcp_pool_pb2.CallToolEvent] = asyncio.Queue()
+        events: asyncio.Queue[RelayEvent] = asyncio.Queue()
 
         async def relay(progress: float, total: float | None, message: str | None) -> None:
-            event = wire.call_progress_pb(CallProgress(progress, total, message or ""))
-            events.put_nowait(mcp_pool_pb2.CallToolEvent(progress=event))
+            events.put_nowait(CallProgress(progress, total, message or ""))
 
         call = asyncio.ensure_future(
             self._pool.call(wire.call_request(request), deadline=deadline, progress=relay)
         )
+        async for event in _events_then_result(call, events, context):
+            yield event
+
+    async def CallToolRelay(
+        self,
+        request_iterator: AsyncIterator[mcp_pool_pb2.CallToolRelayRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
+        """CallTool with the server's requests, log messages and progress relayed to the caller
+        and its answers back (:mod:`mcp_pool_svc.relay`); a caller that closes its side first
+        cancels the call."""
+        remaining = context.time_remaining()
+        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        first = await anext(aiter(request_iterator), None)
+        if first is None or not first.HasField("start"):
+            raise InvalidToolArgumentsError("CallToolRelay starts with a `start` message (the call)")
+        relay = QueuedRelay(host_capabilities(first.start.host_capabilities_json))
+        call = asyncio.ensure_future(
+            self._pool.call(
+                wire.call_request(first.start.call), deadline=deadline, progress=relay.progress, relay=relay
+            )
+        )
+
+        async def answers() -> None:
+            async for message in request_iterator:
+                if message.HasField("answer"):
+                    relay.answer(wire.relay_answer(message.answer))
+            call.cancel()  # the caller closed its side before the result: it wants none
+
+        reading = asyncio.ensure_future(answers())
         try:
-            while not call.done():
-                waiting = asyncio.ensure_future(events.get())
-                await asyncio.wait({call, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                if waiting.done():
-                    yield waiting.result()
-                else:
-                    waiting.cancel()
-            while not events.empty():
-                yield events.get_nowait()
-            try:
-                result = call.result()
-            except ServerUnavailableError as err:
-                context.set_trailing_metadata(_not_sent_metadata(err))
-                raise
-            except UserAuthorizationRequiredError as err:
-                context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-                raise
-            yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
+            async for event in _events_then_result(call, relay.events, context):
+                yield event
         finally:
-            if not call.done():
-                # The caller went away (or cancelled): the call is cancelled on the server too.
-                call.cancel()
-                await asyncio.wait({call})
+            relay.close()
+            reading.cancel()
+            await asyncio.wait({reading})
 
     async def WatchCatalog(
         self, request: mcp_pool_pb2.WatchCatalogRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
         async for snapshot in self._pool.watch_catalog(request.known_version):
             yield wire.catalog_snapshot_pb(snapshot)
+
+
+def _event_pb(event: RelayEvent) -> mcp_pool_pb2.CallToolEvent:
+    if isinstance(event, CallProgress):
+        return mcp_pool_pb2.CallToolEvent(progress=wire.call_progress_pb(event))
+    if isinstance(event, RelayedLog):
+        return mcp_pool_pb2.CallToolEvent(log=wire.relayed_log_pb(event))
+    return mcp_pool_pb2.CallToolEvent(request=wire.relayed_request_pb(event))
+
+
+async def _events_then_result(
+    call: asyncio.Future[CallToolResult],
+    events: asyncio.Queue[RelayEvent],
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
+    """The events of a running call as they come, then its result (errors as CallTool's); a
+    caller that goes away cancels the call (and the server gets notifications/cancelled)."""
+    try:
+        while not call.done():
+            waiting = asyncio.ensure_future(events.get())
+            racing: set[asyncio.Future[Any]] = {call, waiting}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+            if waiting.done():
+                yield _event_pb(waiting.result())
+            else:
+                waiting.cancel()
+        while not events.empty():
+            yield _event_pb(events.get_nowait())
+        try:
+            result = call.result()
+        except ServerUnavailableError as err:
+            context.set_trailing_metadata(_not_sent_metadata(err))
+            raise
+        except UserAuthorizationRequiredError as err:
+            context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
+            raise
+        yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
+    finally:
+        if not call.done():
+            call.cancel()
+            await asyncio.wait({call})

@@ -28,11 +28,12 @@ hook for this, so the session is given a dispatcher that fills the field in (:cl
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -52,6 +53,7 @@ from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
 from mcp_pool_svc.reaper import Reaper
+from mcp_pool_svc.relay import CallRouter, context_relay, without_host_capabilities
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth, reporting_failure
@@ -110,6 +112,8 @@ class Connection:
     listening: bool = False
     # The OAuth provider of a server with ``auth`` (its ``failure`` tells a lost authorization).
     auth: OAuthProvider | None = None
+    # Routes the server's requests and log messages during a call to that call's host.
+    router: CallRouter = field(default_factory=lambda: CallRouter(request_streams=False))
 
     @property
     def modern(self) -> bool:
@@ -175,15 +179,16 @@ class Connector(Protocol):
 
 async def _forward(
     source: ObjectReceiveStream[SessionMessage | Exception],
-    sink: ObjectSendStream[SessionMessage | Exception],
+    sink: ObjectSendStream[tuple[contextvars.Context | None, SessionMessage | Exception]],
     closed: anyio.Event,
     on_event: Callable[[ConnectionEvent, str], None],
 ) -> None:
     try:
         async with sink:
             async for item in source:
-                # Exceptions (unparsable lines) pass through; the session's message handler reports them.
-                await sink.send(item)
+                # Exceptions (unparsable lines) pass through; the session's message handler reports
+                # them. The sender's context travels along: it names the call a request belongs to.
+                await sink.send((getattr(source, "last_context", None), item))
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         pass
     finally:
@@ -527,6 +532,12 @@ class _LenientDispatcher(JSONRPCDispatcher[Any]):
     async def send_raw_request(
         self, method: str, params: Any, opts: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
+        if (
+            isinstance(params, dict)
+            and "_meta" in params
+            and self.protocol_version() in MODERN_PROTOCOL_VERSIONS
+        ):
+            params = {**params, "_meta": without_host_capabilities(params["_meta"])}
         raw = await super().send_raw_request(method, params, opts, **kwargs)
         if (
             method == "tools/call"
@@ -577,7 +588,7 @@ async def open_connection(
                 auth=auth,
             )
         )
-        relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+        relay_send, relay_recv = context_relay(16)
         stack.push_async_callback(relay_recv.aclose)
         closed = anyio.Event()
         tg = await stack.enter_async_context(anyio.create_task_group())
@@ -585,9 +596,16 @@ async def open_connection(
         # LIFO: the session exits first, then the forwarder is cancelled, then the transport closes.
         stack.callback(tg.cancel_scope.cancel)
         dispatcher = _LenientDispatcher(relay_recv, write, on_event=on_event)
+        router = CallRouter(request_streams=transport_name(config) == "streamable-http")
         session = await stack.enter_async_context(
             ClientSession(
-                message_handler=_message_handler(on_event), client_info=_CLIENT_INFO, dispatcher=dispatcher
+                message_handler=_message_handler(on_event),
+                client_info=_CLIENT_INFO,
+                dispatcher=dispatcher,
+                sampling_callback=router.sampling,
+                elicitation_callback=router.elicitation,
+                list_roots_callback=router.list_roots,
+                logging_callback=router.logged,
             )
         )
         dispatcher.protocol_version = lambda: session.protocol_version
@@ -600,6 +618,7 @@ async def open_connection(
             closed=closed,
             protocol_version=session.protocol_version or "",
             auth=auth,
+            router=router,
         )
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:
