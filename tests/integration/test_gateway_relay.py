@@ -98,7 +98,10 @@ class Host:
 
     async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         return types.ListRootsResult(
-            roots=[types.Root(uri="file:///work/a"), types.Root(uri="file:///work/b")]
+            roots=[
+                types.Root.model_validate({"uri": "file:///work/a"}),
+                types.Root.model_validate({"uri": "file:///work/b"}),
+            ]
         )
 
     async def logged(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -152,15 +155,18 @@ async def test_a_host_without_a_capability_gets_the_server_the_spec_error_and_is
         sampled = await client.call_tool("sample", {"prompt": "x"})
         rooted = await client.call_tool("roots", {})
         asked = await client.call_tool("ask", {})
-    assert sampled.is_error and _text(sampled).startswith(f"refused {types.METHOD_NOT_FOUND}: ")
+    assert sampled.is_error
+    assert _text(sampled).startswith(f"refused {types.METHOD_NOT_FOUND}: ")
     assert "did not declare sampling" in _text(sampled)
-    assert rooted.is_error and _text(rooted).startswith(f"refused {types.METHOD_NOT_FOUND}: ")
+    assert rooted.is_error
+    assert _text(rooted).startswith(f"refused {types.METHOD_NOT_FOUND}: ")
     assert _text(asked) == 'accept {"name": "Ada Lovelace"}'
     assert host.sampled == []
     # A host that declares nothing at all calls through the unary path: refused the same way.
     async with Client(gw.url, mode="legacy") as bare:
         refused = await bare.call_tool("sample", {"prompt": "x"})
-    assert refused.is_error and _text(refused).startswith(f"refused {types.METHOD_NOT_FOUND}: ")
+    assert refused.is_error
+    assert _text(refused).startswith(f"refused {types.METHOD_NOT_FOUND}: ")
 
 
 async def test_two_concurrent_calls_each_get_their_own_hosts_sampling(tmp_path: Path) -> None:
