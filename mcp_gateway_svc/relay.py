@@ -71,6 +71,7 @@ class _Relay:
             on_request=self.request,
             on_log=self.log,
             on_progress=self.progress if self._progress else None,
+            host_protocol_version=self._ctx.protocol_version,
         )
 
     async def request(self, relayed: RelayedRequest) -> RelayAnswer:

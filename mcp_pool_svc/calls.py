@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -45,7 +45,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostRelay
+from mcp_pool_svc.relay import HostRelay, HostSession, wants_host_session
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
@@ -354,6 +354,10 @@ class CallRunner:
                     if lost is not None:
                         raise _SentThenLost(retried=True) from None
                     raise
+                host = wants_host_session(call.relay, conn.modern, isinstance(sup.config, RemoteServerConfig))
+                if host is not None:
+                    async with self._write_turn(sup, read_only):
+                        return await self._send_on_host_session(call, host)
                 try:
                     # The write lock (a tool not annotated read-only) is held around the request
                     # only: waiting for a connection or a restart holds nothing.
@@ -439,6 +443,50 @@ class CallRunner:
                         f"MCP server {sup.name!r} could not be reached; the call was not sent"
                     ) from None
                 if isinstance(err, MCPError) and err.code == mcp_types.CONNECTION_CLOSED:
+                    raise _SentThenLost(retried=False) from None
+                raise
+
+    async def _send_on_host_session(self, call: _Call, host: HostSession) -> Any:
+        """Sends the call once on a session of the host's era opened for it (see
+        :func:`mcp_pool_svc.relay.wants_host_session`), closed after the answer.
+
+        Raises:
+            ServerUnavailableError: the session could not be opened (not sent).
+            _SentThenLost: sent, and the session was lost before the answer.
+            MCPError: the server answered with an error.
+        """
+        sup, tool, args, meta = call.sup, call.tool, call.checked.arguments, call.checked.meta
+        async with AsyncExitStack() as stack:
+            try:
+                conn = await stack.enter_async_context(sup.host_connection(host))
+            except Exception as err:
+                log.info("host_session_not_opened", server=sup.name, error=type(err).__name__)
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not open a session in the host's protocol revision; "
+                    "the call was not sent"
+                ) from None
+            call.sent = True
+            try:
+                with (
+                    self._tracing.span(
+                        f"tools/call {tool}",
+                        kind=SpanKind.CLIENT,
+                        attributes=_mcp_attributes(sup, conn, tool),
+                    ),
+                    conn.router.calling(call.relay),
+                ):
+                    return await conn.session.call_tool(
+                        tool,
+                        args,
+                        progress_callback=call.progress,
+                        meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
+                    )
+            except MCPError as err:
+                if was_not_sent(err):
+                    raise ServerUnavailableError(
+                        f"MCP server {sup.name!r} could not be reached; the call was not sent"
+                    ) from None
+                if err.code == mcp_types.CONNECTION_CLOSED:
                     raise _SentThenLost(retried=False) from None
                 raise
 

@@ -22,7 +22,9 @@ is refused with -32601 (method not found) without reaching the host. The SDK's c
 declares every capability it has a callback for at ``initialize``, so a handshake-era server
 sees all three; at 2026-07-28 capabilities travel per request, and the pool declares none there
 (:func:`without_host_capabilities`): that revision asks through ``input_required`` results, which
-the pool does not relay yet.
+the pool does not relay yet. A handshake-era host's call to a remote server the pool speaks
+2026-07-28 with runs on a session of its own in the host's era, opened for the call and declaring
+exactly the host's capabilities (:func:`wants_host_session`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import mcp_types as types
 from anyio.abc import ObjectReceiveStream
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 from toolscout.client import CallProgress, RelayAnswer, RelayedLog, RelayedRequest
 
@@ -51,10 +54,12 @@ __all__ = [
     "CallRouter",
     "ContextRelayStream",
     "HostRelay",
+    "HostSession",
     "QueuedRelay",
     "RelayEvent",
     "context_relay",
     "host_capabilities",
+    "wants_host_session",
     "without_host_capabilities",
 ]
 
@@ -74,6 +79,8 @@ class HostRelay(Protocol):
     """The host side of one relayed call, as the pool sees it."""
 
     capabilities: types.ClientCapabilities
+    # The MCP revision the host speaks ("" = unknown).
+    protocol_version: str
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """The host's result for a request of the server.
@@ -84,6 +91,29 @@ class HostRelay(Protocol):
         ...
 
     def log(self, params: types.LoggingMessageNotificationParams) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HostSession:
+    """A session of the pool opened for one host's call, in the host's era (``initialize``) and
+    declaring exactly its capabilities (see :func:`wants_host_session`)."""
+
+    capabilities: types.ClientCapabilities
+
+
+def wants_host_session(relay: HostRelay | None, server_modern: bool, remote: bool) -> HostSession | None:
+    """The session a relayed call needs of its own, or None when the server's pooled one serves.
+
+    A handshake-era host whose server the pool speaks 2026-07-28 with: that revision has no
+    requests from the server to the client, so the host's sampling, elicitation and roots can only
+    be asked for on a handshake-era session. Only a remote server can have one more session (a
+    stdio server is one process, with one session).
+    """
+    if relay is None or not server_modern or not remote:
+        return None
+    if relay.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    return HostSession(relay.capabilities)
 
 
 def host_capabilities(text: str) -> types.ClientCapabilities:
@@ -100,8 +130,9 @@ class QueuedRelay:
     """A :class:`HostRelay` over a queue of events (requests, logs, progress) that a stream
     carries to the caller, and the answers it carries back (:meth:`answer`)."""
 
-    def __init__(self, capabilities: types.ClientCapabilities) -> None:
+    def __init__(self, capabilities: types.ClientCapabilities, protocol_version: str = "") -> None:
         self.capabilities = capabilities
+        self.protocol_version = protocol_version
         self.events: asyncio.Queue[RelayEvent] = asyncio.Queue()
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[RelayAnswer]] = {}

@@ -130,7 +130,9 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         first = await anext(aiter(request_iterator), None)
         if first is None or not first.HasField("start"):
             raise InvalidToolArgumentsError("CallToolRelay starts with a `start` message (the call)")
-        relay = QueuedRelay(host_capabilities(first.start.host_capabilities_json))
+        relay = QueuedRelay(
+            host_capabilities(first.start.host_capabilities_json), first.start.host_protocol_version
+        )
         call = asyncio.ensure_future(
             self._pool.call(
                 wire.call_request(first.start.call), deadline=deadline, progress=relay.progress, relay=relay

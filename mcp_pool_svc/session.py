@@ -53,7 +53,7 @@ from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
 from mcp_pool_svc.reaper import Reaper
-from mcp_pool_svc.relay import CallRouter, context_relay, without_host_capabilities
+from mcp_pool_svc.relay import CallRouter, HostSession, context_relay, without_host_capabilities
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth, reporting_failure
@@ -167,13 +167,15 @@ class Connection:
 
 
 class Connector(Protocol):
-    """Opens a connection; the supervisor depends on this, so tests can pass their own."""
+    """Opens a connection; the supervisor depends on this, so tests can pass their own.
+    ``host``: a session for one host's call (:class:`~mcp_pool_svc.relay.HostSession`)."""
 
     def __call__(
         self,
         name: str,
         config: StdioServerConfig | RemoteServerConfig,
         on_event: Callable[[ConnectionEvent, str], None],
+        host: HostSession | None = None,
     ) -> AbstractAsyncContextManager[Connection]: ...
 
 
@@ -395,6 +397,7 @@ def make_connector(
         name: str,
         config: StdioServerConfig | RemoteServerConfig,
         on_event: Callable[[ConnectionEvent, str], None],
+        host: HostSession | None = None,
     ) -> AbstractAsyncContextManager[Connection]:
         last: list[str] = []
 
@@ -419,6 +422,7 @@ def make_connector(
             http_clients=http_clients,
             reaper=reaper,
             auth=auth,
+            host=host,
         )
 
     return connect
@@ -563,9 +567,12 @@ async def open_connection(
     http_clients: HttpClients | None = None,
     reaper: Reaper | None = None,
     auth: OAuthProvider | None = None,
+    host: HostSession | None = None,
 ) -> AsyncIterator[Connection]:
     """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``; a remote
     server is authorized with ``auth`` when given (OAuth 2.1, :mod:`toolscout_kit.oauth_client`).
+    ``host``: a session for one host's call, which ``initialize``s (the handshake era) and declares
+    exactly that host's sampling, elicitation and roots.
 
     Raises:
         toolscout_kit.oauth_client.AuthorizationError: the server wants an authorization that failed.
@@ -596,21 +603,27 @@ async def open_connection(
         # LIFO: the session exits first, then the forwarder is cancelled, then the transport closes.
         stack.callback(tg.cancel_scope.cancel)
         dispatcher = _LenientDispatcher(relay_recv, write, on_event=on_event)
-        router = CallRouter(request_streams=transport_name(config) == "streamable-http")
+        # A host's own session carries that one call: every request on it is the call's.
+        router = CallRouter(request_streams=host is None and transport_name(config) == "streamable-http")
+        declared = host.capabilities if host is not None else None
         session = await stack.enter_async_context(
             ClientSession(
                 message_handler=_message_handler(on_event),
                 client_info=_CLIENT_INFO,
                 dispatcher=dispatcher,
-                sampling_callback=router.sampling,
-                elicitation_callback=router.elicitation,
-                list_roots_callback=router.list_roots,
+                sampling_callback=router.sampling if declared is None or declared.sampling else None,
+                elicitation_callback=router.elicitation if declared is None or declared.elicitation else None,
+                list_roots_callback=router.list_roots if declared is None or declared.roots else None,
                 logging_callback=router.logged,
+                sampling_capabilities=declared.sampling if declared is not None else None,
             )
         )
         dispatcher.protocol_version = lambda: session.protocol_version
         with anyio.fail_after(config.connect_timeout):
-            await negotiate(session)
+            if host is None:
+                await negotiate(session)
+            else:
+                await session.initialize()
         info = session.server_info
         conn = Connection(
             session=session,

@@ -26,7 +26,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Literal
 
 import anyio
@@ -38,6 +38,7 @@ from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.probes import Probes
+from mcp_pool_svc.relay import HostSession
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
@@ -203,6 +204,11 @@ class Supervisor:
         if self._next_retry:
             text += f" (next connection attempt in {max(self._next_retry - time.time(), 0):.0f}s)"
         return text
+
+    def host_connection(self, host: HostSession) -> AbstractAsyncContextManager[Connection]:
+        """A connection of its own for one host's call (:func:`mcp_pool_svc.relay.wants_host_session`);
+        its events are not this server's state (the pooled connection's are)."""
+        return self._connector(self.name, self.config, _ignore_event, host)
 
     async def connection_for_call(
         self, *, wait_for_restart: bool = False, not_this: Connection | None = None
@@ -602,3 +608,7 @@ class Supervisor:
             if wait > 0 and not self._poke.is_set():
                 with anyio.move_on_after(wait):
                     await self._poke.wait()
+
+
+def _ignore_event(kind: ConnectionEvent, detail: str) -> None:
+    """A host's own connection coming and going says nothing about the server's state."""

@@ -48,6 +48,8 @@ class CallRelay:
     on_request: Callable[[t.RelayedRequest], Awaitable[t.RelayAnswer]]
     on_log: Callable[[t.RelayedLog], Awaitable[None]] | None = None
     on_progress: Callable[[t.CallProgress], Awaitable[None]] | None = None
+    # The MCP revision the host speaks ("" = unknown), see CallToolRelayStart.host_protocol_version.
+    host_protocol_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +60,18 @@ class SyncCallRelay:
     on_request: Callable[[t.RelayedRequest], t.RelayAnswer]
     on_log: Callable[[t.RelayedLog], None] | None = None
     on_progress: Callable[[t.CallProgress], None] | None = None
+    host_protocol_version: str = ""
 
 
-def _start(request: mcp_pool_pb2.CallToolRequest, capabilities: str) -> mcp_pool_pb2.CallToolRelayRequest:
+def _start(
+    request: mcp_pool_pb2.CallToolRequest, relay: CallRelay | SyncCallRelay
+) -> mcp_pool_pb2.CallToolRelayRequest:
     return mcp_pool_pb2.CallToolRelayRequest(
-        start=mcp_pool_pb2.CallToolRelayStart(call=request, host_capabilities_json=capabilities)
+        start=mcp_pool_pb2.CallToolRelayStart(
+            call=request,
+            host_capabilities_json=relay.host_capabilities_json,
+            host_protocol_version=relay.host_protocol_version,
+        )
     )
 
 
@@ -100,7 +109,7 @@ async def relay_call(
             await call.write(_answer(reply))
 
     try:
-        await call.write(_start(request, relay.host_capabilities_json))
+        await call.write(_start(request, relay))
         while True:
             event = await call.read()
             if event is grpc.aio.EOF:
@@ -143,7 +152,7 @@ def relay_call_sync(
         OutcomeUnknownError: the stream ended without a result.
     """
     outgoing: queue.SimpleQueue[mcp_pool_pb2.CallToolRelayRequest | None] = queue.SimpleQueue()
-    outgoing.put(_start(request, relay.host_capabilities_json))
+    outgoing.put(_start(request, relay))
 
     def messages() -> Iterator[mcp_pool_pb2.CallToolRelayRequest]:
         while (message := outgoing.get()) is not None:

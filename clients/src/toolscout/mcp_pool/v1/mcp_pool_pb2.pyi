@@ -243,12 +243,14 @@ class CallToolEvent(_message.Message):
     def __init__(self, progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., request: _Optional[_Union[RelayedRequest, _Mapping]] = ..., log: _Optional[_Union[RelayedLog, _Mapping]] = ...) -> None: ...
 
 class CallToolRelayStart(_message.Message):
-    __slots__ = ("call", "host_capabilities_json")
+    __slots__ = ("call", "host_capabilities_json", "host_protocol_version")
     CALL_FIELD_NUMBER: _ClassVar[int]
     HOST_CAPABILITIES_JSON_FIELD_NUMBER: _ClassVar[int]
+    HOST_PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     call: CallToolRequest
     host_capabilities_json: str
-    def __init__(self, call: _Optional[_Union[CallToolRequest, _Mapping]] = ..., host_capabilities_json: _Optional[str] = ...) -> None: ...
+    host_protocol_version: str
+    def __init__(self, call: _Optional[_Union[CallToolRequest, _Mapping]] = ..., host_capabilities_json: _Optional[str] = ..., host_protocol_version: _Optional[str] = ...) -> None: ...
 
 class RelayedRequest(_message.Message):
     __slots__ = ("id", "method", "params_json")
