@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from toolscout import client as tc
 
 from tests.support.gateway import GatewayStack, gateway_stack
 from tests.support.mcp_servers import REPO_ROOT, HttpServer, _running, free_port
@@ -31,9 +32,9 @@ pytestmark = pytest.mark.asyncio
 
 
 @contextmanager
-def _http_server(record: Path) -> Iterator[HttpServer]:
+def _http_server(record: Path, transport: str = "http") -> Iterator[HttpServer]:
     port = free_port()
-    argv = [sys.executable, str(SERVER), str(record), "http", "--port", str(port)]
+    argv = [sys.executable, str(SERVER), str(record), transport, "--port", str(port)]
     with _running(argv, port=port, path="/mcp") as server:
         yield server
 
@@ -227,3 +228,32 @@ def _handled(gw: GatewayStack) -> dict[str, float]:
                 method = sample.labels.get("grpc_method", "")
                 counts[method] = counts.get(method, 0) + sample.value
     return counts
+
+
+async def test_a_handshake_era_hosts_call_to_a_server_spoken_to_in_2026_runs_in_the_hosts_era(
+    tmp_path: Path,
+) -> None:
+    # 2026-07-28 has no requests from the server to the client: the relayed call gets a session of
+    # the host's era of its own, while the pool's session stays 2026-07-28.
+    with _http_server(tmp_path / "record.txt", "dual-http") as http:
+        config = parse_config(
+            {
+                "namespace_tools": False,
+                "servers": {"relay": {"url": http.url, "transport": "streamable-http"}},
+                "toolscout": {"gateway": {"mode": "all"}},
+            },
+            base_dir=tmp_path,
+        )
+        async with gateway_stack(config) as gw:
+            async with tc.AsyncPoolClient.connect(gw.stack.pool.address) as pool:
+                (status,) = await pool.list_servers()
+            host = Host()
+            async with host.client(gw.url) as client:
+                sampled = await client.call_tool("sample", {"prompt": "the sea"})
+                asked = await client.call_tool("ask", {})
+            async with Client(gw.url, mode="legacy") as bare:
+                plain = await bare.call_tool("chatty", {})
+    assert status.protocol_version == "2026-07-28"
+    assert _text(sampled) == "sampled: host read the sea"
+    assert _text(asked) == 'accept {"name": "Ada Lovelace"}'
+    assert _text(plain) == "logged"
