@@ -12,7 +12,7 @@ and ``toolscout up`` fronting it (``all`` mode). Measures:
   its sampling answer, so each is an open relay stream (gateway and pool, one ``toolscout up``
   process): its RSS with them open minus before, per call.
 
-Run: uv run --frozen python bench/relay_latency.py [--calls 20] [--ticks 50] [--open 200]
+Run: uv run --frozen python bench/relay_latency.py [--calls 20] [--ticks 50] [--open 80]
 Writes bench/results/relay_latency.json.
 """
 
@@ -171,7 +171,7 @@ def main() -> int:
     )
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--ticks", type=int, default=50)
-    parser.add_argument("--open", type=int, default=200)
+    parser.add_argument("--open", type=int, default=80, help="open calls (the host's HTTP client keeps at most 100 connections)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toolscout-relay-") as work_dir:
         work = Path(work_dir)
