@@ -29,6 +29,7 @@ from toolscout.client import (
     ToolPlan,
     ToolsetLike,
     ToolsetRef,
+    ToolSurface,
 )
 
 from discovery_svc.catalog import Catalog
@@ -42,7 +43,6 @@ from discovery_svc.partition import InlineToolset, Toolset, partition_tools, res
 from discovery_svc.planner import PreparedToolset, plan_tools
 from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import execute_search
-from discovery_svc.surface import Surface
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
@@ -230,7 +230,7 @@ class DiscoveryEngine:
             request.provider,
             include_deferred_names=request.include_deferred_names,
             include_deferred_tools=request.include_deferred_tools,
-            surface=Surface.of(request.surface),
+            surface=request.surface or ToolSurface.APPEND,
         )
 
     async def watch_plans(self, request: PlanRequest, known_version: str = "") -> AsyncIterator[ToolPlan]:
@@ -260,7 +260,7 @@ class DiscoveryEngine:
         *,
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
-        surface: Surface = Surface.APPEND,
+        surface: ToolSurface = ToolSurface.APPEND,
     ) -> ToolPlan:
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
@@ -290,7 +290,7 @@ class DiscoveryEngine:
             ToolsetNotFoundError: unknown or invalid toolset.
         """
         toolset = resolve_toolset(request.toolset)
-        surface = Surface.of(request.surface)
+        surface = request.surface or ToolSurface.APPEND
         started = time.perf_counter()
         mode = "unknown"
         try:
@@ -298,7 +298,7 @@ class DiscoveryEngine:
                 raise SearchArgumentError(
                     f"max_results must be 0 (the configured default) or more, got {request.max_results}"
                 )
-            browse = surface is Surface.STABLE
+            browse = surface is ToolSurface.STABLE
             if request.arguments_json:
                 args = parse_arguments_json(request.arguments_json, browse=browse)
             else:

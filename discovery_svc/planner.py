@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from toolscout.client import HOST_DESCRIPTION_MAX_BYTES, TokenAccounting, Tool, ToolPlan
+from toolscout.client import HOST_DESCRIPTION_MAX_BYTES, TokenAccounting, Tool, ToolPlan, ToolSurface
 
 from discovery_svc.catalog import ParsedTool
 from discovery_svc.catalog_index import CatalogIndex
@@ -29,7 +29,7 @@ from discovery_svc.manifest import (
 from discovery_svc.partition import Partition
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
-from discovery_svc.surface import READ_RESULT_TOOL, Surface, call_tool_definition
+from discovery_svc.surface import READ_RESULT_TOOL, call_tool_definition
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
 __all__ = ["PreparedToolset", "plan_tools"]
@@ -162,7 +162,7 @@ def plan_tools(
     *,
     include_deferred_names: bool = False,
     include_deferred_tools: bool = False,
-    surface: Surface = Surface.APPEND,
+    surface: ToolSurface = ToolSurface.APPEND,
 ) -> ToolPlan:
     """What to send: eager tools, then discovered ones in the order given, plus search_tools.
 
@@ -184,7 +184,7 @@ def plan_tools(
         elif not prepared.is_eager(name):
             dropped.append(name)
     eager: tuple[Tool, ...] = prepared.partition.loaded
-    stable = surface is Surface.STABLE
+    stable = surface is ToolSurface.STABLE
     if stable:
         loaded = eager
         sent = totals.eager + totals.stable_tools + totals.system_message

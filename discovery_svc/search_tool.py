@@ -10,14 +10,14 @@ import difflib
 import json
 from collections.abc import Collection, Sequence
 
-from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch
+from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch, ToolSurface
 
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit
 from discovery_svc.result_text import guidance_text, result_text
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode
-from discovery_svc.surface import Surface, structured_result
+from discovery_svc.surface import structured_result
 
 __all__ = ["execute_search"]
 
@@ -92,7 +92,7 @@ def execute_search(
     max_results: int,
     browse_limit: int,
     parameters: bool = True,
-    surface: Surface = Surface.APPEND,
+    surface: ToolSurface = ToolSurface.APPEND,
     manifest: str = "",
 ) -> SearchResult:
     """Runs one search_tools call (``parameters``: list each found tool's parameters in the text).
@@ -151,7 +151,7 @@ def execute_search(
     newly = tuple(m.tool for m in matches if not m.already_loaded)
     old = [m.tool for m in matches if m.already_loaded]
     missed = [(s.name, s.closest) for s in missing]
-    stable = surface is Surface.STABLE
+    stable = surface is ToolSurface.STABLE
     text = result_text(
         args,
         mode,

@@ -16,7 +16,6 @@ call_tool in meta mode). Its arguments are read by :func:`toolscout_kit.result_t
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,30 +29,11 @@ __all__ = [
     "CALL_TOOL_PARAMETERS",
     "READ_RESULT_PARAMETERS",
     "READ_RESULT_TOOL",
-    "Surface",
     "call_tool_definition",
     "format_tool_with_schema",
     "stable_call_hint",
     "structured_result",
 ]
-
-
-class Surface(enum.StrEnum):
-    """How found tools reach the model: joining the tool list (append), or through call_tool.
-
-    Its values are the requests' and plans' ``surface`` strings (``""`` asks for the default).
-    """
-
-    APPEND = "append"
-    STABLE = "stable"
-
-    @classmethod
-    def of(cls, name: str) -> Surface:
-        """The surface a request names; APPEND for ``""`` (and for a value this side does not know)."""
-        try:
-            return cls(name)
-        except ValueError:
-            return cls.APPEND
 
 
 CALL_TOOL_PARAMETERS: Mapping[str, Any] = {

@@ -13,14 +13,13 @@ import contextlib
 from collections.abc import Mapping
 
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from toolscout.client import AsyncDiscoveryClient, Tool, ToolPlan, ToolsetRef
+from toolscout.client import AsyncDiscoveryClient, GatewayMode, Tool, ToolPlan, ToolsetRef, ToolSurface
 
 from mcp_gateway_svc.listing import ResultLimits, ServedTools
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.tool_lists import list_signature
 from mcp_gateway_svc.views import PlanFollower, ToolsetView
-from toolscout_kit.config import GatewayMode
 from toolscout_kit.logging import get_logger
 
 __all__ = ["Endpoint", "Endpoints", "modern_mode"]
@@ -31,10 +30,10 @@ _log = get_logger(__name__)
 PLAN_WAIT = 10.0
 
 
-def modern_mode(mode: str) -> str:
+def modern_mode(mode: GatewayMode) -> GatewayMode:
     """The mode a 2026-07-28 client gets: the revision has no session to hold a progressive
     session's loaded tools, so a progressive endpoint serves it the meta surface (stateless)."""
-    return "meta" if mode == "progressive" else mode
+    return GatewayMode.META if mode == GatewayMode.PROGRESSIVE else mode
 
 
 class Endpoint:
@@ -60,11 +59,11 @@ class Endpoint:
         self._limits = limits or ResultLimits()
         self._description = description
         self._stable = PlanFollower(
-            discovery, toolset, surface="stable", include_deferred_tools=True, on_plan=self._on_plan
+            discovery, toolset, surface=ToolSurface.STABLE, include_deferred_tools=True, on_plan=self._on_plan
         )
         # Progressive mode's search_tools (the endpoint's mode, or a client's: started on first use).
         self._append: PlanFollower | None = None
-        if mode == "progressive":
+        if mode == GatewayMode.PROGRESSIVE:
             self._progressive()
         self.view: ToolsetView | None = None
         self._served: tuple[str, ServedTools] | None = None
@@ -84,7 +83,7 @@ class Endpoint:
     def _progressive(self) -> PlanFollower:
         if self._append is None:
             self._append = PlanFollower(
-                self._discovery, self.toolset, surface="append", include_deferred_tools=False
+                self._discovery, self.toolset, surface=ToolSurface.APPEND, include_deferred_tools=False
             )
         return self._append
 
@@ -131,7 +130,7 @@ class Endpoint:
         if old is None or old.version == new.version:
             return
         # 2026-07-28 clients of this endpoint are served meta or all (by their names).
-        if any(list_signature(old, m) != list_signature(new, m) for m in ("meta", "all")):
+        if any(list_signature(old, m) != list_signature(new, m) for m in (GatewayMode.META, GatewayMode.ALL)):
             self._metrics.list_changed.labels("catalog").inc()
             await self._bus.publish(ToolsListChanged())
         search = self._append.current.search_tool if self._append and self._append.current else None

@@ -431,7 +431,7 @@ class GatewayFront:
             chosen = mode_for_client(opening.client_name, self._client_modes, mode)
             view = info.endpoint.view
             too_many = view is not None and len(view.by_name) > self._client_all_max_tools
-            mode = mode if chosen == "all" and mode != "all" and too_many else chosen
+            mode = mode if chosen == GatewayMode.ALL and mode != GatewayMode.ALL and too_many else chosen
         manager = self._managers[_manager_key(mode, opening.initialize)]
         if not manager.stateless and opening.initialize and not await self._make_room(info.principal):
             await self._reject(send, 503, "too_many_sessions", "Too many open sessions (all of them busy)")
@@ -542,10 +542,10 @@ def _length(headers: Headers) -> int | None:
         return None
 
 
-def _manager_key(mode: str, session: bool) -> str:
+def _manager_key(mode: GatewayMode, session: bool) -> str:
     """The transport answering ``mode``: meta's is stateless, but a client that opens a session
     with ``initialize`` gets one (so that it can be told of catalog changes)."""
-    return "meta-sessions" if mode == "meta" and session else mode
+    return "meta-sessions" if mode == GatewayMode.META and session else mode
 
 
 async def _cancelled_on_disconnect(

@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
@@ -32,11 +32,13 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     CallProgress,
+    GatewayMode,
     InvalidArgumentError,
     NotFoundError,
     SearchRequest,
     Tool,
     ToolscoutClientError,
+    ToolSurface,
 )
 from toolscout.client.aio import ProgressCallback
 
@@ -76,10 +78,10 @@ class RequestInfo:
     session: Session | None = None
     # The mode the request is served in (the session's, or the one its client's name picked);
     # "" = the endpoint's.
-    chosen_mode: str = ""
+    chosen_mode: GatewayMode | Literal[""] = ""
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> GatewayMode:
         return self.chosen_mode or self.endpoint.mode
 
 
@@ -90,7 +92,7 @@ class _ToolCall:
 
     ctx: ServerRequestContext[Any, Any]
     info: RequestInfo
-    mode: str
+    mode: GatewayMode
     view: ToolsetView
     meta: dict[str, Any] | None
 
@@ -104,7 +106,7 @@ def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     return info
 
 
-def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> str:
+def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
 
@@ -243,7 +245,7 @@ class McpHandlers:
             return await call_next(ctx)
         request = ctx.request
         info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
-        mode = info.mode if isinstance(info, RequestInfo) else "meta"
+        mode = info.mode if isinstance(info, RequestInfo) else GatewayMode.META
         outcome = "cancelled"
         try:
             result = await call_next(ctx)
@@ -264,7 +266,7 @@ class McpHandlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         info = _info(ctx)
-        if _mode(info, ctx) == "all":
+        if _mode(info, ctx) == GatewayMode.ALL:
             return types.ListResourcesResult(resources=[])
         # Kept results are reached by the links their tool results gave, never listed.
         return types.ListResourcesResult(resources=gateway_resources(await _view(info.endpoint)))
@@ -293,19 +295,21 @@ class McpHandlers:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
         if session is not None and not cursor:
-            session.listed = signature(tools) if mode == "progressive" else list_signature(view, mode)
+            session.listed = (
+                signature(tools) if mode == GatewayMode.PROGRESSIVE else list_signature(view, mode)
+            )
             session.outbound = ctx.session
         served = info.endpoint.served(view)
-        ready = mode == "all"
+        ready = mode == GatewayMode.ALL
         if ready:
             await served.prepare_search_ready()
         return types.ListToolsResult(
             tools=[served.definition(t, search_ready=ready) for t in shown], next_cursor=next_cursor
         )
 
-    async def _tools(self, info: RequestInfo, mode: str) -> tuple[ToolsetView, Sequence[Tool]]:
+    async def _tools(self, info: RequestInfo, mode: GatewayMode) -> tuple[ToolsetView, Sequence[Tool]]:
         view = await _view(info.endpoint)
-        if mode != "progressive":
+        if mode != GatewayMode.PROGRESSIVE:
             return view, tools_for(view, mode)
         try:
             search = await info.endpoint.progressive_search_tool()
@@ -349,14 +353,14 @@ class McpHandlers:
     async def _search(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
         ctx, info, mode = call.ctx, call.info, call.mode
         started = time.perf_counter()
-        progressive = mode == "progressive"
+        progressive = mode == GatewayMode.PROGRESSIVE
         session = info.session
         try:
             request = SearchRequest(
                 toolset=info.endpoint.toolset,
                 arguments_json=json.dumps(arguments),
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
-                surface="append" if progressive else "stable",
+                surface=ToolSurface.APPEND if progressive else ToolSurface.STABLE,
             )
             result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
@@ -408,7 +412,7 @@ class McpHandlers:
             raise MCPError(types.METHOD_NOT_FOUND, message)
         session = call.info.session
         if (
-            call.mode == "progressive"
+            call.mode == GatewayMode.PROGRESSIVE
             and call.view.search_tool is not None
             and name not in call.view.eager_names
             and (session is None or name not in session.loaded)
@@ -430,7 +434,7 @@ class McpHandlers:
         )
 
     async def _unknown(
-        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: str
+        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: GatewayMode
     ) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
@@ -445,7 +449,7 @@ class McpHandlers:
             closest = ()  # the answer stands without suggestions
         hint = f" (closest: {', '.join(closest)})" if closest else ""
         # An "all" endpoint lists every tool and no search_tools: point at what it does list.
-        searchable = view.search_tool is not None and mode != "all"
+        searchable = view.search_tool is not None and mode != GatewayMode.ALL
         where = "Find tools with search_tools." if searchable else "See tools/list."
         return error_result(f"unknown tool '{name}'{hint}. {where}")
 

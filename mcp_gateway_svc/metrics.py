@@ -9,13 +9,14 @@ the three modes, fixed outcome words. No label carries a query, an argument or a
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
+from toolscout.client import GatewayMode
 
 from toolscout_kit.metrics import MetricSet
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics"]
 
-MODES = ("meta", "progressive", "all")
+MODES = tuple(GatewayMode)
 # MCP methods a client may send; any other method is counted as "other" (labels stay bounded).
 KNOWN_METHODS = frozenset(
     {
@@ -112,9 +113,9 @@ class GatewayMetrics:
         for mode in MODES:
             self.open_sessions.labels(mode).set(0)
 
-    def request(self, method: str, mode: str, outcome: str) -> None:
+    def request(self, method: str, mode: GatewayMode, outcome: str) -> None:
         self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
 
-    def tool_call(self, mode: str, outcome: str, seconds: float) -> None:
+    def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
         self.tool_calls.labels(mode, outcome).inc()
         self.tool_call_seconds.labels(outcome).observe(seconds, exemplar())

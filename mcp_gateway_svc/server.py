@@ -23,7 +23,7 @@ import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
-from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient
+from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient, GatewayMode
 from toolscout.client.sharded import AsyncShardedPoolClient
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -290,14 +290,16 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
         max_request_body_size=settings.max_body_bytes,
     )
     return {
-        "meta": meta,
+        GatewayMode.META: meta,
         STREAMING_META: meta_stream,
         # A meta client that opens a session with initialize: list_changed on its stream.
         # Its answers are SSE streams, so that a call whose host asked for progress can carry it.
         "meta-sessions": stateful(handlers.server(resources=True), json_response=False),
         # progressive and all: sessions (handshake revisions), list_changed on their streams.
-        "progressive": stateful(handlers.server(handshake_only=True, resources=True), json_response=False),
-        "all": stateful(handlers.server(), json_response=False),
+        GatewayMode.PROGRESSIVE: stateful(
+            handlers.server(handshake_only=True, resources=True), json_response=False
+        ),
+        GatewayMode.ALL: stateful(handlers.server(), json_response=False),
     }
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from toolscout.client import GatewayMode
 
 from mcp_gateway_svc.metrics import GatewayMetrics
 
@@ -36,7 +37,7 @@ _REAP_MARGIN = 5.0
 class Session:
     sid: str
     endpoint: str
-    mode: str
+    mode: GatewayMode
     principal: str
     # Progressive mode: LLM names loaded by this session's searches, in order.
     loaded: list[str] = field(default_factory=list)
@@ -63,7 +64,7 @@ class SessionRegistry:
     def get(self, sid: str) -> Session | None:
         return self._sessions.get(sid)
 
-    def open(self, sid: str, *, endpoint: str, mode: str, principal: str) -> Session:
+    def open(self, sid: str, *, endpoint: str, mode: GatewayMode, principal: str) -> Session:
         session = self._sessions.get(sid)
         if session is None:
             session = self._sessions[sid] = Session(sid, endpoint, mode, principal)

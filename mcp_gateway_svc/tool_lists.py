@@ -31,7 +31,7 @@ from typing import Any
 
 import mcp_types as types
 from pydantic import ValidationError
-from toolscout.client import Tool
+from toolscout.client import GatewayMode, Tool
 
 from mcp_gateway_svc.views import ToolsetView
 
@@ -89,8 +89,8 @@ def mcp_tool(tool: Tool) -> types.Tool:
             return types.Tool.model_validate(plain, by_alias=True)
 
 
-def _view_list(view: ToolsetView, mode: str) -> tuple[Tool, ...]:
-    if view.search_tool is None or mode == "all":
+def _view_list(view: ToolsetView, mode: GatewayMode) -> tuple[Tool, ...]:
+    if view.search_tool is None or mode == GatewayMode.ALL:
         return (*view.eager, *view.deferred)
     extra: tuple[Tool, ...] = (view.call_tool,) if view.call_tool is not None else ()
     if extra and view.read_result is not None:
@@ -99,7 +99,7 @@ def _view_list(view: ToolsetView, mode: str) -> tuple[Tool, ...]:
 
 
 def listed_tools(
-    view: ToolsetView, mode: str, loaded: Sequence[str] = (), search_tool: Tool | None = None
+    view: ToolsetView, mode: GatewayMode, loaded: Sequence[str] = (), search_tool: Tool | None = None
 ) -> list[Tool]:
     """The catalog tools (and discovery's synthetic ones) that ``mode`` lists, in order.
 
@@ -110,10 +110,10 @@ def listed_tools(
 
 
 def tools_for(
-    view: ToolsetView, mode: str, loaded: Sequence[str] = (), search_tool: Tool | None = None
+    view: ToolsetView, mode: GatewayMode, loaded: Sequence[str] = (), search_tool: Tool | None = None
 ) -> Sequence[Tool]:
     """:func:`listed_tools` without the copy: the meta and all lists are built once per view."""
-    if view.search_tool is None or mode in ("all", "meta"):
+    if view.search_tool is None or mode in (GatewayMode.ALL, GatewayMode.META):
         listed = view.lists.get(mode)
         if listed is None:
             listed = view.lists[mode] = _view_list(view, mode)
@@ -131,11 +131,11 @@ def signature(tools: Sequence[Tool]) -> int:
 
 
 def list_signature(
-    view: ToolsetView, mode: str, loaded: Sequence[str] = (), search_tool: Tool | None = None
+    view: ToolsetView, mode: GatewayMode, loaded: Sequence[str] = (), search_tool: Tool | None = None
 ) -> int:
     """:func:`signature` of what :func:`listed_tools` lists, computed once per view for the modes
     whose list depends on the view alone (meta, all)."""
-    if mode == "progressive":
+    if mode == GatewayMode.PROGRESSIVE:
         return signature(tools_for(view, mode, loaded, search_tool))
     cached = view.signatures.get(mode)
     if cached is None:

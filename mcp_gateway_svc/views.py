@@ -19,12 +19,14 @@ from types import MappingProxyType
 
 from toolscout.client import (
     AsyncDiscoveryClient,
+    GatewayMode,
     NotFoundError,
     PlanRequest,
     Tool,
     ToolPlan,
     ToolscoutClientError,
     ToolsetRef,
+    ToolSurface,
 )
 
 from mcp_gateway_svc.errors import GatewayUnavailableError
@@ -56,8 +58,8 @@ class ToolsetView:
     manifest: str = ""
     # The lists that depend on the view alone and their signatures (tool_lists), by mode: building
     # and hashing 50,000 tools takes tens of milliseconds, once per catalog version is enough.
-    lists: dict[str, tuple[Tool, ...]] = field(default_factory=dict, compare=False, repr=False)
-    signatures: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    lists: dict[GatewayMode, tuple[Tool, ...]] = field(default_factory=dict, compare=False, repr=False)
+    signatures: dict[GatewayMode, int] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_plan(cls, plan: ToolPlan) -> ToolsetView:
@@ -86,7 +88,7 @@ class PlanFollower:
         discovery: AsyncDiscoveryClient,
         toolset: ToolsetRef,
         *,
-        surface: str,
+        surface: ToolSurface,
         include_deferred_tools: bool,
         on_plan: OnPlan | None = None,
     ) -> None:

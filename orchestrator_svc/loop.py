@@ -24,7 +24,15 @@ from collections.abc import Sequence
 from typing import Literal, cast
 
 from opentelemetry.trace import Span
-from toolscout.client import SEARCH_TOOL_NAME, PlanRequest, SearchRequest, Tool, ToolPlan
+from toolscout.client import (
+    SEARCH_TOOL_NAME,
+    Deferral,
+    PlanRequest,
+    SearchRequest,
+    Tool,
+    ToolPlan,
+    ToolSurface,
+)
 
 from orchestrator_svc.chat import (
     AssistantMessageEvent,
@@ -161,7 +169,7 @@ class _Chat:
         self.tools_disabled = False
         self.native = NativeDeferral(resolved, self.stats, loop.metrics)
         # Discovery's cache-stable surface: tools = eager + search_tools + call_tool all chat.
-        self.stable = resolved.deferral == "stable"
+        self.stable = resolved.deferral == Deferral.STABLE
         self._definitions: tuple[str, dict[str, Tool]] | None = None
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
@@ -210,7 +218,7 @@ class _Chat:
             self.request.toolset,
             tuple(wanted),
             self.resolved.client.provider,
-            surface="stable" if self.stable else "",
+            surface=ToolSurface.STABLE if self.stable else "",
         )
         self.plan = await self.loop.discovery.plan_tools(request, deadline=self.remaining())
         self.discovered = list(self.plan.discovered_tools)
@@ -326,7 +334,9 @@ class _Chat:
             temperature=model_cfg.temperature,
             timeout=self.remaining(),
             vision=model_cfg.vision,
-            deferral="native" if self.native.active else ("stable" if self.stable else "append"),
+            deferral=Deferral.NATIVE
+            if self.native.active
+            else (Deferral.STABLE if self.stable else Deferral.APPEND),
             deferred=self.native.names,
             search=model_cfg.search,
             prompt_cache=model_cfg.prompt_cache,

@@ -24,13 +24,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from toolscout.client import ChatMessage, ContentBlock, Tool, ToolCall
+from toolscout.client import ChatMessage, ContentBlock, Deferral, Tool, ToolCall
 
 from toolscout_kit.json_text import JsonTextError, json_object_or_none, parse_json
 
 __all__ = [
     "Attachment",
-    "DeferralMode",
     "DeltaSink",
     "LLMRequest",
     "LLMResult",
@@ -46,9 +45,6 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
-# How found tools reach the model: appended to ``tools``, declared up front as deferred, or
-# read as text and called through discovery's ``call_tool`` (``tools`` never changes).
-DeferralMode = Literal["append", "native", "stable"]
 # Who answers searches in native mode: our ``search_tools`` or the provider's own tool search.
 SearchMode = Literal["ours", "provider"]
 # The wire format a NativeItem belongs to.
@@ -226,7 +222,7 @@ class LLMRequest:
     # model's context until a search loads them) and searches are answered natively; "append":
     # ``tools`` holds only loaded tools (see providers/deferral.py); "stable": ``tools`` is eager
     # tools + search_tools + call_tool, sent as plainly as in append mode.
-    deferral: DeferralMode = "append"
+    deferral: Deferral = Deferral.APPEND
     # Native mode: the LLM names of the tools of ``tools`` declared deferred (``defer_loading``).
     deferred: frozenset[str] = frozenset()
     # Native mode only: "provider" declares the provider's own tool search instead of ours.

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from toolscout.client import Tool, ToolPlan
+from toolscout.client import Deferral, Tool, ToolPlan
 
 from orchestrator_svc.deferred import DeferredTools
-from orchestrator_svc.messages import DeferralMode, LLMRequest
+from orchestrator_svc.messages import LLMRequest
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.providers.deferral import (
     MAX_DEFERRED_TOOLS,
@@ -43,7 +43,7 @@ class NativeDeferral:
         self._resolved = resolved
         self._stats = stats
         self._metrics = metrics
-        self.mode: DeferralMode = resolved.deferral
+        self.mode: Deferral = resolved.deferral
         self.tools: tuple[Tool, ...] = ()
         self.names: frozenset[str] = frozenset()
         stats.discovery.deferral = self.mode
@@ -60,7 +60,7 @@ class NativeDeferral:
         Raises:
             NativeDeferralLimitError: too many deferred tools for a strict model.
         """
-        if self.mode != "native" or plan.search_tool is None:
+        if self.mode != Deferral.NATIVE or plan.search_tool is None:
             return  # nothing deferred: the plan is the whole toolset either way
         if plan.deferred_count + discovered > MAX_DEFERRED_TOOLS:
             detail = f"{plan.deferred_count + discovered} deferred tools; at most {MAX_DEFERRED_TOOLS}"
@@ -77,7 +77,7 @@ class NativeDeferral:
         Raises:
             NativeDeferralLimitError: the model is strict.
         """
-        if request.deferral != "native":
+        if request.deferral != Deferral.NATIVE:
             return False
         problem = native_limit_problem(request, self._resolved.api)
         if problem is None:
@@ -99,9 +99,9 @@ class NativeDeferral:
                 f"this conversation exceeds a provider limit: {problem.detail}"
             )
         _log.warning("native_deferral_fallback", model=model, reason=problem.reason, detail=problem.detail)
-        add_event("fallback", {"to": "append", "reason": problem.reason})
+        add_event("fallback", {"to": str(Deferral.APPEND), "reason": problem.reason})
         self._metrics.native_fallbacks.labels(model, problem.reason).inc()
-        self.mode = "append"
+        self.mode = Deferral.APPEND
         self.tools, self.names = (), frozenset()
         disc = self._stats.discovery
-        disc.deferral, disc.native_fallback_reason = "append", problem.reason
+        disc.deferral, disc.native_fallback_reason = Deferral.APPEND, problem.reason

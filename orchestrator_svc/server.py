@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from toolscout.client import AsyncDiscoveryClient
+from toolscout.client import AsyncDiscoveryClient, Deferral
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
 from orchestrator_svc.downstream import ClientDiscovery, ClientPool
@@ -64,7 +64,7 @@ async def build_server(
         (
             name
             for name, m in config.models.items()
-            if resolve_for_model(m, config.clients[m.client], settings)[0] == "native"
+            if resolve_for_model(m, config.clients[m.client], settings)[0] == Deferral.NATIVE
         ),
         FALLBACK_REASONS,
     )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
-from toolscout.client import ChatStats, DiscoveryStats, ResultTokens, TokenUsage, ToolCallCount
+from toolscout.client import ChatStats, Deferral, DiscoveryStats, ResultTokens, TokenUsage, ToolCallCount
 
 from orchestrator_svc.messages import Usage
 
@@ -28,8 +29,8 @@ class DiscoveryTally:
     encoding: str = ""
     estimate: bool = False
     deferred_call_rejections: int = 0
-    # "native" or "append" (see providers/deferral.py); the reason when native fell back.
-    deferral: str = ""
+    # The chat's mode after any fallback (see providers/deferral.py); the reason when native fell back.
+    deferral: Deferral | Literal[""] = ""
     native_fallback_reason: str = ""
 
     @property

@@ -36,6 +36,7 @@ from toolscout.client import (
     Tool,
     ToolPlan,
     ToolsetRef,
+    ToolSurface,
 )
 
 from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
@@ -309,7 +310,7 @@ class ToolCallRunner:
                 discovered_tools=tuple(discovered),
                 provider=chat.provider,
                 compact_text=chat.native(),
-                surface="stable" if chat.stable else "",
+                surface=ToolSurface.STABLE if chat.stable else "",
             )
             outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
         except (InvalidArgumentError, NotFoundError) as err:

@@ -34,6 +34,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from toolscout.client.types import Deferral, GatewayMode
 
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.names import closest, unknown_name
@@ -183,7 +184,7 @@ class ModelConfig(_Strict):
     # ``tools`` is eager tools + ``search_tools`` + ``call_tool`` for the whole conversation; a
     # search answers with the found tools' definitions as text and the model calls them through
     # ``call_tool`` (discovery's cache-stable surface), so every provider's prompt cache survives.
-    deferral: Literal["auto", "native", "append", "stable"] = "auto"
+    deferral: Deferral = Deferral.AUTO
     # toolscout: mark the stable prefix (tools, system, the previous turn) with prompt-cache
     # breakpoints where the provider wants explicit ones (Anthropic). OpenAI caches on its own.
     prompt_cache: Flag = True
@@ -531,17 +532,15 @@ class OrchestratorSettings(_ServiceSettings):
         return self.tool_result_format or "result"
 
 
-GatewayMode = Literal["meta", "progressive", "all"]
-
 # The mode each host gets unless ``gateway.modes_by_client`` says otherwise (clientInfo.name glob
 # patterns; the evidence per host is in the README's "Which mode for which host"). Hosts that
 # defer and search MCP tools themselves get every tool (the search-ready list); hosts that never
 # refresh their tool list on list_changed, or open a session per call, get the stable meta surface.
 DEFAULT_MODES_BY_CLIENT: dict[str, GatewayMode] = {
-    "claude-code": "all",
-    "codex*": "meta",
-    "*langchain*": "meta",
-    "cursor*": "meta",
+    "claude-code": GatewayMode.ALL,
+    "codex*": GatewayMode.META,
+    "*langchain*": GatewayMode.META,
+    "cursor*": GatewayMode.META,
 }
 # Origins a browser may call the gateway from by default (DNS-rebinding protection): the local host.
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
@@ -586,7 +585,7 @@ class GatewaySettings(_ServiceSettings):
     metrics_port: int = Field(default=9104, ge=-1, le=65535)
     pool_target: str = "127.0.0.1:50051"
     discovery_target: str = "127.0.0.1:50052"
-    mode: GatewayMode = "meta"
+    mode: GatewayMode = GatewayMode.META
     modes: dict[str, GatewayMode] = Field(default_factory=dict)
     # The toolset /mcp serves ("" = every tool).
     default_toolset: str = ""
@@ -833,7 +832,7 @@ def _deferral_problems(name: str, model: ModelConfig, client: ClientConfig) -> l
     native_capable = client.provider == "anthropic" or (
         client.provider == "openai" and client.api == "responses"
     )
-    if model.deferral == "native" and not native_capable:
+    if model.deferral == Deferral.NATIVE and not native_capable:
         problems.append(
             f"models.{name}.deferral: 'native' needs a client with native tool search "
             f"(provider 'anthropic', or provider 'openai' with api 'responses'); client "
@@ -845,9 +844,9 @@ def _deferral_problems(name: str, model: ModelConfig, client: ClientConfig) -> l
             f"models.{name}.search: 'provider' (Anthropic's own tool search) needs a provider "
             f"'anthropic' client; client {model.client!r} is provider {client.provider!r}"
         )
-    if model.search == "provider" and model.deferral in ("append", "stable"):
+    if model.search == "provider" and model.deferral in (Deferral.APPEND, Deferral.STABLE):
         problems.append(
-            f"models.{name}.search: 'provider' needs deferral 'native' or 'auto', not {model.deferral!r}"
+            f"models.{name}.search: 'provider' needs deferral 'native' or 'auto', not '{model.deferral}'"
         )
     return problems
 

@@ -19,7 +19,7 @@ import base64
 from collections.abc import Collection
 from typing import Any
 
-from toolscout.client import SEARCH_TOOL_NAME, Tool
+from toolscout.client import SEARCH_TOOL_NAME, Deferral, Tool
 
 from orchestrator_svc.messages import LLMRequest, Message, object_schema
 from toolscout_kit.json_text import json_object_or_empty
@@ -182,7 +182,7 @@ def _add_breakpoints(tools: list[dict[str, Any]], messages: list[dict[str, Any]]
 
 def anthropic_body(request: LLMRequest, *, tools: bool = True) -> dict[str, Any]:
     """The Messages API body for ``request`` (``tools=False``: the retry without tools)."""
-    native = request.deferral == "native"
+    native = request.deferral == Deferral.NATIVE
     provider_search = native and request.search == "provider"
     system = request.system
     if provider_search:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from toolscout.client import Deferral
+
 from orchestrator_svc.errors import (
     ChatDeadlineError,
     ProviderAuthError,
@@ -160,7 +162,7 @@ class SdkProvider(ABC):
             NativeDeferralLimitError: a native request breaks a limit (the loop should have fallen
                 back to append mode before sending it).
         """
-        if request.deferral == "native" and "tools" in body:
+        if request.deferral == Deferral.NATIVE and "tools" in body:
             problem = native_limit_problem(request, api, body=body)
             if problem is not None:
                 raise NativeDeferralLimitError(
@@ -210,7 +212,7 @@ class SdkProvider(ABC):
                 if failure.kind == "timeout" and remaining is not None and limit >= remaining:
                     failure = Failure("timeout", "deadline exceeded waiting for the provider")
                 if failure.kind == "tools_rejected" and (
-                    request.deferral == "native" or not self.tools_fallback
+                    request.deferral == Deferral.NATIVE or not self.tools_fallback
                 ):
                     # Native deferral uses tools the provider documents (defer_loading, tool
                     # search): a 400 about them is our bug or a limit, never a model without tools.

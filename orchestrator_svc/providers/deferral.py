@@ -43,10 +43,13 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal, get_args
 
+from toolscout.client import Deferral
+
 from orchestrator_svc.history import history_loaded_tools
-from orchestrator_svc.messages import DeferralMode, LLMRequest, tool_schema
+from orchestrator_svc.messages import LLMRequest, tool_schema
 from toolscout_kit.config import ClientConfig, ModelConfig, OrchestratorSettings
 from toolscout_kit.errors import ResourceExhaustedError
 
@@ -56,7 +59,6 @@ __all__ = [
     "MAX_DEFERRED_TOOLS",
     "MAX_REQUEST_BYTES",
     "Capability",
-    "ConfiguredDeferral",
     "ModelRule",
     "NativeDeferralLimitError",
     "NativeLimitProblem",
@@ -70,8 +72,15 @@ __all__ = [
 ]
 
 ProviderApi = Literal["messages", "chat_completions", "responses"]
-ConfiguredDeferral = Literal["auto", "native", "append", "stable"]
-Capability = Literal["native", "strict"]
+
+
+class Capability(StrEnum):
+    """What a rule of :data:`DEFERRAL_TABLE` says a model can do: native deferral, or no more than
+    one tool list per conversation (strict)."""
+
+    NATIVE = "native"
+    STRICT = "strict"
+
 
 MAX_DEFERRED_TOOLS = 10_000
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -107,9 +116,9 @@ class ModelRule:
 
 
 DEFERRAL_TABLE: tuple[ModelRule, ...] = (
-    ModelRule("native", "anthropic", "messages", _CLAUDE, (4, 5)),
-    ModelRule("native", "openai", "responses", _GPT, (5, 4)),
-    ModelRule("strict", "anthropic", "messages", _CLAUDE, (5, 1)),
+    ModelRule(Capability.NATIVE, "anthropic", "messages", _CLAUDE, (4, 5)),
+    ModelRule(Capability.NATIVE, "openai", "responses", _GPT, (5, 4)),
+    ModelRule(Capability.STRICT, "anthropic", "messages", _CLAUDE, (5, 1)),
 )
 
 # The APIs with a native mechanism: Anthropic Messages (tool_reference) and OpenAI Responses
@@ -146,11 +155,11 @@ def resolve_deferral(
     provider: str,
     api: ProviderApi,
     model_id: str,
-    configured: ConfiguredDeferral,
+    configured: Deferral,
     *,
     native_models: Sequence[str] = (),
     table: Sequence[ModelRule] = DEFERRAL_TABLE,
-) -> DeferralMode:
+) -> Deferral:
     """``native``, ``append`` or ``stable`` for one model.
 
     ``auto`` is native when the API has a native mechanism and the model is in ``table`` (or
@@ -161,16 +170,17 @@ def resolve_deferral(
         ValueError: ``native`` on an API without a native mechanism (config validation rejects it
             first; this guards other callers).
     """
-    if configured in ("append", "stable"):
+    configured = Deferral(configured)
+    if configured in (Deferral.APPEND, Deferral.STABLE):
         return configured
     if not native_supported(provider, api):
-        if configured == "native":
+        if configured == Deferral.NATIVE:
             raise ValueError(f"{provider} {api} has no native deferral; use append or auto")
-        return "append"
-    if configured == "native":
-        return "native"
-    in_table = any(r.capability == "native" and r.matches(provider, api, model_id) for r in table)
-    return "native" if in_table or _any_pattern(native_models, model_id) else "append"
+        return Deferral.APPEND
+    if configured == Deferral.NATIVE:
+        return configured
+    in_table = any(r.capability == Capability.NATIVE and r.matches(provider, api, model_id) for r in table)
+    return Deferral.NATIVE if in_table or _any_pattern(native_models, model_id) else Deferral.APPEND
 
 
 def is_strict(
@@ -185,13 +195,13 @@ def is_strict(
     """Whether the model rejects any change to ``tools`` within a conversation."""
     if configured is not None:
         return configured
-    in_table = any(r.capability == "strict" and r.matches(provider, api, model_id) for r in table)
+    in_table = any(r.capability == Capability.STRICT and r.matches(provider, api, model_id) for r in table)
     return in_table or _any_pattern(strict_models, model_id)
 
 
 def resolve_for_model(
     model: ModelConfig, client: ClientConfig, settings: OrchestratorSettings
-) -> tuple[DeferralMode, bool]:
+) -> tuple[Deferral, bool]:
     """(deferral mode, strict) of a configured model."""
     api = api_of(client)
     mode = resolve_deferral(

@@ -6,8 +6,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from toolscout.client import Deferral
+
 from orchestrator_svc.errors import ProviderAuthError, UnknownModelError
-from orchestrator_svc.messages import DeferralMode
 from orchestrator_svc.providers.base import LLMProvider
 from orchestrator_svc.providers.deferral import ProviderApi, api_of, resolve_for_model
 from toolscout_kit.config import ClientConfig, ModelConfig, ToolscoutConfig
@@ -29,7 +30,7 @@ class ResolvedModel:
     # The wire API (messages, chat_completions, responses), the deferral mode ``auto`` resolved
     # to (see providers/deferral.py), and whether the model rejects changes to ``tools``.
     api: ProviderApi = "chat_completions"
-    deferral: DeferralMode = "append"
+    deferral: Deferral = Deferral.APPEND
     strict_tools: bool = False
 
 
@@ -126,7 +127,7 @@ class ModelRegistry:
     def client(self, name: str) -> ClientConfig:
         return self._config.clients[name]
 
-    def deferral(self, name: str) -> tuple[ProviderApi, DeferralMode, bool]:
+    def deferral(self, name: str) -> tuple[ProviderApi, Deferral, bool]:
         """(wire API, deferral mode, strict) of a configured model, without building its client."""
         model = self._config.models[name]
         client = self._config.clients[model.client]

@@ -1,7 +1,7 @@
 """The OpenAI Responses API request body, built from a provider-neutral request (no SDK import).
 
 Append mode is Chat Completions in Responses clothing: loaded tools are flat functions and
-``search_tools`` is one of them. Native mode (``request.deferral == "native"``, gpt-5.4 and later)
+``search_tools`` is one of them. Native mode (``request.deferral == Deferral.NATIVE``, gpt-5.4 and later)
 follows OpenAI's tool search guide:
 
 * ``search_tools`` becomes ``{"type": "tool_search", "execution": "client"}`` with our description
@@ -31,7 +31,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from toolscout.client import SEARCH_TOOL_NAME, Tool
+from toolscout.client import SEARCH_TOOL_NAME, Deferral, Tool
 
 from orchestrator_svc.messages import LLMRequest, Message, object_schema
 from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
@@ -82,7 +82,7 @@ def _namespace(
 def responses_tools(request: LLMRequest) -> list[dict[str, Any]]:
     """The ``tools`` array: flat functions in append mode; in native mode loaded tools, the
     client-executed ``tool_search`` and one namespace of deferred functions per server."""
-    if request.deferral != "native":
+    if request.deferral != Deferral.NATIVE:
         return [_function(t) for t in request.tools]
     names = namespace_names(request.tools, request.deferred)
     out: list[dict[str, Any]] = []
@@ -169,7 +169,7 @@ class _InputBuilder:
 
     def __init__(self, request: LLMRequest) -> None:
         self.request = request
-        self.native = request.deferral == "native"
+        self.native = request.deferral == Deferral.NATIVE
         self.deferred = (
             {t.llm_name: t for t in request.tools if t.llm_name in request.deferred} if self.native else {}
         )

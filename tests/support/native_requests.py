@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from toolscout.client import Tool
+from toolscout.client import Deferral, Tool
 
-from orchestrator_svc.messages import DeferralMode, LLMRequest, LLMResult, Message, ToolCall
+from orchestrator_svc.messages import LLMRequest, LLMResult, Message, ToolCall
 from orchestrator_svc.providers.base import SdkProvider
 
 __all__ = ["DEFERRED", "SEARCH", "TOOLS", "collect", "deferred", "eager", "request", "search_turn"]
@@ -60,7 +60,7 @@ def deferred(name: str) -> Tool:
 def request(
     messages: list[Message],
     *,
-    mode: DeferralMode = "native",
+    mode: Deferral = Deferral.NATIVE,
     tools: list[Tool] | None = None,
     model: str = "claude-opus-4-7",
     **kw: Any,

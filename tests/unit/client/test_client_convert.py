@@ -127,6 +127,46 @@ def test_default_deadlines_cover_every_method_and_chat_gets_the_longest() -> Non
         Deadlines({"Nope": 1.0})
 
 
+def test_every_tool_surface_is_one_proto_enum_value_and_back() -> None:
+    from toolscout.discovery.v1 import discovery_pb2
+
+    names = {
+        n.removeprefix("TOOL_SURFACE_").lower() for n in discovery_pb2.ToolSurface.DESCRIPTOR.values_by_name
+    }
+    assert names - {"unspecified"} == {s.value for s in t.ToolSurface}
+    for surface in t.ToolSurface:
+        request = conv.plan_request(conv.plan_request_pb(t.PlanRequest(surface=surface)))
+        assert request.surface is surface
+        plan = conv.tool_plan(conv.tool_plan_pb(t.ToolPlan(surface=surface)))
+        assert plan.surface is surface
+    # A plain string is read as its member; "" stays the server's default, on the wire too.
+    assert t.SearchRequest(surface="stable").surface is t.ToolSurface.STABLE
+    assert conv.search_request(conv.search_request_pb(t.SearchRequest())).surface == ""
+    with pytest.raises(ValueError, match="unknown tool surface 'meta'"):
+        t.PlanRequest(surface="meta")
+    # A surface this side does not know (a newer peer's number) reads as the default.
+    newer = discovery_pb2.PlanToolsRequest(surface=7)
+    assert conv.plan_request(newer).surface == ""
+    assert conv.tool_plan(discovery_pb2.PlanToolsResponse(surface=7)).surface is t.ToolSurface.APPEND
+
+
+def test_deferral_modes_travel_as_their_lowercase_names() -> None:
+    for mode in t.Deferral:
+        info = conv.model_info(conv.model_info_pb(t.ModelInfo("m", "c", "openai", "gpt", deferral=mode)))
+        assert info.deferral is mode
+        stats = t.ChatStats(discovery=t.DiscoveryStats(deferral=mode))
+        message = conv.chat_stats_pb(stats)
+        assert message.discovery.deferral == mode.value
+        assert conv.chat_stats(message).discovery.deferral is mode
+    assert conv.model_info(orchestrator_pb2.ModelInfo(deferral="")).deferral == ""
+    # A mode this side does not know (a newer peer) reads as not reported.
+    assert conv.model_info(orchestrator_pb2.ModelInfo(deferral="someday")).deferral == ""
+    # str enums: JSON of a value carries the same bytes as the plain strings did.
+    assert json.dumps(dataclasses.asdict(t.DiscoveryStats(deferral=t.Deferral.STABLE)))[-60:].endswith(
+        '"deferral": "stable", "native_fallback_reason": ""}'
+    )
+
+
 def test_tool_surfaces_map_to_the_proto_enum_and_unknown_names_are_refused() -> None:
     from toolscout.client import wire as conv
     from toolscout.discovery.v1 import discovery_pb2

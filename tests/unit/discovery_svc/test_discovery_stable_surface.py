@@ -11,12 +11,12 @@ import json
 from typing import Any
 
 import pytest
-from toolscout.client import HOST_DESCRIPTION_MAX_BYTES, PlanRequest, SearchRequest
+from toolscout.client import HOST_DESCRIPTION_MAX_BYTES, PlanRequest, SearchRequest, ToolSurface
 
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.errors import SearchArgumentError
 from discovery_svc.manifest import stable_search_tool_description
-from discovery_svc.surface import CALL_TOOL_PARAMETERS, Surface
+from discovery_svc.surface import CALL_TOOL_PARAMETERS
 from tests.support.discovery_catalogs import catalog, config, make_tool, synthetic_tools
 
 TOOLS = [
@@ -43,9 +43,9 @@ def engine() -> DiscoveryEngine:
 
 async def test_a_stable_plan_is_eager_tools_search_tools_and_call_tool_whatever_was_discovered() -> None:
     svc = engine()
-    fresh = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    fresh = await svc.plan_tools(PlanRequest(surface=ToolSurface.STABLE))
     later = await svc.plan_tools(
-        PlanRequest(discovered_tools=["weather_forecast", "mail_send_email"], surface=Surface.STABLE)
+        PlanRequest(discovered_tools=["weather_forecast", "mail_send_email"], surface=ToolSurface.STABLE)
     )
     assert [t.llm_name for t in fresh.loaded_tools] == ["time_now"]
     assert later.loaded_tools == fresh.loaded_tools
@@ -63,7 +63,7 @@ async def test_the_stable_search_tool_carries_the_manifest_and_says_found_tools_
     None
 ):
     svc = engine()
-    stable = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    stable = await svc.plan_tools(PlanRequest(surface=ToolSurface.STABLE))
     append = await svc.plan_tools(PlanRequest())
     assert stable.search_tool is not None
     assert append.search_tool is not None
@@ -76,7 +76,7 @@ async def test_the_stable_search_tool_carries_the_manifest_and_says_found_tools_
 
 async def test_the_stable_plan_counts_call_tool_in_what_is_sent() -> None:
     svc = engine()
-    stable = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
+    stable = await svc.plan_tools(PlanRequest(surface=ToolSurface.STABLE))
     append = await svc.plan_tools(PlanRequest())
     assert stable.tokens.sent_tokens > append.tokens.sent_tokens
     assert stable.tokens.all_definitions_tokens == append.tokens.all_definitions_tokens
@@ -84,7 +84,7 @@ async def test_the_stable_plan_counts_call_tool_in_what_is_sent() -> None:
 
 async def test_a_stable_search_gives_each_found_tool_its_schema_and_how_to_call_it() -> None:
     result = await engine().search_tools(
-        SearchRequest(query="weather forecast city", max_results=1, surface=Surface.STABLE)
+        SearchRequest(query="weather forecast city", max_results=1, surface=ToolSurface.STABLE)
     )
     schema = json.dumps(TOOLS[0].input_schema, ensure_ascii=False, separators=(",", ":"))
     assert result.result_text == (
@@ -119,7 +119,7 @@ async def test_a_stable_search_tells_eager_tools_from_tools_found_earlier_and_re
         SearchRequest(
             tool_names=("time_now", "weather_alerts", "weather_forcast"),
             loaded_tools=("weather_alerts",),
-            surface=Surface.STABLE,
+            surface=ToolSurface.STABLE,
         )
     )
     assert "Already in your tool list (call directly): time_now" in result.result_text
@@ -140,7 +140,7 @@ async def test_the_append_surface_is_unchanged_and_has_no_structured_answer() ->
 
 async def test_a_plan_watcher_gets_the_plan_now_and_again_after_each_catalog_change() -> None:
     svc = engine()
-    plans = svc.watch_plans(PlanRequest(surface=Surface.STABLE, include_deferred_tools=True))
+    plans = svc.watch_plans(PlanRequest(surface=ToolSurface.STABLE, include_deferred_tools=True))
     first = await anext(plans)
     waiting = asyncio.ensure_future(anext(plans))
     await asyncio.sleep(0)
@@ -175,8 +175,8 @@ def test_at_50000_tools_the_stable_search_tools_description_keeps_a_short_manife
 
 async def test_a_stable_search_without_arguments_answers_the_full_manifest_as_text_and_data() -> None:
     svc = engine()
-    plan = await svc.plan_tools(PlanRequest(surface=Surface.STABLE))
-    browsed = await svc.search_tools(SearchRequest(arguments_json="{}", surface=Surface.STABLE))
+    plan = await svc.plan_tools(PlanRequest(surface=ToolSurface.STABLE))
+    browsed = await svc.search_tools(SearchRequest(arguments_json="{}", surface=ToolSurface.STABLE))
     assert browsed.mode == "manifest"
     assert browsed.result_text.startswith(plan.manifest)
     assert browsed.newly_loaded == ()
@@ -187,7 +187,7 @@ async def test_a_stable_search_without_arguments_answers_the_full_manifest_as_te
 
 async def test_a_stable_search_that_finds_nothing_gives_its_hint_as_data_too() -> None:
     result = await engine().search_tools(
-        SearchRequest(query="book a flight to Paris", surface=Surface.STABLE)
+        SearchRequest(query="book a flight to Paris", surface=ToolSurface.STABLE)
     )
     data = json.loads(result.structured_content_json)
     assert data["tools"] == []

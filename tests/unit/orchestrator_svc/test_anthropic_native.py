@@ -12,9 +12,10 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic import AsyncAnthropic
+from toolscout.client import Deferral
 
 from orchestrator_svc.errors import ProviderRejectedError
-from orchestrator_svc.messages import DeferralMode, Message, NativeItem, ToolCall
+from orchestrator_svc.messages import Message, NativeItem, ToolCall
 from orchestrator_svc.providers.anthropic_provider import AnthropicProvider
 from orchestrator_svc.providers.deferral import NativeDeferralLimitError
 from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall, ServerSearch
@@ -149,7 +150,7 @@ async def _conversation(provider: AnthropicProvider, fake: FakeProvider, *, nati
         Reply.calls(ScriptedCall("weather_forecast", {"city": "Paris"}, id="toolu_f")),
         Reply.answer("Sunny."),
     )
-    mode: DeferralMode = "native" if native else "append"
+    mode = Deferral.NATIVE if native else Deferral.APPEND
     before = eager()
     after = [*eager(), TOOLS[2]]
     messages = [Message("user", "weather in Paris?")]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from toolscout.client import Deferral, GatewayMode
 
 from toolscout_kit.config import (
     ExcludeSpec,
@@ -307,6 +308,24 @@ def test_gateway_settings_default_to_a_local_meta_endpoint_and_check_toolsets_an
     with pytest.raises(ConfigError, match="the name of an environment variable"):
         parse_config({"toolscout": {"gateway": {"tokens": {"not a name": ["*"]}}}})
     with pytest.raises(ConfigError, match="mode"):
+        parse_config({"toolscout": {"gateway": {"mode": "lazy"}}})
+
+
+def test_modes_parse_into_the_client_librarys_enums_and_unknown_ones_list_the_choices() -> None:
+    config = parse_config(
+        {
+            "clients": {"c": {"provider": "openai"}},
+            "models": {"m": {"client": "c", "model": "x", "deferral": "stable"}},
+            "tool_sets": {"a": {"servers": {}}},
+            "toolscout": {"gateway": {"mode": "progressive", "modes": {"a": "all"}}},
+        }
+    )
+    assert config.models["m"].deferral is Deferral.STABLE
+    assert parse_config({"clients": {}}).toolscout.gateway.mode is GatewayMode.META
+    gateway = config.toolscout.gateway
+    assert (gateway.mode, gateway.mode_for("a")) == (GatewayMode.PROGRESSIVE, GatewayMode.ALL)
+    assert all(isinstance(m, GatewayMode) for m in gateway.client_modes.values())
+    with pytest.raises(ConfigError, match=r"gateway\.mode: Input should be 'meta', 'progressive' or 'all'"):
         parse_config({"toolscout": {"gateway": {"mode": "lazy"}}})
 
 

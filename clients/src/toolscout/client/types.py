@@ -8,7 +8,10 @@ Requests that cross a seam are values too (:class:`PlanRequest`, :class:`SearchR
 
 JSON documents (schemas, arguments, structured content) keep their wire form as ``*_json``
 strings, with a property that parses them on demand. Enums become lowercase strings
-(``"ready"``, ``"deferred"``), so ``dataclasses.asdict`` of any result is JSON-serialisable.
+(``"ready"``, ``"deferred"``), so ``dataclasses.asdict`` of any result is JSON-serialisable. The
+closed sets several services compare (:class:`ToolSurface`, :class:`Deferral`,
+:class:`GatewayMode`) are ``str`` enums: each member is its lowercase string, so JSON, YAML and
+the wire carry the same bytes as before, and ``""`` stays "not set".
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from enum import StrEnum
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "CALL_TOOL_NAME",
@@ -38,8 +42,10 @@ __all__ = [
     "ChatResult",
     "ChatStats",
     "ContentBlock",
+    "Deferral",
     "DeprecatedToolset",
     "DiscoveryStats",
+    "GatewayMode",
     "Manifest",
     "ModelInfo",
     "NameSuggestion",
@@ -69,6 +75,7 @@ __all__ = [
     "ToolCatalog",
     "ToolMatch",
     "ToolPlan",
+    "ToolSurface",
     "ToolsDiscovered",
     "ToolsetInfo",
     "ToolsetLike",
@@ -94,6 +101,59 @@ READ_RESULT_NAME = "read_result"
 HOST_DESCRIPTION_MAX_BYTES = 2048
 # The input schema of a tool that takes no arguments (and what an invalid schema is read as).
 EMPTY_INPUT_SCHEMA_JSON = '{"type":"object","properties":{}}'
+
+
+class ToolSurface(StrEnum):
+    """How the tools a search finds reach an LLM or an MCP host (discovery's ``ToolSurface``).
+
+    ``append``: found tools join the tool list. ``stable``: the tool list stays eager tools +
+    search_tools + call_tool for a whole catalog version; found tools are read as text and run
+    through ``call_tool``. A request's ``""`` asks for the server's default (append).
+    """
+
+    APPEND = "append"
+    STABLE = "stable"
+
+    @classmethod
+    def parse(cls, name: str) -> ToolSurface | Literal[""]:
+        """The surface ``name`` names; ``""`` for ``""``.
+
+        Raises:
+            ValueError: any other name.
+        """
+        if not name:
+            return ""
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown tool surface {name!r} (append, stable)") from None
+
+
+class Deferral(StrEnum):
+    """How the orchestrator's found tools reach the model (a model's ``deferral`` setting).
+
+    ``native``: every tool declared, deferred ones loaded by the provider's own mechanism;
+    ``append``: found tools join ``tools``; ``stable``: discovery's stable surface (call_tool).
+    ``auto`` is a setting only: a chat resolves it to native or append before it starts.
+    """
+
+    AUTO = "auto"
+    NATIVE = "native"
+    APPEND = "append"
+    STABLE = "stable"
+
+
+class GatewayMode(StrEnum):
+    """What the MCP gateway's tool list holds (an endpoint's ``mode``).
+
+    ``meta``: eager tools + search_tools + call_tool, the same bytes for a catalog version;
+    ``progressive``: eager tools + search_tools + what the session's searches loaded; ``all``:
+    every tool of the toolset.
+    """
+
+    META = "meta"
+    PROGRESSIVE = "progressive"
+    ALL = "all"
 
 
 def parse_json_object(text: str) -> dict[str, Any] | None:
@@ -559,12 +619,14 @@ class PlanRequest:
     # Also return the names / the definitions of every deferred tool (native deferral).
     include_deferred_names: bool = False
     include_deferred_tools: bool = False
-    # "append" (default) or "stable": eager tools + search_tools + call_tool for a whole catalog version.
-    surface: str = ""
+    # APPEND ("" = the default) or STABLE: eager tools + search_tools + call_tool for a whole
+    # catalog version. A plain string is read as its member (ValueError for an unknown one).
+    surface: ToolSurface | Literal[""] = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))
         object.__setattr__(self, "discovered_tools", _strings(self.discovered_tools))
+        object.__setattr__(self, "surface", ToolSurface.parse(self.surface))
 
 
 class DeprecatedToolset(TypedDict, total=False):
@@ -581,7 +643,7 @@ class PlanFields(DeprecatedToolset, total=False):
     provider: str
     include_deferred_names: bool
     include_deferred_tools: bool
-    surface: str
+    surface: ToolSurface
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,13 +670,14 @@ class SearchRequest:
     provider: str = ""
     # The provider loads found definitions itself (native deferral): the text lists names only.
     compact_text: bool = False
-    # "append" (default) or "stable" (found tools' schemas in the text, to be called via call_tool).
-    surface: str = ""
+    # APPEND ("" = the default) or STABLE (found tools' schemas in the text, called via call_tool).
+    surface: ToolSurface | Literal[""] = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))
         for name in ("tool_names", "loaded_tools", "discovered_tools"):
             object.__setattr__(self, name, _strings(getattr(self, name)))
+        object.__setattr__(self, "surface", ToolSurface.parse(self.surface))
 
 
 class SearchFields(DeprecatedToolset, total=False):
@@ -631,7 +694,7 @@ class SearchFields(DeprecatedToolset, total=False):
     discovered_tools: Sequence[str]
     provider: str
     compact_text: bool
-    surface: str
+    surface: ToolSurface
 
 
 @dataclass(frozen=True, slots=True)
@@ -656,11 +719,10 @@ class ToolPlan:
     discovered_tools: tuple[str, ...] = ()
     # With ``include_deferred_tools``: the definition of every deferred tool (catalog order).
     deferred_tools: tuple[Tool, ...] = ()
-    # With ``surface="stable"`` and a search tool: the call_tool definition. The stable surface
+    # With the STABLE surface and a search tool: the call_tool definition. The stable surface
     # sends eager tools + search_tool + call_tool and nothing else for a catalog version.
     call_tool: Tool | None = None
-    # "append" or "stable".
-    surface: str = "append"
+    surface: ToolSurface = ToolSurface.APPEND
     # The read_result definition (every plan): offered while a result handle is live.
     read_result_tool: Tool | None = None
     # Its tokens in ``tokens.encoding`` (not in ``tokens.sent_tokens``).
@@ -823,7 +885,8 @@ class DiscoveryStats:
     encoding: str = ""
     estimate: bool = False
     deferred_call_rejections: int = 0
-    deferral: str = ""
+    # The chat's deferral mode after any fallback (never AUTO); "" when not reported.
+    deferral: Deferral | Literal[""] = ""
     native_fallback_reason: str = ""
 
 
@@ -886,7 +949,8 @@ class ModelInfo:
     base_url: str = ""
     template: str = ""
     api: str = ""
-    deferral: str = ""
+    # The resolved deferral mode (never AUTO); "" when not reported.
+    deferral: Deferral | Literal[""] = ""
     strict_tools: bool = False
 
 

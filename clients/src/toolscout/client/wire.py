@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -212,22 +212,33 @@ def call_tool_result_pb(x: t.CallToolResult) -> mcp_pool_pb2.CallToolResponse:
 
 
 def surface(name: str) -> int:
-    """The ``ToolSurface`` value of ``"append"`` / ``"stable"`` (``""`` = the server's default).
+    """The ``ToolSurface`` value of a :class:`~toolscout.client.types.ToolSurface` (or its name;
+    ``""`` = the server's default).
 
     Raises:
         ValueError: any other name.
     """
-    if not name:
+    known = t.ToolSurface.parse(name)
+    if not known:
         return discovery_pb2.TOOL_SURFACE_UNSPECIFIED
-    try:
-        value: int = discovery_pb2.ToolSurface.Value(f"TOOL_SURFACE_{name.upper()}")
-    except ValueError:
-        raise ValueError(f"unknown tool surface {name!r} (append, stable)") from None
+    value: int = discovery_pb2.ToolSurface.Value(f"TOOL_SURFACE_{known.upper()}")
     return value
 
 
-def _surface_name(value: int) -> str:
-    return _enum_name(discovery_pb2.ToolSurface, value, "TOOL_SURFACE_") if value else ""
+def _surface_of(value: int) -> t.ToolSurface | Literal[""]:
+    # TOOL_SURFACE_STABLE -> ToolSurface.STABLE; unspecified, or a number this side does not know
+    # (a newer peer), -> "" (the default).
+    name = _enum_name(discovery_pb2.ToolSurface, value, "TOOL_SURFACE_") if value else ""
+    return t.ToolSurface(name) if name in _SURFACES else ""
+
+
+def _deferral_of(name: str) -> t.Deferral | Literal[""]:
+    # The proto carries the deferral mode as its lowercase name; one this side does not know -> "".
+    return t.Deferral(name) if name in _DEFERRALS else ""
+
+
+_SURFACES = frozenset(s.value for s in t.ToolSurface)
+_DEFERRALS = frozenset(d.value for d in t.Deferral)
 
 
 def toolset_fields(ref: t.ToolsetRef) -> dict[str, str]:
@@ -265,7 +276,7 @@ _SERVER_TOKENS = _Alike(t.ServerTokens, discovery_pb2.ServerTokens)
 
 
 def plan_request(m: discovery_pb2.PlanToolsRequest) -> t.PlanRequest:
-    return _PLAN_REQUEST.value(m, toolset=toolset_of(m), surface=_surface_name(m.surface))
+    return _PLAN_REQUEST.value(m, toolset=toolset_of(m), surface=_surface_of(m.surface))
 
 
 def plan_request_pb(x: t.PlanRequest) -> discovery_pb2.PlanToolsRequest:
@@ -291,7 +302,7 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         tokens=token_accounting(m.tokens),
         deferred_tools=tools(m.deferred_tools),
         call_tool=_tool_or_none(m, "call_tool"),
-        surface=_surface_name(m.surface) or "append",
+        surface=_surface_of(m.surface) or t.ToolSurface.APPEND,
         read_result_tool=_tool_or_none(m, "read_result_tool"),
     )
 
@@ -307,7 +318,7 @@ def tool_plan_pb(x: t.ToolPlan) -> discovery_pb2.PlanToolsResponse:
         tokens=token_accounting_pb(x.tokens),
         deferred_tools=tools_pb(x.deferred_tools),
         call_tool=_tool_pb_or_none(x.call_tool),
-        surface=surface(x.surface or "append"),
+        surface=surface(x.surface),
         read_result_tool=_tool_pb_or_none(x.read_result_tool),
     )
 
@@ -317,7 +328,7 @@ def watch_plan(m: discovery_pb2.WatchPlanResponse) -> t.ToolPlan:
 
 
 def search_request(m: discovery_pb2.SearchToolsRequest) -> t.SearchRequest:
-    return _SEARCH_REQUEST.value(m, toolset=toolset_of(m), surface=_surface_name(m.surface))
+    return _SEARCH_REQUEST.value(m, toolset=toolset_of(m), surface=_surface_of(m.surface))
 
 
 def search_request_pb(x: t.SearchRequest) -> discovery_pb2.SearchToolsRequest:
@@ -379,14 +390,14 @@ _TOOL_CALL = _Alike(t.ToolCall, orchestrator_pb2.ToolCall)
 _CHAT_MESSAGE = _Alike(t.ChatMessage, orchestrator_pb2.Message, "tool_calls", "attachments", "loaded_tools")
 _TOKEN_USAGE = _Alike(t.TokenUsage, orchestrator_pb2.TokenUsage)
 _TOOL_CALL_COUNT = _Alike(t.ToolCallCount, orchestrator_pb2.ToolCallCount)
-_DISCOVERY_STATS = _Alike(t.DiscoveryStats, orchestrator_pb2.DiscoveryStats)
+_DISCOVERY_STATS = _Alike(t.DiscoveryStats, orchestrator_pb2.DiscoveryStats, "deferral")
 _RESULT_TOKENS = _Alike(t.ResultTokens, orchestrator_pb2.ResultTokens)
 _CHAT_STATS = _Alike(
     t.ChatStats, orchestrator_pb2.ChatStats, "usage", "tool_calls", "discovery", "result_tokens"
 )
 _CHAT_RESULT = _Alike(t.ChatResult, orchestrator_pb2.ChatResponse, "messages", "stats", "stop_reason")
 _TOOL_CALL_FINISHED = _Alike(t.ToolCallFinished, orchestrator_pb2.ToolCallFinished, "call")
-_MODEL_INFO = _Alike(t.ModelInfo, orchestrator_pb2.ModelInfo)
+_MODEL_INFO = _Alike(t.ModelInfo, orchestrator_pb2.ModelInfo, "deferral")
 _TOOLSET_SERVER = _Alike(t.ToolsetServer, orchestrator_pb2.ToolsetServer)
 _TOOLSET_INFO = _Alike(t.ToolsetInfo, orchestrator_pb2.ToolsetInfo, "servers")
 
@@ -394,8 +405,14 @@ tool_call = _TOOL_CALL.value
 tool_call_pb = _TOOL_CALL.message
 token_usage = _TOKEN_USAGE.value
 token_usage_pb = _TOKEN_USAGE.message
-model_info = _MODEL_INFO.value
-model_info_pb = _MODEL_INFO.message
+
+
+def model_info(m: orchestrator_pb2.ModelInfo) -> t.ModelInfo:
+    return _MODEL_INFO.value(m, deferral=_deferral_of(m.deferral))
+
+
+def model_info_pb(x: t.ModelInfo) -> orchestrator_pb2.ModelInfo:
+    return _MODEL_INFO.message(x, deferral=x.deferral)
 
 
 def chat_message(m: orchestrator_pb2.Message) -> t.ChatMessage:
@@ -423,7 +440,7 @@ def chat_stats(s: orchestrator_pb2.ChatStats) -> t.ChatStats:
         s,
         usage=token_usage(s.usage),
         tool_calls=tuple(_TOOL_CALL_COUNT.value(c) for c in s.tool_calls),
-        discovery=_DISCOVERY_STATS.value(s.discovery),
+        discovery=_DISCOVERY_STATS.value(s.discovery, deferral=_deferral_of(s.discovery.deferral)),
         result_tokens=tuple(_RESULT_TOKENS.value(r) for r in s.result_tokens),
     )
 
@@ -433,7 +450,7 @@ def chat_stats_pb(x: t.ChatStats) -> orchestrator_pb2.ChatStats:
         x,
         usage=token_usage_pb(x.usage),
         tool_calls=[_TOOL_CALL_COUNT.message(c) for c in x.tool_calls],
-        discovery=_DISCOVERY_STATS.message(x.discovery),
+        discovery=_DISCOVERY_STATS.message(x.discovery, deferral=x.discovery.deferral),
         result_tokens=[_RESULT_TOKENS.message(r) for r in x.result_tokens],
     )
 
