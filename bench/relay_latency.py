@@ -171,7 +171,12 @@ def main() -> int:
     )
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--ticks", type=int, default=50)
-    parser.add_argument("--open", type=int, default=80, help="open calls (the host's HTTP client keeps at most 100 connections)")
+    parser.add_argument(
+        "--open",
+        type=int,
+        default=80,
+        help="open calls (the host's HTTP client keeps at most 100 connections)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toolscout-relay-") as work_dir:
         work = Path(work_dir)
