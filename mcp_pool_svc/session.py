@@ -556,6 +556,27 @@ class _LenientDispatcher(JSONRPCDispatcher[Any]):
         return raw
 
 
+def _client_session(
+    dispatcher: _LenientDispatcher,
+    router: CallRouter,
+    host: HostSession | None,
+    on_event: Callable[[ConnectionEvent, str], None],
+) -> ClientSession:
+    """The SDK session, whose callbacks route the server's requests to the call that caused them:
+    all three for the pooled session, only the host's own for a session opened for its call."""
+    declared = host.capabilities if host is not None else None
+    return ClientSession(
+        message_handler=_message_handler(on_event),
+        client_info=_CLIENT_INFO,
+        dispatcher=dispatcher,
+        sampling_callback=router.sampling if declared is None or declared.sampling else None,
+        elicitation_callback=router.elicitation if declared is None or declared.elicitation else None,
+        list_roots_callback=router.list_roots if declared is None or declared.roots else None,
+        logging_callback=router.logged,
+        sampling_capabilities=declared.sampling if declared is not None else None,
+    )
+
+
 @asynccontextmanager
 async def open_connection(
     config: StdioServerConfig | RemoteServerConfig,
@@ -605,19 +626,7 @@ async def open_connection(
         dispatcher = _LenientDispatcher(relay_recv, write, on_event=on_event)
         # A host's own session carries that one call: every request on it is the call's.
         router = CallRouter(request_streams=host is None and transport_name(config) == "streamable-http")
-        declared = host.capabilities if host is not None else None
-        session = await stack.enter_async_context(
-            ClientSession(
-                message_handler=_message_handler(on_event),
-                client_info=_CLIENT_INFO,
-                dispatcher=dispatcher,
-                sampling_callback=router.sampling if declared is None or declared.sampling else None,
-                elicitation_callback=router.elicitation if declared is None or declared.elicitation else None,
-                list_roots_callback=router.list_roots if declared is None or declared.roots else None,
-                logging_callback=router.logged,
-                sampling_capabilities=declared.sampling if declared is not None else None,
-            )
-        )
+        session = await stack.enter_async_context(_client_session(dispatcher, router, host, on_event))
         dispatcher.protocol_version = lambda: session.protocol_version
         with anyio.fail_after(config.connect_timeout):
             if host is None:

@@ -26,7 +26,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from typing import Literal
 
 import anyio
@@ -38,7 +38,6 @@ from mcp_pool_svc.catalog import Catalog, ListedTool
 from mcp_pool_svc.errors import ServerUnavailableError
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.probes import Probes
-from mcp_pool_svc.relay import HostSession
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger, redact
@@ -118,7 +117,8 @@ class Supervisor:
         self.name = name
         self.config = config
         self._settings = settings
-        self._connector = connector
+        # Opens this server's connections (its own one, and those opened for one host's call).
+        self.connector = connector
         self._catalog = catalog
         self._metrics = metrics
         self._on_change = on_change
@@ -204,11 +204,6 @@ class Supervisor:
         if self._next_retry:
             text += f" (next connection attempt in {max(self._next_retry - time.time(), 0):.0f}s)"
         return text
-
-    def host_connection(self, host: HostSession) -> AbstractAsyncContextManager[Connection]:
-        """A connection of its own for one host's call (:func:`mcp_pool_svc.relay.wants_host_session`);
-        its events are not this server's state (the pooled connection's are)."""
-        return self._connector(self.name, self.config, _ignore_event, host)
 
     async def connection_for_call(
         self, *, wait_for_restart: bool = False, not_this: Connection | None = None
@@ -389,7 +384,7 @@ class Supervisor:
                     # Opening (spawn or dial, handshake, first listing) waits its turn in the pool.
                     async with self._probes.connecting():
                         conn = await stack.enter_async_context(
-                            self._connector(self.name, self.config, self._on_event)
+                            self.connector(self.name, self.config, self._on_event)
                         )
                         await self._became_ready(conn)
                     was_ready = True
@@ -608,7 +603,3 @@ class Supervisor:
             if wait > 0 and not self._poke.is_set():
                 with anyio.move_on_after(wait):
                     await self._poke.wait()
-
-
-def _ignore_event(kind: ConnectionEvent, detail: str) -> None:
-    """A host's own connection coming and going says nothing about the server's state."""

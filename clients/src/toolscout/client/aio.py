@@ -44,7 +44,7 @@ from toolscout.client.errors import (
     not_sent_error,
     translate_rpc_error,
 )
-from toolscout.client.relay import CallRelay, relay_call
+from toolscout.client.relay import CallRelay, RelayRpc, relay_call
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
@@ -193,14 +193,14 @@ class AsyncPoolClient(
         timeout = None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001)
         try:
             if relay is not None:
-                resp = await relay_call(
+                rpc = RelayRpc(
                     self._stub,
                     wire.call_request_pb(request),
-                    relay,
-                    rpc_timeout=timeout,
-                    metadata=with_trace_context(metadata),
-                    method=f"/{self._service}/CallToolRelay",
+                    timeout,
+                    with_trace_context(metadata),
+                    f"/{self._service}/CallToolRelay",
                 )
+                resp = await relay_call(rpc, relay)
             elif progress is None:
                 resp = await self._unary(
                     "CallTool", wire.call_request_pb(request), timeout, metadata, resolved=True

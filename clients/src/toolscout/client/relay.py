@@ -26,7 +26,7 @@ from toolscout.client import wire
 from toolscout.client.errors import OutcomeUnknownError, translate_rpc_error
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
 
-__all__ = ["INTERNAL_ERROR", "CallRelay", "SyncCallRelay", "relay_call", "relay_call_sync"]
+__all__ = ["INTERNAL_ERROR", "CallRelay", "RelayRpc", "SyncCallRelay", "relay_call", "relay_call_sync"]
 
 # JSON-RPC "internal error": the answer to a request whose host handler failed.
 INTERNAL_ERROR = -32603
@@ -75,26 +75,35 @@ def _start(
     )
 
 
+def _failed(relayed: t.RelayedRequest, err: Exception) -> t.RelayAnswer:
+    return t.RelayAnswer.error(relayed.id, INTERNAL_ERROR, f"the host's answer failed ({type(err).__name__})")
+
+
 def _answer(answer: t.RelayAnswer) -> mcp_pool_pb2.CallToolRelayRequest:
     return mcp_pool_pb2.CallToolRelayRequest(answer=wire.relay_answer_pb(answer))
 
 
-async def relay_call(
-    stub: Any,
-    request: mcp_pool_pb2.CallToolRequest,
-    relay: CallRelay,
-    *,
-    rpc_timeout: float | None,
-    metadata: Any,
-    method: str,
-) -> mcp_pool_pb2.CallToolResponse:
-    """Runs ``CallToolRelay`` on ``stub`` (an aio ``McpPoolStub``) and returns the result message.
+@dataclass(frozen=True, slots=True)
+class RelayRpc:
+    """One ``CallToolRelay``: the pool's stub (aio or blocking), the call, the RPC's timeout and
+    metadata, and the method's name for errors."""
+
+    stub: Any
+    request: mcp_pool_pb2.CallToolRequest
+    timeout: float | None
+    metadata: Any
+    method: str
+
+
+async def relay_call(rpc: RelayRpc, relay: CallRelay) -> mcp_pool_pb2.CallToolResponse:
+    """Runs ``CallToolRelay`` on an aio stub and returns the result message.
 
     Raises:
         ToolscoutClientError: the RPC failed (translated from its status, as for CallTool).
         OutcomeUnknownError: the stream ended without a result.
     """
-    call = stub.CallToolRelay(timeout=rpc_timeout, metadata=metadata)
+    call = rpc.stub.CallToolRelay(timeout=rpc.timeout, metadata=rpc.metadata)
+    method = rpc.method
     writing = asyncio.Lock()
     answering: set[asyncio.Task[None]] = set()
 
@@ -102,14 +111,13 @@ async def relay_call(
         try:
             reply = await relay.on_request(relayed)
         except Exception as err:
-            reply = t.RelayAnswer.error(
-                relayed.id, INTERNAL_ERROR, f"the host's answer failed ({type(err).__name__})"
-            )
+            # Any failure of the host's side is an error answer to the server.
+            reply = _failed(relayed, err)
         async with writing:
             await call.write(_answer(reply))
 
     try:
-        await call.write(_start(request, relay))
+        await call.write(_start(rpc.request, relay))
         while True:
             event = await call.read()
             if event is grpc.aio.EOF:
@@ -136,29 +144,22 @@ async def relay_call(
     raise OutcomeUnknownError(_NO_RESULT, code=grpc.StatusCode.ABORTED, method=method)
 
 
-def relay_call_sync(
-    stub: Any,
-    request: mcp_pool_pb2.CallToolRequest,
-    relay: SyncCallRelay,
-    *,
-    timeout: float | None,
-    metadata: Any,
-    method: str,
-) -> mcp_pool_pb2.CallToolResponse:
-    """:func:`relay_call` for a blocking ``McpPoolStub``.
+def relay_call_sync(rpc: RelayRpc, relay: SyncCallRelay) -> mcp_pool_pb2.CallToolResponse:
+    """:func:`relay_call` for a blocking stub.
 
     Raises:
         ToolscoutClientError: the RPC failed (translated from its status, as for CallTool).
         OutcomeUnknownError: the stream ended without a result.
     """
     outgoing: queue.SimpleQueue[mcp_pool_pb2.CallToolRelayRequest | None] = queue.SimpleQueue()
-    outgoing.put(_start(request, relay))
+    outgoing.put(_start(rpc.request, relay))
+    method = rpc.method
 
     def messages() -> Iterator[mcp_pool_pb2.CallToolRelayRequest]:
         while (message := outgoing.get()) is not None:
             yield message
 
-    events = stub.CallToolRelay(messages(), timeout=timeout, metadata=metadata)
+    events = rpc.stub.CallToolRelay(messages(), timeout=rpc.timeout, metadata=rpc.metadata)
     try:
         for event in events:
             kind = event.WhichOneof("event")
@@ -170,9 +171,8 @@ def relay_call_sync(
                 try:
                     reply = relay.on_request(relayed)
                 except Exception as err:
-                    reply = t.RelayAnswer.error(
-                        relayed.id, INTERNAL_ERROR, f"the host's answer failed ({type(err).__name__})"
-                    )
+                    # Any failure of the host's side is an error answer to the server.
+                    reply = _failed(relayed, err)
                 outgoing.put(_answer(reply))
             elif kind == "log" and relay.on_log is not None:
                 relay.on_log(wire.relayed_log(event.log))

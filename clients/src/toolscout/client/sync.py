@@ -38,7 +38,7 @@ from toolscout.client._calls import (
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
-from toolscout.client.relay import SyncCallRelay, relay_call_sync
+from toolscout.client.relay import RelayRpc, SyncCallRelay, relay_call_sync
 from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
@@ -182,14 +182,14 @@ class PoolClient(
         timeout = None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001)
         try:
             if relay is not None:
-                resp = relay_call_sync(
+                rpc = RelayRpc(
                     self._stub,
                     wire.call_request_pb(request),
-                    relay,
-                    timeout=timeout,
-                    metadata=with_trace_context(metadata),
-                    method=f"/{self._service}/CallToolRelay",
+                    timeout,
+                    with_trace_context(metadata),
+                    f"/{self._service}/CallToolRelay",
                 )
+                resp = relay_call_sync(rpc, relay)
             else:
                 resp = self._unary(
                     "CallTool", wire.call_request_pb(request), timeout, metadata, resolved=True
