@@ -8,6 +8,9 @@ and ``toolscout up`` fronting it (``all`` mode). Measures:
   server, (b) through the gateway with nothing declared but a ``progressToken`` (the pool's
   ``CallToolWithProgress`` stream), (c) through the gateway from a host that declared sampling (the
   ``CallToolRelay`` bidirectional stream). p50/p99 of receive time minus send time.
+* **Call latency, unary vs relayed**: a call with nothing to send back (``ticks`` with no tick)
+  from a host that declared nothing (one unary ``CallTool``) and from one that declared sampling
+  (the ``CallToolRelay`` stream), p50/p99: what the stream costs a call that relays nothing.
 * **Memory per open relayed call**: ``--open`` concurrent ``slow_sample`` calls whose host holds
   its sampling answer, so each is an open relay stream (gateway and pool, one ``toolscout up``
   process): its RSS with them open minus before, per call.
@@ -93,6 +96,20 @@ async def _progress_delays(url: str, calls: int, ticks: int, *, relay: bool) -> 
     return delays
 
 
+async def _call_times(url: str, calls: int, *, relay: bool) -> list[float]:
+    times: list[float] = []
+    options: dict[str, Any] = {"mode": "legacy"}
+    if relay:
+        options["sampling_callback"] = _sampled
+    async with Client(url, **options) as host:
+        for n in range(calls + 20):
+            started = time.perf_counter()
+            await host.call_tool("ticks", {"count": 0})
+            if n >= 20:  # warm-up
+                times.append(time.perf_counter() - started)
+    return times
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -157,12 +174,24 @@ async def _run(gateway: str, server_url: str, pid: int, args: argparse.Namespace
         print(
             f"progress latency, {name:52} p50 {figures[name]['p50_ms']:6.2f} ms  p99 {figures[name]['p99_ms']:6.2f} ms"
         )
+    calls: dict[str, Any] = {}
+    for name, relay in (
+        ("host declares nothing (CallTool)", False),
+        ("host declares sampling (CallToolRelay)", True),
+    ):
+        times = await _call_times(gateway, args.calls * 10, relay=relay)
+        calls[name] = {"calls": len(times), "p50_ms": _pct(times, 0.5), "p99_ms": _pct(times, 0.99)}
+        print(
+            f"call latency, {name:40} p50 {calls[name]['p50_ms']:6.2f} ms  p99 {calls[name]['p99_ms']:6.2f} ms"
+        )
+    figures["calls"] = calls
     memory = await _memory_per_open_call(gateway, pid, args.open)
     print(
         f"memory per open relayed call: {memory['kib_per_open_call']:.1f} KiB "
         f"({args.open} open; toolscout up RSS {memory['rss_before_kib']} -> {memory['rss_open_kib']} KiB)"
     )
-    return {"progress_latency": figures, "memory": memory}
+    calls = figures.pop("calls")
+    return {"progress_latency": figures, "call_latency": calls, "memory": memory}
 
 
 def main() -> int:
