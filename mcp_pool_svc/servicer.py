@@ -15,7 +15,8 @@ server to sign in to (``toolscout-authorization-required: <server>``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -52,6 +53,20 @@ def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ..
     return (*NOT_SENT_METADATA, *refusal)
 
 
+@contextlib.contextmanager
+def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None]:
+    """A call refused before it was sent says so in trailing metadata (not sent; and the server
+    that needs the caller's authorization), besides its status."""
+    try:
+        yield
+    except ServerUnavailableError as err:
+        context.set_trailing_metadata(_not_sent_metadata(err))
+        raise
+    except UserAuthorizationRequiredError as err:
+        context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
+        raise
+
+
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     """``toolscout.mcp_pool.v1.McpPool`` over an :class:`McpPool`."""
 
@@ -85,14 +100,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         # Finish (and cancel on the MCP server) a little before the caller's deadline so the
         # caller gets our DEADLINE_EXCEEDED rather than its own.
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        try:
+        with _call_refusals(context):
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
-        except ServerUnavailableError as err:
-            context.set_trailing_metadata(_not_sent_metadata(err))
-            raise
-        except UserAuthorizationRequiredError as err:
-            context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-            raise
         return wire.call_tool_result_pb(result)
 
     async def ReadResult(
@@ -187,14 +196,8 @@ async def _events_then_result(
                 waiting.cancel()
         while not events.empty():
             yield _event_pb(events.get_nowait())
-        try:
+        with _call_refusals(context):
             result = call.result()
-        except ServerUnavailableError as err:
-            context.set_trailing_metadata(_not_sent_metadata(err))
-            raise
-        except UserAuthorizationRequiredError as err:
-            context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-            raise
         yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
     finally:
         if not call.done():

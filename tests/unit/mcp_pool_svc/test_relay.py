@@ -22,7 +22,6 @@ from mcp_pool_svc.relay import (
     without_host_capabilities,
 )
 
-
 _NO_CONTEXT = cast(ClientRequestContext, None)
 _SAMPLE = types.CreateMessageRequestParams(
     messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))],
