@@ -152,10 +152,12 @@ class McpPoolServicer:
         the host's capabilities); the answer streams `progress`, `log` and `request` events, then one
         `result`. Each `request` (the server's `sampling/createMessage`, `elicitation/create`,
         `roots/list` during this call) is answered by the caller with an `answer` of the same `id`.
-        The pool's MCP client declares sampling, elicitation and roots to the servers; a request during
-        a call whose host did not declare that capability is refused to the server with -32601 and
-        never reaches the caller. A request the pool cannot tie to one call (a stdio or SSE server
-        while several calls run on it) is refused the same way, never sent to a guessed caller.
+        The pool's MCP client declares sampling, elicitation and roots to handshake-era servers; a
+        request during a call whose host did not declare that capability is refused to the server with
+        -32601 and never reaches the caller. A request the pool cannot tie to one call (a stdio or SSE
+        server while several calls run on it) is refused the same way, never sent to a guessed caller.
+        A handshake-era host's call to a remote server the pool speaks 2026-07-28 with runs on a
+        session of the host's era opened for it (see CallToolRelayStart.host_protocol_version).
         Closing the request stream before the result cancels the call (the server gets
         notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
         is not `start` → INVALID_ARGUMENT. Channels never retry this method.
