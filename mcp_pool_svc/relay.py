@@ -174,9 +174,18 @@ class QueuedRelay:
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.events.put_nowait(CallProgress(progress, total, message or ""))
 
-    def close(self) -> None:
-        """The caller is gone: requests waiting for it (and later ones) get an error."""
+    def close(self, grace: float = 0.0) -> None:
+        """The caller is gone: later requests get an error, and so do those still waiting for it,
+        after ``grace`` seconds (a cancelled call's server withdraws its requests meanwhile: had
+        they been refused at once, the refusal could reach it before the cancellation, and the
+        tool would end on the refusal instead of being cancelled)."""
         self._closed = True
+        if grace > 0 and self._waiting:
+            asyncio.get_running_loop().call_later(grace, self._refuse_waiting)
+        else:
+            self._refuse_waiting()
+
+    def _refuse_waiting(self) -> None:
         for request_id, waiting in list(self._waiting.items()):
             if not waiting.done():
                 waiting.set_result(

@@ -43,6 +43,10 @@ from mcp_pool_svc.relay import QueuedRelay, RelayEvent, host_capabilities
 
 __all__ = ["McpPoolServicer"]
 
+# Seconds a cancelled relayed call's server has to withdraw the requests it still has out to the
+# gone caller before the pool answers them with an error.
+_WITHDRAW_GRACE = 5.0
+
 
 def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
     return ((SHARD_OWNERS_KEY, ",".join(map(str, err.owners))), (SHARD_COUNT_KEY, str(err.count)))
@@ -120,7 +124,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         async def relay(progress: float, total: float | None, message: str | None) -> None:
             events.put_nowait(CallProgress(progress, total, message or ""))
 
-        call = asyncio.ensure_future(
+        call = asyncio.create_task(
             self._pool.call(wire.call_request(request), deadline=deadline, progress=relay)
         )
         async for event in _events_then_result(call, events, context):
@@ -142,7 +146,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         relay = QueuedRelay(
             host_capabilities(first.start.host_capabilities_json), first.start.host_protocol_version
         )
-        call = asyncio.ensure_future(
+        call = asyncio.create_task(
             self._pool.call(
                 wire.call_request(first.start.call), deadline=deadline, progress=relay.progress, relay=relay
             )
@@ -152,14 +156,16 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
             async for message in request_iterator:
                 if message.HasField("answer"):
                     relay.answer(wire.relay_answer(message.answer))
-            call.cancel()  # the caller closed its side before the result: it wants none
+            _cancel_once(call)  # the caller closed its side before the result: it wants none
 
         reading = asyncio.ensure_future(answers())
         try:
             async for event in _events_then_result(call, relay.events, context):
                 yield event
         finally:
-            relay.close()
+            # A cancelled call's server withdraws what it still asks (and gets notifications/cancelled
+            # first); what it does not withdraw is refused after a grace.
+            relay.close(grace=_WITHDRAW_GRACE if call.cancelled() else 0.0)
             reading.cancel()
             await asyncio.wait({reading})
 
@@ -179,7 +185,7 @@ def _event_pb(event: RelayEvent) -> mcp_pool_pb2.CallToolEvent:
 
 
 async def _events_then_result(
-    call: asyncio.Future[CallToolResult],
+    call: asyncio.Task[CallToolResult],
     events: asyncio.Queue[RelayEvent],
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
@@ -201,5 +207,13 @@ async def _events_then_result(
         yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
     finally:
         if not call.done():
-            call.cancel()
+            _cancel_once(call)
             await asyncio.wait({call})
+
+
+def _cancel_once(call: asyncio.Task[CallToolResult]) -> None:
+    """Cancels a call that is not being cancelled already: a second cancellation would land in
+    the SDK's shielded write of ``notifications/cancelled`` (a native cancel pierces anyio's shield)
+    and the MCP server would never hear that its call was cancelled."""
+    if not call.done() and not call.cancelling():
+        call.cancel()

@@ -22,7 +22,7 @@ from mcp.client.session import ClientRequestContext
 from toolscout import client as tc
 
 from tests.support.gateway import GatewayStack, gateway_stack
-from tests.support.mcp_servers import REPO_ROOT, HttpServer, _running, free_port
+from tests.support.mcp_servers import REPO_ROOT, HttpServer, _running, free_port, wait_for_lines
 from toolscout_kit.config import parse_config
 
 SERVER = REPO_ROOT / "tests" / "fixtures" / "relay" / "server.py"
@@ -213,20 +213,27 @@ async def test_a_call_with_nothing_to_relay_takes_the_unary_path(gw: GatewayStac
     host = Host()
     async with host.client(gw.url) as client:
         await client.call_tool("chatty", {})
+    # The pool counts an RPC once it has ended, a moment after its answer: waited for, bounded.
+    async with asyncio.timeout(WAIT):
+        while ("CallToolRelay", "OK") not in _handled(gw):
+            await asyncio.sleep(0.01)
     handled = _handled(gw)
-    assert handled.get("CallTool", 0) >= 1
-    assert handled.get("CallToolRelay", 0) == 1
+    assert handled.get(("CallTool", "OK"), 0) >= 1
+    # The relayed call ends as a success, not as a cancelled RPC.
+    assert {key: n for key, n in handled.items() if key[0] == "CallToolRelay"} == {("CallToolRelay", "OK"): 1}
 
 
-def _handled(gw: GatewayStack) -> dict[str, float]:
-    counts: dict[str, float] = {}
+def _handled(gw: GatewayStack) -> dict[tuple[str, str], float]:
+    """The pool's finished RPCs by (method, status code)."""
+    counts: dict[tuple[str, str], float] = {}
     for metric in gw.stack.pool.registry.collect():
         for sample in metric.samples:
-            if sample.name == "grpc_server_handled_total" and sample.labels.get("grpc_service", "").endswith(
+            labels = sample.labels
+            if sample.name == "grpc_server_handled_total" and labels.get("grpc_service", "").endswith(
                 "McpPool"
             ):
-                method = sample.labels.get("grpc_method", "")
-                counts[method] = counts.get(method, 0) + sample.value
+                key = (labels.get("grpc_method", ""), labels.get("grpc_code", ""))
+                counts[key] = counts.get(key, 0) + sample.value
     return counts
 
 
@@ -257,3 +264,38 @@ async def test_a_handshake_era_hosts_call_to_a_server_spoken_to_in_2026_runs_in_
     assert _text(sampled) == "sampled: host read the sea"
     assert _text(asked) == 'accept {"name": "Ada Lovelace"}'
     assert _text(plain) == "logged"
+
+
+async def test_a_host_that_cancels_a_relayed_call_while_asked_ends_it_upstream_and_its_session_goes_on(
+    gw: GatewayStack, tmp_path: Path
+) -> None:
+    asked = asyncio.Event()
+    ended = asyncio.Event()
+
+    class Hanging(Host):
+        async def sampling(
+            self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+        ) -> types.CreateMessageResult:
+            asked.set()
+            try:
+                await asyncio.sleep(WAIT)  # never answers: the call is cancelled meanwhile
+            finally:
+                ended.set()
+            return await super().sampling(context, params)
+
+    host = Hanging()
+    async with host.client(gw.url) as client:
+        call = asyncio.ensure_future(client.call_tool("slow_sample", {"token": "c1"}))
+        async with asyncio.timeout(WAIT):
+            await asked.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        # The server's request to the host is withdrawn with the call.
+        async with asyncio.timeout(WAIT):
+            await ended.wait()
+        after = await client.call_tool("roots", {})
+        # The MCP server's call is cancelled too (notifications/cancelled from the pool).
+        record = await wait_for_lines(tmp_path / "record.txt", 2, within=WAIT)
+    assert _text(after) == "file:///work/a,file:///work/b"
+    assert record == ["started c1", "cancelled c1"]

@@ -104,6 +104,7 @@ async def relay_call(rpc: RelayRpc, relay: CallRelay) -> mcp_pool_pb2.CallToolRe
     """
     call = rpc.stub.CallToolRelay(timeout=rpc.timeout, metadata=rpc.metadata)
     method = rpc.method
+    finished = False
     writing = asyncio.Lock()
     answering: set[asyncio.Task[None]] = set()
 
@@ -125,6 +126,10 @@ async def relay_call(rpc: RelayRpc, relay: CallRelay) -> mcp_pool_pb2.CallToolRe
             kind = event.WhichOneof("event")
             if kind == "result":
                 result: mcp_pool_pb2.CallToolResponse = event.result
+                # Ends the caller's side: the pool finishes the RPC as a success (a cancel would
+                # count every relayed call as cancelled).
+                await call.done_writing()
+                finished = True
                 return result
             if kind == "request":
                 task = asyncio.ensure_future(answer(wire.relayed_request(event.request)))
@@ -139,8 +144,9 @@ async def relay_call(rpc: RelayRpc, relay: CallRelay) -> mcp_pool_pb2.CallToolRe
     finally:
         for task in answering:
             task.cancel()
-        # Ended early (cancelled, a callback failed) or done: end the call on the pool too.
-        call.cancel()
+        if not finished:
+            # Ended early (cancelled, a callback failed): end the call on the pool too.
+            call.cancel()
     raise OutcomeUnknownError(_NO_RESULT, code=grpc.StatusCode.ABORTED, method=method)
 
 
@@ -160,11 +166,14 @@ def relay_call_sync(rpc: RelayRpc, relay: SyncCallRelay) -> mcp_pool_pb2.CallToo
             yield message
 
     events = rpc.stub.CallToolRelay(messages(), timeout=rpc.timeout, metadata=rpc.metadata)
+    finished = False
     try:
         for event in events:
             kind = event.WhichOneof("event")
             if kind == "result":
                 result: mcp_pool_pb2.CallToolResponse = event.result
+                outgoing.put(None)  # the caller's side ends: the RPC finishes as a success
+                finished = True
                 return result
             if kind == "request":
                 relayed = wire.relayed_request(event.request)
@@ -181,6 +190,7 @@ def relay_call_sync(rpc: RelayRpc, relay: SyncCallRelay) -> mcp_pool_pb2.CallToo
     except grpc.RpcError as err:
         raise translate_rpc_error(err, method=method) from err
     finally:
-        outgoing.put(None)
-        events.cancel()
+        if not finished:
+            outgoing.put(None)
+            events.cancel()
     raise OutcomeUnknownError(_NO_RESULT, code=grpc.StatusCode.ABORTED, method=method)
