@@ -207,20 +207,12 @@ async def test_two_concurrent_calls_each_get_their_own_hosts_sampling(tmp_path: 
 
 
 async def test_a_call_with_nothing_to_relay_takes_the_unary_path(gw: GatewayStack) -> None:
-    # The pool counts relayed calls by RPC method: a host that declares nothing never opens one.
+    # The pool counts calls by RPC method: a host that declares nothing never opens a relay stream.
     async with Client(gw.url, mode="legacy") as bare:
         await bare.call_tool("chatty", {})
-    host = Host()
-    async with host.client(gw.url) as client:
-        await client.call_tool("chatty", {})
-    # The pool counts an RPC once it has ended, a moment after its answer: waited for, bounded.
-    async with asyncio.timeout(WAIT):
-        while ("CallToolRelay", "OK") not in _handled(gw):
-            await asyncio.sleep(0.01)
     handled = _handled(gw)
     assert handled.get(("CallTool", "OK"), 0) >= 1
-    # The relayed call ends as a success, not as a cancelled RPC.
-    assert {key: n for key, n in handled.items() if key[0] == "CallToolRelay"} == {("CallToolRelay", "OK"): 1}
+    assert not any(method == "CallToolRelay" for method, _ in handled)
 
 
 def _handled(gw: GatewayStack) -> dict[tuple[str, str], float]:

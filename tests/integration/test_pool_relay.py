@@ -129,3 +129,20 @@ async def test_a_relay_stream_that_does_not_start_with_the_call_is_refused(pool:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await call.read()
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_relay_stream_the_caller_closes_after_the_result_ends_as_a_success(
+    pool: RunningServer,
+) -> None:
+    # Not as a cancelled RPC: relayed calls would all count as cancelled.
+    async with grpc.aio.insecure_channel(pool.address) as channel:
+        stub = mcp_pool_pb2_grpc.McpPoolStub(channel)
+        call = stub.CallToolRelay(timeout=30)
+        start = mcp_pool_pb2.CallToolRelayStart(
+            call=mcp_pool_pb2.CallToolRequest(llm_name="relay__ticks", arguments_json='{"count": 0}')
+        )
+        await call.write(mcp_pool_pb2.CallToolRelayRequest(start=start))
+        event = await call.read()
+        await call.done_writing()
+        assert event.result.content[0].text == "ticked"
+        assert await call.code() == grpc.StatusCode.OK
