@@ -164,6 +164,17 @@ async def test_the_hosts_error_reaches_the_server_with_its_code_and_a_gone_host_
         await relay.ask("roots/list", {})
 
 
+async def test_a_cancelled_calls_server_gets_a_grace_to_withdraw_what_it_still_asks_then_a_refusal() -> None:
+    relay = QueuedRelay(_caps(sampling={}))
+    waiting = asyncio.ensure_future(relay.ask("sampling/createMessage", {}))
+    await asyncio.wait_for(relay.events.get(), 5)
+    relay.close(grace=0.01)
+    assert not waiting.done()  # not refused at once: the cancellation goes first
+    with pytest.raises(MCPError) as gone:
+        await asyncio.wait_for(waiting, 5)
+    assert gone.value.code == types.INTERNAL_ERROR
+
+
 async def test_a_log_message_goes_to_its_calls_host_as_json() -> None:
     router = CallRouter(request_streams=True)
     relay = QueuedRelay(_caps())
