@@ -23,14 +23,12 @@ _NO_SUBSCRIPTIONS = (
     "resource subscriptions (resources/subscribe is removed; its subscriptions/listen carries tool "
     "and prompt changes only): the gateway advertises none and answers -32601"
 )
-_NO_LOGS = "the server's log messages on a call are not relayed (issue 29)"
 
 _COMMON_LOST: dict[str, str] = {}
 _LOST_2025 = {
     **_COMMON_LOST,
     "resources-subscribe": _NO_SUBSCRIPTIONS,
     "resources-unsubscribe": _NO_SUBSCRIPTIONS,
-    "tools-call-with-logging": _NO_LOGS,
 }
 
 # (revision, mode) -> scenario passing directly that does not pass through the gateway -> why.
