@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,10 +35,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 import mcp_types as types  # noqa: E402
-from gateway_call_overhead import _start  # noqa: E402  # `toolscout up` of a tree, its gateway URL
 from mcp import Client  # noqa: E402
 from mcp.client.session import ClientRequestContext  # noqa: E402
 
@@ -69,6 +68,25 @@ def _config(path: Path, server_url: str) -> Path:
     }
     path.write_text(json.dumps(config))
     return path
+
+
+def _up(config: Path, runtime: Path) -> tuple[subprocess.Popen[str], str]:
+    """``toolscout up`` of this tree (gateway, pool, discovery in one process); it and its gateway URL."""
+    env = {**os.environ, "TOOLSCOUT_RUNTIME_DIR": str(runtime)}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "toolscout_cli", "up", "-c", str(config), "--json"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert up.stdout is not None
+    for line in up.stdout:
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "ready":
+            return up, str(event["endpoints"]["gateway"])
+    raise RuntimeError("toolscout up exited before it was ready")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -216,7 +234,7 @@ def main() -> int:
         port = free_port()
         argv = [sys.executable, str(SERVER), str(work / "record.txt"), "http", "--port", str(port)]
         with _running(argv, port=port, path="/mcp") as server:
-            up, gateway = _start(ROOT, _config(work / "config.json", server.url), work / "runtime")
+            up, gateway = _up(_config(work / "config.json", server.url), work / "runtime")
             try:
                 figures = asyncio.run(_run(gateway, server.url, up.pid, args))
             finally:
