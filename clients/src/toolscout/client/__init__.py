@@ -60,6 +60,7 @@ from toolscout.client.errors import (
     translate_rpc_error,
 )
 from toolscout.client.principal import PRINCIPAL_KEY, check_principal, principal_metadata
+from toolscout.client.relay import CallRelay, SyncCallRelay
 from toolscout.client.sharded import (
     SHARD_COUNT_KEY,
     SHARD_OWNERS_KEY,
@@ -105,6 +106,7 @@ __all__ = [
     "AsyncPoolClient",
     "AsyncShardedPoolClient",
     "AsyncToolscoutClient",
+    "CallRelay",
     "CancelledError",
     "CatalogMerger",
     "DataLossError",
@@ -124,6 +126,7 @@ __all__ = [
     "ServerPlacement",
     "ShardRouter",
     "ShardedPoolClient",
+    "SyncCallRelay",
     "ToolscoutClient",
     "ToolscoutClientError",
     "UnauthenticatedError",
