@@ -94,9 +94,9 @@ def fuse(
     if config.gate_margin is not None and bm25_confidence(lexical) >= config.gate_margin:
         dense_weight = config.confident_dense_weight
     if config.method == "weighted":
-        scores = _weighted(lexical, semantic, config.bm25_weight, dense_weight, config.similarity_range)
+        scores = _weighted(lexical, semantic, config, dense_weight)
     else:
-        scores = _rrf(lexical, semantic, config.k, config.bm25_weight, dense_weight)
+        scores = _rrf(lexical, semantic, config, dense_weight)
     for key in seen:
         scores.pop(key, None)
     words = {h.key: h.score for h in lexical}
@@ -123,13 +123,14 @@ def fuse(
     return hits
 
 
+_Dense = Sequence[tuple[str, float]]
+
+
 def _rrf(
-    lexical: Sequence[SearchHit],
-    semantic: Sequence[tuple[str, float]],
-    k: float,
-    bm25_weight: float,
-    dense_weight: float,
+    lexical: Sequence[SearchHit], semantic: _Dense, config: FusionConfig, dense_weight: float
 ) -> dict[str, float]:
+    """Reciprocal rank fusion: ``weight / (k + rank)`` from each list, summed."""
+    k, bm25_weight = config.k, config.bm25_weight
     scores: dict[str, float] = {}
     for rank, hit in enumerate(lexical, start=1):
         scores[hit.key] = bm25_weight / (k + rank)
@@ -139,14 +140,11 @@ def _rrf(
 
 
 def _weighted(
-    lexical: Sequence[SearchHit],
-    semantic: Sequence[tuple[str, float]],
-    bm25_weight: float,
-    dense_weight: float,
-    similarity_range: tuple[float, float] | None,
+    lexical: Sequence[SearchHit], semantic: _Dense, config: FusionConfig, dense_weight: float
 ) -> dict[str, float]:
     """BM25 / best BM25 and the scaled cosine (against ``similarity_range``, else min-max over the
     dense candidates), weighted and summed."""
+    bm25_weight, similarity_range = config.bm25_weight, config.similarity_range
     total = bm25_weight + dense_weight
     wb, wd = bm25_weight / total, dense_weight / total
     scores: dict[str, float] = {}

@@ -236,26 +236,9 @@ def exhaustive_scores(terms: Sequence[TermPostings], ids: _Ids) -> _Scores:
     return total
 
 
-def _head_bound(term: TermPostings, scope: Scope, limit: int) -> float:
-    """The ``limit``-th best in-scope contribution of a common term (0.0: fewer in scope): every
-    document holding the term scores at least its contribution, so this bounds the query's
-    ``limit``-th score from below. Reads a growing head of the term's rank order."""
-    assert term.rank is not None
-    window = 4 * limit + 16
-    while True:
-        positions = term.rank[:window]
-        ok = scope.keep(term.ids[positions])
-        chosen = positions if ok is None else positions[ok]
-        if len(chosen) >= limit:
-            return float(term.weights[chosen[limit - 1]])
-        if window >= len(term.rank):
-            return 0.0
-        window *= 4
-
-
-def _single(term: TermPostings, scope: Scope, limit: int) -> tuple[_Ids, _Scores]:
-    """A one-term query over a common term: its best in-scope documents, read from the rank
-    order."""
+def _ranked_head(term: TermPostings, scope: Scope, limit: int) -> npt.NDArray[np.int32]:
+    """Positions (in rank order) of the term's best in-scope documents: at least ``limit`` of
+    them, or all when fewer are in scope. Reads a growing head of the term's rank order."""
     assert term.rank is not None
     window = 4 * limit + 16
     while True:
@@ -263,9 +246,23 @@ def _single(term: TermPostings, scope: Scope, limit: int) -> tuple[_Ids, _Scores
         ok = scope.keep(term.ids[positions])
         chosen = positions if ok is None else positions[ok]
         if len(chosen) >= limit or window >= len(term.rank):
-            break
+            return chosen
         window *= 4
-    chosen = chosen[:limit]  # rank order breaks ties by doc id, as the ranking does
+
+
+def _head_bound(term: TermPostings, scope: Scope, limit: int) -> float:
+    """The ``limit``-th best in-scope contribution of a common term (0.0: fewer in scope): every
+    document holding the term scores at least its contribution, so this bounds the query's
+    ``limit``-th score from below."""
+    chosen = _ranked_head(term, scope, limit)
+    return float(term.weights[chosen[limit - 1]]) if len(chosen) >= limit else 0.0
+
+
+def _single(term: TermPostings, scope: Scope, limit: int) -> tuple[_Ids, _Scores]:
+    """A one-term query over a common term: its best in-scope documents, read from the rank
+    order."""
+    # Rank order breaks ties by doc id, as the ranking does.
+    chosen = _ranked_head(term, scope, limit)[:limit]
     return term.ids[chosen], term.weights[chosen]
 
 

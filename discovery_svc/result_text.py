@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolscout.client import Tool
@@ -16,7 +17,7 @@ from toolscout.client import Tool
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import CALL_TOOL_NAME, format_tool_with_schema, stable_call_hint
 
-__all__ = ["Missing", "format_tool", "guidance_text", "result_text"]
+__all__ = ["Answer", "Missing", "format_tool", "guidance_text", "result_text"]
 
 # A name that was asked for and not found, with the closest existing names.
 Missing = tuple[str, Sequence[str]]
@@ -187,27 +188,33 @@ def _already_loaded(old: Sequence[Tool], eager: Collection[str] | None) -> list[
     return lines
 
 
-def result_text(
-    args: SearchArgs,
-    mode: SearchMode,
-    new: Sequence[Tool],
-    old: Sequence[Tool],
-    missing: Sequence[Missing],
-    page: tuple[int, int, int] | None,
-    *,
-    parameters: bool = True,
-    stable_eager: Collection[str] | None = None,
-) -> str:
-    """The text the LLM reads for one search: ``new`` tools in full, ``old`` (already loaded) by name.
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one search found, as its texts tell it: ``new`` tools (loaded by this search), ``old``
+    ones (already loaded), the servers named that do not exist (``missing``), and ``page``,
+    ``(start, end, total)`` when a server's tools are being browsed."""
 
-    ``page`` is ``(start, end, total)`` when a server's tools are being browsed. Without
-    ``parameters`` (native deferral: the provider loads each found tool's whole definition by
-    reference) the tools are listed by name and description only, so nothing is sent twice.
-    ``stable_eager`` (the toolset's eager tools) selects the cache-stable surface: each new tool
-    comes with its whole input schema, to be called through call_tool.
+    args: SearchArgs
+    mode: SearchMode
+    new: Sequence[Tool]
+    old: Sequence[Tool]
+    missing: Sequence[Missing]
+    page: tuple[int, int, int] | None
+
+
+def result_text(
+    answer: Answer, *, parameters: bool = True, stable_eager: Collection[str] | None = None
+) -> str:
+    """The text the LLM reads for one search: new tools in full, old (already loaded) by name.
+
+    Without ``parameters`` (native deferral: the provider loads each found tool's whole
+    definition by reference) the tools are listed by name and description only, so nothing is
+    sent twice. ``stable_eager`` (the toolset's eager tools) selects the cache-stable surface:
+    each new tool comes with its whole input schema, to be called through call_tool.
     """
+    args, new, old, page = answer.args, answer.new, answer.old, answer.page
     if not new and not old:
-        return _empty_text(args, mode, missing)
+        return _empty_text(args, answer.mode, answer.missing)
     stable = stable_eager is not None
     sections: list[str] = []
     if page is not None:
@@ -222,36 +229,21 @@ def result_text(
         sections.append("\n\n".join(blocks))
     elif new:
         sections.append("\n\n".join(format_tool(t, parameters=parameters) for t in new))
-    sections.extend(_guidance(args, new, old, missing, page, stable_eager))
+    sections.extend(_guidance(answer, stable_eager))
     return "\n\n".join(sections)
 
 
-def guidance_text(
-    args: SearchArgs,
-    mode: SearchMode,
-    new: Sequence[Tool],
-    old: Sequence[Tool],
-    missing: Sequence[Missing],
-    page: tuple[int, int, int] | None,
-    *,
-    stable_eager: Collection[str] | None = None,
-) -> str:
+def guidance_text(answer: Answer, *, stable_eager: Collection[str] | None = None) -> str:
     """What :func:`result_text` says besides the tools: the no-match hint, what to call and how,
     the next page (a host that shows the model only an answer's ``structuredContent`` needs it
     there too)."""
-    if not new and not old:
-        return _empty_text(args, mode, missing)
-    return "\n\n".join(_guidance(args, new, old, missing, page, stable_eager))
+    if not answer.new and not answer.old:
+        return _empty_text(answer.args, answer.mode, answer.missing)
+    return "\n\n".join(_guidance(answer, stable_eager))
 
 
-def _guidance(
-    args: SearchArgs,
-    new: Sequence[Tool],
-    old: Sequence[Tool],
-    missing: Sequence[Missing],
-    page: tuple[int, int, int] | None,
-    stable_eager: Collection[str] | None,
-) -> list[str]:
+def _guidance(answer: Answer, stable_eager: Collection[str] | None) -> list[str]:
+    args, new, old, missing, page = answer.args, answer.new, answer.old, answer.missing, answer.page
     stable = stable_eager is not None
     sections: list[str] = []
     if old:

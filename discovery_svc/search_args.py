@@ -105,18 +105,18 @@ def _opt_string(args: Mapping[str, Any], key: str) -> str | None:
     return value.strip() or None
 
 
+# JSON's types as the refusals name them; bool before number (a bool is an int in Python).
+_JSON_TYPES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "a boolean"),
+    ((int, float), "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+)
+
+
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
 def validate_arguments(

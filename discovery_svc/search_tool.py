@@ -14,7 +14,7 @@ from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch, Tool
 
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit
-from discovery_svc.result_text import guidance_text, result_text
+from discovery_svc.result_text import Answer, guidance_text, result_text
 from discovery_svc.scope import SearchScope
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import structured_result
@@ -152,19 +152,11 @@ def execute_search(
     old = [m.tool for m in matches if m.already_loaded]
     missed = [(s.name, s.closest) for s in missing]
     stable = surface is ToolSurface.STABLE
-    text = result_text(
-        args,
-        mode,
-        newly,
-        old,
-        missed,
-        page,
-        parameters=parameters,
-        stable_eager=scope.eager if stable else None,
-    )
+    answer = Answer(args, mode, newly, old, missed, page)
+    text = result_text(answer, parameters=parameters, stable_eager=scope.eager if stable else None)
     structured = ""
     if stable:
-        guidance = guidance_text(args, mode, newly, old, missed, page, stable_eager=scope.eager)
+        guidance = guidance_text(answer, stable_eager=scope.eager)
         data = structured_result(newly, old, missed, total, guidance)
         structured = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return SearchResult(

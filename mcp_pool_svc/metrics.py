@@ -10,7 +10,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
-from toolscout_kit.metrics import MetricSet
+from toolscout_kit.metrics import MetricSet, ResultTokens
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["LISTING_REASONS", "OUTCOMES", "ListingReason", "Outcome", "PoolMetrics"]
@@ -67,12 +67,10 @@ class PoolMetrics:
             "server",
             buckets=_WAIT_BUCKETS,
         )
-        self._result_tokens = m.counter(
-            "result_tokens",
+        self._result_tokens = ResultTokens(
+            m,
             "Tokens of tool results shaped to a budget, by server and kind: returned (by the server), "
             "delivered (to the caller) and saved (the difference).",
-            "server",
-            "kind",
         )
         self._result_handles = m.counter(
             "result_handles",
@@ -87,9 +85,7 @@ class PoolMetrics:
 
     def result_tokens(self, server: str, returned: int, delivered: int, kept: bool) -> None:
         """One result shaped to a budget (``kept``: a preview and a handle replaced it)."""
-        self._result_tokens.labels(server, "returned").inc(returned)
-        self._result_tokens.labels(server, "delivered").inc(delivered)
-        self._result_tokens.labels(server, "saved").inc(max(returned - delivered, 0))
+        self._result_tokens.shaped(server, returned, delivered)
         if kept:
             self._result_handles.labels(server).inc()
 

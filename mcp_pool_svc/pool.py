@@ -1,18 +1,26 @@
 """The pool facade: every server of this shard supervised, one catalog, tool calls.
 
-:class:`McpPool` is what the servicer talks to. It starts one :class:`Supervisor` per server placed
-on its shard (in parallel, so a slow or broken server delays nobody; an unsharded pool is shard
-0 of 1 and runs them all), answers catalog queries from memory, and runs tool calls through its
-:class:`~mcp_pool_svc.calls.CallRunner` (checks, at most one send unless safe to repeat, the
-result within the size cap: see :mod:`mcp_pool_svc.calls`). What it returns is the shared
-vocabulary of the client library: :class:`~toolscout.client.ServerStatus`,
-:class:`~toolscout.client.ToolCatalog`, :class:`~toolscout.client.CatalogSnapshot`,
-:class:`~toolscout.client.CallToolResult`.
+:class:`McpPool` is what the servicer talks to. Its pieces, one responsibility each:
 
-A call for a configured server that another shard runs is refused before anything is sent
-(:class:`NotOwnerError`, naming the owners). :meth:`McpPool.reshard` applies a new shard count:
-only the servers whose owner changed are started or stopped (a server leaving this shard first
-finishes the calls it has, while new ones are refused and go to its new owner).
+* :class:`~mcp_pool_svc.shard_servers.ShardServers`: which servers this shard runs, one
+  :class:`~mcp_pool_svc.supervisor.Supervisor` each (started in parallel, so a slow or broken
+  server delays nobody), stopping them, and resharding (:meth:`McpPool.reshard`: only the servers
+  whose owner changed are started or stopped; a call for a server another shard runs is refused
+  before anything is sent, :class:`NotOwnerError` naming the owners);
+* :class:`~mcp_pool_svc.catalog.Catalog`, kept current by each supervisor's
+  :class:`~mcp_pool_svc.listing.ServerListing`: the pool answers catalog queries from memory;
+* :class:`~mcp_pool_svc.calls.CallRunner`: running tool calls (checks, at most one send unless
+  safe to repeat, the result within the size cap), and
+  :class:`~mcp_pool_svc.handles.ResultKeeper`: results shaped and kept behind handles.
+
+A new kind of catalog entry (resources, prompts) is listed by ``ServerListing``, kept in a
+catalog for its kind beside ``Catalog`` and answered by a query like :meth:`McpPool.list_tools`;
+a request sent to a server on a caller's behalf (reading a resource, getting a prompt) finds its
+supervisor through ``ShardServers`` (``NotOwnerError`` included), like :meth:`McpPool.call`.
+Kinds with several requests of their own belong in a component the pool holds (as
+``CallRunner`` holds the calls), so that this facade stays a list of entry points. What the pool returns is the shared vocabulary of the
+client library: :class:`~toolscout.client.ServerStatus`, :class:`~toolscout.client.ToolCatalog`,
+:class:`~toolscout.client.CatalogSnapshot`, :class:`~toolscout.client.CallToolResult`.
 """
 
 from __future__ import annotations
@@ -20,10 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import random
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +52,7 @@ from mcp_pool_svc.calls import CallRunner, ProgressFn, check_call, require_json_
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
-    NotOwnerError,
     ServerUnavailableError,
-    UnknownServerError,
     UnknownToolError,
 )
 from mcp_pool_svc.handles import ResultKeeper
@@ -58,12 +64,12 @@ from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.reaper import Reaper, become_subreaper
 from mcp_pool_svc.server_logs import StderrLog
 from mcp_pool_svc.session import Connector, HttpClients, make_connector
+from mcp_pool_svc.shard_servers import ReshardResult, ShardServers
 from mcp_pool_svc.supervisor import ServerState, Supervisor
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
 from toolscout_kit.oauth_client import RemoteAuth
-from toolscout_kit.shards import placement_for
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["McpPool", "ReshardResult", "reply_line_limit"]
@@ -86,13 +92,12 @@ def _json_text(value: str | Mapping[str, Any] | None, what: str) -> str:
     return json_object_text(require_json_object(value, what))
 
 
-@dataclass(frozen=True)
-class ReshardResult:
-    """What a reshard changed on this shard: the servers it started and the ones it handed over."""
-
-    shard: ShardIdentity | None
-    started: tuple[str, ...]
-    stopped: tuple[str, ...]
+def _call_attributes(name: str, servers: ShardServers) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "toolscout.pool.shard": f"{servers.index}/{servers.count}",
+    }
 
 
 class McpPool:
@@ -117,23 +122,14 @@ class McpPool:
         Raises:
             ConfigError: the config is sharded and no shard is given.
         """
-        self._config = config
         self._settings = config.toolscout.pool
         self._metrics = metrics or PoolMetrics()
         self._tracing = tracing
         self.catalog = Catalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
-        self._results = ResultKeeper(
-            config.toolscout.results, lambda: self._index, self._server_result_budget
-        )
         # Per server: result tokens returned, delivered, and results kept (ListServers reports them).
         self._result_totals: dict[str, list[int]] = {}
-        self._started = False
-        self._shard: ShardIdentity | None = shard or resolve_identity(self._settings.shards)
-        # Kept when a reshard leaves this shard out (its index beyond the new count).
-        self._index = self._shard.index
-        self._placement = placement_for(config, self._shard.count)
         self._http = HttpClients()
         self._reaper = Reaper()
         self._reaping: asyncio.Task[None] | None = None
@@ -163,48 +159,46 @@ class McpPool:
         )
         self._runner = CallRunner(self._settings, self.catalog, self._metrics, tracing, self._users)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
-        self._probes = Probes(self._settings, self._rng)
-        self._supervisors = {name: self._new_supervisor(name) for name in self._owned()}
-        # Servers handed to another shard, finishing their calls before they stop.
-        self._leaving: dict[str, Supervisor] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._metrics.shard(self._shard.index, self._shard.count)
-
-    def _owned(self) -> list[str]:
-        if self._shard is None:
-            return []
-        return self._placement.servers_for(self._shard.index)
-
-    def _new_supervisor(self, name: str) -> Supervisor:
-        return Supervisor(
-            name,
-            self._config.servers[name],
-            self._settings,
+        new_supervisor = functools.partial(
+            Supervisor,
+            settings=self._settings,
             connector=self._connect,
             catalog=self.catalog,
+            probes=Probes(self._settings, self._rng),
             metrics=self._metrics,
             on_change=self._notify,
             rng=self._rng,
-            probes=self._probes,
+        )
+        self._servers = ShardServers(
+            config,
+            shard or resolve_identity(self._settings.shards),
+            new_supervisor=new_supervisor,
+            catalog=self.catalog,
+            metrics=self._metrics,
+            notify=self._notify,
+            stop_timeout=_STOP_TIMEOUT,
+        )
+        self._results = ResultKeeper(
+            config.toolscout.results, lambda: self._servers.index, self._servers.result_budget
         )
 
     @property
     def shard(self) -> ShardIdentity | None:
         """This pool's shard; None once a reshard left it out (its index is beyond the new count)."""
-        return self._shard
+        return self._servers.shard
 
     @property
     def shard_count(self) -> int:
-        return self._placement.count
+        return self._servers.count
 
     @property
     def shard_index(self) -> int:
         """This shard's index (kept when a reshard leaves it out, so that callers can still tell)."""
-        return self._index
+        return self._servers.index
 
     def owners(self, server: str) -> tuple[int, ...]:
         """The shards that run ``server`` under the current count."""
-        return self._placement.owners(server)
+        return self._servers.owners(server)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -218,21 +212,13 @@ class McpPool:
         """
         if become_subreaper() and self._reaping is None:
             self._reaping = asyncio.create_task(self._reaper.run(), name="reaper")
-        self._started = True
-        for sup in self._supervisors.values():
-            self._launch(sup)
+        self._servers.start()
         if wait:
             try:
-                await self.wait_until(
-                    lambda: all(s.state is not ServerState.STARTING for s in self._supervisors.values()), wait
-                )
+                await self.wait_until(lambda: self._servers.starting() == 0, wait)
             except TimeoutError:
-                starting = sum(s.state is ServerState.STARTING for s in self._supervisors.values())
+                starting = self._servers.starting()
                 log.info("pool_serving_while_servers_start", starting=starting, waited_seconds=wait)
-
-    def _launch(self, sup: Supervisor) -> None:
-        self._metrics.server_up(sup.name, False)
-        self._tasks[sup.name] = asyncio.create_task(sup.run(), name=f"supervisor-{sup.name}")
 
     async def drain(self, within: float) -> None:
         """Stops taking calls, gives those in flight ``within`` seconds, then aborts the rest.
@@ -246,16 +232,7 @@ class McpPool:
         """Aborts calls still in flight, stops every server and waits for their processes to be gone."""
         await self.drain(0)
         await self._users.aclose()
-        for sup in [*self._supervisors.values(), *self._leaving.values()]:
-            sup.request_stop()
-        tasks = list(self._tasks.values())
-        if tasks:
-            _done, pending = await asyncio.wait(tasks, timeout=_STOP_TIMEOUT)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=_STOP_TIMEOUT)
-        self._tasks.clear()
+        await self._servers.stop()
         # A connection stops its process in a shielded scope, which may outlast its supervisor's
         # task (a start cancelled by the stop, a session being replaced): wait for every one of them
         # (bounded), so that no process transport outlives the pool.
@@ -269,65 +246,9 @@ class McpPool:
         await self._http.aclose()
 
     async def reshard(self, config: ToolscoutConfig) -> ReshardResult:
-        """Applies the shard count and placement of ``config`` to the servers this pool started with.
-
-        Starts the servers newly placed here and hands over those placed elsewhere now: a call for
-        one of them is refused from this moment (:class:`NotOwnerError`, not sent), the calls it
-        already has run to their end (each bounded by its ``call_timeout``), then it stops and its
-        tools leave this shard's catalog. Servers whose owner did not change are not touched. A
-        shard whose index is beyond the new count hands over everything.
-        """
-        count = config.toolscout.pool.shards.count
-        index = self._index
-        known = {name: server for name, server in config.servers.items() if name in self._config.servers}
-        self._config = self._config.model_copy(update={"servers": {**self._config.servers, **known}})
-        before = set(self._supervisors)
-        self._placement = placement_for(self._config, count)
-        self._shard = ShardIdentity(index, count) if index < count else None
-        after = set(self._owned())
-        self._metrics.shard(index, count)
-        started = sorted(after - before)
-        stopped = sorted(before - after)
-        log.info("pool_reshard", shard=index, count=count, starting=started, handing_over=stopped)
-        for name in stopped:
-            self._leaving[name] = self._supervisors.pop(name)
-        for name in started:
-            # A server handed over and back before it was stopped keeps its running supervisor.
-            sup = self._leaving.pop(name, None)
-            if sup is None or sup.stop_requested:
-                sup = self._new_supervisor(name)
-                self._supervisors[name] = sup
-                if self._started:
-                    self._launch(sup)
-            else:
-                self._supervisors[name] = sup
-        self._metrics.servers_moved(len(started), len(stopped))
-        for name in started:
-            self._notify(name)
-        await asyncio.gather(*(self._hand_over(name) for name in stopped))
-        return ReshardResult(self._shard, tuple(started), tuple(stopped))
-
-    async def _hand_over(self, name: str) -> None:
-        sup = self._leaving.get(name)
-        if sup is None:
-            return
-        with anyio.move_on_after(sup.config.call_timeout):
-            await sup.wait_idle()
-        if self._leaving.get(name) is not sup:
-            return  # placed here again meanwhile
-        sup.request_stop()
-        task = self._tasks.get(name)
-        if task is not None:
-            await asyncio.wait({task}, timeout=_STOP_TIMEOUT)
-            if not task.done():
-                task.cancel()
-        if self._leaving.get(name) is sup:
-            del self._leaving[name]
-            self._tasks.pop(name, None)
-            if self.catalog.drop(name):
-                self._metrics.catalog_tools(name, 0)
-            self._metrics.server_up(name, False)
-            self._notify(name)
+        """Applies the shard count and placement of ``config``
+        (:meth:`~mcp_pool_svc.shard_servers.ShardServers.reshard`)."""
+        return await self._servers.reshard(config)
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
         """``listener(server_name)`` runs on every state or catalog change of that server."""
@@ -357,15 +278,15 @@ class McpPool:
 
     @property
     def server_names(self) -> list[str]:
-        return list(self._supervisors)
+        return list(self._servers.running)
 
     def is_serving(self, server: str) -> bool:
         """Whether this shard runs ``server`` and it can take calls."""
-        sup = self._supervisors.get(server)
+        sup = self._servers.running.get(server)
         return sup is not None and sup.state in (ServerState.READY, ServerState.IDLE)
 
     def list_servers(self) -> list[ServerStatus]:
-        return [self._status_of(sup) for sup in sorted(self._supervisors.values(), key=lambda s: s.name)]
+        return [self._status_of(sup) for sup in sorted(self._servers.running.values(), key=lambda s: s.name)]
 
     def server_status(self, server: str) -> ServerStatus:
         """The status of a server this shard runs (or is handing over).
@@ -374,16 +295,12 @@ class McpPool:
             UnknownServerError: the server is not configured.
             NotOwnerError: another shard runs it.
         """
-        sup = self._supervisors.get(server) or self._leaving.get(server) or self._supervisor(server)
-        return self._status_of(sup)
+        return self._status_of(self._servers.supervisor(server, leaving=True))
 
     def _status_of(self, sup: Supervisor) -> ServerStatus:
-        rule = self._placement.rule(sup.name)
         returned, delivered, kept = self._result_totals.get(sup.name, (0, 0, 0))
         return dataclasses.replace(
-            sup.status(),
-            shards=self._placement.owners(sup.name),
-            placement=rule.placement,
+            self._servers.status(sup),
             result_tokens_returned=returned,
             result_tokens_delivered=delivered,
             results_kept=kept,
@@ -391,7 +308,7 @@ class McpPool:
 
     def shard_info(self) -> ShardInfo:
         """The shard that answers (after a reshard that left it out: its old index of the new count)."""
-        return ShardInfo(index=self._index, count=self._placement.count)
+        return self._servers.info()
 
     def list_tools(
         self, servers: list[str] | None = None, *, include_unavailable: bool = False
@@ -403,7 +320,7 @@ class McpPool:
             NotOwnerError: another shard runs a server in ``servers``.
         """
         for name in servers or ():
-            self._supervisor(name)
+            self._servers.supervisor(name)
         snapshot = self.catalog.snapshot(include_unavailable=include_unavailable, servers=servers or None)
         return dataclasses.replace(snapshot, shard=self.shard_info())
 
@@ -412,28 +329,6 @@ class McpPool:
         async with contextlib.aclosing(self.catalog.watch(known_version)) as updates:
             async for update in updates:
                 yield dataclasses.replace(update, shard=self.shard_info())
-
-    def _supervisor(self, server: str) -> Supervisor:
-        """Raises UnknownServerError (not configured) or NotOwnerError (another shard runs it)."""
-        sup = self._supervisors.get(server)
-        if sup is None:
-            if server in self._config.servers:
-                raise self._not_owner(server)
-            known = ", ".join(sorted(self._config.servers)) or "none configured"
-            raise UnknownServerError(f"unknown MCP server {server!r} (servers: {known})")
-        return sup
-
-    def _not_owner(self, server: str) -> NotOwnerError:
-        owners = self._placement.owners(server)
-        count = self._placement.count
-        where = f"shard {owners[0]}" if len(owners) == 1 else "shards " + ", ".join(map(str, owners))
-        return NotOwnerError(
-            f"MCP server {server!r} runs on pool {where} of {count}, not on this shard ({self._index}); "
-            "the call was not sent",
-            server=server,
-            owners=owners,
-            count=count,
-        )
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -450,12 +345,13 @@ class McpPool:
                 # Only to explain, never to resolve: a tool of a server that has been down since
                 # start is not "unknown", its server is. The catalog has no names of such a server
                 # (nor of one another shard runs), so the naming rule says whose the name would be.
-                namespaced = {n: c for n, c in self._config.servers.items() if self._config.namespaced(n)}
+                config = self._servers.config
+                namespaced = {n: c for n, c in config.servers.items() if config.namespaced(n)}
                 guess = server_named_by(llm_name, namespaced)
-                if guess is not None and guess not in self._supervisors:
+                if guess is not None and guess not in self._servers.running:
                     # Most likely a tool of a server another shard runs: let the caller route it.
-                    raise self._not_owner(guess)
-                sup = self._supervisors.get(guess) if guess is not None else None
+                    raise self._servers.not_owner(guess)
+                sup = self._servers.running.get(guess) if guess is not None else None
                 if sup is not None and not self.catalog.has_listing(sup.name):
                     raise ServerUnavailableError(
                         f"{sup.unavailable_message()}; it has not listed its tools yet"
@@ -466,7 +362,7 @@ class McpPool:
             return found.server, found.name
         if not server or not tool:
             raise InvalidToolArgumentsError("name the tool with llm_name, or with both server and tool")
-        sup = self._supervisor(server)
+        sup = self._servers.supervisor(server)
         if self.catalog.lookup(server, tool) is None:
             if not self.catalog.has_listing(server):
                 raise ServerUnavailableError(f"{sup.unavailable_message()}; it has not listed its tools yet")
@@ -499,7 +395,7 @@ class McpPool:
             ResultTooLargeError: the result is over the cap and the pool is set to reject.
         """
         name = request.llm_name or request.tool
-        with self._tracing.span("call_tool", attributes=self._call_attributes(name)) as span:
+        with self._tracing.span("call_tool", attributes=_call_attributes(name, self._servers)) as span:
             checked = check_call(request)
             self._results.check(request)
             server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
@@ -507,9 +403,13 @@ class McpPool:
             self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
             # Shaped results are kept whole (up to results.max_kept_bytes) so the answer past the
             # first max_result_bytes stays readable behind the handle.
-            cap = self._config.toolscout.results.max_kept_bytes if request.result_budget_tokens > 0 else None
+            cap = (
+                self._servers.config.toolscout.results.max_kept_bytes
+                if request.result_budget_tokens > 0
+                else None
+            )
             result = await self._runner.run(
-                self._supervisors[server], tool, checked, deadline, span, progress, cap
+                self._servers.running[server], tool, checked, deadline, span, progress, cap
             )
             if request.result_budget_tokens <= 0:
                 return result
@@ -533,18 +433,6 @@ class McpPool:
             InvalidArgumentError: a bad offset, pattern, context_lines, path, budget or encoding.
         """
         return await self._results.read(request)
-
-    def _server_result_budget(self, name: str) -> int | None:
-        server = self._config.servers.get(name)
-        return server.result_budget if server is not None else None
-
-    def _call_attributes(self, name: str) -> dict[str, Any]:
-        shard = self._shard
-        return {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "toolscout.pool.shard": f"{self._index}/{shard.count if shard else self.shard_count}",
-        }
 
     async def call_tool(
         self,

@@ -15,7 +15,8 @@ server to sign in to (``toolscout-authorization-required: <server>``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -42,6 +43,20 @@ def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
 def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ...]:
     refusal = _refusal_metadata(err) if isinstance(err, NotOwnerError) else ()
     return (*NOT_SENT_METADATA, *refusal)
+
+
+@contextlib.contextmanager
+def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None]:
+    """A call refused before it was sent says so in trailing metadata (not sent; and the server
+    that needs the caller's authorization), besides its status."""
+    try:
+        yield
+    except ServerUnavailableError as err:
+        context.set_trailing_metadata(_not_sent_metadata(err))
+        raise
+    except UserAuthorizationRequiredError as err:
+        context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
+        raise
 
 
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
@@ -77,14 +92,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         # Finish (and cancel on the MCP server) a little before the caller's deadline so the
         # caller gets our DEADLINE_EXCEEDED rather than its own.
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        try:
+        with _call_refusals(context):
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
-        except ServerUnavailableError as err:
-            context.set_trailing_metadata(_not_sent_metadata(err))
-            raise
-        except UserAuthorizationRequiredError as err:
-            context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-            raise
         return wire.call_tool_result_pb(result)
 
     async def ReadResult(
@@ -117,14 +126,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
                     waiting.cancel()
             while not events.empty():
                 yield events.get_nowait()
-            try:
+            with _call_refusals(context):
                 result = call.result()
-            except ServerUnavailableError as err:
-                context.set_trailing_metadata(_not_sent_metadata(err))
-                raise
-            except UserAuthorizationRequiredError as err:
-                context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-                raise
             yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
         finally:
             if not call.done():

@@ -70,7 +70,7 @@ from orchestrator_svc.spans import (
     output_messages,
 )
 from orchestrator_svc.stats import ChatTally
-from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner
+from orchestrator_svc.tool_calls import ChatContext, ToolCallRunner, ToolServices
 from toolscout_kit.config import RESULT_FORMATS, OrchestratorSettings, ResultFormat, ResultsSettings
 from toolscout_kit.errors import (
     InvalidArgumentError,
@@ -170,7 +170,6 @@ class _Chat:
         self.native = NativeDeferral(resolved, self.stats, loop.metrics)
         # Discovery's cache-stable surface: tools = eager + search_tools + call_tool all chat.
         self.stable = resolved.deferral == Deferral.STABLE
-        self._definitions: tuple[str, dict[str, Tool]] | None = None
         # The provider's cache routing key for this conversation (OpenAI prompt_cache_key): derived
         # from what stays the same across its turns, never from user ids.
         first = next((m.content for m in request.messages if m.role == "user"), "")
@@ -188,21 +187,15 @@ class _Chat:
             max_result_chars=loop.settings.max_tool_result_chars,
             stats=self.stats,
             provider=resolved.client.provider,
-            remaining=self.remaining,
-            emit=self.emit,
-            is_deferred=self.is_deferred,
-            native=lambda: self.native.active,
+            deadline=deadline,
+            events=events,
             stable=self.stable,
-            definition=self.definition,
             result_budget=budget,
             token_encoding=encoding_for(resolved.client.provider).name,
             principal="",
             conversation=conversation_id(request),
-            handles=lambda: result_handles(self.conversation),
         )
-        self.tools = ToolCallRunner(
-            context, discovery=loop.discovery, pool=loop.pool, metrics=loop.metrics, tracing=loop.tracing
-        )
+        self.tools = ToolCallRunner(context, loop.tool_services)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -262,19 +255,6 @@ class _Chat:
             deadline=self.remaining(),
             definitions=definitions,
         )
-
-    async def definition(self, name: str) -> Tool | None:
-        """The definition of deferred tool ``name`` (stable mode checks call_tool arguments against
-        it): every deferred definition is fetched once per catalog version, shared by every chat."""
-        version = self.plan.catalog_version
-        if self._definitions is None or self._definitions[0] != version:
-            deferred = await self.deferred(definitions=True)
-            self._definitions = (version, {t.llm_name: t for t in deferred.definitions or ()})
-        return self._definitions[1].get(name)
-
-    async def is_deferred(self, name: str) -> bool:
-        """Whether ``name`` is a deferred tool of the toolset (asked only for calls of unknown tools)."""
-        return name in (await self.deferred()).names
 
     def read_tool(self) -> list[Tool]:
         """``[read_result]`` while the conversation holds a live result handle (a strict model:
@@ -411,7 +391,13 @@ class _Chat:
         self.new_messages.append(message)
 
     async def run_tools(self, calls: list[ToolCall]) -> None:
-        done = await self.tools.run(calls, self.plan, self.discovered)
+        done = await self.tools.run(
+            calls,
+            self.plan,
+            self.discovered,
+            native=self.native.active,
+            handles=result_handles(self.conversation),
+        )
         for message in done.messages:
             self.append(message)
         await self.add_discovered(done.found, done.plan)
@@ -469,6 +455,7 @@ class ChatLoop:
         self.metrics = metrics
         self.tracing = tracing
         self.deferred_tools = DeferredToolsCache(discovery)
+        self.tool_services = ToolServices(discovery, pool, self.deferred_tools, metrics, tracing)
 
     async def run(
         self, request: ChatRequest, *, time_limit: float | None = None, events: EventSink | None = None

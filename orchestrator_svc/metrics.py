@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry
 
 from orchestrator_svc.messages import Usage
-from toolscout_kit.metrics import DeprecatedNames, MetricSet
+from toolscout_kit.metrics import DeprecatedNames, MetricSet, ResultTokens
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["DEPRECATED_NAMES", "INLINE_TOOLSET_LABEL", "OrchestratorMetrics"]
@@ -96,12 +96,10 @@ class OrchestratorMetrics:
             "Calls of tools that were loaded through search_tools (search-to-call conversion).",
             "model",
         )
-        self.result_tokens = m.counter(
-            "result_tokens",
+        self.result_tokens = ResultTokens(
+            m,
             "Tool-result tokens by server and kind: returned (by the server), delivered (to the model, "
             "shaped), saved (returned - delivered) and read (read_result answers).",
-            "server",
-            "kind",
         )
         self.result_reads = m.counter(
             "result_reads",
@@ -129,15 +127,13 @@ class OrchestratorMetrics:
 
     def record_result(self, server: str, returned: int, delivered: int) -> None:
         """Tokens of one tool result shaped to the chat's budget."""
-        self.result_tokens.labels(server, "returned").inc(returned)
-        self.result_tokens.labels(server, "delivered").inc(delivered)
-        self.result_tokens.labels(server, "saved").inc(max(returned - delivered, 0))
+        self.result_tokens.shaped(server, returned, delivered)
 
     def record_read(self, server: str, tokens: int, ok: bool) -> None:
         """One read_result call: its answer's tokens when the pool answered (``ok``)."""
         self.result_reads.labels(server, "ok" if ok else "refused").inc()
         if ok:
-            self.result_tokens.labels(server, "read").inc(tokens)
+            self.result_tokens.counter.labels(server, "read").inc(tokens)
 
     def record_llm_error(self, provider: str, model: str, reason: str) -> None:
         self.llm_errors.labels(provider, model, reason).inc()

@@ -16,6 +16,11 @@ provider's encoding, the structured copy of a duplicated result): a result over 
 a preview and a handle, recorded on the tool message (``result_handle``). ``read_result`` calls
 read such handles through the pool's ``ReadResult``, only handles the conversation was given
 (:mod:`toolscout_kit.result_tool` reads the arguments and writes the refusals).
+
+The chat and the runner talk in one direction: the chat calls :meth:`ToolCallRunner.run` with
+what the round needs (the plan the model saw, the discovered tools, native deferral, the result
+handles) and consumes the :class:`ToolRound` it returns; the runner never calls back into the
+chat. It writes the call events to the chat's event sink and counts into the chat's tally.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolscout.client import (
@@ -39,7 +44,8 @@ from toolscout.client import (
     ToolSurface,
 )
 
-from orchestrator_svc.chat import ChatEvent, ToolCallFinishedEvent, ToolCallStartedEvent
+from orchestrator_svc.chat import ChatEvent, EventSink, ToolCallFinishedEvent, ToolCallStartedEvent
+from orchestrator_svc.deferred import DeferredToolsCache
 from orchestrator_svc.errors import ChatDeadlineError
 from orchestrator_svc.messages import Attachment, Message, ToolCall
 from orchestrator_svc.metrics import OrchestratorMetrics
@@ -61,7 +67,7 @@ from toolscout_kit.result_tool import no_handle_text, read_arguments, read_refus
 from toolscout_kit.status import outcome_unknown_text, without_internals
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
-__all__ = ["ChatContext", "ToolCallRunner", "ToolRound"]
+__all__ = ["ChatContext", "ToolCallRunner", "ToolRound", "ToolServices"]
 
 _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
@@ -71,7 +77,7 @@ _UNKNOWN_LIST_LIMIT = 30
 
 @dataclass(frozen=True, slots=True)
 class ChatContext:
-    """What tool calls need to know about the chat they run in."""
+    """What tool calls need to know about the chat they run in (data; no callbacks into the chat)."""
 
     model: str
     toolset: ToolsetRef
@@ -81,26 +87,46 @@ class ChatContext:
     stats: ChatTally
     # The chat's provider: plans returned by searches count tokens in its encoding.
     provider: str
-    # Seconds left before the chat's deadline (None: no deadline).
-    remaining: Callable[[], float | None]
-    emit: Callable[[ChatEvent], Awaitable[None]]
-    # Whether a name is a deferred tool of the toolset (for calls of tools not loaded).
-    is_deferred: Callable[[str], Awaitable[bool]]
-    # Whether the chat is in native deferral now: the provider loads found definitions itself,
-    # so search results leave their parameters out.
-    native: Callable[[], bool]
+    # The chat's deadline (time.monotonic(); None: no deadline).
+    deadline: float | None
+    # Where the calls' started and finished events go (None: the caller streams no events).
+    events: EventSink | None
     # ``deferral: stable``: found tools are called through call_tool, searches use the stable
     # surface (their results carry each found tool's input schema).
     stable: bool = False
-    # The definition of a tool a search of the chat found (stable mode validates its arguments).
-    definition: Callable[[str], Awaitable[Tool | None]] | None = None
     # Result shaping: the budget of one result (0: none), its encoding, and who may read a handle.
     result_budget: int = 0
     token_encoding: str = ""
     principal: str = ""
     conversation: str = ""
-    # The result handles the conversation was given so far (handle -> expiry, Unix seconds).
-    handles: Callable[[], Mapping[str, float]] = field(default=dict)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the chat's deadline (None: no deadline)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServices:
+    """What every chat's tool calls run on (one set per :class:`~orchestrator_svc.loop.ChatLoop`):
+    discovery, the pool, the toolsets' deferred tools (a call of one not loaded is refused as
+    such), metrics and tracing."""
+
+    discovery: DiscoverySeam
+    pool: PoolSeam
+    deferred: DeferredToolsCache
+    metrics: OrchestratorMetrics
+    tracing: Tracing = NO_TRACING
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """What one round of calls runs against: the plan the model saw; whether the chat is in
+    native deferral (the provider loads found definitions itself, so search results leave their
+    parameters out); the result handles the conversation was given (handle -> expiry, Unix s)."""
+
+    plan: ToolPlan
+    native: bool
+    handles: Mapping[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,28 +182,36 @@ def _misfit(tool: Tool, raw: str) -> list[str]:
 class ToolCallRunner:
     """Runs tool calls for one chat."""
 
-    def __init__(
-        self,
-        chat: ChatContext,
-        *,
-        discovery: DiscoverySeam,
-        pool: PoolSeam,
-        metrics: OrchestratorMetrics,
-        tracing: Tracing = NO_TRACING,
-    ) -> None:
+    def __init__(self, chat: ChatContext, services: ToolServices) -> None:
         self._chat = chat
-        self._discovery = discovery
-        self._pool = pool
-        self._metrics = metrics
-        self._tracing = tracing
+        self._discovery = services.discovery
+        self._pool = services.pool
+        self._deferred = services.deferred
+        self._metrics = services.metrics
+        self._tracing = services.tracing
+        self._turn = _Turn(ToolPlan(), False, {})
+        # Every deferred definition, fetched once per catalog version (stable mode checks the
+        # arguments of a found tool's call against its definition).
+        self._definitions: tuple[str, dict[str, Tool]] | None = None
 
-    async def run(self, calls: Sequence[ToolCall], plan: ToolPlan, discovered: Sequence[str]) -> ToolRound:
-        """Runs every call of one assistant message concurrently.
+    async def run(
+        self,
+        calls: Sequence[ToolCall],
+        plan: ToolPlan,
+        discovered: Sequence[str],
+        *,
+        native: bool = False,
+        handles: Mapping[str, float] | None = None,
+    ) -> ToolRound:
+        """Runs every call of one assistant message concurrently (one round at a time per chat).
 
         Which tools may be called is decided against ``plan`` (the tool list the model saw), so a
         search in the same message does not let a sibling call of a not-yet-loaded tool through,
-        whatever the order of the calls. ``discovered`` are the chat's discovered tools so far.
+        whatever the order of the calls. ``discovered`` are the chat's discovered tools so far;
+        ``native``: the chat is in native deferral now; ``handles``: the result handles the
+        conversation was given so far (handle -> expiry, Unix seconds).
         """
+        self._turn = _Turn(plan, native, dict(handles or {}))
         loaded = {t.llm_name: t for t in plan.loaded_tools}
         has_search = plan.search_tool is not None
         found: list[list[str]] = [[] for _ in calls]
@@ -233,7 +267,7 @@ class ToolCallRunner:
         target = _call_tool_target(call.arguments_json) if through else None
         run = ToolCall(call.id, target[0], json.dumps(target[1])) if isinstance(target, tuple) else call
         server = "" if is_search else (loaded[run.name].server if run.name in loaded else "")
-        await chat.emit(ToolCallStartedEvent(call, server))
+        await self._emit(ToolCallStartedEvent(call, server))
         started = time.monotonic()
         attachments: list[Attachment] = []
         loaded_by_search: list[str] | None = None
@@ -242,8 +276,8 @@ class ToolCallRunner:
         # Stable mode: a found tool is not in the tool list; called through call_tool (or by its
         # name, as some local models do) it runs with arguments checked against its schema.
         check = through
-        if chat.stable and tool is None and run.name in discovered and chat.definition is not None:
-            tool, check = await chat.definition(run.name), True
+        if chat.stable and tool is None and run.name in discovered:
+            tool, check = await self._definition(run.name), True
         handle, expires = "", 0.0
         if is_search:
             text, is_error, plans[index] = await self._search(call, loaded, discovered, found)
@@ -260,14 +294,14 @@ class ToolCallRunner:
             ran = await self._call_pool(run, tool.server, run.name in discovered)
             text, attachments, is_error, server = ran.text, ran.attachments, ran.is_error, ran.server
             handle, expires = ran.handle, ran.expires
-        elif await chat.is_deferred(run.name):
+        elif await self._is_deferred(run.name):
             text, is_error, not_loaded = not_loaded_error(run.name), True, True
             chat.stats.discovery.deferred_call_rejections += 1
             self._metrics.deferred_rejections.labels(chat.model).inc()
         else:
             text, is_error = self._unknown_tool(run.name, loaded, has_search), True
         chat.stats.count_tool(run.name, server, error=is_error)
-        await chat.emit(
+        await self._emit(
             ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
         )
         return Message(
@@ -309,7 +343,7 @@ class ToolCallRunner:
                 include_plan=True,
                 discovered_tools=tuple(discovered),
                 provider=chat.provider,
-                compact_text=chat.native(),
+                compact_text=self._turn.native,
                 surface=ToolSurface.STABLE if chat.stable else "",
             )
             outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
@@ -384,7 +418,7 @@ class ToolCallRunner:
         )
         if isinstance(request, str):
             return f"Error: {request}", True, ""
-        if request.handle not in chat.handles():
+        if request.handle not in self._turn.handles:
             self._metrics.record_read("", 0, ok=False)
             return no_handle_text(request.handle), True, ""
         try:
@@ -404,6 +438,38 @@ class ToolCallRunner:
         tally.read_tokens += read.tokens
         self._metrics.record_read(read.server, read.tokens, ok=True)
         return read.text, False, read.server
+
+    async def _emit(self, event: ChatEvent) -> None:
+        if self._chat.events is not None:
+            await self._chat.events(event)
+
+    async def _is_deferred(self, name: str) -> bool:
+        """Whether ``name`` is a deferred tool of the toolset at the round's catalog version
+        (asked only for calls of tools not loaded)."""
+        chat = self._chat
+        deferred = await self._deferred.get(
+            chat.toolset,
+            catalog_version=self._turn.plan.catalog_version,
+            provider=chat.provider,
+            deadline=chat.remaining(),
+        )
+        return name in deferred.names
+
+    async def _definition(self, name: str) -> Tool | None:
+        """The definition of deferred tool ``name``: every deferred definition is fetched once per
+        catalog version, shared by every chat."""
+        version = self._turn.plan.catalog_version
+        if self._definitions is None or self._definitions[0] != version:
+            chat = self._chat
+            deferred = await self._deferred.get(
+                chat.toolset,
+                catalog_version=version,
+                provider=chat.provider,
+                deadline=chat.remaining(),
+                definitions=True,
+            )
+            self._definitions = (version, {t.llm_name: t for t in deferred.definitions or ()})
+        return self._definitions[1].get(name)
 
     def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
         """A downstream deadline that is the chat's own deadline ends the chat, not just the call.

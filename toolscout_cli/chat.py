@@ -15,6 +15,7 @@ from toolscout.client import (
     ChatFinished,
     ChatMessage,
     ChatResult,
+    ChatTotals,
     ReasoningDelta,
     TextDelta,
     ToolCallFinished,
@@ -41,48 +42,36 @@ class Conversation:
     system: str = ""
     history: list[ChatMessage] = field(default_factory=list)
     discovered: tuple[str, ...] = ()
-    turns: int = 0
-    tokens_sent: int = 0
-    tokens_all: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    # Tool-result tokens as the servers returned them and as the model got them (shaped).
-    result_tokens_returned: int = 0
-    result_tokens_delivered: int = 0
+    totals: ChatTotals = field(default_factory=ChatTotals)
 
     def record(self, user: ChatMessage, result: ChatResult) -> None:
         self.history.extend([user, *result.messages])
         self.discovered = result.loaded_tools
-        self.turns += 1
-        d = result.stats.discovery
-        self.tokens_sent += d.definition_tokens_sent
-        self.tokens_all += d.definition_tokens_all
-        self.input_tokens += result.stats.usage.input_tokens
-        self.output_tokens += result.stats.usage.output_tokens
-        for r in result.stats.result_tokens:
-            self.result_tokens_returned += r.tokens_returned
-            self.result_tokens_delivered += r.tokens_delivered + r.read_tokens
+        self.totals.add(result.stats)
 
     @property
     def tokens_saved(self) -> int:
         # Negative when search_tools and its manifest cost more than the definitions they held back.
-        return self.tokens_all - self.tokens_sent
+        return self.totals.definition_tokens_all - self.totals.definition_tokens_sent
 
     def savings_line(self) -> str:
-        pct = 100.0 * self.tokens_saved / self.tokens_all if self.tokens_all else 0.0
-        turns = f"{self.turns} turn{'s' if self.turns != 1 else ''}"
+        t = self.totals
+        sent, everything = t.definition_tokens_sent, t.definition_tokens_all
+        pct = 100.0 * self.tokens_saved / everything if everything else 0.0
+        turns = f"{t.chats} turn{'s' if t.chats != 1 else ''}"
         return (
-            f"[{turns} · tool definitions sent {self.tokens_sent} of {self.tokens_all} tokens, "
-            f"saved {self.tokens_saved} ({pct:.0f}%) · provider usage {self.input_tokens} in / "
-            f"{self.output_tokens} out · {len(self.discovered)} discovered tools kept{self._results()}]"
+            f"[{turns} · tool definitions sent {sent} of {everything} tokens, "
+            f"saved {self.tokens_saved} ({pct:.0f}%) · provider usage {t.input_tokens} in / "
+            f"{t.output_tokens} out · {len(self.discovered)} discovered tools kept{self._results()}]"
         )
 
     def _results(self) -> str:
-        if not self.result_tokens_returned:
+        t = self.totals
+        if not t.result_tokens_returned:
             return ""
         return (
-            f" · tool results {self.result_tokens_returned} tokens, "
-            f"{self.result_tokens_delivered} reached the model (read_result included)"
+            f" · tool results {t.result_tokens_returned} tokens, "
+            f"{t.result_tokens_delivered} reached the model (read_result included)"
         )
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "GrpcServerMetrics",
     "MetricSet",
     "MetricsEndpoint",
+    "ResultTokens",
     "new_registry",
     "start_metrics_endpoint",
 ]
@@ -102,6 +103,21 @@ class MetricSet:
 
     def histogram(self, name: str, doc: str, *labels: str, buckets: Sequence[float]) -> Histogram:
         return Histogram(self._prefix + name, doc, labels, buckets=buckets, registry=self.registry)
+
+
+class ResultTokens:
+    """``<prefix>result_tokens_total`` by server and kind: the tokens of tool results shaped to a
+    budget, returned (by the server), delivered (to the caller) and saved (the difference), one
+    rule wherever results are shaped (the pool, the orchestrator); a service may count more kinds."""
+
+    def __init__(self, metrics: MetricSet, doc: str) -> None:
+        self.counter = metrics.counter("result_tokens", doc, "server", "kind")
+
+    def shaped(self, server: str, returned: int, delivered: int) -> None:
+        """One result shaped to a budget."""
+        self.counter.labels(server, "returned").inc(returned)
+        self.counter.labels(server, "delivered").inc(delivered)
+        self.counter.labels(server, "saved").inc(max(returned - delivered, 0))
 
 
 # Seconds to handle one RPC (for streams: until the stream ends).

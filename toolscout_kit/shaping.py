@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -242,11 +243,29 @@ def _walk(s: str, i: int, depth: int, budget: _Budget) -> tuple[Any, int]:
     return _leaf(value), end
 
 
+def _members(s: str, i: int, close: str, member: Callable[[int], int]) -> int:
+    """Walks the members of an object or array from ``s[i]`` (past the opener and whitespace):
+    ``member(i)`` reads one and returns where it ends; returns the index past ``close``.
+
+    Raises:
+        ValueError: a member is not followed by ``,`` or ``close``.
+    """
+    if s[i : i + 1] == close:
+        return i + 1
+    while True:
+        i = _skip_ws(s, member(i))
+        sep = s[i : i + 1]
+        if sep == close:
+            return i + 1
+        if sep != ",":
+            raise ValueError(f"expected ',' or '{close}'")
+        i = _skip_ws(s, i + 1)
+
+
 def _walk_object(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Object, int]:
     obj = _Object(0, {})
-    if s[i : i + 1] == "}":
-        return obj, i + 1
-    while True:
+
+    def member(i: int) -> int:
         if s[i : i + 1] != '"':
             raise ValueError("expected a key")
         key, i = scanstring(s, i + 1)
@@ -259,33 +278,24 @@ def _walk_object(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Object, 
         else:
             _, i = _DECODER.raw_decode(s, i)
         obj.count += 1
-        i = _skip_ws(s, i)
-        sep = s[i : i + 1]
-        if sep == "}":
-            return obj, i + 1
-        if sep != ",":
-            raise ValueError("expected ',' or '}'")
-        i = _skip_ws(s, i + 1)
+        return i
+
+    return obj, _members(s, i, "}", member)
 
 
 def _walk_array(s: str, i: int, depth: int, budget: _Budget) -> tuple[_Array, int]:
     arr = _Array(0, [])
-    if s[i : i + 1] == "]":
-        return arr, i + 1
-    while True:
+
+    def member(i: int) -> int:
         if arr.count < _HEAD_ITEMS:
             item, i = _walk(s, i, depth + 1, budget)
             arr.head.append(item)
         else:
             _, i = _DECODER.raw_decode(s, i)
         arr.count += 1
-        i = _skip_ws(s, i)
-        sep = s[i : i + 1]
-        if sep == "]":
-            return arr, i + 1
-        if sep != ",":
-            raise ValueError("expected ',' or ']'")
-        i = _skip_ws(s, i + 1)
+        return i
+
+    return arr, _members(s, i, "]", member)
 
 
 def json_sketch(text: str) -> Any | None:

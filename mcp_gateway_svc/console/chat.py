@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from toolscout.client import (
@@ -19,6 +18,7 @@ from toolscout.client import (
     AsyncOrchestratorClient,
     ChatFinished,
     ChatMessage,
+    ChatTotals,
     ModelInfo,
     ReasoningDelta,
     TextDelta,
@@ -35,42 +35,11 @@ from mcp_gateway_svc.console.data import problem_text
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import Tracing
 
-__all__ = ["ChatRunner", "Savings"]
+__all__ = ["ChatRunner"]
 
 _log = get_logger(__name__)
 # Seconds one console chat turn may take (the orchestrator's own limits apply within).
 _TURN_DEADLINE = 300.0
-
-
-@dataclass
-class Savings:
-    """Running totals of the chats run from this console since the gateway started."""
-
-    chats: int = 0
-    llm_calls: int = 0
-    search_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
-    definition_tokens_all: int = 0
-    definition_tokens_sent: int = 0
-    tokens_saved: int = 0
-
-    def add(self, result: ChatResult) -> None:
-        stats = result.stats
-        self.chats += 1
-        self.llm_calls += stats.llm_calls
-        self.search_calls += stats.discovery.search_calls
-        self.tool_calls += sum(c.calls for c in stats.tool_calls)
-        self.input_tokens += stats.usage.input_tokens
-        self.output_tokens += stats.usage.output_tokens
-        self.cached_input_tokens += stats.usage.cached_input_tokens
-        self.cache_write_input_tokens += stats.usage.cache_write_input_tokens
-        self.definition_tokens_all += stats.discovery.definition_tokens_all
-        self.definition_tokens_sent += stats.discovery.definition_tokens_sent
-        self.tokens_saved += stats.discovery.tokens_saved
 
 
 def _sse(payload: dict[str, Any]) -> str:
@@ -162,7 +131,7 @@ class ChatRunner:
         self._orchestrator = orchestrator
         self._tracing = tracing
         self._trace_url = trace_url
-        self.savings = Savings()
+        self.savings = ChatTotals()
 
     @property
     def available(self) -> bool:
@@ -208,7 +177,7 @@ class ChatRunner:
                     history.extend([user, *result.messages])
                     state["loaded"] = list(result.loaded_tools)
                     state["turns"].append({"user": message, "answer": result.text})
-                    self.savings.add(result)
+                    self.savings.add(result.stats)
                     yield _sse(_finished(result))
                     continue
                 payload = _event(event)

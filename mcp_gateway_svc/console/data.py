@@ -73,13 +73,17 @@ def _writes(s: ServerStatus) -> str:
 def problem_text(err: ToolscoutClientError) -> str:
     """What a page says when a service call failed (never the error's own text: it may hold an
     internal address)."""
-    if isinstance(err, UnavailableError):
-        return "The stack is not reachable right now (a service is starting or down); try again."
-    if isinstance(err, NotFoundError):
-        return "Not found: the toolset, server or tool is not (or no longer) in the catalog."
-    if isinstance(err, InvalidArgumentError):
-        return "The stack refused the request as invalid."
+    for kind, text in _PROBLEMS:
+        if isinstance(err, kind):
+            return text
     return f"The stack answered with an error ({type(err).__name__})."
+
+
+_PROBLEMS: tuple[tuple[type[ToolscoutClientError], str], ...] = (
+    (UnavailableError, "The stack is not reachable right now (a service is starting or down); try again."),
+    (NotFoundError, "Not found: the toolset, server or tool is not (or no longer) in the catalog."),
+    (InvalidArgumentError, "The stack refused the request as invalid."),
+)
 
 
 class ConsoleData:

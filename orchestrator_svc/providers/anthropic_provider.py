@@ -18,12 +18,10 @@ from orchestrator_svc.providers.anthropic_wire import (
 )
 from orchestrator_svc.providers.base import (
     Failure,
+    SdkErrors,
     SdkProvider,
     StreamCollector,
-    classify_status,
-    clean_reason,
-    connection_failure,
-    parse_retry_after,
+    classify_sdk_error,
 )
 from orchestrator_svc.reasoning import split_reasoning
 from toolscout_kit.json_text import json_object_or_empty
@@ -137,20 +135,23 @@ class AnthropicProvider(SdkProvider):
         await self._client.close()
 
     def _classify(self, exc: Exception) -> Failure | None:
-        if isinstance(exc, anthropic.APITimeoutError):
-            return Failure("timeout", "the provider did not answer in time")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return connection_failure(exc)
-        if isinstance(exc, anthropic.APIStatusError):
-            reason = exc.message
-            body = exc.body
-            if isinstance(body, dict) and isinstance(body.get("error"), dict):
-                reason = str(body["error"].get("message") or reason)
-            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
-            return classify_status(exc.status_code, clean_reason(f"{exc.status_code} {reason}"), retry_after)
-        if isinstance(exc, anthropic.AnthropicError):
-            return Failure("unavailable", clean_reason(str(exc)))
-        return None
+        return classify_sdk_error(exc, _ERRORS)
+
+
+def _status_reason(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message") or exc.message)
+    return exc.message
+
+
+_ERRORS = SdkErrors(
+    anthropic.APITimeoutError,
+    anthropic.APIConnectionError,
+    anthropic.APIStatusError,
+    anthropic.AnthropicError,
+    _status_reason,
+)
 
 
 class _BlockRecorder:

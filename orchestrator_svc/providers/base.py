@@ -37,8 +37,10 @@ __all__ = [
     "FailureKind",
     "LLMProvider",
     "ProviderErrorHook",
+    "SdkErrors",
     "SdkProvider",
     "StreamCollector",
+    "classify_sdk_error",
     "connection_failure",
     "looks_like_tools_rejected",
 ]
@@ -320,6 +322,35 @@ class StreamCollector:
             self.usage,
             finish_reason=self.finish_reason,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SdkErrors:
+    """The exception classes of a provider SDK built like openai's and anthropic's: a timeout is
+    a connection error, each carries the request, a status error its response and body."""
+
+    timeout: type[Exception]
+    connection: type[Exception]
+    status: type[Exception]
+    base: type[Exception]
+    # The provider's reason in a status error (from its body, else the SDK's message).
+    status_reason: Callable[[Any], str]
+
+
+def classify_sdk_error(exc: Exception, sdk: SdkErrors) -> Failure | None:
+    """The failure an SDK exception stands for, or None when it is not one of the SDK's."""
+    if isinstance(exc, sdk.timeout):
+        return Failure("timeout", "the provider did not answer in time")
+    if isinstance(exc, sdk.connection):
+        return connection_failure(exc)
+    if isinstance(exc, sdk.status):
+        err: Any = exc
+        retry_after = parse_retry_after(err.response.headers.get("retry-after"))
+        reason = clean_reason(f"{err.status_code} {sdk.status_reason(err)}")
+        return classify_status(err.status_code, reason, retry_after)
+    if isinstance(exc, sdk.base):
+        return Failure("unavailable", clean_reason(str(exc)))
+    return None
 
 
 def classify_status(status: int, reason: str, retry_after: float | None) -> Failure:

@@ -23,12 +23,10 @@ from orchestrator_svc.messages import (
 )
 from orchestrator_svc.providers.base import (
     Failure,
+    SdkErrors,
     SdkProvider,
     StreamCollector,
-    classify_status,
-    clean_reason,
-    connection_failure,
-    parse_retry_after,
+    classify_sdk_error,
 )
 from orchestrator_svc.providers.tool_results import shown_as_image, tool_result_text
 from orchestrator_svc.reasoning import split_reasoning
@@ -197,17 +195,7 @@ class OpenAIProvider(SdkProvider):
         await self._client.close()
 
     def _classify(self, exc: Exception) -> Failure | None:
-        if isinstance(exc, openai.APITimeoutError):
-            return Failure("timeout", "the provider did not answer in time")
-        if isinstance(exc, openai.APIConnectionError):
-            return connection_failure(exc)
-        if isinstance(exc, openai.APIStatusError):
-            reason = _error_message(exc.body) or exc.message
-            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
-            return classify_status(exc.status_code, clean_reason(f"{exc.status_code} {reason}"), retry_after)
-        if isinstance(exc, openai.OpenAIError):
-            return Failure("unavailable", clean_reason(str(exc)))
-        return None
+        return classify_sdk_error(exc, _ERRORS)
 
 
 def _error_message(body: object) -> str:
@@ -218,3 +206,12 @@ def _error_message(body: object) -> str:
         if isinstance(body.get("message"), str):
             return str(body["message"])
     return ""
+
+
+_ERRORS = SdkErrors(
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    openai.APIStatusError,
+    openai.OpenAIError,
+    lambda exc: _error_message(exc.body) or exc.message,
+)

@@ -89,23 +89,14 @@ def build_provider(client_name: str, client: ClientConfig) -> LLMProvider:
             request_timeout=client.timeout,
         )
 
-    if client.provider == "ollama":
-        key = _api_key(client_name, client)
-        oai = AsyncOpenAI(
-            api_key=key, base_url=_ollama_base_url(client.base_url), max_retries=0, timeout=client.timeout
-        )
-        return OpenAIProvider(
-            oai,
-            provider="ollama",
-            client_name=client_name,
-            max_retries=client.max_retries,
-            request_timeout=client.timeout,
-        )
+    # OpenAI's chat completions, or Ollama's OpenAI-compatible endpoint.
+    ollama = client.provider == "ollama"
     key = _api_key(client_name, client)
-    oai = AsyncOpenAI(api_key=key, base_url=client.base_url, max_retries=0, timeout=client.timeout)
+    base_url = _ollama_base_url(client.base_url) if ollama else client.base_url
+    oai = AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=client.timeout)
     return OpenAIProvider(
         oai,
-        provider="openai",
+        provider="ollama" if ollama else "openai",
         client_name=client_name,
         max_retries=client.max_retries,
         request_timeout=client.timeout,

@@ -234,7 +234,7 @@ async def test_an_idle_server_is_stopped_keeps_its_tools_and_starts_on_demand() 
         await pool.wait_until(lambda: state(pool, "s") is ServerState.IDLE, 5)
         assert servers["s"].live is None
         assert [t.name for t in pool.list_tools().tools] == ["a", "b"]
-        sup = pool._supervisors["s"]
+        sup = pool._servers.running["s"]
         conn = await asyncio.wait_for(sup.connection_for_call(), 5)
         assert conn is servers["s"].live
         assert servers["s"].connects == 2
@@ -263,7 +263,7 @@ async def test_a_zero_ttl_lists_only_at_connect_and_on_list_changed(monkeypatch:
     pool = make_pool(servers, tool_cache_ttl=None)
     await pool.start(wait=5)
     try:
-        assert pool._supervisors["s"]._ttl == 0
+        assert pool.server_status("s").tool_cache_ttl_seconds == 0
     finally:
         await pool.stop()
 
@@ -350,7 +350,7 @@ async def test_a_call_that_may_change_tools_lists_them_at_once_and_calls_after_a
     pool = make_pool(servers)  # no TTL: every listing after the first is for a call or a notice
     await pool.start(wait=5)
     try:
-        sup = pool._supervisors["s"]
+        sup = pool._servers.running["s"]
         assert servers["s"].listings == 1
         servers["s"].tools.append("c")
         sup.call_may_have_changed_tools()
@@ -364,7 +364,7 @@ async def test_a_call_that_may_change_tools_lists_them_at_once_and_calls_after_a
         assert servers["s"].listings == 3
         for _ in range(10):
             sup.call_may_have_changed_tools()
-        assert not sup._after_call  # nothing due: the next change will be announced
+        assert not sup.listing.after_call_pending  # nothing due: the next change will be announced
         servers["s"].tools.append("e")
         servers["s"].on_event("tools_changed", "")
         await pool.wait_until(lambda: pool.server_status("s").tool_count == 5, 5)

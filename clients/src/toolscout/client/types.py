@@ -41,6 +41,7 @@ __all__ = [
     "ChatMessage",
     "ChatResult",
     "ChatStats",
+    "ChatTotals",
     "ContentBlock",
     "Deferral",
     "DeprecatedToolset",
@@ -867,6 +868,46 @@ class ChatStats:
     iterations: int = 0
     duration_seconds: float = 0.0
     result_tokens: tuple[ResultTokens, ...] = ()
+
+
+@dataclass(slots=True)
+class ChatTotals:
+    """Running totals of the :class:`ChatStats` of several chats (a conversation's turns, or the
+    chats a console ran): :meth:`add` one chat's stats at a time."""
+
+    chats: int = 0
+    llm_calls: int = 0
+    search_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    definition_tokens_all: int = 0
+    definition_tokens_sent: int = 0
+    # The chats' own tokens_saved summed (each never below 0).
+    tokens_saved: int = 0
+    # Tool-result tokens as the servers returned them and as the model got them (shaped, the
+    # read_result answers included).
+    result_tokens_returned: int = 0
+    result_tokens_delivered: int = 0
+
+    def add(self, stats: ChatStats) -> None:
+        usage, discovery = stats.usage, stats.discovery
+        self.chats += 1
+        self.llm_calls += stats.llm_calls
+        self.search_calls += discovery.search_calls
+        self.tool_calls += sum(c.calls for c in stats.tool_calls)
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_input_tokens += usage.cached_input_tokens
+        self.cache_write_input_tokens += usage.cache_write_input_tokens
+        self.definition_tokens_all += discovery.definition_tokens_all
+        self.definition_tokens_sent += discovery.definition_tokens_sent
+        self.tokens_saved += discovery.tokens_saved
+        for r in stats.result_tokens:
+            self.result_tokens_returned += r.tokens_returned
+            self.result_tokens_delivered += r.tokens_delivered + r.read_tokens
 
 
 @dataclass(frozen=True, slots=True)
