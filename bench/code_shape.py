@@ -12,7 +12,10 @@ Figures:
   "progressive" outside docstrings (the closed sets' own enum definitions
   excepted);
 - `re.` calls in toolscout_kit/status.py;
-- CLI imports from a service package other than its `build_server`;
+- CLI imports of service internals: anything imported from a service package
+  but its `server.build_server` and the names the package itself publishes in
+  its `__all__` (its documented public entry points, as tests/unit/test_layering.py
+  defines them);
 - pairs from the `duplicates` finder (when installed), not tagged boilerplate.
 """
 
@@ -114,6 +117,15 @@ def _is_method(stmt: ast.stmt) -> bool:
     return not decorators & {"property", "setter"}
 
 
+def _published(package: str) -> frozenset[str]:
+    """The names in a service package's ``__all__`` (read from its source, not imported)."""
+    tree = ast.parse((ROOT / package / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
 def _service_imports(rel: str, node: ast.Import | ast.ImportFrom) -> list[str]:
     names = [a.name for a in node.names]
     targets = [node.module] if isinstance(node, ast.ImportFrom) else names
@@ -122,6 +134,8 @@ def _service_imports(rel: str, node: ast.Import | ast.ImportFrom) -> list[str]:
         if not target or target.split(".")[0] not in SERVICES:
             continue
         if isinstance(node, ast.ImportFrom) and names == ["build_server"]:
+            continue
+        if isinstance(node, ast.ImportFrom) and target in SERVICES and set(names) <= _published(target):
             continue
         found.append(f"{rel}:{node.lineno} {target} {names}")
     return found

@@ -168,7 +168,8 @@ def plan_tools(
 
     Discovered names that are no longer in the toolset are reported as dropped; eager ones and
     duplicates are ignored. On the stable ``surface`` discovered tools are reported but not sent
-    (they are called through call_tool): the plan is eager tools + search_tools + call_tool.
+    (they are called through call_tool): the plan is eager tools + search_tools + call_tool, and
+    carries the found tools' definitions (``found_tools``) for checking those calls.
     """
     totals = prepared.totals(enc)
     extra: list[Tool] = []
@@ -222,4 +223,6 @@ def plan_tools(
         surface=surface,
         read_result_tool=READ_RESULT_TOOL,
         read_result_tokens=totals.read_result,
+        # Held already: a stable caller checks call_tool arguments against them, no fetch needed.
+        found_tools=tuple(extra) if stable else (),
     )

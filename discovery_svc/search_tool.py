@@ -84,6 +84,36 @@ def _by_names(
     return list(matches.values()), missing
 
 
+def _manifest_result(manifest: str) -> SearchResult:
+    """A call without arguments on the stable surface: the manifest, as text and as data."""
+    data = structured_result((), (), (), 0, manifest)
+    return SearchResult(
+        mode=SearchMode.MANIFEST,
+        matches=(),
+        newly_loaded=(),
+        result_text=manifest,
+        structured_content_json=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+    )
+
+
+def _browse(
+    scope: SearchScope, server: str, offset: int, limit: int, loaded: frozenset[str]
+) -> tuple[list[ToolMatch], tuple[int, int, int]]:
+    """One page of a server's tools from ``offset``, and (first, end, total) of that page.
+
+    Raises:
+        SearchArgumentError: ``offset`` is past the server's last tool.
+    """
+    tools = scope.server_tools(server)
+    if offset >= len(tools):
+        raise SearchArgumentError(
+            f"offset {offset} is past the end: server '{server}' has {len(tools)} tools "
+            f"(offsets 0-{len(tools) - 1})."
+        )
+    chunk = tools[offset : offset + limit]
+    return [_match(t, t.llm_name in loaded) for t in chunk], (offset, offset + len(chunk), len(tools))
+
+
 def execute_search(
     scope: SearchScope,
     args: SearchArgs,
@@ -109,14 +139,7 @@ def execute_search(
         SearchArgumentError: a browse offset past the server's last tool.
     """
     if args.mode is SearchMode.MANIFEST:
-        data = structured_result((), (), (), 0, manifest)
-        return SearchResult(
-            mode=SearchMode.MANIFEST,
-            matches=(),
-            newly_loaded=(),
-            result_text=manifest,
-            structured_content_json=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-        )
+        return _manifest_result(manifest)
     if args.server_name is not None and not scope.has_server(args.server_name):
         raise _unknown_server(scope, args.server_name)
     loaded_set = scope.eager | frozenset(n for n in loaded if scope.has(n))
@@ -134,15 +157,7 @@ def execute_search(
             mode = args.without_names().mode
     if mode is SearchMode.SERVER:
         assert server is not None
-        tools = scope.server_tools(server)
-        if args.offset >= len(tools):
-            raise SearchArgumentError(
-                f"offset {args.offset} is past the end: server '{server}' has {len(tools)} tools "
-                f"(offsets 0-{len(tools) - 1})."
-            )
-        chunk = tools[args.offset : args.offset + browse_limit]
-        matches = [_match(t, t.llm_name in loaded_set) for t in chunk]
-        page = (args.offset, args.offset + len(chunk), len(tools))
+        matches, page = _browse(scope, server, args.offset, browse_limit, loaded_set)
     elif mode is not SearchMode.TOOL_NAMES:
         assert args.query is not None  # validate_arguments guarantees one of the three
         matches = _query_matches(scope, args.query, server, loaded_set, max_results)

@@ -19,7 +19,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import new_registry
 from toolscout_kit.server import RunningServer, ServiceBinding, start_server
-from toolscout_kit.shards import ShardClients, shard_targets
+from toolscout_kit.service_clients import PoolShards
 from toolscout_kit.tracing import tracing_for
 
 __all__ = ["SERVICE_NAME", "build_server"]
@@ -49,7 +49,7 @@ async def build_server(
             (e.g. the local model without the ``toolscout[embeddings]`` extra).
     """
     settings = config.toolscout.discovery
-    security = config.toolscout.security
+    shards = PoolShards(config, "discovery", pool_target or settings.pool_target, pool_targets)
     registry = new_registry()
     metrics = DiscoveryMetrics(registry)
     tracing = tracing_for(config, "discovery")
@@ -64,7 +64,7 @@ async def build_server(
     running = await start_server(
         [binding],
         settings,
-        security,
+        config.toolscout.security,
         registry=registry,
         listen=listen,
         metrics_port=metrics_port,
@@ -73,7 +73,19 @@ async def build_server(
     running.add_cleanup(service.close)  # runs last: after the follower below has stopped
     await running.set_status(SERVICE_NAME, False)
     await running.set_status("", False)
+    _follow_pool(running, service, shards, config, metrics)
+    return running
 
+
+def _follow_pool(
+    running: RunningServer,
+    service: DiscoveryEngine,
+    shards: PoolShards,
+    config: ToolscoutConfig,
+    metrics: DiscoveryMetrics,
+) -> None:
+    """Follows the pool's catalog into ``service`` (shard by shard, merged): discovery turns SERVING
+    with the first one. A config reload with a new shard count follows the new shards."""
     background: set[asyncio.Task[None]] = set()
 
     async def after_catalog() -> None:
@@ -91,33 +103,24 @@ async def build_server(
             background.add(task)
             task.add_done_callback(background.discard)
 
-    targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
-    sharded = targets is not None
-    clients = ShardClients(security)
-
     def shard_clients(addresses: list[str]) -> dict[int, AsyncPoolClient]:
         # A shard still at the same address keeps its client (and its catalog stream).
-        return {index: clients.get(address) for index, address in enumerate(addresses)}
+        return {index: shards.client(address) for index, address in enumerate(addresses)}
 
     follower = CatalogFollower(
-        shard_clients(targets or [pool_target or settings.pool_target]),
+        shard_clients(shards.targets),
         on_catalog,
         # A server that vanishes from every shard while configured is moving between shards
         # (resharding): its tools stay, unavailable. One pool drops what it drops.
-        configured=config.servers if sharded else (),
+        configured=config.servers if shards.sharded else (),
         metrics=metrics,
     )
     follow_task = asyncio.create_task(follower.run(), name="discovery-pool-follower")
 
-    async def reload(new_config: ToolscoutConfig) -> None:
-        addresses = shard_targets(new_config.toolscout.pool.shards)
-        if addresses is None and not sharded:
-            return
-        if addresses is None:
-            _log.warning("the pool is no longer sharded in the config: restart discovery to apply it")
-            return
-        await clients.forget(await follower.reshard(shard_clients(addresses), new_config.servers))
-        _log.info("following pool shards", shards=len(addresses))
+    async def reshard(new_config: ToolscoutConfig) -> None:
+        addresses = shards.new_targets(new_config)
+        if addresses is not None:
+            await shards.forget(await follower.reshard(shard_clients(addresses), new_config.servers))
 
     async def cleanup() -> None:
         for task in (follow_task, *background):
@@ -125,8 +128,7 @@ async def build_server(
         for task in (follow_task, *background):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await clients.close()
+        await shards.close()
 
-    running.add_reload(reload)
+    running.add_reload(reshard)
     running.add_cleanup(cleanup)
-    return running

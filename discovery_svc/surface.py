@@ -5,7 +5,9 @@ On the stable surface the tool list is the toolset's eager tools, ``search_tools
 cache keyed on the tools survives every search (the MCP client best practices' remedy for cache
 churn). A search answers with each found tool's full definition as text the model reads and as
 data (an MCP ``structuredContent``); the model then calls ``call_tool`` with the tool's name and
-arguments, which the caller validates against the tool's input schema before the pool runs it.
+arguments, which the caller validates against the tool's input schema before the pool runs it
+(:mod:`toolscout_kit.call_tool` owns that contract: the definition, reading and checking a call,
+and every refusal).
 
 Discovery owns these definitions and texts so that the orchestrator (``deferral: stable``) and the
 MCP gateway (meta mode) send the same bytes. It owns ``read_result`` the same way: every plan
@@ -23,6 +25,7 @@ from typing import Any
 from toolscout.client import CALL_TOOL_NAME, READ_RESULT_NAME, Tool
 
 from discovery_svc.catalog import ParsedTool
+from toolscout_kit.call_tool import CALL_TOOL_DESCRIPTION, CALL_TOOL_PARAMETERS
 
 __all__ = [
     "CALL_TOOL_NAME",
@@ -36,30 +39,10 @@ __all__ = [
 ]
 
 
-CALL_TOOL_PARAMETERS: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {
-            "type": "string",
-            "description": "The exact name of a tool that search_tools returned (or one in the manifest).",
-        },
-        "arguments": {
-            "type": "object",
-            "description": "The tool's arguments, matching the input schema search_tools showed for it.",
-        },
-    },
-    "required": ["name"],
-}
-
-_CALL_TOOL_DESCRIPTION = (
-    "Call a tool that search_tools found, by its name, with arguments that fit its input schema. "
-    "Search first: the tools behind this one are not in your tool list."
-)
-
-
 def call_tool_definition() -> ParsedTool:
-    """The ``call_tool`` tool (its bytes never depend on the catalog)."""
-    return ParsedTool.own(CALL_TOOL_NAME, _CALL_TOOL_DESCRIPTION, CALL_TOOL_PARAMETERS)
+    """The ``call_tool`` tool (its bytes never depend on the catalog); the contract, its
+    definition included, is :mod:`toolscout_kit.call_tool`'s."""
+    return ParsedTool.own(CALL_TOOL_NAME, CALL_TOOL_DESCRIPTION, CALL_TOOL_PARAMETERS)
 
 
 READ_RESULT_PARAMETERS: Mapping[str, Any] = {

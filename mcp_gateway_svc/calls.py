@@ -6,7 +6,8 @@ them), and a JSON-RPC error the MCP server answered with stays that error (its c
 that was sent and lost (``OutcomeUnknownError``) says the tool may or may not have run and is never
 retried; a call that was not sent (server down) names the server and its state. Arguments that do
 not fit the tool's input schema never reach the pool: the answer shows the expected shape, as
-``toolscout describe`` prints it, so the model can correct itself. Cancelling the MCP request
+``toolscout describe`` prints it, so the model can correct itself (the check and its sentence are
+:mod:`toolscout_kit.call_tool`'s, as for the orchestrator). Cancelling the MCP request
 cancels the CallTool RPC (and the pool sends ``notifications/cancelled`` to the MCP server).
 
 With a result budget (:class:`~mcp_gateway_svc.results.ResultOwner`) the pool shapes the result
@@ -36,6 +37,7 @@ from toolscout.client import (
     CallRequest,
     CallToolResult,
     GatewayMode,
+    StructuredCopy,
     Tool,
     ToolscoutClientError,
     authorization_required,
@@ -44,7 +46,7 @@ from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.results import ResultOwner, result_link
-from toolscout_kit.arguments import argument_problems, expected_shape
+from toolscout_kit.call_tool import check_arguments
 from toolscout_kit.errors import (
     CancelledError,
     DeadlineExceededError,
@@ -230,11 +232,9 @@ class ToolCaller:
         principal: str,
         asker: LoginAsker | None,
     ) -> tuple[types.CallToolResult, str]:
-        problems = argument_problems(tool.input_schema, arguments)
-        if problems:
-            return error_result(
-                expected_shape(tool.llm_name, tool.input_schema, problems)
-            ), "invalid_arguments"
+        misfit = check_arguments(tool, arguments)
+        if misfit is not None:
+            return error_result(misfit.text), "invalid_arguments"
         request = CallRequest.to(
             tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout_seconds
         )
@@ -244,7 +244,7 @@ class ToolCaller:
             request = dataclasses.replace(
                 request,
                 result_budget_tokens=owner.budget,
-                structured_copy="text",
+                structured_copy=StructuredCopy.TEXT,
                 principal=owner.principal,
                 conversation=owner.conversation,
             )

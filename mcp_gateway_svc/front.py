@@ -11,6 +11,34 @@ forwarded there, one for a session opened at another endpoint or by another toke
 404); then the SDK's streamable-HTTP transport of the session's mode (a session-less request: the
 mode its client's name picks, :mod:`mcp_gateway_svc.host_modes`, else the endpoint's), which checks
 each method's parameters.
+
+Why one ASGI callable and not a Starlette app of routes and middleware, as the SDK's
+``Server.streamable_http_app`` composes one. What Starlette would take over here is the path
+dispatch only: three fixed paths (the probes, the replica lookup), the OAuth metadata paths, two
+page prefixes (console, login) and ``/mcp[/<toolset>]`` — a few comparisons in ``__call__``,
+``_page_app`` and ``_own_path``. Everything after it is per-request policy Starlette has no piece
+for, or whose pieces answer differently:
+
+- the Host/Origin rules (:class:`Guard`, which says why not the SDK's ``TransportSecuritySettings``
+  or Starlette's ``TrustedHostMiddleware``) apply to the pages and to ``/mcp`` but not to the
+  probes, which a kubelet calls with the pod's IP as Host;
+- the SDK's bearer middleware (``AuthenticationMiddleware`` + ``BearerAuthBackend`` +
+  ``RequireAuthMiddleware``) verifies one kind of token and answers 401/403 bodies of its own; here
+  a static token or an OAuth JWT (:mod:`mcp_gateway_svc.resource_server`) names a tenant bound to
+  toolsets, each refusal is a JSON-RPC error body and is counted by reason, and a tenant gets the
+  same answer for a toolset it may not use as for one that does not exist;
+- the transport a request reaches (five SDK session managers) is picked from the session header,
+  the endpoint's mode, the client's name in the body of ``initialize`` and whether the call asks for
+  progress: the body is read once, bounded, checked and replayed (:mod:`mcp_gateway_svc.bodies`),
+  which no route or middleware does;
+- a session of another replica is forwarded before any of this (:mod:`mcp_gateway_svc.peers`).
+
+Starlette's routing defaults also answer differently from what clients get now (each would need
+overriding): a function endpoint refuses methods other than GET/HEAD with 405, the router
+redirects ``/mcp/`` to ``/mcp`` (307), and its 404 is plain text where an MCP client is told the
+endpoints in a JSON-RPC error. The SDK's pieces that do the job
+are used: its streamable-HTTP session managers (the whole MCP transport), its request body limit
+(``RequestBodyLimitMiddleware``, for forwarded requests), its header names; Starlette's ``Headers``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ and its answer an MCP result. Beside tools it serves resources of its own: the f
 meta and progressive servers (:mod:`mcp_gateway_svc.resources`) and, on every server, the tool
 results the pool kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`).
 The MCP servers' resources and prompts are not served (the pool does not carry them).
+
+``call_tool`` (meta and progressive) is an adapter over :mod:`toolscout_kit.call_tool`, which
+reads the call, checks it and writes every refusal the model reads, as it does for the
+orchestrator.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
 from mcp_gateway_svc.user_login import base_url
 from mcp_gateway_svc.views import ToolsetView
-from toolscout_kit.arguments import call_tool_target, not_loaded_error
+from toolscout_kit.call_tool import Refusal, UnknownHint, not_loaded, read_call, unknown_tool
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
@@ -216,7 +220,17 @@ class McpHandlers:
 
     async def _trace(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """A SERVER span per MCP request (OpenTelemetry's MCP conventions), continuing the host's
-        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``."""
+        trace: from the request's ``_meta`` (current already), else its HTTP ``traceparent``.
+
+        Beside the SDK's ``OpenTelemetryMiddleware``, not instead of it: the SDK's stays first and
+        makes the ``_meta`` context current, but it records through OpenTelemetry's *global*
+        provider (``get_tracer("mcp-python-sdk")``), while every toolscout service has a provider
+        of its own (its ``service.name``, sampler, exporter: :mod:`toolscout_kit.tracing`) and
+        ``toolscout up`` runs four services in one process; a global one would put every MCP span
+        of the process, the pool's client spans too, under one service. Its span also lacks the
+        HTTP ``traceparent`` fallback, the endpoint's toolset and mode, the session id and the
+        opt-in argument capture that this one records.
+        """
         if ctx.request_id is None:
             return await call_next(ctx)
         request = ctx.request
@@ -381,15 +395,14 @@ class McpHandlers:
     # --- calls -----------------------------------------------------------------------------
 
     async def _call_through(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
-        target = call_tool_target(arguments)
-        if isinstance(target, str):
-            return error_result(target)
-        name, inner = target
-        if name == SEARCH_TOOL_NAME:
-            return await self._search(call, inner)
-        if name == CALL_TOOL_NAME:
-            return error_result(f"{CALL_TOOL_NAME} calls the tools search_tools finds, not itself")
-        return await self._call(call, name, inner, wrapped=True)
+        """A ``call_tool`` call, read by the contract's owner (:mod:`toolscout_kit.call_tool`); the
+        search_tools it may name runs here like a direct search."""
+        target = read_call(arguments, search_through=True)
+        if isinstance(target, Refusal):
+            return error_result(target.text)
+        if target.name == SEARCH_TOOL_NAME:
+            return await self._search(call, target.arguments)
+        return await self._call(call, target.name, target.arguments, wrapped=True)
 
     async def _call(
         self, call: _ToolCall, name: str, arguments: Mapping[str, Any], *, wrapped: bool = False
@@ -418,7 +431,7 @@ class McpHandlers:
         ):
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
-            return text_result(not_loaded_error(name), is_error=True)
+            return text_result(not_loaded(name).text, is_error=True)
         return await self._caller.call(
             tool,
             arguments,
@@ -445,11 +458,10 @@ class McpHandlers:
             )
         except ToolscoutClientError:
             closest = ()  # the answer stands without suggestions
-        hint = f" (closest: {', '.join(closest)})" if closest else ""
         # An "all" endpoint lists every tool and no search_tools: point at what it does list.
         searchable = view.search_tool is not None and mode != GatewayMode.ALL
-        where = "Find tools with search_tools." if searchable else "See tools/list."
-        return error_result(f"unknown tool '{name}'{hint}. {where}")
+        hint = UnknownHint.SEARCH if searchable else UnknownHint.TOOLS_LIST
+        return error_result(unknown_tool(name, hint, closest=closest).text)
 
 
 def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Wiring: config → client-library clients → endpoints, MCP handlers, HTTP front → uvicorn.
+"""Wiring: config → client-library clients → endpoints, MCP handlers, HTTP front → the kit's host.
 
-The gateway is an HTTP server (MCP's streamable HTTP), not a gRPC one; it shares the kit's config,
-logging, metrics endpoint, channels and shard routing with the other services, and is run by the
-kit's ``serve_until_signal`` like them. ``/healthz`` (serving) and ``/readyz`` are its probes.
+The gateway is an HTTP server (MCP's streamable HTTP), not a gRPC one; it runs on the kit's service
+host like the other services (:mod:`toolscout_kit.host`: listening, lifecycle, signals, reloads;
+its HTTP listener is :mod:`toolscout_kit.http_server`) and calls them through the kit's downstream
+clients (:mod:`toolscout_kit.service_clients`: the pool's shards, discovery, resharding). ``/healthz`` (serving) and ``/readyz`` are its probes.
 Ready means the gateway can answer as the catalog is now: it is not stopping, it holds ``/mcp``'s
 toolset plan, and its plan stream from discovery is open (so changes reach it and ``search_tools``
 can be answered). While discovery is down ``/readyz`` answers 503, and a load balancer sends
@@ -15,17 +16,14 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CollectorRegistry
 from toolscout.client import AsyncDiscoveryClient, AsyncOrchestratorClient, GatewayMode
-from toolscout.client.sharded import AsyncShardedPoolClient
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mcp_gateway_svc.calls import ToolCaller
 from mcp_gateway_svc.console import PREFIX as CONSOLE_PREFIX
@@ -43,12 +41,12 @@ from mcp_gateway_svc.user_login import UserLogin, has_per_user_servers
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.host import RunningServer, bind_socket, open_metrics
+from toolscout_kit.http_server import HttpListener
 from toolscout_kit.logging import get_logger
-from toolscout_kit.metrics import MetricsEndpoint, new_registry, start_metrics_endpoint
+from toolscout_kit.metrics import MetricsEndpoint, new_registry
 from toolscout_kit.preflight import GatewayAuth, gateway_auth
-from toolscout_kit.reload import Reload
-from toolscout_kit.server import Cleanup
-from toolscout_kit.shards import ShardClients, server_placements, shard_targets, sharded_pool_client
+from toolscout_kit.service_clients import Downstream
 from toolscout_kit.tracing import Tracing, tracing_for
 
 __all__ = ["RunningGateway", "build_server"]
@@ -59,94 +57,15 @@ _log = get_logger(__name__)
 _REAP_INTERVAL = 30.0
 # Sessions being opened at once beyond gateway.max_sessions before the SDK itself refuses one.
 _OPENING_MARGIN = 64
-# Requests still running this close to the end of the grace are cut (their streams end).
-_DRAIN_MARGIN = 0.25
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handling: the kit (or ``toolscout up``) owns the signals."""
+class RunningGateway(RunningServer):
+    """The host's running server with the gateway's addresses (its lifecycle is the host's)."""
 
-    @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[no-untyped-def]  # uvicorn's own signature is untyped
-        yield
-
-
-def _timed_http(seconds: float) -> type[H11Protocol]:
-    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request's headers have not
-    all arrived within ``seconds`` (uvicorn times out idle keep-alive connections only; the body
-    has its own timeout in the front)."""
-
-    class _TimedH11(H11Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
-            self.loop.call_later(seconds, self._headers_due)
-
-        def _headers_due(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():
-                _log.info("connection dropped: its request headers did not arrive in time", timeout=seconds)
-                self.transport.close()
-
-    return _TimedH11
-
-
-def _bind(listen: str) -> socket.socket:
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted connections inherit it: a response's head and body are two writes, and Nagle's
-        # algorithm would hold the body for the client's delayed ACK (~40 ms per request).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((host, int(port)))
-        sock.listen(512)
-        sock.setblocking(False)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot listen on {listen}: {err}") from None
-    return sock
-
-
-class RunningGateway:
-    """A started gateway; ``stop()`` is idempotent."""
-
-    def __init__(
-        self,
-        *,
-        sock: socket.socket,
-        server: _Uvicorn,
-        managers: Sequence[StreamableHTTPSessionManager],
-        front: GatewayFront,
-        endpoints: Endpoints,
-        sessions: SessionRegistry,
-        metrics_endpoint: MetricsEndpoint | None,
-        registry: CollectorRegistry,
-        shutdown_grace: float,
-        console: Console | None = None,
-    ) -> None:
+    def __init__(self, listener: HttpListener, sock: socket.socket, *, console: bool, **kw: Any) -> None:
         host, port = sock.getsockname()[:2]
-        self.port: int = port
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104 - displayed, not bound
-        self.host = f"[{shown}]" if ":" in shown else shown
-        self.registry = registry
-        self.metrics_port: int | None = metrics_endpoint.port if metrics_endpoint else None
-        self.shutdown_grace = shutdown_grace
-        self.reloads: list[Reload] = []
-        self.stopping = False
-        self._sock = sock
-        self._server = server
-        self._managers = list(managers)
-        self._front = front
-        self._endpoints = endpoints
-        self._sessions = sessions
-        self._metrics_endpoint = metrics_endpoint
+        super().__init__(listener, host=host, port=port, **kw)
         self._console = console
-        self._stop = asyncio.Event()
-        self._stopped = asyncio.Event()
-        self._started = asyncio.Event()
-        self._cleanups: list[Cleanup] = []
-        self._task = asyncio.create_task(self._run(), name="mcp-gateway")
-        self._reaper = asyncio.create_task(self._reap(), name="mcp-gateway-reaper")
 
     @property
     def url(self) -> str:
@@ -160,78 +79,10 @@ class RunningGateway:
     @property
     def console_url(self) -> str | None:
         """The web console's address, None when it is off."""
-        return f"http://{self.host}:{self.port}{CONSOLE_PREFIX}" if self._console is not None else None
+        return f"http://{self.host}:{self.port}{CONSOLE_PREFIX}" if self._console else None
 
     def toolset_url(self, toolset: str) -> str:
         return f"{self.url}/{toolset}"
-
-    async def wait_started(self) -> None:
-        await self._started.wait()
-
-    async def _run(self) -> None:
-        try:
-            async with AsyncExitStack() as stack:
-                for manager in self._managers:
-                    await stack.enter_async_context(manager.run())
-                serving = asyncio.create_task(self._server.serve(sockets=[self._sock]))
-                self._started.set()
-                stop = asyncio.create_task(self._stop.wait())
-                await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
-                self._server.should_exit = True
-            # The managers are closed: sessions ended, their GET streams with them.
-            await serving
-        except Exception:
-            _log.exception("the gateway's HTTP server failed")
-        finally:
-            self._started.set()
-            self._stopped.set()
-
-    async def _reap(self) -> None:
-        while True:
-            await asyncio.sleep(_REAP_INTERVAL)
-            self._sessions.reap()
-
-    async def reload(self, config: ToolscoutConfig) -> None:
-        for callback in self.reloads:
-            await callback(config)
-
-    async def stop(self, grace: float | None = None) -> None:
-        """Stops answering (readiness first), lets requests in flight finish within ``grace``
-        seconds, ends the sessions and their streams, then the server."""
-        if self.stopping:
-            await self._stopped.wait()
-            return
-        self.stopping = True
-        grace = self.shutdown_grace if grace is None else grace
-        self._server.config.timeout_graceful_shutdown = max(int(grace), 1)
-        for endpoint in self._endpoints.opened():
-            endpoint.listen.close()
-        if self._console is not None:
-            await self._console.close()  # its event streams end
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._front.idle.wait(), max(grace - _DRAIN_MARGIN, 0.0))
-        self._stop.set()
-        await self._stopped.wait()
-        self._reaper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reaper
-        await self._endpoints.close()
-        for cleanup in reversed(self._cleanups):
-            try:
-                await cleanup()
-            except Exception:
-                _log.exception("cleanup failed")
-        if self._metrics_endpoint is not None:
-            self._metrics_endpoint.close()
-
-    async def wait_for_termination(self) -> None:
-        await self._stopped.wait()
-
-    def add_cleanup(self, cleanup: Cleanup) -> None:
-        self._cleanups.append(cleanup)
-
-    def add_reload(self, reload: Reload) -> None:
-        self.reloads.append(reload)
 
 
 def _listen(
@@ -242,30 +93,27 @@ def _listen(
     Raises:
         ConfigError: the address or the metrics port cannot be bound.
     """
-    sock = _bind(address)
-    wanted = settings.metrics_port if metrics_port is None else metrics_port
-    if wanted < 0:
-        return sock, None
+    sock = bind_socket(address)
     try:
-        return sock, start_metrics_endpoint(settings.metrics_host, wanted, registry)
-    except OSError as err:
+        return sock, open_metrics(settings, registry, metrics_port)
+    except ConfigError:
         sock.close()
-        raise ConfigError(f"cannot serve metrics on {settings.metrics_host}:{wanted}: {err}") from None
+        raise
 
 
 def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, StreamableHTTPSessionManager]:
     # The front checks Host and Origin itself (for both revisions alike); the SDK still checks the
     # Content-Type of every POST.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
-    # subscriptions/listen.
-    meta = StreamableHTTPSessionManager(
-        app=handlers.server(resources=True),
-        stateless=True,
-        json_response=True,
-        security_settings=security,
-        max_request_body_size=settings.max_body_bytes,
-    )
+
+    def stateless(json_response: bool) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(
+            app=handlers.server(resources=True),
+            stateless=True,
+            json_response=json_response,
+            security_settings=security,
+            max_request_body_size=settings.max_body_bytes,
+        )
 
     def stateful(app: Any, json_response: bool) -> StreamableHTTPSessionManager:
         return StreamableHTTPSessionManager(
@@ -280,18 +128,14 @@ def _managers(handlers: McpHandlers, settings: GatewaySettings) -> dict[str, Str
             max_sessions=settings.max_sessions + _OPENING_MARGIN,
         )
 
-    # meta, answering on an SSE stream: for a call whose host asked for progress (the front picks
-    # it), so that the notifications have somewhere to go; every other request gets one JSON body.
-    meta_stream = StreamableHTTPSessionManager(
-        app=handlers.server(resources=True),
-        stateless=True,
-        json_response=False,
-        security_settings=security,
-        max_request_body_size=settings.max_body_bytes,
-    )
     return {
-        GatewayMode.META: meta,
-        STREAMING_META: meta_stream,
+        # meta: stateless, any replica answers any request; 2026-07-28 clients hear of changes on
+        # subscriptions/listen.
+        GatewayMode.META: stateless(json_response=True),
+        # meta, answering on an SSE stream: for a call whose host asked for progress (the front
+        # picks it), so that the notifications have somewhere to go; every other request gets one
+        # JSON body.
+        STREAMING_META: stateless(json_response=False),
         # A meta client that opens a session with initialize: list_changed on its stream.
         # Its answers are SSE streams, so that a call whose host asked for progress can carry it.
         "meta-sessions": stateful(handlers.server(resources=True), json_response=False),
@@ -307,8 +151,7 @@ def _console(
     config: ToolscoutConfig,
     address: str,
     tenants: Tenants,
-    pool: AsyncShardedPoolClient,
-    discovery: AsyncDiscoveryClient,
+    downstream: Downstream,
     tracing: Tracing,
     orchestrator_target: str | None,
 ) -> tuple[Console | None, AsyncOrchestratorClient | None]:
@@ -329,29 +172,138 @@ def _console(
     console = Console(
         config=config,
         tenants=tenants,
-        pool=pool,
-        discovery=discovery,
+        pool=downstream.pool,
+        discovery=downstream.discovery,
         orchestrator=orchestrator,
         tracing=tracing,
     )
     return console, orchestrator
 
 
-def _service_clients(
+def _endpoints(
     config: ToolscoutConfig,
-    pool_targets: Sequence[str] | None,
-    pool_target: str | None,
-    discovery_target: str | None,
-) -> tuple[ShardClients, AsyncShardedPoolClient, AsyncDiscoveryClient]:
-    """The clients of the pool (its shards) and of discovery the gateway calls."""
-    settings, security = config.toolscout.gateway, config.toolscout.security
-    targets = list(pool_targets) if pool_targets else shard_targets(config.toolscout.pool.shards)
-    shard_clients = ShardClients(security)
-    pool = sharded_pool_client(config, targets or [pool_target or settings.pool_target], shard_clients)
-    discovery = AsyncDiscoveryClient(
-        create_channel(discovery_target or settings.discovery_target, security), owns_channel=True
+    discovery: AsyncDiscoveryClient,
+    sessions: SessionRegistry,
+    metrics: GatewayMetrics,
+) -> Endpoints:
+    """``/mcp`` and ``/mcp/<toolset>``: each toolset's mode, plan and limits."""
+    settings = config.toolscout.gateway
+    return Endpoints(
+        toolsets={name: settings.mode_for(name) for name in config.tool_sets},
+        default_toolset=settings.default_toolset,
+        default_mode=settings.mode,
+        discovery=discovery,
+        sessions=sessions,
+        metrics=metrics,
+        limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
+        descriptions={name: ts.description for name, ts in config.tool_sets.items()},
     )
-    return shard_clients, pool, discovery
+
+
+def _handlers(
+    config: ToolscoutConfig,
+    downstream: Downstream,
+    metrics: GatewayMetrics,
+    tenants: Tenants,
+    tracing: Tracing,
+    user_login: UserLogin | None,
+) -> McpHandlers:
+    """The MCP request handlers: MCP in, client-library calls out."""
+    settings = config.toolscout.gateway
+    return McpHandlers(
+        downstream.discovery,
+        ToolCaller(downstream.pool, metrics, user_login),
+        metrics,
+        private_lists=tenants.enabled or settings.oauth is not None,
+        tracing=tracing,
+        results=KeptResults(downstream.pool),
+        result_budget=settings.result_budget_for,
+    )
+
+
+@dataclass(frozen=True)
+class _FrontParts:
+    """What the HTTP front hands requests to, besides the endpoints' MCP managers."""
+
+    endpoints: Endpoints
+    sessions: SessionRegistry
+    tenants: Tenants
+    metrics: GatewayMetrics
+    replica: Replica
+    forwarder: Forwarder | None
+    login: UserLogin | None
+    console: Console | None
+
+
+def _front(
+    settings: GatewaySettings,
+    address: str,
+    parts: _FrontParts,
+    managers: dict[str, StreamableHTTPSessionManager],
+    ready: Callable[[], bool],
+) -> GatewayFront:
+    return GatewayFront(
+        endpoints=parts.endpoints,
+        managers=managers,
+        sessions=parts.sessions,
+        tenants=parts.tenants,
+        guard=Guard.from_settings(address, settings.allowed_origins, settings.allowed_hosts),
+        replica=parts.replica,
+        forwarder=parts.forwarder,
+        metrics=parts.metrics,
+        max_body_bytes=settings.max_body_bytes,
+        read_timeout=settings.request_read_timeout,
+        max_sessions=settings.max_sessions,
+        tenant_quota=settings.max_sessions_per_tenant,
+        ready=ready,
+        oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
+        console=parts.console,
+        client_modes=settings.client_modes,
+        client_all_max_tools=settings.client_all_max_tools,
+        login=parts.login,
+    )
+
+
+def _listener(
+    settings: GatewaySettings,
+    sock: socket.socket,
+    front: GatewayFront,
+    managers: dict[str, StreamableHTTPSessionManager],
+    parts: _FrontParts,
+) -> HttpListener:
+    async def refuse() -> None:
+        for endpoint in parts.endpoints.opened():
+            endpoint.listen.close()
+        if parts.console is not None:
+            await parts.console.close()  # its event streams end
+
+    return HttpListener(
+        front,
+        sock,
+        read_timeout=settings.request_read_timeout,
+        shutdown_grace=settings.shutdown_grace,
+        idle=front.idle,
+        lifespans=[manager.run() for manager in managers.values()],
+        on_refuse=[refuse],
+    )
+
+
+def _sweep_sessions(running: RunningGateway, sessions: SessionRegistry) -> None:
+    """Sweeps the sessions the transport has ended for idleness, until the gateway stops."""
+
+    async def reap() -> None:
+        while True:
+            await asyncio.sleep(_REAP_INTERVAL)
+            sessions.reap()
+
+    reaper = asyncio.create_task(reap(), name="mcp-gateway-reaper")
+
+    async def stop() -> None:
+        reaper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reaper
+
+    running.add_cleanup(stop)
 
 
 async def build_server(
@@ -379,38 +331,27 @@ async def build_server(
     tracing = tracing_for(config, "gateway")
     registry = new_registry()
     metrics = GatewayMetrics(registry)
-    shard_clients, pool, discovery = _service_clients(config, pool_targets, pool_target, discovery_target)
-    sessions = SessionRegistry(metrics, settings.session_idle_timeout)
-    endpoints = Endpoints(
-        toolsets={name: settings.mode_for(name) for name in config.tool_sets},
-        default_toolset=settings.default_toolset,
-        default_mode=settings.mode,
-        discovery=discovery,
-        sessions=sessions,
-        metrics=metrics,
-        limits=ResultLimits({name: server.max_result_size_chars for name, server in config.servers.items()}),
-        descriptions={name: ts.description for name, ts in config.tool_sets.items()},
+    downstream = Downstream(
+        config,
+        "the gateway",
+        pool_target=pool_target or settings.pool_target,
+        discovery_target=discovery_target or settings.discovery_target,
+        pool_targets=pool_targets,
     )
+    sessions = SessionRegistry(metrics, settings.session_idle_timeout)
     # per_user servers: each caller signs in at the gateway's login route (mcp_gateway_svc.user_login).
     user_login = UserLogin(config, os.environ) if has_per_user_servers(config) else None
-    handlers = McpHandlers(
-        discovery,
-        ToolCaller(pool, metrics, user_login),
-        metrics,
-        private_lists=tenants.enabled or settings.oauth is not None,
-        tracing=tracing,
-        results=KeptResults(pool),
-        result_budget=settings.result_budget_for,
-    )
-    managers = _managers(handlers, settings)
+    managers = _managers(_handlers(config, downstream, metrics, tenants, tracing, user_login), settings)
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
+    endpoints = _endpoints(config, downstream.discovery, sessions, metrics)
     try:
         sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
     except ConfigError:
         await tracing.shutdown()
         raise
-    console, orchestrator = _console(config, address, tenants, pool, discovery, tracing, orchestrator_target)
+    console, orchestrator = _console(config, address, tenants, downstream, tracing, orchestrator_target)
+    parts = _FrontParts(endpoints, sessions, tenants, metrics, replica, forwarder, user_login, console)
     running: RunningGateway | None = None
 
     def ready() -> bool:
@@ -419,73 +360,46 @@ async def build_server(
         default = endpoints.get("")
         return default is not None and default.view is not None and default.following
 
-    front = GatewayFront(
-        endpoints=endpoints,
-        managers=managers,
-        sessions=sessions,
-        tenants=tenants,
-        guard=Guard.from_settings(address, settings.allowed_origins, settings.allowed_hosts),
-        replica=replica,
-        forwarder=forwarder,
-        metrics=metrics,
-        max_body_bytes=settings.max_body_bytes,
-        read_timeout=settings.request_read_timeout,
-        max_sessions=settings.max_sessions,
-        tenant_quota=settings.max_sessions_per_tenant,
-        ready=ready,
-        oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
-        console=console,
-        client_modes=settings.client_modes,
-        client_all_max_tools=settings.client_all_max_tools,
-        login=user_login,
-    )
-    uv_config = uvicorn.Config(
-        front,
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        http=_timed_http(settings.request_read_timeout),
-        timeout_graceful_shutdown=max(int(settings.shutdown_grace), 1),
-    )
+    front = _front(settings, address, parts, managers, ready)
+    listener = _listener(settings, sock, front, managers, parts)
     running = RunningGateway(
-        sock=sock,
-        server=_Uvicorn(uv_config),
-        managers=list(managers.values()),
-        front=front,
-        endpoints=endpoints,
-        sessions=sessions,
-        metrics_endpoint=metrics_endpoint,
+        listener,
+        sock,
+        console=console is not None,
         registry=registry,
+        metrics=metrics_endpoint,
         shutdown_grace=settings.shutdown_grace,
-        console=console,
     )
+    _add_cleanups(running, tracing, downstream, orchestrator, parts)
+    running.add_reload(downstream.reshard)
+    endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
+    await listener.start()
+    _sweep_sessions(running, sessions)
+    _announce(running, auth, settings, replica)
+    return running
+
+
+def _add_cleanups(
+    running: RunningGateway,
+    tracing: Tracing,
+    downstream: Downstream,
+    orchestrator: AsyncOrchestratorClient | None,
+    parts: _FrontParts,
+) -> None:
+    """What the gateway closes once its HTTP server has stopped (the last added runs first)."""
 
     async def close_clients() -> None:
-        if forwarder is not None:
-            await forwarder.close()
-        await pool.close()
-        await shard_clients.close()
-        await discovery.close()
+        if parts.forwarder is not None:
+            await parts.forwarder.close()
+        await downstream.close()
         if orchestrator is not None:
             await orchestrator.close()
 
-    running.add_cleanup(tracing.shutdown)  # the first added runs last
+    running.add_cleanup(tracing.shutdown)
     running.add_cleanup(close_clients)
-    if user_login is not None:
-        running.add_cleanup(user_login.aclose)
-
-    async def reshard(new_config: ToolscoutConfig) -> None:
-        addresses = shard_targets(new_config.toolscout.pool.shards)
-        if addresses is None:
-            return
-        unused = pool.reshard([shard_clients.get(a) for a in addresses], server_placements(new_config))
-        await shard_clients.forget(unused)
-
-    running.add_reload(reshard)
-    endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
-    await running.wait_started()
-    _announce(running, auth, settings, replica)
-    return running
+    if parts.login is not None:
+        running.add_cleanup(parts.login.aclose)
+    running.add_cleanup(parts.endpoints.close)
 
 
 def _announce(

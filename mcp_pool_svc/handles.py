@@ -63,15 +63,6 @@ class _Gone:
     why: str
 
 
-def _policy_copy(name: str) -> StructuredCopy:
-    try:
-        return StructuredCopy(name) if name else StructuredCopy.TEXT
-    except ValueError:
-        raise InvalidToolArgumentsError(
-            f"structured_copy must be 'text' or 'structured', not {name!r}"
-        ) from None
-
-
 class ResultKeeper:
     """Shapes results to their call's budget and keeps those over it for reading."""
 
@@ -93,10 +84,10 @@ class ResultKeeper:
         self._bytes = 0
 
     def check(self, request: CallRequest) -> None:
-        """Refuses a bad budget, encoding or copy choice before the call is sent.
+        """Refuses a bad budget, preview size or encoding before the call is sent.
 
         Raises:
-            InvalidToolArgumentsError: a bad budget or copy choice.
+            InvalidToolArgumentsError: a bad budget, preview size or encoding.
             InvalidArgumentError: an unknown encoding.
         """
         budget = request.result_budget_tokens
@@ -107,7 +98,6 @@ class ResultKeeper:
         if request.preview_tokens < 0:
             raise InvalidToolArgumentsError("preview_tokens must not be negative")
         check_encoding(request.token_encoding)
-        _policy_copy(request.structured_copy)
 
     async def shape(
         self, request: CallRequest, result: CallToolResult, has_output_schema: bool
@@ -125,7 +115,7 @@ class ResultKeeper:
             budget_tokens=budget,
             preview_tokens=min(request.preview_tokens or self._settings.preview_tokens, budget),
             encoding=encoding,
-            structured_copy=_policy_copy(request.structured_copy),
+            structured_copy=request.structured_copy or StructuredCopy.TEXT,
             keep_structured=has_output_schema,
             handle_ttl_seconds=self._settings.handle_ttl,
         )

@@ -60,45 +60,50 @@ async def build_server(
     if on_server_change is not None:
         hook = on_server_change
         pool.add_listener(lambda server: hook(pool.server_status(server)))
-    settings = config.toolscout.pool
     try:
         # Cancelled or failed at any point (Ctrl-C during start-up): no MCP server process stays.
         await pool.start(wait=_STARTUP_WAIT)
-        running = await start_server(
-            [
-                ServiceBinding(
-                    SERVICE_NAME,
-                    mcp_pool_pb2_grpc.add_McpPoolServicer_to_server,
-                    McpPoolServicer(pool),
-                    endless_streams=("WatchCatalog",),
-                )
-            ],
-            settings,
-            config.toolscout.security,
-            registry=registry,
-            listen=listen,
-            metrics_port=metrics_port,
-            tracing=tracing,
-        )
     except BaseException:
         await pool.stop()
         await tracing.shutdown()
         raise
+    servicer = McpPoolServicer(pool)
+    binding = ServiceBinding(
+        SERVICE_NAME,
+        mcp_pool_pb2_grpc.add_McpPoolServicer_to_server,
+        servicer,
+        endless_streams=("WatchCatalog",),
+    )
+    running = await start_server(
+        [binding],
+        config.toolscout.pool,
+        config.toolscout.security,
+        registry=registry,
+        listen=listen,
+        metrics_port=metrics_port,
+        tracing=tracing,
+        undo=[pool.stop],
+    )
     # Calls still running when the grace ends are answered "outcome unknown" (ABORTED), not left
     # for gRPC to cancel with UNAVAILABLE, which would tell the caller they were never sent.
     running.add_drain(pool.drain)
     running.add_cleanup(pool.stop)
 
     async def reshard(new_config: ToolscoutConfig) -> None:
-        await pool.reshard(new_config)
+        await pool.reshard(new_config)  # (what moved is the pool's own log line)
 
     running.add_reload(reshard)
+    await _report_server_health(running, pool)
+    return running
 
+
+async def _report_server_health(running: RunningServer, pool: McpPool) -> None:
+    """Each MCP server's health (``HEALTH_PREFIX`` + its name) follows its state from now on; a
+    server handed to another shard reports NOT_SERVING here."""
     pending: set[asyncio.Task[None]] = set()
 
     def report(server: str) -> None:
         # Health updates are async; keep a reference so the task is not collected mid-flight.
-        # A server handed to another shard reports NOT_SERVING here.
         task = asyncio.create_task(running.set_status(HEALTH_PREFIX + server, pool.is_serving(server)))
         pending.add(task)
         task.add_done_callback(pending.discard)
@@ -106,4 +111,3 @@ async def build_server(
     for name in pool.server_names:
         await running.set_status(HEALTH_PREFIX + name, pool.is_serving(name))
     pool.add_listener(report)
-    return running

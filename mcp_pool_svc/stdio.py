@@ -30,7 +30,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import mcp_types
-from anyio.abc import ByteReceiveStream, ObjectSendStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, ObjectReceiveStream, ObjectSendStream, Process
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
@@ -230,6 +230,22 @@ async def _pump_stdout(
                     await sink.send(_parse(line))
 
 
+async def _pump_stdin(
+    messages: ObjectReceiveStream[SessionMessage],
+    stdin: ByteSendStream,
+    read_side: ObjectSendStream[SessionMessage | Exception],
+) -> None:
+    """Writes the session's messages to the server, one JSON line each."""
+    try:
+        async with messages:
+            async for message in messages:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                await stdin.send(data.encode())
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        # The server stopped reading: end the read side so pending requests fail fast.
+        await read_side.aclose()
+
+
 @asynccontextmanager
 async def stdio_transport(
     command: str,
@@ -281,21 +297,11 @@ async def stdio_transport(
         # side now so that the supervisor sees the loss at once.
         await read_writer.aclose()
 
-    async def writer() -> None:
-        assert process.stdin is not None
-        try:
-            async with write_reader:
-                async for message in write_reader:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            # The server stopped reading: end the read side so pending requests fail fast.
-            await read_writer.aclose()
-
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader)
-            tg.start_soon(writer)
+            assert process.stdin is not None
+            tg.start_soon(_pump_stdin, write_reader, process.stdin, read_writer)
             tg.start_soon(watcher)
             assert process.stderr is not None
             tg.start_soon(_pump_stderr, process.stderr, on_stderr)

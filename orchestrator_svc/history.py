@@ -18,7 +18,7 @@ from typing import Any
 from toolscout.client import CALL_TOOL_NAME, READ_RESULT_NAME, SEARCH_TOOL_NAME
 
 from orchestrator_svc.messages import Message, ToolCall
-from toolscout_kit.json_text import json_object_or_none
+from toolscout_kit.call_tool import CallTarget, read_call
 
 __all__ = [
     "discovery_candidates",
@@ -86,11 +86,13 @@ def discovery_candidates(
 
 
 def _called_tool(call: ToolCall) -> str:
-    """The tool a call ran: the one a ``call_tool`` call names (stable deferral), else its own name."""
+    """The tool a call ran: the one a ``call_tool`` call names (stable deferral; read as the
+    contract reads it, :func:`toolscout_kit.call_tool.read_call`), else its own name."""
     if call.name != CALL_TOOL_NAME:
         return call.name
-    name = (json_object_or_none(call.arguments_json) or {}).get("name")
-    return name.strip() if isinstance(name, str) and name.strip() else call.name
+    target = read_call(call.arguments_json)
+    # A refused call_tool call still names the tool the model meant, when it named one.
+    return target.name if isinstance(target, CallTarget) else (target.tool or call.name)
 
 
 def search_result_references(block: Mapping[str, Any]) -> list[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from toolscout.client import CallToolResult
 
 from orchestrator_svc.messages import Attachment, ToolCall
@@ -15,13 +18,19 @@ __all__ = [
 ]
 
 
-def format_result(fmt: ResultFormat, call: ToolCall, text: str) -> str:
+def format_result(
+    fmt: ResultFormat, call: ToolCall, text: str, arguments: Mapping[str, Any] | None = None
+) -> str:
+    """``text`` in the chat's result format; ``arguments``: the call's, already parsed (else read
+    from the call)."""
     if fmt == "result":
         return text
     if fmt == "function_result":
         return f"{call.name} → {text}"
-    args = json_object_or_none(call.arguments_json) if call.arguments_json.strip() else {}
-    if isinstance(args, dict):
+    args = arguments
+    if args is None:
+        args = json_object_or_none(call.arguments_json) if call.arguments_json.strip() else {}
+    if isinstance(args, Mapping):
         rendered = ", ".join(f"{k}={v!r}" for k, v in args.items())
     else:
         rendered = call.arguments_json

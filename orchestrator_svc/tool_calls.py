@@ -5,11 +5,12 @@ malformed arguments, deferred tools called before they were loaded and unknown t
 error *results* the model can act on; only chat-ending errors (the chat's deadline, cancellation,
 bugs) escape.
 
-With ``deferral: stable`` the model calls found tools through discovery's ``call_tool``
-(``{"name", "arguments"}``): the named tool must be an eager one or one a search of the
-conversation found (else the deferred-call guard's error), and its arguments are validated against
-its input schema (``jsonschema``, :mod:`toolscout_kit.arguments`) before the pool runs it; a misfit
-is answered with the expected shape, so the model can correct itself.
+With ``deferral: stable`` the model calls found tools through ``call_tool`` (``{"name",
+"arguments"}``), whose contract :mod:`toolscout_kit.call_tool` owns (this module adapts it): the
+named tool must be an eager one or one a search of the conversation found (else the deferred-call
+guard's error), and its arguments are checked once against its input schema (the definition comes
+with the plan: ``ToolPlan.found_tools``) before the pool runs it; a misfit is answered with the
+expected shape, so the model can correct itself. Every refusal's sentence is the kit's.
 
 Pool calls ask for the chat's result budget (``toolscout.results.budget_tokens``, counted in the
 provider's encoding, the structured copy of a duplicated result): a result over it comes back as
@@ -38,6 +39,7 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     CallRequest,
     SearchRequest,
+    StructuredCopy,
     Tool,
     ToolPlan,
     ToolsetRef,
@@ -52,7 +54,17 @@ from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.results import cap_text, format_result, outcome_text
 from orchestrator_svc.seams import DiscoverySeam, PoolSeam
 from orchestrator_svc.stats import ChatTally
-from toolscout_kit.arguments import argument_problems, call_tool_target, expected_shape, not_loaded_error
+from toolscout_kit.call_tool import (
+    CallTarget,
+    Refusal,
+    RefusalKind,
+    UnknownHint,
+    check_arguments,
+    not_loaded,
+    parse_arguments,
+    read_call,
+    unknown_tool,
+)
 from toolscout_kit.config import ResultFormat
 from toolscout_kit.errors import (
     CancelledError,
@@ -62,7 +74,6 @@ from toolscout_kit.errors import (
     OutcomeUnknownError,
     ToolscoutError,
 )
-from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.result_tool import no_handle_text, read_arguments, read_refused_text
 from toolscout_kit.status import outcome_unknown_text, without_internals
 from toolscout_kit.tracing import NO_TRACING, Tracing
@@ -72,7 +83,6 @@ __all__ = ["ChatContext", "ToolCallRunner", "ToolRound", "ToolServices"]
 _PREVIEW_CHARS = 2000
 # A downstream deadline this close to the chat's is the chat's deadline.
 _DEADLINE_SLACK = 0.25
-_UNKNOWN_LIST_LIMIT = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +150,23 @@ class _Ran:
     server: str
     handle: str = ""
     expires: float = 0.0
+    # Refused as a deferred tool no search had found (history: it was never loaded).
+    not_loaded: bool = False
+
+    @classmethod
+    def refused(cls, refusal: Refusal, server: str) -> _Ran:
+        return cls(refusal.text, [], True, server, not_loaded=refusal.kind is RefusalKind.NOT_LOADED)
+
+
+@dataclass(frozen=True, slots=True)
+class _Callable:
+    """What the model could call, from the plan it saw: the tools in its list (by name), the
+    definitions of tools found earlier (stable mode: called through call_tool), and whether
+    search_tools was offered."""
+
+    loaded: dict[str, Tool]
+    found: dict[str, Tool]
+    has_search: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,31 +181,6 @@ class ToolRound:
     plan: ToolPlan | None
 
 
-def _parsed_arguments(raw: str) -> dict[str, Any] | str:
-    """A call's arguments as a JSON object, or what is wrong with them (a phrase for the model)."""
-    try:
-        return parse_json_object(raw, "the arguments")
-    except JsonTextError as err:
-        # "the arguments are not valid JSON (...)", "the arguments must be a JSON object, not array"
-        return f"the arguments {'' if err.requirement else 'are '}{err.problem}"
-
-
-def _invalid_arguments(tool: str, problem: str) -> str:
-    return f"invalid arguments for tool '{tool}': {problem}. Call it again with a JSON object."
-
-
-def _call_tool_target(raw: str) -> tuple[str, dict[str, Any]] | str:
-    """The tool a call_tool call names and its arguments, or what is wrong with the call."""
-    parsed = _parsed_arguments(raw)
-    return _invalid_arguments(CALL_TOOL_NAME, parsed) if isinstance(parsed, str) else call_tool_target(parsed)
-
-
-def _misfit(tool: Tool, raw: str) -> list[str]:
-    """Where the arguments (a JSON object, else the pool call reports it) do not fit ``tool``'s schema."""
-    parsed = _parsed_arguments(raw)
-    return [] if isinstance(parsed, str) else argument_problems(tool.input_schema, parsed)
-
-
 class ToolCallRunner:
     """Runs tool calls for one chat."""
 
@@ -190,9 +192,6 @@ class ToolCallRunner:
         self._metrics = services.metrics
         self._tracing = services.tracing
         self._turn = _Turn(ToolPlan(), False, {})
-        # Every deferred definition, fetched once per catalog version (stable mode checks the
-        # arguments of a found tool's call against its definition).
-        self._definitions: tuple[str, dict[str, Tool]] | None = None
 
     async def run(
         self,
@@ -212,15 +211,18 @@ class ToolCallRunner:
         conversation was given so far (handle -> expiry, Unix seconds).
         """
         self._turn = _Turn(plan, native, dict(handles or {}))
-        loaded = {t.llm_name: t for t in plan.loaded_tools}
-        has_search = plan.search_tool is not None
+        tools = _Callable(
+            {t.llm_name: t for t in plan.loaded_tools},
+            {t.llm_name: t for t in plan.found_tools},
+            plan.search_tool is not None,
+        )
         found: list[list[str]] = [[] for _ in calls]
         plans: list[ToolPlan | None] = [None for _ in calls]
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [
                     group.create_task(
-                        self._traced(c, self._run_one(c, loaded, has_search, discovered, found[i], plans, i))
+                        self._traced(c, self._run_one(c, tools, discovered, found[i], plans, i))
                     )
                     for i, c in enumerate(calls)
                 ]
@@ -253,53 +255,37 @@ class ToolCallRunner:
     async def _run_one(
         self,
         call: ToolCall,
-        loaded: dict[str, Tool],
-        has_search: bool,
+        tools: _Callable,
         discovered: Sequence[str],
         found: list[str],
         plans: list[ToolPlan | None],
         index: int,
     ) -> Message:
         chat = self._chat
-        is_search = call.name == SEARCH_TOOL_NAME and has_search
-        through = chat.stable and call.name == CALL_TOOL_NAME and has_search
+        is_search = call.name == SEARCH_TOOL_NAME and tools.has_search
+        through = chat.stable and call.name == CALL_TOOL_NAME and tools.has_search
         # A call through call_tool runs (and is counted as) the tool it names.
-        target = _call_tool_target(call.arguments_json) if through else None
-        run = ToolCall(call.id, target[0], json.dumps(target[1])) if isinstance(target, tuple) else call
+        target = read_call(call.arguments_json) if through else None
+        run = call
+        if isinstance(target, CallTarget):
+            run = ToolCall(call.id, target.name, json.dumps(target.arguments))
+        loaded = tools.loaded
         server = "" if is_search else (loaded[run.name].server if run.name in loaded else "")
         await self._emit(ToolCallStartedEvent(call, server))
         started = time.monotonic()
-        attachments: list[Attachment] = []
         loaded_by_search: list[str] | None = None
-        not_loaded = False
-        tool = loaded.get(run.name)
-        # Stable mode: a found tool is not in the tool list; called through call_tool (or by its
-        # name, as some local models do) it runs with arguments checked against its schema.
-        check = through
-        if chat.stable and tool is None and run.name in discovered:
-            tool, check = await self._definition(run.name), True
-        handle, expires = "", 0.0
         if is_search:
             text, is_error, plans[index] = await self._search(call, loaded, discovered, found)
+            ran = _Ran(text, [], is_error, server)
             loaded_by_search = None if is_error else list(found)
-        elif run.name == READ_RESULT_NAME and tool is None:
-            text, is_error, server = await self._read(run)
-        elif isinstance(target, str):
-            text, is_error = f"Error: {target}", True
-        elif through and run.name in (SEARCH_TOOL_NAME, CALL_TOOL_NAME):
-            text, is_error = f"Error: call {run.name} directly, not through {CALL_TOOL_NAME}.", True
-        elif tool is not None and check and (problems := _misfit(tool, run.arguments_json)):
-            text, is_error = f"Error: {expected_shape(run.name, tool.input_schema, problems)}", True
-        elif tool is not None:
-            ran = await self._call_pool(run, tool.server, run.name in discovered)
-            text, attachments, is_error, server = ran.text, ran.attachments, ran.is_error, ran.server
-            handle, expires = ran.handle, ran.expires
-        elif await self._is_deferred(run.name):
-            text, is_error, not_loaded = not_loaded_error(run.name), True, True
-            chat.stats.discovery.deferred_call_rejections += 1
-            self._metrics.deferred_rejections.labels(chat.model).inc()
+        elif run.name == READ_RESULT_NAME and run.name not in loaded:
+            text, is_error, read_server = await self._read(run)
+            ran = _Ran(text, [], is_error, read_server)
+        elif isinstance(target, Refusal):
+            ran = _Ran.refused(target, server)
         else:
-            text, is_error = self._unknown_tool(run.name, loaded, has_search), True
+            ran = await self._run_tool(run, target, tools, discovered, server)
+        text, is_error, server = ran.text, ran.is_error, ran.server
         chat.stats.count_tool(run.name, server, error=is_error)
         await self._emit(
             ToolCallFinishedEvent(call, server, time.monotonic() - started, is_error, text[:_PREVIEW_CHARS])
@@ -309,22 +295,56 @@ class ToolCallRunner:
             text,
             tool_call_id=call.id,
             name=call.name,
-            attachments=attachments,
+            attachments=ran.attachments,
             is_error=is_error,
             loaded_tools=loaded_by_search,
-            not_loaded=not_loaded,
-            result_handle=handle,
-            handle_expires_unix=expires,
+            not_loaded=ran.not_loaded,
+            result_handle=ran.handle,
+            handle_expires_unix=ran.expires,
         )
 
-    @staticmethod
-    def _unknown_tool(name: str, loaded: dict[str, Tool], has_search: bool) -> str:
-        names = sorted(loaded)
-        listed = ", ".join(names[:_UNKNOWN_LIST_LIMIT]) + (
-            ", ..." if len(names) > _UNKNOWN_LIST_LIMIT else ""
-        )
-        hint = " Use 'search_tools' to find other tools." if has_search else ""
-        return f"Error: Unknown tool '{name}'. Available tools: {listed or 'none'}.{hint}"
+    async def _run_tool(
+        self,
+        run: ToolCall,
+        target: CallTarget | None,
+        tools: _Callable,
+        discovered: Sequence[str],
+        server: str,
+    ) -> _Ran:
+        """A catalog tool's call (``target``: read from a call_tool call): run by the pool, or refused."""
+        chat = self._chat
+        tool = tools.loaded.get(run.name)
+        # Stable mode: a found tool is not in the tool list; called through call_tool (or by its
+        # name, as some local models do) it runs with arguments checked against its schema.
+        check = target is not None
+        if chat.stable and tool is None and run.name in discovered:
+            tool, check = tools.found.get(run.name), True
+        if tool is None:
+            return _Ran.refused(await self._not_callable(run.name, tools), server)
+        was_discovered = run.name in discovered
+        arguments = target.arguments if target is not None else parse_arguments(run.name, run.arguments_json)
+        if isinstance(arguments, Refusal):
+            self._count_discovered(was_discovered)
+            return _Ran.refused(arguments, tool.server)
+        misfit = check_arguments(tool, arguments) if check else None
+        if misfit is not None:
+            return _Ran.refused(misfit, server)
+        self._count_discovered(was_discovered)
+        return await self._call_pool(run, tool.server, arguments)
+
+    async def _not_callable(self, name: str, tools: _Callable) -> Refusal:
+        """The refusal of a tool that is not in the tool list: deferred (not yet found), or unknown."""
+        chat = self._chat
+        if await self._is_deferred(name):
+            chat.stats.discovery.deferred_call_rejections += 1
+            self._metrics.deferred_rejections.labels(chat.model).inc()
+            return not_loaded(name)
+        hint = UnknownHint.SEARCH if tools.has_search else UnknownHint.NONE
+        return unknown_tool(name, hint, available=list(tools.loaded))
+
+    def _count_discovered(self, was_discovered: bool) -> None:
+        if was_discovered:
+            self._metrics.discovered_tool_calls.labels(self._chat.model).inc()
 
     async def _search(
         self, call: ToolCall, loaded: dict[str, Tool], discovered: Sequence[str], found: list[str]
@@ -358,13 +378,9 @@ class ToolCallRunner:
         found.extend(t.llm_name for t in outcome.newly_loaded)
         return outcome.result_text, False, outcome.plan
 
-    async def _call_pool(self, call: ToolCall, server: str, was_discovered: bool) -> _Ran:
+    async def _call_pool(self, call: ToolCall, server: str, arguments: Mapping[str, Any]) -> _Ran:
+        """Runs ``call`` on the pool; ``arguments``: its arguments, parsed (for the result format)."""
         chat = self._chat
-        if was_discovered:
-            self._metrics.discovered_tool_calls.labels(chat.model).inc()
-        parsed = _parsed_arguments(call.arguments_json)
-        if isinstance(parsed, str):
-            return _Ran(f"Error: {_invalid_arguments(call.name, parsed)}", [], True, server)
         try:
             request = CallRequest(
                 llm_name=call.name,
@@ -373,7 +389,7 @@ class ToolCallRunner:
                 result_budget_tokens=chat.result_budget,
                 token_encoding=chat.token_encoding if chat.result_budget else "",
                 # LLM providers read one copy: the tool result text is built from structuredContent.
-                structured_copy="structured" if chat.result_budget else "",
+                structured_copy=StructuredCopy.STRUCTURED if chat.result_budget else None,
                 principal=chat.principal,
                 conversation=chat.conversation,
             )
@@ -382,10 +398,11 @@ class ToolCallRunner:
             raise
         except OutcomeUnknownError:
             # Never re-sent: it may have run. The LLM must know, not guess that it failed.
-            return _Ran(self._format(call, outcome_unknown_text(call.name)), [], True, server)
+            return _Ran(self._format(call, outcome_unknown_text(call.name), arguments), [], True, server)
         except ToolscoutError as err:
             self._raise_if_chat_deadline(err)
-            return _Ran(self._format(call, f"Error: {without_internals(err.message)}"), [], True, server)
+            text = f"Error: {without_internals(err.message)}"
+            return _Ran(self._format(call, text, arguments), [], True, server)
         server = outcome.server or server
         if chat.result_budget:
             tally = chat.stats.result_tally(server)
@@ -396,7 +413,7 @@ class ToolCallRunner:
             self._metrics.record_result(server, outcome.tokens_returned, outcome.tokens_delivered)
         text, attachments = outcome_text(outcome)
         return _Ran(
-            self._format(call, text),
+            self._format(call, text, arguments),
             attachments,
             outcome.is_error,
             server,
@@ -407,9 +424,9 @@ class ToolCallRunner:
     async def _read(self, call: ToolCall) -> tuple[str, bool, str]:
         """A read_result call: (text, is_error, server of the result read)."""
         chat = self._chat
-        parsed = _parsed_arguments(call.arguments_json or "{}")
-        if isinstance(parsed, str):
-            return f"Error: {_invalid_arguments(call.name, parsed)}", True, ""
+        parsed = parse_arguments(call.name, call.arguments_json)
+        if isinstance(parsed, Refusal):
+            return parsed.text, True, ""
         request = read_arguments(
             parsed,
             principal=chat.principal,
@@ -455,22 +472,6 @@ class ToolCallRunner:
         )
         return name in deferred.names
 
-    async def _definition(self, name: str) -> Tool | None:
-        """The definition of deferred tool ``name``: every deferred definition is fetched once per
-        catalog version, shared by every chat."""
-        version = self._turn.plan.catalog_version
-        if self._definitions is None or self._definitions[0] != version:
-            chat = self._chat
-            deferred = await self._deferred.get(
-                chat.toolset,
-                catalog_version=version,
-                provider=chat.provider,
-                deadline=chat.remaining(),
-                definitions=True,
-            )
-            self._definitions = (version, {t.llm_name: t for t in deferred.definitions or ()})
-        return self._definitions[1].get(name)
-
     def _raise_if_chat_deadline(self, err: ToolscoutError) -> None:
         """A downstream deadline that is the chat's own deadline ends the chat, not just the call.
 
@@ -481,6 +482,6 @@ class ToolCallRunner:
         if isinstance(err, DeadlineExceededError) and remaining is not None and remaining < _DEADLINE_SLACK:
             raise ChatDeadlineError(f"chat exceeded its deadline during a tool call: {err.message}") from err
 
-    def _format(self, call: ToolCall, text: str) -> str:
+    def _format(self, call: ToolCall, text: str, arguments: Mapping[str, Any]) -> str:
         chat = self._chat
-        return cap_text(format_result(chat.result_format, call, text), chat.max_result_chars)
+        return cap_text(format_result(chat.result_format, call, text, arguments), chat.max_result_chars)

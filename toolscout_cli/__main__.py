@@ -337,7 +337,7 @@ def _own_scripts_on_path() -> None:
 
 def _check_templates(config: ToolscoutConfig, path: str | None) -> None:
     # A model whose system prompt template is missing or broken would fail at its first chat.
-    from orchestrator_svc.prompts import check_templates  # noqa: PLC0415 - jinja2 only for up/serve
+    from orchestrator_svc import check_templates  # noqa: PLC0415 - jinja2 only for up/serve
 
     try:
         check_templates(config)

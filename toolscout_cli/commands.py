@@ -12,6 +12,7 @@ from toolscout.client import (
     CallToolResult,
     ServerStatus,
     Tool,
+    ToolPlan,
     ToolscoutClient,
     ToolscoutClientError,
     UnavailableError,
@@ -287,6 +288,12 @@ def _call(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: 
     return EXIT_OK
 
 
+# Per server: tools, deferred tools, definition tokens of all its tools, of those sent.
+_ServerTokens = dict[str, dict[str, int]]
+# Per server: tool-result tokens returned, delivered, results kept (None: the pool did not answer).
+_ResultTokens = dict[str, tuple[int, int, int]] | None
+
+
 def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
     # Every figure comes from discovery, counted in one encoding (the --provider's), so the
     # per-server rows add up to the totals (which also include search_tools and the manifest).
@@ -302,55 +309,72 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
         }
         for s in manifest.servers
     }
-    tool_count = sum(s.tools for s in manifest.servers)
     results = _result_tokens(ts, out)
-    totals = plan.tokens
-    loaded_sent = sum(r["sent"] for r in per_server.values())
-    overhead = max(totals.sent_tokens - loaded_sent, 0)
-    # Negative when search_tools and the manifest cost more than the deferred definitions.
-    saved = totals.all_definitions_tokens - totals.sent_tokens
     if out.json_mode:
-        out.json(
-            {
-                "toolset": args.toolset or "",
-                "provider": provider,
-                "encoding": totals.encoding,
-                "estimate": totals.estimate,
-                "servers": [
-                    {
-                        "server": name,
-                        "tools": r["tools"],
-                        "deferred_tools": r["deferred"],
-                        "tokens_without_discovery": r["all"],
-                        "tokens_with_discovery": r["sent"],
-                        "tokens_saved": r["all"] - r["sent"],
-                    }
-                    for name, r in sorted(per_server.items())
-                ],
-                "discovery_overhead_tokens": overhead,
-                "total": {
-                    "tokens_without_discovery": totals.all_definitions_tokens,
-                    "tokens_with_discovery": totals.sent_tokens,
-                    "tokens_saved": saved,
-                },
-                # Tool-result tokens since the pool started (None: the pool did not answer).
-                "results": None
-                if results is None
-                else [
-                    {
-                        "server": name,
-                        "tokens_returned": r[0],
-                        "tokens_delivered": r[1],
-                        "tokens_saved": max(r[0] - r[1], 0),
-                        "results_kept": r[2],
-                    }
-                    for name, r in sorted(results.items())
-                ],
-            }
-        )
+        out.json(_tokens_json(args.toolset or "", provider, plan, per_server, results))
         return EXIT_OK
     # Result tokens first: the definitions' TOTAL stays the last line (scripts read it).
     _result_table(results, out)
+    _definition_table(plan, per_server, out)
+    approx = " · an estimate: not the provider's own tokenizer" if plan.tokens.estimate else ""
+    out.note(f"tool-definition tokens per LLM call for {provider}, counted in {plan.tokens.encoding}{approx}")
+    return EXIT_OK
+
+
+def _overhead_and_saved(plan: ToolPlan, per_server: _ServerTokens) -> tuple[int, int]:
+    """The tokens of search_tools and the manifest, and those saved in all (negative when
+    search_tools and the manifest cost more than the deferred definitions)."""
+    totals = plan.tokens
+    loaded_sent = sum(r["sent"] for r in per_server.values())
+    return max(totals.sent_tokens - loaded_sent, 0), totals.all_definitions_tokens - totals.sent_tokens
+
+
+def _tokens_json(
+    toolset: str, provider: str, plan: ToolPlan, per_server: _ServerTokens, results: _ResultTokens
+) -> dict[str, Any]:
+    totals = plan.tokens
+    overhead, saved = _overhead_and_saved(plan, per_server)
+    return {
+        "toolset": toolset,
+        "provider": provider,
+        "encoding": totals.encoding,
+        "estimate": totals.estimate,
+        "servers": [
+            {
+                "server": name,
+                "tools": r["tools"],
+                "deferred_tools": r["deferred"],
+                "tokens_without_discovery": r["all"],
+                "tokens_with_discovery": r["sent"],
+                "tokens_saved": r["all"] - r["sent"],
+            }
+            for name, r in sorted(per_server.items())
+        ],
+        "discovery_overhead_tokens": overhead,
+        "total": {
+            "tokens_without_discovery": totals.all_definitions_tokens,
+            "tokens_with_discovery": totals.sent_tokens,
+            "tokens_saved": saved,
+        },
+        # Tool-result tokens since the pool started (None: the pool did not answer).
+        "results": None
+        if results is None
+        else [
+            {
+                "server": name,
+                "tokens_returned": r[0],
+                "tokens_delivered": r[1],
+                "tokens_saved": max(r[0] - r[1], 0),
+                "results_kept": r[2],
+            }
+            for name, r in sorted(results.items())
+        ],
+    }
+
+
+def _definition_table(plan: ToolPlan, per_server: _ServerTokens, out: Output) -> None:
+    totals = plan.tokens
+    overhead, saved = _overhead_and_saved(plan, per_server)
     rows: list[tuple[Any, ...]] = [
         (name, r["tools"], r["deferred"], r["all"], r["sent"], r["all"] - r["sent"])
         for name, r in sorted(per_server.items())
@@ -361,7 +385,7 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     rows.append(
         (
             "TOTAL (estimate)" if totals.estimate else "TOTAL",
-            tool_count,
+            sum(r["tools"] for r in per_server.values()),
             plan.deferred_count,
             totals.all_definitions_tokens,
             totals.sent_tokens,
@@ -371,9 +395,6 @@ def _tokens(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out
     out.table(
         ("Server", "Tools", "Deferred", "Without discovery", "With discovery", "Saved"), rows, wrap_last=False
     )
-    approx = " · an estimate: not the provider's own tokenizer" if totals.estimate else ""
-    out.note(f"tool-definition tokens per LLM call for {provider}, counted in {totals.encoding}{approx}")
-    return EXIT_OK
 
 
 def _result_tokens(ts: ToolscoutClient, out: Output) -> dict[str, tuple[int, int, int]] | None:

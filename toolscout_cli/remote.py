@@ -16,7 +16,6 @@ import os
 import time
 import webbrowser
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,8 +26,7 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from mcp_pool_svc.reaper import Reaper
-from mcp_pool_svc.session import Connection, open_connection
+from mcp_pool_svc import Connection, connect_server
 from toolscout_cli.connection import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
@@ -112,16 +110,7 @@ async def _open_and(
     name: str,
     then: Callable[[Connection], Any],
 ) -> Any:
-    provider = remote.provider(name, config)
-    async with open_connection(
-        config,
-        lambda kind, detail: None,
-        base_dir=Path.cwd(),  # only stdio servers use it
-        on_stderr=lambda line: None,
-        max_line_bytes=64 * 1024 * 1024,
-        reaper=Reaper(),
-        auth=provider,
-    ) as conn:
+    async with connect_server(config, auth=remote.provider(name, config)) as conn:
         return await then(conn)
 
 

@@ -98,7 +98,7 @@ async def _serve(spec: ShardSpec) -> None:
 
     from mcp_pool_svc.server import build_server  # noqa: PLC0415
     from toolscout_kit.config import load_config  # noqa: PLC0415
-    from toolscout_kit.server import serve_until_signal  # noqa: PLC0415
+    from toolscout_kit.host import serve_until_signal  # noqa: PLC0415
     from toolscout_kit.shards import ShardIdentity  # noqa: PLC0415
 
     def changed(status: ServerStatus) -> None:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import shlex
-import signal
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,20 +33,15 @@ from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, resolve_config_path
 from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.host import serve_until_signal, stop_on_signals
 from toolscout_kit.logging import configure_logging
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
-from toolscout_kit.server import serve_until_signal
 from toolscout_kit.shards import ShardIdentity
 
 __all__ = ["run_serve", "run_up"]
 
 _SYMBOL = {"ready": "✓", "failed": "✗", "reconnecting": "…", "idle": "·", "stopped": "·"}
 _SEARCH_READY_WAIT = 120.0  # seconds the walkthrough waits for hybrid search to be ready
-
-
-def _install_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
 
 
 async def _until_stopped_or_done(stop: asyncio.Event, task: asyncio.Task[Any]) -> bool:
@@ -173,6 +167,69 @@ async def _start_pool(
     return [shard.address for shard in shards]
 
 
+async def _start_stack(
+    config: ToolscoutConfig,
+    config_path: Path,
+    source: str,
+    out: Output,
+    progress: _Progress,
+    servers: list[tuple[str, Any]],
+    **pool_options: Any,
+) -> list[str]:
+    """Starts the pool (or its shards), discovery, the orchestrator and the gateway, each joining
+    ``servers`` once started; returns the pool's addresses (one per shard)."""
+    if not out.json_mode:
+        count = config.toolscout.pool.shards.count
+        names = ", ".join(sorted(config.servers)) or "none"
+        out.line(f"toolscout: starting the stack from {source}")
+        sharded = f" over {count} pool shards (one process each)" if count > 1 else ""
+        out.line(f"connecting {len(config.servers)} MCP servers{sharded} ({names})")
+    targets = await _start_pool(config, config_path, progress, servers, **pool_options)
+    discovery = await build_discovery(config, pool_target=targets[0], pool_targets=targets)
+    servers.append(("discovery", discovery))
+    orchestrator = await build_orchestrator(
+        config, pool_target=targets[0], discovery_target=discovery.address, pool_targets=targets
+    )
+    servers.append(("orchestrator", orchestrator))
+    gateway = await build_gateway(
+        config,
+        discovery_target=discovery.address,
+        pool_target=targets[0],
+        pool_targets=targets,
+        orchestrator_target=orchestrator.address,
+    )
+    servers.append(("gateway", gateway))
+    return targets
+
+
+def _record(
+    config: ToolscoutConfig,
+    config_path: Path,
+    overrides: dict[str, Any],
+    targets: list[str],
+    servers: list[tuple[str, Any]],
+) -> bool:
+    """Records where the CLI finds this stack from the config alone (shards listen on free ports);
+    False when it could not be recorded."""
+    count = config.toolscout.pool.shards.count
+    addresses = dict((name, running.address) for name, running in servers)
+    record = shard_overrides(count, targets) if count > 1 else overrides
+    path = write_record(
+        config_path, ",".join(targets), addresses["discovery"], addresses["orchestrator"], record
+    )
+    return path is not None
+
+
+async def _stop_all(servers: list[tuple[str, Any]]) -> None:
+    """Stopping the pool's server (or a shard process) also stops its MCP servers. The services
+    that call the pool first, one by one; then every pool shard at once (each takes its MCP
+    servers' shutdown time: one after another, a sharded stack took N times as long)."""
+    for name, running in reversed(servers):
+        if not name.startswith("pool"):
+            await running.stop()
+    await asyncio.gather(*(running.stop() for name, running in servers if name.startswith("pool")))
+
+
 async def _up(
     config: ToolscoutConfig,
     out: Output,
@@ -183,58 +240,27 @@ async def _up(
     log_level: str,
     shard_stderr: TextIO | None,
 ) -> int:
-    stop = asyncio.Event()
-    _install_stop(asyncio.get_running_loop(), stop)
+    stop = stop_on_signals()
     progress = _Progress(out, stop)
     servers: list[tuple[str, Any]] = []
-    count = config.toolscout.pool.shards.count
     config_path = resolve_config_path(source)
-
-    async def start() -> list[str]:
-        if not out.json_mode:
-            names = ", ".join(sorted(config.servers)) or "none"
-            out.line(f"toolscout: starting the stack from {source}")
-            sharded = f" over {count} pool shards (one process each)" if count > 1 else ""
-            out.line(f"connecting {len(config.servers)} MCP servers{sharded} ({names})")
-        targets = await _start_pool(
-            config,
-            config_path,
-            progress,
-            servers,
-            overrides=overrides,
-            log_level=log_level,
-            shard_stderr=shard_stderr,
-        )
-        discovery = await build_discovery(config, pool_target=targets[0], pool_targets=targets)
-        servers.append(("discovery", discovery))
-        orchestrator = await build_orchestrator(
-            config, pool_target=targets[0], discovery_target=discovery.address, pool_targets=targets
-        )
-        servers.append(("orchestrator", orchestrator))
-        gateway = await build_gateway(
-            config,
-            discovery_target=discovery.address,
-            pool_target=targets[0],
-            pool_targets=targets,
-            orchestrator_target=orchestrator.address,
-        )
-        servers.append(("gateway", gateway))
-        return targets
-
     recorded = False
     try:
-        task = asyncio.create_task(start())
-        if await _until_stopped_or_done(stop, task):
-            targets = task.result()
-            addresses = dict((name, running.address) for name, running in servers)
-            # Where the CLI finds this stack from the config alone (shards listen on free ports).
-            record = shard_overrides(count, targets) if count > 1 else overrides
-            recorded = (
-                write_record(
-                    config_path, ",".join(targets), addresses["discovery"], addresses["orchestrator"], record
-                )
-                is not None
+        task = asyncio.create_task(
+            _start_stack(
+                config,
+                config_path,
+                source,
+                out,
+                progress,
+                servers,
+                overrides=overrides,
+                log_level=log_level,
+                shard_stderr=shard_stderr,
             )
+        )
+        if await _until_stopped_or_done(stop, task):
+            recorded = _record(config, config_path, overrides, task.result(), servers)
             cli = _announce(out, servers, config, source, recorded=recorded)
             if walkthrough and not out.json_mode:
                 await _walkthrough(stop, servers, config, out, cli)
@@ -244,13 +270,7 @@ async def _up(
     finally:
         if recorded:
             remove_record(config_path)
-        # Stopping the pool's server (or a shard process) also stops its MCP servers. The services
-        # that call the pool first, one by one; then every pool shard at once (each takes its MCP
-        # servers' shutdown time: one after another, a sharded stack took N times as long).
-        for name, running in reversed(servers):
-            if not name.startswith("pool"):
-                await running.stop()
-        await asyncio.gather(*(running.stop() for name, running in servers if name.startswith("pool")))
+        await _stop_all(servers)
     if out.json_mode:
         out.json({"event": "stopped"})
     else:

@@ -1,10 +1,12 @@
 """A tool's input schema for people and LLMs: the argument tree, example arguments, and whether
 given arguments fit (validated with ``jsonschema``), with the expected shape when they do not.
 
-``toolscout describe`` prints the tree and the example; ``call_tool`` (the MCP gateway's meta mode
-and the orchestrator's ``deferral: stable``, both reading its arguments with
-:func:`call_tool_target`) and the CLI after a failed ``call`` answer arguments that do not fit with
-the same shape, so a person and a model read the same thing.
+``toolscout describe`` prints the tree and the example; ``call_tool`` (the MCP gateway and the
+orchestrator's ``deferral: stable``, through :mod:`toolscout_kit.call_tool`) and the CLI after a
+failed ``call`` answer arguments that do not fit with the same shape, so a person and a model read
+the same thing. What is wrong is decided from each ``ValidationError``'s fields (``validator``,
+``validator_value``, ``absolute_path``, ``context``), never by its English message, which is
+only shown as is for keywords without a sentence of our own (``minimum``, ``pattern``, ...).
 
 MCP servers send JSON Schema as their SDK generates it: pydantic puts nested models under ``$defs``
 and points at them with ``$ref``, optional values are ``anyOf [X, null]``. The tree and the example
@@ -22,17 +24,12 @@ from typing import Any
 import jsonschema
 import referencing.exceptions
 from jsonschema.exceptions import SchemaError, ValidationError
-from toolscout.client import CALL_TOOL_NAME
-
-from toolscout_kit.json_text import json_object_or_none
 
 __all__ = [
     "argument_problems",
     "argument_tree",
-    "call_tool_target",
     "example_arguments",
     "expected_shape",
-    "not_loaded_error",
     "resolve",
 ]
 
@@ -380,31 +377,3 @@ def expected_shape(name: str, schema: Mapping[str, Any], problems: Iterable[str]
     example = json.dumps(example_arguments(schema), ensure_ascii=False)
     lines.append(f"Example arguments: {example}")
     return "\n".join(lines)
-
-
-def call_tool_target(arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | str:
-    """The tool a ``call_tool`` call names and the arguments to run it with, or what is wrong with
-    the call (a sentence for the model). ``arguments`` may be left out (``{}``) or, as some models
-    write it, be the JSON text of an object."""
-    name = arguments.get("name")
-    inner: Any = arguments.get("arguments", {})
-    if isinstance(inner, str):
-        inner = (json_object_or_none(inner) or inner) if inner.strip() else {}
-    problems = []
-    if not isinstance(name, str) or not name.strip():
-        problems.append("'name' must be a tool name")
-    if not isinstance(inner, Mapping):
-        problems.append("'arguments' must be an object")
-    if problems or not isinstance(name, str) or not isinstance(inner, Mapping):
-        shape = f'{CALL_TOOL_NAME} takes {{"name": "<a tool search_tools found>", "arguments": {{...}}}}'
-        return f"{shape}: {'; '.join(problems)}"
-    return name.strip(), dict(inner)
-
-
-def not_loaded_error(name: str) -> str:
-    """The PRD's exact text for a deferred tool called before search_tools loaded it (the
-    orchestrator's refusal, and the gateway's in progressive mode)."""
-    return (
-        f"Error: Tool '{name}' is not yet loaded. "
-        "Use the 'search_tools' tool to discover and load it first, then call it again."
-    )

@@ -12,9 +12,9 @@ from typing import Any
 
 from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.host import RunningServer, serve_until_signal, stop_on_signals
 from toolscout_kit.logging import configure_logging, get_logger
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
-from toolscout_kit.server import Serving, serve_until_signal, stop_on_signals
 
 __all__ = ["BuildServer", "run_service", "skip_exit_collection"]
 
@@ -27,7 +27,7 @@ _SETTINGS = {
 }
 
 # ``build_server(config, **options)`` where the options come from the service's own arguments.
-BuildServer = Callable[..., Awaitable[Serving]]
+BuildServer = Callable[..., Awaitable[RunningServer]]
 
 
 def run_service(

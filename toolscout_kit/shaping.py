@@ -28,11 +28,10 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from enum import Enum
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from toolscout.client import ContentBlock
+from toolscout.client import ContentBlock, StructuredCopy
 
 from toolscout_kit.tokens import DEFAULT_ENCODING, TokenCount, count_tokens, estimate_tokens, max_tokens
 
@@ -64,20 +63,6 @@ _WS = re.compile(r"[ \t\n\r]*")
 # A JSON string literal, or a run of insignificant whitespace (group 1 keeps the string).
 _STRING_OR_SPACE = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\n\r]+', re.DOTALL)
 _DECODER = json.JSONDecoder()
-
-
-class StructuredCopy(Enum):
-    """Which copy reaches the model when ``structuredContent`` and a text block that is only its
-    serialization are both present."""
-
-    # For MCP hosts, which read ``content``: a result within the budget reaches the host unchanged
-    # (the gateway passes results through as the server sent them); past the budget, the text block
-    # is kept and structuredContent dropped unless the tool declares an outputSchema, where the MCP
-    # spec requires it.
-    TEXT = "text"
-    # structuredContent (compact JSON); the duplicate text block is dropped. The orchestrator: a
-    # provider's tool result is text, built from structuredContent when no text block is left.
-    STRUCTURED = "structured"
 
 
 @dataclass(frozen=True, slots=True)

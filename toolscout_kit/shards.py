@@ -3,7 +3,7 @@
 Where each shard is reached (``toolscout.pool.shards``) and the configured placement of the servers
 that are pinned or run on every shard; the sharded client in ``toolscout.client`` places the rest
 by the same hash the pool uses. :class:`ShardClients` and :func:`sharded_pool_client` are how the
-orchestrator and the MCP gateway call tools on it. :class:`ShardIdentity` says which shard one pool
+orchestrator and the MCP gateway call tools on it (through :mod:`toolscout_kit.service_clients`). :class:`ShardIdentity` says which shard one pool
 process is: the pool runs by it, and ``toolscout up`` starts its pool shards with it.
 """
 

@@ -190,7 +190,7 @@ async def test_tokens_are_required_and_bind_tenants_to_their_toolsets(
         assert "server: notes" not in shown
     assert "'notes__add_note' (no similar names)" in _text(by_name)
     assert called.is_error
-    assert "unknown tool 'notes__add_note'" in _text(called)
+    assert "Unknown tool 'notes__add_note'" in _text(called)
 
 
 async def test_a_gateway_token_variable_that_is_not_set_refuses_to_start(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from mcp.client.session import IncomingMessage
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack, post
 from tests.support.mcp_servers import example_server_config, misbehaving_config, wait_for_lines
-from toolscout_kit.arguments import not_loaded_error
+from toolscout_kit.call_tool import not_loaded_error
 from toolscout_kit.config import ToolscoutConfig, parse_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -182,9 +182,9 @@ async def test_an_unknown_tool_is_answered_with_the_closest_names(gw: GatewaySta
         through = await client.call_tool("call_tool", {"name": "weather__get_forcast", "arguments": {}})
         direct = await client.call_tool("text__revrse", {"text": "x"})
     assert through.is_error
-    assert "unknown tool 'weather__get_forcast' (closest: weather__get_forecast" in _text(through)
+    assert "Unknown tool 'weather__get_forcast' (closest: weather__get_forecast" in _text(through)
     assert direct.is_error
-    assert "unknown tool 'text__revrse' (closest: text__reverse" in _text(direct)
+    assert "Unknown tool 'text__revrse' (closest: text__reverse" in _text(direct)
 
 
 async def test_call_tool_with_malformed_own_arguments_says_what_it_takes(gw: GatewayStack) -> None:
@@ -258,7 +258,7 @@ async def test_all_mode_lists_every_tool_of_the_toolset_and_calls_them_by_name(
     assert names == {"text__reverse", "text__slugify", "weather__get_forecast"}
     assert _text(result) == "cba"
     assert outside.is_error
-    assert "unknown tool 'text__count_words'" in _text(outside)
+    assert "Unknown tool 'text__count_words'" in _text(outside)
 
 
 # --- the pool's semantics through the hop ---------------------------------------------------

@@ -61,6 +61,7 @@ class Stack:
     pool: FakePool
     loop: ChatLoop
     registry: CollectorRegistry
+    discovery: LocalDiscovery
 
     async def turn(self, history: list[Message], model: str, discovered: list[str] | None = None) -> Any:
         outcome = await self.loop.run(
@@ -100,8 +101,9 @@ async def stack(tmp_path: Any) -> AsyncIterator[Stack]:
         engine.set_catalog(catalog(TOOLS, "v1"))
         pool = FakePool()
         registry = CollectorRegistry()
-        loop = make_loop(config, LocalDiscovery(engine), pool, registry)  # type: ignore[arg-type]
-        yield Stack(fake, pool, loop, registry)
+        discovery = LocalDiscovery(engine)
+        loop = make_loop(config, discovery, pool, registry)  # type: ignore[arg-type]
+        yield Stack(fake, pool, loop, registry, discovery)
         await loop.models.aclose()
 
 
@@ -235,3 +237,5 @@ async def test_the_next_turn_rebuilds_the_found_tools_from_the_history(stack: St
     assert second.loaded_tools == ["weather_forecast"]
     assert [json.loads(c.arguments_json)["city"] for c in stack.pool.calls] == ["Oslo", "Bergen"]
     assert len({tools_bytes(r) for r in stack.fake.requests}) == 1
+    # The found tool's definition came with the plan: no fetch of every deferred definition.
+    assert not any(r.include_deferred_tools for r in stack.discovery.plan_requests)

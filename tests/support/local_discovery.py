@@ -18,8 +18,11 @@ class LocalDiscovery:
 
     def __init__(self, service: DiscoveryEngine) -> None:
         self.service = service
+        # Every PlanTools request, in order (what a caller asked for, e.g. deferred definitions).
+        self.plan_requests: list[PlanRequest] = []
 
     async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
+        self.plan_requests.append(request)
         return await self.service.plan_tools(request)
 
     async def search_tools(self, request: SearchRequest, *, deadline: float | None) -> SearchResult:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import pytest
 from toolscout import client as tc
 from toolscout.client import wire
+from toolscout.mcp_pool.v1 import mcp_pool_pb2 as pb
 
 
 def test_an_inline_filter_written_differently_is_one_toolset() -> None:
@@ -77,6 +80,22 @@ def test_requests_travel_the_wire_and_back_unchanged() -> None:
     assert tc.CallRequest.to("time__now").name == "time__now"
 
 
+@pytest.mark.parametrize("copy", [None, *tc.StructuredCopy])
+def test_the_structured_copy_travels_as_its_proto_enum_and_unspecified_is_none(copy: Any) -> None:
+    call = dataclasses.replace(tc.CallRequest.to("time__now"), structured_copy=copy)
+    message = wire.call_request_pb(call)
+    assert message.structured_copy == (
+        0 if copy is None else pb.StructuredCopy.Value(f"STRUCTURED_COPY_{copy.name}")
+    )
+    assert wire.call_request(message) == call
+
+
+def test_a_structured_copy_this_side_does_not_know_is_the_default() -> None:
+    message = wire.call_request_pb(tc.CallRequest.to("time__now"))
+    message.structured_copy = 7  # type: ignore[assignment]  # a number of a newer peer's enum
+    assert wire.call_request(message).structured_copy is None
+
+
 def test_values_travel_the_wire_and_back_unchanged() -> None:
     tool = tc.Tool("s", "t", "s__t", "T", "d", '{"type":"object"}', "", '{"readOnlyHint":true}', False)
     plan = tc.ToolPlan(
@@ -97,6 +116,7 @@ def test_values_travel_the_wire_and_back_unchanged() -> None:
         deferred_tools=(tool,),
         call_tool=tool,
         surface="stable",
+        found_tools=(tool,),
     )
     assert wire.tool_plan(wire.tool_plan_pb(plan)) == plan
     status = tc.ServerStatus(

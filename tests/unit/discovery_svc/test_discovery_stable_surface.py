@@ -59,6 +59,21 @@ async def test_a_stable_plan_is_eager_tools_search_tools_and_call_tool_whatever_
     assert fresh.call_tool.input_schema == CALL_TOOL_PARAMETERS
 
 
+async def test_a_stable_plan_carries_the_found_tools_definitions_it_does_not_send() -> None:
+    svc = engine()
+    plan = await svc.plan_tools(
+        PlanRequest(
+            discovered_tools=["mail_send_email", "time_now", "weather_forecast"], surface=ToolSurface.STABLE
+        )
+    )
+    # A caller checks call_tool arguments against them: no fetch of every deferred definition.
+    assert [t.llm_name for t in plan.found_tools] == ["mail_send_email", "weather_forecast"]
+    assert plan.found_tools[1].input_schema["required"] == ["city"]
+    assert [t.llm_name for t in plan.loaded_tools] == ["time_now"]
+    append = await svc.plan_tools(PlanRequest(discovered_tools=["mail_send_email"]))
+    assert append.found_tools == ()
+
+
 async def test_the_stable_search_tool_carries_the_manifest_and_says_found_tools_go_through_call_tool() -> (
     None
 ):

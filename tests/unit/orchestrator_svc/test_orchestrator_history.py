@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from orchestrator_svc.history import discovery_candidates, recorded_searches
 from orchestrator_svc.messages import Message, ToolCall
-from toolscout_kit.arguments import not_loaded_error
+from toolscout_kit.call_tool import not_loaded_error
 
 DEFERRED = frozenset({"weather_forecast", "weather_alerts", "files_read"})
 

@@ -13,6 +13,8 @@ def test_result_formats_follow_casual_mcp() -> None:
     assert format_result("result", call, "3") == "3"
     assert format_result("function_result", call, "3") == "add → 3"
     assert format_result("function_args_result", call, "3") == "add(a=1, b='x') → 3"
+    # Arguments already parsed (the tool runner's) are used as they are, not read again.
+    assert format_result("function_args_result", call, "3", {"a": 2}) == "add(a=2) → 3"
 
 
 def test_cap_marks_truncation_visibly() -> None:

@@ -62,6 +62,7 @@ __all__ = [
     "ServerStatus",
     "ServerTokens",
     "ShardInfo",
+    "StructuredCopy",
     "TextDelta",
     "TokenAccounting",
     "TokenUsage",
@@ -429,6 +430,20 @@ class CatalogSnapshot:
     shard: ShardInfo = ShardInfo()
 
 
+class StructuredCopy(StrEnum):
+    """Which copy reaches the model when ``structuredContent`` and a text block that is only its
+    serialization are both present (``CallRequest.structured_copy``; result shaping)."""
+
+    # For MCP hosts, which read ``content``: a result within the budget reaches the host unchanged
+    # (the gateway passes results through as the server sent them); past the budget, the text block
+    # is kept and structuredContent dropped unless the tool declares an outputSchema, where the MCP
+    # spec requires it.
+    TEXT = "text"
+    # structuredContent (compact JSON); the duplicate text block is dropped. The orchestrator: a
+    # provider's tool result is text, built from structuredContent when no text block is left.
+    STRUCTURED = "structured"
+
+
 @dataclass(frozen=True, slots=True)
 class CallRequest:
     """One tool call (``CallTool``): by ``llm_name``, or by ``server`` and the tool's own ``tool``.
@@ -448,8 +463,8 @@ class CallRequest:
     result_budget_tokens: int = 0
     # "o200k_base" ("": it) or "cl100k_base".
     token_encoding: str = ""
-    # Which copy of a duplicated structured result is kept: "text" ("": it) or "structured".
-    structured_copy: str = ""
+    # Which copy of a duplicated structured result is kept (None: TEXT).
+    structured_copy: StructuredCopy | None = None
     principal: str = ""
     conversation: str = ""
     # The preview's size in tokens (0: the pool's configured one).
@@ -681,6 +696,9 @@ class ToolPlan:
     read_result_tool: Tool | None = None
     # Its tokens in ``tokens.encoding`` (not in ``tokens.sent_tokens``).
     read_result_tokens: int = 0
+    # With ``surface="stable"``: the definitions of ``discovered_tools``, in order. Not sent (found
+    # tools are called through call_tool); a caller checks call_tool arguments against them.
+    found_tools: tuple[Tool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,20 +108,21 @@ _CALL_TOOL_RESULT = _Alike(t.CallToolResult, mcp_pool_pb2.CallToolResponse, "con
 _CALL_REQUEST = _Alike(t.CallRequest, mcp_pool_pb2.CallToolRequest, "structured_copy")
 _READ_REQUEST = _Alike(t.ReadRequest, mcp_pool_pb2.ReadResultRequest)
 _RESULT_READ = _Alike(t.ResultRead, mcp_pool_pb2.ReadResultResponse)
-_COPY_PREFIX = "STRUCTURED_COPY_"
+# StructuredCopy <-> its proto number; UNSPECIFIED (0) is None.
+_COPY_NUMBERS = {
+    copy: mcp_pool_pb2.StructuredCopy.Value(f"STRUCTURED_COPY_{copy.name}") for copy in t.StructuredCopy
+}
+_COPIES = {number: copy for copy, number in _COPY_NUMBERS.items()}
 
 
 def call_request(m: mcp_pool_pb2.CallToolRequest) -> t.CallRequest:
-    copy = (
-        _enum_name(mcp_pool_pb2.StructuredCopy, m.structured_copy, _COPY_PREFIX) if m.structured_copy else ""
-    )
-    return _CALL_REQUEST.value(m, structured_copy=copy)
+    # A copy this side does not know (a newer peer's) is the default one, as UNSPECIFIED.
+    return _CALL_REQUEST.value(m, structured_copy=_COPIES.get(m.structured_copy))
 
 
 def call_request_pb(x: t.CallRequest) -> mcp_pool_pb2.CallToolRequest:
-    return _CALL_REQUEST.message(
-        x, structured_copy=_enum_value(mcp_pool_pb2.StructuredCopy, x.structured_copy, _COPY_PREFIX)
-    )
+    copy = x.structured_copy
+    return _CALL_REQUEST.message(x, structured_copy=0 if copy is None else _COPY_NUMBERS[copy])
 
 
 read_request = _READ_REQUEST.value
@@ -238,6 +239,7 @@ _TOOL_PLAN = _Alike(
         "call_tool",
         "surface",
         "read_result_tool",
+        "found_tools",
     ),
 )
 _SEARCH_REQUEST = _Alike(t.SearchRequest, discovery_pb2.SearchToolsRequest, "toolset", "surface")
@@ -278,6 +280,7 @@ def tool_plan(m: discovery_pb2.PlanToolsResponse) -> t.ToolPlan:
         call_tool=_tool_or_none(m, "call_tool"),
         surface=_surface_of(m.surface) or t.ToolSurface.APPEND,
         read_result_tool=_tool_or_none(m, "read_result_tool"),
+        found_tools=tools(m.found_tools),
     )
 
 
@@ -294,6 +297,7 @@ def tool_plan_pb(x: t.ToolPlan) -> discovery_pb2.PlanToolsResponse:
         call_tool=_tool_pb_or_none(x.call_tool),
         surface=surface(x.surface),
         read_result_tool=_tool_pb_or_none(x.read_result_tool),
+        found_tools=tools_pb(x.found_tools),
     )
 
 

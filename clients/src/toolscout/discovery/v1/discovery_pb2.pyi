@@ -58,7 +58,7 @@ class PlanToolsRequest(_message.Message):
     def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ..., include_deferred_tools: _Optional[bool] = ..., toolset_json: _Optional[str] = ..., surface: _Optional[_Union[ToolSurface, str]] = ...) -> None: ...
 
 class PlanToolsResponse(_message.Message):
-    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools", "deferred_tools", "call_tool", "surface", "read_result_tool", "read_result_tokens")
+    __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools", "deferred_tools", "call_tool", "surface", "read_result_tool", "read_result_tokens", "found_tools")
     LOADED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     HAS_SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
     SEARCH_TOOL_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,7 @@ class PlanToolsResponse(_message.Message):
     SURFACE_FIELD_NUMBER: _ClassVar[int]
     READ_RESULT_TOOL_FIELD_NUMBER: _ClassVar[int]
     READ_RESULT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FOUND_TOOLS_FIELD_NUMBER: _ClassVar[int]
     loaded_tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
     has_search_tool: bool
     search_tool: _common_pb2.Tool
@@ -97,7 +98,8 @@ class PlanToolsResponse(_message.Message):
     surface: ToolSurface
     read_result_tool: _common_pb2.Tool
     read_result_tokens: int
-    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., deferred_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., call_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., surface: _Optional[_Union[ToolSurface, str]] = ..., read_result_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., read_result_tokens: _Optional[int] = ...) -> None: ...
+    found_tools: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tool]
+    def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., deferred_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., call_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., surface: _Optional[_Union[ToolSurface, str]] = ..., read_result_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., read_result_tokens: _Optional[int] = ..., found_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ...) -> None: ...
 
 class SearchToolsRequest(_message.Message):
     __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider", "compact_text", "toolset_json", "surface")

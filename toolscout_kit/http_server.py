@@ -1,0 +1,135 @@
+"""The HTTP side of the service host: an ASGI app served by uvicorn, run by :mod:`toolscout_kit.host`.
+
+The MCP gateway is an HTTP server (MCP's streamable HTTP), not a gRPC one; it runs the host's
+lifecycle like the gRPC services through :class:`HttpListener`: bound by the host's
+:func:`~toolscout_kit.host.bind_socket` before anything answers; refusing runs the app's own
+refusals (readiness turns false through :attr:`~toolscout_kit.host.RunningServer.stopping`, event
+streams end); closing lets the requests in flight finish within the grace (the app's ``idle``
+event), then leaves the app's lifespans (the MCP SDK's session managers: sessions and their
+streams end) and stops uvicorn.
+
+uvicorn runs without its own signal handling (the host owns the signals), and closes a connection
+whose first request's headers have not all arrived within the read timeout (uvicorn itself times
+out idle keep-alive connections only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from toolscout_kit.host import DRAIN_MARGIN
+from toolscout_kit.logging import get_logger
+
+__all__ = ["HttpListener"]
+
+_log = get_logger(__name__)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: the host (or ``toolscout up``) owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _timed_http(seconds: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request's headers have not
+    all arrived within ``seconds`` (the body is the app's to time)."""
+
+    class _TimedH11(H11Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
+            self.loop.call_later(seconds, self._headers_due)
+
+        def _headers_due(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                _log.info("connection dropped: its request headers did not arrive in time", timeout=seconds)
+                self.transport.close()
+
+    return _TimedH11
+
+
+class HttpListener:
+    """The host's :class:`~toolscout_kit.host.Listener` for ``app`` on the bound ``sock``.
+
+    ``lifespans`` are entered before serving and left once the requests in flight are done (the
+    SDK's session managers); ``idle`` is set whenever no request is being answered; ``on_refuse``
+    runs first at shutdown (what ends the app's endless streams).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        sock: socket.socket,
+        *,
+        read_timeout: float,
+        shutdown_grace: float,
+        idle: asyncio.Event,
+        lifespans: Sequence[AbstractAsyncContextManager[object]] = (),
+        on_refuse: Sequence[Callable[[], Awaitable[None]]] = (),
+    ) -> None:
+        config = uvicorn.Config(
+            app,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            http=_timed_http(read_timeout),
+            timeout_graceful_shutdown=max(int(shutdown_grace), 1),
+        )
+        self._server = _Uvicorn(config)
+        self._sock = sock
+        self._idle = idle
+        self._lifespans = list(lifespans)
+        self._on_refuse = list(on_refuse)
+        self._exit = asyncio.Event()
+        self._started = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Serves from now on (the socket is already listening: connections made meanwhile wait)."""
+        self._task = asyncio.create_task(self._run(), name="http-server")
+        await self._started.wait()
+
+    async def _run(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                for lifespan in self._lifespans:
+                    await stack.enter_async_context(lifespan)
+                serving = asyncio.create_task(self._server.serve(sockets=[self._sock]))
+                self._started.set()
+                exiting = asyncio.create_task(self._exit.wait())
+                await asyncio.wait({serving, exiting}, return_when=asyncio.FIRST_COMPLETED)
+                exiting.cancel()
+                self._server.should_exit = True
+            # The lifespans are left: the sessions ended, their streams with them.
+            await serving
+        except Exception:
+            _log.exception("the HTTP server failed")
+        finally:
+            self._started.set()
+            self._closed.set()
+
+    async def refuse(self) -> None:
+        for refusal in self._on_refuse:
+            await refusal()
+
+    async def close(self, grace: float) -> None:
+        self._server.config.timeout_graceful_shutdown = max(int(grace), 1)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), max(grace - DRAIN_MARGIN, 0.0))
+        self._exit.set()
+        if self._task is not None:
+            await self._closed.wait()
+
+    async def closed(self) -> None:
+        await self._closed.wait()
