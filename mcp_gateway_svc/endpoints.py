@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent, ToolsListChanged
 from toolscout.client import AsyncDiscoveryClient, GatewayMode, Tool, ToolPlan, ToolsetRef, ToolSurface
 
 from mcp_gateway_svc.listing import ResultLimits, ServedTools
@@ -115,6 +115,10 @@ class Endpoint:
         if self.view is None:
             self.view = ToolsetView.from_plan(await self._stable.plan(PLAN_WAIT))
         return self.view
+
+    async def publish(self, event: ServerEvent) -> None:
+        """Delivers ``event`` to this endpoint's ``subscriptions/listen`` streams (2026-07-28)."""
+        await self._bus.publish(event)
 
     async def progressive_search_tool(self) -> Tool | None:
         """Discovery's append-surface search_tools (progressive mode).

@@ -7,7 +7,8 @@ becomes a call through the client library (discovery's ``SearchTools``, the pool
 and its answer an MCP result. Beside tools it serves resources of its own: the full manifest on the
 meta and progressive servers (:mod:`mcp_gateway_svc.resources`) and, on every server, the tool
 results the pool kept behind a handle (``toolscout://results/…``, :mod:`mcp_gateway_svc.results`).
-The MCP servers' resources and prompts are not served (the pool does not carry them).
+The MCP servers' resources, resource templates, prompts, completion, logging and resource
+subscriptions are served beside them (:mod:`mcp_gateway_svc.server_features`).
 
 ``call_tool`` (meta and progressive) is an adapter over :mod:`toolscout_kit.call_tool`, which
 reads the call, checks it and writes every refusal the model reads, as it does for the
@@ -46,11 +47,13 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
+from mcp_gateway_svc import server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
+from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.resources import gateway_resources, read_gateway_resource
+from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
@@ -146,6 +149,37 @@ class _GatewayServer(Server[Any]):
     """
 
     announces_changes = True
+    # What the servers behind the gateway offer (None: only tools and the gateway's own resources).
+    features: server_features.ServedFeatures | None = None
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The SDK's capabilities (from the handlers), less what no server behind offers."""
+        options = notification_options or NotificationOptions(
+            tools_changed=self.announces_changes, prompts_changed=True, resources_changed=True
+        )
+        caps = super().get_capabilities(
+            options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if self.features is None:
+            return caps
+        offered = self.features.offered()
+        update: dict[str, Any] = {}
+        if not offered.prompts:
+            update["prompts"] = None
+        if not offered.completions:
+            update["completions"] = None
+        if not offered.logging:
+            update["logging"] = None
+        if caps.resources is not None:
+            update["resources"] = caps.resources.model_copy(update={"subscribe": offered.subscribe})
+        return caps.model_copy(update=update)
 
     def create_initialization_options(
         self,
@@ -153,7 +187,9 @@ class _GatewayServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        options = notification_options or NotificationOptions(tools_changed=self.announces_changes)
+        options = notification_options or NotificationOptions(
+            tools_changed=self.announces_changes, prompts_changed=True, resources_changed=True
+        )
         return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
@@ -170,9 +206,12 @@ class McpHandlers:
         tracing: Tracing = NO_TRACING,
         results: KeptResults | None = None,
         result_budget: Callable[[str], int] | None = None,
+        features: server_features.ServedFeatures | None = None,
     ) -> None:
         """``results`` serves kept results (resources/read, read_result); ``result_budget`` is
-        the result budget of a host by its clientInfo.name (None: results are not shaped)."""
+        the result budget of a host by its clientInfo.name (None: results are not shaped);
+        ``features`` the servers' resources, prompts, completion and logging (None: not served)."""
+        self._features = features
         self._discovery = discovery
         self._caller = caller
         self._results = results
@@ -182,6 +221,11 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
+    async def close(self) -> None:
+        """Stops following the pool's features."""
+        if self._features is not None:
+            await self._features.follower.close()
+
     def server(self, *, handshake_only: bool = False, resources: bool = False) -> Server[Any]:
         """An SDK server; ``resources``: it serves the gateway's own manifest (and advertises it).
 
@@ -190,6 +234,7 @@ class McpHandlers:
         revisions, which tells a client negotiating its revision to open a session with
         ``initialize`` (the SDKs fall back so); a client pinned to 2026-07-28 gets the meta surface.
         """
+        serves_resources = resources or self._results is not None or self._features is not None
         server = _GatewayServer(
             "toolscout",
             version=_version(),
@@ -204,14 +249,19 @@ class McpHandlers:
             on_subscriptions_listen=self.listen,
             # The manifest (meta, progressive) and kept tool results (every mode); serving them is
             # what advertises the resources capability.
-            on_list_resources=self.list_resources if resources or self._results is not None else None,
-            on_read_resource=self.read_resource if resources or self._results is not None else None,
+            on_list_resources=self.list_resources if serves_resources else None,
+            on_read_resource=self.read_resource if serves_resources else None,
         )
+        server.features = self._features
+        if self._features is not None:
+            FeatureHandlers(self._features, _info).register(server)
         # After the SDK's own OpenTelemetry middleware, which makes a host's `_meta` trace context
         # current (its span records nothing: no global provider is installed).
         if self._tracing.enabled:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
+        if self._features is not None:
+            server.middleware.append(self._capabilities_known)
         if handshake_only:
             server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
@@ -253,6 +303,16 @@ class McpHandlers:
                 span.set_attribute("error.type", "tool_error")
             return result
 
+    async def _capabilities_known(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Capabilities follow what the servers offer: before the first answer that names them
+        (``initialize``, ``server/discover``) the pool's first feature snapshot is waited for
+        (bounded: without it the capabilities name tools and the gateway's own resources only)."""
+        if ctx.method in ("initialize", "server/discover") and self._features is not None:
+            await self._features.follower.wait_first()
+        return await call_next(ctx)
+
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:
             return await call_next(ctx)
@@ -273,16 +333,25 @@ class McpHandlers:
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        return await _info(ctx).endpoint.listen(ctx, params)
+        info = _info(ctx)
+        served = info.endpoint.listen(ctx, params)
+        uris = params.notifications.resource_subscriptions or ()
+        if self._features is None or not uris:
+            return await served
+        return await self._features.listen(info.endpoint, info.principal, uris, served)
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         info = _info(ctx)
-        if _mode(info, ctx) == GatewayMode.ALL:
-            return types.ListResourcesResult(resources=[])
+        mode = _mode(info, ctx)
         # Kept results are reached by the links their tool results gave, never listed.
-        return types.ListResourcesResult(resources=gateway_resources(await _view(info.endpoint)))
+        own = gateway_resources(await _view(info.endpoint)) if mode != GatewayMode.ALL else []
+        if self._features is None:
+            return types.ListResourcesResult(resources=own)
+        cursor = params.cursor if params is not None else None
+        where = f"{info.endpoint.key}/{mode}/resources"
+        return await self._features.list_resources(info.endpoint.toolset.name, where, cursor, own)
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -291,7 +360,9 @@ class McpHandlers:
         uri = str(params.uri)
         if uri.startswith(RESULT_URI_PREFIX) and self._results is not None:
             return await self._results.read_resource(uri, self._owner(ctx, info))
-        return read_gateway_resource(await _view(info.endpoint), uri)
+        if uri == MANIFEST_URI or self._features is None:
+            return read_gateway_resource(await _view(info.endpoint), uri)
+        return await self._features.read(uri, info.endpoint.toolset.name, info.principal)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -36,6 +36,7 @@ from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
 from mcp_gateway_svc.resource_server import OAuthResourceServer
 from mcp_gateway_svc.results import KeptResults
+from mcp_gateway_svc.server_features import ServedFeatures
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.user_login import UserLogin, has_per_user_servers
 from toolscout_kit.channels import create_channel
@@ -207,6 +208,8 @@ def _handlers(
     tenants: Tenants,
     tracing: Tracing,
     user_login: UserLogin | None,
+    endpoints: Endpoints,
+    sessions: SessionRegistry,
 ) -> McpHandlers:
     """The MCP request handlers: MCP in, client-library calls out."""
     settings = config.toolscout.gateway
@@ -218,6 +221,8 @@ def _handlers(
         tracing=tracing,
         results=KeptResults(downstream.pool),
         result_budget=settings.result_budget_for,
+        # What the servers offer besides tools, followed from the pool (from the first request on).
+        features=ServedFeatures(downstream.pool, config, endpoints, sessions),
     )
 
 
@@ -341,10 +346,11 @@ async def build_server(
     sessions = SessionRegistry(metrics, settings.session_idle_timeout)
     # per_user servers: each caller signs in at the gateway's login route (mcp_gateway_svc.user_login).
     user_login = UserLogin(config, os.environ) if has_per_user_servers(config) else None
-    managers = _managers(_handlers(config, downstream, metrics, tenants, tracing, user_login), settings)
+    endpoints = _endpoints(config, downstream.discovery, sessions, metrics)
+    handlers = _handlers(config, downstream, metrics, tenants, tracing, user_login, endpoints, sessions)
+    managers = _managers(handlers, settings)
     replica = Replica(replica_id)
     forwarder = Forwarder(settings.peers, replica.id) if settings.peers else None
-    endpoints = _endpoints(config, downstream.discovery, sessions, metrics)
     try:
         sock, metrics_endpoint = _listen(address, settings, registry, metrics_port)
     except ConfigError:
@@ -370,7 +376,7 @@ async def build_server(
         metrics=metrics_endpoint,
         shutdown_grace=settings.shutdown_grace,
     )
-    _add_cleanups(running, tracing, downstream, orchestrator, parts)
+    _add_cleanups(running, tracing, downstream, orchestrator, parts, handlers)
     running.add_reload(downstream.reshard)
     endpoints.get("")  # follow /mcp's toolset from the start: /readyz reports discovery's answer
     await listener.start()
@@ -385,10 +391,12 @@ def _add_cleanups(
     downstream: Downstream,
     orchestrator: AsyncOrchestratorClient | None,
     parts: _FrontParts,
+    handlers: McpHandlers,
 ) -> None:
     """What the gateway closes once its HTTP server has stopped (the last added runs first)."""
 
     async def close_clients() -> None:
+        await handlers.close()
         if parts.forwarder is not None:
             await parts.forwarder.close()
         await downstream.close()

@@ -16,6 +16,7 @@ so that a catalog change can be announced on its standalone stream.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,10 @@ class Session:
     listed: int | None = None
     inflight: int = 0
     last_seen: float = field(default_factory=time.monotonic)
+    # The logging level the client set (logging/setLevel), or "" (none set).
+    log_level: str = ""
+    # Resource subscriptions (URI -> the task relaying its updates), ended with the session.
+    subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
 
 class SessionRegistry:
@@ -75,6 +80,9 @@ class SessionRegistry:
         session = self._sessions.pop(sid, None)
         if session is not None:
             self._metrics.open_sessions.labels(session.mode).dec()
+            for task in session.subscriptions.values():
+                task.cancel()
+            session.subscriptions.clear()
 
     def all(self) -> list[Session]:
         return list(self._sessions.values())

@@ -27,7 +27,7 @@ import binascii
 import functools
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 from pydantic import ValidationError
@@ -50,6 +50,10 @@ __all__ = [
 # 50,000-tool ``all`` list is answered in tens of milliseconds), one page for the meta and
 # progressive lists of a typical toolset, 500 pages for 50,000 tools.
 PAGE_SIZE = 100
+
+
+# What a page is of: tools, or the resources, templates and prompts the gateway lists alike.
+_Item = TypeVar("_Item")
 
 
 class CursorError(ValueError):
@@ -144,8 +148,8 @@ def list_signature(
 
 
 def page(
-    tools: Sequence[Tool], cursor: str | None, *, version: str, where: str
-) -> tuple[Sequence[Tool], str | None]:
+    tools: Sequence[_Item], cursor: str | None, *, version: str, where: str
+) -> tuple[Sequence[_Item], str | None]:
     """The page of ``tools`` that ``cursor`` asks for (None: the first), and the next page's cursor
     (None: this is the last). ``version``: the catalog version the list is of; ``where``: the
     endpoint and mode it was listed at.

@@ -13,6 +13,7 @@ from toolscout_kit.errors import (
 )
 
 __all__ = [
+    "FeatureNotOfferedError",
     "InvalidToolArgumentsError",
     "NotOwnerError",
     "ResultHandleExpiredError",
@@ -21,6 +22,7 @@ __all__ = [
     "ServerUnavailableError",
     "ToolCallTimeoutError",
     "ToolOutcomeUnknownError",
+    "UnknownFeatureError",
     "UnknownServerError",
     "UnknownToolError",
     "UserAuthorizationRequiredError",
@@ -33,6 +35,14 @@ class UnknownServerError(NotFoundError):
 
 class UnknownToolError(NotFoundError):
     """No tool of that name is in the catalog."""
+
+
+class UnknownFeatureError(NotFoundError):
+    """No server lists (or matches) that resource URI, prompt or resource template."""
+
+
+class FeatureNotOfferedError(FailedPreconditionError):
+    """The server does not offer what was asked (resource subscriptions)."""
 
 
 class ServerUnavailableError(UnavailableError):

@@ -35,6 +35,7 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from mcp_pool_svc.catalog import Catalog, ListedTool
+from mcp_pool_svc.features import FeatureCatalog, refresh_features
 from mcp_pool_svc.liveness import describe_error
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.session import Connection
@@ -63,9 +64,14 @@ class ServerListing:
         catalog: Catalog,
         metrics: PoolMetrics,
         on_change: Callable[[str], None],
+        features: FeatureCatalog | None = None,
     ) -> None:
-        """``on_change(name)`` runs on every change of the server's entries in the catalog."""
+        """``on_change(name)`` runs on every change of the server's entries in the catalog;
+        ``features``: the catalog of resources, templates and prompts (:mod:`mcp_pool_svc.features`)."""
         self.name = name
+        self._features = features
+        # The server announced a change of its resources or prompts: listed again when due.
+        self._features_due = False
         self._config = config
         self._settings = settings
         self._catalog = catalog
@@ -99,9 +105,14 @@ class ServerListing:
         return self._after_call
 
     async def first_listing(self, conn: Connection) -> list[ListedTool]:
-        """The tools of a new session, within the server's ``connect_timeout``."""
+        """The tools of a new session, within the server's ``connect_timeout``; its resources,
+        templates and prompts go to their catalog (within its ``call_timeout``)."""
         with anyio.fail_after(self._config.connect_timeout):
-            return await conn.list_tools()
+            tools = await conn.list_tools()
+        self._features_due = False
+        if await refresh_features(self._features, self.name, conn, self._config.call_timeout):
+            self._on_change(self.name)
+        return tools
 
     def connected(self, conn: Connection, tools: list[ListedTool]) -> None:
         """A new session listed ``tools``: the catalog takes them, available; the grace ends."""
@@ -139,6 +150,21 @@ class ServerListing:
         self._refresh = "notification"
         self._notices_heard = True
 
+    def features_notice(self) -> None:
+        """The server announced a change of its resources or prompts: list them again when due."""
+        self._features_due = True
+
+    def handed_over(self) -> None:
+        """Another shard runs the server now: its resources, templates and prompts leave this
+        shard's catalog (its tools leave with the shard's ``Catalog.drop``)."""
+        if self._features is not None:
+            self._features.drop(self.name)
+
+    def resource_updated(self, uri: str) -> None:
+        """The server's ``notifications/resources/updated``, for the subscribers of ``uri``."""
+        if self._features is not None:
+            self._features.resource_updated(self.name, uri)
+
     def call_may_have_changed_tools(self) -> bool:
         """A call of a tool not annotated read-only was answered; whether a listing became due.
 
@@ -167,6 +193,11 @@ class ServerListing:
         Raises:
             MCPError: the connection closed during a listing (a refused listing keeps the last).
         """
+        if self._features_due:
+            self._features_due = False
+            if await refresh_features(self._features, self.name, conn, self._config.call_timeout):
+                log.info("mcp_server_features_changed", server=self.name)
+                self._on_change(self.name)
         if self._refresh is not None or now >= self._next_list:
             reason, self._refresh = self._refresh or "ttl", None
             await self._relist(conn, reason)
@@ -212,7 +243,8 @@ class ServerListing:
         drop_after = self._settings.unavailable_grace
         if drop_after is not None:
             await anyio.sleep(max(drop_after - self._blip_grace, 0.0))
-            if self._catalog.drop(self.name):
+            dropped = self._features is not None and self._features.drop(self.name)
+            if self._catalog.drop(self.name) or dropped:
                 self._changed()
         self._grace_task = None
 

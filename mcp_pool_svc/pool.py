@@ -55,6 +55,8 @@ from mcp_pool_svc.errors import (
     ServerUnavailableError,
     UnknownToolError,
 )
+from mcp_pool_svc.feature_calls import FeatureCalls
+from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.handles import ResultKeeper
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.naming import server_named_by
@@ -126,6 +128,7 @@ class McpPool:
         self._metrics = metrics or PoolMetrics()
         self._tracing = tracing
         self.catalog = Catalog(namespaced=config.namespaced)
+        self.feature_catalog = FeatureCatalog(namespaced=config.namespaced)
         self._listeners: list[Callable[[str], None]] = []
         self._changed = asyncio.Event()
         # Per server: result tokens returned, delivered, and results kept (ListServers reports them).
@@ -168,6 +171,7 @@ class McpPool:
             metrics=self._metrics,
             on_change=self._notify,
             rng=self._rng,
+            features=self.feature_catalog,
         )
         self._servers = ShardServers(
             config,
@@ -180,6 +184,17 @@ class McpPool:
         )
         self._results = ResultKeeper(
             config.toolscout.results, lambda: self._servers.index, self._servers.result_budget
+        )
+
+    @functools.cached_property
+    def features(self) -> FeatureCalls:
+        """Requests for the servers' resources, prompts, completion and logging (routed through
+        :attr:`feature_catalog`, which the supervisors keep current; see :mod:`mcp_pool_svc.features`)."""
+        return FeatureCalls(
+            self.feature_catalog,
+            self._servers.supervisor,
+            self._users,
+            unsharded=lambda: self._servers.count == 1,
         )
 
     @property

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
 import grpc
@@ -26,11 +27,18 @@ from toolscout.client import (
     SHARD_COUNT_KEY,
     SHARD_OWNERS_KEY,
     CallProgress,
+    FeatureKind,
+    FeatureReply,
     wire,
 )
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
-from mcp_pool_svc.errors import NotOwnerError, ServerUnavailableError, UserAuthorizationRequiredError
+from mcp_pool_svc.errors import (
+    InvalidToolArgumentsError,
+    NotOwnerError,
+    ServerUnavailableError,
+    UserAuthorizationRequiredError,
+)
 from mcp_pool_svc.pool import McpPool
 
 __all__ = ["McpPoolServicer"]
@@ -57,6 +65,26 @@ def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None
     except UserAuthorizationRequiredError as err:
         context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
         raise
+
+
+def _deadline(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
+    remaining = context.time_remaining()
+    # Finish a little before the caller's deadline, so that it gets the pool's answer.
+    return max(remaining - 0.05, 0.001) if remaining is not None else None
+
+
+def _kind(value: int, what: str) -> FeatureKind:
+    try:
+        return wire.feature_kind(value)
+    except ValueError:
+        raise InvalidToolArgumentsError(f"{what}: resource, resource_template or prompt") from None
+
+
+async def _feature_reply(
+    context: grpc.aio.ServicerContext[Any, Any], reply: Awaitable[FeatureReply]
+) -> mcp_pool_pb2.FeatureReply:
+    with _call_refusals(context):
+        return wire.feature_reply_pb(await reply)
 
 
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
@@ -140,3 +168,57 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
         async for snapshot in self._pool.watch_catalog(request.known_version):
             yield wire.catalog_snapshot_pb(snapshot)
+
+    # --- resources, resource templates, prompts, completion, logging ------------------------
+
+    async def ListFeatures(
+        self, request: mcp_pool_pb2.ListFeaturesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.ListFeaturesResponse:
+        kind = _kind(request.kind, "kind")
+        with _call_refusals(context):
+            page = self._pool.features.list_page(
+                kind, tuple(request.servers), request.cursor, request.page_size
+            )
+        return wire.feature_list_pb(dataclasses.replace(page, shard=self._pool.shard_info()))
+
+    async def WatchFeatures(
+        self, request: mcp_pool_pb2.WatchFeaturesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[mcp_pool_pb2.WatchFeaturesResponse]:
+        async for snapshot in self._pool.feature_catalog.watch(request.known_version):
+            yield wire.feature_snapshot_pb(dataclasses.replace(snapshot, shard=self._pool.shard_info()))
+
+    async def ReadResource(
+        self, request: mcp_pool_pb2.ReadResourceRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.FeatureReply:
+        read = wire.resource_read_request(request)
+        return await _feature_reply(context, self._pool.features.read_resource(read, _deadline(context)))
+
+    async def GetPrompt(
+        self, request: mcp_pool_pb2.GetPromptRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.FeatureReply:
+        prompt = wire.prompt_request(request)
+        return await _feature_reply(context, self._pool.features.get_prompt(prompt, _deadline(context)))
+
+    async def Complete(
+        self, request: mcp_pool_pb2.CompleteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.FeatureReply:
+        _kind(request.ref_kind, "ref_kind")
+        completion = wire.completion_request(request)
+        return await _feature_reply(context, self._pool.features.complete(completion, _deadline(context)))
+
+    async def SetLoggingLevel(
+        self, request: mcp_pool_pb2.SetLoggingLevelRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> mcp_pool_pb2.SetLoggingLevelResponse:
+        with _call_refusals(context):
+            accepted = await self._pool.features.set_logging_level(request.level, tuple(request.servers))
+        return mcp_pool_pb2.SetLoggingLevelResponse(servers=list(accepted))
+
+    async def WatchResource(
+        self, request: mcp_pool_pb2.WatchResourceRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[mcp_pool_pb2.WatchResourceResponse]:
+        with _call_refusals(context):
+            async with contextlib.aclosing(
+                self._pool.features.watch_resource(request.uri, request.principal)
+            ) as updates:
+                async for uri, subscribed in updates:
+                    yield mcp_pool_pb2.WatchResourceResponse(uri=uri, subscribed=subscribed)

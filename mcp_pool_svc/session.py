@@ -73,8 +73,17 @@ __all__ = [
 
 # "listen_lost": the change-notification stream ended unexpectedly (the server may be gone).
 # "lenient_result": a result missed a field its revision requires and was read all the same.
+# "features_changed": its resources or prompts changed; "resource_updated": a subscribed resource
+# changed (the detail is its URI).
 ConnectionEvent = Literal[
-    "closed", "exited", "tools_changed", "stream_error", "listen_lost", "lenient_result"
+    "closed",
+    "exited",
+    "tools_changed",
+    "stream_error",
+    "listen_lost",
+    "lenient_result",
+    "features_changed",
+    "resource_updated",
 ]
 # Error code of a tools/list reply that does not validate (e.g. a 2026-07-28 reply without ttlMs).
 INVALID_LISTING = mcp_types.INTERNAL_ERROR
@@ -353,6 +362,12 @@ def _message_handler(on_event: Callable[[ConnectionEvent, str], None]) -> Any:
     async def handle(message: Any) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
             on_event("tools_changed", "")
+        elif isinstance(
+            message, mcp_types.ResourceListChangedNotification | mcp_types.PromptListChangedNotification
+        ):
+            on_event("features_changed", "")
+        elif isinstance(message, mcp_types.ResourceUpdatedNotification):
+            on_event("resource_updated", str(message.params.uri))
         elif isinstance(message, Exception):
             on_event("stream_error", f"invalid message from the server: {type(message).__name__}")
 
@@ -482,7 +497,14 @@ async def _listen_loop(
     while not conn.closed.is_set():
         problem = ""
         try:
-            async with listen(conn.session, tools_list_changed=True) as subscription:
+            caps = conn.session.server_capabilities
+            async with listen(
+                conn.session,
+                tools_list_changed=True,
+                # Resource and prompt changes arrive on the session too (the supervisor lists again).
+                prompts_list_changed=bool(caps and caps.prompts and caps.prompts.list_changed),
+                resources_list_changed=bool(caps and caps.resources and caps.resources.list_changed),
+            ) as subscription:
                 if not subscription.honored.tools_list_changed:
                     return  # the server offers no tool-change events after all: the TTL rules
                 conn.listening = True

@@ -188,6 +188,7 @@ class ShardServers:
         if self._leaving.get(name) is sup:
             del self._leaving[name]
             self._tasks.pop(name, None)
+            sup.listing.handed_over()
             if self._catalog.drop(name):
                 self._metrics.catalog_tools(name, 0)
             self._metrics.server_up(name, False)

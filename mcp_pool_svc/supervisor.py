@@ -38,6 +38,7 @@ from toolscout.client import ServerStatus
 
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import ServerUnavailableError
+from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.listing import ServerListing
 from mcp_pool_svc.liveness import SessionLostError, describe_error, first_cause, probe
 from mcp_pool_svc.metrics import PoolMetrics
@@ -90,8 +91,10 @@ class Supervisor:
         on_change: Callable[[str], None],
         rng: random.Random,
         probes: Probes | None = None,
+        features: FeatureCatalog | None = None,
     ) -> None:
-        """``probes``: the pool's shared probe and connection budget (a budget of its own if None)."""
+        """``probes``: the pool's shared probe and connection budget (a budget of its own if None);
+        ``features``: where the server's resources, templates and prompts are listed (none without)."""
         self.name = name
         self.config = config
         self._settings = settings
@@ -102,7 +105,7 @@ class Supervisor:
         self._rng = rng
         self._probes = probes or Probes(settings, rng)
         self.listing = ServerListing(
-            name, config, settings, catalog=catalog, metrics=metrics, on_change=on_change
+            name, config, settings, catalog=catalog, metrics=metrics, on_change=on_change, features=features
         )
         self._protocol_version = ""
         self._check_now = False
@@ -261,7 +264,12 @@ class Supervisor:
             self._poke.set()
 
     def _on_event(self, event: ConnectionEvent, detail: str) -> None:
-        if event == "tools_changed":
+        if event == "resource_updated":
+            self.listing.resource_updated(detail)
+            return
+        if event == "features_changed":
+            self.listing.features_notice()
+        elif event == "tools_changed":
             self.listing.notice()
         elif event == "exited":
             self._exit_detail = detail

@@ -18,27 +18,19 @@ from tests.support.conformance import MODES, SUITE_VERSIONS, ConformanceRun, con
 
 pytestmark = pytest.mark.e2e
 
-_NOT_CARRIED = "the gateway and the pool carry tools only (resources, prompts, completion, logging: issue 29)"
+_NO_SUBSCRIPTIONS = (
+    "the pool's session with the reference server is at 2026-07-28, where the server offers no "
+    "resource subscriptions (resources/subscribe is removed; its subscriptions/listen carries tool "
+    "and prompt changes only): the gateway advertises none and answers -32601"
+)
 _NO_RELAY = "requests from the server to the host (sampling, elicitation) are not relayed (issue 29)"
 _NO_LOGS = "the server's log messages on a call are not relayed (issue 29)"
 
-_COMMON_LOST = {
-    "completion-complete": _NOT_CARRIED,
-    "prompts-get-embedded-resource": _NOT_CARRIED,
-    "prompts-get-simple": _NOT_CARRIED,
-    "prompts-get-with-args": _NOT_CARRIED,
-    "prompts-get-with-image": _NOT_CARRIED,
-    "prompts-list": _NOT_CARRIED,
-    "resources-list": _NOT_CARRIED,
-    "resources-read-binary": _NOT_CARRIED,
-    "resources-read-text": _NOT_CARRIED,
-    "resources-templates-read": _NOT_CARRIED,
-}
+_COMMON_LOST: dict[str, str] = {}
 _LOST_2025 = {
     **_COMMON_LOST,
-    "logging-set-level": _NOT_CARRIED,
-    "resources-subscribe": _NOT_CARRIED,
-    "resources-unsubscribe": _NOT_CARRIED,
+    "resources-subscribe": _NO_SUBSCRIPTIONS,
+    "resources-unsubscribe": _NO_SUBSCRIPTIONS,
     "elicitation-sep1034-defaults": _NO_RELAY,
     "elicitation-sep1330-enums": _NO_RELAY,
     "tools-call-elicitation": _NO_RELAY,

@@ -148,6 +148,11 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 # The retried calls succeed, on the same MCP sessions, each as its own caller.
                 assert _text(await alice.call_tool(TOOL, {})) == "subject: alice"
                 assert _text(await bob.call_tool(TOOL, {})) == "subject: bob"
+                # A resource of a per_user server is read on the reader's own session too.
+                for host, user in ((alice, "alice"), (bob, "bob")):
+                    [content] = (await host.read_resource("whoami://subject")).contents
+                    assert isinstance(content, types.TextResourceContents)
+                    assert content.text == f"subject: {user}"
                 assert len(elicited) == 1
                 # The soak: random users over both replicas (stateless 2026-07-28 requests), a few
                 # at a time, for SOAK_SECONDS.

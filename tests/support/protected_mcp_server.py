@@ -90,6 +90,12 @@ def build(issuer: str, url: str) -> MCPServer[Any]:
             sys.stdout.flush()
         return f"subject: {subject}"
 
+    @server.resource("whoami://subject", mime_type="text/plain")
+    def subject() -> str:
+        """Who the reader's token says it is (a resource: read on the reader's own session)."""
+        token = get_access_token()
+        return f"subject: {token.subject if token is not None else None}"
+
     return server
 
 

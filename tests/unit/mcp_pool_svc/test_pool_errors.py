@@ -19,6 +19,8 @@ from toolscout_kit.status import status_for
         (errors.ToolOutcomeUnknownError, grpc.StatusCode.ABORTED),
         (errors.ResultHandleNotFoundError, grpc.StatusCode.NOT_FOUND),
         (errors.ResultHandleExpiredError, grpc.StatusCode.NOT_FOUND),
+        (errors.UnknownFeatureError, grpc.StatusCode.NOT_FOUND),
+        (errors.FeatureNotOfferedError, grpc.StatusCode.FAILED_PRECONDITION),
     ],
 )
 def test_every_pool_error_maps_to_its_status_code(
@@ -41,6 +43,7 @@ def test_a_caller_without_their_own_authorization_is_a_failed_precondition_namin
 
 def test_every_exported_pool_error_is_covered() -> None:
     assert set(errors.__all__) == {
+        "FeatureNotOfferedError",
         "InvalidToolArgumentsError",
         "NotOwnerError",
         "ResultHandleExpiredError",
@@ -49,6 +52,7 @@ def test_every_exported_pool_error_is_covered() -> None:
         "ServerUnavailableError",
         "ToolCallTimeoutError",
         "ToolOutcomeUnknownError",
+        "UnknownFeatureError",
         "UnknownServerError",
         "UnknownToolError",
         "UserAuthorizationRequiredError",

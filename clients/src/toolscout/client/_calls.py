@@ -27,6 +27,8 @@ __all__ = [
     "AsyncCloses",
     "Closes",
     "DiscoveryCalls",
+    "FeatureListings",
+    "FeatureRequests",
     "Metadata",
     "OrchestratorCalls",
     "PoolCalls",
@@ -152,6 +154,128 @@ class PoolCalls(_Rpcs, Generic[ServersR, SnapshotsR]):
         return cast(
             SnapshotsR, self._stream("WatchCatalog", request, deadline, metadata, wire.catalog_snapshot)
         )
+
+
+def _accepted(resp: mcp_pool_pb2.SetLoggingLevelResponse) -> tuple[str, ...]:
+    return tuple(resp.servers)
+
+
+def _resource_update(resp: mcp_pool_pb2.WatchResourceResponse) -> tuple[str, bool]:
+    return resp.uri, resp.subscribed
+
+
+ListR = TypeVar("ListR")
+FeatureSnapshotsR = TypeVar("FeatureSnapshotsR")
+ReplyR = TypeVar("ReplyR")
+LevelR = TypeVar("LevelR")
+UpdatesR = TypeVar("UpdatesR")
+
+
+class FeatureListings(Generic[ListR]):
+    """One listing method per kind over a client's ``list_features`` (sharded or not)."""
+
+    # ``list_features(kind, servers, *, cursor, page_size, deadline, metadata)``.
+    list_features: Callable[..., ListR]
+
+    def list_resources(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
+        """:meth:`list_features` of the resources."""
+        return self.list_features(t.FeatureKind.RESOURCE, servers, cursor=cursor, deadline=deadline)
+
+    def list_resource_templates(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
+        """:meth:`list_features` of the resource templates."""
+        return self.list_features(t.FeatureKind.RESOURCE_TEMPLATE, servers, cursor=cursor, deadline=deadline)
+
+    def list_prompts(
+        self, servers: Sequence[str] = (), *, cursor: str = "", deadline: float | None = None
+    ) -> ListR:
+        """:meth:`list_features` of the prompts."""
+        return self.list_features(t.FeatureKind.PROMPT, servers, cursor=cursor, deadline=deadline)
+
+
+class FeatureRequests(
+    FeatureListings[ListR], _Rpcs, Generic[ListR, FeatureSnapshotsR, ReplyR, LevelR, UpdatesR]
+):
+    """What a client of one pool asks of the servers' resources, templates, prompts, completion
+    and logging (each request goes to the server that offers it)."""
+
+    def list_features(
+        self,
+        kind: t.FeatureKind,
+        servers: Sequence[str] = (),
+        *,
+        cursor: str = "",
+        page_size: int = 0,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> ListR:
+        """One page of the servers' resources, resource templates or prompts (``kind``), and what
+        each server offers. Raises NotFoundError (unknown server), InvalidArgumentError (a stale
+        or damaged cursor: list again from the start)."""
+        request = mcp_pool_pb2.ListFeaturesRequest(
+            kind=wire.feature_kind_pb(kind), servers=list(servers), cursor=cursor, page_size=page_size
+        )
+        return cast(ListR, self._call("ListFeatures", request, deadline, metadata, wire.feature_list))
+
+    def watch_features(
+        self, known_version: str = "", *, deadline: float | None = None, metadata: Metadata = None
+    ) -> FeatureSnapshotsR:
+        """Every resource, template and prompt now, then again on every change."""
+        request = mcp_pool_pb2.WatchFeaturesRequest(known_version=known_version)
+        return cast(
+            FeatureSnapshotsR,
+            self._stream("WatchFeatures", request, deadline, metadata, wire.feature_snapshot),
+        )
+
+    def read_resource(
+        self, request: t.ResourceReadRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> ReplyR:
+        """``resources/read`` on the server that lists (or whose template matches) the URI.
+
+        Raises:
+            NotFoundError: no server lists or matches it. UnavailableError: not sent.
+            OutcomeUnknownError, DeadlineExceededError, FailedPreconditionError (per_user, no token).
+        """
+        message = wire.resource_read_request_pb(request)
+        return cast(ReplyR, self._call("ReadResource", message, deadline, metadata, wire.feature_reply))
+
+    def get_prompt(
+        self, request: t.PromptRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> ReplyR:
+        """``prompts/get`` by the prompt's served name; errors as :meth:`read_resource`."""
+        message = wire.prompt_request_pb(request)
+        return cast(ReplyR, self._call("GetPrompt", message, deadline, metadata, wire.feature_reply))
+
+    def complete(
+        self, request: t.CompletionRequest, *, deadline: float | None = None, metadata: Metadata = None
+    ) -> ReplyR:
+        """``completion/complete`` for a prompt's or template's argument; errors as :meth:`read_resource`."""
+        message = wire.completion_request_pb(request)
+        return cast(ReplyR, self._call("Complete", message, deadline, metadata, wire.feature_reply))
+
+    def set_logging_level(
+        self,
+        level: str,
+        servers: Sequence[str] = (),
+        *,
+        deadline: float | None = None,
+        metadata: Metadata = None,
+    ) -> LevelR:
+        """``logging/setLevel`` on every server offering logging (of ``servers``); the servers
+        that accepted it. Raises InvalidArgumentError (not an MCP level)."""
+        request = mcp_pool_pb2.SetLoggingLevelRequest(level=level, servers=list(servers))
+        return cast(LevelR, self._call("SetLoggingLevel", request, deadline, metadata, _accepted))
+
+    def watch_resource(
+        self, uri: str, *, principal: str = "", deadline: float | None = None, metadata: Metadata = None
+    ) -> UpdatesR:
+        """Subscribes to a resource while iterating: ``(uri, True)`` once subscribed, then
+        ``(updated uri, False)`` per update. Raises FailedPreconditionError (no subscriptions)."""
+        request = mcp_pool_pb2.WatchResourceRequest(uri=uri, principal=principal)
+        return cast(UpdatesR, self._stream("WatchResource", request, deadline, metadata, _resource_update))
 
 
 class DiscoveryCalls(_Rpcs, Generic[PlanR, SearchR, ManifestR]):

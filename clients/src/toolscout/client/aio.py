@@ -28,6 +28,7 @@ from toolscout.client._base import (
 from toolscout.client._calls import (
     AsyncCloses,
     DiscoveryCalls,
+    FeatureRequests,
     Metadata,
     OrchestratorCalls,
     PoolCalls,
@@ -123,8 +124,16 @@ class AsyncPoolClient(
     ToolCalls[Coroutine[Any, Any, t.CallToolResult]],
     PoolCalls[Coroutine[Any, Any, tuple[t.ServerStatus, ...]], AsyncGenerator[t.CatalogSnapshot, None]],
     ResultReads[Coroutine[Any, Any, t.ResultRead]],
+    FeatureRequests[
+        Coroutine[Any, Any, t.FeatureList],
+        AsyncGenerator[t.FeatureSnapshot, None],
+        Coroutine[Any, Any, t.FeatureReply],
+        Coroutine[Any, Any, tuple[str, ...]],
+        AsyncGenerator[tuple[str, bool], None],
+    ],
 ):
-    """The MCP pool: server states, the tool catalog and tool calls."""
+    """The MCP pool: server states, the tool catalog, tool calls, and the servers' resources,
+    prompts, completion and logging."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
 

@@ -53,7 +53,14 @@ SERVICE_NAMES = (
 # The methods a channel may call again after UNAVAILABLE: they read, and repeating them changes
 # nothing. Everything else (CallTool, Chat, StreamChat, any method added later) runs at most once.
 RETRIED_METHODS: dict[str, tuple[str, ...]] = {
-    "toolscout.mcp_pool.v1.McpPool": ("ListServers", "ListTools", "WatchCatalog", "ReadResult"),
+    "toolscout.mcp_pool.v1.McpPool": (
+        "ListServers",
+        "ListTools",
+        "WatchCatalog",
+        "ReadResult",
+        "ListFeatures",
+        "WatchFeatures",
+    ),
     "toolscout.discovery.v1.Discovery": ("PlanTools", "SearchTools", "GetManifest", "WatchPlan"),
     "toolscout.orchestrator.v1.Orchestrator": ("ListModels", "ListToolsets"),
     "grpc.health.v1.Health": ("Check", "Watch"),

@@ -31,6 +31,7 @@ from toolscout.client._base import ConnectFields
 from toolscout.client._calls import AsyncCloses, Closes, Metadata, ToolCalls
 from toolscout.client.aio import AsyncPoolClient, ProgressCallback
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
+from toolscout.client.sharded_features import ShardedFeatureRequests, ShardedFeatureRequestsSync
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement, handle_shard
 from toolscout.client.sync import PoolClient
 
@@ -275,7 +276,10 @@ class _Shards(Generic[ShardT]):
 
 
 class AsyncShardedPoolClient(
-    _Shards[AsyncPoolClient], AsyncCloses, ToolCalls[Coroutine[Any, Any, t.CallToolResult]]
+    _Shards[AsyncPoolClient],
+    AsyncCloses,
+    ToolCalls[Coroutine[Any, Any, t.CallToolResult]],
+    ShardedFeatureRequests,
 ):
     """``McpPool`` over every shard of a sharded pool, routing each call by its server.
 
@@ -481,7 +485,7 @@ class AsyncShardedPoolClient(
                 await client.close()
 
 
-class ShardedPoolClient(_Shards[PoolClient], Closes, ToolCalls[t.CallToolResult]):
+class ShardedPoolClient(_Shards[PoolClient], Closes, ToolCalls[t.CallToolResult], ShardedFeatureRequestsSync):
     """:class:`AsyncShardedPoolClient` over blocking channels: ``list_servers``, ``list_tools`` and
     ``call_tool`` for every shard of a sharded pool, each call routed to the shard that runs its server.
 

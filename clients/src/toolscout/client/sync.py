@@ -29,6 +29,7 @@ from toolscout.client._base import (
 from toolscout.client._calls import (
     Closes,
     DiscoveryCalls,
+    FeatureRequests,
     Metadata,
     OrchestratorCalls,
     PoolCalls,
@@ -131,8 +132,16 @@ class PoolClient(
     ToolCalls[t.CallToolResult],
     PoolCalls[tuple[t.ServerStatus, ...], Generator[t.CatalogSnapshot, None, None]],
     ResultReads[t.ResultRead],
+    FeatureRequests[
+        t.FeatureList,
+        Generator[t.FeatureSnapshot, None, None],
+        t.FeatureReply,
+        tuple[str, ...],
+        Generator[tuple[str, bool], None, None],
+    ],
 ):
-    """The MCP pool: server states, the tool catalog and tool calls."""
+    """The MCP pool: server states, the tool catalog, tool calls, and the servers' resources,
+    prompts, completion and logging."""
 
     _service = "toolscout.mcp_pool.v1.McpPool"
 

@@ -42,23 +42,32 @@ __all__ = [
     "ChatResult",
     "ChatStats",
     "ChatTotals",
+    "CompletionRequest",
     "ContentBlock",
     "Deferral",
     "DeprecatedToolset",
     "DiscoveryStats",
+    "FeatureKind",
+    "FeatureList",
+    "FeatureReply",
+    "FeatureSnapshot",
     "GatewayMode",
     "Manifest",
     "ModelInfo",
     "NameSuggestion",
     "PlanFields",
     "PlanRequest",
+    "PromptRequest",
     "ReadRequest",
     "ReasoningDelta",
+    "ResourceReadRequest",
     "ResultRead",
     "ResultTokens",
     "SearchFields",
     "SearchRequest",
     "SearchResult",
+    "ServerFeature",
+    "ServerOffers",
     "ServerStatus",
     "ServerTokens",
     "ShardInfo",
@@ -567,6 +576,121 @@ class CallProgress:
     progress: float
     total: float | None = None
     message: str = ""
+
+
+# --- McpPool: resources, resource templates, prompts, completion, logging ------------------------
+
+
+class FeatureKind(StrEnum):
+    """What a server offers besides tools (``ListFeatures``' kind, ``Complete``'s reference)."""
+
+    RESOURCE = "resource"
+    RESOURCE_TEMPLATE = "resource_template"
+    PROMPT = "prompt"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFeature:
+    """One resource, resource template or prompt of a server.
+
+    ``own_name`` is its key on its server (a resource's URI, a template's URI template, a prompt's
+    name); ``served_name`` the key it is served under (see the proto's ``ServerFeature``);
+    ``definition_json`` the whole MCP definition as listed, but for the served name or URI.
+    """
+
+    kind: FeatureKind
+    server: str
+    own_name: str
+    served_name: str
+    definition_json: str = "{}"
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        return _parse_object(self.definition_json)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOffers:
+    """What one server's capabilities offer besides tools."""
+
+    server: str
+    resources: bool = False
+    subscribe: bool = False
+    prompts: bool = False
+    completions: bool = False
+    logging: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureList:
+    """One page of ``ListFeatures``: features of one kind, the next page's cursor ("" at the end)."""
+
+    features: tuple[ServerFeature, ...]
+    next_cursor: str = ""
+    features_version: str = ""
+    shard: ShardInfo = ShardInfo()
+    offers: tuple[ServerOffers, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureSnapshot:
+    """One ``WatchFeatures`` message: every feature of every kind, what each server offers, and
+    the kinds whose listing changed since the previous message."""
+
+    features_version: str
+    features: tuple[ServerFeature, ...]
+    offers: tuple[ServerOffers, ...] = ()
+    changed_kinds: tuple[FeatureKind, ...] = ()
+    shard: ShardInfo = ShardInfo()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceReadRequest:
+    """``ReadResource``: a URI as served (or one a server's template matches)."""
+
+    uri: str
+    principal: str = ""
+    timeout_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRequest:
+    """``GetPrompt``: a prompt by its served name, with its arguments (a JSON object of strings)."""
+
+    name: str
+    arguments_json: str = ""
+    principal: str = ""
+    timeout_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    """``Complete``: completions of one argument of a prompt (``ref_kind`` PROMPT, ``ref`` its
+    served name) or of a resource template (RESOURCE_TEMPLATE, ``ref`` its served URI template)."""
+
+    ref_kind: FeatureKind
+    ref: str
+    argument_name: str
+    argument_value: str = ""
+    # The other arguments' values already given, a JSON object text, or "".
+    context_arguments_json: str = ""
+    principal: str = ""
+    timeout_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureReply:
+    """A server's answer to a read, a prompt or a completion: its MCP result as a JSON object text,
+    or its JSON-RPC error (``jsonrpc_error_code`` non-zero, ``error_message``)."""
+
+    server: str
+    result_json: str = ""
+    jsonrpc_error_code: int = 0
+    error_message: str = ""
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return _parse_object(self.result_json)
 
 
 # --- Discovery ----------------------------------------------------------------------------------

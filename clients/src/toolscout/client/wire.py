@@ -183,6 +183,101 @@ def call_tool_result_pb(x: t.CallToolResult) -> mcp_pool_pb2.CallToolResponse:
     return _CALL_TOOL_RESULT.message(x, content=[content_block_pb(b) for b in x.content])
 
 
+# --- McpPool: resources, resource templates, prompts, completion, logging ------------------------
+
+_KIND_PREFIX = "FEATURE_KIND_"
+_SERVER_FEATURE = _Alike(t.ServerFeature, mcp_pool_pb2.ServerFeature, "kind")
+_SERVER_OFFERS = _Alike(t.ServerOffers, mcp_pool_pb2.ServerOffers)
+_FEATURE_LIST = _Alike(t.FeatureList, mcp_pool_pb2.ListFeaturesResponse, "features", "shard", "offers")
+_FEATURE_SNAPSHOT = _Alike(
+    t.FeatureSnapshot, mcp_pool_pb2.WatchFeaturesResponse, "features", "offers", "changed_kinds", "shard"
+)
+_RESOURCE_READ = _Alike(t.ResourceReadRequest, mcp_pool_pb2.ReadResourceRequest)
+_PROMPT_REQUEST = _Alike(t.PromptRequest, mcp_pool_pb2.GetPromptRequest)
+_COMPLETION_REQUEST = _Alike(t.CompletionRequest, mcp_pool_pb2.CompleteRequest, "ref_kind")
+_FEATURE_REPLY = _Alike(t.FeatureReply, mcp_pool_pb2.FeatureReply)
+
+server_offers, server_offers_pb = _SERVER_OFFERS.value, _SERVER_OFFERS.message
+resource_read_request, resource_read_request_pb = _RESOURCE_READ.value, _RESOURCE_READ.message
+prompt_request, prompt_request_pb = _PROMPT_REQUEST.value, _PROMPT_REQUEST.message
+feature_reply, feature_reply_pb = _FEATURE_REPLY.value, _FEATURE_REPLY.message
+
+
+def feature_kind(value: int) -> t.FeatureKind:
+    """The kind of a ``FeatureKind`` number.
+
+    Raises:
+        ValueError: unspecified, or a kind this side does not know.
+    """
+    return t.FeatureKind(_enum_name(mcp_pool_pb2.FeatureKind, value, _KIND_PREFIX))
+
+
+def feature_kind_pb(kind: t.FeatureKind) -> Any:
+    return _enum_value(mcp_pool_pb2.FeatureKind, kind.value, _KIND_PREFIX)
+
+
+def server_feature(m: mcp_pool_pb2.ServerFeature) -> t.ServerFeature:
+    return _SERVER_FEATURE.value(m, kind=feature_kind(m.kind))
+
+
+def server_feature_pb(x: t.ServerFeature) -> mcp_pool_pb2.ServerFeature:
+    return _SERVER_FEATURE.message(x, kind=feature_kind_pb(x.kind))
+
+
+def _known_features(ms: Iterable[mcp_pool_pb2.ServerFeature]) -> tuple[t.ServerFeature, ...]:
+    # A kind a newer pool added is skipped, not misread.
+    known = {feature_kind_pb(k) for k in t.FeatureKind}
+    return tuple(server_feature(m) for m in ms if m.kind in known)
+
+
+def feature_list(m: mcp_pool_pb2.ListFeaturesResponse) -> t.FeatureList:
+    return _FEATURE_LIST.value(
+        m,
+        features=_known_features(m.features),
+        shard=shard_info(m.shard),
+        offers=tuple(server_offers(o) for o in m.offers),
+    )
+
+
+def feature_list_pb(x: t.FeatureList) -> mcp_pool_pb2.ListFeaturesResponse:
+    return _FEATURE_LIST.message(
+        x,
+        features=[server_feature_pb(f) for f in x.features],
+        shard=shard_info_pb(x.shard),
+        offers=[server_offers_pb(o) for o in x.offers],
+    )
+
+
+def feature_snapshot(m: mcp_pool_pb2.WatchFeaturesResponse) -> t.FeatureSnapshot:
+    known = {feature_kind_pb(k) for k in t.FeatureKind}
+    return _FEATURE_SNAPSHOT.value(
+        m,
+        features=_known_features(m.features),
+        offers=tuple(server_offers(o) for o in m.offers),
+        changed_kinds=tuple(feature_kind(k) for k in m.changed_kinds if k in known),
+        shard=shard_info(m.shard),
+    )
+
+
+def feature_snapshot_pb(x: t.FeatureSnapshot) -> mcp_pool_pb2.WatchFeaturesResponse:
+    return _FEATURE_SNAPSHOT.message(
+        x,
+        features=[server_feature_pb(f) for f in x.features],
+        offers=[server_offers_pb(o) for o in x.offers],
+        changed_kinds=[feature_kind_pb(k) for k in x.changed_kinds],
+        shard=shard_info_pb(x.shard),
+    )
+
+
+def completion_request(m: mcp_pool_pb2.CompleteRequest) -> t.CompletionRequest:
+    """Raises ValueError: no (known) reference kind."""
+    return _COMPLETION_REQUEST.value(m, ref_kind=feature_kind(m.ref_kind))
+
+
+def completion_request_pb(x: t.CompletionRequest) -> mcp_pool_pb2.CompleteRequest:
+    return _COMPLETION_REQUEST.message(x, ref_kind=feature_kind_pb(x.ref_kind))
+
+
 # --- Discovery ----------------------------------------------------------------------------------
 
 

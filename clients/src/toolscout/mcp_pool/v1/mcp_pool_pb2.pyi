@@ -23,6 +23,13 @@ class StructuredCopy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STRUCTURED_COPY_UNSPECIFIED: _ClassVar[StructuredCopy]
     STRUCTURED_COPY_TEXT: _ClassVar[StructuredCopy]
     STRUCTURED_COPY_STRUCTURED: _ClassVar[StructuredCopy]
+
+class FeatureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FEATURE_KIND_UNSPECIFIED: _ClassVar[FeatureKind]
+    FEATURE_KIND_RESOURCE: _ClassVar[FeatureKind]
+    FEATURE_KIND_RESOURCE_TEMPLATE: _ClassVar[FeatureKind]
+    FEATURE_KIND_PROMPT: _ClassVar[FeatureKind]
 SERVER_STATE_UNSPECIFIED: ServerState
 SERVER_STATE_STARTING: ServerState
 SERVER_STATE_READY: ServerState
@@ -33,6 +40,10 @@ SERVER_STATE_STOPPED: ServerState
 STRUCTURED_COPY_UNSPECIFIED: StructuredCopy
 STRUCTURED_COPY_TEXT: StructuredCopy
 STRUCTURED_COPY_STRUCTURED: StructuredCopy
+FEATURE_KIND_UNSPECIFIED: FeatureKind
+FEATURE_KIND_RESOURCE: FeatureKind
+FEATURE_KIND_RESOURCE_TEMPLATE: FeatureKind
+FEATURE_KIND_PROMPT: FeatureKind
 
 class ServerStatus(_message.Message):
     __slots__ = ("name", "transport", "state", "tool_count", "restarts", "last_error", "state_since_unix", "defer_loading", "health_service", "server_info", "next_retry_unix", "protocol_version", "shards", "placement", "tool_cache_ttl_seconds", "change_notifications", "serialize_writes", "serialized_tools", "unannotated_tools", "result_tokens_returned", "result_tokens_delivered", "results_kept")
@@ -255,3 +266,161 @@ class WatchCatalogResponse(_message.Message):
     changed_servers: _containers.RepeatedScalarFieldContainer[str]
     shard: ShardInfo
     def __init__(self, catalog_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., changed_servers: _Optional[_Iterable[str]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
+
+class ServerFeature(_message.Message):
+    __slots__ = ("kind", "server", "own_name", "served_name", "definition_json")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    OWN_NAME_FIELD_NUMBER: _ClassVar[int]
+    SERVED_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_JSON_FIELD_NUMBER: _ClassVar[int]
+    kind: FeatureKind
+    server: str
+    own_name: str
+    served_name: str
+    definition_json: str
+    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., server: _Optional[str] = ..., own_name: _Optional[str] = ..., served_name: _Optional[str] = ..., definition_json: _Optional[str] = ...) -> None: ...
+
+class ServerOffers(_message.Message):
+    __slots__ = ("server", "resources", "subscribe", "prompts", "completions", "logging")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    LOGGING_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    resources: bool
+    subscribe: bool
+    prompts: bool
+    completions: bool
+    logging: bool
+    def __init__(self, server: _Optional[str] = ..., resources: _Optional[bool] = ..., subscribe: _Optional[bool] = ..., prompts: _Optional[bool] = ..., completions: _Optional[bool] = ..., logging: _Optional[bool] = ...) -> None: ...
+
+class ListFeaturesRequest(_message.Message):
+    __slots__ = ("kind", "servers", "cursor", "page_size")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    kind: FeatureKind
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    cursor: str
+    page_size: int
+    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., servers: _Optional[_Iterable[str]] = ..., cursor: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListFeaturesResponse(_message.Message):
+    __slots__ = ("features", "next_cursor", "features_version", "shard", "offers")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    OFFERS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedCompositeFieldContainer[ServerFeature]
+    next_cursor: str
+    features_version: str
+    shard: ShardInfo
+    offers: _containers.RepeatedCompositeFieldContainer[ServerOffers]
+    def __init__(self, features: _Optional[_Iterable[_Union[ServerFeature, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., features_version: _Optional[str] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ..., offers: _Optional[_Iterable[_Union[ServerOffers, _Mapping]]] = ...) -> None: ...
+
+class WatchFeaturesRequest(_message.Message):
+    __slots__ = ("known_version",)
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    known_version: str
+    def __init__(self, known_version: _Optional[str] = ...) -> None: ...
+
+class WatchFeaturesResponse(_message.Message):
+    __slots__ = ("features_version", "features", "offers", "changed_kinds", "shard")
+    FEATURES_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    OFFERS_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_KINDS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    features_version: str
+    features: _containers.RepeatedCompositeFieldContainer[ServerFeature]
+    offers: _containers.RepeatedCompositeFieldContainer[ServerOffers]
+    changed_kinds: _containers.RepeatedScalarFieldContainer[FeatureKind]
+    shard: ShardInfo
+    def __init__(self, features_version: _Optional[str] = ..., features: _Optional[_Iterable[_Union[ServerFeature, _Mapping]]] = ..., offers: _Optional[_Iterable[_Union[ServerOffers, _Mapping]]] = ..., changed_kinds: _Optional[_Iterable[_Union[FeatureKind, str]]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
+
+class ReadResourceRequest(_message.Message):
+    __slots__ = ("uri", "principal", "timeout_seconds")
+    URI_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    uri: str
+    principal: str
+    timeout_seconds: float
+    def __init__(self, uri: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class GetPromptRequest(_message.Message):
+    __slots__ = ("name", "arguments_json", "principal", "timeout_seconds")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arguments_json: str
+    principal: str
+    timeout_seconds: float
+    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class CompleteRequest(_message.Message):
+    __slots__ = ("ref_kind", "ref", "argument_name", "argument_value", "context_arguments_json", "principal", "timeout_seconds")
+    REF_KIND_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ref_kind: FeatureKind
+    ref: str
+    argument_name: str
+    argument_value: str
+    context_arguments_json: str
+    principal: str
+    timeout_seconds: float
+    def __init__(self, ref_kind: _Optional[_Union[FeatureKind, str]] = ..., ref: _Optional[str] = ..., argument_name: _Optional[str] = ..., argument_value: _Optional[str] = ..., context_arguments_json: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class FeatureReply(_message.Message):
+    __slots__ = ("server", "result_json", "jsonrpc_error_code", "error_message")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    JSONRPC_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    result_json: str
+    jsonrpc_error_code: int
+    error_message: str
+    def __init__(self, server: _Optional[str] = ..., result_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class SetLoggingLevelRequest(_message.Message):
+    __slots__ = ("level", "servers")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    level: str
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, level: _Optional[str] = ..., servers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetLoggingLevelResponse(_message.Message):
+    __slots__ = ("servers",)
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, servers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WatchResourceRequest(_message.Message):
+    __slots__ = ("uri", "principal")
+    URI_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    uri: str
+    principal: str
+    def __init__(self, uri: _Optional[str] = ..., principal: _Optional[str] = ...) -> None: ...
+
+class WatchResourceResponse(_message.Message):
+    __slots__ = ("uri", "subscribed")
+    URI_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
+    uri: str
+    subscribed: bool
+    def __init__(self, uri: _Optional[str] = ..., subscribed: _Optional[bool] = ...) -> None: ...

@@ -71,6 +71,41 @@ class McpPoolStub:
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.SerializeToString,
                 response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogResponse.FromString,
                 _registered_method=True)
+        self.ListFeatures = channel.unary_unary(
+                '/toolscout.mcp_pool.v1.McpPool/ListFeatures',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ListFeaturesRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ListFeaturesResponse.FromString,
+                _registered_method=True)
+        self.WatchFeatures = channel.unary_stream(
+                '/toolscout.mcp_pool.v1.McpPool/WatchFeatures',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchFeaturesRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchFeaturesResponse.FromString,
+                _registered_method=True)
+        self.ReadResource = channel.unary_unary(
+                '/toolscout.mcp_pool.v1.McpPool/ReadResource',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResourceRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.FromString,
+                _registered_method=True)
+        self.GetPrompt = channel.unary_unary(
+                '/toolscout.mcp_pool.v1.McpPool/GetPrompt',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.GetPromptRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.FromString,
+                _registered_method=True)
+        self.Complete = channel.unary_unary(
+                '/toolscout.mcp_pool.v1.McpPool/Complete',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CompleteRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.FromString,
+                _registered_method=True)
+        self.SetLoggingLevel = channel.unary_unary(
+                '/toolscout.mcp_pool.v1.McpPool/SetLoggingLevel',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.SetLoggingLevelRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.SetLoggingLevelResponse.FromString,
+                _registered_method=True)
+        self.WatchResource = channel.unary_stream(
+                '/toolscout.mcp_pool.v1.McpPool/WatchResource',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchResourceRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchResourceResponse.FromString,
+                _registered_method=True)
 
 
 class McpPoolServicer:
@@ -148,6 +183,66 @@ class McpPoolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListFeatures(self, request, context):
+        """The resources, resource templates or prompts (`kind`) of this shard's servers that offer them
+        (their capabilities say so), in pages, with what each server offers. Sorted by (server, own
+        name). Errors: INVALID_ARGUMENT (no kind, a bad cursor or page size), NOT_FOUND (an unknown
+        server in `servers`). Channels may retry it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchFeatures(self, request, context):
+        """Streams every resource, template and prompt of this shard with what each server offers: the
+        current snapshot first (unless still `known_version`), then one on every change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadResource(self, request, context):
+        """`resources/read` on the server that listed the URI (or whose template matches it). The
+        server's own JSON-RPC error is data (`jsonrpc_error_code`). Errors: NOT_FOUND (no server lists
+        or matches the URI), UNAVAILABLE (not sent, marked as for CallTool), DEADLINE_EXCEEDED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPrompt(self, request, context):
+        """`prompts/get` by the prompt's served name. Errors as ReadResource.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Complete(self, request, context):
+        """`completion/complete` for a prompt's or a resource template's argument, routed by the
+        reference. Errors as ReadResource.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLoggingLevel(self, request, context):
+        """`logging/setLevel` sent to every server of this shard offering logging (of `servers`, when
+        given). Errors: INVALID_ARGUMENT (an unknown level).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchResource(self, request, context):
+        """Subscribes to one resource (`resources/subscribe` on its server) for as long as the stream is
+        open: a first message once subscribed, then one per `notifications/resources/updated`.
+        Closing the stream unsubscribes. Errors as ReadResource; FAILED_PRECONDITION when the server
+        does not offer subscriptions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_McpPoolServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -180,6 +275,41 @@ def add_McpPoolServicer_to_server(servicer, server):
                     servicer.WatchCatalog,
                     request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.FromString,
                     response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogResponse.SerializeToString,
+            ),
+            'ListFeatures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFeatures,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ListFeaturesRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ListFeaturesResponse.SerializeToString,
+            ),
+            'WatchFeatures': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchFeatures,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchFeaturesRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchFeaturesResponse.SerializeToString,
+            ),
+            'ReadResource': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadResource,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResourceRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.SerializeToString,
+            ),
+            'GetPrompt': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPrompt,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.GetPromptRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.SerializeToString,
+            ),
+            'Complete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Complete,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CompleteRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.SerializeToString,
+            ),
+            'SetLoggingLevel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLoggingLevel,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.SetLoggingLevelRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.SetLoggingLevelResponse.SerializeToString,
+            ),
+            'WatchResource': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchResource,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchResourceRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchResourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +481,195 @@ class McpPool:
             '/toolscout.mcp_pool.v1.McpPool/WatchCatalog',
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.SerializeToString,
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/ListFeatures',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ListFeaturesRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ListFeaturesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/WatchFeatures',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchFeaturesRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchFeaturesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/ReadResource',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.ReadResourceRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPrompt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/GetPrompt',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.GetPromptRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Complete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/Complete',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CompleteRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.FeatureReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLoggingLevel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/SetLoggingLevel',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.SetLoggingLevelRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.SetLoggingLevelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/WatchResource',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchResourceRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchResourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -78,6 +78,37 @@ class McpPoolStub:
     """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
+    ListFeatures: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListFeaturesRequest, _mcp_pool_pb2.ListFeaturesResponse]
+    """The resources, resource templates or prompts (`kind`) of this shard's servers that offer them
+    (their capabilities say so), in pages, with what each server offers. Sorted by (server, own
+    name). Errors: INVALID_ARGUMENT (no kind, a bad cursor or page size), NOT_FOUND (an unknown
+    server in `servers`). Channels may retry it.
+    """
+    WatchFeatures: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchFeaturesRequest, _mcp_pool_pb2.WatchFeaturesResponse]
+    """Streams every resource, template and prompt of this shard with what each server offers: the
+    current snapshot first (unless still `known_version`), then one on every change.
+    """
+    ReadResource: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ReadResourceRequest, _mcp_pool_pb2.FeatureReply]
+    """`resources/read` on the server that listed the URI (or whose template matches it). The
+    server's own JSON-RPC error is data (`jsonrpc_error_code`). Errors: NOT_FOUND (no server lists
+    or matches the URI), UNAVAILABLE (not sent, marked as for CallTool), DEADLINE_EXCEEDED.
+    """
+    GetPrompt: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.GetPromptRequest, _mcp_pool_pb2.FeatureReply]
+    """`prompts/get` by the prompt's served name. Errors as ReadResource."""
+    Complete: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.CompleteRequest, _mcp_pool_pb2.FeatureReply]
+    """`completion/complete` for a prompt's or a resource template's argument, routed by the
+    reference. Errors as ReadResource.
+    """
+    SetLoggingLevel: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.SetLoggingLevelRequest, _mcp_pool_pb2.SetLoggingLevelResponse]
+    """`logging/setLevel` sent to every server of this shard offering logging (of `servers`, when
+    given). Errors: INVALID_ARGUMENT (an unknown level).
+    """
+    WatchResource: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchResourceRequest, _mcp_pool_pb2.WatchResourceResponse]
+    """Subscribes to one resource (`resources/subscribe` on its server) for as long as the stream is
+    open: a first message once subscribed, then one per `notifications/resources/updated`.
+    Closing the stream unsubscribes. Errors as ReadResource; FAILED_PRECONDITION when the server
+    does not offer subscriptions.
+    """
 
 @_typing.type_check_only
 class McpPoolAsyncStub(McpPoolStub):
@@ -129,6 +160,37 @@ class McpPoolAsyncStub(McpPoolStub):
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
+    ListFeatures: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListFeaturesRequest, _mcp_pool_pb2.ListFeaturesResponse]  # type: ignore[assignment]
+    """The resources, resource templates or prompts (`kind`) of this shard's servers that offer them
+    (their capabilities say so), in pages, with what each server offers. Sorted by (server, own
+    name). Errors: INVALID_ARGUMENT (no kind, a bad cursor or page size), NOT_FOUND (an unknown
+    server in `servers`). Channels may retry it.
+    """
+    WatchFeatures: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchFeaturesRequest, _mcp_pool_pb2.WatchFeaturesResponse]  # type: ignore[assignment]
+    """Streams every resource, template and prompt of this shard with what each server offers: the
+    current snapshot first (unless still `known_version`), then one on every change.
+    """
+    ReadResource: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.ReadResourceRequest, _mcp_pool_pb2.FeatureReply]  # type: ignore[assignment]
+    """`resources/read` on the server that listed the URI (or whose template matches it). The
+    server's own JSON-RPC error is data (`jsonrpc_error_code`). Errors: NOT_FOUND (no server lists
+    or matches the URI), UNAVAILABLE (not sent, marked as for CallTool), DEADLINE_EXCEEDED.
+    """
+    GetPrompt: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.GetPromptRequest, _mcp_pool_pb2.FeatureReply]  # type: ignore[assignment]
+    """`prompts/get` by the prompt's served name. Errors as ReadResource."""
+    Complete: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.CompleteRequest, _mcp_pool_pb2.FeatureReply]  # type: ignore[assignment]
+    """`completion/complete` for a prompt's or a resource template's argument, routed by the
+    reference. Errors as ReadResource.
+    """
+    SetLoggingLevel: _aio.UnaryUnaryMultiCallable[_mcp_pool_pb2.SetLoggingLevelRequest, _mcp_pool_pb2.SetLoggingLevelResponse]  # type: ignore[assignment]
+    """`logging/setLevel` sent to every server of this shard offering logging (of `servers`, when
+    given). Errors: INVALID_ARGUMENT (an unknown level).
+    """
+    WatchResource: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchResourceRequest, _mcp_pool_pb2.WatchResourceResponse]  # type: ignore[assignment]
+    """Subscribes to one resource (`resources/subscribe` on its server) for as long as the stream is
+    open: a first message once subscribed, then one per `notifications/resources/updated`.
+    Closing the stream unsubscribes. Errors as ReadResource; FAILED_PRECONDITION when the server
+    does not offer subscriptions.
+    """
 
 class McpPoolServicer(metaclass=_abc_1.ABCMeta):
     """Holds one persistent session per configured MCP server, supervises it, serves the merged
@@ -213,5 +275,78 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.WatchCatalogResponse], _abc.AsyncIterator[_mcp_pool_pb2.WatchCatalogResponse]]:
         """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
+
+    @_abc_1.abstractmethod
+    def ListFeatures(
+        self,
+        request: _mcp_pool_pb2.ListFeaturesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_mcp_pool_pb2.ListFeaturesResponse, _abc.Awaitable[_mcp_pool_pb2.ListFeaturesResponse]]:
+        """The resources, resource templates or prompts (`kind`) of this shard's servers that offer them
+        (their capabilities say so), in pages, with what each server offers. Sorted by (server, own
+        name). Errors: INVALID_ARGUMENT (no kind, a bad cursor or page size), NOT_FOUND (an unknown
+        server in `servers`). Channels may retry it.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchFeatures(
+        self,
+        request: _mcp_pool_pb2.WatchFeaturesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.WatchFeaturesResponse], _abc.AsyncIterator[_mcp_pool_pb2.WatchFeaturesResponse]]:
+        """Streams every resource, template and prompt of this shard with what each server offers: the
+        current snapshot first (unless still `known_version`), then one on every change.
+        """
+
+    @_abc_1.abstractmethod
+    def ReadResource(
+        self,
+        request: _mcp_pool_pb2.ReadResourceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_mcp_pool_pb2.FeatureReply, _abc.Awaitable[_mcp_pool_pb2.FeatureReply]]:
+        """`resources/read` on the server that listed the URI (or whose template matches it). The
+        server's own JSON-RPC error is data (`jsonrpc_error_code`). Errors: NOT_FOUND (no server lists
+        or matches the URI), UNAVAILABLE (not sent, marked as for CallTool), DEADLINE_EXCEEDED.
+        """
+
+    @_abc_1.abstractmethod
+    def GetPrompt(
+        self,
+        request: _mcp_pool_pb2.GetPromptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_mcp_pool_pb2.FeatureReply, _abc.Awaitable[_mcp_pool_pb2.FeatureReply]]:
+        """`prompts/get` by the prompt's served name. Errors as ReadResource."""
+
+    @_abc_1.abstractmethod
+    def Complete(
+        self,
+        request: _mcp_pool_pb2.CompleteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_mcp_pool_pb2.FeatureReply, _abc.Awaitable[_mcp_pool_pb2.FeatureReply]]:
+        """`completion/complete` for a prompt's or a resource template's argument, routed by the
+        reference. Errors as ReadResource.
+        """
+
+    @_abc_1.abstractmethod
+    def SetLoggingLevel(
+        self,
+        request: _mcp_pool_pb2.SetLoggingLevelRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_mcp_pool_pb2.SetLoggingLevelResponse, _abc.Awaitable[_mcp_pool_pb2.SetLoggingLevelResponse]]:
+        """`logging/setLevel` sent to every server of this shard offering logging (of `servers`, when
+        given). Errors: INVALID_ARGUMENT (an unknown level).
+        """
+
+    @_abc_1.abstractmethod
+    def WatchResource(
+        self,
+        request: _mcp_pool_pb2.WatchResourceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.WatchResourceResponse], _abc.AsyncIterator[_mcp_pool_pb2.WatchResourceResponse]]:
+        """Subscribes to one resource (`resources/subscribe` on its server) for as long as the stream is
+        open: a first message once subscribed, then one per `notifications/resources/updated`.
+        Closing the stream unsubscribes. Errors as ReadResource; FAILED_PRECONDITION when the server
+        does not offer subscriptions.
+        """
 
 def add_McpPoolServicer_to_server(servicer: McpPoolServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

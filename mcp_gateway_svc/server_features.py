@@ -1,0 +1,418 @@
+"""What the MCP servers behind the gateway offer besides tools, served to hosts: resources,
+resource templates, prompts, completion, ``logging/setLevel`` and resource subscriptions.
+
+The gateway follows the pool's feature catalog (``WatchFeatures``, every shard merged) as it
+follows discovery's plans for tools: lists are answered from the latest snapshot, filtered by the
+endpoint's toolset (a toolset naming a server serves its resources and prompts too), in pages
+with the tools' opaque cursors (:func:`~mcp_gateway_svc.tool_lists.page`: any replica at the same
+version continues them). Reads, prompts and completions go to the pool, which routes them to the
+server that offers them (on the caller's own session of a ``per_user`` server); the server's
+JSON-RPC error reaches the host as that error. A change of a kind is announced with its
+``list_changed`` on every open session and on 2026-07-28 ``subscriptions/listen`` streams.
+
+Capabilities follow the servers: ``prompts``, ``completions`` and ``logging`` are advertised when
+at least one server behind the gateway offers them (else the methods answer -32601), and
+``resources.subscribe`` when one offers subscriptions (held by a session at the handshake
+revisions, by a ``subscriptions/listen`` stream at 2026-07-28). ``resources`` is always advertised:
+the gateway serves resources of its own (the manifest, kept tool results). Capabilities are the
+whole pool's, not filtered by toolset (the SDK asks for them without the endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+from toolscout.client import InvalidArgumentError, NotFoundError, ToolscoutClientError, json_object_text
+from toolscout.client import types as t
+from toolscout.client.sharded import AsyncShardedPoolClient
+
+from mcp_gateway_svc.calls import rpc
+from mcp_gateway_svc.endpoints import Endpoint, Endpoints
+from mcp_gateway_svc.sessions import Session, SessionRegistry
+from mcp_gateway_svc.tool_lists import CursorError, page
+from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.logging import get_logger
+
+__all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
+
+_log = get_logger(__name__)
+
+T = TypeVar("T")
+# The MCP definition of each kind.
+MODELS: dict[t.FeatureKind, type[Any]] = {
+    t.FeatureKind.RESOURCE: types.Resource,
+    t.FeatureKind.RESOURCE_TEMPLATE: types.ResourceTemplate,
+    t.FeatureKind.PROMPT: types.Prompt,
+}
+# JSON-RPC "resource not found" (the MCP specification's code).
+RESOURCE_NOT_FOUND = -32002
+
+_INITIAL_BACKOFF = 0.25
+_MAX_BACKOFF = 5.0
+# Seconds the first request waits for the pool's first feature snapshot.
+_FIRST_WAIT = 3.0
+
+
+def toolset_servers(config: ToolscoutConfig, toolset: str) -> frozenset[str] | None:
+    """The servers a toolset names (None: every server, for ``/mcp`` without a default toolset)."""
+    if not toolset:
+        return None
+    spec = config.tool_sets.get(toolset)
+    if spec is None:
+        return frozenset()
+    return frozenset(name for name, tools in spec.servers.items() if tools is not False)
+
+
+class FeatureFollower:
+    """Follows the pool's ``WatchFeatures`` (reconnecting with backoff) and tells ``on_change``
+    the kinds whose listing changed."""
+
+    def __init__(
+        self,
+        pool: AsyncShardedPoolClient,
+        on_change: Callable[[frozenset[t.FeatureKind]], Awaitable[None]] | None = None,
+    ) -> None:
+        self._pool = pool
+        self._on_change = on_change
+        self.snapshot: t.FeatureSnapshot | None = None
+        self._arrived = asyncio.Event()
+        self._waited = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="gateway-features")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def current(self) -> t.FeatureSnapshot:
+        """The latest snapshot, waiting a little for the first.
+
+        Raises:
+            MCPError: the pool has not answered (INTERNAL_ERROR).
+        """
+        await self.wait_first()
+        if self.snapshot is None:
+            raise MCPError(
+                types.INTERNAL_ERROR, "the MCP servers' resources and prompts are not available yet"
+            )
+        return self.snapshot
+
+    async def wait_first(self) -> None:
+        """Returns once the first snapshot arrived, or after a few seconds without it (waited
+        once: while the pool stays unreachable, later requests do not wait again)."""
+        if self.snapshot is None and not self._waited:
+            self.start()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), _FIRST_WAIT)
+            self._waited = True
+
+    def offers(self) -> tuple[t.ServerOffers, ...]:
+        return self.snapshot.offers if self.snapshot is not None else ()
+
+    async def _run(self) -> None:
+        backoff = _INITIAL_BACKOFF
+        while True:
+            known = self.snapshot.features_version if self.snapshot is not None else ""
+            try:
+                async for snapshot in self._pool.watch_features(known):
+                    backoff = _INITIAL_BACKOFF
+                    first = self.snapshot is None
+                    self.snapshot = snapshot
+                    self._arrived.set()
+                    if not first and self._on_change is not None and snapshot.changed_kinds:
+                        try:
+                            await self._on_change(frozenset(snapshot.changed_kinds))
+                        except Exception:
+                            _log.exception("announcing a change of the servers' resources or prompts failed")
+            except ToolscoutClientError as err:
+                _log.warning("following the pool's resources and prompts failed", error=err.message)
+            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))  # noqa: S311 - jitter, not crypto
+            backoff = min(backoff * 2, _MAX_BACKOFF)
+
+
+async def _ask(awaitable: Awaitable[T], not_found: MCPError) -> T:
+    """A pool request's answer; its errors as the JSON-RPC errors a host understands."""
+    try:
+        return await rpc(awaitable)
+    except NotFoundError:
+        raise not_found from None
+    except InvalidArgumentError as err:
+        raise MCPError(types.INVALID_PARAMS, err.message) from None
+    except ToolscoutClientError as err:
+        raise MCPError(types.INTERNAL_ERROR, err.message) from None
+
+
+def _model(model: type[Any], feature: t.ServerFeature) -> Any | None:
+    try:
+        return model.model_validate(feature.definition, by_alias=True)
+    except ValidationError:
+        return None  # a definition this SDK cannot read is left out of the list
+
+
+def _reply(reply: t.FeatureReply, model: type[Any]) -> Any:
+    """The server's result, or its JSON-RPC error raised as that error."""
+    if reply.jsonrpc_error_code:
+        raise MCPError(reply.jsonrpc_error_code, reply.error_message)
+    try:
+        return model.model_validate_json(reply.result_json or "{}", by_alias=True)
+    except ValidationError:
+        raise MCPError(types.INTERNAL_ERROR, "the MCP server's reply is not a valid MCP result") from None
+
+
+class ServedFeatures:
+    """The gateway's handlers for resources (of the servers), templates, prompts, completion,
+    logging and subscriptions (see the module's docstring)."""
+
+    def __init__(
+        self,
+        pool: AsyncShardedPoolClient,
+        config: ToolscoutConfig,
+        endpoints: Endpoints,
+        sessions: SessionRegistry,
+    ) -> None:
+        self._pool = pool
+        self._config = config
+        self._endpoints = endpoints
+        self._sessions = sessions
+        self.follower = FeatureFollower(pool, self._announce)
+
+    # --- capabilities -----------------------------------------------------------------------
+
+    def offered(self) -> t.ServerOffers:
+        """What any server behind the gateway offers (``server`` empty)."""
+        offers = self.follower.offers()
+        return t.ServerOffers(
+            "",
+            resources=any(o.resources for o in offers),
+            subscribe=any(o.subscribe for o in offers),
+            prompts=any(o.prompts for o in offers),
+            completions=any(o.completions for o in offers),
+            logging=any(o.logging for o in offers),
+        )
+
+    def require(self, what: str, offered: bool) -> None:
+        """Raises MCPError (METHOD_NOT_FOUND) unless ``offered``: no server behind offers ``what``."""
+        if not offered:
+            raise MCPError(
+                types.METHOD_NOT_FOUND, f"Method not found: no MCP server behind this gateway offers {what}"
+            )
+
+    # --- listings ---------------------------------------------------------------------------
+
+    async def _listed(self, kind: t.FeatureKind, toolset: str) -> tuple[str, tuple[t.ServerFeature, ...]]:
+        snapshot = await self.follower.current()
+        allowed = toolset_servers(self._config, toolset)
+        return snapshot.features_version, tuple(
+            f for f in snapshot.features if f.kind is kind and (allowed is None or f.server in allowed)
+        )
+
+    async def listing(
+        self,
+        kind: t.FeatureKind,
+        model: type[Any],
+        toolset: str,
+        where: str,
+        cursor: str | None,
+        own: Iterable[Any] = (),
+    ) -> tuple[list[Any], str | None]:
+        """One page of ``kind`` (after the gateway's ``own`` items) as MCP definitions.
+
+        Raises:
+            MCPError: a stale or foreign cursor (INVALID_PARAMS).
+        """
+        version, features = await self._listed(kind, toolset)
+        items = [*own, *(m for f in features if (m := _model(model, f)) is not None)]
+        try:
+            shown, next_cursor = page(items, cursor, version=version, where=where)
+        except CursorError as err:
+            raise MCPError(types.INVALID_PARAMS, str(err)) from None
+        return list(shown), next_cursor
+
+    async def list_resources(
+        self, toolset: str, where: str, cursor: str | None, own: Iterable[types.Resource]
+    ) -> types.ListResourcesResult:
+        """``resources/list``: the gateway's ``own`` resources, then the servers' of ``toolset``."""
+        listed, next_cursor = await self.listing(
+            t.FeatureKind.RESOURCE, types.Resource, toolset, where, cursor, own
+        )
+        return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
+
+    async def _allowed(self, kind: t.FeatureKind, served: str, toolset: str) -> bool:
+        allowed = toolset_servers(self._config, toolset)
+        if allowed is None:
+            return True
+        _, features = await self._listed(kind, toolset)
+        return any(f.served_name == served for f in features)
+
+    # --- requests ---------------------------------------------------------------------------
+
+    async def read(self, uri: str, toolset: str, principal: str) -> types.ReadResourceResult:
+        allowed = toolset_servers(self._config, toolset)
+        not_found = MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}")
+        reply = await _ask(
+            self._pool.read_resource(t.ResourceReadRequest(uri, principal=principal)), not_found
+        )
+        if allowed is not None and reply.server not in allowed:
+            raise not_found
+        result: types.ReadResourceResult = _reply(reply, types.ReadResourceResult)
+        return result
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None, toolset: str, principal: str
+    ) -> types.GetPromptResult:
+        self.require("prompts", self.offered().prompts)
+        if not await self._allowed(t.FeatureKind.PROMPT, name, toolset):
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+        request = t.PromptRequest(name, json_object_text(dict(arguments or {})), principal)
+        reply = await _ask(
+            self._pool.get_prompt(request), MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+        )
+        result: types.GetPromptResult = _reply(reply, types.GetPromptResult)
+        return result
+
+    async def complete(
+        self, params: types.CompleteRequestParams, toolset: str, principal: str
+    ) -> types.CompleteResult:
+        self.require("completion", self.offered().completions)
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            kind, key = t.FeatureKind.PROMPT, ref.name
+        else:
+            kind, key = t.FeatureKind.RESOURCE_TEMPLATE, str(ref.uri)
+        if kind is t.FeatureKind.PROMPT and not await self._allowed(kind, key, toolset):
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{key}'")
+        context = params.context.arguments if params.context is not None else None
+        request = t.CompletionRequest(
+            kind,
+            key,
+            params.argument.name,
+            params.argument.value,
+            json_object_text(dict(context)) if context else "",
+            principal,
+        )
+        unknown = MCPError(types.INVALID_PARAMS, f"nothing to complete for '{key}'")
+        reply = await _ask(self._pool.complete(request), unknown)
+        result: types.CompleteResult = _reply(reply, types.CompleteResult)
+        return result
+
+    async def set_level(self, level: str, toolset: str, session: Session | None) -> types.EmptyResult:
+        """``logging/setLevel``: sent to the servers of ``toolset`` that take it (handshake-era
+        sessions of the pool); the session keeps it too (``Session.log_level``), for the requests
+        it makes to servers whose session with the pool is at 2026-07-28, where the level travels
+        with each request."""
+        self.require("logging", self.offered().logging)
+        if session is not None:
+            session.log_level = level
+        allowed = toolset_servers(self._config, toolset)
+        offering = {o.server for o in self.follower.offers() if o.logging}
+        servers = sorted(offering if allowed is None else offering & allowed)
+        if servers:
+            await _ask(
+                self._pool.set_logging_level(level, servers), MCPError(types.INVALID_PARAMS, "no such server")
+            )
+        return types.EmptyResult()
+
+    # --- subscriptions ----------------------------------------------------------------------
+
+    async def subscribe(
+        self, uri: str, session: Session | None, outbound: Any, principal: str
+    ) -> types.EmptyResult:
+        self.require("resource subscriptions", self.offered().subscribe)
+        if session is None:
+            raise MCPError(
+                types.INVALID_REQUEST, "resource subscriptions need a session: open one with initialize"
+            )
+        if uri in session.subscriptions:
+            return types.EmptyResult()
+        stream = self._pool.watch_resource(uri, principal=principal)
+        try:
+            # Subscribed, or refused: the host hears why.
+            await _ask(anext(stream), MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}"))
+        except BaseException:
+            await stream.aclose()
+            raise
+        session.subscriptions[uri] = asyncio.create_task(
+            self._relay(stream, outbound), name=f"subscription {uri}"
+        )
+        return types.EmptyResult()
+
+    async def unsubscribe(self, uri: str, session: Session | None) -> types.EmptyResult:
+        task = session.subscriptions.pop(uri, None) if session is not None else None
+        if task is not None:
+            task.cancel()
+        return types.EmptyResult()
+
+    async def listen(self, endpoint: Endpoint, principal: str, uris: Sequence[str], serve: Awaitable[T]) -> T:
+        """Serves a 2026-07-28 ``subscriptions/listen`` stream (``serve``) while following each of
+        the resources it asks for (``uris``) on the pool: their updates are published on the
+        endpoint's bus, which delivers each to the streams that asked for that URI. Updates are
+        not replayed (the revision's rule): one that comes before the pool has subscribed is not
+        delivered."""
+        toolset = endpoint.toolset.name
+        followed = [u for u in uris if await self._allowed(t.FeatureKind.RESOURCE, u, toolset)]
+        if not followed or not self.offered().subscribe:
+            return await serve
+        async with anyio.create_task_group() as group:
+            for uri in followed:
+                group.start_soon(self._follow, endpoint, uri, principal)
+            try:
+                result = await serve
+            finally:
+                group.cancel_scope.cancel()
+        return result
+
+    async def _follow(self, endpoint: Endpoint, uri: str, principal: str) -> None:
+        stream = self._pool.watch_resource(uri, principal=principal)
+        try:
+            async for updated, subscribed in stream:
+                if not subscribed:
+                    await endpoint.publish(ResourceUpdated(uri=updated))
+        except ToolscoutClientError as err:
+            _log.info("a resource subscription ended", uri=uri, error=err.message)
+        finally:
+            await stream.aclose()
+
+    async def _relay(self, stream: Any, outbound: Any) -> None:
+        try:
+            async for updated, _subscribed in stream:
+                # The host may have closed its standalone stream: the notification is advisory.
+                with contextlib.suppress(Exception):
+                    await outbound.send_resource_updated(updated)
+        except ToolscoutClientError as err:
+            _log.info("a resource subscription ended", error=err.message)
+        finally:
+            await stream.aclose()
+
+    # --- announcements ----------------------------------------------------------------------
+
+    async def _announce(self, kinds: frozenset[t.FeatureKind]) -> None:
+        resources = bool(kinds & {t.FeatureKind.RESOURCE, t.FeatureKind.RESOURCE_TEMPLATE})
+        prompts = t.FeatureKind.PROMPT in kinds
+        for endpoint in self._endpoints.opened():
+            if resources:
+                await endpoint.publish(ResourcesListChanged())
+            if prompts:
+                await endpoint.publish(PromptsListChanged())
+        for session in self._sessions.all():
+            if session.outbound is None:
+                continue
+            with contextlib.suppress(Exception):
+                if resources:
+                    await session.outbound.send_resource_list_changed()
+                if prompts:
+                    await session.outbound.send_prompt_list_changed()
+        _log.info("resource or prompt change announced", kinds=sorted(k.value for k in kinds))

@@ -1,0 +1,428 @@
+"""Requests for what servers offer besides tools: read a resource, get a prompt, complete an
+argument, set the logging level, follow a resource's updates.
+
+Each request is routed through the :class:`~mcp_pool_svc.features.FeatureCatalog` (by served URI,
+prompt name or template) to one server and sent once on its supervised session, or on the
+caller's own session of a ``per_user`` server, like a tool call. The server's answer travels as
+its MCP result in JSON; a JSON-RPC error it answers with is data too (its code and message), so
+that an MCP front door answers with the same error. Reads, prompts and completions have no side
+effects, but a request lost with its connection is still reported as "outcome unknown" rather
+than sent twice: one rule for every request the pool sends.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import anyio
+import mcp_types
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+from toolscout.client import (
+    CompletionRequest,
+    FeatureKind,
+    FeatureList,
+    FeatureReply,
+    PromptRequest,
+    ResourceReadRequest,
+)
+
+from mcp_pool_svc.errors import (
+    FeatureNotOfferedError,
+    InvalidToolArgumentsError,
+    ServerUnavailableError,
+    ToolCallTimeoutError,
+    ToolOutcomeUnknownError,
+    UnknownFeatureError,
+)
+from mcp_pool_svc.features import FeatureCatalog, ResourceRoute
+from mcp_pool_svc.per_user import UserSessions, is_per_user
+from mcp_pool_svc.session import Connection, was_not_sent
+from mcp_pool_svc.supervisor import Supervisor
+from toolscout_kit.config import RemoteServerConfig
+from toolscout_kit.json_text import JsonTextError, parse_json_object
+from toolscout_kit.logging import get_logger, redact
+
+__all__ = ["LOGGING_LEVELS", "FeatureCalls"]
+
+log = get_logger(__name__)
+
+LOGGING_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def _json(result: Any) -> str:
+    data = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _string_map(text: str, what: str) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = parse_json_object(text, what)
+    except JsonTextError as err:
+        raise InvalidToolArgumentsError(err.message) from None
+    if not all(isinstance(v, str) for v in value.values()):
+        raise InvalidToolArgumentsError(f"{what}: every value must be a string")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+_PAGE = 100
+_MAX_PAGE = 1000
+
+
+def _cursor_offset(cursor: str, version: str, where: str) -> int:
+    try:
+        fields = json.loads(base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode("ascii")))
+    except (UnicodeError, binascii.Error, ValueError):
+        fields = None
+    if not isinstance(fields, dict) or not isinstance(offset := fields.get("o"), int) or offset < 0:
+        raise InvalidToolArgumentsError("the cursor is not one of this listing; list again without it")
+    if fields.get("w") != where or fields.get("v") != version:
+        raise InvalidToolArgumentsError(
+            "the listing changed since this cursor was issued; list again without it"
+        )
+    return offset
+
+
+def _limit(seconds: float, sup: Supervisor, deadline: float | None) -> float:
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidToolArgumentsError(
+            f"timeout_seconds must be a finite number, 0 or more; got {seconds!r}"
+        )
+    limit = seconds if seconds > 0 else sup.config.call_timeout
+    return min(limit, deadline) if deadline is not None else limit
+
+
+async def _send_request(conn: Connection, request: Any) -> None:
+    # The session's own methods for these warn that they are deprecated at 2026-07-28 (they are
+    # handshake-era requests, and the pool sends them only to servers that offer them).
+    await conn.session.send_request(request, mcp_types.EmptyResult)
+
+
+class FeatureCalls:
+    """Sends the pool's feature requests (see the module's docstring)."""
+
+    def __init__(
+        self,
+        catalog: FeatureCatalog,
+        supervisor_of: Callable[[str], Supervisor],
+        users: UserSessions | None = None,
+        unsharded: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """``supervisor_of(server)`` raises UnknownServerError / NotOwnerError like the pool's calls;
+        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`)."""
+        self._unsharded = unsharded
+        self._catalog = catalog
+        self._supervisor_of = supervisor_of
+        self._users = users
+
+    def _route(self, uri: str) -> ResourceRoute | None:
+        return self._catalog.route_uri(uri, only_server_fallback=self._unsharded())
+
+    # --- listings ---------------------------------------------------------------------------
+
+    def list_page(
+        self, kind: FeatureKind, servers: tuple[str, ...] = (), cursor: str = "", page_size: int = 0
+    ) -> FeatureList:
+        """One page of ``kind``'s features (of ``servers``, when given), with the servers' offers.
+
+        Raises:
+            InvalidToolArgumentsError: a page size out of range, or a cursor that is not one of
+                this listing (another kind or filter, an older version, damaged).
+            UnknownServerError / NotOwnerError: a name in ``servers``.
+        """
+        for server in servers:
+            self._supervisor_of(server)
+        if page_size < 0 or page_size > _MAX_PAGE:
+            raise InvalidToolArgumentsError(
+                f"page_size must be 0 (= {_PAGE}) to {_MAX_PAGE}; got {page_size}"
+            )
+        size = page_size or _PAGE
+        version = self._catalog.version
+        where = f"{kind.value}:{','.join(sorted(servers))}"
+        start = _cursor_offset(cursor, version, where) if cursor else 0
+        features = self._catalog.features(kind, servers or None)
+        if start > len(features):
+            raise InvalidToolArgumentsError(
+                "the cursor points past the end of the list; list again without it"
+            )
+        end = start + size
+        token = ""
+        if end < len(features):
+            text = json.dumps({"v": version, "w": where, "o": end}, separators=(",", ":"))
+            token = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        return FeatureList(features[start:end], token, version, offers=self._catalog.offers(servers or None))
+
+    # --- requests ---------------------------------------------------------------------------
+
+    async def read_resource(
+        self, request: ResourceReadRequest, deadline: float | None = None
+    ) -> FeatureReply:
+        """``resources/read`` of ``request.uri`` on the server it routes to.
+
+        Raises:
+            UnknownFeatureError: no server lists or matches the URI (or several servers' templates do).
+            ServerUnavailableError: not sent. ToolOutcomeUnknownError: sent, then the connection was lost.
+            ToolCallTimeoutError: no answer in time. UserAuthorizationRequiredError: per_user, no token.
+        """
+        try:
+            route = self._route(request.uri)
+        except ValueError as err:
+            raise UnknownFeatureError(str(err)) from None
+        if route is None:
+            raise UnknownFeatureError(f"no MCP server lists the resource '{request.uri}'")
+        sup = self._supervisor_of(route.server)
+        limit = _limit(request.timeout_seconds, sup, deadline)
+
+        async def read(conn: Connection) -> Any:
+            return await conn.session.read_resource(route.uri)
+
+        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read)
+
+    async def get_prompt(self, request: PromptRequest, deadline: float | None = None) -> FeatureReply:
+        """``prompts/get`` of the prompt served as ``request.name``.
+
+        Raises:
+            UnknownFeatureError: no such prompt. InvalidToolArgumentsError: arguments not an object
+                of strings. Otherwise as :meth:`read_resource`.
+        """
+        prompt = self._catalog.lookup(FeatureKind.PROMPT, request.name)
+        if prompt is None:
+            raise UnknownFeatureError(f"no MCP server offers the prompt '{request.name}'")
+        arguments = _string_map(request.arguments_json, "arguments")
+        sup = self._supervisor_of(prompt.server)
+        limit = _limit(request.timeout_seconds, sup, deadline)
+
+        async def get(conn: Connection) -> Any:
+            return await conn.session.get_prompt(prompt.own_name, arguments or None)
+
+        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get)
+
+    async def complete(self, request: CompletionRequest, deadline: float | None = None) -> FeatureReply:
+        """``completion/complete`` for a prompt's or a template's argument.
+
+        Raises:
+            UnknownFeatureError: no such prompt or template. InvalidToolArgumentsError: a bad
+                reference kind or context. Otherwise as :meth:`read_resource`.
+        """
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference
+        if request.ref_kind is FeatureKind.PROMPT:
+            prompt = self._catalog.lookup(FeatureKind.PROMPT, request.ref)
+            if prompt is None:
+                raise UnknownFeatureError(f"no MCP server offers the prompt '{request.ref}'")
+            server, ref = prompt.server, mcp_types.PromptReference(name=prompt.own_name)
+        elif request.ref_kind is FeatureKind.RESOURCE_TEMPLATE:
+            template = self._catalog.lookup(FeatureKind.RESOURCE_TEMPLATE, request.ref)
+            if template is not None:
+                server, uri = template.server, template.own_name
+            else:
+                try:
+                    route = self._route(request.ref)
+                except ValueError as err:
+                    raise UnknownFeatureError(str(err)) from None
+                if route is None:
+                    raise UnknownFeatureError(f"no MCP server offers the resource template '{request.ref}'")
+                server, uri = route.server, route.uri
+            ref = mcp_types.ResourceTemplateReference(uri=uri)
+        else:
+            raise InvalidToolArgumentsError("a completion refers to a prompt or a resource template")
+        context = _string_map(request.context_arguments_json, "context arguments")
+        sup = self._supervisor_of(server)
+        limit = _limit(request.timeout_seconds, sup, deadline)
+        argument = {"name": request.argument_name, "value": request.argument_value}
+
+        async def complete(conn: Connection) -> Any:
+            return await conn.session.complete(ref, argument, context or None)
+
+        return await self._send(sup, request.principal, limit, "completion/complete", complete)
+
+    async def set_logging_level(self, level: str, servers: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """``logging/setLevel`` on every server offering logging (of ``servers`` when given), at
+        once; returns those that accepted it (a server down or refusing is logged and skipped).
+
+        Raises:
+            InvalidToolArgumentsError: not an MCP logging level.
+            UnknownServerError / NotOwnerError: a name in ``servers``.
+        """
+        if level not in LOGGING_LEVELS:
+            raise InvalidToolArgumentsError(
+                f"unknown logging level {level!r} (one of {', '.join(LOGGING_LEVELS)})"
+            )
+        for server in servers:
+            self._supervisor_of(server)
+        offering = [o.server for o in self._catalog.offers(servers or None) if o.logging]
+        accepted: list[str] = []
+
+        async def one(server: str) -> None:
+            try:
+                sup = self._supervisor_of(server)
+                if is_per_user(sup.config):
+                    return  # a per_user server's sessions are each user's own
+                with anyio.fail_after(sup.config.call_timeout):
+                    conn = await sup.connection_for_call()
+                    if not conn.modern:
+                        # 2026-07-28 has no logging/setLevel: there the level travels with each
+                        # request (its caller's, ``_meta`` ``io.modelcontextprotocol/logLevel``).
+                        params = mcp_types.SetLevelRequestParams(level=cast(mcp_types.LoggingLevel, level))
+                        await _send_request(conn, mcp_types.SetLevelRequest(params=params))
+            except (MCPError, ServerUnavailableError, TimeoutError) as err:
+                log.warning("mcp_server_set_level_failed", server=server, error=redact(str(err))[:300])
+                return
+            accepted.append(server)
+
+        async with anyio.create_task_group() as tg:
+            for server in offering:
+                tg.start_soon(one, server)
+        return tuple(sorted(accepted))
+
+    async def watch_resource(self, uri: str, principal: str = "") -> AsyncGenerator[tuple[str, bool], None]:
+        """``(uri, True)`` once subscribed, then ``(updated uri, False)`` per update, until the
+        caller stops iterating (then it unsubscribes, unless others still follow that URI). A
+        subscription lives on its server's session: it does not survive that session's loss (the
+        server forgets it), and is not renewed on the next one.
+
+        Raises:
+            UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
+        """
+        try:
+            route = self._route(uri)
+        except ValueError as err:
+            raise UnknownFeatureError(str(err)) from None
+        if route is None:
+            raise UnknownFeatureError(f"no MCP server lists the resource '{uri}'")
+        sup = self._supervisor_of(route.server)
+        if not self._catalog.offer_of(route.server).subscribe or is_per_user(sup.config):
+            raise FeatureNotOfferedError(f"MCP server {route.server!r} does not offer resource subscriptions")
+        send, receive = anyio.create_memory_object_stream[str](64)
+
+        def on_update(updated: str) -> None:
+            # A consumer that far behind re-reads the resource anyway.
+            with contextlib.suppress(anyio.WouldBlock):
+                send.send_nowait(updated)
+
+        end = self._catalog.subscribe(route.server, route.uri, on_update)
+        conn: Connection | None = None
+        try:
+            try:
+                with anyio.fail_after(sup.config.call_timeout):
+                    conn = await sup.connection_for_call()
+            except TimeoutError:
+                raise ServerUnavailableError(f"MCP server {sup.name!r} is not ready; not sent") from None
+            if conn.modern:
+                async with contextlib.aclosing(self._listen_for(conn, uri, route.uri)) as updates:
+                    async for update in updates:
+                        yield update
+                return
+            with anyio.fail_after(sup.config.call_timeout):
+                await _send_request(
+                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
+                )
+            yield uri, True
+            async with receive:
+                async for updated in receive:
+                    yield updated, False
+        except MCPError as err:
+            if was_not_sent(err):
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not be reached; not sent"
+                ) from None
+            raise FeatureNotOfferedError(
+                f"MCP server {sup.name!r} refused the subscription: {redact(err.message)}"
+            ) from None
+        finally:
+            send.close()
+            if end() and conn is not None and not conn.modern and not conn.closed.is_set():
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+                    try:
+                        await _send_request(
+                            conn,
+                            mcp_types.UnsubscribeRequest(
+                                params=mcp_types.UnsubscribeRequestParams(uri=route.uri)
+                            ),
+                        )
+                    except MCPError as err:
+                        log.info(
+                            "mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300]
+                        )
+
+    async def _listen_for(
+        self, conn: Connection, served: str, uri: str
+    ) -> AsyncGenerator[tuple[str, bool], None]:
+        """A 2026-07-28 subscription: a ``subscriptions/listen`` stream for this one URI.
+
+        Raises:
+            FeatureNotOfferedError: the server did not honour the subscription.
+        """
+        try:
+            async with listen(conn.session, resource_subscriptions=[uri]) as subscription:
+                if uri not in (subscription.honored.resource_subscriptions or []):
+                    raise FeatureNotOfferedError(
+                        f"the MCP server did not accept a subscription to '{served}'"
+                    )
+                yield served, True
+                async for event in subscription:
+                    if isinstance(event, ResourceUpdated):
+                        yield (served if event.uri == uri else event.uri), False
+        except (ListenNotSupportedError, SubscriptionLost) as err:
+            raise FeatureNotOfferedError(
+                f"the subscription to '{served}' ended: {type(err).__name__}"
+            ) from None
+
+    # --- sending ----------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        sup: Supervisor,
+        principal: str,
+        limit: float,
+        what: str,
+        request: Callable[[Connection], Awaitable[Any]],
+    ) -> FeatureReply:
+        sent = False
+        try:
+            with anyio.fail_after(limit):
+                async with self._connection(sup, principal) as conn:
+                    sent = True
+                    result = await request(conn)
+        except TimeoutError:
+            raise ToolCallTimeoutError(
+                f"{what} on MCP server {sup.name!r} got no answer within {limit:g}s; it was cancelled"
+            ) from None
+        except MCPError as err:
+            if was_not_sent(err):
+                sup.connection_refused()
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not be reached; not sent"
+                ) from None
+            if err.code == mcp_types.CONNECTION_CLOSED:
+                if not sent:
+                    raise ServerUnavailableError(f"MCP server {sup.name!r} went away; not sent") from None
+                raise ToolOutcomeUnknownError(
+                    f"{what} was sent to MCP server {sup.name!r}, which went away before answering; "
+                    "it was not sent again"
+                ) from None
+            return FeatureReply(sup.name, jsonrpc_error_code=err.code, error_message=redact(err.message))
+        return FeatureReply(sup.name, result_json=_json(result))
+
+    @asynccontextmanager
+    async def _connection(self, sup: Supervisor, principal: str) -> AsyncIterator[Connection]:
+        if is_per_user(sup.config):
+            if self._users is None:
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} has no per-user sessions here; not sent"
+                )
+            assert isinstance(sup.config, RemoteServerConfig)  # is_per_user
+            async with self._users.session(sup.name, sup.config, principal) as conn:
+                yield conn
+            return
+        async with sup.semaphore:
+            yield await sup.connection_for_call()

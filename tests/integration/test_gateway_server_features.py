@@ -1,0 +1,236 @@
+"""Resources, resource templates, prompts, completion, logging and resource subscriptions of the
+MCP servers behind the gateway, through the real gateway (every mode) to the ``mcp`` SDK client.
+
+Real pool and discovery; two of our own SDK servers (``tests/fixtures/features/server.py``: text
+and binary resources, a template, prompts with arguments, completion, logging, subscriptions)
+over stdio; ``beta`` is not namespaced (its prompts keep their own names), and both list the URI
+``feature://shared/readme``, which is served once per server under its server's prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import mcp_types as types
+import pytest
+import pytest_asyncio
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
+
+from tests.support.gateway import MODERN, GatewayStack, gateway_stack
+from tests.support.mcp_servers import REPO_ROOT
+from toolscout_kit.config import parse_config
+
+SERVER = REPO_ROOT / "tests" / "fixtures" / "features" / "server.py"
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayStack]:
+    tmp_path = tmp_path_factory.mktemp("features")
+    config = parse_config(
+        {
+            "servers": {
+                "alpha": {"command": sys.executable, "args": [str(SERVER), "alpha"]},
+                "beta": {"command": sys.executable, "args": [str(SERVER), "beta"], "namespace_tools": False},
+            },
+            "tool_sets": {"only_beta": {"servers": {"beta": True}}},
+            "toolscout": {"gateway": {"mode": "all", "modes": {"only_beta": "meta"}}},
+        },
+        base_dir=tmp_path,
+    )
+    async with gateway_stack(config) as stack:
+        yield stack
+
+
+@pytest.mark.parametrize("path", ["", "/only_beta"])
+async def test_capabilities_are_what_the_servers_offer(gw: GatewayStack, path: str) -> None:
+    async with Client(gw.url + path, mode="legacy") as host:  # type: ignore[arg-type]
+        caps = host.session.server_capabilities
+    assert caps is not None
+    assert caps.prompts is not None
+    assert caps.completions is not None
+    assert caps.logging is not None
+    assert caps.resources is not None
+    assert caps.resources.subscribe
+
+
+async def test_resources_and_templates_are_listed_and_read_text_and_binary(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="legacy") as host:  # type: ignore[arg-type]
+        uris = {str(r.uri) for r in (await host.list_resources()).resources}
+        templates = {t.uri_template for t in (await host.list_resource_templates()).resource_templates}
+        text = (await host.read_resource("feature://alpha/text")).contents[0]
+        binary = (await host.read_resource("feature://beta/binary")).contents[0]
+        item = (await host.read_resource("feature://beta/items/42")).contents[0]
+    assert {"feature://alpha/text", "feature://beta/binary", "feature://alpha/counter"} <= uris
+    # The URI both servers list: once per server, under its prefix, never one shadowing the other.
+    assert "feature://shared/readme" not in uris
+    assert {
+        "toolscout://server/alpha/feature://shared/readme",
+        "toolscout://server/beta/feature://shared/readme",
+    } <= uris
+    assert templates == {"feature://alpha/items/{id}", "feature://beta/items/{id}"}
+    assert isinstance(text, types.TextResourceContents)
+    assert text.text == "hello from alpha"
+    assert isinstance(binary, types.BlobResourceContents)
+    assert base64.b64decode(binary.blob) == bytes(range(256))
+    assert isinstance(item, types.TextResourceContents)
+    assert item.text == "item 42 of beta"
+
+
+async def test_a_uri_two_servers_list_is_read_from_the_server_its_prefix_names(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="legacy") as host:  # type: ignore[arg-type]
+        for server in ("alpha", "beta"):
+            read = await host.read_resource(f"toolscout://server/{server}/feature://shared/readme")
+            content = read.contents[0]
+            assert isinstance(content, types.TextResourceContents)
+            assert content.text == f"readme of {server}"
+        with pytest.raises(MCPError) as refused:
+            await host.read_resource("feature://nobody/here")
+    assert refused.value.error.code == -32002
+
+
+async def test_prompts_are_named_like_tools_and_got_with_their_arguments(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="legacy") as host:  # type: ignore[arg-type]
+        prompts = {p.name: p for p in (await host.list_prompts()).prompts}
+        got = await host.get_prompt("alpha__greet", {"name": "Ada", "style": "formal"})
+        own = await host.get_prompt("plain")
+        with pytest.raises(MCPError) as missing:
+            await host.get_prompt("alpha__greet", {})
+    # alpha is namespaced (the default), beta keeps its own names: its "greet" and "plain".
+    assert {"alpha__greet", "alpha__plain", "greet", "plain"} == set(prompts)
+    assert [a.name for a in prompts["alpha__greet"].arguments or []] == ["name", "style"]
+    message = got.messages[0].content
+    assert isinstance(message, types.TextContent)
+    assert message.text == "Say hello to Ada in a formal way (alpha)."
+    assert isinstance(own.messages[0].content, types.TextContent)
+    assert "beta" in own.messages[0].content.text
+    # The server's own JSON-RPC error reaches the host as that error.
+    assert missing.value.error.code == types.INVALID_PARAMS
+
+
+async def test_completion_is_routed_by_prompt_and_by_template(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="legacy") as host:  # type: ignore[arg-type]
+        styles = await host.complete(
+            types.PromptReference(name="alpha__greet"), {"name": "style", "value": "f"}
+        )
+        ids = await host.complete(
+            types.ResourceTemplateReference(uri="feature://beta/items/{id}"), {"name": "id", "value": "1"}
+        )
+    assert styles.completion.values == ["formal", "friendly", "funny"]
+    assert ids.completion.values == ["1", "10"]
+
+
+async def test_set_level_reaches_every_server_offering_logging(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="legacy") as host:  # type: ignore[arg-type]
+        # The SDK's own method warns that logging is deprecated at 2026-07-28; this is 2025-11-25.
+        await host.session.send_request(
+            types.SetLevelRequest(params=types.SetLevelRequestParams(level="warning")), types.EmptyResult
+        )
+        levels = [await host.call_tool(name, {}) for name in ("alpha__level", "level")]
+    assert [r.content[0].text for r in levels] == ["warning", "warning"]  # type: ignore[union-attr]
+
+
+async def test_a_toolset_serves_only_its_servers_resources_and_prompts(gw: GatewayStack) -> None:
+    async with Client(gw.url + "/only_beta", mode="legacy") as host:  # type: ignore[arg-type]
+        uris = {str(r.uri) for r in (await host.list_resources()).resources}
+        prompts = {p.name for p in (await host.list_prompts()).prompts}
+        with pytest.raises(MCPError) as other:
+            await host.read_resource("feature://alpha/text")
+    assert "feature://beta/text" in uris
+    assert "feature://alpha/text" not in uris
+    assert prompts == {"greet", "plain"}
+    assert other.value.error.code == -32002
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_every_revision_lists_and_reads(gw: GatewayStack, mode: str) -> None:
+    async with Client(gw.url, mode=mode) as host:  # type: ignore[arg-type]
+        uris = {str(r.uri) for r in (await host.list_resources()).resources}
+        read = await host.read_resource("feature://alpha/text")
+        prompt = await host.get_prompt("greet", {"name": "Bo"})
+    assert "feature://alpha/text" in uris
+    assert read.contents[0].text == "hello from alpha"  # type: ignore[union-attr]
+    assert prompt.messages[0].content.text == "Say hello to Bo in a plain way (beta)."  # type: ignore[union-attr]
+
+
+async def test_a_subscription_relays_the_servers_updates_until_unsubscribed(gw: GatewayStack) -> None:
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    uri = "feature://alpha/counter"
+    async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+        # The SDK's own methods warn that subscriptions are gone at 2026-07-28; this is 2025-11-25.
+        await host.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        assert (await host.call_tool("alpha__subscribed", {})).content[0].text == uri  # type: ignore[union-attr]
+        await host.call_tool("alpha__bump", {})
+        with anyio.fail_after(10):
+            await heard.wait()
+        await host.session.send_request(
+            types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        with anyio.fail_after(10):
+            while (await host.call_tool("alpha__subscribed", {})).content[0].text != "none":  # type: ignore[union-attr]
+                pass  # each listing is a round trip to the server: no sleep needed
+    assert updated == [uri]
+
+
+async def test_a_new_prompt_is_announced_and_listed(gw: GatewayStack) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            changed.set()
+
+    async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+        await host.list_prompts()  # the session's outbound channel is known from here on
+        await host.call_tool("add_prompt", {"name": "later"})
+        with anyio.fail_after(10):
+            await changed.wait()
+        prompts = {p.name for p in (await host.list_prompts()).prompts}
+    assert "later" in prompts
+
+
+async def test_a_2026_listen_stream_relays_the_updates_of_the_resources_it_asks_for(gw: GatewayStack) -> None:
+    uri = "feature://beta/counter"
+    # "auto": the client asks server/discover first, which names the capabilities, and settles on 2026-07-28.
+    async with Client(gw.url, mode="auto") as host:
+        assert host.session.protocol_version == MODERN
+        caps = host.session.server_capabilities
+        assert caps is not None
+        assert caps.resources is not None
+        assert caps.resources.subscribe
+        async with host.listen(resource_subscriptions=[uri]) as subscription:
+            with anyio.fail_after(10):
+                # The pool subscribes once the stream is open: bump until the update comes.
+                while (
+                    "feature://beta/counter" not in (await host.call_tool("subscribed", {})).content[0].text
+                ):  # type: ignore[union-attr]
+                    pass  # each call is a round trip to the server: no sleep needed
+                await host.call_tool("bump", {})
+                event = await anext(aiter(subscription))
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == uri
+
+
+async def test_a_2026_listen_stream_hears_that_the_prompts_changed(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode="auto") as host, host.listen(prompts_list_changed=True) as subscription:
+        assert subscription.honored.prompts_list_changed
+        await host.call_tool("alpha__add_prompt", {"name": "listened"})
+        with anyio.fail_after(10):
+            event = await anext(aiter(subscription))
+        prompts = {p.name for p in (await host.list_prompts()).prompts}
+    assert isinstance(event, PromptsListChanged)
+    assert "alpha__listened" in prompts
