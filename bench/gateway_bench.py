@@ -547,6 +547,11 @@ def process_stack(text_url: str, workdir: Path, root: Path = ROOT) -> Any:
                 subprocess.Popen(
                     [sys.executable, "-m", "toolscout_cli", "serve", service, "-c", str(path)],
                     cwd=root,
+                    # Another checkout's client library too (the venv's is this tree's).
+                    env={
+                        **os.environ,
+                        "PYTHONPATH": os.pathsep.join([str(root), str(root / "clients" / "src")]),
+                    },
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,

@@ -1,14 +1,18 @@
-"""What a ``tools/call`` through the gateway costs, this code against another commit, in one run.
+"""What a ``tools/call`` through the gateway adds to the direct call, this code against another commit, in one run.
 
-Starts ``toolscout up`` twice, once from this tree and once from ``--baseline`` (a commit, checked
-out with ``git archive`` into a temporary folder and run with this venv), both fronting the same
-stdio server (``examples/servers/text.py``, its ``reverse`` tool). Then sends ``--calls`` calls to
-each gateway's meta endpoint as 2026-07-28 stateless POSTs (one persistent HTTP client per gateway),
-alternating which goes first, and reports p50/p99 wall time per call for both and the difference.
-A call with a ``progressToken`` (the relayed path: ``CallToolWithProgress``) is measured on this
-tree's ``all`` endpoint beside a plain call there.
+One MCP server (``examples/servers/text.py`` over streamable HTTP) is fronted by two deployments run
+as their separate processes (``toolscout serve pool|discovery|gateway``, as
+``bench/gateway_bench.py`` starts them): this tree's, and ``--baseline``'s (a commit, checked out
+with ``git archive`` into a temporary folder and run with this venv). Every round calls, for a
+read-only tool (``reverse``) and an unannotated one (``wait`` 0 s), over raw 2026-07-28 HTTP posts
+and with the ``mcp`` SDK's client: the server directly, then through each gateway's ``call_tool``
+(the order of the two gateways alternates), so drift in the machine's load hits every row alike.
+Reported per row: p50/p99 of the direct call and of each gateway, the added p50 (gateway p50 -
+direct p50), the median of each round's own difference, and the 1-minute load average sampled over
+the run; then the CPU milliseconds per call each deployment's pool and gateway spent over the whole
+run (``psutil`` user + system time; the load inflates it much less than wall time).
 
-Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline d423cb1] [--calls 400]
+Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline 7b63f4b] [--calls 300]
 Writes bench/results/gateway_call_overhead.json.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -23,152 +28,171 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import psutil  # type: ignore[import-untyped]  # dev-only dependency without stubs
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gateway_bench as gb  # the bench's stack and call helpers
+
+ROOT = gb.ROOT
 RESULTS = ROOT / "bench" / "results" / "gateway_call_overhead.json"
-SERVER = ROOT / "examples" / "servers" / "text.py"
-MODERN = "2026-07-28"
-
-
-def _config(path: Path) -> Path:
-    config = {
-        "servers": {"text": {"command": sys.executable, "args": [str(SERVER)]}},
-        "tool_sets": {"text_all": {"servers": {"text": True}}},
-        "toolscout": {
-            "pool": {"listen": "127.0.0.1:0", "metrics_port": -1},
-            "discovery": {"listen": "127.0.0.1:0", "metrics_port": -1},
-            "orchestrator": {"listen": "127.0.0.1:0", "metrics_port": -1},
-            "gateway": {"listen": "127.0.0.1:0", "metrics_port": -1, "modes": {"text_all": "all"}},
-        },
-    }
-    path.write_text(json.dumps(config))
-    return path
-
-
-def _start(tree: Path, config: Path, runtime: Path) -> tuple[subprocess.Popen[str], str]:
-    """``toolscout up`` of the code in ``tree``; returns it and its gateway URL."""
-    env = {**os.environ, "TOOLSCOUT_RUNTIME_DIR": str(runtime)}
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "clients" / "src")])
-    up = subprocess.Popen(
-        [sys.executable, "-m", "toolscout_cli", "up", "-c", str(config), "--json"],
-        cwd=tree,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert up.stdout is not None
-    for line in up.stdout:
-        event = json.loads(line) if line.startswith("{") else {}
-        if event.get("event") == "ready":
-            return up, str(event["endpoints"]["gateway"])
-    raise RuntimeError(f"toolscout up from {tree} exited before it was ready")
-
-
-def _body(n: int, progress: bool) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-    }
-    if progress:
-        meta["progressToken"] = n
-    params = {"name": "text__reverse", "arguments": {"text": f"call {n}"}, "_meta": meta}
-    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
-
-
-async def _call(client: httpx2.AsyncClient, url: str, n: int, progress: bool = False) -> float:
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "content-type": "application/json",
-        "mcp-protocol-version": MODERN,
-        "mcp-method": "tools/call",
-        "mcp-name": "text__reverse",
-    }
-    started = time.perf_counter()
-    answer = await client.post(url, content=json.dumps(_body(n, progress)).encode(), headers=headers)
-    elapsed = time.perf_counter() - started
-    if answer.status_code != 200 or "llac" not in answer.text:
-        raise RuntimeError(f"call failed: {answer.status_code} {answer.text[:300]}")
-    return elapsed
+Timed = Callable[[str], Awaitable[float]]
 
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-async def _measure(urls: dict[str, str], calls: int, warmup: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {name: [] for name in urls}
-    async with httpx2.AsyncClient(timeout=30) as client:
-        for n in range(warmup + calls):
-            order = list(urls.items()) if n % 2 else list(reversed(urls.items()))
-            for name, url in order:
-                elapsed = await _call(client, url, n, progress=name.endswith("+progress"))
-                if n >= warmup:
-                    times[name].append(elapsed)
-    return times
+def _raw(client: httpx2.AsyncClient, url: str, through: bool) -> Timed:
+    async def call(kind: str) -> float:
+        tool, arguments, expected = gb.CALL_TOOLS[kind]
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        if through:
+            params = {"name": "call_tool", "arguments": {"name": f"text__{tool}", "arguments": arguments}}
+        started = time.perf_counter()
+        answer = await gb.modern_call(client, url, "tools/call", params)
+        elapsed = (time.perf_counter() - started) * 1000
+        if not gb._answer_text(answer["result"]).startswith(expected):
+            raise RuntimeError(f"unexpected answer from {url}: {answer}")
+        return elapsed
+
+    return call
+
+
+def _sdk(session: Any, through: bool) -> Timed:
+    async def call(kind: str) -> float:
+        tool, arguments, expected = gb.CALL_TOOLS[kind]
+        started = time.perf_counter()
+        if through:
+            answer = await session.call_tool("call_tool", {"name": f"text__{tool}", "arguments": arguments})
+        else:
+            answer = await session.call_tool(tool, arguments)
+        elapsed = (time.perf_counter() - started) * 1000
+        if not getattr(answer.content[0], "text", "").startswith(expected):
+            raise RuntimeError(f"unexpected answer: {answer}")
+        return elapsed
+
+    return call
+
+
+async def _measure(
+    text_url: str, gateways: dict[str, str], calls: int, warmup: int
+) -> tuple[dict[str, dict[str, list[float]]], list[float]]:
+    """``{client_kind: {target: [ms, ...]}}`` (targets: direct and each gateway), and the loads seen."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    targets = {"direct": text_url, **gateways}
+    samples: dict[str, dict[str, list[float]]] = {
+        f"{client}_{kind}": {t: [] for t in targets} for client in ("raw", "sdk") for kind in gb.CALL_TOOLS
+    }
+    loads: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
+        callers: dict[str, dict[str, Timed]] = {"raw": {}, "sdk": {}}
+        for name, url in targets.items():
+            callers["raw"][name] = _raw(client, url, name != "direct")
+            streams = await stack.enter_async_context(streamable_http_client(url))
+            session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+            await session.initialize()
+            callers["sdk"][name] = _sdk(session, name != "direct")
+        gateway_names = list(gateways)
+        for i in range(warmup + calls):
+            order = ["direct", *(gateway_names if i % 2 else reversed(gateway_names))]
+            for kind in gb.CALL_TOOLS:
+                for client_name, by_target in callers.items():
+                    for target in order:
+                        elapsed = await by_target[target](kind)
+                        if i >= warmup:
+                            samples[f"{client_name}_{kind}"][target].append(elapsed)
+            if i % 25 == 0:
+                loads.append(os.getloadavg()[0])
+    return samples, loads
+
+
+def _cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {name: sum(psutil.Process(pid).cpu_times()[:2]) for name, pid in pids.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--baseline", default="d423cb1", help="the commit to compare with")
-    parser.add_argument("--calls", type=int, default=400)
-    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--baseline", default="7b63f4b", help="the commit to compare with")
+    parser.add_argument("--calls", type=int, default=300, help="rounds (each round calls every row once)")
+    parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="toolscout-overhead-") as work_dir:
+    with (
+        tempfile.TemporaryDirectory(prefix="toolscout-overhead-") as work_dir,
+        contextlib.ExitStack() as stack,
+    ):
         work = Path(work_dir)
         base = work / "baseline"
         base.mkdir()
         archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-        config = _config(work / "config.json")
-        ups = []
-        try:
-            here, here_url = _start(ROOT, config, work / "rt-here")
-            ups.append(here)
-            there, there_url = _start(base, config, work / "rt-base")
-            ups.append(there)
-            urls = {
-                "this tree (meta)": here_url,
-                f"{args.baseline} (meta)": there_url,
-                "this tree (all)": f"{here_url}/text_all",
-                "this tree (all)+progress": f"{here_url}/text_all",
+        text_url = stack.enter_context(gb._example_http_server())
+        here = "this tree"
+        there = args.baseline
+        gateways: dict[str, str] = {}
+        pids: dict[str, int] = {}
+        for name, root in ((here, ROOT), (there, base)):
+            (work / name).mkdir()
+            url, _ = stack.enter_context(gb.process_stack(text_url, work / name, root))
+            gateways[name] = url
+            pids.update({f"{name} {p}": gb.STACK_PIDS[p] for p in ("pool", "gateway")})
+        pids["text server"] = gb.STACK_PIDS["text server"]
+        before = _cpu(pids)
+        samples, loads = asyncio.run(_measure(text_url, gateways, args.calls, args.warmup))
+        spent = {name: v - before[name] for name, v in _cpu(pids).items()}
+    # Each deployment served the same calls: 2 kinds x 2 clients per round, plus the warm-up.
+    per_call = {name: round(v * 1000 / ((args.calls + args.warmup) * 4), 3) for name, v in spent.items()}
+    load = round(statistics.fmean(loads), 2)
+    rows: dict[str, Any] = {}
+    for key, by_target in samples.items():
+        direct = by_target["direct"]
+        row: dict[str, Any] = {"direct": {"p50_ms": _pct(direct, 0.5), "p99_ms": _pct(direct, 0.99)}}
+        for name in gateways:
+            times = by_target[name]
+            row[name] = {
+                "p50_ms": _pct(times, 0.5),
+                "p99_ms": _pct(times, 0.99),
+                "added_p50_ms": round(_pct(times, 0.5) - _pct(direct, 0.5), 3),
+                "added_per_round_p50_ms": round(
+                    statistics.median(t - d for t, d in zip(times, direct, strict=True)), 3
+                ),
             }
-            times = asyncio.run(_measure(urls, args.calls, args.warmup))
-        finally:
-            for up in ups:
-                up.terminate()
-                up.wait(timeout=30)
-    load = os.getloadavg()
-    figures = {
-        name: {"p50_ms": _pct(v, 0.5), "p99_ms": _pct(v, 0.99), "mean_ms": statistics.fmean(v) * 1000}
-        for name, v in times.items()
-    }
-    for name, f in figures.items():
-        print(
-            f"{name:32} p50 {f['p50_ms']:7.2f} ms   p99 {f['p99_ms']:7.2f} ms   mean {f['mean_ms']:7.2f} ms"
-        )
-    here_p50 = figures["this tree (meta)"]["p50_ms"]
-    base_p50 = figures[f"{args.baseline} (meta)"]["p50_ms"]
+        rows[key] = row
     print(
-        f"meta call p50, this tree - {args.baseline}: {here_p50 - base_p50:+.2f} ms (load average {load[0]:.1f})"
+        f"tools/call through the gateway vs direct, {args.calls} rounds, load average {load} (min {min(loads):.1f}, max {max(loads):.1f}):"
     )
+    for key, row in rows.items():
+        print(f"  {key:<16} direct p50 {row['direct']['p50_ms']:6.2f} p99 {row['direct']['p99_ms']:6.2f} ms")
+        for name in gateways:
+            r = row[name]
+            print(
+                f"  {'':<16} {name:<12} p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:6.2f} ms   "
+                f"added p50 {r['added_p50_ms']:+6.2f} ms (per round {r['added_per_round_p50_ms']:+6.2f})   load {load}"
+            )
+    print("CPU ms per call over the run (every row's calls together):")
+    for name, value in per_call.items():
+        print(f"  {name:<24} {value:6.3f}")
     RESULTS.write_text(
         json.dumps(
             {
                 "command": "uv run --frozen python bench/gateway_call_overhead.py "
                 f"--baseline {args.baseline} --calls {args.calls}",
                 "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "load_average": load,
+                "load_average": {"mean": load, "min": min(loads), "max": max(loads)},
                 "calls": args.calls,
-                "figures": figures,
+                "rows": rows,
+                "cpu_ms_per_call": per_call,
             },
             indent=2,
         )

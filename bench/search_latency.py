@@ -66,6 +66,12 @@ RESULTS = ROOT / "bench" / "results" / "search_latency.json"
 LIMIT = 5  # max_search_results default
 CACHE_DIR = ROOT / "bench" / "results" / "embcache"
 CASUAL = ["casual-mcp==1.0.0", "rank-bm25==0.2.2"]
+# The peers, each in an isolated environment of its pinned packages: (packages, runner script).
+BASELINES = {
+    "casual-mcp": (CASUAL, "casual.py"),
+    # FastMCP 4's BM25SearchTransform index (what its search_tools runs in process).
+    "fastmcp": (["fastmcp==4.1.2"], "fastmcp_bm25.py"),
+}
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -302,19 +308,23 @@ def embedding_throughput(embedder: Embedder, count: int = 256) -> dict[str, Any]
     }
 
 
-def measure_casual(tools: list[dict[str, Any]], queries: list[str]) -> dict[str, Any]:
+def measure_casual(
+    tools: list[dict[str, Any]], queries: list[str], peer: str = "casual-mcp"
+) -> dict[str, Any]:
+    """A peer's search (``BASELINES``) on the same catalog and queries, in its own environment."""
+    packages, runner = BASELINES[peer]
     with tempfile.TemporaryDirectory() as tmp:
         tools_path, queries_path = Path(tmp, "tools.jsonl"), Path(tmp, "queries.jsonl")
         tools_path.write_text("".join(json.dumps(t) + "\n" for t in tools), encoding="utf-8")
         queries_path.write_text("".join(json.dumps({"query": q}) + "\n" for q in queries), encoding="utf-8")
         command = ["uv", "run", "--isolated", "--no-project", "--quiet"]
-        for package in CASUAL:
+        for package in packages:
             command += ["--with", package]
-        command += ["python", str(ROOT / "bench" / "_baselines" / "casual.py")]
+        command += ["python", str(ROOT / "bench" / "_baselines" / runner)]
         command += ["--tools", str(tools_path), "--queries", str(queries_path), "--depth", str(LIMIT)]
         done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp, timeout=3600)
     if done.returncode != 0:
-        raise SystemExit(f"casual-mcp runner failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        raise SystemExit(f"{peer} runner failed ({done.returncode}):\n{done.stderr[-4000:]}")
     out = json.loads(done.stdout)
     return {
         "build_s": round(out["build_s"], 3),
@@ -415,12 +425,14 @@ def main() -> None:
         if embedder is not None:
             row["toolscout-hybrid"] = measure_hybrid(tools, queries[: args.hybrid_queries], index, embedder)
         if not args.no_baseline:
-            row["casual-mcp"] = measure_casual(tools, queries[: args.baseline_queries])
-            ours, theirs = row["toolscout"]["query"], row["casual-mcp"]["query"]
-            row["casual_over_toolscout"] = {
-                "p50": round(theirs["p50_ms"] / ours["p50_ms"], 1),
-                "p99": round(theirs["p99_ms"] / ours["p99_ms"], 1),
-            }
+            for peer in BASELINES:
+                row[peer] = measure_casual(tools, queries[: args.baseline_queries], peer)
+                row[peer]["load_1m"] = round(os.getloadavg()[0], 2)
+                ours, theirs = row["toolscout"]["query"], row[peer]["query"]
+                row[f"{peer}_over_toolscout"] = {
+                    "p50": round(theirs["p50_ms"] / ours["p50_ms"], 1),
+                    "p99": round(theirs["p99_ms"] / ours["p99_ms"], 1),
+                }
         report["sizes"][str(size)] = row
         ours = row["toolscout"]
         line = (
@@ -456,13 +468,14 @@ def main() -> None:
                 )
             )
             line += f"\n{'':>6}        cached restart {h['cached_restart_s']:.2f} s"
-        if "casual-mcp" in row:
-            c = row["casual-mcp"]
-            line += (
-                f"\n{'':>6}        {'casual-mcp':22} {_wall_cpu(c, 'query')}"
-                f"\n{'':>6}        (build {c['build_s']:.2f} s)  ratio p50 x{row['casual_over_toolscout']['p50']}"
-                f" p99 x{row['casual_over_toolscout']['p99']}"
-            )
+        for peer in BASELINES:
+            if peer in row:
+                c, ratio = row[peer], row[f"{peer}_over_toolscout"]
+                line += (
+                    f"\n{'':>6}        {peer:22} {_wall_cpu(c, 'query')}"
+                    f"\n{'':>6}        (build {c['build_s']:.2f} s)  ratio p50 x{ratio['p50']}"
+                    f" p99 x{ratio['p99']}"
+                )
         print(line, flush=True)
     report["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -74,9 +74,16 @@ class ParsedTool(Tool):
         )
 
     @classmethod
-    def of(cls, tool: Tool) -> ParsedTool:
-        """``tool`` (as the pool listed it) with its schema parsed."""
-        return cls.create(**{f.name: getattr(tool, f.name) for f in fields(Tool)})
+    def of(cls, tool: Tool, schemas: dict[str, dict[str, Any]] | None = None) -> ParsedTool:
+        """``tool`` (as the pool listed it) with its schema parsed; ``schemas``: schemas parsed
+        already, by their JSON text, shared by every tool with that text (and added to)."""
+        if schemas is None:
+            return cls.create(**{f.name: getattr(tool, f.name) for f in fields(Tool)})
+        parsed = schemas.get(tool.input_schema_json)
+        if parsed is None:
+            parsed = json_object_or_none(tool.input_schema_json) or _EMPTY_SCHEMA
+            schemas[tool.input_schema_json] = parsed
+        return cls(**{f.name: getattr(tool, f.name) for f in fields(Tool)}, parsed_schema=parsed)
 
     @classmethod
     def own(cls, name: str, description: str, input_schema: Mapping[str, Any]) -> ParsedTool:

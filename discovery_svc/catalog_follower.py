@@ -49,8 +49,36 @@ def _same_but_availability(old: Tool, new: Tool) -> bool:
 
 
 def catalog_from_pool(version: str, tools: Iterable[Tool]) -> Catalog:
-    """A domain catalog from the pool's tools (schemas parsed once, here)."""
-    return Catalog(version, (ParsedTool.of(t) for t in tools))
+    """A domain catalog from the pool's tools (schemas parsed once, here; one parsed copy of
+    each distinct schema)."""
+    schemas: dict[str, dict[str, Any]] = {}
+    return Catalog(version, (ParsedTool.of(t, schemas) for t in tools))
+
+
+# The texts of a definition that many servers of a fleet share (the same server run for many
+# teams, the same SDK's generic tools): kept once per process (:func:`_shared_texts`).
+_TEXT_FIELDS = (
+    "name",
+    "title",
+    "description",
+    "input_schema_json",
+    "output_schema_json",
+    "annotations_json",
+    "extra_json",
+)
+
+
+def _shared_texts(tools: Iterable[Tool], texts: dict[str, str]) -> tuple[Tool, ...]:
+    """``tools`` with every text equal to one seen before replaced by that one string object.
+
+    Decoding a catalog makes a new string of every field of every tool; at 50,000 tools of
+    repeated definitions most of the catalog's text is copies (the fleet of bench/mcp_fleet.py:
+    15.6 MB of schema JSON, 2.6 MB of it distinct)."""
+    out = []
+    for tool in tools:
+        shared: dict[str, Any] = {f: texts.setdefault(v, v) for f in _TEXT_FIELDS if (v := getattr(tool, f))}
+        out.append(dataclasses.replace(tool, **shared) if shared else tool)
+    return tuple(out)
 
 
 class _Stream:
@@ -157,6 +185,10 @@ class CatalogFollower:
         self._tools: dict[bytes, tuple[ParsedTool, ...]] = {}
         self._previous: dict[bytes, tuple[ParsedTool, ...]] = {}
         self._by_server: dict[str, tuple[ParsedTool, ...]] = {}
+        # One string per distinct text and one parsed schema per distinct schema, across shards
+        # and catalog versions (pruned to the current catalog's after each build).
+        self._texts: dict[str, str] = {}
+        self._schemas: dict[str, dict[str, Any]] = {}
         self._version = ""
         self._streams: dict[int, _Stream] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -200,10 +232,13 @@ class CatalogFollower:
         async with self._lock:
             if index not in self._streams:
                 return  # the shard was removed while its update was on the way
-            changed = await asyncio.to_thread(self._merger.update, index, version, tools)
+            changed = await asyncio.to_thread(self._merge, index, version, tools)
             # Until the first catalog is out, a shard that adds nothing (no servers) still counts.
             if changed or not self._complete:
                 await self._publish(started)
+
+    def _merge(self, index: int, version: str, tools: tuple[Tool, ...]) -> bool:
+        return self._merger.update(index, version, _shared_texts(tools, self._texts))
 
     def _lost(self, index: int) -> None:
         if index in self._downs or index not in self._streams:
@@ -260,7 +295,7 @@ class CatalogFollower:
                 old if old.available == new.available else dataclasses.replace(old, available=new.available)
                 for old, new in zip(prior, listed, strict=True)
             )
-        return tuple(ParsedTool.of(t) for t in listed)
+        return tuple(ParsedTool.of(t, self._schemas) for t in listed)
 
     def _build(self) -> Catalog | None:
         """The merged discovery catalog; only servers whose tools changed are converted again."""
@@ -273,7 +308,15 @@ class CatalogFollower:
             tools[digest] = by_server[server] = self._convert(server, digest, listed)
         self._previous, self._tools, self._by_server = self._tools, tools, by_server
         self._version = merged.catalog_version
-        return Catalog(merged.catalog_version, (t for converted in tools.values() for t in converted))
+        catalog = Catalog(merged.catalog_version, (t for converted in tools.values() for t in converted))
+        self._prune(catalog)
+        return catalog
+
+    def _prune(self, catalog: Catalog) -> None:
+        """Forgets the texts and schemas no tool of ``catalog`` or of the previous one holds."""
+        kept = [*catalog.tools, *(t for converted in self._previous.values() for t in converted)]
+        self._schemas = {t.input_schema_json: t.parsed_schema for t in kept}
+        self._texts = {v: v for t in kept for f in _TEXT_FIELDS if (v := getattr(t, f))}
 
     # --- running ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
-from toolscout_kit.metrics import DeprecatedNames, MetricSet
+from toolscout_kit.metrics import DeprecatedNames, MetricSet, TimedEvents
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["INLINE_TOOLSET_LABEL", "DiscoveryMetrics", "SearchRanking", "active_search_mode", "toolset_label"]
@@ -38,23 +38,26 @@ class DiscoveryMetrics:
             "Time from a pool shard's catalog update to the merged catalog handed to discovery.",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
-        self.search_seconds = m.histogram(
-            "search_duration_seconds",
-            "Time to answer one search_tools call, by mode.",
+        self.searches = TimedEvents(
+            m,
+            ("searches", "search_tools calls by mode and outcome (found, empty, error)."),
+            ("search_duration_seconds", "Time to answer one search_tools call, by mode."),
             "mode",
+            "outcome",
+            timed_by=("mode",),
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
         )
-        self.searches = m.counter(
-            "searches", "search_tools calls by mode and outcome (found, empty, error).", "mode", "outcome"
-        )
         self.tools_discovered = m.counter("tools_discovered", "Tools newly loaded by search_tools calls.")
-        self.index_builds = m.counter(
-            "index_builds",
-            "Search indexes built: one BM25 index per catalog version, shared by every toolset.",
-        )
-        self.index_build_seconds = m.histogram(
-            "index_build_duration_seconds",
-            "Time to build one catalog version's BM25 index and name lookups.",
+        self.index_builds = TimedEvents(
+            m,
+            (
+                "index_builds",
+                "Search indexes built: one BM25 index per catalog version, shared by every toolset.",
+            ),
+            (
+                "index_build_duration_seconds",
+                "Time to build one catalog version's BM25 index and name lookups.",
+            ),
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
         self.toolset_builds = m.counter(
@@ -91,12 +94,10 @@ class DiscoveryMetrics:
         self.catalog_merge_seconds.observe(seconds)
 
     def search(self, mode: str, outcome: str, seconds: float) -> None:
-        self.searches.labels(mode, outcome).inc()
-        self.search_seconds.labels(mode).observe(seconds, exemplar())
+        self.searches.record(seconds, mode, outcome, exemplar=exemplar())
 
     def index_built(self, seconds: float) -> None:
-        self.index_builds.inc()
-        self.index_build_seconds.observe(seconds)
+        self.index_builds.record(seconds)
 
     def set_search_mode(self, mode: SearchRanking) -> None:
         self.search_mode_active.labels("bm25").set(1 if mode == "bm25" else 0)

@@ -17,10 +17,8 @@ from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.servicer import DiscoveryServicer
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
-from toolscout_kit.metrics import new_registry
-from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+from toolscout_kit.server import RunningServer, ServiceBinding, ServiceStart
 from toolscout_kit.service_clients import PoolShards
-from toolscout_kit.tracing import tracing_for
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -50,9 +48,9 @@ async def build_server(
     """
     settings = config.toolscout.discovery
     shards = PoolShards(config, "discovery", pool_target or settings.pool_target, pool_targets)
-    registry = new_registry()
-    metrics = DiscoveryMetrics(registry)
-    tracing = tracing_for(config, "discovery")
+    start = ServiceStart(config, "discovery", listen=listen, metrics_port=metrics_port)
+    metrics = DiscoveryMetrics(start.registry)
+    tracing = start.tracing
     hybrid = await asyncio.to_thread(hybrid_stage_from_config, config, metrics)
     service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
     binding = ServiceBinding(
@@ -61,15 +59,7 @@ async def build_server(
         DiscoveryServicer(service, tracing),
         endless_streams=("WatchPlan",),
     )
-    running = await start_server(
-        [binding],
-        settings,
-        config.toolscout.security,
-        registry=registry,
-        listen=listen,
-        metrics_port=metrics_port,
-        tracing=tracing,
-    )
+    running = await start.serve(binding)
     running.add_cleanup(service.close)  # runs last: after the follower below has stopped
     await running.set_status(SERVICE_NAME, False)
     await running.set_status("", False)

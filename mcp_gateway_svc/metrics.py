@@ -11,7 +11,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from toolscout.client import GatewayMode
 
-from toolscout_kit.metrics import MetricSet
+from toolscout_kit.metrics import MetricSet, TimedEvents
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics"]
@@ -73,19 +73,19 @@ class GatewayMetrics:
             "mode",
             buckets=(0.0001, 0.00025, *_LATENCY_BUCKETS),
         )
-        self.tool_calls = m.counter(
-            "tool_calls",
-            "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
-            "invalid_arguments, unknown_tool, not_loaded = progressive, found by no search, "
-            "unavailable, unknown = may or may not have run, timeout, cancelled, error, "
-            "authorization_required = not sent: the caller must sign in).",
+        self.tool_calls = TimedEvents(
+            m,
+            (
+                "tool_calls",
+                "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
+                "invalid_arguments, unknown_tool, not_loaded = progressive, found by no search, "
+                "unavailable, unknown = may or may not have run, timeout, cancelled, error, "
+                "authorization_required = not sent: the caller must sign in).",
+            ),
+            ("tool_call_duration_seconds", "Time of one tool call through the gateway, by outcome."),
             "mode",
             "outcome",
-        )
-        self.tool_call_seconds = m.histogram(
-            "tool_call_duration_seconds",
-            "Time of one tool call through the gateway, by outcome.",
-            "outcome",
+            timed_by=("outcome",),
             buckets=_LATENCY_BUCKETS,
         )
         self.open_sessions = m.gauge(
@@ -117,5 +117,4 @@ class GatewayMetrics:
         self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
 
     def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
-        self.tool_calls.labels(mode, outcome).inc()
-        self.tool_call_seconds.labels(outcome).observe(seconds, exemplar())
+        self.tool_calls.record(seconds, mode, outcome, exemplar=exemplar())

@@ -41,7 +41,8 @@ from starlette.types import Receive, Scope, Send
 
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
-from toolscout_kit.oauth_client import AuthorizationError, build_provider
+from toolscout_kit.oauth_approval import AuthorizationError
+from toolscout_kit.oauth_client import build_provider
 from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore
 
 __all__ = [

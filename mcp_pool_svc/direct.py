@@ -29,7 +29,7 @@ async def connect_server(
     ``auth`` when given. A stdio server runs in the current directory.
 
     Raises:
-        toolscout_kit.oauth_client.AuthorizationError: the server wants an authorization that failed.
+        toolscout_kit.oauth_approval.AuthorizationError: the server wants an authorization that failed.
         TimeoutError: the server did not answer in time.
         OSError: the command could not be started.
         mcp.MCPError: the server refused or closed the connection.

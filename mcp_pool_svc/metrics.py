@@ -10,7 +10,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
-from toolscout_kit.metrics import MetricSet, ResultTokens
+from toolscout_kit.metrics import MetricSet, ResultTokens, TimedEvents
 from toolscout_kit.tracing import exemplar
 
 __all__ = ["LISTING_REASONS", "OUTCOMES", "ListingReason", "Outcome", "PoolMetrics"]
@@ -41,12 +41,13 @@ class PoolMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         m = MetricSet("toolscout_pool_", registry)
-        self._calls = m.counter(
-            "tool_calls", "Tool calls through the pool, by server and outcome.", "server", "outcome"
-        )
-        self._call_seconds = m.histogram(
-            "tool_call_duration_seconds",
-            "Wall time of tool calls through the pool, by server and outcome.",
+        self._calls = TimedEvents(
+            m,
+            ("tool_calls", "Tool calls through the pool, by server and outcome."),
+            (
+                "tool_call_duration_seconds",
+                "Wall time of tool calls through the pool, by server and outcome.",
+            ),
             "server",
             "outcome",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
@@ -91,8 +92,7 @@ class PoolMetrics:
 
     def tool_call(self, server: str, outcome: Outcome, seconds: float) -> None:
         """One finished tool call."""
-        self._calls.labels(server, outcome).inc()
-        self._call_seconds.labels(server, outcome).observe(seconds, exemplar())
+        self._calls.record(seconds, server, outcome, exemplar=exemplar())
 
     def server_up(self, server: str, up: bool) -> None:
         """The server's session became ready (True) or was lost / stopped (False)."""

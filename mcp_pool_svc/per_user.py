@@ -45,7 +45,8 @@ from mcp_pool_svc.errors import ServerUnavailableError, UserAuthorizationRequire
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger
-from toolscout_kit.oauth_client import AuthorizationError, NoApprover, RemoteAuth
+from toolscout_kit.oauth_approval import AuthorizationError, NoApprover
+from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_store import STACK_PRINCIPAL, TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
 __all__ = ["UserSessions", "is_per_user"]

@@ -14,9 +14,7 @@ from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.servicer import McpPoolServicer
 from mcp_pool_svc.supervisor import HEALTH_PREFIX
 from toolscout_kit.config import ToolscoutConfig
-from toolscout_kit.metrics import new_registry
-from toolscout_kit.server import RunningServer, ServiceBinding, start_server
-from toolscout_kit.tracing import tracing_for
+from toolscout_kit.server import RunningServer, ServiceBinding, ServiceStart
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -52,11 +50,11 @@ async def build_server(
         ConfigError: the shard is malformed, disagrees with ``toolscout.pool.shards``, or is missing
             while the pool is sharded; or the address cannot be bound.
     """
-    registry = new_registry()
-    tracing = tracing_for(config, "pool")
+    start = ServiceStart(config, "pool", listen=listen, metrics_port=metrics_port)
+    tracing = start.tracing
     if pool is None:
         identity = shard or resolve_identity(config.toolscout.pool.shards, spec=shard_spec, pod_name=pod_name)
-        pool = McpPool(config, shard=identity, metrics=PoolMetrics(registry), tracing=tracing)
+        pool = McpPool(config, shard=identity, metrics=PoolMetrics(start.registry), tracing=tracing)
     if on_server_change is not None:
         hook = on_server_change
         pool.add_listener(lambda server: hook(pool.server_status(server)))
@@ -74,16 +72,7 @@ async def build_server(
         servicer,
         endless_streams=("WatchCatalog",),
     )
-    running = await start_server(
-        [binding],
-        config.toolscout.pool,
-        config.toolscout.security,
-        registry=registry,
-        listen=listen,
-        metrics_port=metrics_port,
-        tracing=tracing,
-        undo=[pool.stop],
-    )
+    running = await start.serve(binding, undo=[pool.stop])
     # Calls still running when the grace ends are answered "outcome unknown" (ABORTED), not left
     # for gRPC to cancel with UNAVAILABLE, which would tell the caller they were never sent.
     running.add_drain(pool.drain)

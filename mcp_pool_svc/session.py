@@ -579,7 +579,7 @@ async def open_connection(
     server is authorized with ``auth`` when given (OAuth 2.1, :mod:`toolscout_kit.oauth_client`).
 
     Raises:
-        toolscout_kit.oauth_client.AuthorizationError: the server wants an authorization that failed.
+        toolscout_kit.oauth_approval.AuthorizationError: the server wants an authorization that failed.
         TimeoutError: the server did not answer ``server/discover`` or ``initialize`` in time.
         OSError: the command could not be started.
         mcp.MCPError: the server refused or closed the connection.

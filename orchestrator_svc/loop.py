@@ -328,12 +328,10 @@ class _Chat:
         if self.native.falls_back(request):
             request = self.llm_request()
         tokens = self.plan.tokens
-        disc = self.stats.discovery
-        disc.definition_tokens_sent += tokens.sent_tokens if request.tools else 0
+        sent = tokens.sent_tokens if request.tools else 0
         if any(t is self.plan.read_result_tool for t in request.tools):
-            disc.definition_tokens_sent += self.plan.read_result_tokens
-        disc.definition_tokens_all += tokens.all_definitions_tokens
-        disc.encoding, disc.estimate = tokens.encoding, tokens.estimate
+            sent += self.plan.read_result_tokens
+        self.stats.count_definitions(sent, tokens.all_definitions_tokens, tokens.encoding, tokens.estimate)
         provider = self.resolved.provider
         metrics = self.loop.metrics
 
@@ -415,7 +413,7 @@ class _Chat:
         else:
             # Several searches of one message loaded tools: plan their union once.
             await self.replan(wanted)
-        self.stats.discovery.tools_discovered += len(new)
+        self.stats.count_discovered(len(new))
         await self.emit(ToolsDiscoveredEvent(new))
 
     def result(self, stop: StopReason, error: str = "") -> ChatOutcome:

@@ -46,7 +46,7 @@ class NativeDeferral:
         self.mode: Deferral = resolved.deferral
         self.tools: tuple[Tool, ...] = ()
         self.names: frozenset[str] = frozenset()
-        stats.discovery.deferral = self.mode
+        stats.set_deferral(self.mode)
 
     @property
     def active(self) -> bool:
@@ -103,5 +103,4 @@ class NativeDeferral:
         self._metrics.native_fallbacks.labels(model, problem.reason).inc()
         self.mode = Deferral.APPEND
         self.tools, self.names = (), frozenset()
-        disc = self._stats.discovery
-        disc.deferral, disc.native_fallback_reason = Deferral.APPEND, problem.reason
+        self._stats.set_deferral(Deferral.APPEND, problem.reason)

@@ -15,10 +15,9 @@ from orchestrator_svc.providers.deferral import FALLBACK_REASONS, resolve_for_mo
 from orchestrator_svc.providers.registry import ModelRegistry
 from orchestrator_svc.servicer import OrchestratorServicer
 from toolscout_kit.config import ToolscoutConfig
-from toolscout_kit.metrics import new_registry
-from toolscout_kit.server import RunningServer, ServiceBinding, start_server
+from toolscout_kit.server import RunningServer, ServiceBinding, ServiceStart
 from toolscout_kit.service_clients import Downstream
-from toolscout_kit.tracing import Tracing, tracing_for
+from toolscout_kit.tracing import Tracing
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -73,7 +72,8 @@ async def build_server(
             sharded without shard addresses.
     """
     check_templates(config)
-    tracing = tracing_for(config, "orchestrator")
+    start = ServiceStart(config, "orchestrator", listen=listen, metrics_port=metrics_port)
+    tracing = start.tracing
     settings = config.toolscout.orchestrator
     downstream = Downstream(
         config,
@@ -82,21 +82,11 @@ async def build_server(
         discovery_target=discovery_target or settings.discovery_target,
         pool_targets=pool_targets,
     )
-    registry = new_registry()
     models = ModelRegistry(config)
-    loop = _chat_loop(config, downstream, models, OrchestratorMetrics(registry), tracing)
+    loop = _chat_loop(config, downstream, models, OrchestratorMetrics(start.registry), tracing)
     servicer = OrchestratorServicer(loop, models, config)
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)
-    server = await start_server(
-        [binding],
-        settings,
-        config.toolscout.security,
-        registry=registry,
-        listen=listen,
-        metrics_port=metrics_port,
-        tracing=tracing,
-        undo=[downstream.close],
-    )
+    server = await start.serve(binding, undo=[downstream.close])
     server.add_reload(downstream.reshard)
     server.add_cleanup(downstream.close)
     server.add_cleanup(models.aclose)  # runs first: the providers' clients before the services'

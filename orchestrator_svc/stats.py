@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
 
 from toolscout.client import ChatStats, Deferral, DiscoveryStats, ResultTokens, TokenUsage, ToolCallCount
 
 from orchestrator_svc.messages import Usage
 
-__all__ = ["ChatTally", "DiscoveryTally", "ResultTally", "ToolCallTally"]
+__all__ = ["ChatTally", "ToolCallTally"]
 
 
 @dataclass(slots=True)
@@ -21,66 +20,37 @@ class ToolCallTally:
 
 
 @dataclass(slots=True)
-class DiscoveryTally:
-    search_calls: int = 0
-    tools_discovered: int = 0
-    definition_tokens_sent: int = 0
-    definition_tokens_all: int = 0
-    encoding: str = ""
-    estimate: bool = False
-    deferred_call_rejections: int = 0
-    # The chat's mode after any fallback (see providers/deferral.py); the reason when native fell back.
-    deferral: Deferral | Literal[""] = ""
-    native_fallback_reason: str = ""
-
-    @property
-    def tokens_saved(self) -> int:
-        return max(0, self.definition_tokens_all - self.definition_tokens_sent)
-
-
-@dataclass(slots=True)
-class ResultTally:
-    """Tool-result tokens of one server: returned by it, delivered to the model (shaped), and
-    read (read_result answers)."""
-
-    server: str
-    returned: int = 0
-    delivered: int = 0
-    kept: int = 0
-    reads: int = 0
-    read_tokens: int = 0
-    estimated: bool = False
-
-    def stats(self) -> ResultTokens:
-        return ResultTokens(
-            server=self.server,
-            tokens_returned=self.returned,
-            tokens_delivered=self.delivered,
-            tokens_saved=max(self.returned - self.delivered, 0),
-            results_kept=self.kept,
-            reads=self.reads,
-            estimated=self.estimated,
-            read_tokens=self.read_tokens,
-        )
-
-
-@dataclass(slots=True)
 class ChatTally:
     """What one running chat has counted so far (the shared :class:`ChatStats` is its final form)."""
 
     usage: Usage = field(default_factory=Usage)
     llm_calls: int = 0
     tool_calls: dict[tuple[str, str], ToolCallTally] = field(default_factory=dict)
-    discovery: DiscoveryTally = field(default_factory=DiscoveryTally)
+    # The shared figures themselves, replaced by the counting methods below (one field list).
+    discovery: DiscoveryStats = field(default_factory=DiscoveryStats)
     iterations: int = 0
     duration_seconds: float = 0.0
-    results: dict[str, ResultTally] = field(default_factory=dict)
+    results: dict[str, ResultTokens] = field(default_factory=dict)
 
-    def result_tally(self, server: str) -> ResultTally:
-        entry = self.results.get(server)
-        if entry is None:
-            entry = self.results[server] = ResultTally(server)
-        return entry
+    def count_result(
+        self, server: str, returned: int, delivered: int, *, kept: bool, estimated: bool
+    ) -> None:
+        """Tool-result tokens of one call shaped to a budget: returned by ``server``, delivered to the
+        model, whether a handle kept the rest."""
+        r = self.results.get(server) or ResultTokens(server)
+        self.results[server] = replace(
+            r,
+            tokens_returned=r.tokens_returned + returned,
+            tokens_delivered=r.tokens_delivered + delivered,
+            tokens_saved=max(r.tokens_returned + returned - r.tokens_delivered - delivered, 0),
+            results_kept=r.results_kept + int(kept),
+            estimated=r.estimated or estimated,
+        )
+
+    def count_read(self, server: str, tokens: int) -> None:
+        """One read_result answer of ``tokens`` from ``server``'s kept result."""
+        r = self.results.get(server) or ResultTokens(server)
+        self.results[server] = replace(r, reads=r.reads + 1, read_tokens=r.read_tokens + tokens)
 
     def count_tool(self, tool: str, server: str, *, error: bool) -> None:
         entry = self.tool_calls.get((tool, server))
@@ -89,27 +59,44 @@ class ChatTally:
         entry.calls += 1
         entry.errors += int(error)
 
+    def set_deferral(self, mode: Deferral, fallback_reason: str = "") -> None:
+        """The chat's mode (after any fallback: see providers/deferral.py); the reason when native fell back."""
+        self.discovery = replace(self.discovery, deferral=mode, native_fallback_reason=fallback_reason)
+
+    def count_definitions(self, sent: int, all_definitions: int, encoding: str, estimate: bool) -> None:
+        """One LLM call's tool-definition tokens: ``sent``, and what sending every definition would cost."""
+        d = self.discovery
+        total_sent = d.definition_tokens_sent + sent
+        total_all = d.definition_tokens_all + all_definitions
+        self.discovery = replace(
+            d,
+            definition_tokens_sent=total_sent,
+            definition_tokens_all=total_all,
+            tokens_saved=max(0, total_all - total_sent),
+            encoding=encoding,
+            estimate=estimate,
+        )
+
+    def count_search(self) -> None:
+        self.discovery = replace(self.discovery, search_calls=self.discovery.search_calls + 1)
+
+    def count_discovered(self, tools: int) -> None:
+        self.discovery = replace(self.discovery, tools_discovered=self.discovery.tools_discovered + tools)
+
+    def count_deferred_rejection(self) -> None:
+        d = self.discovery
+        self.discovery = replace(d, deferred_call_rejections=d.deferred_call_rejections + 1)
+
     def stats(self) -> ChatStats:
-        u, d = self.usage, self.discovery
+        u = self.usage
         return ChatStats(
             usage=TokenUsage(u.input_tokens, u.output_tokens, u.cached_input_tokens, u.cache_write_tokens),
             llm_calls=self.llm_calls,
             tool_calls=tuple(
                 ToolCallCount(c.tool, c.server, c.calls, c.errors) for c in self.tool_calls.values()
             ),
-            discovery=DiscoveryStats(
-                search_calls=d.search_calls,
-                tools_discovered=d.tools_discovered,
-                definition_tokens_sent=d.definition_tokens_sent,
-                definition_tokens_all=d.definition_tokens_all,
-                tokens_saved=d.tokens_saved,
-                encoding=d.encoding,
-                estimate=d.estimate,
-                deferred_call_rejections=d.deferred_call_rejections,
-                deferral=d.deferral,
-                native_fallback_reason=d.native_fallback_reason,
-            ),
+            discovery=self.discovery,
             iterations=self.iterations,
             duration_seconds=self.duration_seconds,
-            result_tokens=tuple(r.stats() for r in self.results.values()),
+            result_tokens=tuple(self.results.values()),
         )

@@ -336,7 +336,7 @@ class ToolCallRunner:
         """The refusal of a tool that is not in the tool list: deferred (not yet found), or unknown."""
         chat = self._chat
         if await self._is_deferred(name):
-            chat.stats.discovery.deferred_call_rejections += 1
+            chat.stats.count_deferred_rejection()
             self._metrics.deferred_rejections.labels(chat.model).inc()
             return not_loaded(name)
         hint = UnknownHint.SEARCH if tools.has_search else UnknownHint.NONE
@@ -351,7 +351,7 @@ class ToolCallRunner:
     ) -> tuple[str, bool, ToolPlan | None]:
         """The result text, whether it is an error, and the plan after the search."""
         chat = self._chat
-        chat.stats.discovery.search_calls += 1
+        chat.stats.count_search()
         self._metrics.search_calls.labels(chat.model).inc()
         try:
             request = SearchRequest(
@@ -405,11 +405,13 @@ class ToolCallRunner:
             return _Ran(self._format(call, text, arguments), [], True, server)
         server = outcome.server or server
         if chat.result_budget:
-            tally = chat.stats.result_tally(server)
-            tally.returned += outcome.tokens_returned
-            tally.delivered += outcome.tokens_delivered
-            tally.kept += int(bool(outcome.result_handle))
-            tally.estimated = tally.estimated or outcome.tokens_estimated
+            chat.stats.count_result(
+                server,
+                outcome.tokens_returned,
+                outcome.tokens_delivered,
+                kept=bool(outcome.result_handle),
+                estimated=outcome.tokens_estimated,
+            )
             self._metrics.record_result(server, outcome.tokens_returned, outcome.tokens_delivered)
         text, attachments = outcome_text(outcome)
         return _Ran(
@@ -450,9 +452,7 @@ class ToolCallRunner:
             self._raise_if_chat_deadline(err)
             self._metrics.record_read("", 0, ok=False)
             return f"Error: {READ_RESULT_NAME} failed: {without_internals(err.message)}", True, ""
-        tally = chat.stats.result_tally(read.server)
-        tally.reads += 1
-        tally.read_tokens += read.tokens
+        chat.stats.count_read(read.server, read.tokens)
         self._metrics.record_read(read.server, read.tokens, ok=True)
         return read.text, False, read.server
 

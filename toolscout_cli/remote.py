@@ -41,13 +41,8 @@ from toolscout_kit.config import OAuthConfig, RemoteServerConfig
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import redact
 from toolscout_kit.names import unknown_name
-from toolscout_kit.oauth_client import (
-    Approver,
-    AuthorizationError,
-    HeadlessApprover,
-    LoopbackApprover,
-    RemoteAuth,
-)
+from toolscout_kit.oauth_approval import Approver, AuthorizationError, HeadlessApprover, LoopbackApprover
+from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
 
 __all__ = ["run_auth", "run_connect"]

@@ -39,6 +39,7 @@ __all__ = [
     "MetricSet",
     "MetricsEndpoint",
     "ResultTokens",
+    "TimedEvents",
     "new_registry",
     "start_metrics_endpoint",
 ]
@@ -118,6 +119,38 @@ class ResultTokens:
         self.counter.labels(server, "returned").inc(returned)
         self.counter.labels(server, "delivered").inc(delivered)
         self.counter.labels(server, "saved").inc(max(returned - delivered, 0))
+
+
+class TimedEvents:
+    """One kind of event, counted (``<prefix><count>_total``, by ``labels``) and timed
+    (``<prefix><seconds>``, a histogram by ``timed_by``: all of ``labels`` or some of them), both
+    recorded by one call: the pattern of every service's searches, calls and builds."""
+
+    def __init__(
+        self,
+        metrics: MetricSet,
+        count: tuple[str, str],
+        seconds: tuple[str, str],
+        *labels: str,
+        timed_by: Sequence[str] | None = None,
+        buckets: Sequence[float],
+    ) -> None:
+        """``count`` and ``seconds`` are each a (name, documentation) pair."""
+        self._labels = labels
+        self._timed_by = labels if timed_by is None else tuple(timed_by)
+        self.counter = metrics.counter(*count, *labels)
+        self.histogram = metrics.histogram(*seconds, *self._timed_by, buckets=buckets)
+
+    def record(self, seconds: float, *values: str, exemplar: dict[str, str] | None = None) -> None:
+        """One event that took ``seconds``, with the value of each of ``labels`` (in order);
+        ``exemplar``: the trace it belongs to (:func:`toolscout_kit.tracing.exemplar`)."""
+        if not values:
+            self.counter.inc()
+            self.histogram.observe(seconds, exemplar)
+            return
+        by_name = dict(zip(self._labels, values, strict=True))
+        self.counter.labels(*values).inc()
+        self.histogram.labels(*(by_name[name] for name in self._timed_by)).observe(seconds, exemplar)
 
 
 # Seconds to handle one RPC (for streams: until the stream ends).

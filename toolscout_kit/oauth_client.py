@@ -55,22 +55,15 @@ from pydantic import AnyUrl, ValidationError
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
 from toolscout_kit.logging import redact
 from toolscout_kit.oauth_approval import (
-    DEFAULT_REDIRECT_URI,
     Approver,
     AuthorizationError,
     HeadlessApprover,
-    LoopbackApprover,
     NoApprover,
 )
 from toolscout_kit.token_store import STACK_PRINCIPAL, CredentialKey, TokenStore
 
+# Who approves (the approvers, AuthorizationError) is imported from its owner, oauth_approval.
 __all__ = [
-    "DEFAULT_REDIRECT_URI",
-    "Approver",
-    "AuthorizationError",
-    "HeadlessApprover",
-    "LoopbackApprover",
-    "NoApprover",
     "OAuthProvider",
     "RemoteAuth",
     "StoredCredentials",

@@ -17,7 +17,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import CollectorRegistry
 
-from toolscout_kit.config import SecuritySettings
+from toolscout_kit.config import SecuritySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.host import (
     DRAIN_MARGIN,
@@ -45,7 +45,7 @@ from toolscout_kit.interceptors import (
 )
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry
-from toolscout_kit.tracing import NO_TRACING, Tracing
+from toolscout_kit.tracing import NO_TRACING, Tracing, tracing_for
 
 # RunningServer, serve_until_signal and stop_on_signals are the host's, re-exported for the
 # gRPC services' callers.
@@ -53,6 +53,7 @@ __all__ = [
     "REFLECTION_V1",
     "RunningServer",
     "ServiceBinding",
+    "ServiceStart",
     "serve_until_signal",
     "start_server",
     "stop_on_signals",
@@ -297,3 +298,45 @@ async def start_server(
         auth=bool(os.environ.get(security.auth_token_env, "")),
     )
     return running
+
+
+class ServiceStart:
+    """What each gRPC service's ``build_server`` starts from, written once: the service's own
+    registry and tracing (made first, for the service's parts to use), and its server started on
+    the config's settings for ``service`` or the caller's ``listen`` / ``metrics_port`` overrides.
+
+    Raises (on construction):
+        ConfigError: an ``OTEL_*`` variable holds a value toolscout cannot use.
+    """
+
+    def __init__(
+        self,
+        config: ToolscoutConfig,
+        service: Literal["pool", "discovery", "orchestrator"],
+        *,
+        listen: str | None = None,
+        metrics_port: int | None = None,
+    ) -> None:
+        self._config = config
+        self._settings: _ServiceSettings = getattr(config.toolscout, service)
+        self._listen = listen
+        self._metrics_port = metrics_port
+        self.registry = new_registry()
+        self.tracing = tracing_for(config, service)
+
+    async def serve(self, binding: ServiceBinding, *, undo: Sequence[Cleanup] = ()) -> RunningServer:
+        """:func:`start_server` for ``binding`` with this service's settings, registry and tracing.
+
+        Raises:
+            ConfigError: the address cannot be bound or TLS files cannot be read.
+        """
+        return await start_server(
+            [binding],
+            self._settings,
+            self._config.toolscout.security,
+            registry=self.registry,
+            listen=self._listen,
+            metrics_port=self._metrics_port,
+            tracing=self.tracing,
+            undo=undo,
+        )

@@ -61,6 +61,11 @@ _SEARCH_LIMITS = (5, 10, 20, 50)
 Handler = Callable[[Request, ConsoleSession, Viewer], Awaitable[Response]]
 
 
+def _no_toolset(viewer: Viewer) -> str:
+    """What a page says when the toolset asked for is not the viewer's (or it has none)."""
+    return "No such toolset here." if viewer.toolsets else "This token may use no toolset."
+
+
 class Console:
     """The ASGI app of ``/console``; ``close()`` ends its event streams (the gateway stops)."""
 
@@ -163,10 +168,18 @@ class Console:
     def _render(
         self, request: Request, template: str, session: ConsoleSession, viewer: Viewer | None, **context: Any
     ) -> Response:
+        # Each page is its template: "catalog.html" is the page "catalog" (base.html marks it in the nav).
+        page = template.removesuffix(".html")
         return self._templates.TemplateResponse(
             request,
             template,
-            {"viewer": viewer, "csrf": session.csrf, "needs_sign_in": self.access.needs_sign_in, **context},
+            {
+                "viewer": viewer,
+                "csrf": session.csrf,
+                "needs_sign_in": self.access.needs_sign_in,
+                "page": page,
+                **context,
+            },
         )
 
     # --- sign in --------------------------------------------------------------------------------
@@ -188,7 +201,7 @@ class Console:
                 fresh = self.access.sessions.new(tenant)
                 return self._finish(request, RedirectResponse(f"{PREFIX}/servers", 303), fresh, True)
             error = "That token is not one of the gateway's."
-        response = self._render(request, "login.html", session, None, error=error, page="login")
+        response = self._render(request, "login.html", session, None, error=error)
         if error:
             response.status_code = 401
         return self._finish(request, response, session, new)
@@ -217,9 +230,7 @@ class Console:
 
     async def _servers(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
         rows, problem = await self._server_rows(viewer)
-        return self._render(
-            request, "servers.html", session, viewer, rows=rows, problem=problem, page="servers"
-        )
+        return self._render(request, "servers.html", session, viewer, rows=rows, problem=problem)
 
     async def _server_events(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
         template = self._templates.get_template("_server_rows.html")
@@ -254,7 +265,7 @@ class Console:
         manifest = None
         problem = ""
         if toolset is None:
-            problem = "No such toolset here." if viewer.toolsets else "This token may use no toolset."
+            problem = _no_toolset(viewer)
         else:
             try:
                 rows, manifest = await self.data.catalog(toolset)
@@ -269,7 +280,6 @@ class Console:
             manifest=manifest,
             toolset=toolset,
             problem=problem,
-            page="catalog",
         )
 
     async def _schema(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
@@ -302,7 +312,7 @@ class Console:
         except ToolscoutClientError as err:
             problem = problem_text(err)
         if toolset is None:
-            problem = "No such toolset here." if viewer.toolsets else "This token may use no toolset."
+            problem = _no_toolset(viewer)
         elif server and server not in servers:
             problem = "No such server here."
         elif query or server:
@@ -323,7 +333,6 @@ class Console:
             limits=_SEARCH_LIMITS,
             result=result,
             problem=problem,
-            page="search",
         )
 
     async def _chat_page(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
@@ -348,7 +357,6 @@ class Console:
             history=session.chat.get("turns", []),
             chosen_model=session.chat.get("model", ""),
             chosen_toolset=session.chat.get("toolset", viewer.toolsets[0] if viewer.toolsets else ""),
-            page="chat",
         )
 
     async def _chat_send(self, request: Request, session: ConsoleSession, viewer: Viewer) -> Response:
@@ -379,7 +387,7 @@ class Console:
         figures: list[dict[str, Any]] = []
         problem = ""
         if toolset is None:
-            problem = "No such toolset here." if viewer.toolsets else "This token may use no toolset."
+            problem = _no_toolset(viewer)
         else:
             try:
                 figures = await self.data.tokens(toolset)
@@ -394,5 +402,4 @@ class Console:
             figures=figures,
             savings=self.chat.savings,
             problem=problem,
-            page="tokens",
         )

@@ -76,3 +76,20 @@ async def test_the_console_is_not_served_when_off() -> None:
                 assert (await http.get(f"{base}/console/servers")).status_code == 404
         finally:
             await gateway.stop(grace=1)
+
+
+async def test_each_console_page_marks_itself_in_the_navigation() -> None:
+    async with fake_stack() as stack:
+        gateway = await _gateway(stack.target)
+        base = f"http://{gateway.host}:{gateway.port}"
+        try:
+            async with httpx2.AsyncClient(timeout=WITHIN) as http:
+                for name in ("servers", "catalog", "search", "tokens"):
+                    page = await http.get(f"{base}/console/{name}")
+                    assert page.status_code == 200
+                    assert f'<body data-page="{name}">' in page.text
+                    current = f'<a href="/console/{name}" aria-current="page">'
+                    assert page.text.count('aria-current="page"') == 1
+                    assert current in page.text
+        finally:
+            await gateway.stop(grace=1)

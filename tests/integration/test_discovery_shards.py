@@ -125,3 +125,38 @@ async def test_a_shard_unreachable_from_the_start_lets_the_others_catalog_out_af
         task.cancel()
         for client in clients:
             await client.close()
+
+
+async def test_equal_definitions_of_different_servers_share_one_parsed_schema_and_text(
+    shards: Shards,
+) -> None:
+    task, clients = await _follow(shards)
+    try:
+        await shards.next()
+        shards.pools[1].publish([wire.tool(pb_tool("beta", "b", "B.", {"q": {"type": "string"}}))], "s1-v2")
+        shards.pools[0].publish([wire.tool(pb_tool("alpha", "b", "B.", {"q": {"type": "string"}}))], "s0-v2")
+        catalog = await shards.next()
+        # Both shards' new catalogs merged (in whichever order they came).
+        while (
+            len(pair := [t.input_schema_json for t in catalog.tools if t.llm_name in ("alpha_b", "beta_b")])
+            != 2
+            or pair[0] != pair[1]
+        ):
+            catalog = await shards.next()
+        alpha = catalog.by_llm_name("alpha_b")
+        beta = catalog.by_llm_name("beta_b")
+        assert alpha is not None
+        assert beta is not None
+        # Decoded separately from two shards' answers, kept once: the texts and the parsed schema.
+        assert (
+            alpha.input_schema
+            == beta.input_schema
+            == {"type": "object", "properties": {"q": {"type": "string"}}}
+        )
+        assert alpha.parsed_schema is beta.parsed_schema
+        assert alpha.input_schema_json is beta.input_schema_json
+        assert alpha.description is beta.description
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()

@@ -191,7 +191,7 @@ class LoginHint:
     """Headless approval as one user of the test authorization server (its ``login_hint``)."""
 
     def __init__(self, user: str) -> None:
-        from toolscout_kit.oauth_client import HeadlessApprover
+        from toolscout_kit.oauth_approval import HeadlessApprover
 
         self._inner = HeadlessApprover()
         self.redirect_uri = self._inner.redirect_uri

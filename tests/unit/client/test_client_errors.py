@@ -111,3 +111,12 @@ def test_a_call_unavailable_marked_not_sent_stays_unavailable() -> None:
 def test_other_call_errors_pass_through_unchanged(code: grpc.StatusCode) -> None:
     err = error_for_code(code, "x")
     assert tc.call_outcome_error(err) is err
+
+
+def test_each_status_code_has_one_error_class() -> None:
+    with pytest.raises(TypeError):
+
+        class _Second(tc.ToolscoutClientError, code=grpc.StatusCode.NOT_FOUND):
+            pass
+
+    assert type(error_for_code(grpc.StatusCode.NOT_FOUND, "gone")) is tc.NotFoundError

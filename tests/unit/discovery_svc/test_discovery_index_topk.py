@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from discovery_svc.index import IndexScopeFields, SearchDoc, SearchHit, SearchIndex, normalize_name
-from discovery_svc.postings import TermPostings, exhaustive_scores
+from discovery_svc.postings import TermPostings, _kth, _kth_bound, exhaustive_scores
 from discovery_svc.text import tokenize
 
 
@@ -94,3 +94,38 @@ def test_pruned_top_k_equals_scoring_every_tool(seed: int) -> None:
             limit,
             where,
         )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pruned_top_k_equals_scoring_every_tool_for_paragraphs_over_thousands_of_tools(seed: int) -> None:
+    """Long queries of common words over a catalog of thousands: the postings they read exceed
+    the first summing budget (several rounds) and the candidates are many (the chunked lower
+    bound of the k-th best partial score, not the exact one)."""
+    rng = random.Random(100 + seed)  # noqa: S311 - test data, not cryptography
+    docs, vocab = zipf_catalog(rng, 4000, 7)
+    index = SearchIndex(docs)
+    for _ in range(25):
+        length = rng.choice([12, 30, 60])
+        query = " ".join(rng.choice(vocab[:60] if rng.random() < 0.7 else vocab) for _ in range(length))
+        limit = rng.choice([1, 5, 10])
+        where: IndexScopeFields = {}
+        if rng.random() < 0.3:
+            where["candidates"] = index.mask(rng.sample([d.key for d in docs], 2000))
+        assert index.search(query, limit, **where) == reference(index, docs, query, limit, **where), (
+            query,
+            limit,
+        )
+
+
+def test_the_cheap_bound_of_the_kth_best_score_never_exceeds_it() -> None:
+    rng = np.random.default_rng(7)
+    for size in (3, 900, 1100, 5000, 20_000):
+        for k in (1, 5, 50):
+            scores = rng.random(size) * rng.choice([1.0, 1e-3])
+            if size > 10:
+                scores[rng.integers(0, size, size // 3)] = 0.0
+            exact = _kth(scores, k)
+            bound = _kth_bound(scores, k)
+            assert bound <= exact
+            if size <= 1024:
+                assert bound == exact

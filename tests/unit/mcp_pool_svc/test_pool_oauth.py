@@ -13,10 +13,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from tests.support.mcp_servers import free_port
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
+from toolscout_kit.oauth_approval import AuthorizationError, LoopbackApprover, NoApprover
 from toolscout_kit.oauth_client import (
-    AuthorizationError,
-    LoopbackApprover,
-    NoApprover,
     RemoteAuth,
     StoredCredentials,
     build_provider,

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Self, TypedDict, TypeVar, Unpack, cast
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, Self, TypeVar, Unpack, cast
 
-from toolscout.client.channel import DEFAULT_MAX_ATTEMPTS, ChannelOption, create_channel
+from toolscout.client.channel import ChannelFields, create_channel
 
-__all__ = ["DEFAULT_DEADLINES", "ChannelSettings", "ClientBase", "ConnectFields", "Deadlines"]
+__all__ = ["DEFAULT_DEADLINES", "ClientBase", "ConnectFields", "Deadlines"]
 
 # Seconds per method. Every call has a deadline (a hung server must not hang its callers); chat
 # runs a whole LLM tool loop, so it gets minutes. WatchCatalog and WatchPlan are long-lived streams: no default.
@@ -78,46 +77,16 @@ class Deadlines:
         return default
 
 
-@dataclass(frozen=True)
-class ChannelSettings:
-    """Keyword arguments for :func:`toolscout.client.create_channel`, kept by ``connect``."""
-
-    tls: bool = False
-    root_certificates: bytes | None = None
-    token: str | None = None
-    options: Sequence[ChannelOption] = field(default_factory=tuple)
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "tls": self.tls,
-            "root_certificates": self.root_certificates,
-            "token": self.token,
-            "options": self.options,
-            "max_attempts": self.max_attempts,
-        }
-
-
-class ConnectFields(TypedDict, total=False):
+class ConnectFields(ChannelFields, total=False):
     """The keyword arguments of every ``connect``: the channel's (see :func:`create_channel`) and
     the clients' ``deadlines`` (seconds per method, overriding ``DEFAULT_DEADLINES``)."""
 
-    tls: bool
-    root_certificates: bytes | None
-    token: str | None
-    options: Sequence[ChannelOption]
-    max_attempts: int
     deadlines: Mapping[str, float | None] | None
 
 
-def channel_settings(fields: ConnectFields) -> ChannelSettings:
-    return ChannelSettings(
-        fields.get("tls", False),
-        fields.get("root_certificates"),
-        fields.get("token"),
-        tuple(fields.get("options", ())),
-        fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
-    )
+def channel_fields(fields: ConnectFields) -> ChannelFields:
+    """The channel's arguments among a ``connect``'s (all but ``deadlines``)."""
+    return cast(ChannelFields, {k: v for k, v in fields.items() if k != "deadlines"})
 
 
 ChannelT = TypeVar("ChannelT")
@@ -149,7 +118,7 @@ class ClientBase(Generic[ChannelT]):
     @classmethod
     def connect(cls, target: str, **fields: Unpack[ConnectFields]) -> Self:
         """A client on a new channel to ``target`` (see :func:`create_channel` for the arguments)."""
-        channel = create_channel(target, aio=cls._aio, **channel_settings(fields).kwargs())  # type: ignore[call-overload]
+        channel = create_channel(target, aio=cls._aio, **channel_fields(fields))  # type: ignore[call-overload]
         return cls(cast(ChannelT, channel), deadlines=fields.get("deadlines"), owns_channel=True)
 
     @property

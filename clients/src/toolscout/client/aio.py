@@ -21,7 +21,7 @@ from toolscout.client._base import (
     NOT_REACHABLE_MESSAGE,
     ClientBase,
     ConnectFields,
-    channel_settings,
+    channel_fields,
     connect_wait,
     no_connection,
 )
@@ -248,6 +248,10 @@ class AsyncPoolClient(
         """
         channel = self._channel
         state = channel.get_state(try_to_connect=True)
+        if state is grpc.ChannelConnectivity.READY:
+            # The common case, on every call: no timeout scope to set up.
+            self._was_connected = True
+            return None
         attempted = state is grpc.ChannelConnectivity.CONNECTING
         try:
             async with asyncio.timeout(within):
@@ -345,12 +349,12 @@ class AsyncToolscoutClient(AsyncCloses):
     ) -> AsyncToolscoutClient:
         """Clients for the three services at these targets (``host:port`` or ``dns:///host:port``);
         ``fields`` as for each client's ``connect``."""
-        settings = channel_settings(fields)
+        settings = channel_fields(fields)
         deadlines = fields.get("deadlines")
         channels: dict[str, grpc.aio.Channel] = {}
         for target in (pool, discovery, orchestrator):
             if target not in channels:
-                channels[target] = create_channel(target, aio=True, **settings.kwargs())
+                channels[target] = create_channel(target, aio=True, **settings)
         client = cls(
             AsyncPoolClient(channels[pool], deadlines=deadlines),
             AsyncDiscoveryClient(channels[discovery], deadlines=deadlines),

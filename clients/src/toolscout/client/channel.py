@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 import grpc
 import grpc.aio
@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "RETRIED_METHODS",
     "SERVICE_NAMES",
+    "ChannelFields",
     "ChannelOption",
     "create_channel",
     "default_channel_options",
@@ -249,30 +250,25 @@ class _SyncAuth(
 # --- the one entry point ------------------------------------------------------------------------
 
 
+class ChannelFields(TypedDict, total=False):
+    """The channel's keyword arguments of :func:`create_channel` (besides ``aio``), as a type: the
+    clients' ``connect`` take them too (their ``ConnectFields`` add ``deadlines``) and pass them on."""
+
+    tls: bool
+    root_certificates: bytes | None
+    token: str | None
+    options: Sequence[ChannelOption]
+    max_attempts: int
+
+
 @overload
 def create_channel(
-    target: str,
-    *,
-    tls: bool = ...,
-    root_certificates: bytes | None = ...,
-    token: str | None = ...,
-    aio: Literal[True] = ...,
-    options: Sequence[ChannelOption] = ...,
-    max_attempts: int = ...,
+    target: str, *, aio: Literal[True] = ..., **fields: Unpack[ChannelFields]
 ) -> grpc.aio.Channel: ...
 
 
 @overload
-def create_channel(
-    target: str,
-    *,
-    tls: bool = ...,
-    root_certificates: bytes | None = ...,
-    token: str | None = ...,
-    aio: Literal[False],
-    options: Sequence[ChannelOption] = ...,
-    max_attempts: int = ...,
-) -> grpc.Channel: ...
+def create_channel(target: str, *, aio: Literal[False], **fields: Unpack[ChannelFields]) -> grpc.Channel: ...
 
 
 def create_channel(

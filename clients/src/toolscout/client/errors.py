@@ -68,6 +68,10 @@ SERVICE_STATUS_METADATA: tuple[tuple[str, str], ...] = ((SERVICE_STATUS_KEY, "1"
 AUTHORIZATION_REQUIRED_KEY = "toolscout-authorization-required"
 
 
+# Each status code's exception class, filled by the classes' own declarations (``code=`` below).
+_BY_CODE: dict[Any, type[ToolscoutClientError]] = {}
+
+
 class ToolscoutClientError(Exception):
     """Base of every error a toolscout client raises for a failed RPC.
 
@@ -80,6 +84,21 @@ class ToolscoutClientError(Exception):
     """
 
     code: Any = grpc.StatusCode.UNKNOWN
+
+    def __init_subclass__(cls, *, code: Any = None, **kwargs: Any) -> None:
+        """A subclass declared with ``code=`` is the class :func:`error_for_code` raises for it (one
+        class per code: a subclass of it inherits its code without ``code=``).
+
+        Raises:
+            TypeError: ``code`` has its class already.
+        """
+        super().__init_subclass__(**kwargs)
+        if code is None:
+            return
+        if code in _BY_CODE:
+            raise TypeError(f"{code} is raised as {_BY_CODE[code].__name__} already")
+        cls.code = code
+        _BY_CODE[code] = cls
 
     def __init__(
         self,
@@ -118,59 +137,43 @@ class ToolscoutClientError(Exception):
         return self.message
 
 
-class CancelledError(ToolscoutClientError):
+class CancelledError(ToolscoutClientError, code=grpc.StatusCode.CANCELLED):
     """The call was cancelled (by the caller, or the server saw its caller go away)."""
 
-    code = grpc.StatusCode.CANCELLED
 
-
-class UnknownError(ToolscoutClientError):
+class UnknownError(ToolscoutClientError, code=grpc.StatusCode.UNKNOWN):
     """The server failed without a status (or with one this client does not know)."""
 
-    code = grpc.StatusCode.UNKNOWN
 
-
-class InvalidArgumentError(ToolscoutClientError):
+class InvalidArgumentError(ToolscoutClientError, code=grpc.StatusCode.INVALID_ARGUMENT):
     """The request was malformed (bad JSON arguments, wrong types, limits on input)."""
 
-    code = grpc.StatusCode.INVALID_ARGUMENT
 
-
-class DeadlineExceededError(ToolscoutClientError):
+class DeadlineExceededError(ToolscoutClientError, code=grpc.StatusCode.DEADLINE_EXCEEDED):
     """The call ran past its deadline (the client's default per method, or the one passed)."""
 
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
 
-
-class NotFoundError(ToolscoutClientError):
+class NotFoundError(ToolscoutClientError, code=grpc.StatusCode.NOT_FOUND):
     """Unknown model, toolset, server or tool; the message lists what exists."""
 
-    code = grpc.StatusCode.NOT_FOUND
+
+class AlreadyExistsError(ToolscoutClientError, code=grpc.StatusCode.ALREADY_EXISTS):
+    """What the request would create exists already."""
 
 
-class AlreadyExistsError(ToolscoutClientError):
-    code = grpc.StatusCode.ALREADY_EXISTS
-
-
-class PermissionDeniedError(ToolscoutClientError):
+class PermissionDeniedError(ToolscoutClientError, code=grpc.StatusCode.PERMISSION_DENIED):
     """The credentials are valid but not allowed to do this."""
 
-    code = grpc.StatusCode.PERMISSION_DENIED
 
-
-class ResourceExhaustedError(ToolscoutClientError):
+class ResourceExhaustedError(ToolscoutClientError, code=grpc.StatusCode.RESOURCE_EXHAUSTED):
     """A limit was hit: provider rate limit, result size cap, message size."""
 
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
-
-class FailedPreconditionError(ToolscoutClientError):
+class FailedPreconditionError(ToolscoutClientError, code=grpc.StatusCode.FAILED_PRECONDITION):
     """The stack is not in a state to do this (e.g. a provider without a configured key)."""
 
-    code = grpc.StatusCode.FAILED_PRECONDITION
 
-
-class AbortedError(ToolscoutClientError):
+class AbortedError(ToolscoutClientError, code=grpc.StatusCode.ABORTED):
     """The request was sent but its outcome is unknown: the tool (or chat) may or may not have run.
 
     The pool answers this when an MCP server went away (crash, lost connection, pool shutdown)
@@ -178,30 +181,24 @@ class AbortedError(ToolscoutClientError):
     calling it again. Also available as :data:`OutcomeUnknownError`.
     """
 
-    code = grpc.StatusCode.ABORTED
-
 
 # The name that says what ABORTED means from a toolscout service.
 OutcomeUnknownError = AbortedError
 
 
-class OutOfRangeError(ToolscoutClientError):
-    code = grpc.StatusCode.OUT_OF_RANGE
+class OutOfRangeError(ToolscoutClientError, code=grpc.StatusCode.OUT_OF_RANGE):
+    """The request asked past the end of something (a page, a range)."""
 
 
-class UnimplementedError(ToolscoutClientError):
+class UnimplementedError(ToolscoutClientError, code=grpc.StatusCode.UNIMPLEMENTED):
     """The server does not implement this method (an older server, or the wrong target)."""
 
-    code = grpc.StatusCode.UNIMPLEMENTED
 
-
-class InternalError(ToolscoutClientError):
+class InternalError(ToolscoutClientError, code=grpc.StatusCode.INTERNAL):
     """A bug on the server; details are in the server's logs, never in the message."""
 
-    code = grpc.StatusCode.INTERNAL
 
-
-class UnavailableError(ToolscoutClientError):
+class UnavailableError(ToolscoutClientError, code=grpc.StatusCode.UNAVAILABLE):
     """The service (or a dependency of it) is down or unreachable; retrying later may help.
 
     The channel already retried according to its service config before this was raised. From the
@@ -209,45 +206,18 @@ class UnavailableError(ToolscoutClientError):
     the pool's mark is raised as :class:`OutcomeUnknownError` instead.
     """
 
-    code = grpc.StatusCode.UNAVAILABLE
-
     @property
     def not_sent(self) -> bool:
         """Whether the request is proven not sent: marked by the pool, or never sent by this client."""
         return self.metadata_value(NOT_SENT_KEY) == "1"
 
 
-class DataLossError(ToolscoutClientError):
-    code = grpc.StatusCode.DATA_LOSS
+class DataLossError(ToolscoutClientError, code=grpc.StatusCode.DATA_LOSS):
+    """Unrecoverable loss or corruption of data."""
 
 
-class UnauthenticatedError(ToolscoutClientError):
+class UnauthenticatedError(ToolscoutClientError, code=grpc.StatusCode.UNAUTHENTICATED):
     """Missing or wrong bearer token."""
-
-    code = grpc.StatusCode.UNAUTHENTICATED
-
-
-_BY_CODE: dict[Any, type[ToolscoutClientError]] = {
-    cls.code: cls
-    for cls in (
-        CancelledError,
-        UnknownError,
-        InvalidArgumentError,
-        DeadlineExceededError,
-        NotFoundError,
-        AlreadyExistsError,
-        PermissionDeniedError,
-        ResourceExhaustedError,
-        FailedPreconditionError,
-        AbortedError,
-        OutOfRangeError,
-        UnimplementedError,
-        InternalError,
-        UnavailableError,
-        DataLossError,
-        UnauthenticatedError,
-    )
-}
 
 
 def error_for_code(

@@ -22,7 +22,7 @@ from toolscout.client._base import (
     NOT_REACHABLE_MESSAGE,
     ClientBase,
     ConnectFields,
-    channel_settings,
+    channel_fields,
     connect_wait,
     no_connection,
 )
@@ -256,7 +256,7 @@ class ToolscoutClient(Closes):
         """
         from toolscout.client.sharded import ShardedPoolClient  # noqa: PLC0415 - it imports this module
 
-        settings = channel_settings(fields)
+        settings = channel_fields(fields)
         deadlines = fields.get("deadlines")
         shard_targets = [pool] if isinstance(pool, str) else list(pool)
         if not shard_targets:
@@ -264,7 +264,7 @@ class ToolscoutClient(Closes):
         channels: dict[str, grpc.Channel] = {}
         for target in (*shard_targets, discovery, orchestrator):
             if target not in channels:
-                channels[target] = create_channel(target, aio=False, **settings.kwargs())
+                channels[target] = create_channel(target, aio=False, **settings)
         shards = [PoolClient(channels[target], deadlines=deadlines) for target in shard_targets]
         client = cls(
             shards[0] if len(shards) == 1 else ShardedPoolClient(shards, placement=placement),
