@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import (
     AsyncShardedPoolClient,
+    CallRelay,
     CallRequest,
     CallToolResult,
     GatewayMode,
@@ -157,6 +158,14 @@ def call_meta(meta: Mapping[str, Any] | None) -> tuple[dict[str, Any], float]:
 
 
 @dataclass(frozen=True, slots=True)
+class _Relayed:
+    """What a call hands to its host while it runs: progress only, or everything (``relay``)."""
+
+    progress: ProgressCallback | None
+    relay: CallRelay | None
+
+
+@dataclass(frozen=True, slots=True)
 class LoginAsker:
     """How to point a caller at a login link: the gateway's base URL as the caller reached it, and
     a URL-mode elicitation when the host can show one (None: the result's text only)."""
@@ -186,6 +195,7 @@ class ToolCaller:
         owner: ResultOwner | None = None,
         protocol_errors: bool = True,
         progress: ProgressCallback | None = None,
+        relay: CallRelay | None = None,
         principal: str = "",
         asker: LoginAsker | None = None,
     ) -> types.CallToolResult:
@@ -194,7 +204,9 @@ class ToolCaller:
         that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``owner``: the
         host's result budget and who may read a kept result (None: no shaping). ``progress`` (only
         when the host asked for progress: the call then streams from the pool) is awaited with each
-        progress notification of the MCP server. A caller who must sign in first gets the login link
+        progress notification of the MCP server. ``relay`` (a host that can answer the server's
+        requests: :mod:`mcp_gateway_svc.relay`) takes the call onto the pool's relay stream, and
+        then carries its progress too. A caller who must sign in first gets the login link
         (``asker``: where else it goes).
 
         Raises:
@@ -212,7 +224,14 @@ class ToolCaller:
                 raise
             try:
                 result, outcome = await self._call(
-                    tool, dict(arguments or {}), passed_meta, timeout, owner, progress, principal, asker
+                    tool,
+                    dict(arguments or {}),
+                    passed_meta,
+                    timeout,
+                    owner,
+                    _Relayed(progress, relay),
+                    principal,
+                    asker,
                 )
             except MCPError as err:
                 outcome = "tool_error"
@@ -233,7 +252,7 @@ class ToolCaller:
         passed_meta: dict[str, Any],
         timeout_seconds: float,
         owner: ResultOwner | None,
-        progress: ProgressCallback | None,
+        relayed: _Relayed,
         principal: str,
         asker: LoginAsker | None,
     ) -> tuple[types.CallToolResult, str]:
@@ -261,7 +280,8 @@ class ToolCaller:
                     # The pool bounds a call by the server's call_timeout; the caller's own timeout,
                     # when it gave one, bounds the RPC (the client adds a margin for the answer).
                     deadline=None,
-                    progress=progress,
+                    progress=relayed.progress if relayed.relay is None else None,
+                    relay=relayed.relay,
                 )
             )
         except ToolscoutClientError as err:

@@ -53,6 +53,7 @@ from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.metrics import GatewayMetrics
+from mcp_gateway_svc.relay import host_relay
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
@@ -516,6 +517,7 @@ class McpHandlers:
             owner=self._owner(call.ctx, call.info),
             protocol_errors=not wrapped,
             progress=_progress_relay(call.ctx) if _asks_for_progress(call.meta) else None,
+            relay=host_relay(call.ctx, progress=_asks_for_progress(call.meta)),
             principal=call.info.principal,
             asker=_asker(call.ctx),
         )

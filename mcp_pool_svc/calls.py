@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -45,8 +45,9 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
+from mcp_pool_svc.relay import HostRelay, HostSession, wants_host_session
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
-from mcp_pool_svc.session import Connection, was_not_sent
+from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import PoolSettings, RemoteServerConfig
@@ -156,6 +157,26 @@ def _mcp_attributes(sup: Supervisor, conn: Connection, tool: str) -> dict[str, A
     return attributes
 
 
+def _ignore_event(kind: ConnectionEvent, detail: str) -> None:
+    """A connection opened for one host's call coming and going says nothing of its server's state
+    (the server's own connection does)."""
+
+
+def _raise_if_lost(sup: Supervisor, err: MCPError) -> None:
+    """A call's own session refused it unsent, or lost it after sending: the domain error.
+
+    Raises:
+        ServerUnavailableError: not sent.
+        _SentThenLost: sent, then the session was lost.
+    """
+    if was_not_sent(err):
+        raise ServerUnavailableError(
+            f"MCP server {sup.name!r} could not be reached; the call was not sent"
+        ) from None
+    if err.code == mcp_types.CONNECTION_CLOSED:
+        raise _SentThenLost(retried=False) from None
+
+
 class _SentThenLost(Exception):
     """The request went to the server, then the connection was lost before its answer."""
 
@@ -174,6 +195,8 @@ class _Call:
     checked: CheckedCall
     # Called with each progress notification of the server for this call (None: none asked for).
     progress: ProgressFn | None = None
+    # Where the server's requests and log messages during this call go (None: its host takes none).
+    relay: HostRelay | None = None
     # The most bytes of its result kept (None: max_result_bytes); a caller that has results shaped
     # to a budget gets them whole up to results.max_kept_bytes.
     cap_bytes: int | None = None
@@ -226,13 +249,15 @@ class CallRunner:
         span: Span,
         progress: ProgressFn | None = None,
         cap_bytes: int | None = None,
+        relay: HostRelay | None = None,
     ) -> CallToolResult:
         """Calls ``tool`` on ``sup``'s server; a tool's own failure comes back as ``is_error``.
 
         The timeout (0 = the server's ``call_timeout``) is further bounded by ``deadline``, the
         seconds the caller has left. ``span`` (the call's) gets the outcome and the result's size.
         ``cap_bytes``: the result is cut (or refused) past this many bytes instead of
-        ``max_result_bytes``.
+        ``max_result_bytes``. ``relay``: the server's requests and log messages during the call go
+        there (:mod:`mcp_pool_svc.relay`).
 
         Raises:
             ServerUnavailableError: the call was not sent (server down or starting, pool stopping).
@@ -250,7 +275,7 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked, progress, cap_bytes)
+        call = _Call(sup, tool, checked, progress, relay, cap_bytes)
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -330,7 +355,7 @@ class CallRunner:
             _SentThenLost: sent, and the connection was lost before the answer.
             MCPError: the server answered with an error.
         """
-        sup, tool, args, meta = call.sup, call.tool, call.checked.arguments, call.checked.meta
+        sup, tool = call.sup, call.tool
         listed = self._catalog.lookup(sup.name, tool)
         read_only = listed is not None and listed.read_only
         repeatable = listed is not None and (listed.read_only or listed.idempotent)
@@ -349,6 +374,10 @@ class CallRunner:
                     if lost is not None:
                         raise _SentThenLost(retried=True) from None
                     raise
+                host = wants_host_session(call.relay, conn.modern, isinstance(sup.config, RemoteServerConfig))
+                if host is not None:
+                    async with self._write_turn(sup, read_only):
+                        return await self._send_on_host_session(call, host)
                 try:
                     # The write lock (a tool not annotated read-only) is held around the request
                     # only: waiting for a connection or a restart holds nothing.
@@ -357,18 +386,8 @@ class CallRunner:
                             stale = conn  # not sent: take the next connection
                             continue
                         call.sent = True
-                        # The SDK writes this span's traceparent into the request's _meta.
-                        with self._tracing.span(
-                            f"tools/call {tool}",
-                            kind=SpanKind.CLIENT,
-                            attributes=_mcp_attributes(sup, conn, tool),
-                        ):
-                            answer = await conn.session.call_tool(
-                                tool,
-                                args,
-                                progress_callback=call.progress,
-                                meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
-                            )
+                        # The SDK writes the span's traceparent into the request's _meta.
+                        answer = await self._request(call, conn)
                 except MCPError as err:
                     if was_not_sent(err):
                         # Refused at once: the server is gone. The supervisor checks it now.
@@ -400,34 +419,69 @@ class CallRunner:
             ServerUnavailableError: the session could not be opened (not sent).
             _SentThenLost: sent, and the session was lost before the answer.
         """
-        sup, tool, args, meta = call.sup, call.tool, call.checked.arguments, call.checked.meta
-        principal = call.checked.principal
+        sup, principal = call.sup, call.checked.principal
         if self._users is None:
             raise ServerUnavailableError(f"MCP server {sup.name!r} has no per-user sessions here; not sent")
         assert isinstance(sup.config, RemoteServerConfig)  # is_per_user
         async with self._users.session(sup.name, sup.config, principal) as conn:
             call.sent = True
             try:
-                with self._tracing.span(
-                    f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=_mcp_attributes(sup, conn, tool)
-                ):
-                    return await conn.session.call_tool(
-                        tool,
-                        args,
-                        progress_callback=call.progress,
-                        meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
-                    )
+                return await self._request(call, conn)
             except Exception as err:
                 refused = self._users.authorization_failed(sup.name, principal)
                 if refused is not None:
                     raise refused from None
-                if isinstance(err, MCPError) and was_not_sent(err):
-                    raise ServerUnavailableError(
-                        f"MCP server {sup.name!r} could not be reached; the call was not sent"
-                    ) from None
-                if isinstance(err, MCPError) and err.code == mcp_types.CONNECTION_CLOSED:
-                    raise _SentThenLost(retried=False) from None
+                if isinstance(err, MCPError):
+                    _raise_if_lost(sup, err)
                 raise
+
+    async def _send_on_host_session(self, call: _Call, host: HostSession) -> Any:
+        """Sends the call once on a session of the host's era opened for it (see
+        :func:`mcp_pool_svc.relay.wants_host_session`), closed after the answer.
+
+        Raises:
+            ServerUnavailableError: the session could not be opened (not sent).
+            _SentThenLost: sent, and the session was lost before the answer.
+            MCPError: the server answered with an error.
+        """
+        sup = call.sup
+        async with AsyncExitStack() as stack:
+            try:
+                conn = await stack.enter_async_context(
+                    sup.connector(sup.name, sup.config, _ignore_event, host)
+                )
+            except Exception as err:
+                log.info("host_session_not_opened", server=sup.name, error=type(err).__name__)
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not open a session in the host's protocol revision; "
+                    "the call was not sent"
+                ) from None
+            call.sent = True
+            try:
+                return await self._request(call, conn)
+            except MCPError as err:
+                _raise_if_lost(sup, err)
+                raise
+
+    async def _request(self, call: _Call, conn: Connection) -> Any:
+        """The ``tools/call`` request itself, in its span, registered with the connection's router.
+
+        Raises:
+            MCPError: as ``ClientSession.call_tool``.
+        """
+        sup, tool, meta = call.sup, call.tool, call.checked.meta
+        with (
+            self._tracing.span(
+                f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=_mcp_attributes(sup, conn, tool)
+            ),
+            conn.router.calling(call.relay),
+        ):
+            return await conn.session.call_tool(
+                tool,
+                call.checked.arguments,
+                progress_callback=call.progress,
+                meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
+            )
 
     def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
         """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""

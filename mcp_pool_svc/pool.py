@@ -64,6 +64,7 @@ from mcp_pool_svc.per_user import UserSessions
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.probes import Probes
 from mcp_pool_svc.reaper import Reaper, become_subreaper
+from mcp_pool_svc.relay import HostRelay
 from mcp_pool_svc.server_logs import StderrLog
 from mcp_pool_svc.session import Connector, HttpClients, make_connector
 from mcp_pool_svc.shard_servers import ReshardResult, ShardServers
@@ -392,11 +393,17 @@ class McpPool:
         return server, tool
 
     async def call(
-        self, request: CallRequest, *, deadline: float | None = None, progress: ProgressFn | None = None
+        self,
+        request: CallRequest,
+        *,
+        deadline: float | None = None,
+        progress: ProgressFn | None = None,
+        relay: HostRelay | None = None,
     ) -> CallToolResult:
         """Runs one tool call (:mod:`mcp_pool_svc.calls`); a tool's own failure comes back as
         ``is_error`` with its text. ``deadline``: the seconds the caller has left; ``progress``:
-        called with each progress notification of the server for this call.
+        called with each progress notification of the server for this call; ``relay``: where the
+        server's requests and log messages during the call go (:mod:`mcp_pool_svc.relay`).
 
         Raises:
             InvalidToolArgumentsError: arguments or meta are not a JSON object (or nest too deeply),
@@ -424,7 +431,7 @@ class McpPool:
                 else None
             )
             result = await self._runner.run(
-                self._servers.running[server], tool, checked, deadline, span, progress, cap
+                self._servers.running[server], tool, checked, deadline, span, progress, cap, relay
             )
             if request.result_budget_tokens <= 0:
                 return result

@@ -27,8 +27,10 @@ from toolscout.client import (
     SHARD_COUNT_KEY,
     SHARD_OWNERS_KEY,
     CallProgress,
+    CallToolResult,
     FeatureKind,
     FeatureReply,
+    RelayedLog,
     wire,
 )
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
@@ -40,8 +42,13 @@ from mcp_pool_svc.errors import (
     UserAuthorizationRequiredError,
 )
 from mcp_pool_svc.pool import McpPool
+from mcp_pool_svc.relay import QueuedRelay, RelayEvent, host_capabilities
 
 __all__ = ["McpPoolServicer"]
+
+# Seconds a cancelled relayed call's server has to withdraw the requests it still has out to the
+# gone caller before the pool answers them with an error.
+_WITHDRAW_GRACE = 5.0
 
 
 def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
@@ -135,33 +142,55 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         """CallTool, with the server's progress notifications streamed before the result."""
         remaining = context.time_remaining()
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        events: asyncio.Queue[mcp_pool_pb2.CallToolEvent] = asyncio.Queue()
+        events: asyncio.Queue[RelayEvent] = asyncio.Queue()
 
         async def relay(progress: float, total: float | None, message: str | None) -> None:
-            event = wire.call_progress_pb(CallProgress(progress, total, message or ""))
-            events.put_nowait(mcp_pool_pb2.CallToolEvent(progress=event))
+            events.put_nowait(CallProgress(progress, total, message or ""))
 
-        call = asyncio.ensure_future(
+        call = asyncio.create_task(
             self._pool.call(wire.call_request(request), deadline=deadline, progress=relay)
         )
+        async for event in _events_then_result(call, events, context):
+            yield event
+
+    async def CallToolRelay(
+        self,
+        request_iterator: AsyncIterator[mcp_pool_pb2.CallToolRelayRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
+        """CallTool with the server's requests, log messages and progress relayed to the caller
+        and its answers back (:mod:`mcp_pool_svc.relay`); a caller that closes its side first
+        cancels the call."""
+        remaining = context.time_remaining()
+        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        first = await anext(aiter(request_iterator), None)
+        if first is None or not first.HasField("start"):
+            raise InvalidToolArgumentsError("CallToolRelay starts with a `start` message (the call)")
+        relay = QueuedRelay(
+            host_capabilities(first.start.host_capabilities_json), first.start.host_protocol_version
+        )
+        call = asyncio.create_task(
+            self._pool.call(
+                wire.call_request(first.start.call), deadline=deadline, progress=relay.progress, relay=relay
+            )
+        )
+
+        async def answers() -> None:
+            async for message in request_iterator:
+                if message.HasField("answer"):
+                    relay.answer(wire.relay_answer(message.answer))
+            _cancel_once(call)  # the caller closed its side before the result: it wants none
+
+        reading = asyncio.ensure_future(answers())
         try:
-            while not call.done():
-                waiting = asyncio.ensure_future(events.get())
-                await asyncio.wait({call, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                if waiting.done():
-                    yield waiting.result()
-                else:
-                    waiting.cancel()
-            while not events.empty():
-                yield events.get_nowait()
-            with _call_refusals(context):
-                result = call.result()
-            yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
+            async for event in _events_then_result(call, relay.events, context):
+                yield event
         finally:
-            if not call.done():
-                # The caller went away (or cancelled): the call is cancelled on the server too.
-                call.cancel()
-                await asyncio.wait({call})
+            # A cancelled call's server withdraws what it still asks (and gets notifications/cancelled
+            # first); what it does not withdraw is refused after a grace.
+            relay.close(grace=_WITHDRAW_GRACE if call.cancelled() else 0.0)
+            reading.cancel()
+            await asyncio.wait({reading})
 
     async def WatchCatalog(
         self, request: mcp_pool_pb2.WatchCatalogRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -222,3 +251,46 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
             ) as updates:
                 async for uri, subscribed in updates:
                     yield mcp_pool_pb2.WatchResourceResponse(uri=uri, subscribed=subscribed)
+
+
+def _event_pb(event: RelayEvent) -> mcp_pool_pb2.CallToolEvent:
+    if isinstance(event, CallProgress):
+        return mcp_pool_pb2.CallToolEvent(progress=wire.call_progress_pb(event))
+    if isinstance(event, RelayedLog):
+        return mcp_pool_pb2.CallToolEvent(log=wire.relayed_log_pb(event))
+    return mcp_pool_pb2.CallToolEvent(request=wire.relayed_request_pb(event))
+
+
+async def _events_then_result(
+    call: asyncio.Task[CallToolResult],
+    events: asyncio.Queue[RelayEvent],
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
+    """The events of a running call as they come, then its result (errors as CallTool's); a
+    caller that goes away cancels the call (and the server gets notifications/cancelled)."""
+    try:
+        while not call.done():
+            waiting = asyncio.ensure_future(events.get())
+            racing: set[asyncio.Future[Any]] = {call, waiting}
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+            if waiting.done():
+                yield _event_pb(waiting.result())
+            else:
+                waiting.cancel()
+        while not events.empty():
+            yield _event_pb(events.get_nowait())
+        with _call_refusals(context):
+            result = call.result()
+        yield mcp_pool_pb2.CallToolEvent(result=wire.call_tool_result_pb(result))
+    finally:
+        if not call.done():
+            _cancel_once(call)
+            await asyncio.wait({call})
+
+
+def _cancel_once(call: asyncio.Task[CallToolResult]) -> None:
+    """Cancels a call that is not being cancelled already: a second cancellation would land in
+    the SDK's shielded write of ``notifications/cancelled`` (a native cancel pierces anyio's shield)
+    and the MCP server would never hear that its call was cancelled."""
+    if not call.done() and not call.cancelling():
+        call.cancel()

@@ -28,11 +28,12 @@ hook for this, so the session is given a dispatcher that fills the field in (:cl
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -52,6 +53,7 @@ from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
 from mcp_pool_svc.reaper import Reaper
+from mcp_pool_svc.relay import CallRouter, HostSession, context_relay, without_host_capabilities
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
 from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth, reporting_failure
@@ -119,6 +121,8 @@ class Connection:
     listening: bool = False
     # The OAuth provider of a server with ``auth`` (its ``failure`` tells a lost authorization).
     auth: OAuthProvider | None = None
+    # Routes the server's requests and log messages during a call to that call's host.
+    router: CallRouter = field(default_factory=lambda: CallRouter(request_streams=False))
 
     @property
     def modern(self) -> bool:
@@ -172,27 +176,30 @@ class Connection:
 
 
 class Connector(Protocol):
-    """Opens a connection; the supervisor depends on this, so tests can pass their own."""
+    """Opens a connection; the supervisor depends on this, so tests can pass their own.
+    ``host``: a session for one host's call (:class:`~mcp_pool_svc.relay.HostSession`)."""
 
     def __call__(
         self,
         name: str,
         config: StdioServerConfig | RemoteServerConfig,
         on_event: Callable[[ConnectionEvent, str], None],
+        host: HostSession | None = None,
     ) -> AbstractAsyncContextManager[Connection]: ...
 
 
 async def _forward(
     source: ObjectReceiveStream[SessionMessage | Exception],
-    sink: ObjectSendStream[SessionMessage | Exception],
+    sink: ObjectSendStream[tuple[contextvars.Context | None, SessionMessage | Exception]],
     closed: anyio.Event,
     on_event: Callable[[ConnectionEvent, str], None],
 ) -> None:
     try:
         async with sink:
             async for item in source:
-                # Exceptions (unparsable lines) pass through; the session's message handler reports them.
-                await sink.send(item)
+                # Exceptions (unparsable lines) pass through; the session's message handler reports
+                # them. The sender's context travels along: it names the call a request belongs to.
+                await sink.send((getattr(source, "last_context", None), item))
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         pass
     finally:
@@ -405,6 +412,7 @@ def make_connector(
         name: str,
         config: StdioServerConfig | RemoteServerConfig,
         on_event: Callable[[ConnectionEvent, str], None],
+        host: HostSession | None = None,
     ) -> AbstractAsyncContextManager[Connection]:
         last: list[str] = []
 
@@ -429,6 +437,7 @@ def make_connector(
             http_clients=http_clients,
             reaper=reaper,
             auth=auth,
+            host=host,
         )
 
     return connect
@@ -549,6 +558,12 @@ class _LenientDispatcher(JSONRPCDispatcher[Any]):
     async def send_raw_request(
         self, method: str, params: Any, opts: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
+        if (
+            isinstance(params, dict)
+            and "_meta" in params
+            and self.protocol_version() in MODERN_PROTOCOL_VERSIONS
+        ):
+            params = {**params, "_meta": without_host_capabilities(params["_meta"])}
         raw = await super().send_raw_request(method, params, opts, **kwargs)
         if (
             method == "tools/call"
@@ -563,6 +578,27 @@ class _LenientDispatcher(JSONRPCDispatcher[Any]):
         return raw
 
 
+def _client_session(
+    dispatcher: _LenientDispatcher,
+    router: CallRouter,
+    host: HostSession | None,
+    on_event: Callable[[ConnectionEvent, str], None],
+) -> ClientSession:
+    """The SDK session, whose callbacks route the server's requests to the call that caused them:
+    all three for the pooled session, only the host's own for a session opened for its call."""
+    declared = host.capabilities if host is not None else None
+    return ClientSession(
+        message_handler=_message_handler(on_event),
+        client_info=_CLIENT_INFO,
+        dispatcher=dispatcher,
+        sampling_callback=router.sampling if declared is None or declared.sampling else None,
+        elicitation_callback=router.elicitation if declared is None or declared.elicitation else None,
+        list_roots_callback=router.list_roots if declared is None or declared.roots else None,
+        logging_callback=router.logged,
+        sampling_capabilities=declared.sampling if declared is not None else None,
+    )
+
+
 @asynccontextmanager
 async def open_connection(
     config: StdioServerConfig | RemoteServerConfig,
@@ -574,9 +610,12 @@ async def open_connection(
     http_clients: HttpClients | None = None,
     reaper: Reaper | None = None,
     auth: OAuthProvider | None = None,
+    host: HostSession | None = None,
 ) -> AsyncIterator[Connection]:
     """Connects and negotiates (:func:`negotiate`) within ``config.connect_timeout``; a remote
     server is authorized with ``auth`` when given (OAuth 2.1, :mod:`toolscout_kit.oauth_client`).
+    ``host``: a session for one host's call, which ``initialize``s (the handshake era) and declares
+    exactly that host's sampling, elicitation and roots.
 
     Raises:
         toolscout_kit.oauth_approval.AuthorizationError: the server wants an authorization that failed.
@@ -599,7 +638,7 @@ async def open_connection(
                 auth=auth,
             )
         )
-        relay_send, relay_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+        relay_send, relay_recv = context_relay(16)
         stack.push_async_callback(relay_recv.aclose)
         closed = anyio.Event()
         tg = await stack.enter_async_context(anyio.create_task_group())
@@ -607,14 +646,15 @@ async def open_connection(
         # LIFO: the session exits first, then the forwarder is cancelled, then the transport closes.
         stack.callback(tg.cancel_scope.cancel)
         dispatcher = _LenientDispatcher(relay_recv, write, on_event=on_event)
-        session = await stack.enter_async_context(
-            ClientSession(
-                message_handler=_message_handler(on_event), client_info=_CLIENT_INFO, dispatcher=dispatcher
-            )
-        )
+        # A host's own session carries that one call: every request on it is the call's.
+        router = CallRouter(request_streams=host is None and transport_name(config) == "streamable-http")
+        session = await stack.enter_async_context(_client_session(dispatcher, router, host, on_event))
         dispatcher.protocol_version = lambda: session.protocol_version
         with anyio.fail_after(config.connect_timeout):
-            await negotiate(session)
+            if host is None:
+                await negotiate(session)
+            else:
+                await session.initialize()
         info = session.server_info
         conn = Connection(
             session=session,
@@ -622,6 +662,7 @@ async def open_connection(
             closed=closed,
             protocol_version=session.protocol_version or "",
             auth=auth,
+            router=router,
         )
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:

@@ -98,7 +98,8 @@ class Supervisor:
         self.name = name
         self.config = config
         self._settings = settings
-        self._connector = connector
+        # Opens this server's connections (its own one, and those opened for one host's call).
+        self.connector = connector
         self._catalog = catalog
         self._metrics = metrics
         self._on_change = on_change
@@ -339,7 +340,7 @@ class Supervisor:
                     # Opening (spawn or dial, handshake, first listing) waits its turn in the pool.
                     async with self._probes.connecting():
                         conn = await stack.enter_async_context(
-                            self._connector(self.name, self.config, self._on_event)
+                            self.connector(self.name, self.config, self._on_event)
                         )
                         await self._became_ready(conn)
                     was_ready = True

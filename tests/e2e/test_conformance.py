@@ -23,19 +23,12 @@ _NO_SUBSCRIPTIONS = (
     "resource subscriptions (resources/subscribe is removed; its subscriptions/listen carries tool "
     "and prompt changes only): the gateway advertises none and answers -32601"
 )
-_NO_RELAY = "requests from the server to the host (sampling, elicitation) are not relayed (issue 29)"
-_NO_LOGS = "the server's log messages on a call are not relayed (issue 29)"
 
 _COMMON_LOST: dict[str, str] = {}
 _LOST_2025 = {
     **_COMMON_LOST,
     "resources-subscribe": _NO_SUBSCRIPTIONS,
     "resources-unsubscribe": _NO_SUBSCRIPTIONS,
-    "elicitation-sep1034-defaults": _NO_RELAY,
-    "elicitation-sep1330-enums": _NO_RELAY,
-    "tools-call-elicitation": _NO_RELAY,
-    "tools-call-sampling": _NO_RELAY,
-    "tools-call-with-logging": _NO_LOGS,
 }
 
 # (revision, mode) -> scenario passing directly that does not pass through the gateway -> why.

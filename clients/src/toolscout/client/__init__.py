@@ -59,6 +59,7 @@ from toolscout.client.errors import (
     not_sent_error,
     translate_rpc_error,
 )
+from toolscout.client.relay import CallRelay, SyncCallRelay
 from toolscout.client.sharded import (
     SHARD_COUNT_KEY,
     SHARD_OWNERS_KEY,
@@ -103,6 +104,7 @@ __all__ = [
     "AsyncPoolClient",
     "AsyncShardedPoolClient",
     "AsyncToolscoutClient",
+    "CallRelay",
     "CancelledError",
     "CatalogMerger",
     "DataLossError",
@@ -122,6 +124,7 @@ __all__ = [
     "ServerPlacement",
     "ShardRouter",
     "ShardedPoolClient",
+    "SyncCallRelay",
     "ToolscoutClient",
     "ToolscoutClientError",
     "UnauthenticatedError",

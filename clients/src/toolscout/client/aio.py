@@ -45,6 +45,7 @@ from toolscout.client.errors import (
     not_sent_error,
     translate_rpc_error,
 )
+from toolscout.client.relay import CallRelay, RelayRpc, relay_call
 from toolscout.discovery.v1 import discovery_pb2, discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
@@ -168,11 +169,14 @@ class AsyncPoolClient(
         deadline: float | None = None,
         metadata: Metadata = None,
         progress: ProgressCallback | None = None,
+        relay: CallRelay | None = None,
     ) -> t.CallToolResult:
         """Run one tool call (one pool: ``server_hint`` is not needed).
 
         ``progress``: awaited with each progress notification of the MCP server, as it comes
-        (``CallToolWithProgress``); without it the call is one unary ``CallTool``.
+        (``CallToolWithProgress``); without it the call is one unary ``CallTool``. ``relay``
+        (instead): the server's requests to the host, its log messages and progress during the
+        call go to the host and the host's answers back (``CallToolRelay``, :mod:`toolscout.client.relay`).
 
         A tool that fails is a result with ``is_error``. A channel that lost its connection is
         given a few seconds (``CONNECT_WAIT``, within the deadline) to reconnect before anything is
@@ -197,7 +201,16 @@ class AsyncPoolClient(
             raise not_sent_error(NOT_REACHABLE_MESSAGE.format(why=why), method=f"/{self._service}/CallTool")
         timeout = None if rpc_deadline is None else max(rpc_deadline - (loop.time() - started), 0.001)
         try:
-            if progress is None:
+            if relay is not None:
+                rpc = RelayRpc(
+                    self._stub,
+                    wire.call_request_pb(request),
+                    timeout,
+                    with_trace_context(metadata),
+                    f"/{self._service}/CallToolRelay",
+                )
+                resp = await relay_call(rpc, relay)
+            elif progress is None:
                 resp = await self._unary(
                     "CallTool", wire.call_request_pb(request), timeout, metadata, resolved=True
                 )

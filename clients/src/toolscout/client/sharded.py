@@ -31,6 +31,7 @@ from toolscout.client._base import ConnectFields
 from toolscout.client._calls import AsyncCloses, Closes, Metadata, ToolCalls
 from toolscout.client.aio import AsyncPoolClient, ProgressCallback
 from toolscout.client.errors import NotFoundError, ToolscoutClientError, UnavailableError, not_sent_error
+from toolscout.client.relay import CallRelay
 from toolscout.client.sharded_features import ShardedFeatureRequests, ShardedFeatureRequestsSync
 from toolscout.client.sharding import CatalogMerger, Placement, ServerPlacement, handle_shard
 from toolscout.client.sync import PoolClient
@@ -386,9 +387,10 @@ class AsyncShardedPoolClient(
         deadline: float | None = None,
         metadata: Metadata = None,
         progress: ProgressCallback | None = None,
+        relay: CallRelay | None = None,
     ) -> t.CallToolResult:
         """Runs ``request`` on the shard that runs its server; errors as :meth:`AsyncPoolClient.call`
-        (``progress`` too).
+        (``progress`` and ``relay`` too).
 
         Name the tool by its own name on a server, or by its LLM-facing name alone; with an
         LLM-facing name, ``server_hint`` (the server the plan or catalog gave for it) picks the
@@ -407,7 +409,9 @@ class AsyncShardedPoolClient(
             client = self._client(shard)
             if client is None:
                 raise router.unknown_shard(shard)
-            return await client.call(request, deadline=deadline, metadata=metadata, progress=progress)
+            return await client.call(
+                request, deadline=deadline, metadata=metadata, progress=progress, relay=relay
+            )
 
         if not route:
             return await self._scan(attempt, range(self.count))

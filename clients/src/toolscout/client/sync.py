@@ -39,6 +39,7 @@ from toolscout.client._calls import (
 from toolscout.client._trace_context import with_trace_context
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import UnavailableError, call_outcome_error, not_sent_error, translate_rpc_error
+from toolscout.client.relay import RelayRpc, SyncCallRelay, relay_call_sync
 from toolscout.discovery.v1 import discovery_pb2_grpc
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
@@ -170,8 +171,11 @@ class PoolClient(
         server_hint: str = "",
         deadline: float | None = None,
         metadata: Metadata = None,
+        relay: SyncCallRelay | None = None,
     ) -> t.CallToolResult:
-        """Run one tool call (one pool: ``server_hint`` is not needed). A tool that fails is a
+        """Run one tool call (one pool: ``server_hint`` is not needed). ``relay``: the server's
+        requests to the host, log messages and progress during the call are handed to it and its
+        answers sent back (``CallToolRelay``). A tool that fails is a
         result with ``is_error``. Errors as for
         :meth:`toolscout.client.AsyncPoolClient.call`: ``UnavailableError`` only when the call
         was not sent, ``OutcomeUnknownError`` when it was and the pool or its server went away.
@@ -184,14 +188,21 @@ class PoolClient(
                 NOT_REACHABLE_MESSAGE.format(why=no_connection(wait)), method=f"/{self._service}/CallTool"
             )
         self._was_connected = True
+        timeout = None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001)
         try:
-            resp = self._unary(
-                "CallTool",
-                wire.call_request_pb(request),
-                None if rpc_deadline is None else max(rpc_deadline - (time.monotonic() - started), 0.001),
-                metadata,
-                resolved=True,
-            )
+            if relay is not None:
+                rpc = RelayRpc(
+                    self._stub,
+                    wire.call_request_pb(request),
+                    timeout,
+                    with_trace_context(metadata),
+                    f"/{self._service}/CallToolRelay",
+                )
+                resp = relay_call_sync(rpc, relay)
+            else:
+                resp = self._unary(
+                    "CallTool", wire.call_request_pb(request), timeout, metadata, resolved=True
+                )
         except UnavailableError as err:
             raise call_outcome_error(err) from err
         return wire.call_tool_result(resp)

@@ -60,6 +60,9 @@ __all__ = [
     "PromptRequest",
     "ReadRequest",
     "ReasoningDelta",
+    "RelayAnswer",
+    "RelayedLog",
+    "RelayedRequest",
     "ResourceReadRequest",
     "ResultRead",
     "ResultTokens",
@@ -576,6 +579,50 @@ class CallProgress:
     progress: float
     total: float | None = None
     message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedRequest:
+    """A request of the MCP server to the host during a relayed call (``CallToolRelay``):
+    ``sampling/createMessage``, ``elicitation/create`` or ``roots/list``, with its params as MCP
+    puts them on the wire (a JSON object string). Answered by a :class:`RelayAnswer` of its ``id``."""
+
+    id: int
+    method: str
+    params_json: str = ""
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return _parse_object(self.params_json)
+
+
+@dataclass(frozen=True, slots=True)
+class RelayAnswer:
+    """The host's answer to a :class:`RelayedRequest`: its MCP result (a JSON object string), or a
+    JSON-RPC error when ``error_code`` is not 0."""
+
+    id: int
+    result_json: str = ""
+    error_code: int = 0
+    error_message: str = ""
+
+    @classmethod
+    def of(cls, request_id: int, result: Mapping[str, Any]) -> RelayAnswer:
+        return cls(request_id, json_object_text(result))
+
+    @classmethod
+    def error(cls, request_id: int, code: int, message: str) -> RelayAnswer:
+        return cls(request_id, error_code=code, error_message=message)
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedLog:
+    """A log message of the MCP server during a relayed call (``notifications/message``): its
+    level (``debug`` … ``emergency``), logger name and ``data`` as JSON text."""
+
+    level: str
+    logger: str = ""
+    data_json: str = "null"
 
 
 # --- McpPool: resources, resource templates, prompts, completion, logging ------------------------

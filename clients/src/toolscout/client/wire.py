@@ -173,6 +173,32 @@ def call_progress(m: mcp_pool_pb2.CallProgress) -> t.CallProgress:
     return t.CallProgress(m.progress, m.total if m.has_total else None, m.message)
 
 
+def relayed_request(m: mcp_pool_pb2.RelayedRequest) -> t.RelayedRequest:
+    return t.RelayedRequest(m.id, m.method, m.params_json)
+
+
+def relayed_request_pb(x: t.RelayedRequest) -> mcp_pool_pb2.RelayedRequest:
+    return mcp_pool_pb2.RelayedRequest(id=x.id, method=x.method, params_json=x.params_json)
+
+
+def relay_answer(m: mcp_pool_pb2.RelayAnswer) -> t.RelayAnswer:
+    return t.RelayAnswer(m.id, m.result_json, m.error_code, m.error_message)
+
+
+def relay_answer_pb(x: t.RelayAnswer) -> mcp_pool_pb2.RelayAnswer:
+    return mcp_pool_pb2.RelayAnswer(
+        id=x.id, result_json=x.result_json, error_code=x.error_code, error_message=x.error_message
+    )
+
+
+def relayed_log(m: mcp_pool_pb2.RelayedLog) -> t.RelayedLog:
+    return t.RelayedLog(m.level, m.logger, m.data_json or "null")
+
+
+def relayed_log_pb(x: t.RelayedLog) -> mcp_pool_pb2.RelayedLog:
+    return mcp_pool_pb2.RelayedLog(level=x.level, logger=x.logger, data_json=x.data_json)
+
+
 def call_progress_pb(x: t.CallProgress) -> mcp_pool_pb2.CallProgress:
     return mcp_pool_pb2.CallProgress(
         progress=x.progress, total=x.total or 0.0, has_total=x.total is not None, message=x.message

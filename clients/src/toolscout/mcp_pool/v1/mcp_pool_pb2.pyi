@@ -242,12 +242,66 @@ class CallProgress(_message.Message):
     def __init__(self, progress: _Optional[float] = ..., total: _Optional[float] = ..., has_total: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CallToolEvent(_message.Message):
-    __slots__ = ("progress", "result")
+    __slots__ = ("progress", "result", "request", "log")
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
     progress: CallProgress
     result: CallToolResponse
-    def __init__(self, progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ...) -> None: ...
+    request: RelayedRequest
+    log: RelayedLog
+    def __init__(self, progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., request: _Optional[_Union[RelayedRequest, _Mapping]] = ..., log: _Optional[_Union[RelayedLog, _Mapping]] = ...) -> None: ...
+
+class CallToolRelayStart(_message.Message):
+    __slots__ = ("call", "host_capabilities_json", "host_protocol_version")
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    HOST_CAPABILITIES_JSON_FIELD_NUMBER: _ClassVar[int]
+    HOST_PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    call: CallToolRequest
+    host_capabilities_json: str
+    host_protocol_version: str
+    def __init__(self, call: _Optional[_Union[CallToolRequest, _Mapping]] = ..., host_capabilities_json: _Optional[str] = ..., host_protocol_version: _Optional[str] = ...) -> None: ...
+
+class RelayedRequest(_message.Message):
+    __slots__ = ("id", "method", "params_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    method: str
+    params_json: str
+    def __init__(self, id: _Optional[int] = ..., method: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class RelayAnswer(_message.Message):
+    __slots__ = ("id", "result_json", "error_code", "error_message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    result_json: str
+    error_code: int
+    error_message: str
+    def __init__(self, id: _Optional[int] = ..., result_json: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class RelayedLog(_message.Message):
+    __slots__ = ("level", "logger", "data_json")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    LOGGER_FIELD_NUMBER: _ClassVar[int]
+    DATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    level: str
+    logger: str
+    data_json: str
+    def __init__(self, level: _Optional[str] = ..., logger: _Optional[str] = ..., data_json: _Optional[str] = ...) -> None: ...
+
+class CallToolRelayRequest(_message.Message):
+    __slots__ = ("start", "answer")
+    START_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    start: CallToolRelayStart
+    answer: RelayAnswer
+    def __init__(self, start: _Optional[_Union[CallToolRelayStart, _Mapping]] = ..., answer: _Optional[_Union[RelayAnswer, _Mapping]] = ...) -> None: ...
 
 class WatchCatalogRequest(_message.Message):
     __slots__ = ("known_version",)

@@ -66,6 +66,11 @@ class McpPoolStub:
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.SerializeToString,
                 response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
                 _registered_method=True)
+        self.CallToolRelay = channel.stream_stream(
+                '/toolscout.mcp_pool.v1.McpPool/CallToolRelay',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRelayRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
+                _registered_method=True)
         self.WatchCatalog = channel.unary_stream(
                 '/toolscout.mcp_pool.v1.McpPool/WatchCatalog',
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.SerializeToString,
@@ -176,6 +181,26 @@ class McpPoolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CallToolRelay(self, request_iterator, context):
+        """CallTool with everything the MCP server sends during the call relayed both ways, for a caller
+        that is itself an MCP host's server (the gateway): the first message is `start` (the call and
+        the host's capabilities); the answer streams `progress`, `log` and `request` events, then one
+        `result`. Each `request` (the server's `sampling/createMessage`, `elicitation/create`,
+        `roots/list` during this call) is answered by the caller with an `answer` of the same `id`.
+        The pool's MCP client declares sampling, elicitation and roots to handshake-era servers; a
+        request during a call whose host did not declare that capability is refused to the server with
+        -32601 and never reaches the caller. A request the pool cannot tie to one call (a stdio or SSE
+        server while several calls run on it) is refused the same way, never sent to a guessed caller.
+        A handshake-era host's call to a remote server the pool speaks 2026-07-28 with runs on a
+        session of the host's era opened for it (see CallToolRelayStart.host_protocol_version).
+        Closing the request stream before the result cancels the call (the server gets
+        notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
+        is not `start` → INVALID_ARGUMENT. Channels never retry this method.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchCatalog(self, request, context):
         """Streams the catalog: the current snapshot first, then a new snapshot on every change.
         """
@@ -269,6 +294,11 @@ def add_McpPoolServicer_to_server(servicer, server):
             'CallToolWithProgress': grpc.unary_stream_rpc_method_handler(
                     servicer.CallToolWithProgress,
                     request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.SerializeToString,
+            ),
+            'CallToolRelay': grpc.stream_stream_rpc_method_handler(
+                    servicer.CallToolRelay,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRelayRequest.FromString,
                     response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.SerializeToString,
             ),
             'WatchCatalog': grpc.unary_stream_rpc_method_handler(
@@ -453,6 +483,33 @@ class McpPool:
             target,
             '/toolscout.mcp_pool.v1.McpPool/CallToolWithProgress',
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CallToolRelay(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/CallToolRelay',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRelayRequest.SerializeToString,
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
             options,
             channel_credentials,

@@ -76,6 +76,22 @@ class McpPoolStub:
     caller that relays progress (an MCP host asked for it with a progressToken); a call with
     nothing to relay uses CallTool and pays for no stream.
     """
+    CallToolRelay: _grpc.StreamStreamMultiCallable[_mcp_pool_pb2.CallToolRelayRequest, _mcp_pool_pb2.CallToolEvent]
+    """CallTool with everything the MCP server sends during the call relayed both ways, for a caller
+    that is itself an MCP host's server (the gateway): the first message is `start` (the call and
+    the host's capabilities); the answer streams `progress`, `log` and `request` events, then one
+    `result`. Each `request` (the server's `sampling/createMessage`, `elicitation/create`,
+    `roots/list` during this call) is answered by the caller with an `answer` of the same `id`.
+    The pool's MCP client declares sampling, elicitation and roots to handshake-era servers; a
+    request during a call whose host did not declare that capability is refused to the server with
+    -32601 and never reaches the caller. A request the pool cannot tie to one call (a stdio or SSE
+    server while several calls run on it) is refused the same way, never sent to a guessed caller.
+    A handshake-era host's call to a remote server the pool speaks 2026-07-28 with runs on a
+    session of the host's era opened for it (see CallToolRelayStart.host_protocol_version).
+    Closing the request stream before the result cancels the call (the server gets
+    notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
+    is not `start` → INVALID_ARGUMENT. Channels never retry this method.
+    """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
     ListFeatures: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListFeaturesRequest, _mcp_pool_pb2.ListFeaturesResponse]
@@ -157,6 +173,22 @@ class McpPoolAsyncStub(McpPoolStub):
     `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
     caller that relays progress (an MCP host asked for it with a progressToken); a call with
     nothing to relay uses CallTool and pays for no stream.
+    """
+    CallToolRelay: _aio.StreamStreamMultiCallable[_mcp_pool_pb2.CallToolRelayRequest, _mcp_pool_pb2.CallToolEvent]  # type: ignore[assignment]
+    """CallTool with everything the MCP server sends during the call relayed both ways, for a caller
+    that is itself an MCP host's server (the gateway): the first message is `start` (the call and
+    the host's capabilities); the answer streams `progress`, `log` and `request` events, then one
+    `result`. Each `request` (the server's `sampling/createMessage`, `elicitation/create`,
+    `roots/list` during this call) is answered by the caller with an `answer` of the same `id`.
+    The pool's MCP client declares sampling, elicitation and roots to handshake-era servers; a
+    request during a call whose host did not declare that capability is refused to the server with
+    -32601 and never reaches the caller. A request the pool cannot tie to one call (a stdio or SSE
+    server while several calls run on it) is refused the same way, never sent to a guessed caller.
+    A handshake-era host's call to a remote server the pool speaks 2026-07-28 with runs on a
+    session of the host's era opened for it (see CallToolRelayStart.host_protocol_version).
+    Closing the request stream before the result cancels the call (the server gets
+    notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
+    is not `start` → INVALID_ARGUMENT. Channels never retry this method.
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -266,6 +298,28 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         `progress` events, then one `result`; errors, metadata and retries as for CallTool. For a
         caller that relays progress (an MCP host asked for it with a progressToken); a call with
         nothing to relay uses CallTool and pays for no stream.
+        """
+
+    @_abc_1.abstractmethod
+    def CallToolRelay(
+        self,
+        request_iterator: _MaybeAsyncIterator[_mcp_pool_pb2.CallToolRelayRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.CallToolEvent], _abc.AsyncIterator[_mcp_pool_pb2.CallToolEvent]]:
+        """CallTool with everything the MCP server sends during the call relayed both ways, for a caller
+        that is itself an MCP host's server (the gateway): the first message is `start` (the call and
+        the host's capabilities); the answer streams `progress`, `log` and `request` events, then one
+        `result`. Each `request` (the server's `sampling/createMessage`, `elicitation/create`,
+        `roots/list` during this call) is answered by the caller with an `answer` of the same `id`.
+        The pool's MCP client declares sampling, elicitation and roots to handshake-era servers; a
+        request during a call whose host did not declare that capability is refused to the server with
+        -32601 and never reaches the caller. A request the pool cannot tie to one call (a stdio or SSE
+        server while several calls run on it) is refused the same way, never sent to a guessed caller.
+        A handshake-era host's call to a remote server the pool speaks 2026-07-28 with runs on a
+        session of the host's era opened for it (see CallToolRelayStart.host_protocol_version).
+        Closing the request stream before the result cancels the call (the server gets
+        notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
+        is not `start` → INVALID_ARGUMENT. Channels never retry this method.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,137 @@
+"""What an MCP server asks during a call, put to the host that made the call.
+
+A ``tools/call`` of a host that declared sampling, elicitation or roots runs on the pool's
+``CallToolRelay`` stream (:class:`~toolscout.client.CallRelay`): each ``sampling/createMessage``,
+``elicitation/create`` (form and URL mode) and ``roots/list`` the MCP server sends during the
+call is sent to the host on that request's own stream (``related_request_id``), and the host's
+answer (or JSON-RPC error) goes back to the server; the server's log messages during the call
+(``notifications/message``) and its progress (when the host asked with a ``progressToken``)
+reach the host on the same stream. A host that declared none of the three, or that has no
+channel for requests (a stateless 2026-07-28 request), calls through the unary ``CallTool`` (or
+``CallToolWithProgress``) and pays for no relay stream. The pool answers the server itself for
+what the host did not declare (:mod:`mcp_pool_svc.relay`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, get_args
+
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from toolscout.client import CallProgress, CallRelay, RelayAnswer, RelayedLog, RelayedRequest
+
+from toolscout_kit.logging import get_logger
+
+__all__ = ["host_relay"]
+
+_log = get_logger(__name__)
+
+_RELAYED = ("sampling", "elicitation", "roots")
+_ELICIT_PARAMS: TypeAdapter[types.ElicitRequestParams] = TypeAdapter(types.ElicitRequestParams)
+_LEVELS = frozenset(get_args(types.LoggingLevel))
+
+
+def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """What of sampling, elicitation and roots the host declared (MCP wire form)."""
+    caps = ctx.session.client_capabilities
+    if caps is None:
+        return {}
+    dumped = caps.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {key: dumped[key] for key in _RELAYED if key in dumped}
+
+
+def host_relay(ctx: ServerRequestContext[Any, Any], *, progress: bool) -> CallRelay | None:
+    """The relay of a host's call, or None when it has nothing to relay to (then the call does
+    not pay for the stream). ``progress``: the host asked for progress (a ``progressToken``)."""
+    if ctx.request_id is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # 2026-07-28 servers ask through input_required results, which are not relayed yet.
+        return None
+    declared = _declared(ctx)
+    if not declared or not ctx.session.can_send_request:
+        return None
+    return _Relay(ctx, progress).relay(json.dumps(declared, separators=(",", ":")))
+
+
+class _Relay:
+    """The host side of one relayed call: the SDK request context it answers on."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], progress: bool) -> None:
+        self._ctx = ctx
+        self._progress = progress
+
+    def relay(self, capabilities_json: str) -> CallRelay:
+        return CallRelay(
+            host_capabilities_json=capabilities_json,
+            on_request=self.request,
+            on_log=self.log,
+            on_progress=self.progress if self._progress else None,
+            host_protocol_version=self._ctx.protocol_version,
+        )
+
+    async def request(self, relayed: RelayedRequest) -> RelayAnswer:
+        """Puts the server's request to the host on the call's own stream; the host's answer."""
+        try:
+            request, result_type = _typed(relayed.method, relayed.params)
+        except ValidationError:
+            return RelayAnswer.error(relayed.id, types.INVALID_PARAMS, f"invalid {relayed.method} params")
+        if request is None or result_type is None:
+            return RelayAnswer.error(relayed.id, types.METHOD_NOT_FOUND, f"{relayed.method} is not relayed")
+        try:
+            result = await self._ctx.session.send_request(
+                request, result_type, metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id)
+            )
+        except MCPError as err:
+            return RelayAnswer.error(relayed.id, err.code, err.message)
+        except ValidationError:
+            return RelayAnswer.error(
+                relayed.id, types.INTERNAL_ERROR, "the host's answer was not a valid result"
+            )
+        return RelayAnswer.of(relayed.id, result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    async def log(self, message: RelayedLog) -> None:
+        if message.level not in _LEVELS:
+            return
+        try:
+            data = json.loads(message.data_json)
+        except ValueError:
+            data = message.data_json
+        params = types.LoggingMessageNotificationParams(
+            level=message.level,  # type: ignore[arg-type]  # checked against LoggingLevel above
+            logger=message.logger or None,
+            data=data,
+        )
+        await self._ctx.session.send_notification(
+            types.LoggingMessageNotification(params=params), related_request_id=self._ctx.request_id
+        )
+
+    async def progress(self, progress: CallProgress) -> None:
+        await self._ctx.session.report_progress(progress.progress, progress.total, progress.message or None)
+
+
+def _typed(
+    method: str, params: Mapping[str, Any]
+) -> tuple[types.ServerRequest | None, type[BaseModel] | None]:
+    """The SDK request for a relayed one, and the result type the host answers with.
+
+    Raises:
+        ValidationError: the params do not fit the method.
+    """
+    if method == "sampling/createMessage":
+        typed = types.CreateMessageRequestParams.model_validate(params, by_name=False)
+        result: type[BaseModel] = (
+            types.CreateMessageResultWithTools if typed.tools else types.CreateMessageResult
+        )
+        return types.CreateMessageRequest(params=typed), result
+    if method == "elicitation/create":
+        return types.ElicitRequest(
+            params=_ELICIT_PARAMS.validate_python(params, by_name=False)
+        ), types.ElicitResult
+    if method == "roots/list":
+        return types.ListRootsRequest(), types.ListRootsResult
+    return None, None
