@@ -201,9 +201,9 @@ async def build_corpus() -> list[Output]:
                 {"path": str(REPO / "mcp_pool_svc" / "supervisor.py")},
             ),
             (
-                "filesystem read config.py",
+                "filesystem read types.py",
                 "read_text_file",
-                {"path": str(REPO / "toolscout_kit" / "config.py")},
+                {"path": str(REPO / "clients" / "src" / "toolscout" / "client" / "types.py")},
             ),
         ],
     )

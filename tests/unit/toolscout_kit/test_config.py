@@ -417,3 +417,21 @@ def test_bare_tool_names_on_a_sharded_pool_are_a_config_error_naming_the_servers
     }
     with pytest.raises(ConfigError, match=r"namespace_tools: false \(servers a\) needs an unsharded pool"):
         parse_config(data)
+
+
+def test_every_section_model_is_imported_from_the_package_itself() -> None:
+    import importlib
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    import toolscout_kit.config as package
+
+    exported = set(package.__all__)
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, BaseModel) and not info.name.startswith("_"):
+                assert name in exported, f"{info.name}.{name} is not re-exported by toolscout_kit.config"
+    assert all(getattr(package, name) is not None for name in exported)
