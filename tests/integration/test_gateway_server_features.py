@@ -242,7 +242,8 @@ async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_
 ) -> None:
     # At 2026-07-28 this server offers no resource subscriptions (it serves no subscriptions/listen);
     # at 2025-11-25 it offers resources/subscribe: the pool probes that era, advertises it, and holds
-    # the host's subscription on a session of that era of its own (the era bridge).
+    # each subscription on a session of that era of its own (the era bridge), for a 2025-11-25
+    # host's resources/subscribe and a 2026-07-28 host's subscriptions/listen alike.
     updated: list[str] = []
     heard = anyio.Event()
 
@@ -285,5 +286,18 @@ async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_
                 with anyio.fail_after(10):
                     while (await host.call_tool("subscribed", {})).content[0].text != "none":  # type: ignore[union-attr]
                         pass  # each call is a round trip to the server: no sleep needed
+            # A 2026-07-28 host's listen stream is served by the same bridge.
+            async with (
+                Client(gw.url, mode="auto") as modern,
+                modern.listen(resource_subscriptions=[uri]) as stream,
+            ):
+                assert modern.session.protocol_version == MODERN
+                with anyio.fail_after(10):
+                    while uri not in (await modern.call_tool("subscribed", {})).content[0].text:  # type: ignore[union-attr]
+                        pass
+                    await modern.call_tool("bump", {})
+                    event = await anext(aiter(stream))
     assert status.protocol_version == "2026-07-28"
     assert updated == [uri]
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == uri
