@@ -188,11 +188,11 @@ class Supervisor:
         latest handshake revision), probed once on a session opened for it, then cached: a server
         the pool speaks 2026-07-28 with may offer there what that revision does otherwise or not at
         all (resource subscriptions). None for a stdio or ``per_user`` server (one more session is
-        not the server's own), and when the probe failed (logged, not tried again)."""
+        not the server's own), and when the probe failed (logged, not tried again; the next session
+        of a restarted pool probes afresh)."""
         if not isinstance(self.config, RemoteServerConfig) or is_per_user(self.config):
             return None
         if not self._handshake_probed:
-            self._handshake_probed = True
             opening = self.connector(
                 self.name, self.config, _quiet, HostSession(mcp_types.ClientCapabilities())
             )
@@ -201,6 +201,8 @@ class Supervisor:
                     self._handshake_caps = conn.session.server_capabilities
             except Exception as err:
                 log.info("mcp_server_handshake_probe_failed", server=self.name, error=type(err).__name__)
+            # Only once it ended: a probe cancelled with its listing is tried on the next one.
+            self._handshake_probed = True
         return self._handshake_caps
 
     def unavailable_message(self) -> str:
