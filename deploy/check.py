@@ -55,6 +55,8 @@ DEPLOY_DIR = Path(__file__).resolve().parent
 REPO_ROOT = DEPLOY_DIR.parent
 OVERLAYS = ("dev", "prod")
 OPERATOR_COMPONENT = DEPLOY_DIR / "components" / "prometheus-operator"
+# per_user OAuth tokens on a volume every gateway replica and pool shard shares.
+PER_USER_TOKENS_COMPONENT = DEPLOY_DIR / "components" / "per-user-tokens"
 PROMETHEUS_RULE_FILE = OPERATOR_COMPONENT / "prometheusrule.yaml"
 RULES_FILE = DEPLOY_DIR / "prometheus" / "toolscout.rules.yml"
 RULES_TEST_FILE = DEPLOY_DIR / "prometheus" / "toolscout.rules.test.yml"
@@ -373,6 +375,12 @@ def run_all() -> list[_Result]:
         check_operator_documents(docs, "prod+prometheus-operator")
 
     attempt("prod + prometheus-operator component: operator kinds + promtool", operator_check)
+
+    def tokens_check() -> None:
+        docs = load_documents(render("prod", components=[PER_USER_TOKENS_COMPONENT]))
+        kubernetes_validate(docs, "prod+per-user-tokens")
+
+    attempt("render + kubernetes-validate --strict: prod + per-user-tokens component", tokens_check)
     attempt("promtool check rules", promtool_check_rules)
     attempt("promtool test rules", promtool_test_rules)
     return results

@@ -7,7 +7,9 @@ MCP hosts find how to authorize from the gateway itself: a request without a val
 that issuer: signature against the issuer's JWKS (fetched from its metadata, cached, fetched again
 for a key id it does not know, so a rotation needs no restart), ``iss``, ``aud`` (the gateway's
 URL or the endpoint's), expiry, and the required scopes (403 ``insufficient_scope`` naming them
-otherwise). The principal is the token's ``sub``; claims pick the toolsets. The token itself is
+otherwise). With ``introspection_endpoint`` set, the identity provider is asked about each token
+instead (RFC 7662, :mod:`mcp_gateway_svc.introspection`: opaque tokens, answers kept for the
+token's life). The principal is the token's ``sub``; claims pick the toolsets. The token itself is
 never passed on: the gateway calls the stack with its own credentials.
 
 The SDK has the pieces for an MCP server of its own (``mcp.server.auth``: a bearer middleware
@@ -19,8 +21,9 @@ PyJWT and the front asks it (:meth:`OAuthResourceServer.authenticate`).
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,7 @@ import httpx2
 import jwt
 
 from mcp_gateway_svc.front import Tenant
+from mcp_gateway_svc.introspection import Ask, IntrospectionError, Introspector, TokenInactiveError
 from toolscout_kit.config import GatewayOAuthSettings
 from toolscout_kit.logging import get_logger
 
@@ -59,11 +63,25 @@ class Refusal:
 class OAuthResourceServer:
     """Checks bearer JWTs for the gateway's endpoints and serves their resource metadata."""
 
-    def __init__(self, settings: GatewayOAuthSettings, *, fetch_jwks: JwksFetcher | None = None) -> None:
+    def __init__(
+        self,
+        settings: GatewayOAuthSettings,
+        *,
+        fetch_jwks: JwksFetcher | None = None,
+        environ: Mapping[str, str] | None = None,
+        introspect: Ask | None = None,
+    ) -> None:
+        """Raises:
+        ConfigError: introspection is configured and its client secret's variable is not set."""
         self._settings = settings
         self._issuer = settings.issuer.rstrip("/")
         self._audience = settings.audience.rstrip("/")
         self._fetch = fetch_jwks or self._fetch_from_issuer
+        self.introspector = (
+            Introspector(settings, environ=os.environ if environ is None else environ, ask=introspect)
+            if settings.introspection_endpoint is not None
+            else None
+        )
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_at = float("-inf")
         self._lock = anyio.Lock()
@@ -116,8 +134,18 @@ class OAuthResourceServer:
             return self.unauthorized(path, given=False)
         token = authorization[7:].strip()
         try:
-            claims = await self._verify(token, path)
-        except (jwt.PyJWTError, ValueError, KeyError, httpx2.HTTPError) as err:
+            if self.introspector is not None:
+                claims = await self.introspector.claims(token, self._audiences(path))
+            else:
+                claims = await self._verify(token, path)
+        except (
+            jwt.PyJWTError,
+            ValueError,
+            KeyError,
+            httpx2.HTTPError,
+            TokenInactiveError,
+            IntrospectionError,
+        ) as err:
             log.info("gateway_token_refused", reason=type(err).__name__)
             return self.unauthorized(path, given=True)
         granted = set(_words(claims.get("scope", claims.get("scp", ""))))
@@ -141,6 +169,10 @@ class OAuthResourceServer:
             names.update(self._settings.toolsets.get(value, ()))
         return frozenset(names)
 
+    def _audiences(self, path: str) -> list[str]:
+        """What a token for ``path`` may name as its audience: the endpoint's URL or the gateway's."""
+        return [self.resource_of(path), self._audience, self._audience + "/"]
+
     async def _verify(self, token: str, path: str) -> dict[str, Any]:
         """The token's claims once signature, issuer, audience and lifetime check out.
 
@@ -153,7 +185,7 @@ class OAuthResourceServer:
             token,
             key=key,
             algorithms=_ALGORITHMS,
-            audience=[self.resource_of(path), self._audience, self._audience + "/"],
+            audience=self._audiences(path),
             issuer=self._settings.issuer,
             leeway=self._settings.leeway,
             options={"require": ["exp", "iss", "aud", "sub"]},

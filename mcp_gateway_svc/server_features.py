@@ -274,6 +274,8 @@ class ServedFeatures:
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None, toolset: str, principal: str
     ) -> types.GetPromptResult:
+        # A replica whose first request is this one has not followed the pool yet.
+        await self.follower.wait_first()
         self.require("prompts", self.offered().prompts)
         if not await self._allowed(t.FeatureKind.PROMPT, name, toolset):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
@@ -287,6 +289,8 @@ class ServedFeatures:
     async def complete(
         self, params: types.CompleteRequestParams, toolset: str, principal: str
     ) -> types.CompleteResult:
+        # A replica whose first request is this one has not followed the pool yet.
+        await self.follower.wait_first()
         self.require("completion", self.offered().completions)
         ref = params.ref
         if isinstance(ref, types.PromptReference):
@@ -314,6 +318,8 @@ class ServedFeatures:
         sessions of the pool); the session keeps it too (``Session.log_level``), for the requests
         it makes to servers whose session with the pool is at 2026-07-28, where the level travels
         with each request."""
+        # A replica whose first request is this one has not followed the pool yet.
+        await self.follower.wait_first()
         self.require("logging", self.offered().logging)
         if session is not None:
             session.log_level = level

@@ -11,12 +11,17 @@ signed (HMAC-SHA256) with a key derived from ``$TOOLSCOUT_TOKEN_KEY``, which per
 anyway, so any gateway replica sharing that key accepts it and nobody can sign in as someone else
 by editing the link. Following it runs the authorization code flow with PKCE on the ``mcp`` SDK's
 :class:`~mcp.client.auth.OAuthClientProvider` (:func:`toolscout_kit.oauth_client.build_provider`, bound to
-that principal): the browser is sent to the authorization server, which redirects back to
-``/oauth/callback`` on this gateway; the code is exchanged and the tokens are stored under the
-principal in the token store the pool reads (:mod:`toolscout_kit.token_store`). The callback must
-reach the replica that started the flow (the flow's PKCE verifier lives there): put the login
-routes behind sticky sessions when replicas are load-balanced. The call retried after the login
-runs with the new token, on the same MCP session.
+that principal): discovery and the client's registration (kept in the token store every replica
+shares), then the browser is sent to the authorization server, which redirects back to
+``/oauth/callback``; the code is exchanged (the SDK's token request and answer handling) and the
+tokens are stored under the principal in the token store the pool reads
+(:mod:`toolscout_kit.token_store`). No replica keeps the flow in memory: the ``state`` parameter
+carries the principal, the server, the PKCE verifier and the redirect URI, encrypted with a key
+derived from ``$TOOLSCOUT_TOKEN_KEY`` (Fernet, expiring with the approval time), so the callback
+finishes on whichever replica the load balancer picks, and nobody can read the verifier on the
+way. The SDK's own state and challenge in its authorization URL are replaced by these (the SDK
+keeps the verifier in a local variable of a flow that would have to wait in one process). The
+call retried after the login runs with the new token, on the same MCP session.
 
 Nothing here logs or answers a token, a code or a ticket.
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -33,17 +38,20 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import httpx2
+from cryptography.fernet import Fernet, InvalidToken
+from mcp.client.auth import OAuthFlowError, OAuthTokenError, PKCEParameters
+from mcp.client.auth.utils import validate_authorization_response_iss
 from mcp.shared.auth import AuthorizationCodeResult
 from starlette.types import Receive, Scope, Send
 
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
-from toolscout_kit.oauth_approval import AuthorizationError
-from toolscout_kit.oauth_client import build_provider
-from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore
+from toolscout_kit.oauth_approval import Approver, AuthorizationError
+from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth
+from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
 __all__ = [
     "CALLBACK_PATH",
@@ -85,14 +93,18 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-@dataclass
-class _Flow:
-    """One login in progress: the authorization URL once known, then the code the browser brings."""
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """What the callback needs to finish a sign-in, carried in the ``state`` parameter (encrypted)."""
 
-    authorization_url: asyncio.Future[str]
-    code: asyncio.Future[AuthorizationCodeResult]
-    done: asyncio.Future[str | None]  # None: stored; else what failed
-    task: asyncio.Task[None] | None = None
+    principal: str
+    server: str
+    code_verifier: str
+    redirect_uri: str
+
+
+class _HandedOver(AuthorizationError):
+    """Ends the SDK's flow at the redirect: the callback finishes it, on whichever replica."""
 
 
 @dataclass
@@ -102,12 +114,15 @@ class UserLogin:
     config: ToolscoutConfig
     environ: Mapping[str, str]
     store: TokenStore | None = None
-    _flows: dict[str, _Flow] = field(default_factory=dict)
+    _starts: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         key = self.environ.get(TOKEN_KEY_ENV, "")
         # Without the key there are no per-user tokens (the pool refuses them): links are refused too.
         self._key = hashlib.sha256(b"toolscout login ticket\0" + key.encode()).digest() if key else b""
+        # Seals the sign-in state (it carries the PKCE verifier, so it is encrypted, not just signed).
+        state_key = hashlib.sha256(b"toolscout login state\0" + key.encode()).digest()
+        self._sealer = Fernet(base64.urlsafe_b64encode(state_key)) if key else None
 
     def per_user(self, server: str) -> RemoteServerConfig | None:
         config = self.config.servers.get(server)
@@ -179,52 +194,69 @@ class UserLogin:
                 "this sign-in link is not valid (or has expired): call the tool again for a new one\n",
                 "",
             )
-        base = base_url(scope)
-        flow = self._start(server, config, principal, f"{base}{CALLBACK_PATH}")
+        redirect_uri = f"{base_url(scope)}{CALLBACK_PATH}"
         try:
-            url = await asyncio.wait_for(asyncio.shield(flow.authorization_url), _START_TIMEOUT)
+            url = await asyncio.wait_for(
+                self._authorization_url(server, config, principal, redirect_uri), _START_TIMEOUT
+            )
         except TimeoutError:
             return 504, "the authorization server did not answer in time\n", ""
         except AuthorizationError as err:
             return 502, f"sign-in to {server!r} could not start: {err}\n", ""
         return 302, f"continue at the authorization server for {server!r}\n", url
 
-    def _start(self, server: str, config: RemoteServerConfig, principal: str, redirect_uri: str) -> _Flow:
-        loop = asyncio.get_running_loop()
-        flow = _Flow(loop.create_future(), loop.create_future(), loop.create_future())
-        assert config.auth is not None
-        if self.store is None:
-            self.store = TokenStore.from_env(self.environ)
+    def _provider(
+        self, server: str, config: RemoteServerConfig, principal: str, approver: Approver
+    ) -> OAuthProvider:
+        """The SDK's OAuth provider of ``server`` for ``principal``, over the shared token store.
+
+        Raises:
+            AuthorizationError: the client secret's variable is not set.
+        """
+        remote = RemoteAuth(
+            self.environ, self.store, principal=principal, approver=lambda _name, _auth: approver
+        )
+        provider = remote.provider(server, config)
+        self.store = remote.store
+        assert provider is not None  # a per_user server has auth
+        return provider
+
+    async def _authorization_url(
+        self, server: str, config: RemoteServerConfig, principal: str, redirect_uri: str
+    ) -> str:
+        """The authorization URL for ``principal``, its state sealed for the callback.
+
+        The SDK's flow runs up to the redirect (the server's 401, its metadata, the authorization
+        server's, the client's registration, kept in the shared token store); its URL then gets a
+        PKCE challenge of ours and a ``state`` that carries, encrypted, what the callback needs to
+        finish on any replica: the principal, the server, the verifier, the redirect URI.
+
+        Raises:
+            AuthorizationError: the flow failed before the redirect.
+        """
+        assert self._sealer is not None  # a valid ticket needs the key
+        sealer = self._sealer
+        found: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
         @dataclass
-        class _Browser:
+        class _Redirect:
             redirect_uri: str
 
             async def __call__(self_, authorization_url: str) -> AuthorizationCodeResult:
-                state = parse_qs(urlsplit(authorization_url).query).get("state", [""])[0]
-                self._flows[state] = flow
-                if not flow.authorization_url.done():
-                    flow.authorization_url.set_result(authorization_url)
-                try:
-                    return await asyncio.wait_for(asyncio.shield(flow.code), _APPROVAL_TIMEOUT)
-                except TimeoutError:
-                    raise AuthorizationError(
-                        "nobody came back from the authorization server in time"
-                    ) from None
-                finally:
-                    self._flows.pop(state, None)
+                pkce = PKCEParameters.generate()
+                pending = _Pending(principal, server, pkce.code_verifier, self_.redirect_uri)
+                state = sealer.encrypt(json.dumps(dataclasses.astuple(pending)).encode()).decode()
+                parts = urlsplit(authorization_url)
+                params = dict(parse_qsl(parts.query, keep_blank_values=True))
+                params.update(state=state, code_challenge=pkce.code_challenge, code_challenge_method="S256")
+                if not found.done():
+                    found.set_result(urlunsplit(parts._replace(query=urlencode(params))))
+                raise _HandedOver("handed over to the callback")
 
-        provider = build_provider(
-            config.url,
-            config.auth,
-            store=self.store,
-            approver=_Browser(redirect_uri),
-            environ=self.environ,
-            principal=principal,
-        )
+        provider = self._provider(server, config, principal, _Redirect(redirect_uri))
 
         async def run() -> None:
-            problem: str | None = None
+            problem = None
             try:
                 async with httpx2.AsyncClient(auth=provider, timeout=config.connect_timeout) as client:
                     await client.post(
@@ -232,50 +264,102 @@ class UserLogin:
                         json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                         headers={"accept": "application/json, text/event-stream"},
                     )
-                failure = provider.failure
-                problem = str(failure) if failure is not None else None
+                if not isinstance(provider.failure, _HandedOver):
+                    problem = str(provider.failure) if provider.failure else "the server asked for no sign-in"
             except httpx2.HTTPError as err:
                 problem = f"the server could not be reached ({type(err).__name__})"
-            if problem is not None and not flow.authorization_url.done():
-                flow.authorization_url.set_exception(AuthorizationError(problem))
-            if not flow.done.done():
-                flow.done.set_result(problem)
-            _log.info("user_login", server=server, ok=problem is None)
+            except TokenStoreError as err:
+                problem = _store_unusable(err)
+            if problem is not None and not found.done():
+                found.set_exception(AuthorizationError(problem))
 
-        flow.task = asyncio.create_task(run(), name=f"user-login-{server}")
-        return flow
+        task = asyncio.create_task(run(), name=f"user-login-{server}")
+        self._starts.add(task)
+        task.add_done_callback(self._starts.discard)
+        return await asyncio.shield(found)
+
+    def _unseal(self, state: str) -> _Pending | None:
+        if self._sealer is None or not state:
+            return None
+        try:
+            fields = json.loads(self._sealer.decrypt(state.encode(), ttl=int(_APPROVAL_TIMEOUT)))
+            return _Pending(*fields)
+        except (InvalidToken, ValueError, TypeError):
+            return None
 
     async def _callback(self, query: dict[str, list[str]]) -> tuple[int, str, str]:
-        flow = self._flows.get(query.get("state", [""])[0])
-        if flow is None:
-            return 400, "unknown or finished sign-in (start again from the link)\n", ""
+        pending = self._unseal(query.get("state", [""])[0])
+        config = self.per_user(pending.server) if pending is not None else None
+        if pending is None or config is None:
+            return 400, "unknown or expired sign-in (start again from the link)\n", ""
         if "code" not in query:
             error = query.get("error", ["no code"])[0]
-            flow.code.set_exception(AuthorizationError(f"the authorization server refused: {error}"))
-            with contextlib.suppress(AuthorizationError):
-                await flow.done
+            _log.info("user_login", server=pending.server, ok=False)
             return 403, f"sign-in refused by the authorization server ({error})\n", ""
-        if not flow.code.done():
-            flow.code.set_result(
-                AuthorizationCodeResult(
-                    code=query["code"][0],
-                    state=query.get("state", [None])[0],
-                    iss=query.get("iss", [None])[0],
-                )
-            )
-        try:
-            problem = await asyncio.wait_for(asyncio.shield(flow.done), _START_TIMEOUT)
-        except TimeoutError:
-            return 504, "the authorization server did not hand out the tokens in time\n", ""
+        problem = await self._finish(config, pending, query["code"][0], query.get("iss", [None])[0])
+        _log.info("user_login", server=pending.server, ok=problem is None)
         if problem is not None:
             return 502, f"sign-in failed: {problem}\n", ""
         return 200, "signed in: go back to your app and call the tool again\n", ""
 
+    async def _finish(
+        self, config: RemoteServerConfig, pending: _Pending, code: str, iss: str | None
+    ) -> str | None:
+        """Exchanges ``code`` for the principal's tokens (the SDK's request and answer handling) and
+        stores them; None when done, else what failed."""
+        try:
+            provider = self._provider(
+                pending.server, config, pending.principal, _Unused(pending.redirect_uri)
+            )
+            await provider._initialize()
+            context = provider.context
+            if context.client_info is None or context.oauth_metadata is None:
+                return "the sign-in's registration is gone: start again from the link"
+            validate_authorization_response_iss(iss, context.oauth_metadata)
+            request = await provider._exchange_token_authorization_code(code, pending.code_verifier)
+            async with httpx2.AsyncClient(timeout=config.connect_timeout, follow_redirects=False) as client:
+                response = await client.send(request)
+            await provider._handle_token_response(response)
+        except (OAuthFlowError, httpx2.HTTPError, AuthorizationError, TokenStoreError) as err:
+            return _why_not_finished(err)
+        return None
+
     async def aclose(self) -> None:
-        tasks = [f.task for f in self._flows.values() if f.task is not None]
+        tasks = list(self._starts)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _why_not_finished(err: Exception) -> str:
+    """What a user is told when the code could not become tokens (never a token or a file path)."""
+    match err:
+        case OAuthTokenError():
+            return "the authorization server did not accept the code"
+        case OAuthFlowError():
+            return "the authorization response came from another issuer"
+        case httpx2.HTTPError():
+            return f"the authorization server could not be reached ({type(err).__name__})"
+        case TokenStoreError():
+            return _store_unusable(err)
+        case _:
+            return str(err)  # AuthorizationError: written for the user
+
+
+def _store_unusable(err: TokenStoreError) -> str:
+    # The detail names a file of this host: logged, not answered.
+    _log.warning("user_login_token_store", error=str(err))
+    return "the gateway's token store cannot be used (see its log)"
+
+
+@dataclass
+class _Unused:
+    """The approver of a provider that only exchanges a code: nobody is asked again."""
+
+    redirect_uri: str
+
+    async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
+        raise AuthorizationError("no new authorization while finishing one")
 
 
 def base_url(scope: Mapping[str, Any]) -> str:

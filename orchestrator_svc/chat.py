@@ -49,6 +49,9 @@ class ChatRequest:
     tool_result_format: str = ""
     # Names the conversation result handles are bound to ("": derived, see loop.conversation_id).
     conversation_id: str = ""
+    # Whom the chat runs for (the caller's ``x-toolscout-principal``; "": nobody named): the
+    # principal of its tool calls (per_user servers use that user's token) and result handles.
+    principal: str = ""
 
     def __post_init__(self) -> None:
         # A toolset named as callers have it (a name, a mapping) is a ref like any other.

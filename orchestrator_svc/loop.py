@@ -7,8 +7,8 @@ called through call_tool. The whole chat is bounded by the caller's deadline, an
 cancelling the task running :meth:`ChatLoop.run` cancels the in-flight LLM request and tool calls.
 
 Tool results are shaped to ``toolscout.results.budget_tokens`` by the pool; one over it reaches
-the model as a preview whose handle is bound to the chat's principal (``""``: the orchestrator's
-callers share one bearer token, so none is told apart) and conversation
+the model as a preview whose handle is bound to the chat's principal (the caller's
+``x-toolscout-principal``, ``""`` when none is named) and conversation
 (:func:`conversation_id`). While the history shows a handle that has not expired, discovery's
 ``read_result`` joins the end of the tool list in every deferral mode (a strict model, whose
 tools may not change, gets it on every request).
@@ -192,7 +192,7 @@ class _Chat:
             stable=self.stable,
             result_budget=budget,
             token_encoding=encoding_for(resolved.client.provider).name,
-            principal="",
+            principal=request.principal,
             conversation=conversation_id(request),
         )
         self.tools = ToolCallRunner(context, loop.tool_services)

@@ -45,7 +45,24 @@ def _message_in(m: pb.Message) -> Message:
         raise InvalidChatError(str(err)) from None
 
 
-def request_in(r: pb.ChatRequest) -> ChatRequest:
+def principal_of(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    """The principal the caller named (``x-toolscout-principal``), "" when none.
+
+    Raises:
+        InvalidChatError: the named principal is malformed.
+    """
+    named = [v for k, v in context.invocation_metadata() or () if k == tc.PRINCIPAL_KEY]
+    if not named:
+        return ""
+    if len(named) > 1 or not isinstance(named[0], str):
+        raise InvalidChatError(f"name one principal in {tc.PRINCIPAL_KEY}")
+    try:
+        return tc.check_principal(named[0])
+    except ValueError as err:
+        raise InvalidChatError(str(err)) from None
+
+
+def request_in(r: pb.ChatRequest, principal: str = "") -> ChatRequest:
     return ChatRequest(
         messages=[_message_in(m) for m in r.messages],
         model=r.model,
@@ -56,6 +73,7 @@ def request_in(r: pb.ChatRequest) -> ChatRequest:
         max_iterations=r.max_iterations,
         tool_result_format=r.tool_result_format,
         conversation_id=r.conversation_id,
+        principal=principal,
     )
 
 
@@ -101,12 +119,15 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
     async def Chat(
         self, request: pb.ChatRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ChatResponse:
-        result = await self._loop.run(request_in(request), time_limit=context.time_remaining())
+        result = await self._loop.run(
+            request_in(request, principal_of(context)), time_limit=context.time_remaining()
+        )
         return response_out(result)
 
     async def StreamChat(
         self, request: pb.ChatRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.ChatEvent]:
+        chat = request_in(request, principal_of(context))
         queue: asyncio.Queue[pb.ChatEvent | None] = asyncio.Queue(_EVENT_BUFFER)
 
         async def sink(event: ChatEvent) -> None:
@@ -114,9 +135,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
 
         async def produce() -> ChatOutcome:
             try:
-                return await self._loop.run(
-                    request_in(request), time_limit=context.time_remaining(), events=sink
-                )
+                return await self._loop.run(chat, time_limit=context.time_remaining(), events=sink)
             finally:
                 await queue.put(None)
 

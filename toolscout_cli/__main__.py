@@ -278,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     _toolset_options(p, "toolset the chat may use")
     p.add_argument("--system", help="system prompt (overrides the model's template)")
     p.add_argument("--show-reasoning", action="store_true", help="show the model's reasoning as it streams")
+    p.add_argument(
+        "--as",
+        dest="principal",
+        metavar="PRINCIPAL",
+        help="the user the chat runs for (x-toolscout-principal: per_user servers use their token)",
+    )
     _remote_commands(command)
     p = command("tokens", "tool-definition tokens with and without discovery, per server")
     p.add_argument("--toolset", help="toolset (default: every tool)")

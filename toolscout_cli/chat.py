@@ -23,6 +23,7 @@ from toolscout.client import (
     ToolscoutClient,
     ToolsDiscovered,
     ToolsetRef,
+    principal_metadata,
 )
 
 from toolscout_cli.connection import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Targets, toolset_arg
@@ -40,6 +41,8 @@ class Conversation:
     model: str
     toolset: ToolsetRef = field(default_factory=ToolsetRef)
     system: str = ""
+    # The request metadata naming the user the chat runs for (``--as``; empty: nobody named).
+    metadata: tuple[tuple[str, str], ...] = ()
     history: list[ChatMessage] = field(default_factory=list)
     discovered: tuple[str, ...] = ()
     totals: ChatTotals = field(default_factory=ChatTotals)
@@ -121,6 +124,7 @@ def _turn(
         toolset=conv.toolset,
         system=conv.system,
         discovered_tools=conv.discovered,
+        metadata=conv.metadata,
     )
     renderer = _Renderer(out, show_reasoning=show_reasoning)
     result: ChatResult | None = None
@@ -147,10 +151,15 @@ def _turn(
 def run_chat(args: argparse.Namespace, ts: ToolscoutClient, targets: Targets, out: Output) -> int:
     """One-shot with MESSAGE; otherwise a REPL reading lines (``exit`` or EOF ends it)."""
     model = args.model or _default_model(targets)
+    try:
+        metadata = principal_metadata(args.principal) if args.principal is not None else ()
+    except ValueError as err:
+        raise CliError(f"--as: {err}", EXIT_USAGE) from None
     conv = Conversation(
         model=model,
         toolset=toolset_arg(args),
         system=args.system or "",
+        metadata=metadata,
     )
     if args.message:
         result = _turn(ts, conv, args.message, out, show_reasoning=args.show_reasoning)

@@ -550,7 +550,8 @@ class GatewayOAuthSettings(_Strict):
     """The gateway as an OAuth 2.1 resource server (``toolscout.gateway.oauth``), besides tokens.
 
     A bearer token that is not one of ``tokens`` must be a JWT from ``issuer`` (its signature
-    checked against the issuer's JWKS), for the gateway (``aud``: ``audience`` or the endpoint's
+    checked against the issuer's JWKS; or, with ``introspection_endpoint``, any token the issuer's
+    introspection endpoint says is active, RFC 7662), for the gateway (``aud``: ``audience`` or the endpoint's
     URL under it), not expired, with every scope of ``required_scopes``. Its ``sub`` is the
     principal; the values of its ``claim`` (a string or a list: groups, roles) pick toolsets through
     ``toolsets``, and every valid token gets ``default_toolsets``.
@@ -568,6 +569,24 @@ class GatewayOAuthSettings(_Strict):
     jwks_cache_seconds: float = Field(default=300.0, gt=0)
     # Seconds of clock difference tolerated on exp / nbf / iat.
     leeway: float = Field(default=30.0, ge=0)
+    # RFC 7662 introspection instead of JWT checks (opaque tokens): the identity provider's
+    # endpoint, and the gateway's client there (its secret in the named variable, never here).
+    introspection_endpoint: str | None = Field(default=None, pattern=r"^https?://")
+    introspection_client_id: str | None = Field(default=None, min_length=1)
+    introspection_client_secret_env: str | None = Field(default=None, min_length=1)
+    # Most seconds an introspection answer is kept (never past the token's expiry).
+    introspection_cache_seconds: float = Field(default=300.0, ge=0)
+
+    @model_validator(mode="after")
+    def _introspection_client(self) -> GatewayOAuthSettings:
+        client = (self.introspection_client_id, self.introspection_client_secret_env)
+        if self.introspection_endpoint is not None and None in client:
+            raise ValueError(
+                "introspection_endpoint needs introspection_client_id and introspection_client_secret_env"
+            )
+        if self.introspection_endpoint is None and client != (None, None):
+            raise ValueError("introspection_client_id / _secret_env without introspection_endpoint")
+        return self
 
 
 class GatewaySettings(_ServiceSettings):

@@ -180,6 +180,31 @@ def test_operator_component_kinds_parse_and_their_rules_pass_promtool(promtool: 
         check.check_operator_documents(unmatched, "prod+operator-unmatched")
 
 
+def test_the_per_user_tokens_component_shares_one_token_file_between_gateway_and_pool_shards() -> None:
+    docs = check.load_documents(check.render("prod", components=[check.PER_USER_TOKENS_COMPONENT]))
+    check.kubernetes_validate(docs, "prod+per-user-tokens")
+    [claim] = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["metadata"]["namespace"] == "toolscout"
+    mounted = {}
+    for kind, name in (("Deployment", "toolscout-gateway"), ("StatefulSet", "toolscout-pool")):
+        pod = _by_kind(docs, kind)[name]["spec"]["template"]["spec"]
+        [volume] = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+        assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+        container = pod["containers"][0]
+        [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        env = {e["name"]: e for e in container["env"]}
+        token_file = env["TOOLSCOUT_TOKEN_FILE"]["value"]
+        assert token_file.startswith(mount["mountPath"] + "/")
+        mounted[name] = (token_file, env["TOOLSCOUT_TOKEN_KEY"]["valueFrom"]["secretKeyRef"])
+    # Every gateway replica and pool shard: the same file, encrypted with the same key.
+    assert mounted["toolscout-gateway"] == mounted["toolscout-pool"]
+    # Only the gateway and the pool hold tokens.
+    for name, deployment in _by_kind(docs, "Deployment").items():
+        if name != "toolscout-gateway":
+            assert "TOOLSCOUT_TOKEN_KEY" not in str(deployment)
+
+
 def test_rules_pass_promtool_check_and_their_unit_tests(promtool: None, tmp_path: Path) -> None:
     assert "SUCCESS" in check.promtool_check_rules()
     assert "SUCCESS" in check.promtool_test_rules()

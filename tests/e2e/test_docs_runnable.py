@@ -37,7 +37,11 @@ from tests.support.discovery_catalogs import EXAMPLE_TOOLS
 from tests.support.doc_blocks import DOCS, DocBlock, blocks, output_matches
 from tests.support.fake_provider import FakeProvider, Reply
 from tests.support.mcp_servers import REPO_ROOT
-from tests.support.oauth_servers import running_authorization_server, running_protected_server
+from tests.support.oauth_servers import (
+    running_authorization_server,
+    running_oauth_gateway,
+    running_protected_server,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -76,7 +80,15 @@ SHOWS: dict[str, tuple[str, ...]] = {
     "uv pip install ./clients": ("toolscout-client==0.2.0",),
     "with PoolClient.connect(POOL) as pool:": ('"timezone": "UTC"', "It is 9 in the evening in Tokyo."),
     "weather__get_forcast": ("no such tool:", "weather__get_forecast"),
-    "deploy/check.sh": ("deploy checks: 5 ok, 0 failing", " passed"),
+    "deploy/check.sh": ("deploy checks: 6 ok, 0 failing", " passed"),
+    "OAUTH_GATEWAY_URL": (
+        "HTTP/1.1 401 Unauthorized",
+        'www-authenticate: Bearer resource_metadata="http://127.0.0.1:',
+        '/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"',
+        '"authorization_servers": ["http://127.0.0.1:',
+        "call search_tools: ok",
+        "weather__get_forecast (server: weather",
+    ),
 }
 
 
@@ -209,6 +221,15 @@ def test_a_runnable_documentation_block_runs_as_written(
             auth_server = servers.enter_context(running_authorization_server())
             protected = servers.enter_context(running_protected_server(auth_server.issuer))
             env["OAUTH_TEST_SERVER_URL"] = protected.url
+            env["TOOLSCOUT_TOKEN_FILE"] = str(tmp_path / "oauth-tokens.json")
+        if block.detail == "oauth-gateway":
+            # The README's gateway behind an identity provider: the test authorization server and a
+            # stack whose gateway has gateway.oauth with it.
+            auth_server = servers.enter_context(running_authorization_server())
+            gateway = servers.enter_context(
+                running_oauth_gateway(auth_server.issuer, tmp_path, {"TOOLSCOUT_RUNTIME_DIR": str(tmp_path)})
+            )
+            env["OAUTH_GATEWAY_URL"] = gateway.url
             env["TOOLSCOUT_TOKEN_FILE"] = str(tmp_path / "oauth-tokens.json")
         _run_block(block, env, tmp_path)
 

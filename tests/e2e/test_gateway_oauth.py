@@ -4,16 +4,19 @@ support (``toolscout connect``), with tokens from a real authorization server (n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
 import pytest
 
-from tests.support.cli_stack import UpProcess, run_cli, stack_config
-from tests.support.mcp_servers import free_port
-from tests.support.oauth_servers import AuthServer, running_authorization_server, running_protected_server
+from tests.support.cli_stack import run_cli
+from tests.support.oauth_servers import (
+    AuthServer,
+    running_authorization_server,
+    running_oauth_gateway,
+    running_protected_server,
+)
 from toolscout_kit.token_store import TokenStore
 
 pytestmark = [pytest.mark.e2e]
@@ -31,30 +34,8 @@ def gateway(
 ) -> Iterator[tuple[str, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("gateway-oauth")
     env = {"TOOLSCOUT_RUNTIME_DIR": str(tmp / "run")}
-    # The audience names the gateway's port, so it is picked before the start; another process may
-    # take a free port in between (a loaded machine): a start refused for that is tried on another.
-    for attempt in range(3):
-        port = free_port()
-        config = stack_config(tmp / f"config{attempt}.json", gateway_port=port)
-        document = json.loads(config.read_text())
-        document["toolscout"]["gateway"]["oauth"] = {
-            "issuer": auth_server.issuer,
-            "audience": f"http://127.0.0.1:{port}",
-            "required_scopes": ["mcp:tools"],
-        }
-        config.write_text(json.dumps(document))
-        up = UpProcess(config, env=env)
-        try:
-            endpoints = up.wait_ready(timeout=180)
-            break
-        except RuntimeError as err:
-            up.stop()
-            if "Address already in use" not in str(err) or attempt == 2:
-                raise
-    try:
-        yield endpoints["gateway"], env
-    finally:
-        up.stop()
+    with running_oauth_gateway(auth_server.issuer, tmp, env) as gateway:
+        yield gateway.url, env
 
 
 def _post(url: str, token: str | None = None) -> tuple[int, httpx2.Headers]:

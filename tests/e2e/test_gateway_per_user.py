@@ -1,7 +1,7 @@
 """Per-user upstream credentials through the gateway: two users (gateway tokens ALICE/BOB) call a
 ``per_user`` server behind a real authorization server (npm ``oidc-provider``); each signs in at
 the gateway's own login route with a real HTTP client (following the redirects to the
-authorization server and back), then a randomized soak over two gateway replicas checks, at the
+authorization server and back, once to the other replica), then a randomized soak over two gateway replicas checks, at the
 MCP server, which subject each call ran as. Real pool, discovery and gateways on 127.0.0.1.
 """
 
@@ -12,7 +12,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +65,26 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def _sign_in(link: str, user: str) -> str:
-    """Follows the gateway's login link as ``user`` in a real HTTP client; the last page's text."""
+async def _sign_in(link: str, user: str, *, callback_at: str = "") -> str:
+    """Follows the gateway's login link as ``user`` in a real HTTP client; the last page's text.
+
+    ``callback_at``: the origin of another gateway replica that the redirect back reaches (as a
+    load balancer without affinity may send it)."""
     async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
         first = await browser.get(link)
         assert first.status_code == 302, first.text
         # The person at the authorization server is ``user`` (the test server's login_hint).
-        answer = await browser.get(first.headers["location"] + f"&login_hint={user}", follow_redirects=True)
+        answer = await browser.get(first.headers["location"] + f"&login_hint={user}")
+        while answer.is_redirect:
+            location = str(answer.url.join(answer.headers["location"]))
+            path = location.split("/oauth/callback", 1)
+            if callback_at and len(path) == 2:
+                location = f"{callback_at}/oauth/callback{path[1]}"
+            answer = await browser.get(location)
         assert answer.status_code == 200, answer.text
         assert str(answer.url).split("?")[0].endswith("/oauth/callback")
+        if callback_at:
+            assert str(answer.url).startswith(callback_at)
         return answer.text
 
 
@@ -143,8 +154,14 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 async with httpx2.AsyncClient(timeout=30) as browser:
                     forged = await browser.get(bob_link[:-3] + "xyz")
                 assert forged.status_code == 403
-                replies.append(await _sign_in(asked.url, "alice"))
+                # Alice's sign-in starts at one replica and comes back to the other: no replica
+                # keeps a flow (its state travels sealed); Bob's comes back where it started.
+                replies.append(await _sign_in(asked.url, "alice", callback_at=_origin(second.url)))
                 replies.append(await _sign_in(bob_link, "bob"))
+                # A state that is not the gateway's own is refused (nothing to finish).
+                async with httpx2.AsyncClient(timeout=30) as browser:
+                    stray = await browser.get(f"{_origin(second.url)}/oauth/callback?code=x&state=forged")
+                assert stray.status_code == 400
                 # The retried calls succeed, on the same MCP sessions, each as its own caller.
                 assert _text(await alice.call_tool(TOOL, {})) == "subject: alice"
                 assert _text(await bob.call_tool(TOOL, {})) == "subject: bob"
@@ -153,31 +170,46 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                     [content] = (await host.read_resource("whoami://subject")).contents
                     assert isinstance(content, types.TextResourceContents)
                     assert content.text == f"subject: {user}"
+                # So are a prompt of it and a completion of its argument.
+                [prompt] = [p.name for p in (await alice.list_prompts()).prompts if p.name.endswith("whoami")]
+                for host, user in ((alice, "alice"), (bob, "bob")):
+                    got = await host.get_prompt(prompt, {})
+                    assert isinstance(got.messages[0].content, types.TextContent)
+                    assert got.messages[0].content.text == f"subject: {user}"
+                    completed = await host.complete(
+                        types.PromptReference(type="ref/prompt", name=prompt), {"name": "topic", "value": ""}
+                    )
+                    assert completed.completion.values == [f"subject: {user}"]
                 assert len(elicited) == 1
-                # The soak: random users over both replicas (stateless 2026-07-28 requests), a few
-                # at a time, for SOAK_SECONDS.
-                before = len(protected.subjects())
-                expected: list[str] = []
+                # The soak: random users and requests (a tool call, a resource read, a prompt, a
+                # completion) over both replicas (stateless 2026-07-28 requests), a few at a time,
+                # for SOAK_SECONDS.
+                before = len(protected.requests())
+                expected: list[tuple[str, str]] = []
                 ends = time.monotonic() + SOAK_SECONDS
 
                 async def worker(seed: int, http: httpx2.AsyncClient) -> None:
                     rng = random.Random(seed)  # noqa: S311 - a test's randomness
                     while time.monotonic() < ends:
                         secret, user = USERS[rng.choice(list(USERS))]
-                        answer = await http.post(
-                            rng.choice(replicas), json=_modern_call(seed), headers=_modern_headers(secret)
-                        )
-                        body = _json_of(answer)
-                        # The server's own word for whom the call ran as.
-                        assert body["result"]["content"][0]["text"] == f"subject: {user}", body
-                        expected.append(user)
+                        kind = rng.choice(list(SOAK_REQUESTS))
+                        body, headers, answer_of = _soak_request(kind, seed, prompt, secret)
+                        answer = await http.post(rng.choice(replicas), json=body, headers=headers)
+                        reply = _json_of(answer)
+                        assert "result" in reply, (kind, reply)
+                        # The server's own word for whom the request ran as.
+                        assert answer_of(reply["result"]) == f"subject: {user}", reply
+                        expected.append((SOAK_REQUESTS[kind], user))
 
                 async with httpx2.AsyncClient(timeout=30) as http, anyio.create_task_group() as tg:
                     for seed in range(SOAK_WORKERS):
                         tg.start_soon(worker, seed, http)
-                ran_as = protected.wait_subjects(before + len(expected))[before:]
-                print(f"\nsoak: {len(expected)} calls over 2 gateway replicas, 2 users")
-                assert Counter(ran_as) == Counter(expected)  # 0 cross-user uses, never the operator's
+                ran_as = protected.wait_requests(before + len(expected))[before:]
+                kinds = Counter(kind for kind, _user in expected)
+                print(f"\nsoak: {len(expected)} requests over 2 gateway replicas, 2 users: {dict(kinds)}")
+                # 0 cross-user uses, never the operator's, for tools, resources, prompts and completion.
+                assert Counter(ran_as) == Counter(expected)
+                assert set(kinds) == set(SOAK_REQUESTS.values())
                 metrics = (
                     generate_latest(gw.gateway.registry).decode() + generate_latest(second.registry).decode()
                 )
@@ -186,6 +218,43 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
     secrets = _secrets(store) + [secret for secret, _user in USERS.values()]
     said = "\n".join(replies) + metrics + caplog.text + "".join(str(a.url) for a in elicited)
     assert not [s for s in secrets if s in said]
+
+
+def _origin(url: str) -> str:
+    return url.rsplit("/mcp", 1)[0]
+
+
+# The soak's requests (method → what the server prints for it).
+SOAK_REQUESTS = {
+    "tools/call": "whoami",
+    "resources/read": "resource",
+    "prompts/get": "prompt",
+    "completion/complete": "complete",
+}
+
+
+def _soak_request(
+    method: str, request_id: int, prompt: str, secret: str
+) -> tuple[dict[str, Any], dict[str, str], Callable[[dict[str, Any]], str]]:
+    """A 2026-07-28 request for ``method``, its headers, and how to read the subject from its result."""
+    headers = {**_modern_headers(secret), "mcp-method": method}
+    headers.pop("mcp-name")
+    meta = _modern_call(request_id)["params"]["_meta"]
+    if method == "tools/call":
+        return _modern_call(request_id), _modern_headers(secret), lambda r: str(r["content"][0]["text"])
+    if method == "resources/read":
+        params: dict[str, Any] = {"uri": "whoami://subject"}
+        headers["mcp-name"] = "whoami://subject"
+        answer_of: Callable[[dict[str, Any]], str] = lambda r: str(r["contents"][0]["text"])  # noqa: E731
+    elif method == "prompts/get":
+        params = {"name": prompt, "arguments": {}}
+        headers["mcp-name"] = prompt
+        answer_of = lambda r: str(r["messages"][0]["content"]["text"])  # noqa: E731
+    else:
+        params = {"ref": {"type": "ref/prompt", "name": prompt}, "argument": {"name": "topic", "value": ""}}
+        answer_of = lambda r: str(r["completion"]["values"][0])  # noqa: E731
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+    return body, headers, answer_of
 
 
 def _modern_call(request_id: int) -> dict[str, Any]:

@@ -7,6 +7,9 @@ rendered):
   config (bash blocks in bash from the repository root, python blocks with the project's Python);
 * ``<!-- runnable: app-venv -->``: the same, inside a fresh, activated virtual environment standing
   for the reader's own application (install instructions);
+* ``<!-- runnable: oauth-test-servers -->`` / ``<!-- runnable: oauth-gateway -->``: the same, with
+  the test authorization server and an MCP server behind it (``$OAUTH_TEST_SERVER_URL``), or a
+  stack whose gateway has ``gateway.oauth`` with it (``$OAUTH_GATEWAY_URL``);
 * ``<!-- not runnable: WHY -->``: says why no test runs it (a cluster, fixed ports, a listing);
 * ``<!-- output -->`` (a ``text`` block right after a runnable one): what that block prints, line for
   line; ``…`` stands for a part that changes from run to run (a date, a port).

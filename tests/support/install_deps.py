@@ -14,6 +14,7 @@ import time
 def main() -> int:
     from deploy.check import ensure_promtool, kustomize_command
     from tests.support.browser import ensure_chromium
+    from tests.support.claude_code import CLAUDE_CODE_PACKAGE, CLAUDE_CODE_VERSION, claude_code_bin
     from tests.support.conformance import SUITE_VERSIONS, reference_server_dir, suite_bin
     from tests.support.images import ensure_image_tools
     from tests.support.mcp_servers import (
@@ -44,6 +45,7 @@ def main() -> int:
         ),
         ("npm ci: the conformance reference server", reference_server_dir),
         (f"npm (Node 24): {OIDC_PROVIDER_PACKAGE}@{OIDC_PROVIDER_VERSION}", oidc_provider_module),
+        (f"npm (Node 24): {CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}", claude_code_bin),
         ("PyPI (dev group): kubectl kustomize", kustomize_command),
         ("Debian: prometheus (promtool)", lambda: ensure_promtool(install=True)),
         ("Debian: buildah, debootstrap (the image test)", ensure_image_tools),

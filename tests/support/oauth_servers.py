@@ -24,6 +24,7 @@ from tests.support.node import node_bin_dir, node_env, npm_install
 if TYPE_CHECKING:
     from mcp.shared.auth import AuthorizationCodeResult
 
+    from tests.support.cli_stack import UpProcess
     from toolscout_kit.token_store import TokenStore
 
 __all__ = [
@@ -31,10 +32,12 @@ __all__ = [
     "OIDC_PROVIDER_VERSION",
     "AuthServer",
     "LoginHint",
+    "OAuthGatewayStack",
     "ProtectedServer",
     "login_as",
     "oidc_provider_module",
     "running_authorization_server",
+    "running_oauth_gateway",
     "running_protected_server",
 ]
 
@@ -117,6 +120,10 @@ class AuthServer:
     issuer: str
     lines: _Lines
 
+    def introspections(self) -> int:
+        """How many introspection requests came so far."""
+        return len(self.lines.matching(lambda i: i.get("event") == "introspection"))
+
     def grants(self, grant_type: str) -> int:
         """How many tokens were issued with ``grant_type`` so far."""
         return len(
@@ -126,12 +133,23 @@ class AuthServer:
 
 @contextmanager
 def running_authorization_server(
-    *, account: str = "alice", access_token_ttl: int = 600, timeout: float = 60.0
+    *,
+    account: str = "alice",
+    access_token_ttl: int = 600,
+    access_token_format: str = "jwt",  # noqa: S107 - a format name
+    introspection_client: tuple[str, str] | None = None,
+    timeout: float = 60.0,
 ) -> Iterator[AuthServer]:
-    """``oidc-provider`` on a free port of 127.0.0.1 that approves ``account`` without a person."""
+    """``oidc-provider`` on a free port of 127.0.0.1 that approves ``account`` without a person.
+
+    ``access_token_format`` ``opaque`` hands out tokens only introspection can check;
+    ``introspection_client`` (id, secret) is a resource server's client that may introspect."""
     module = oidc_provider_module()
     env = {**node_env(), "OIDC_PROVIDER_MODULE": str(module), "OIDC_ACCOUNT": account}
     env["ACCESS_TOKEN_TTL"] = str(access_token_ttl)
+    env["ACCESS_TOKEN_FORMAT"] = access_token_format
+    if introspection_client is not None:
+        env["INTROSPECTION_CLIENT_ID"], env["INTROSPECTION_CLIENT_SECRET"] = introspection_client
     process = subprocess.Popen(
         [str(node_bin_dir() / "node"), str(_SUPPORT / "oidc_provider.mjs")],
         env=env,
@@ -166,6 +184,17 @@ class ProtectedServer:
 
     def subjects_unlocked(self) -> list[str | None]:
         return [i.get("subject") for i in self.lines.items if i.get("call") == "whoami"]
+
+    def requests(self) -> list[tuple[str, str | None]]:
+        """(kind, subject) of every request answered so far, in order: ``whoami`` (the tool),
+        ``resource``, ``prompt`` or ``complete``."""
+        return [(str(i["call"]), i.get("subject")) for i in self.lines.matching(lambda i: "call" in i)]
+
+    def wait_requests(self, count: int, within: float = 30.0) -> list[tuple[str, str | None]]:
+        """:meth:`requests` once at least ``count`` were printed (bounded: then as many as came)."""
+        with self.lines._changed:
+            self.lines._changed.wait_for(lambda: sum("call" in i for i in self.lines.items) >= count, within)
+        return self.requests()
 
 
 @contextmanager
@@ -216,3 +245,55 @@ async def login_as(url: str, store: TokenStore, principal: str, user: str) -> No
         await client.post(url, json=body, headers={"accept": "application/json, text/event-stream"})
     if provider.failure is not None:
         raise RuntimeError(f"login as {user} failed: {provider.failure}")
+
+
+@dataclass
+class OAuthGatewayStack:
+    """A running ``toolscout up`` whose gateway is behind an authorization server."""
+
+    endpoints: dict[str, str]
+    up: UpProcess
+
+    @property
+    def url(self) -> str:
+        """The gateway's ``/mcp`` URL."""
+        return self.endpoints["gateway"]
+
+
+@contextmanager
+def running_oauth_gateway(
+    issuer: str, folder: Path, env: dict[str, str], *, timeout: float = 180.0
+) -> Iterator[OAuthGatewayStack]:
+    """``toolscout up`` (the example servers of :func:`tests.support.cli_stack.stack_config`) with
+    its gateway behind ``issuer`` (``gateway.oauth``, scope ``mcp:tools``); its services' log lines
+    are ``.up.stderr``.
+
+    The audience names the gateway's port, so it is picked before the start; another process may
+    take a free port in between (a loaded machine): a start refused for that is tried on another.
+    """
+    from tests.support.cli_stack import UpProcess, stack_config
+    from tests.support.mcp_servers import free_port
+
+    for attempt in range(3):
+        port = free_port()
+        config = stack_config(folder / f"config{attempt}.json", gateway_port=port)
+        document = json.loads(config.read_text())
+        document["toolscout"]["gateway"]["oauth"] = {
+            "issuer": issuer,
+            "audience": f"http://127.0.0.1:{port}",
+            "required_scopes": ["mcp:tools"],
+        }
+        config.write_text(json.dumps(document))
+        # INFO onto stderr: the services' log lines are there to be checked for secrets.
+        up = UpProcess(config, "--log-level", "INFO", env=env)
+        try:
+            endpoints = up.wait_ready(timeout=timeout)
+            break
+        except RuntimeError as err:
+            up.stop()
+            if "Address already in use" not in str(err) or attempt == 2:
+                raise
+    try:
+        yield OAuthGatewayStack(endpoints, up)
+    finally:
+        up.stop()

@@ -1,14 +1,17 @@
 // A real OAuth 2.1 / OpenID authorization server for tests: npm `oidc-provider` on 127.0.0.1.
 //
 // Dynamic client registration, PKCE (always required), resource indicators (RFC 8707: access
-// tokens are JWTs whose audience is the requested MCP server), refresh tokens and revocation.
+// tokens are JWTs whose audience is the requested MCP server; opaque ones with
+// $ACCESS_TOKEN_FORMAT=opaque), refresh tokens, revocation and introspection (RFC 7662; a resource
+// server's client for it: $INTROSPECTION_CLIENT_ID / $INTROSPECTION_CLIENT_SECRET).
 // Nobody approves: the interaction route logs in $OIDC_ACCOUNT (default "alice") and grants what
 // was asked, so a client that fetches the authorization URL itself gets its code. An authorization
 // request with `login_hint=<user>` logs in that user instead (tests with several users).
 //
 // $OIDC_PROVIDER_MODULE is the installed package's entry file (node_modules/oidc-provider/lib/index.js).
 // Prints one JSON line {"issuer": ...} once listening (port $PORT, default any), then one JSON line
-// per event: {"event": "grant", "grant_type": ...} for each token issued, {"event": "revoked"}.
+// per event: {"event": "grant", "grant_type": ...} for each token issued, {"event": "revoked"},
+// {"event": "introspection"} for each introspection request.
 
 import { generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -20,6 +23,17 @@ const { default: Provider } = await import(pathToFileURL(process.env.OIDC_PROVID
 const account = process.env.OIDC_ACCOUNT || 'alice';
 const accessTokenTTL = Number(process.env.ACCESS_TOKEN_TTL || 600);
 const resourceScope = process.env.RESOURCE_SCOPE || 'mcp:tools';
+const accessTokenFormat = process.env.ACCESS_TOKEN_FORMAT || 'jwt';
+// A resource server's client: it may introspect, nothing else.
+const clients = process.env.INTROSPECTION_CLIENT_ID
+  ? [{
+    client_id: process.env.INTROSPECTION_CLIENT_ID,
+    client_secret: process.env.INTROSPECTION_CLIENT_SECRET,
+    redirect_uris: [],
+    response_types: [],
+    grant_types: [],
+  }]
+  : [];
 
 const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', use: 'sig', alg: 'ES256' };
@@ -32,12 +46,14 @@ const emit = (value) => process.stdout.write(`${JSON.stringify(value)}\n`);
 
 const provider = new Provider(issuer, {
   jwks: { keys: [signingKey] },
+  clients,
   clientDefaults: { id_token_signed_response_alg: 'ES256' },
   scopes: ['openid', 'offline_access', resourceScope],
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
     revocation: { enabled: true },
+    introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: (_ctx, _client, oneOf) => oneOf,
@@ -46,8 +62,8 @@ const provider = new Provider(issuer, {
         scope: resourceScope,
         audience: resource,
         accessTokenTTL,
-        accessTokenFormat: 'jwt',
-        jwt: { sign: { alg: 'ES256' } },
+        accessTokenFormat,
+        jwt: accessTokenFormat === 'jwt' ? { sign: { alg: 'ES256' } } : undefined,
       }),
     },
   },
@@ -93,6 +109,7 @@ async function approve(req, res) {
 
 const callback = provider.callback();
 server.on('request', (req, res) => {
+  if (req.url.startsWith('/token/introspection')) emit({ event: 'introspection' });
   if (req.url.startsWith('/interaction/')) {
     approve(req, res).catch((err) => {
       emit({ event: 'interaction_error', error: String(err) });

@@ -3,9 +3,10 @@
 ``python protected_mcp_server.py ISSUER`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``
 (any free port) with the SDK's bearer middleware and protected resource metadata (RFC 9728)
 naming ``ISSUER``. Tokens are JWTs checked against the issuer's JWKS (signature, issuer, audience =
-this server, expiry, scope ``mcp:tools``). The tool ``whoami`` answers with the token's subject;
-each call is printed as a JSON line ``{"call": "whoami", "subject": ...}`` after the first line
-``{"url": ...}``.
+this server, expiry, scope ``mcp:tools``). The tool ``whoami``, the resource ``whoami://subject``,
+the prompt ``whoami`` and every completion answer with the token's subject; each is printed as a
+JSON line ``{"call": "whoami" | "resource" | "prompt" | "complete", "subject": ...}`` after the
+first line ``{"url": ...}``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import Completion, ToolAnnotations
 
 SCOPE = "mcp:tools"
 _PRINTING = threading.Lock()
@@ -64,6 +65,17 @@ class JwksVerifier:
         )
 
 
+def _noted(call: str) -> str | None:
+    """The subject of the request's token, printed as ``{"call": call, "subject": ...}``."""
+    token = get_access_token()
+    subject = token.subject if token is not None else None
+    # One write per line under a lock: concurrent calls (threads) must not interleave lines.
+    with _PRINTING:
+        sys.stdout.write(json.dumps({"call": call, "subject": subject}) + "\n")
+        sys.stdout.flush()
+    return subject
+
+
 def build(issuer: str, url: str) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         "protected",
@@ -82,19 +94,21 @@ def build(issuer: str, url: str) -> MCPServer[Any]:
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def whoami() -> str:
         """Who the caller's token says it is."""
-        token = get_access_token()
-        subject = token.subject if token is not None else None
-        # One write per line under a lock: concurrent calls (threads) must not interleave lines.
-        with _PRINTING:
-            sys.stdout.write(json.dumps({"call": "whoami", "subject": subject}) + "\n")
-            sys.stdout.flush()
-        return f"subject: {subject}"
+        return f"subject: {_noted('whoami')}"
 
     @server.resource("whoami://subject", mime_type="text/plain")
     def subject() -> str:
         """Who the reader's token says it is (a resource: read on the reader's own session)."""
-        token = get_access_token()
-        return f"subject: {token.subject if token is not None else None}"
+        return f"subject: {_noted('resource')}"
+
+    @server.prompt(name="whoami")
+    def whoami_prompt(topic: str = "") -> str:
+        """Who the caller's token says it is (a prompt)."""
+        return f"subject: {_noted('prompt')}"
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion:
+        return Completion(values=[f"subject: {_noted('complete')}"])
 
     return server
 

@@ -26,6 +26,7 @@ def test_runnable_blocks_are_shell_or_python(path: str) -> None:
         ("python", ""),
         ("bash", "app-venv"),
         ("bash", "oauth-test-servers"),
+        ("bash", "oauth-gateway"),
     }
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from cryptography.fernet import Fernet
 
@@ -53,3 +55,40 @@ def test_links_point_at_the_login_route_and_need_the_key() -> None:
     assert UserLogin(CONFIG, {}).link("http://gw.example", "oauth:alice", "gh") == ""
     assert [name for name in CONFIG.servers if _login().per_user(name)] == ["gh"]
     assert has_per_user_servers(CONFIG)
+
+
+def test_a_sealed_sign_in_state_opens_on_any_replica_with_the_key_and_hides_the_verifier() -> None:
+    key = Fernet.generate_key().decode()
+    here, there = _login(key), _login(key)
+    assert here._sealer is not None
+    fields = ["oauth:alice", "gh", "verifier-" + "v" * 40, "http://gw.example/oauth/callback"]
+    state = here._sealer.encrypt(json.dumps(fields).encode()).decode()
+    assert "verifier" not in state
+    assert "alice" not in state
+    opened = there._unseal(state)
+    assert opened is not None
+    assert (opened.principal, opened.server, opened.code_verifier) == tuple(fields[:3])
+    assert _login()._unseal(state) is None  # another key
+    assert there._unseal(state[:-4] + "AAAA") is None  # edited
+    assert there._unseal("") is None
+    assert UserLogin(CONFIG, {})._unseal(state) is None  # no key: no per-user sign-in at all
+
+
+async def test_a_callback_whose_sign_in_left_nothing_in_the_token_store_asks_to_start_again(
+    tmp_path: Path,
+) -> None:
+    key = Fernet.generate_key().decode()
+    login = UserLogin(CONFIG, {"TOOLSCOUT_TOKEN_KEY": key, "TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")})
+    assert login._sealer is not None
+    fields = ["oauth:alice", "gh", "v" * 43, "http://gw.example/oauth/callback"]
+    state = login._sealer.encrypt(json.dumps(fields).encode()).decode()
+    scope = {"type": "http", "method": "GET", "path": "/oauth/callback"}
+    answer = await login._answer({**scope, "query_string": f"code=abc&state={state}".encode()})
+    assert answer[0] == 502
+    assert "start again" in answer[1]
+    # Refused at the authorization server: said so, nothing else happens.
+    refused = await login._answer({**scope, "query_string": f"error=access_denied&state={state}".encode()})
+    assert refused[:2] == (403, "sign-in refused by the authorization server (access_denied)\n")
+    # A state for a server without per-user sign-in is not finished.
+    other = login._sealer.encrypt(json.dumps(["oauth:alice", "shared", "v" * 43, "x"]).encode()).decode()
+    assert (await login._answer({**scope, "query_string": f"code=abc&state={other}".encode()}))[0] == 400

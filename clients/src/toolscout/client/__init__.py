@@ -59,6 +59,7 @@ from toolscout.client.errors import (
     not_sent_error,
     translate_rpc_error,
 )
+from toolscout.client.principal import PRINCIPAL_KEY, check_principal, principal_metadata
 from toolscout.client.relay import CallRelay, SyncCallRelay
 from toolscout.client.sharded import (
     SHARD_COUNT_KEY,
@@ -92,6 +93,7 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "NOT_SENT_KEY",
     "NOT_SENT_METADATA",
+    "PRINCIPAL_KEY",
     "RETRIED_METHODS",
     "SERVICE_STATUS_KEY",
     "SERVICE_STATUS_METADATA",
@@ -135,6 +137,7 @@ __all__ = [
     "authorization_required",
     "call_outcome_error",
     "catalog_version",
+    "check_principal",
     "create_channel",
     "default_channel_options",
     "error_for_code",
@@ -142,6 +145,7 @@ __all__ = [
     "not_sent_error",
     "owners_of",
     "parse_owners",
+    "principal_metadata",
     "rendezvous_owner",
     "rendezvous_weight",
     "row_of",
