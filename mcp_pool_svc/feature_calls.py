@@ -18,7 +18,7 @@ import contextlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
 import anyio
@@ -45,7 +45,8 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.features import FeatureCatalog, ResourceRoute
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.session import Connection, was_not_sent
+from mcp_pool_svc.relay import HostSession
+from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
 from toolscout_kit.json_text import JsonTextError, parse_json_object
@@ -318,7 +319,12 @@ class FeatureCalls:
             except TimeoutError:
                 raise ServerUnavailableError(f"MCP server {sup.name!r} is not ready; not sent") from None
             if conn.modern:
-                async with contextlib.aclosing(self._listen_for(conn, uri, route.uri)) as updates:
+                upstream = (
+                    self._bridged(sup, uri, route)
+                    if self._catalog.subscribe_bridged(route.server)
+                    else self._listen_for(conn, uri, route.uri)
+                )
+                async with contextlib.aclosing(upstream) as updates:
                     async for update in updates:
                         yield update
                 return
@@ -340,6 +346,7 @@ class FeatureCalls:
             ) from None
         finally:
             send.close()
+            receive.close()
             if end() and conn is not None and not conn.modern and not conn.closed.is_set():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
                     try:
@@ -353,6 +360,61 @@ class FeatureCalls:
                         log.info(
                             "mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300]
                         )
+
+    async def _bridged(
+        self, sup: Supervisor, served: str, route: ResourceRoute
+    ) -> AsyncGenerator[tuple[str, bool], None]:
+        """A subscription held on a handshake-era session opened for it (the era bridge, see
+        :mod:`mcp_pool_svc.features`): ``resources/subscribe`` there, its updates relayed until the
+        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends.
+
+        Raises:
+            ServerUnavailableError: the session could not be opened. MCPError: the server refused.
+        """
+        send, receive = anyio.create_memory_object_stream[str](64)
+
+        def on_event(kind: ConnectionEvent, detail: str) -> None:
+            if kind == "resource_updated":
+                updated = served if detail == route.uri else self._catalog.served_uri(route.server, detail)
+                with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                    send.send_nowait(updated)
+
+        async def end_with(conn: Connection) -> None:
+            await conn.closed.wait()
+            send.close()
+
+        async with AsyncExitStack() as stack:
+            stack.callback(send.close)
+            stack.callback(receive.close)
+            try:
+                conn = await stack.enter_async_context(
+                    sup.connector(sup.name, sup.config, on_event, HostSession(mcp_types.ClientCapabilities()))
+                )
+            except Exception as err:
+                log.info("subscription_session_not_opened", server=sup.name, error=type(err).__name__)
+                raise ServerUnavailableError(
+                    f"MCP server {sup.name!r} could not open a session for the subscription; not sent"
+                ) from None
+            watcher = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(watcher.cancel_scope.cancel)
+            watcher.start_soon(end_with, conn)
+            with anyio.fail_after(sup.config.call_timeout):
+                await _send_request(
+                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
+                )
+            try:
+                yield served, True
+                async for updated in receive:
+                    yield updated, False
+            finally:
+                if not conn.closed.is_set():
+                    unsubscribe = mcp_types.UnsubscribeRequestParams(uri=route.uri)
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(5.0),
+                        contextlib.suppress(MCPError),
+                    ):
+                        await _send_request(conn, mcp_types.UnsubscribeRequest(params=unsubscribe))
 
     async def _listen_for(
         self, conn: Connection, served: str, uri: str

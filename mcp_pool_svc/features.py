@@ -14,6 +14,14 @@ prompts stay readable; a URI that several servers list is served once per server
 goes to that server with the URI after the prefix. A URI no server lists is routed by the
 templates that match it (one server's, else the read is refused as ambiguous, naming the prefix
 form), else, in an unsharded pool, to the one server offering resources when there is only one.
+
+Resource subscriptions across the eras: a remote server the pool speaks 2026-07-28 with may offer
+``resources/subscribe`` only at the handshake revisions (2026-07-28 removed it; its
+``subscriptions/listen`` carries resource updates only where the server honours them, which its
+``resources.subscribe`` capability says). Such a server's handshake-era capabilities are probed
+once (``handshake``, see :meth:`~mcp_pool_svc.supervisor.Supervisor.handshake_capabilities`); when
+they offer subscriptions, the server counts as offering them, and each subscription is held on a
+handshake-era session of its own (:attr:`FeatureListing.subscribe_bridged`, the era bridge).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import hashlib
 import json
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -40,6 +48,7 @@ __all__ = [
     "SERVER_URI_PREFIX",
     "FeatureCatalog",
     "FeatureListing",
+    "HandshakeProbe",
     "ResourceRoute",
     "list_features",
     "offers_of",
@@ -67,6 +76,9 @@ class FeatureListing:
     resources: tuple[dict[str, Any], ...] = ()
     templates: tuple[dict[str, Any], ...] = ()
     prompts: tuple[dict[str, Any], ...] = ()
+    # Subscriptions are offered at the handshake revisions only: each is held on a session of
+    # that era opened for it (the pool's own session is at 2026-07-28).
+    subscribe_bridged: bool = False
 
     def of(self, kind: FeatureKind) -> tuple[dict[str, Any], ...]:
         if kind is FeatureKind.RESOURCE:
@@ -116,10 +128,18 @@ async def _pages(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
             return items
 
 
-async def list_features(server: str, conn: Connection) -> FeatureListing:
+# What a server offers a handshake-era session (None: unknown, or not a remote server).
+HandshakeProbe = Callable[[], Awaitable[mcp_types.ServerCapabilities | None]]
+
+
+async def list_features(
+    server: str, conn: Connection, handshake: HandshakeProbe | None = None
+) -> FeatureListing:
     """Every resource, template and prompt of the server, as far as its capabilities offer them.
 
     A kind the server offers but refuses to list is logged and left empty (its tools still serve).
+    ``handshake``: asked when the session is at 2026-07-28 and offers resources without
+    subscriptions (see the module's docstring).
 
     Raises:
         MCPError: the connection closed meanwhile.
@@ -127,6 +147,11 @@ async def list_features(server: str, conn: Connection) -> FeatureListing:
     session = conn.session
     # A connection without a session of the SDK (a test's fake) offers nothing beside tools.
     offers = offers_of(server, getattr(session, "server_capabilities", None), modern=conn.modern)
+    bridged = False
+    if handshake is not None and conn.modern and offers.resources and not offers.subscribe:
+        caps = await handshake()
+        if caps is not None and caps.resources is not None and caps.resources.subscribe:
+            offers, bridged = replace(offers, subscribe=True), True
     if not (offers.resources or offers.prompts):
         return FeatureListing(offers)
     found: dict[str, tuple[dict[str, Any], ...]] = {}
@@ -144,11 +169,15 @@ async def list_features(server: str, conn: Connection) -> FeatureListing:
             if err.code == mcp_types.CONNECTION_CLOSED:
                 raise
             log.warning("mcp_server_feature_list_failed", server=server, kind=name, error=err.message[:300])
-    return FeatureListing(offers, **found)
+    return FeatureListing(offers, subscribe_bridged=bridged, **found)
 
 
 async def refresh_features(
-    catalog: FeatureCatalog | None, server: str, conn: Connection, within: float
+    catalog: FeatureCatalog | None,
+    server: str,
+    conn: Connection,
+    within: float,
+    handshake: HandshakeProbe | None = None,
 ) -> bool:
     """Lists the server's features into ``catalog`` (within ``within`` seconds); whether they
     changed. No catalog: nothing is listed. A listing that takes longer is logged and the last
@@ -160,7 +189,7 @@ async def refresh_features(
     if catalog is None:
         return False
     with anyio.move_on_after(within) as scope:
-        listing = await list_features(server, conn)
+        listing = await list_features(server, conn, handshake)
     if scope.cancelled_caught:
         log.warning("mcp_server_feature_list_failed", server=server, error=f"no answer within {within:g}s")
         return False
@@ -295,6 +324,12 @@ class FeatureCatalog:
     def offer_of(self, server: str) -> ServerOffers:
         listing = self._listings.get(server)
         return listing.offers if listing is not None else ServerOffers(server)
+
+    def subscribe_bridged(self, server: str) -> bool:
+        """Whether ``server``'s subscriptions are held on handshake-era sessions of their own
+        (see :attr:`FeatureListing.subscribe_bridged`)."""
+        listing = self._listings.get(server)
+        return listing is not None and listing.subscribe_bridged
 
     def snapshot(self, changed: Sequence[FeatureKind] = ()) -> FeatureSnapshot:
         return FeatureSnapshot(self._version, self._features, self.offers(), tuple(changed))

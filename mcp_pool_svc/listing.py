@@ -35,7 +35,7 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from mcp_pool_svc.catalog import Catalog, ListedTool
-from mcp_pool_svc.features import FeatureCatalog, refresh_features
+from mcp_pool_svc.features import FeatureCatalog, HandshakeProbe, refresh_features
 from mcp_pool_svc.liveness import describe_error
 from mcp_pool_svc.metrics import ListingReason, PoolMetrics
 from mcp_pool_svc.session import Connection
@@ -65,11 +65,14 @@ class ServerListing:
         metrics: PoolMetrics,
         on_change: Callable[[str], None],
         features: FeatureCatalog | None = None,
+        handshake: HandshakeProbe | None = None,
     ) -> None:
         """``on_change(name)`` runs on every change of the server's entries in the catalog;
-        ``features``: the catalog of resources, templates and prompts (:mod:`mcp_pool_svc.features`)."""
+        ``features``: the catalog of resources, templates and prompts (:mod:`mcp_pool_svc.features`);
+        ``handshake``: what the server offers a handshake-era session (see there)."""
         self.name = name
         self._features = features
+        self._handshake = handshake
         # The server announced a change of its resources or prompts: listed again when due.
         self._features_due = False
         self._config = config
@@ -110,7 +113,9 @@ class ServerListing:
         with anyio.fail_after(self._config.connect_timeout):
             tools = await conn.list_tools()
         self._features_due = False
-        if await refresh_features(self._features, self.name, conn, self._config.call_timeout):
+        if await refresh_features(
+            self._features, self.name, conn, self._config.call_timeout, self._handshake
+        ):
             self._on_change(self.name)
         return tools
 
@@ -195,7 +200,9 @@ class ServerListing:
         """
         if self._features_due:
             self._features_due = False
-            if await refresh_features(self._features, self.name, conn, self._config.call_timeout):
+            if await refresh_features(
+                self._features, self.name, conn, self._config.call_timeout, self._handshake
+            ):
                 log.info("mcp_server_features_changed", server=self.name)
                 self._on_change(self.name)
         if self._refresh is not None or now >= self._next_list:

@@ -42,7 +42,9 @@ from mcp_pool_svc.features import FeatureCatalog
 from mcp_pool_svc.listing import ServerListing
 from mcp_pool_svc.liveness import SessionLostError, describe_error, first_cause, probe
 from mcp_pool_svc.metrics import PoolMetrics
+from mcp_pool_svc.per_user import is_per_user
 from mcp_pool_svc.probes import Probes
+from mcp_pool_svc.relay import HostSession
 from mcp_pool_svc.session import Connection, ConnectionEvent, Connector, transport_name
 from toolscout_kit.config import PoolSettings, RemoteServerConfig, StdioServerConfig
 from toolscout_kit.logging import get_logger
@@ -63,6 +65,10 @@ class ServerState(enum.StrEnum):
     FAILED = "failed"
     IDLE = "idle"
     STOPPED = "stopped"
+
+
+def _quiet(kind: ConnectionEvent, detail: str) -> None:
+    """A probe's session coming and going says nothing of its server's state."""
 
 
 def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Random) -> float:
@@ -106,8 +112,18 @@ class Supervisor:
         self._rng = rng
         self._probes = probes or Probes(settings, rng)
         self.listing = ServerListing(
-            name, config, settings, catalog=catalog, metrics=metrics, on_change=on_change, features=features
+            name,
+            config,
+            settings,
+            catalog=catalog,
+            metrics=metrics,
+            on_change=on_change,
+            features=features,
+            handshake=self.handshake_capabilities,
         )
+        # What the server offers a handshake-era session: probed once (see handshake_capabilities).
+        self._handshake_probed = False
+        self._handshake_caps: mcp_types.ServerCapabilities | None = None
         self._protocol_version = ""
         self._check_now = False
         self._state = ServerState.STARTING
@@ -166,6 +182,28 @@ class Supervisor:
             serialized_tools=writes if self.write_lock is not None else 0,
             unannotated_tools=unannotated,
         )
+
+    async def handshake_capabilities(self) -> mcp_types.ServerCapabilities | None:
+        """What this remote server offers a handshake-era session (``initialize`` at the SDK's
+        latest handshake revision), probed once on a session opened for it, then cached: a server
+        the pool speaks 2026-07-28 with may offer there what that revision does otherwise or not at
+        all (resource subscriptions). None for a stdio or ``per_user`` server (one more session is
+        not the server's own), and when the probe failed (logged, not tried again; the next session
+        of a restarted pool probes afresh)."""
+        if not isinstance(self.config, RemoteServerConfig) or is_per_user(self.config):
+            return None
+        if not self._handshake_probed:
+            opening = self.connector(
+                self.name, self.config, _quiet, HostSession(mcp_types.ClientCapabilities())
+            )
+            try:
+                async with opening as conn:
+                    self._handshake_caps = conn.session.server_capabilities
+            except Exception as err:
+                log.info("mcp_server_handshake_probe_failed", server=self.name, error=type(err).__name__)
+            # Only once it ended: a probe cancelled with its listing is tried on the next one.
+            self._handshake_probed = True
+        return self._handshake_caps
 
     def unavailable_message(self) -> str:
         """Why a call cannot be sent now, written for the caller (and the LLM): no internals."""

@@ -18,18 +18,8 @@ from tests.support.conformance import MODES, SUITE_VERSIONS, ConformanceRun, con
 
 pytestmark = pytest.mark.e2e
 
-_NO_SUBSCRIPTIONS = (
-    "the pool's session with the reference server is at 2026-07-28, where the server offers no "
-    "resource subscriptions (resources/subscribe is removed; its subscriptions/listen carries tool "
-    "and prompt changes only): the gateway advertises none and answers -32601"
-)
-
 _COMMON_LOST: dict[str, str] = {}
-_LOST_2025 = {
-    **_COMMON_LOST,
-    "resources-subscribe": _NO_SUBSCRIPTIONS,
-    "resources-unsubscribe": _NO_SUBSCRIPTIONS,
-}
+_LOST_2025: dict[str, str] = {**_COMMON_LOST}
 
 # (revision, mode) -> scenario passing directly that does not pass through the gateway -> why.
 EXPECTED_LOST: dict[tuple[str, str], dict[str, str]] = {

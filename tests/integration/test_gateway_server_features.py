@@ -20,9 +20,10 @@ import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
+from toolscout import client as tc
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
-from tests.support.mcp_servers import REPO_ROOT
+from tests.support.mcp_servers import REPO_ROOT, _running, free_port
 from toolscout_kit.config import parse_config
 
 SERVER = REPO_ROOT / "tests" / "fixtures" / "features" / "server.py"
@@ -234,3 +235,69 @@ async def test_a_2026_listen_stream_hears_that_the_prompts_changed(gw: GatewaySt
         prompts = {p.name for p in (await host.list_prompts()).prompts}
     assert isinstance(event, PromptsListChanged)
     assert "alpha__listened" in prompts
+
+
+async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_with(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # At 2026-07-28 this server offers no resource subscriptions (it serves no subscriptions/listen);
+    # at 2025-11-25 it offers resources/subscribe: the pool probes that era, advertises it, and holds
+    # each subscription on a session of that era of its own (the era bridge), for a 2025-11-25
+    # host's resources/subscribe and a 2026-07-28 host's subscriptions/listen alike.
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    uri = "feature://gamma/counter"
+    port = free_port()
+    argv = [sys.executable, str(SERVER), "gamma", "dual-http", "--port", str(port)]
+    with _running(argv, port=port, path="/mcp") as http:
+        config = parse_config(
+            {
+                "namespace_tools": False,
+                "servers": {"gamma": {"url": http.url, "transport": "streamable-http"}},
+                "toolscout": {"gateway": {"mode": "all"}},
+            },
+            base_dir=tmp_path_factory.mktemp("bridge"),
+        )
+        async with gateway_stack(config) as gw:
+            async with tc.AsyncPoolClient.connect(gw.stack.pool.address) as pool:
+                (status,) = await pool.list_servers()
+            async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+                caps = host.session.server_capabilities
+                assert caps is not None
+                assert caps.resources is not None
+                assert caps.resources.subscribe
+                await host.session.send_request(
+                    types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+                )
+                assert (await host.call_tool("subscribed", {})).content[0].text == uri  # type: ignore[union-attr]
+                await host.call_tool("bump", {})
+                with anyio.fail_after(10):
+                    await heard.wait()
+                await host.session.send_request(
+                    types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)),
+                    types.EmptyResult,
+                )
+                with anyio.fail_after(10):
+                    while (await host.call_tool("subscribed", {})).content[0].text != "none":  # type: ignore[union-attr]
+                        pass  # each call is a round trip to the server: no sleep needed
+            # A 2026-07-28 host's listen stream is served by the same bridge.
+            async with (
+                Client(gw.url, mode="auto") as modern,
+                modern.listen(resource_subscriptions=[uri]) as stream,
+            ):
+                assert modern.session.protocol_version == MODERN
+                with anyio.fail_after(10):
+                    while uri not in (await modern.call_tool("subscribed", {})).content[0].text:  # type: ignore[union-attr]
+                        pass
+                    await modern.call_tool("bump", {})
+                    event = await anext(aiter(stream))
+    assert status.protocol_version == "2026-07-28"
+    assert updated == [uri]
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == uri
