@@ -45,6 +45,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
+from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.results import ResultOwner, result_link
 from toolscout_kit.call_tool import check_arguments
@@ -178,12 +179,18 @@ class ToolCaller:
     """Calls tools through the (sharded) pool client on behalf of MCP clients."""
 
     def __init__(
-        self, pool: AsyncShardedPoolClient, metrics: GatewayMetrics, user_login: UserLogin | None = None
+        self,
+        pool: AsyncShardedPoolClient,
+        metrics: GatewayMetrics,
+        user_login: UserLogin | None = None,
+        rounds: InputRounds | None = None,
     ) -> None:
-        """``user_login``: the login links of ``per_user`` servers (:mod:`mcp_gateway_svc.user_login`)."""
+        """``user_login``: the login links of ``per_user`` servers (:mod:`mcp_gateway_svc.user_login`);
+        ``rounds``: how ``input_required`` states are sealed (:mod:`mcp_gateway_svc.input_rounds`)."""
         self._pool = pool
         self._metrics = metrics
         self._login = user_login
+        self._rounds = rounds if rounds is not None else InputRounds()
 
     async def call(
         self,
@@ -198,7 +205,8 @@ class ToolCaller:
         relay: CallRelay | None = None,
         principal: str = "",
         asker: LoginAsker | None = None,
-    ) -> types.CallToolResult:
+        host_round: HostRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Runs ``tool`` as ``principal`` (the caller: a ``per_user`` server runs it with that
         principal's own token); every outcome but cancellation is a result the model can read, except
         that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``owner``: the
@@ -207,7 +215,9 @@ class ToolCaller:
         progress notification of the MCP server. ``relay`` (a host that can answer the server's
         requests: :mod:`mcp_gateway_svc.relay`) takes the call onto the pool's relay stream, and
         then carries its progress too. A caller who must sign in first gets the login link
-        (``asker``: where else it goes).
+        (``asker``: where else it goes). ``host_round`` (a 2026-07-28 host: its answers and state,
+        if any): a server asking for input comes back as an ``InputRequiredResult`` whose state is
+        sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`).
 
         Raises:
             MCPError: the caller's ``_meta`` timeout is not a number of seconds (INVALID_PARAMS), or
@@ -219,6 +229,11 @@ class ToolCaller:
         try:
             try:
                 passed_meta, timeout = call_meta(meta)
+                resumed = (
+                    self._rounds.resume(tool.llm_name, tool.server, host_round)
+                    if host_round is not None
+                    else None
+                )
             except MCPError:
                 outcome = "invalid_arguments"
                 raise
@@ -232,6 +247,7 @@ class ToolCaller:
                     _Relayed(progress, relay),
                     principal,
                     asker,
+                    resumed,
                 )
             except MCPError as err:
                 outcome = "tool_error"
@@ -255,7 +271,8 @@ class ToolCaller:
         relayed: _Relayed,
         principal: str,
         asker: LoginAsker | None,
-    ) -> tuple[types.CallToolResult, str]:
+        resumed: Resumed | None,
+    ) -> tuple[types.CallToolResult | types.InputRequiredResult, str]:
         misfit = check_arguments(tool, arguments)
         if misfit is not None:
             return error_result(misfit.text), "invalid_arguments"
@@ -264,6 +281,14 @@ class ToolCaller:
         )
         # The caller: a per_user server runs the call with this principal's own token.
         request = dataclasses.replace(request, principal=principal)
+        if resumed is not None:
+            request = dataclasses.replace(
+                request,
+                accept_input_required=True,
+                input_responses_json=resumed.input_responses_json,
+                request_state=resumed.request_state,
+                host_capabilities_json=resumed.host_capabilities_json,
+            )
         if owner is not None and owner.budget:
             request = dataclasses.replace(
                 request,
@@ -291,6 +316,9 @@ class ToolCaller:
             return self._failed(tool, error_from_client(err, "pool"))
         if result.jsonrpc_error_code:
             raise MCPError(result.jsonrpc_error_code, result.text)
+        if result.input_required_json:
+            asked = self._rounds.wrap(tool.llm_name, tool.server, result.tool, result.input_required_json)
+            return asked, "input_required"
         return _mcp_result(result), "tool_error" if result.is_error else "ok"
 
     async def _sign_in_first(

@@ -52,8 +52,9 @@ from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, tex
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
+from mcp_gateway_svc.input_rounds import HostRound
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.relay import host_relay
+from mcp_gateway_svc.relay import declared_capabilities, host_relay
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
@@ -102,6 +103,8 @@ class _ToolCall:
     mode: GatewayMode
     view: ToolsetView
     meta: dict[str, Any] | None
+    # A 2026-07-28 host: its answers and state of an input_required round (None: a handshake-era host).
+    host_round: HostRound | None = None
 
 
 def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
@@ -410,10 +413,15 @@ class McpHandlers:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         info = _info(ctx)
         meta = dict(params.meta) if params.meta else None
-        call = _ToolCall(ctx, info, _mode(info, ctx), await _view(info.endpoint), meta)
+        host_round = (
+            HostRound(params.input_responses, params.request_state, declared_capabilities(ctx))
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            else None
+        )
+        call = _ToolCall(ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round)
         if info.session is not None:
             info.session.outbound = ctx.session
         name = params.name
@@ -471,7 +479,9 @@ class McpHandlers:
 
     # --- calls -----------------------------------------------------------------------------
 
-    async def _call_through(self, call: _ToolCall, arguments: Mapping[str, Any]) -> types.CallToolResult:
+    async def _call_through(
+        self, call: _ToolCall, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """A ``call_tool`` call, read by the contract's owner (:mod:`toolscout_kit.call_tool`); the
         search_tools it may name runs here like a direct search."""
         target = read_call(arguments, search_through=True)
@@ -483,7 +493,7 @@ class McpHandlers:
 
     async def _call(
         self, call: _ToolCall, name: str, arguments: Mapping[str, Any], *, wrapped: bool = False
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Calls a catalog tool; ``wrapped``: through ``call_tool``, whose caller gets every failure of
         the inner tool as a result (a JSON-RPC error would say ``call_tool`` itself was refused)."""
         tool = call.view.by_name.get(name)
@@ -520,6 +530,7 @@ class McpHandlers:
             relay=host_relay(call.ctx, progress=_asks_for_progress(call.meta)),
             principal=call.info.principal,
             asker=_asker(call.ctx),
+            host_round=call.host_round,
         )
 
     async def _unknown(

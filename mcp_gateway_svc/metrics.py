@@ -80,7 +80,8 @@ class GatewayMetrics:
                 "Tool calls through the gateway, by mode and outcome (ok, tool_error, "
                 "invalid_arguments, unknown_tool, not_loaded = progressive, found by no search, "
                 "unavailable, unknown = may or may not have run, timeout, cancelled, error, "
-                "authorization_required = not sent: the caller must sign in).",
+                "authorization_required = not sent: the caller must sign in, "
+                "input_required = the server asked the host for input: one round).",
             ),
             ("tool_call_duration_seconds", "Time of one tool call through the gateway, by outcome."),
             "mode",

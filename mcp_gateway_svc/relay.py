@@ -28,7 +28,7 @@ from toolscout.client import CallProgress, CallRelay, RelayAnswer, RelayedLog, R
 
 from toolscout_kit.logging import get_logger
 
-__all__ = ["host_relay"]
+__all__ = ["declared_capabilities", "host_relay"]
 
 _log = get_logger(__name__)
 
@@ -46,11 +46,16 @@ def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
     return {key: dumped[key] for key in _RELAYED if key in dumped}
 
 
+def declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The sampling, elicitation and roots capabilities the host declared, as JSON object text."""
+    return json.dumps(_declared(ctx), separators=(",", ":"))
+
+
 def host_relay(ctx: ServerRequestContext[Any, Any], *, progress: bool) -> CallRelay | None:
     """The relay of a host's call, or None when it has nothing to relay to (then the call does
     not pay for the stream). ``progress``: the host asked for progress (a ``progressToken``)."""
     if ctx.request_id is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        # 2026-07-28 servers ask through input_required results, which are not relayed yet.
+        # 2026-07-28 servers ask through input_required results (mcp_gateway_svc.input_rounds).
         return None
     declared = _declared(ctx)
     if not declared or not ctx.session.can_send_request:

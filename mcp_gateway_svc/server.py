@@ -31,6 +31,7 @@ from mcp_gateway_svc.console.app import Console
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.front import STREAMING_META, GatewayFront, Guard, Tenants
 from mcp_gateway_svc.handlers import McpHandlers
+from mcp_gateway_svc.input_rounds import InputRounds
 from mcp_gateway_svc.listing import ResultLimits
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import Forwarder, Replica
@@ -215,7 +216,7 @@ def _handlers(
     settings = config.toolscout.gateway
     return McpHandlers(
         downstream.discovery,
-        ToolCaller(downstream.pool, metrics, user_login),
+        ToolCaller(downstream.pool, metrics, user_login, InputRounds(os.environ)),
         metrics,
         private_lists=tenants.enabled or settings.oauth is not None,
         tracing=tracing,

@@ -33,6 +33,7 @@ import mcp_types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import Span
+from pydantic import TypeAdapter, ValidationError
 from toolscout.client import CallRequest, CallToolResult, ContentBlock
 
 from mcp_pool_svc.catalog import Catalog
@@ -45,7 +46,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostRelay, HostSession, wants_host_session
+from mcp_pool_svc.relay import HostRelay, HostSession, declaring, wants_host_session
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
@@ -105,6 +106,12 @@ class CheckedCall:
     timeout_seconds: float
     # Who calls (a per_user server runs the call with this principal's own token).
     principal: str = ""
+    # MCP 2026-07-28 multi-round-trip (see ``CallRequest``): the caller relays input_required
+    # results; a retry's host answers and the server's own state.
+    accept_input_required: bool = False
+    input_responses: mcp_types.InputResponses | None = None
+    request_state: str | None = None
+    host_capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 def check_call(request: CallRequest) -> CheckedCall:
@@ -124,6 +131,10 @@ def check_call(request: CallRequest) -> CheckedCall:
         require_json_object(request.meta_json, "_meta"),
         seconds,
         request.principal,
+        request.accept_input_required,
+        _input_responses(request.input_responses_json),
+        request.request_state or None,
+        require_json_object(request.host_capabilities_json, "host capabilities"),
     )
 
 
@@ -469,18 +480,23 @@ class CallRunner:
         Raises:
             MCPError: as ``ClientSession.call_tool``.
         """
-        sup, tool, meta = call.sup, call.tool, call.checked.meta
+        sup, tool, checked = call.sup, call.tool, call.checked
+        meta = checked.meta
         with (
             self._tracing.span(
                 f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=_mcp_attributes(sup, conn, tool)
             ),
             conn.router.calling(call.relay),
+            declaring(checked.host_capabilities) if checked.accept_input_required else nullcontext(),
         ):
             return await conn.session.call_tool(
                 tool,
-                call.checked.arguments,
+                checked.arguments,
                 progress_callback=call.progress,
                 meta=cast(mcp_types.RequestParamsMeta, meta) if meta else None,
+                input_responses=checked.input_responses,
+                request_state=checked.request_state,
+                allow_input_required=checked.accept_input_required,
             )
 
     def _write_turn(self, sup: Supervisor, read_only: bool) -> AbstractAsyncContextManager[Any]:
@@ -499,6 +515,13 @@ class CallRunner:
             yield
 
     def _convert(self, call: _Call, raw: Any, started: float) -> CallToolResult:
+        if isinstance(raw, mcp_types.InputRequiredResult):
+            # The server asks for input (2026-07-28): passed on whole, for the caller to relay.
+            asked = raw.model_dump(by_alias=True, mode="json", exclude_none=True)
+            result = self._finish(call, (), "", False, started)
+            return dataclasses.replace(
+                result, input_required_json=json.dumps(asked, ensure_ascii=False, separators=(",", ":"))
+            )
         content = tuple(content_from_mcp(block) for block in raw.content)
         structured = raw.structured_content
         structured_json = (
@@ -538,3 +561,21 @@ class CallRunner:
             tool=tool,
             duration_seconds=time.perf_counter() - started,
         )
+
+
+_INPUT_RESPONSES: TypeAdapter[mcp_types.InputResponses] = TypeAdapter(mcp_types.InputResponses)
+
+
+def _input_responses(text: str) -> mcp_types.InputResponses | None:
+    """A retry's ``inputResponses`` (JSON object text, empty: none) as the SDK's types.
+
+    Raises:
+        InvalidToolArgumentsError: not a JSON object of MCP input responses.
+    """
+    if not text:
+        return None
+    value = require_json_object(text, "inputResponses")
+    try:
+        return _INPUT_RESPONSES.validate_python(value)
+    except ValidationError:
+        raise InvalidToolArgumentsError("inputResponses are not MCP input responses") from None

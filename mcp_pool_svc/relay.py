@@ -21,8 +21,9 @@ A request whose host did not declare the capability (sampling, elicitation in th
 is refused with -32601 (method not found) without reaching the host. The SDK's client session
 declares every capability it has a callback for at ``initialize``, so a handshake-era server
 sees all three; at 2026-07-28 capabilities travel per request, and the pool declares none there
-(:func:`without_host_capabilities`): that revision asks through ``input_required`` results, which
-the pool does not relay yet. A handshake-era host's call to a remote server the pool speaks
+(:func:`without_host_capabilities`), except on a call whose caller relays ``input_required``
+results (the way that revision asks): that call declares exactly its host's capabilities
+(:func:`declaring`). A handshake-era host's call to a remote server the pool speaks
 2026-07-28 with runs on a session of its own in the host's era, opened for the call and declaring
 exactly the host's capabilities (:func:`wants_host_session`).
 """
@@ -58,6 +59,7 @@ __all__ = [
     "QueuedRelay",
     "RelayEvent",
     "context_relay",
+    "declaring",
     "host_capabilities",
     "wants_host_session",
     "without_host_capabilities",
@@ -318,16 +320,34 @@ def _parsed(answer: dict[str, Any] | types.ErrorData, adapter: TypeAdapter[R]) -
         return types.ErrorData(code=types.INTERNAL_ERROR, message="the host's answer was not a valid result")
 
 
+_DECLARED: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "toolscout_declared", default=None
+)
+
+
+@contextmanager
+def declaring(capabilities: Mapping[str, Any]) -> Iterator[None]:
+    """Within: 2026-07-28 requests of this task declare these of the host's sampling, elicitation
+    and roots capabilities (MCP wire form) instead of none (:func:`without_host_capabilities`)."""
+    token = _DECLARED.set({key: capabilities[key] for key in _RELAYED_CAPABILITIES if key in capabilities})
+    try:
+        yield
+    finally:
+        _DECLARED.reset(token)
+
+
 def without_host_capabilities(meta: Any) -> Any:
-    """A 2026-07-28 request's ``_meta`` without the sampling, elicitation and roots capabilities
-    the session declares (see the module's docstring); anything else unchanged."""
+    """A 2026-07-28 request's ``_meta`` with the sampling, elicitation and roots capabilities the
+    session declares replaced by the calling host's (:func:`declaring`; none outside it, see the
+    module's docstring); anything else unchanged."""
     if not isinstance(meta, dict):
         return meta
     caps = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
-    if not isinstance(caps, dict) or not any(key in caps for key in _RELAYED_CAPABILITIES):
+    declared = _DECLARED.get() or {}
+    if not isinstance(caps, dict) or not (declared or any(key in caps for key in _RELAYED_CAPABILITIES)):
         return meta
     kept = {key: value for key, value in caps.items() if key not in _RELAYED_CAPABILITIES}
-    return {**meta, types.CLIENT_CAPABILITIES_META_KEY: kept}
+    return {**meta, types.CLIENT_CAPABILITIES_META_KEY: {**kept, **declared}}
 
 
 class ContextRelayStream:

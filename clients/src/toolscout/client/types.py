@@ -481,6 +481,15 @@ class CallRequest:
     conversation: str = ""
     # The preview's size in tokens (0: the pool's configured one).
     preview_tokens: int = 0
+    # MCP 2026-07-28 multi-round-trip: the caller relays ``input_required`` results
+    # (``CallToolResult.input_required_json``); a retry carries the host's ``inputResponses``
+    # (JSON object text) and the server's own ``requestState``.
+    accept_input_required: bool = False
+    input_responses_json: str = ""
+    request_state: str = ""
+    # With ``accept_input_required``: the host's sampling / elicitation / roots capabilities (MCP
+    # ``ClientCapabilities`` JSON object text), declared to a 2026-07-28 server on this call.
+    host_capabilities_json: str = ""
 
     @classmethod
     def to(
@@ -531,6 +540,9 @@ class CallToolResult:
     # Non-zero: the server answered with this JSON-RPC error code instead of a result (the error's
     # message is the text of ``content``, ``is_error`` is set).
     jsonrpc_error_code: int = 0
+    # Non-empty: the server asked for input instead (MCP ``InputRequiredResult`` as JSON object
+    # text); only when the request had ``accept_input_required``.
+    input_required_json: str = ""
 
     @property
     def text(self) -> str:

@@ -132,7 +132,7 @@ class ListToolsResponse(_message.Message):
     def __init__(self, tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., catalog_version: _Optional[str] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds", "result_budget_tokens", "token_encoding", "structured_copy", "principal", "conversation", "preview_tokens")
+    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds", "result_budget_tokens", "token_encoding", "structured_copy", "principal", "conversation", "preview_tokens", "accept_input_required", "input_responses_json", "request_state", "host_capabilities_json")
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     LLM_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,10 @@ class CallToolRequest(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_INPUT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_JSON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
+    HOST_CAPABILITIES_JSON_FIELD_NUMBER: _ClassVar[int]
     server: str
     tool: str
     llm_name: str
@@ -157,10 +161,14 @@ class CallToolRequest(_message.Message):
     principal: str
     conversation: str
     preview_tokens: int
-    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., result_budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ..., structured_copy: _Optional[_Union[StructuredCopy, str]] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., preview_tokens: _Optional[int] = ...) -> None: ...
+    accept_input_required: bool
+    input_responses_json: str
+    request_state: str
+    host_capabilities_json: str
+    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., result_budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ..., structured_copy: _Optional[_Union[StructuredCopy, str]] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., preview_tokens: _Optional[int] = ..., accept_input_required: _Optional[bool] = ..., input_responses_json: _Optional[str] = ..., request_state: _Optional[str] = ..., host_capabilities_json: _Optional[str] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
-    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "tokens_returned", "tokens_delivered", "tokens_estimated", "result_handle", "handle_expires_unix", "meta_json", "jsonrpc_error_code")
+    __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "tokens_returned", "tokens_delivered", "tokens_estimated", "result_handle", "handle_expires_unix", "meta_json", "jsonrpc_error_code", "input_required_json")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +183,7 @@ class CallToolResponse(_message.Message):
     HANDLE_EXPIRES_UNIX_FIELD_NUMBER: _ClassVar[int]
     META_JSON_FIELD_NUMBER: _ClassVar[int]
     JSONRPC_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REQUIRED_JSON_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_common_pb2.ContentBlock]
     structured_content_json: str
     is_error: bool
@@ -189,7 +198,8 @@ class CallToolResponse(_message.Message):
     handle_expires_unix: float
     meta_json: str
     jsonrpc_error_code: int
-    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., tokens_returned: _Optional[int] = ..., tokens_delivered: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., result_handle: _Optional[str] = ..., handle_expires_unix: _Optional[float] = ..., meta_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ...) -> None: ...
+    input_required_json: str
+    def __init__(self, content: _Optional[_Iterable[_Union[_common_pb2.ContentBlock, _Mapping]]] = ..., structured_content_json: _Optional[str] = ..., is_error: _Optional[bool] = ..., truncated: _Optional[bool] = ..., server: _Optional[str] = ..., tool: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., tokens_returned: _Optional[int] = ..., tokens_delivered: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., result_handle: _Optional[str] = ..., handle_expires_unix: _Optional[float] = ..., meta_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ..., input_required_json: _Optional[str] = ...) -> None: ...
 
 class ReadResultRequest(_message.Message):
     __slots__ = ("handle", "principal", "conversation", "offset", "pattern", "context_lines", "path", "budget_tokens", "token_encoding")

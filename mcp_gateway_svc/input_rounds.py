@@ -1,0 +1,130 @@
+"""MCP 2026-07-28 multi-round-trip requests (``input_required`` results) relayed through the gateway.
+
+A server behind the pool may answer ``tools/call`` with an ``InputRequiredResult``: what it needs
+from the host (``inputRequests``: sampling, elicitation, roots) and its own opaque
+``requestState``. The pool passes it on whole (``CallToolResult.input_required_json``); the host
+answers by calling the tool again with ``inputResponses`` and the ``requestState`` it got, and the
+retry reaches the server with the server's own state.
+
+The state the host sees is not the server's: :class:`InputRounds` seals the server's state together
+with the routing (the name the host called, the server and its own tool name) and the time it was
+issued, with the ``mcp`` SDK's :class:`~mcp.server.request_state.AESGCMRequestStateCodec`
+(AES-256-GCM: the host can neither read nor alter it). The key is derived from
+``$TOOLSCOUT_TOKEN_KEY``, the secret every replica of a deployment already shares (per-user tokens and
+login links need it), so any replica resumes a round another one started. Without that variable
+each gateway process seals with a key of its own: a retry then works only on the replica that
+issued the state. A state that does not unseal (altered, expired, from another deployment) or that
+names another tool is refused with -32602 (invalid params), and nothing reaches the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from toolscout_kit.token_store import TOKEN_KEY_ENV
+
+__all__ = ["STATE_SECONDS", "HostRound", "InputRounds", "Resumed"]
+
+# How long a host has to answer one round (the SDK's own default for request state).
+STATE_SECONDS = 600.0
+_VERSION = 1
+# Clocks of replicas may differ by this much.
+_SKEW_SECONDS = 60.0
+_REFUSED = "requestState is not one this gateway issued, or it expired; call the tool again without it"
+
+
+@dataclass(frozen=True, slots=True)
+class HostRound:
+    """What a 2026-07-28 host's ``tools/call`` carries of a round: its answers and the state it got
+    (both None on a first call)."""
+
+    input_responses: Mapping[str, Any] | None = None
+    request_state: str | None = None
+    # The host's sampling / elicitation / roots capabilities (JSON object text), declared to the server.
+    capabilities_json: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """A retry for the pool: the host's answers (JSON object text, "" none) and the server's own state."""
+
+    input_responses_json: str = ""
+    request_state: str = ""
+    host_capabilities_json: str = ""
+
+
+class InputRounds:
+    """Seals the routing and the server's state into the ``requestState`` hosts see, and opens it."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        key = (os.environ if environ is None else environ).get(TOKEN_KEY_ENV, "")
+        secret = (
+            hashlib.sha256(b"toolscout request state\0" + key.encode()).digest() if key else os.urandom(32)
+        )
+        self._codec = AESGCMRequestStateCodec([secret])
+
+    def wrap(self, name: str, server: str, tool: str, asked_json: str) -> types.InputRequiredResult:
+        """The server's ``InputRequiredResult`` (JSON text) as the host gets it: the state sealed
+        with the routing (``name``: as the host called the tool; ``server`` and its ``tool``)."""
+        asked = types.InputRequiredResult.model_validate_json(asked_json)
+        payload = {
+            "v": _VERSION,
+            "name": name,
+            "server": server,
+            "tool": tool,
+            "t": time.time(),
+            "state": asked.request_state,
+        }
+        sealed = self._codec.seal(json.dumps(payload, separators=(",", ":")).encode())
+        return asked.model_copy(update={"request_state": sealed})
+
+    def resume(self, name: str, server: str, host_round: HostRound) -> Resumed:
+        """The pool's part of a host's retry of ``name`` (a tool of ``server``).
+
+        Raises:
+            MCPError: INVALID_PARAMS: the state was not issued by this deployment, expired, or was
+                issued for another tool; or the answers are not MCP input responses.
+        """
+        answers = ""
+        if host_round.input_responses is not None:
+            try:
+                checked = types.InputResponseRequestParams(input_responses=dict(host_round.input_responses))
+            except ValidationError:
+                raise MCPError(types.INVALID_PARAMS, "inputResponses are not MCP input responses") from None
+            answers = json.dumps(
+                checked.model_dump(by_alias=True, mode="json", exclude_none=True)["inputResponses"],
+                separators=(",", ":"),
+            )
+        if host_round.request_state is None:
+            return Resumed(answers, "", host_round.capabilities_json)
+        payload = self._open(host_round.request_state)
+        if payload.get("name") != name or payload.get("server") != server:
+            raise MCPError(types.INVALID_PARAMS, f"requestState was issued for another tool than {name!r}")
+        state = payload.get("state")
+        return Resumed(answers, state if isinstance(state, str) else "", host_round.capabilities_json)
+
+    def _open(self, sealed: str) -> dict[str, Any]:
+        try:
+            payload = json.loads(self._codec.unseal(sealed))
+        except (InvalidRequestState, ValueError):
+            raise MCPError(types.INVALID_PARAMS, _REFUSED) from None
+        issued = payload.get("t") if isinstance(payload, dict) else None
+        if (
+            not isinstance(payload, dict)
+            or payload.get("v") != _VERSION
+            or not isinstance(issued, int | float)
+            or not -_SKEW_SECONDS <= time.time() - issued <= STATE_SECONDS
+        ):
+            raise MCPError(types.INVALID_PARAMS, _REFUSED)
+        return payload
