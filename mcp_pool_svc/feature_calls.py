@@ -55,12 +55,10 @@ from toolscout_kit.config import RemoteServerConfig
 from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger, redact
 
-__all__ = ["LOGGING_LEVELS", "USER_LISTING_FRESH", "FeatureCalls"]
+__all__ = ["LOGGING_LEVELS", "FeatureCalls"]
 
 log = get_logger(__name__)
 
-# Seconds a per_user server's listing for one principal is reused (it goes with their session).
-USER_LISTING_FRESH = 10.0
 LOGGING_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -227,7 +225,7 @@ class FeatureCalls:
     async def user_features(self, server: str, principal: str) -> tuple[ServerFeature, ...]:
         """The resources, templates and prompts ``server`` (``per_user``) lists on ``principal``'s
         own session, named as the catalog names them; listed on demand and kept with that session
-        for :data:`USER_LISTING_FRESH` seconds.
+        briefly (:meth:`~mcp_pool_svc.per_user.UserSessions.listed`).
 
         Raises:
             UserAuthorizationRequiredError: the principal has no usable token.
@@ -244,7 +242,7 @@ class FeatureCalls:
             return self._catalog.seen_with(server, listing)
 
         try:
-            return await self._users.listed(server, sup.config, principal, fetch, USER_LISTING_FRESH)
+            return await self._users.listed(server, sup.config, principal, fetch)
         except TimeoutError:
             raise ServerUnavailableError(
                 f"MCP server {server!r} did not list its features for you in time"

@@ -52,11 +52,14 @@ from toolscout_kit.oauth_approval import AuthorizationError, NoApprover
 from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_store import STACK_PRINCIPAL, TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
-__all__ = ["UserSessions", "is_per_user"]
+__all__ = ["USER_LISTING_FRESH", "UserSessions", "is_per_user"]
 
 log = get_logger(__name__)
 
 T = TypeVar("T")
+
+# Seconds what a server listed to one principal is reused (it goes with their session).
+USER_LISTING_FRESH = 10.0
 
 
 def is_per_user(config: StdioServerConfig | RemoteServerConfig) -> bool:
@@ -181,7 +184,7 @@ class UserSessions:
         config: RemoteServerConfig,
         principal: str,
         fetch: Callable[[Connection], Awaitable[T]],
-        fresh_for: float,
+        fresh_for: float = USER_LISTING_FRESH,
     ) -> T:
         """``fetch(conn)`` on the principal's own session (what the server lists to them), kept
         with that session for ``fresh_for`` seconds: it goes when the session does.
