@@ -70,7 +70,9 @@ class FeatureHandlers:
             info.session.outbound = ctx.session  # list_changed reaches it from now on
         where = f"{info.endpoint.key}/{kind.value}"
         cursor = params.cursor if params is not None else None
-        return await self._features.listing(kind, MODELS[kind], info.endpoint.toolset.name, where, cursor)
+        return await self._features.listing(
+            kind, MODELS[kind], info.endpoint.toolset.name, where, cursor, principal=info.principal
+        )
 
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -360,7 +360,9 @@ class McpHandlers:
             return types.ListResourcesResult(resources=own)
         cursor = params.cursor if params is not None else None
         where = f"{info.endpoint.key}/{mode}/resources"
-        return await self._features.list_resources(info.endpoint.toolset.name, where, cursor, own)
+        return await self._features.list_resources(
+            info.endpoint.toolset.name, where, cursor, own, info.principal
+        )
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

@@ -5,7 +5,9 @@ The gateway follows the pool's feature catalog (``WatchFeatures``, every shard m
 follows discovery's plans for tools: lists are answered from the latest snapshot, filtered by the
 endpoint's toolset (a toolset naming a server serves its resources and prompts too), in pages
 with the tools' opaque cursors (:func:`~mcp_gateway_svc.tool_lists.page`: any replica at the same
-version continues them). Reads, prompts and completions go to the pool, which routes them to the
+version continues them); a ``per_user`` server's entries are, for an authenticated caller, what it
+lists on their own session (asked of the pool with the principal, merged into the same pages).
+Reads, prompts and completions go to the pool, which routes them to the
 server that offers them (on the caller's own session of a ``per_user`` server); the server's
 JSON-RPC error reaches the host as that error. A change of a kind is announced with its
 ``list_changed`` on every open session and on 2026-07-28 ``subscriptions/listen`` streams.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -33,13 +36,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import InvalidArgumentError, NotFoundError, ToolscoutClientError, json_object_text
 from toolscout.client import types as t
+from toolscout.client.errors import authorization_required
 from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import rpc
 from mcp_gateway_svc.endpoints import Endpoint, Endpoints
 from mcp_gateway_svc.sessions import Session, SessionRegistry
 from mcp_gateway_svc.tool_lists import CursorError, page
-from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
 
 __all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
@@ -213,12 +217,66 @@ class ServedFeatures:
 
     # --- listings ---------------------------------------------------------------------------
 
-    async def _listed(self, kind: t.FeatureKind, toolset: str) -> tuple[str, tuple[t.ServerFeature, ...]]:
+    async def _listed(
+        self, kind: t.FeatureKind, toolset: str, principal: str = ""
+    ) -> tuple[str, tuple[t.ServerFeature, ...]]:
         snapshot = await self.follower.current()
         allowed = toolset_servers(self._config, toolset)
-        return snapshot.features_version, tuple(
+        features = tuple(
             f for f in snapshot.features if f.kind is kind and (allowed is None or f.server in allowed)
         )
+        if not principal:
+            return snapshot.features_version, features
+        return await self._as_seen_by(principal, kind, snapshot, features)
+
+    def _per_user(self, server: str) -> bool:
+        config = self._config.servers.get(server)
+        return isinstance(config, RemoteServerConfig) and config.auth is not None and config.auth.per_user
+
+    async def _as_seen_by(
+        self,
+        principal: str,
+        kind: t.FeatureKind,
+        snapshot: t.FeatureSnapshot,
+        features: tuple[t.ServerFeature, ...],
+    ) -> tuple[str, tuple[t.ServerFeature, ...]]:
+        """``features`` with each ``per_user`` server's replaced by what it lists to ``principal``
+        (asked of the pool, which lists on their own session); a server they have not signed in to
+        lists nothing to them. The version covers their listing too (cursors stay theirs)."""
+        per_user = sorted({f.server for f in features if self._per_user(f.server)})
+        if not per_user:
+            return snapshot.features_version, features
+        mine: list[t.ServerFeature] = []
+        for server in per_user:
+            mine.extend(await self._user_features(kind, server, principal))
+        merged = sorted(
+            (*(f for f in features if f.server not in per_user), *mine), key=lambda f: (f.server, f.own_name)
+        )
+        digest = hashlib.sha256(snapshot.features_version.encode())
+        for f in mine:
+            digest.update(f.definition_json.encode())
+        return digest.hexdigest()[:16], tuple(merged)
+
+    async def _user_features(
+        self, kind: t.FeatureKind, server: str, principal: str
+    ) -> tuple[t.ServerFeature, ...]:
+        found: list[t.ServerFeature] = []
+        cursor = ""
+        while True:
+            try:
+                listed = await rpc(
+                    self._pool.list_features(kind, [server], cursor=cursor, principal=principal)
+                )
+            except ToolscoutClientError as err:
+                if authorization_required(err) is None:
+                    _log.warning(
+                        "listing a per-user server for its caller failed", server=server, error=err.message
+                    )
+                return ()
+            found.extend(listed.features)
+            cursor = listed.next_cursor
+            if not cursor:
+                return tuple(found)
 
     async def listing(
         self,
@@ -228,13 +286,15 @@ class ServedFeatures:
         where: str,
         cursor: str | None,
         own: Iterable[Any] = (),
+        principal: str = "",
     ) -> tuple[list[Any], str | None]:
-        """One page of ``kind`` (after the gateway's ``own`` items) as MCP definitions.
+        """One page of ``kind`` (after the gateway's ``own`` items) as MCP definitions; a
+        ``per_user`` server's as it lists them to ``principal``.
 
         Raises:
             MCPError: a stale or foreign cursor (INVALID_PARAMS).
         """
-        version, features = await self._listed(kind, toolset)
+        version, features = await self._listed(kind, toolset, principal)
         items = [*own, *(m for f in features if (m := _model(model, f)) is not None)]
         try:
             shown, next_cursor = page(items, cursor, version=version, where=where)
@@ -243,19 +303,20 @@ class ServedFeatures:
         return list(shown), next_cursor
 
     async def list_resources(
-        self, toolset: str, where: str, cursor: str | None, own: Iterable[types.Resource]
+        self, toolset: str, where: str, cursor: str | None, own: Iterable[types.Resource], principal: str = ""
     ) -> types.ListResourcesResult:
-        """``resources/list``: the gateway's ``own`` resources, then the servers' of ``toolset``."""
+        """``resources/list``: the gateway's ``own`` resources, then the servers' of ``toolset``
+        (a ``per_user`` server's as it lists them to ``principal``)."""
         listed, next_cursor = await self.listing(
-            t.FeatureKind.RESOURCE, types.Resource, toolset, where, cursor, own
+            t.FeatureKind.RESOURCE, types.Resource, toolset, where, cursor, own, principal
         )
         return types.ListResourcesResult(resources=listed, next_cursor=next_cursor)
 
-    async def _allowed(self, kind: t.FeatureKind, served: str, toolset: str) -> bool:
+    async def _allowed(self, kind: t.FeatureKind, served: str, toolset: str, principal: str = "") -> bool:
         allowed = toolset_servers(self._config, toolset)
         if allowed is None:
             return True
-        _, features = await self._listed(kind, toolset)
+        _, features = await self._listed(kind, toolset, principal)
         return any(f.served_name == served for f in features)
 
     # --- requests ---------------------------------------------------------------------------
@@ -277,7 +338,7 @@ class ServedFeatures:
         # A replica whose first request is this one has not followed the pool yet.
         await self.follower.wait_first()
         self.require("prompts", self.offered().prompts)
-        if not await self._allowed(t.FeatureKind.PROMPT, name, toolset):
+        if not await self._allowed(t.FeatureKind.PROMPT, name, toolset, principal):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
         request = t.PromptRequest(name, json_object_text(dict(arguments or {})), principal)
         reply = await _ask(
@@ -297,7 +358,7 @@ class ServedFeatures:
             kind, key = t.FeatureKind.PROMPT, ref.name
         else:
             kind, key = t.FeatureKind.RESOURCE_TEMPLATE, str(ref.uri)
-        if kind is t.FeatureKind.PROMPT and not await self._allowed(kind, key, toolset):
+        if kind is t.FeatureKind.PROMPT and not await self._allowed(kind, key, toolset, principal):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{key}'")
         context = params.context.arguments if params.context is not None else None
         request = t.CompletionRequest(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -33,6 +34,7 @@ from toolscout.client import (
     FeatureReply,
     PromptRequest,
     ResourceReadRequest,
+    ServerFeature,
 )
 
 from mcp_pool_svc.errors import (
@@ -42,8 +44,9 @@ from mcp_pool_svc.errors import (
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
     UnknownFeatureError,
+    UserAuthorizationRequiredError,
 )
-from mcp_pool_svc.features import FeatureCatalog, ResourceRoute
+from mcp_pool_svc.features import FeatureCatalog, ResourceRoute, list_features
 from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.relay import HostSession
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
@@ -131,15 +134,24 @@ class FeatureCalls:
 
     # --- listings ---------------------------------------------------------------------------
 
-    def list_page(
-        self, kind: FeatureKind, servers: tuple[str, ...] = (), cursor: str = "", page_size: int = 0
+    async def list_page(
+        self,
+        kind: FeatureKind,
+        servers: tuple[str, ...] = (),
+        cursor: str = "",
+        page_size: int = 0,
+        principal: str = "",
     ) -> FeatureList:
         """One page of ``kind``'s features (of ``servers``, when given), with the servers' offers.
+        With a ``principal``, a ``per_user`` server's features are those it lists on that
+        principal's own session (:meth:`user_features`).
 
         Raises:
             InvalidToolArgumentsError: a page size out of range, or a cursor that is not one of
                 this listing (another kind or filter, an older version, damaged).
             UnknownServerError / NotOwnerError: a name in ``servers``.
+            UserAuthorizationRequiredError: the principal has no usable token for a ``per_user``
+                server of the listing.
         """
         for server in servers:
             self._supervisor_of(server)
@@ -149,9 +161,11 @@ class FeatureCalls:
             )
         size = page_size or _PAGE
         version = self._catalog.version
+        features = self._catalog.features(kind, servers or None)
+        if principal:
+            features, version = await self._as_seen_by(principal, kind, servers, features, version)
         where = f"{kind.value}:{','.join(sorted(servers))}"
         start = _cursor_offset(cursor, version, where) if cursor else 0
-        features = self._catalog.features(kind, servers or None)
         if start > len(features):
             raise InvalidToolArgumentsError(
                 "the cursor points past the end of the list; list again without it"
@@ -162,6 +176,77 @@ class FeatureCalls:
             text = json.dumps({"v": version, "w": where, "o": end}, separators=(",", ":"))
             token = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
         return FeatureList(features[start:end], token, version, offers=self._catalog.offers(servers or None))
+
+    async def _as_seen_by(
+        self,
+        principal: str,
+        kind: FeatureKind,
+        servers: tuple[str, ...],
+        features: tuple[ServerFeature, ...],
+        version: str,
+    ) -> tuple[tuple[ServerFeature, ...], str]:
+        """``features`` with each ``per_user`` server's replaced by what it lists to ``principal``,
+        and a version of that listing."""
+        per_user = [
+            o.server
+            for o in self._catalog.offers(servers or None)
+            if is_per_user(self._supervisor_of(o.server).config)
+        ]
+        if not per_user:
+            return features, version
+        own = {s: await self.user_features(s, principal) for s in per_user}
+        mine = [f for s in per_user for f in own[s] if f.kind is kind]
+        merged = sorted(
+            (*(f for f in features if f.server not in own), *mine),
+            key=lambda f: (f.server, f.own_name),
+        )
+        digest = hashlib.sha256(version.encode())
+        for f in mine:
+            digest.update(f.definition_json.encode())
+        return tuple(merged), digest.hexdigest()[:16]
+
+    async def _user_lookup(self, kind: FeatureKind, served: str, principal: str) -> ServerFeature | None:
+        """The feature served as ``served`` that a ``per_user`` server lists to ``principal`` only
+        (not on the stack's session); None when none does (or the principal cannot list it)."""
+        if not principal or self._users is None:
+            return None
+        for offer in self._catalog.offers():
+            if not is_per_user(self._supervisor_of(offer.server).config):
+                continue
+            try:
+                mine = await self.user_features(offer.server, principal)
+            except (UserAuthorizationRequiredError, ServerUnavailableError):
+                continue
+            found = next((f for f in mine if f.kind is kind and f.served_name == served), None)
+            if found is not None:
+                return found
+        return None
+
+    async def user_features(self, server: str, principal: str) -> tuple[ServerFeature, ...]:
+        """The resources, templates and prompts ``server`` (``per_user``) lists on ``principal``'s
+        own session, named as the catalog names them; listed on demand and kept with that session
+        briefly (:meth:`~mcp_pool_svc.per_user.UserSessions.listed`).
+
+        Raises:
+            UserAuthorizationRequiredError: the principal has no usable token.
+            ServerUnavailableError: their session could not be opened.
+        """
+        sup = self._supervisor_of(server)
+        if self._users is None:
+            raise ServerUnavailableError(f"MCP server {server!r} has no per-user sessions here")
+        assert isinstance(sup.config, RemoteServerConfig)  # is_per_user
+
+        async def fetch(conn: Connection) -> tuple[ServerFeature, ...]:
+            with anyio.fail_after(sup.config.call_timeout):
+                listing = await list_features(server, conn)
+            return self._catalog.seen_with(server, listing)
+
+        try:
+            return await self._users.listed(server, sup.config, principal, fetch)
+        except TimeoutError:
+            raise ServerUnavailableError(
+                f"MCP server {server!r} did not list its features for you in time"
+            ) from None
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -180,6 +265,9 @@ class FeatureCalls:
         except ValueError as err:
             raise UnknownFeatureError(str(err)) from None
         if route is None:
+            mine = await self._user_lookup(FeatureKind.RESOURCE, request.uri, request.principal)
+            route = ResourceRoute(mine.server, mine.own_name) if mine is not None else None
+        if route is None:
             raise UnknownFeatureError(f"no MCP server lists the resource '{request.uri}'")
         sup = self._supervisor_of(route.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
@@ -196,7 +284,9 @@ class FeatureCalls:
             UnknownFeatureError: no such prompt. InvalidToolArgumentsError: arguments not an object
                 of strings. Otherwise as :meth:`read_resource`.
         """
-        prompt = self._catalog.lookup(FeatureKind.PROMPT, request.name)
+        prompt = self._catalog.lookup(FeatureKind.PROMPT, request.name) or await self._user_lookup(
+            FeatureKind.PROMPT, request.name, request.principal
+        )
         if prompt is None:
             raise UnknownFeatureError(f"no MCP server offers the prompt '{request.name}'")
         arguments = _string_map(request.arguments_json, "arguments")

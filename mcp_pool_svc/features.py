@@ -315,6 +315,15 @@ class FeatureCatalog:
             if (kind is None or f.kind is kind) and (wanted is None or f.server in wanted)
         )
 
+    def seen_with(self, server: str, listing: FeatureListing) -> tuple[ServerFeature, ...]:
+        """``server``'s features had it listed ``listing`` (a user's own listing of a ``per_user``
+        server), named by the catalog's rules among the other servers' listings."""
+        other = FeatureCatalog(self._namespaced)
+        other._listings = {**self._listings, server: listing}
+        other._clashed = set(self._clashed)
+        other._rebuild(None, listing)
+        return other.features(servers=(server,))
+
     def offers(self, servers: Iterable[str] | None = None) -> tuple[ServerOffers, ...]:
         wanted = set(servers) if servers is not None else None
         return tuple(

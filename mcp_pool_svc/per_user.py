@@ -2,9 +2,11 @@
 
 A server configured with ``auth: {type: oauth, per_user: true}`` is called with the caller's own
 token, never another principal's and never the stack's. Its supervisor keeps the shared session
-(the stack's authorization) for listing and health; every call runs on a session of the calling
-principal, opened on demand with an OAuth provider bound to that principal's entry in the token
-store (:mod:`toolscout_kit.token_store`, keyed by (principal, issuer, resource)).
+(the stack's authorization) for the tool catalog and health; every call runs on a session of the
+calling principal, opened on demand with an OAuth provider bound to that principal's entry in the
+token store (:mod:`toolscout_kit.token_store`, keyed by (principal, issuer, resource)). What the
+server lists to a principal (resources, templates, prompts) is listed on that session too and kept
+with it briefly (:meth:`UserSessions.listed`).
 
 Why a session per (server, principal) and not a per-request ``Authorization`` on the shared
 session: the SDK's streamable-HTTP transport sends every request of a session from one writer task
@@ -35,8 +37,9 @@ import contextlib
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 import anyio
 from mcp.shared.auth_utils import resource_url_from_server_url
@@ -49,9 +52,14 @@ from toolscout_kit.oauth_approval import AuthorizationError, NoApprover
 from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_store import STACK_PRINCIPAL, TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
-__all__ = ["UserSessions", "is_per_user"]
+__all__ = ["USER_LISTING_FRESH", "UserSessions", "is_per_user"]
 
 log = get_logger(__name__)
+
+T = TypeVar("T")
+
+# Seconds what a server listed to one principal is reused (it goes with their session).
+USER_LISTING_FRESH = 10.0
 
 
 def is_per_user(config: StdioServerConfig | RemoteServerConfig) -> bool:
@@ -74,6 +82,8 @@ class _UserSession:
     task: asyncio.Task[None] | None = None
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0
+    # What this principal's session listed (monotonic time, value): see UserSessions.listed.
+    listing: tuple[float, Any] | None = None
 
 
 def _authorization_failed(err: BaseException | None) -> bool:
@@ -167,6 +177,39 @@ class UserSessions:
         finally:
             entry.busy -= 1
             entry.last_used = time.monotonic()
+
+    async def listed(
+        self,
+        name: str,
+        config: RemoteServerConfig,
+        principal: str,
+        fetch: Callable[[Connection], Awaitable[T]],
+        fresh_for: float = USER_LISTING_FRESH,
+    ) -> T:
+        """``fetch(conn)`` on the principal's own session (what the server lists to them), kept
+        with that session for ``fresh_for`` seconds: it goes when the session does.
+
+        Raises:
+            UserAuthorizationRequiredError: no principal, no usable token, or the server refused
+                the principal's authorization meanwhile (the session is closed).
+            ServerUnavailableError: the session could not be opened.
+        """
+        async with self.session(name, config, principal) as conn:
+            entry = self._sessions.get((name, principal))
+            if entry is not None and entry.listing is not None:
+                at, value = entry.listing
+                if time.monotonic() - at < fresh_for:
+                    return cast(T, value)
+            try:
+                value = await fetch(conn)
+            except Exception:
+                refused = self.authorization_failed(name, principal)
+                if refused is not None:
+                    raise refused from None
+                raise
+            if entry is not None:
+                entry.listing = (time.monotonic(), value)
+            return value
 
     def authorization_failed(self, name: str, principal: str) -> UserAuthorizationRequiredError | None:
         """After a request failed on a user session: whether its authorization did (then it is closed)."""

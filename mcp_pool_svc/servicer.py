@@ -205,8 +205,8 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     ) -> mcp_pool_pb2.ListFeaturesResponse:
         kind = _kind(request.kind, "kind")
         with _call_refusals(context):
-            page = self._pool.features.list_page(
-                kind, tuple(request.servers), request.cursor, request.page_size
+            page = await self._pool.features.list_page(
+                kind, tuple(request.servers), request.cursor, request.page_size, request.principal
             )
         return wire.feature_list_pb(dataclasses.replace(page, shard=self._pool.shard_info()))
 

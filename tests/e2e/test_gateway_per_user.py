@@ -149,6 +149,10 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 replies.append(_text(bob_refused))
                 assert bob_refused.is_error
                 bob_link = next(w for w in _text(bob_refused).split() if "/oauth/login/protected" in w)
+                # Before signing in, the per_user server lists nothing of its own to Bob (never
+                # what it listed to the stack's operator); the listing still answers.
+                unsigned = {str(r.uri) for r in (await bob.list_resources()).resources}
+                assert not [u for u in unsigned if u.startswith("whoami://")], unsigned
                 assert bob_link != asked.url
                 # A ticket names its principal: edited, it is refused.
                 async with httpx2.AsyncClient(timeout=30) as browser:
@@ -165,6 +169,18 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 # The retried calls succeed, on the same MCP sessions, each as its own caller.
                 assert _text(await alice.call_tool(TOOL, {})) == "subject: alice"
                 assert _text(await bob.call_tool(TOOL, {})) == "subject: bob"
+                # Its listings are each user's own: their resource and prompt, never the other's
+                # nor the operator's (what the stack's session lists), and their prompt answers.
+                for host, user, other in ((alice, "alice", "bob"), (bob, "bob", "alice")):
+                    uris = {str(r.uri) for r in (await host.list_resources()).resources}
+                    assert {f"whoami://{user}", "whoami://subject"} <= uris, uris
+                    assert not {f"whoami://{other}", "whoami://operator"} & uris, uris
+                    names = {p.name for p in (await host.list_prompts()).prompts}
+                    assert f"protected__whoami_{user}" in names, names
+                    assert not {f"protected__whoami_{other}", "protected__whoami_operator"} & names
+                    own = await host.get_prompt(f"protected__whoami_{user}", {})
+                    assert isinstance(own.messages[0].content, types.TextContent)
+                    assert own.messages[0].content.text == f"own prompt of: {user}"
                 # A resource of a per_user server is read on the reader's own session too.
                 for host, user in ((alice, "alice"), (bob, "bob")):
                     [content] = (await host.read_resource("whoami://subject")).contents

@@ -6,7 +6,8 @@ naming ``ISSUER``. Tokens are JWTs checked against the issuer's JWKS (signature,
 this server, expiry, scope ``mcp:tools``). The tool ``whoami``, the resource ``whoami://subject``,
 the prompt ``whoami`` and every completion answer with the token's subject; each is printed as a
 JSON line ``{"call": "whoami" | "resource" | "prompt" | "complete", "subject": ...}`` after the
-first line ``{"url": ...}``.
+first line ``{"url": ...}``. Its listings depend on the subject: a resource ``whoami://<subject>``
+and a prompt ``whoami_<subject>`` are listed to that subject only (not printed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
-from mcp_types import Completion, ToolAnnotations
+from mcp_types import (
+    Completion,
+    GetPromptResult,
+    InputRequiredResult,
+    Prompt,
+    PromptMessage,
+    Resource,
+    TextContent,
+    ToolAnnotations,
+)
 
 SCOPE = "mcp:tools"
 _PRINTING = threading.Lock()
@@ -76,8 +86,43 @@ def _noted(call: str) -> str | None:
     return subject
 
 
+def _subject() -> str | None:
+    token = get_access_token()
+    return token.subject if token is not None else None
+
+
+class _PerSubjectServer(MCPServer[Any]):
+    """Lists, besides its own, a resource ``whoami://<subject>`` and a prompt
+    ``whoami_<subject>`` to the token's subject only (a listing that depends on the user)."""
+
+    async def list_resources(self) -> list[Resource]:
+        listed = await super().list_resources()
+        subject = _subject()
+        if subject:
+            listed.append(
+                Resource(uri=f"whoami://{subject}", name=f"whoami-{subject}", mime_type="text/plain")
+            )
+        return listed
+
+    async def list_prompts(self) -> list[Prompt]:
+        listed = await super().list_prompts()
+        subject = _subject()
+        if subject:
+            listed.append(Prompt(name=f"whoami_{subject}", description=f"{subject}'s own prompt"))
+        return listed
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> GetPromptResult | InputRequiredResult:
+        subject = _subject()
+        if subject and name == f"whoami_{subject}":
+            text = TextContent(type="text", text=f"own prompt of: {subject}")
+            return GetPromptResult(messages=[PromptMessage(role="user", content=text)])
+        return await super().get_prompt(name, arguments, context)
+
+
 def build(issuer: str, url: str) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _PerSubjectServer(
         "protected",
         token_verifier=JwksVerifier(issuer, url),
         # Validated from strings, so that a path-less issuer keeps its exact form (no "/" added).

@@ -211,12 +211,19 @@ class FeatureRequests(
         page_size: int = 0,
         deadline: float | None = None,
         metadata: Metadata = None,
+        principal: str = "",
     ) -> ListR:
         """One page of the servers' resources, resource templates or prompts (``kind``), and what
-        each server offers. Raises NotFoundError (unknown server), InvalidArgumentError (a stale
-        or damaged cursor: list again from the start)."""
+        each server offers; a ``per_user`` server's as it lists them to ``principal``, when given.
+        Raises NotFoundError (unknown server), InvalidArgumentError (a stale or damaged cursor:
+        list again from the start), FailedPreconditionError (the principal has no token of their
+        own for a ``per_user`` server: :func:`~toolscout.client.errors.authorization_required`)."""
         request = mcp_pool_pb2.ListFeaturesRequest(
-            kind=wire.feature_kind_pb(kind), servers=list(servers), cursor=cursor, page_size=page_size
+            kind=wire.feature_kind_pb(kind),
+            servers=list(servers),
+            cursor=cursor,
+            page_size=page_size,
+            principal=principal,
         )
         return cast(ListR, self._call("ListFeatures", request, deadline, metadata, wire.feature_list))
 

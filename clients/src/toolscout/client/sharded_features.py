@@ -71,6 +71,9 @@ class FeaturePage(TypedDict, total=False):
     page_size: int
     deadline: float | None
     metadata: Metadata
+    # A per_user server's features as it lists them to this principal (``servers`` named: the
+    # shard that runs them answers).
+    principal: str
 
 
 class CallOptions(TypedDict, total=False):
@@ -128,6 +131,8 @@ class ShardedFeatureRequests(
         ``page_size`` apply to a single shard only). Raises UnavailableError: a shard did not answer."""
         if len(self._shards) == 1:
             return await self._shards[0].list_features(kind, servers, **page)
+        if page.get("principal") and servers:
+            return await self._ask_in_turn(lambda client: client.list_features(kind, servers, **page))
         deadline, metadata = page.get("deadline"), page.get("metadata")
         snapshot = await self.feature_snapshot(deadline=deadline, metadata=metadata)
         wanted = set(servers)
@@ -259,6 +264,8 @@ class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList], _RoutedRequests
         """Every shard's features of ``kind`` merged (see :meth:`ShardedFeatureRequests.list_features`)."""
         if len(self._shards) == 1:
             return self._shards[0].list_features(kind, servers, **page)
+        if page.get("principal") and servers:
+            return self._ask_in_turn(lambda client: client.list_features(kind, servers, **page))
         deadline, metadata = page.get("deadline"), page.get("metadata")
         lists: list[t.FeatureSnapshot] = []
         for client in self._shards:

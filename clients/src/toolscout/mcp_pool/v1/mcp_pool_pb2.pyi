@@ -362,16 +362,18 @@ class ServerOffers(_message.Message):
     def __init__(self, server: _Optional[str] = ..., resources: _Optional[bool] = ..., subscribe: _Optional[bool] = ..., prompts: _Optional[bool] = ..., completions: _Optional[bool] = ..., logging: _Optional[bool] = ...) -> None: ...
 
 class ListFeaturesRequest(_message.Message):
-    __slots__ = ("kind", "servers", "cursor", "page_size")
+    __slots__ = ("kind", "servers", "cursor", "page_size", "principal")
     KIND_FIELD_NUMBER: _ClassVar[int]
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     kind: FeatureKind
     servers: _containers.RepeatedScalarFieldContainer[str]
     cursor: str
     page_size: int
-    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., servers: _Optional[_Iterable[str]] = ..., cursor: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+    principal: str
+    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., servers: _Optional[_Iterable[str]] = ..., cursor: _Optional[str] = ..., page_size: _Optional[int] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ListFeaturesResponse(_message.Message):
     __slots__ = ("features", "next_cursor", "features_version", "shard", "offers")
