@@ -230,7 +230,7 @@ class ToolCaller:
             try:
                 passed_meta, timeout = call_meta(meta)
                 resumed = (
-                    self._rounds.resume(tool.llm_name, tool.server, host_round)
+                    self._rounds.resume(tool.llm_name, tool.server, host_round, principal=principal)
                     if host_round is not None
                     else None
                 )
@@ -317,7 +317,9 @@ class ToolCaller:
         if result.jsonrpc_error_code:
             raise MCPError(result.jsonrpc_error_code, result.text)
         if result.input_required_json:
-            asked = self._rounds.wrap(tool.llm_name, tool.server, result.tool, result.input_required_json)
+            asked = self._rounds.wrap(
+                tool.llm_name, tool.server, result.tool, result.input_required_json, principal=principal
+            )
             return asked, "input_required"
         return _mcp_result(result), "tool_error" if result.is_error else "ok"
 

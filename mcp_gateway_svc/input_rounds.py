@@ -14,7 +14,8 @@ issued, with the ``mcp`` SDK's :class:`~mcp.server.request_state.AESGCMRequestSt
 login links need it), so any replica resumes a round another one started. Without that variable
 each gateway process seals with a key of its own: a retry then works only on the replica that
 issued the state. A state that does not unseal (altered, expired, from another deployment) or that
-names another tool is refused with -32602 (invalid params), and nothing reaches the server.
+names another tool or was issued to another caller (principal) is refused with -32602 (invalid
+params), and nothing reaches the server.
 """
 
 from __future__ import annotations
@@ -74,27 +75,31 @@ class InputRounds:
         )
         self._codec = AESGCMRequestStateCodec([secret])
 
-    def wrap(self, name: str, server: str, tool: str, asked_json: str) -> types.InputRequiredResult:
+    def wrap(
+        self, name: str, server: str, tool: str, asked_json: str, *, principal: str = ""
+    ) -> types.InputRequiredResult:
         """The server's ``InputRequiredResult`` (JSON text) as the host gets it: the state sealed
-        with the routing (``name``: as the host called the tool; ``server`` and its ``tool``)."""
+        with the routing (``name``: as the host called the tool; ``server`` and its ``tool``) and the
+        caller (``principal``: only the same caller resumes it)."""
         asked = types.InputRequiredResult.model_validate_json(asked_json)
         payload = {
             "v": _VERSION,
             "name": name,
             "server": server,
             "tool": tool,
+            "p": principal,
             "t": time.time(),
             "state": asked.request_state,
         }
         sealed = self._codec.seal(json.dumps(payload, separators=(",", ":")).encode())
         return asked.model_copy(update={"request_state": sealed})
 
-    def resume(self, name: str, server: str, host_round: HostRound) -> Resumed:
-        """The pool's part of a host's retry of ``name`` (a tool of ``server``).
+    def resume(self, name: str, server: str, host_round: HostRound, *, principal: str = "") -> Resumed:
+        """The pool's part of a host's retry of ``name`` (a tool of ``server``) by ``principal``.
 
         Raises:
             MCPError: INVALID_PARAMS: the state was not issued by this deployment, expired, or was
-                issued for another tool; or the answers are not MCP input responses.
+                issued for another tool or another caller; or the answers are not MCP input responses.
         """
         answers = ""
         if host_round.input_responses is not None:
@@ -111,6 +116,8 @@ class InputRounds:
         payload = self._open(host_round.request_state)
         if payload.get("name") != name or payload.get("server") != server:
             raise MCPError(types.INVALID_PARAMS, f"requestState was issued for another tool than {name!r}")
+        if payload.get("p") != principal:
+            raise MCPError(types.INVALID_PARAMS, "requestState was issued to another caller")
         state = payload.get("state")
         return Resumed(answers, state if isinstance(state, str) else "", host_round.capabilities_json)
 

@@ -73,3 +73,14 @@ def test_an_expired_state_and_answers_that_are_not_input_responses_are_refused(
     with pytest.raises(MCPError) as malformed:
         rounds.resume("greet", "rounds", HostRound({"who": {"nothing": "here"}}, state))
     assert expired.value.code == malformed.value.code == types.INVALID_PARAMS
+
+
+def test_a_state_issued_to_another_caller_is_refused() -> None:
+    rounds = InputRounds(KEY)
+    asked = rounds.wrap("greet", "rounds", "greet", ASKED, principal="alice")
+    assert asked.request_state is not None
+    own = rounds.resume("greet", "rounds", HostRound(None, asked.request_state), principal="alice")
+    assert own.request_state == "server-state"
+    with pytest.raises(MCPError) as caught:
+        rounds.resume("greet", "rounds", HostRound(None, asked.request_state), principal="mallory")
+    assert caught.value.code == types.INVALID_PARAMS
