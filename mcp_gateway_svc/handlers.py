@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server import CacheHint, NotificationOptions, Server, ServerRequestContext
+from mcp.server.caching import CacheableMethod
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
@@ -73,8 +74,15 @@ _log = get_logger(__name__)
 REQUEST_INFO_KEY = "toolscout.gateway"
 # Seconds to look up the names closest to an unknown tool (a nicety: never holds up the answer long).
 _CLOSEST_DEADLINE = 2.0
-# A tools/list result may be cached this long by a 2026-07-28 client (changes are announced).
+# A list may be cached this long by a 2026-07-28 client (changes are announced).
 _LIST_TTL_MS = 30_000
+# The lists that carry that hint (ttlMs / cacheScope): every list whose changes are announced.
+_HINTED_LISTS: tuple[CacheableMethod, ...] = (
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +250,7 @@ class McpHandlers:
         server = _GatewayServer(
             "toolscout",
             version=_version(),
-            cache_hints={"tools/list": CacheHint(ttl_ms=_LIST_TTL_MS, scope=self._cache_scope)},
+            cache_hints=dict.fromkeys(_HINTED_LISTS, CacheHint(ttl_ms=_LIST_TTL_MS, scope=self._cache_scope)),
             # The SDK would otherwise run tools/list on every 2026-07-28 tools/call to check
             # Mcp-Param-* headers against the tool's schema. The gateway declares no such headers
             # (arguments are checked against the tool's schema in call_tool), so there is nothing

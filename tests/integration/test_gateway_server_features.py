@@ -149,6 +149,18 @@ async def test_a_toolset_serves_only_its_servers_resources_and_prompts(gw: Gatew
     assert other.value.error.code == -32002
 
 
+async def test_a_2026_host_may_cache_every_list_as_long_as_the_tools_list(gw: GatewayStack) -> None:
+    async with Client(gw.url, mode=MODERN) as host:  # type: ignore[arg-type]
+        lists = [
+            await host.list_tools(),
+            await host.list_resources(),
+            await host.list_resource_templates(),
+            await host.list_prompts(),
+        ]
+    # No tokens here: one answer for everyone, shared caches allowed; changes are announced.
+    assert [(page.ttl_ms, page.cache_scope) for page in lists] == [(30_000, "public")] * 4
+
+
 @pytest.mark.parametrize("mode", ["legacy", MODERN])
 async def test_every_revision_lists_and_reads(gw: GatewayStack, mode: str) -> None:
     async with Client(gw.url, mode=mode) as host:  # type: ignore[arg-type]
