@@ -164,6 +164,8 @@ class _Relayed:
 
     progress: ProgressCallback | None
     relay: CallRelay | None
+    # The host asked for the server's log messages at or above this level ("": none asked).
+    log_level: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,7 @@ class ToolCaller:
         protocol_errors: bool = True,
         progress: ProgressCallback | None = None,
         relay: CallRelay | None = None,
+        log_level: str = "",
         principal: str = "",
         asker: LoginAsker | None = None,
         host_round: HostRound | None = None,
@@ -214,7 +217,9 @@ class ToolCaller:
         when the host asked for progress: the call then streams from the pool) is awaited with each
         progress notification of the MCP server. ``relay`` (a host that can answer the server's
         requests: :mod:`mcp_gateway_svc.relay`) takes the call onto the pool's relay stream, and
-        then carries its progress too. A caller who must sign in first gets the login link
+        then carries its progress too; ``log_level`` (the host asked for log messages, which
+        ``relay`` carries) goes on to the server as ``_meta`` ``io.modelcontextprotocol/logLevel``,
+        how a 2026-07-28 server is asked to log. A caller who must sign in first gets the login link
         (``asker``: where else it goes). ``host_round`` (a 2026-07-28 host: its answers and state,
         if any): a server asking for input comes back as an ``InputRequiredResult`` whose state is
         sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`).
@@ -244,7 +249,7 @@ class ToolCaller:
                     passed_meta,
                     timeout,
                     owner,
-                    _Relayed(progress, relay),
+                    _Relayed(progress, relay, log_level),
                     principal,
                     asker,
                     resumed,
@@ -276,6 +281,8 @@ class ToolCaller:
         misfit = check_arguments(tool, arguments)
         if misfit is not None:
             return error_result(misfit.text), "invalid_arguments"
+        if relayed.log_level:
+            passed_meta = {**passed_meta, types.LOG_LEVEL_META_KEY: relayed.log_level}
         request = CallRequest.to(
             tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout_seconds
         )

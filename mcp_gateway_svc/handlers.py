@@ -55,7 +55,7 @@ from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.input_rounds import HostRound
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.relay import declared_capabilities, host_relay
+from mcp_gateway_svc.relay import asked_log_level, declared_capabilities, host_relay
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
@@ -529,6 +529,8 @@ class McpHandlers:
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
             return text_result(not_loaded(name).text, is_error=True)
+        log_level = asked_log_level(call.ctx, call.meta, session.log_level if session is not None else "")
+        relay = host_relay(call.ctx, progress=_asks_for_progress(call.meta), log_level=log_level)
         return await self._caller.call(
             tool,
             arguments,
@@ -537,7 +539,8 @@ class McpHandlers:
             owner=self._owner(call.ctx, call.info),
             protocol_errors=not wrapped,
             progress=_progress_relay(call.ctx) if _asks_for_progress(call.meta) else None,
-            relay=host_relay(call.ctx, progress=_asks_for_progress(call.meta)),
+            relay=relay,
+            log_level=log_level if relay is not None else "",
             principal=call.info.principal,
             asker=_asker(call.ctx),
             host_round=call.host_round,

@@ -6,10 +6,14 @@ A ``tools/call`` of a host that declared sampling, elicitation or roots runs on 
 call is sent to the host on that request's own stream (``related_request_id``), and the host's
 answer (or JSON-RPC error) goes back to the server; the server's log messages during the call
 (``notifications/message``) and its progress (when the host asked with a ``progressToken``)
-reach the host on the same stream. A host that declared none of the three, or that has no
-channel for requests (a stateless 2026-07-28 request), calls through the unary ``CallTool`` (or
-``CallToolWithProgress``) and pays for no relay stream. The pool answers the server itself for
-what the host did not declare (:mod:`mcp_pool_svc.relay`).
+reach the host on the same stream. A host that asked for log messages (a handshake-era session
+that called ``logging/setLevel``; a 2026-07-28 request whose ``_meta`` carries
+``io.modelcontextprotocol/logLevel``) takes the same stream for them, declaring nothing, and gets
+the messages at or above its level only (:func:`asked_log_level`; the level goes on to the server
+with the call, as 2026-07-28 wants). A host that declared none of the three and asked for no log
+messages, or that has no channel for requests (a stateless 2026-07-28 request), calls through
+the unary ``CallTool`` (or ``CallToolWithProgress``) and pays for no relay stream. The pool
+answers the server itself for what the host did not declare (:mod:`mcp_pool_svc.relay`).
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ from toolscout.client import CallProgress, CallRelay, RelayAnswer, RelayedLog, R
 
 from toolscout_kit.logging import get_logger
 
-__all__ = ["declared_capabilities", "host_relay"]
+__all__ = ["asked_log_level", "declared_capabilities", "host_relay"]
 
 _log = get_logger(__name__)
 
 _RELAYED = ("sampling", "elicitation", "roots")
 _ELICIT_PARAMS: TypeAdapter[types.ElicitRequestParams] = TypeAdapter(types.ElicitRequestParams)
-_LEVELS = frozenset(get_args(types.LoggingLevel))
+# Least to most severe (the spec's order).
+_LEVEL_ORDER: tuple[str, ...] = get_args(types.LoggingLevel)
+_LEVELS = frozenset(_LEVEL_ORDER)
 
 
 def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
@@ -51,32 +57,53 @@ def declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> str:
     return json.dumps(_declared(ctx), separators=(",", ":"))
 
 
-def host_relay(ctx: ServerRequestContext[Any, Any], *, progress: bool) -> CallRelay | None:
+def asked_log_level(
+    ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any] | None, session_level: str
+) -> str:
+    """The least severe log level the host of a request wants the server's messages at, or "" for
+    none: a 2026-07-28 request's ``_meta`` ``io.modelcontextprotocol/logLevel``, a handshake-era
+    session's ``logging/setLevel`` (``session_level``)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        level = (meta or {}).get(types.LOG_LEVEL_META_KEY)
+        return level if isinstance(level, str) and level in _LEVELS else ""
+    return session_level if session_level in _LEVELS else ""
+
+
+def host_relay(
+    ctx: ServerRequestContext[Any, Any], *, progress: bool, log_level: str = ""
+) -> CallRelay | None:
     """The relay of a host's call, or None when it has nothing to relay to (then the call does
-    not pay for the stream). ``progress``: the host asked for progress (a ``progressToken``)."""
-    if ctx.request_id is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        # 2026-07-28 servers ask through input_required results (mcp_gateway_svc.input_rounds).
+    not pay for the stream). ``progress``: the host asked for progress (a ``progressToken``);
+    ``log_level``: the host asked for log messages at or above it (:func:`asked_log_level`)."""
+    if ctx.request_id is None:
         return None
-    declared = _declared(ctx)
+    # 2026-07-28 servers ask through input_required results (mcp_gateway_svc.input_rounds): such
+    # a host's call relays log messages only.
+    declared = {} if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else _declared(ctx)
     if not declared or not ctx.session.can_send_request:
-        return None
-    return _Relay(ctx, progress).relay(json.dumps(declared, separators=(",", ":")))
+        if not log_level:
+            return None
+        # Log messages only: nothing declared, and no session of the host's era of its own.
+        return _Relay(ctx, progress, log_level).relay("{}", host_era=False)
+    return _Relay(ctx, progress, log_level).relay(json.dumps(declared, separators=(",", ":")))
 
 
 class _Relay:
     """The host side of one relayed call: the SDK request context it answers on."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], progress: bool) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any], progress: bool, log_level: str) -> None:
         self._ctx = ctx
         self._progress = progress
+        # The least severe level relayed (0: every one, when the host set none).
+        self._least = _LEVEL_ORDER.index(log_level) if log_level else 0
 
-    def relay(self, capabilities_json: str) -> CallRelay:
+    def relay(self, capabilities_json: str, *, host_era: bool = True) -> CallRelay:
         return CallRelay(
             host_capabilities_json=capabilities_json,
             on_request=self.request,
             on_log=self.log,
             on_progress=self.progress if self._progress else None,
-            host_protocol_version=self._ctx.protocol_version,
+            host_protocol_version=self._ctx.protocol_version if host_era else "",
         )
 
     async def request(self, relayed: RelayedRequest) -> RelayAnswer:
@@ -100,7 +127,7 @@ class _Relay:
         return RelayAnswer.of(relayed.id, result.model_dump(by_alias=True, mode="json", exclude_none=True))
 
     async def log(self, message: RelayedLog) -> None:
-        if message.level not in _LEVELS:
+        if message.level not in _LEVELS or _LEVEL_ORDER.index(message.level) < self._least:
             return
         try:
             data = json.loads(message.data_json)

@@ -19,6 +19,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPDeprecationWarning
 from toolscout import client as tc
 
 from tests.support.gateway import GatewayStack, gateway_stack
@@ -291,3 +292,66 @@ async def test_a_host_that_cancels_a_relayed_call_while_asked_ends_it_upstream_a
         record = await wait_for_lines(tmp_path / "record.txt", 2, within=WAIT)
     assert _text(after) == "file:///work/a,file:///work/b"
     assert record == ["started c1", "cancelled c1"]
+
+
+async def test_a_host_that_set_a_log_level_gets_the_servers_messages_at_or_above_it_only(
+    gw: GatewayStack,
+) -> None:
+    # A handshake-era host that declares none of sampling, elicitation and roots: logging/setLevel
+    # alone takes its calls onto the relay stream, for the log messages at or above its level.
+    host = Host()
+    async with Client(gw.url, mode="legacy", logging_callback=host.logged) as client:
+        with pytest.warns(MCPDeprecationWarning):  # deprecated as of 2026-07-28, still served
+            await client.set_logging_level("warning")
+        result = await client.call_tool("levels", {})
+    assert _text(result) == "levelled"
+    assert [(m.level, m.logger, m.data) for m in host.logs] == [
+        ("warning", "levels", "warning"),
+        ("error", "levels", "error"),
+    ]
+    assert _handled(gw).get(("CallToolRelay", "OK"), 0) >= 1
+
+
+async def test_a_2026_host_that_asks_for_log_messages_on_its_request_gets_those_at_or_above_its_level(
+    gw: GatewayStack,
+) -> None:
+    host = Host()
+    async with Client(gw.url, mode="2026-07-28", logging_callback=host.logged, log_level="info") as client:
+        result = await client.call_tool("levels", {})
+    assert _text(result) == "levelled"
+    assert [(m.level, m.data) for m in host.logs] == [
+        ("info", "info"),
+        ("warning", "warning"),
+        ("error", "error"),
+    ]
+
+
+async def test_a_2026_host_asking_for_no_log_messages_gets_none_on_the_unary_path(gw: GatewayStack) -> None:
+    host = Host()
+    async with Client(gw.url, mode="2026-07-28", logging_callback=host.logged) as client:
+        result = await client.call_tool("levels", {})
+    assert _text(result) == "levelled"
+    assert host.logs == []
+    assert not any(method == "CallToolRelay" for method, _ in _handled(gw))
+
+
+async def test_a_2026_hosts_log_level_reaches_a_server_spoken_to_in_2026(tmp_path: Path) -> None:
+    # 2026-07-28 servers log only when the request asks them to (_meta logLevel): the host's level
+    # goes on with the call, and the server's messages at or above it come back.
+    with _http_server(tmp_path / "record.txt", "dual-http") as http:
+        config = parse_config(
+            {
+                "namespace_tools": False,
+                "servers": {"relay": {"url": http.url, "transport": "streamable-http"}},
+                "toolscout": {"gateway": {"mode": "all"}},
+            },
+            base_dir=tmp_path,
+        )
+        async with gateway_stack(config) as gw:
+            host = Host()
+            async with Client(
+                gw.url, mode="2026-07-28", logging_callback=host.logged, log_level="warning"
+            ) as c:
+                result = await c.call_tool("levels", {})
+    assert _text(result) == "levelled"
+    assert [(m.level, m.data) for m in host.logs] == [("warning", "warning"), ("error", "error")]
