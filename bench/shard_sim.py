@@ -13,7 +13,7 @@ follows all of them. Measured, per N:
     catalog changing (that shard is stopped: after the grace its tools turn unavailable; it is
     started again: they return), each timed from that shard's update to the merged catalog;
   * calls: ``--calls`` CallTools to random tools, interleaved, through the orchestrator's own path
-    (``orchestrator_svc.downstream.ClientPool`` over ``AsyncShardedPoolClient``, the server taken
+    (``orchestrator_svc.seams.ClientPool`` over ``AsyncShardedPoolClient``, the server taken
     from the catalog as from a plan) and directly to the owning shard (``AsyncPoolClient``), so
     that the difference of the two p50s is what routing adds; plus the in-process cost of one
     routing decision;
@@ -54,7 +54,7 @@ from mcp_fleet import fleet_config
 from mcp_fleet_load import Fleet
 from toolscout.client import CallRequest, owners_of
 
-from orchestrator_svc.downstream import ClientPool
+from orchestrator_svc.seams import ClientPool
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "shard_sim.json"

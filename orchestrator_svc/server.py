@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from toolscout.client import Deferral
 from toolscout.orchestrator.v1 import orchestrator_pb2_grpc
 
-from orchestrator_svc.downstream import ClientDiscovery, ClientPool
 from orchestrator_svc.loop import ChatLoop
 from orchestrator_svc.metrics import OrchestratorMetrics
 from orchestrator_svc.prompts import SystemPrompts, check_templates
 from orchestrator_svc.providers.deferral import FALLBACK_REASONS, resolve_for_model
 from orchestrator_svc.providers.registry import ModelRegistry
+from orchestrator_svc.seams import ClientDiscovery, ClientPool
 from orchestrator_svc.servicer import OrchestratorServicer
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.server import RunningServer, ServiceBinding, ServiceStart

@@ -7,9 +7,9 @@ from typing import Any
 
 from toolscout import client as tc
 
-from orchestrator_svc.downstream import ClientPool
 from orchestrator_svc.loop import ChatRequest
 from orchestrator_svc.messages import Message
+from orchestrator_svc.seams import ClientPool
 from tests.support.fake_provider import Reply, ScriptedCall
 from tests.support.orchestrator_fakes import Harness
 
