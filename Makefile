@@ -10,6 +10,13 @@ PROTO_OUT := clients/src
 PROTOS := $(shell find protos -name '*.proto' | sort)
 CONFIG ?= examples/casual_mcp_config.json
 PYTEST_ARGS ?=
+# The tests run on TEST_WORKERS pytest-xdist workers (CI has 2 cores; most tests wait on
+# subprocesses), each test file whole on one worker so that its module-scoped stacks start once,
+# files handed out in collection order (tests/e2e, the longest, first; xdist would otherwise put the
+# files with the most tests first and leave the few long ones for the end).
+# TEST_WORKERS=0 runs them serially in one process.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: install install-runtime uv proto proto-check fmt lint test test-unit test-e2e test-deps bench plots up
 
@@ -52,13 +59,13 @@ test-deps: install
 	$(UV) run --frozen python -m tests.support.install_deps
 
 test: test-deps
-	$(UV) run --frozen pytest $(PYTEST_ARGS)
+	$(UV) run --frozen pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-unit: install
-	$(UV) run --frozen pytest -m "not e2e" $(PYTEST_ARGS)
+	$(UV) run --frozen pytest $(PYTEST_PARALLEL) -m "not e2e" $(PYTEST_ARGS)
 
 test-e2e: test-deps
-	$(UV) run --frozen pytest -m e2e $(PYTEST_ARGS)
+	$(UV) run --frozen pytest $(PYTEST_PARALLEL) -m e2e $(PYTEST_ARGS)
 
 bench: install
 	$(UV) run --frozen python bench/run_all.py

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.mcp_servers import NPM_PREFIX, REPO_ROOT, HttpServer, free_port
-from tests.support.node import node_bin_dir, node_env, npm, npm_install
+from tests.support.node import install_lock, node_bin_dir, node_env, npm, npm_install
 
 __all__ = [
     "MODES",
@@ -85,6 +85,11 @@ def reference_server_dir(timeout: float = 300.0) -> Path:
     """
     if not (REFERENCE_SERVER_SOURCE / "package-lock.json").exists():
         raise RuntimeError(f"the reference server's source is not at {REFERENCE_SERVER_SOURCE}")
+    with install_lock():
+        return _reference_server_copy(timeout)
+
+
+def _reference_server_copy(timeout: float) -> Path:
     stamp = _SERVER_COPY / ".source-stamp"
     wanted = "\n".join(
         f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()}"

@@ -22,6 +22,8 @@ from typing import Any, Literal
 import anyio
 import psutil  # type: ignore[import-untyped]  # no types-psutil in the dev group
 
+from tests.support.node import install_lock
+
 __all__ = [
     "EVERYTHING_PACKAGE",
     "EVERYTHING_VERSION",
@@ -105,28 +107,29 @@ def _npm_install(package: str, version: str, timeout: float) -> Path:
     """
     folder = NPM_PREFIX / "node_modules" / Path(*package.split("/"))
     manifest = folder / "package.json"
-    if manifest.exists() and f'"version": "{version}"' in manifest.read_text():
-        return folder
     npm = shutil.which("npm")
-    if npm is None:
-        raise RuntimeError(f"npm is not installed; it is needed for {package}")
-    NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(NPM_PREFIX),
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            f"{package}@{version}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    with install_lock():
+        if manifest.exists() and f'"version": "{version}"' in manifest.read_text():
+            return folder
+        if npm is None:
+            raise RuntimeError(f"npm is not installed; it is needed for {package}")
+        NPM_PREFIX.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(NPM_PREFIX),
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                f"{package}@{version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     if done.returncode != 0 or not manifest.exists():
         raise RuntimeError(f"npm install {package}@{version} failed: {done.stderr[-2000:]}")
     return folder

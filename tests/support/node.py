@@ -4,17 +4,37 @@ The Debian ``nodejs`` is 20; the MCP conformance suite and ``oidc-provider`` nee
 wheel's ``bin/npm`` does not run under uv, so npm runs as ``node …/npm/bin/npm-cli.js``. npm
 packages are installed at pinned versions with ``npm install --prefix`` under the project's npm
 folder and started by path, never with ``npx -y``.
+
+Installs into the project's ``.cache`` folder hold :func:`install_lock`: the suite may run on several
+pytest-xdist workers, and two workers installing into one npm prefix at once would break it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["node_bin_dir", "node_env", "npm", "npm_install"]
+__all__ = ["install_lock", "node_bin_dir", "node_env", "npm", "npm_install"]
+
+_CACHE = Path(__file__).resolve().parents[2] / ".cache"
+
+
+@contextmanager
+def install_lock() -> Iterator[None]:
+    """Held while checking for and installing a test tool under ``.cache``: one install at a time
+    across the processes of a test run (pytest-xdist workers), each of which then sees it done."""
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    with (_CACHE / ".install.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def node_bin_dir() -> Path:
@@ -59,10 +79,11 @@ def npm_install(package: str, version: str, prefix: Path, timeout: float) -> Pat
     """
     folder = prefix / "node_modules" / Path(*package.split("/"))
     manifest = folder / "package.json"
-    if manifest.exists() and json.loads(manifest.read_text()).get("version") == version:
-        return folder
-    prefix.mkdir(parents=True, exist_ok=True)
-    npm(["install", "--prefix", str(prefix), f"{package}@{version}"], cwd=prefix, timeout=timeout)
+    with install_lock():
+        if manifest.exists() and json.loads(manifest.read_text()).get("version") == version:
+            return folder
+        prefix.mkdir(parents=True, exist_ok=True)
+        npm(["install", "--prefix", str(prefix), f"{package}@{version}"], cwd=prefix, timeout=timeout)
     if not manifest.exists():
         raise RuntimeError(f"npm install {package}@{version} did not install it")
     return folder
