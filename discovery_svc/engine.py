@@ -84,6 +84,8 @@ class DiscoveryEngine:
         if hybrid is None:
             self._metrics.set_search_mode("bm25")
         self.builds = 0  # prepared toolset states built
+        # When the next build for a newer catalog version may start (see prepared()).
+        self._next_build_at = 0.0
         self.index_builds = 0  # catalog indexes built (one per catalog version)
 
     # --- catalog ---------------------------------------------------------------------------
@@ -167,9 +169,20 @@ class DiscoveryEngine:
             self._cache.move_to_end(key)
             return hit
         async with self._build_lock:
+            pause = self._next_build_at - time.monotonic()
+            if pause > 0 and self._base is not None and self._base.version != self.catalog.version:
+                # A catalog that keeps changing (a fleet coming up: a new version per server) is
+                # indexed again at most half the time, leaving the other half to the pool (in the
+                # same process under `toolscout up`). Other toolsets of an indexed version never wait.
+                await asyncio.sleep(pause)
+            # The latest version: a request queued behind the build of an older one builds no
+            # version of its own that is already out of date.
+            catalog = self.catalog
+            key = (catalog.version, name)
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
+            build_started = time.monotonic()
             base = await self._catalog_index(catalog)
             tools = select_toolset(catalog, self._config, toolset)
             started = time.perf_counter()
@@ -200,6 +213,8 @@ class DiscoveryEngine:
                 self._cache[key] = prepared
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+            now = time.monotonic()
+            self._next_build_at = now + (now - build_started)
             return prepared
 
     async def warm(self, toolset: ToolsetLike = "", provider: str = "openai") -> None:

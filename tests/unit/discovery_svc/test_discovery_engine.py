@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -160,6 +161,22 @@ async def test_catalog_change_rebuilds_and_discovered_tools_stay_loaded() -> Non
     found = await svc.search_tools(SearchRequest(query="radar"))
     assert found.matches[0].tool.llm_name == "weather_radar"
     assert found.catalog_version == "v2"
+
+
+async def test_requests_queued_behind_a_build_get_the_latest_version_built_once() -> None:
+    """A catalog that changes while a build runs (a fleet coming up): the requests waiting for
+    the build lock are answered from one build of the newest version, none of an older one."""
+    svc = service()
+    await svc.prepared("")
+    waiting = []
+    async with svc._build_lock:  # a build in progress
+        for version in ("v2", "v3", "v4"):
+            assert svc.set_catalog(catalog([*TOOLS, make_tool("time", version, "A new tool.")], version))
+            waiting.append(asyncio.create_task(svc.prepared("")))
+            await asyncio.sleep(0)  # it asked at this version and waits for the lock
+    done = await asyncio.gather(*waiting)
+    assert {p.catalog_version for p in done} == {"v4"}
+    assert svc.builds == 2
 
 
 async def test_prepared_states_are_bounded_by_the_lru() -> None:
