@@ -24,8 +24,10 @@ Measured:
   seeded sample for both), the two engines interleaved query by query (the order alternating), plus
   discovery's ``SearchTools`` over gRPC; p50/p99 wall clock, the CPU milliseconds per search of the
   serving processes (gateway + discovery; FastMCP's process), the load average sampled over the run.
-  FastMCP answers at 50,000 tools take about a second each, so it gets the first
-  ``--peer-queries`` of the queries.
+  FastMCP answers at 5,000 tools take a few hundred milliseconds each, so it gets the first
+  ``--peer-queries`` of the queries. Above ``--peer-max-tools`` (default 5,000) FastMCP is not
+  started: its ``add_tool`` checks every tool registered so far (``LocalProvider._check_version_mixing``),
+  so registering 50,000 tools is quadratic and had not finished after 8 minutes of CPU.
 
 Run: uv run --frozen python bench/peer_search.py [--sizes 5000 50000] [--queries 300] [--peer-queries 100]
 Writes bench/results/peer_search.json.
@@ -177,17 +179,18 @@ def _direct_tokens(rows: list[dict[str, Any]]) -> int:
 
 
 async def tokens(
-    rows: list[dict[str, Any]], gateway_url: str, fastmcp_url: str, workdir: Path
+    rows: list[dict[str, Any]], gateway_url: str, fastmcp_url: str | None, workdir: Path
 ) -> dict[str, Any]:
     async with httpx2.AsyncClient(timeout=120) as client:
         meta, _ = await gb._listed(client, gateway_url)
-        fastmcp, _ = await gb._listed(client, fastmcp_url)
+        fastmcp = (await gb._listed(client, fastmcp_url))[0] if fastmcp_url else None
     out: dict[str, Any] = {
         "direct": _direct_tokens(rows),
         "gateway_meta": gb._definition_tokens(meta),
-        "fastmcp": gb._definition_tokens(fastmcp),
         "casual_mcp": casual_first_call(rows, workdir),
     }
+    if fastmcp is not None:
+        out["fastmcp"] = gb._definition_tokens(fastmcp)
     return _shares(out)
 
 
@@ -218,8 +221,9 @@ async def livemcp_tokens(workdir: Path) -> dict[str, Any]:
 
 
 async def search(
-    stack: dict[str, Any], fastmcp_url: str, fastmcp_pid: int, queries: list[str], peer_queries: int
+    stack: dict[str, Any], fastmcp_url: str | None, fastmcp_pid: int, queries: list[str], peer_queries: int
 ) -> dict[str, Any]:
+    """Both engines on the same queries, interleaved (no FastMCP: ``fastmcp_url`` None)."""
     ms: dict[str, list[float]] = {"gateway": [], "fastmcp": [], "discovery_grpc": []}
     loads: list[float] = []
     ours = [stack["pids"]["gateway"], stack["pids"]["discovery"]]
@@ -240,18 +244,19 @@ async def search(
 
         for query in queries[:5]:  # warm both (FastMCP builds its index on its first search)
             await timed(ours_client, stack["url"], query)
-            await timed(peer_client, fastmcp_url, query)
+            if fastmcp_url is not None:
+                await timed(peer_client, fastmcp_url, query)
         cpu: dict[str, float] = {"gateway": 0.0, "fastmcp": 0.0}
         for i, query in enumerate(queries):
             order = ["gateway", "fastmcp"] if i % 2 else ["fastmcp", "gateway"]
             for engine in order:
-                if engine == "fastmcp" and i >= peer_queries:
+                if engine == "fastmcp" and (i >= peer_queries or fastmcp_url is None):
                     continue
                 pids = ours if engine == "gateway" else [fastmcp_pid]
                 c0 = _cpu_s(pids)
                 if engine == "gateway":
                     ms[engine].append(await timed(ours_client, stack["url"], query))
-                else:
+                elif fastmcp_url is not None:
                     ms[engine].append(await timed(peer_client, fastmcp_url, query))
                 cpu[engine] += _cpu_s(pids) - c0
             t0 = time.perf_counter()
@@ -259,16 +264,18 @@ async def search(
             ms["discovery_grpc"].append((time.perf_counter() - t0) * 1000)
             if i % 10 == 0:
                 loads.append(_load())
-    out: dict[str, Any] = {name: gb._summary(values) for name, values in ms.items()}
+    out: dict[str, Any] = {name: gb._summary(values) for name, values in ms.items() if values}
     for engine in ("gateway", "fastmcp"):
-        out[engine]["cpu_ms_per_search"] = round(cpu[engine] * 1000 / len(ms[engine]), 3)
-    same = ms["gateway"][: len(ms["fastmcp"])]  # the queries both answered
-    out["fastmcp_p50_over_gateway_p50_same_queries"] = round(
-        statistics.median(ms["fastmcp"]) / statistics.median(same), 1
-    )
-    out["fastmcp_cpu_over_gateway_cpu"] = round(
-        out["fastmcp"]["cpu_ms_per_search"] / out["gateway"]["cpu_ms_per_search"], 1
-    )
+        if ms[engine]:
+            out[engine]["cpu_ms_per_search"] = round(cpu[engine] * 1000 / len(ms[engine]), 3)
+    if ms["fastmcp"]:
+        same = ms["gateway"][: len(ms["fastmcp"])]  # the queries both answered
+        out["fastmcp_p50_over_gateway_p50_same_queries"] = round(
+            statistics.median(ms["fastmcp"]) / statistics.median(same), 1
+        )
+        out["fastmcp_cpu_over_gateway_cpu"] = round(
+            out["fastmcp"]["cpu_ms_per_search"] / out["gateway"]["cpu_ms_per_search"], 1
+        )
     out["load_average"] = {"mean": round(statistics.fmean(loads), 2), "min": min(loads), "max": max(loads)}
     return out
 
@@ -287,7 +294,9 @@ def _fastmcp(rows: list[dict[str, Any]], workdir: Path) -> Iterator[tuple[str, i
         yield url, _python_child(spawned[-1].pid)
 
 
-def run_size(tools: int, queries: list[str], peer_queries: int, workdir: Path) -> dict[str, Any]:
+def run_size(
+    tools: int, queries: list[str], peer_queries: int, workdir: Path, with_peer: bool = True
+) -> dict[str, Any]:
     servers = tools // 50
     out: dict[str, Any] = {"tools": servers * 50, "servers": servers, "load_at_start": _load()}
     fleet = Fleet(servers, 50, workdir / f"fleet-{servers}.err")
@@ -296,6 +305,13 @@ def run_size(tools: int, queries: list[str], peer_queries: int, workdir: Path) -
         with deployment(fleet.base_url, servers, workdir) as stack:
             out["deployment_ready"] = stack["ready"] | {"load": _load()}
             print(f"  {tools:,} tools: deployment ready {stack['ready']} (load {_load()})", flush=True)
+            if not with_peer:
+                out["tokens"] = asyncio.run(tokens(rows, stack["url"], None, workdir))
+                _print_tokens(f"fleet {tools:,}", out["tokens"], _load())
+                out["search"] = asyncio.run(search(stack, None, 0, queries, 0))
+                _print_search(tools, out["search"])
+                out["rss_mb"] = _rss(stack)
+                return out
             started = time.monotonic()
             with _fastmcp(rows, workdir) as (fastmcp_url, fastmcp_pid):
                 out["fastmcp_start_s"] = round(time.monotonic() - started, 1)
@@ -303,18 +319,24 @@ def run_size(tools: int, queries: list[str], peer_queries: int, workdir: Path) -
                 _print_tokens(f"fleet {tools:,}", out["tokens"], _load())
                 out["search"] = asyncio.run(search(stack, fastmcp_url, fastmcp_pid, queries, peer_queries))
                 _print_search(tools, out["search"])
-            rss = {name: psutil.Process(pid).memory_info().rss / 2**20 for name, pid in stack["pids"].items()}
-            out["rss_mb"] = {name: round(v, 1) for name, v in rss.items()}
+            out["rss_mb"] = _rss(stack)
     finally:
         fleet.stop()
     return out
 
 
+def _rss(stack: dict[str, Any]) -> dict[str, float]:
+    return {
+        name: round(psutil.Process(pid).memory_info().rss / 2**20, 1) for name, pid in stack["pids"].items()
+    }
+
+
 def _print_tokens(label: str, t: dict[str, Any], load: float) -> None:
     casual = t["casual_mcp"]
+    fastmcp = f"FastMCP 4 {t['fastmcp']:,} ({t['fastmcp_share']:.3%}); " if "fastmcp" in t else ""
     print(
         f"  first-call tokens, {label}: direct {t['direct']:,}; gateway meta {t['gateway_meta']:,} "
-        f"({t['gateway_meta_share']:.3%}); FastMCP 4 {t['fastmcp']:,} ({t['fastmcp_share']:.3%}); casual-mcp 1.0 "
+        f"({t['gateway_meta_share']:.3%}); {fastmcp}casual-mcp 1.0 "
         f"{casual['first_call']:,} ({t['casual_mcp_share']:.2%}: search tool {casual['search_tool']:,} + "
         f"system message {casual['system_message']:,})   load {load}",
         flush=True,
@@ -322,17 +344,26 @@ def _print_tokens(label: str, t: dict[str, Any], load: float) -> None:
 
 
 def _print_search(tools: int, s: dict[str, Any]) -> None:
-    g, f, d = s["gateway"], s["fastmcp"], s["discovery_grpc"]
+    g, d = s["gateway"], s["discovery_grpc"]
     load = s["load_average"]
-    print(
-        f"  search_tools at {tools:,} tools (load {load['mean']}, {load['min']}-{load['max']}):\n"
-        f"    toolscout gateway  p50 {g['p50_ms']:8.2f}  p99 {g['p99_ms']:8.2f} ms  CPU {g['cpu_ms_per_search']:.2f} ms/search  n={g['n']}\n"
-        f"    FastMCP 4          p50 {f['p50_ms']:8.2f}  p99 {f['p99_ms']:8.2f} ms  CPU {f['cpu_ms_per_search']:.2f} ms/search  n={f['n']}\n"
-        f"    discovery gRPC     p50 {d['p50_ms']:8.2f}  p99 {d['p99_ms']:8.2f} ms\n"
-        f"    FastMCP / toolscout: p50 x{s['fastmcp_p50_over_gateway_p50_same_queries']} (same queries), "
-        f"CPU x{s['fastmcp_cpu_over_gateway_cpu']}",
-        flush=True,
-    )
+    lines = [
+        f"  search_tools at {tools:,} tools (load {load['mean']}, {load['min']}-{load['max']}):",
+        f"    toolscout gateway  p50 {g['p50_ms']:8.2f}  p99 {g['p99_ms']:8.2f} ms  "
+        f"CPU {g['cpu_ms_per_search']:.2f} ms/search  n={g['n']}",
+    ]
+    if "fastmcp" in s:
+        f = s["fastmcp"]
+        lines.append(
+            f"    FastMCP 4          p50 {f['p50_ms']:8.2f}  p99 {f['p99_ms']:8.2f} ms  "
+            f"CPU {f['cpu_ms_per_search']:.2f} ms/search  n={f['n']}"
+        )
+    lines.append(f"    discovery gRPC     p50 {d['p50_ms']:8.2f}  p99 {d['p99_ms']:8.2f} ms")
+    if "fastmcp" in s:
+        lines.append(
+            f"    FastMCP / toolscout: p50 x{s['fastmcp_p50_over_gateway_p50_same_queries']} (same queries), "
+            f"CPU x{s['fastmcp_cpu_over_gateway_cpu']}"
+        )
+    print("\n".join(lines), flush=True)
 
 
 def main() -> int:
@@ -344,6 +375,9 @@ def main() -> int:
     parser.add_argument("--peer-queries", type=int, default=100, help="of which FastMCP answers the first N")
     parser.add_argument(
         "--no-livemcp", dest="livemcp", action="store_false", help="skip livemcpbench's tokens"
+    )
+    parser.add_argument(
+        "--peer-max-tools", type=int, default=5000, help="no FastMCP above this size (see above)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -361,7 +395,9 @@ def main() -> int:
             _print_tokens("livemcpbench 527", results["livemcpbench_tokens"], _load())
         results["sizes"] = {}
         for size in args.sizes:
-            results["sizes"][str(size)] = run_size(size, queries, args.peer_queries, work)
+            results["sizes"][str(size)] = run_size(
+                size, queries, args.peer_queries, work, with_peer=size <= args.peer_max_tools
+            )
             args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     results["load_at_end"] = _load()
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
