@@ -71,7 +71,11 @@ GATED_METHODS: dict[str, Capability] = {
     "logging/setLevel": Capability.LOGGING,
 }
 # The field of ServerCapabilities each capability is (subscribe is a flag of resources).
-_FIELDS = {Capability.PROMPTS: "prompts", Capability.COMPLETIONS: "completions", Capability.LOGGING: "logging"}
+_FIELDS = {
+    Capability.PROMPTS: "prompts",
+    Capability.COMPLETIONS: "completions",
+    Capability.LOGGING: "logging",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +98,9 @@ class EndpointFeatures:
         }[capability]
 
 
-_SERVING: ContextVar[EndpointFeatures | None] = ContextVar("toolscout_gateway_endpoint_features", default=None)
+_SERVING: ContextVar[EndpointFeatures | None] = ContextVar(
+    "toolscout_gateway_endpoint_features", default=None
+)
 
 
 @contextlib.contextmanager

@@ -396,9 +396,10 @@ class FeatureCalls:
         send, receive = anyio.create_memory_object_stream[str](64)
 
         def on_update(updated: str) -> None:
+            # The URI itself as the caller named it (its qualified form, when it asked by that).
             # A consumer that far behind re-reads the resource anyway.
             with contextlib.suppress(anyio.WouldBlock):
-                send.send_nowait(updated)
+                send.send_nowait(uri if updated == route.uri else updated)
 
         end = self._catalog.subscribe(route.server, route.uri, on_update)
         conn: Connection | None = None

@@ -64,7 +64,9 @@ async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayS
 
 def _advertised(caps: types.ServerCapabilities | None) -> set[str]:
     assert caps is not None
-    named = {k for k in ("tools", "resources", "prompts", "completions", "logging") if getattr(caps, k) is not None}
+    named = {
+        k for k in ("tools", "resources", "prompts", "completions", "logging") if getattr(caps, k) is not None
+    }
     if caps.resources is not None and caps.resources.subscribe:
         named.add("subscribe")
     return named
