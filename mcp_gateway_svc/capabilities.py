@@ -46,14 +46,19 @@ __all__ = [
 
 
 class Capability(enum.StrEnum):
-    """A capability beside tools that an endpoint advertises or not (the value: how a refusal
-    names it)."""
+    """A capability beside tools that an endpoint advertises or not (the value: its field of
+    ``ServerCapabilities``; ``subscribe`` is a flag of ``resources``)."""
 
     RESOURCES = "resources"
-    SUBSCRIBE = "resource subscriptions"
+    SUBSCRIBE = "subscribe"
     PROMPTS = "prompts"
-    COMPLETIONS = "completion"
+    COMPLETIONS = "completions"
     LOGGING = "logging"
+
+    @property
+    def described(self) -> str:
+        """How a refusal names it."""
+        return "resource subscriptions" if self is Capability.SUBSCRIBE else self.value
 
 
 # The requests whose answer names the capabilities.
@@ -70,12 +75,8 @@ GATED_METHODS: dict[str, Capability] = {
     "completion/complete": Capability.COMPLETIONS,
     "logging/setLevel": Capability.LOGGING,
 }
-# The field of ServerCapabilities each capability is (subscribe is a flag of resources).
-_FIELDS = {
-    Capability.PROMPTS: "prompts",
-    Capability.COMPLETIONS: "completions",
-    Capability.LOGGING: "logging",
-}
+# The capabilities that are a field of ServerCapabilities of their own, dropped when not advertised.
+_OWN_FIELDS = (Capability.PROMPTS, Capability.COMPLETIONS, Capability.LOGGING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +119,9 @@ def trimmed(caps: types.ServerCapabilities, fallback: EndpointFeatures) -> types
     them (``fallback`` outside a request of an endpoint)."""
     served = _SERVING.get() or fallback
     update: dict[str, Any] = {}
-    for capability, name in _FIELDS.items():
+    for capability in _OWN_FIELDS:
         if not served.advertises(capability):
-            update[name] = None
+            update[capability.value] = None
     if caps.resources is not None:
         update["resources"] = (
             caps.resources.model_copy(update={"subscribe": served.advertises(Capability.SUBSCRIBE)})
@@ -137,5 +138,5 @@ def require(method: str, features: EndpointFeatures) -> None:
     if capability is not None and not features.advertises(capability):
         raise MCPError(
             types.METHOD_NOT_FOUND,
-            f"Method not found: no MCP server behind this endpoint offers {capability.value}",
+            f"Method not found: no MCP server behind this endpoint offers {capability.described}",
         )

@@ -11,11 +11,15 @@ over stdio; ``beta`` is not namespaced (its prompts keep their own names), and b
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 
 import anyio
 import mcp_types as types
+import psutil
 import pytest
 import pytest_asyncio
 from mcp import Client
@@ -24,7 +28,14 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
 from toolscout import client as tc
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
-from tests.support.mcp_servers import REPO_ROOT, _running, free_port, misbehaving_config
+from tests.support.mcp_servers import (
+    REPO_ROOT,
+    _running,
+    free_port,
+    live_descendants,
+    misbehaving_config,
+    wait_until_gone,
+)
 from toolscout_kit.config import parse_config
 
 SERVER = REPO_ROOT / "tests" / "fixtures" / "features" / "server.py"
@@ -48,12 +59,14 @@ async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayS
                 **{f"tools_{mode}": {"servers": {"plain": True}} for mode in ("all", "meta", "progressive")},
             },
             "toolscout": {
+                # A killed server comes back at once (test_a_subscription_survives_its_servers_restart).
+                "pool": {"initial_backoff": 0.05},
                 "gateway": {
                     "mode": "all",
                     "modes": {"only_beta": "meta", "tools_meta": "meta", "tools_progressive": "progressive"},
                     # No result is kept behind a handle: an "all" endpoint has no resources of its own.
                     "result_budget": 0,
-                }
+                },
             },
         },
         base_dir=tmp_path,
@@ -375,3 +388,45 @@ async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_
     assert updated == [uri]
     assert isinstance(event, ResourceUpdated)
     assert event.uri == uri
+
+
+def _server_pid(name: str) -> int:
+    """The pid of the features server ``name`` the pool runs (a child of this process)."""
+    for pid in live_descendants():
+        with contextlib.suppress(psutil.Error):
+            argv = psutil.Process(pid).cmdline()
+            if str(SERVER) in argv and argv[-1] == name:
+                return pid
+    raise AssertionError(f"no running features server {name}")
+
+
+async def test_a_subscription_survives_its_servers_restart(gw: GatewayStack) -> None:
+    # Last in this module: it kills alpha (the supervisor starts it again, with fresh state).
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    uri = "feature://alpha/counter"
+    async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+        await host.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        pid = _server_pid("alpha")
+        os.kill(pid, signal.SIGKILL)
+        assert not await wait_until_gone([pid])
+        # The new process knows nothing of the old one's subscriptions: the pool subscribes again
+        # on its new session.
+        with anyio.fail_after(20):
+            while True:
+                subscribed = await host.call_tool("alpha__subscribed", {})
+                if not subscribed.is_error and subscribed.content[0].text == uri:  # type: ignore[union-attr]
+                    break
+        assert _server_pid("alpha") != pid
+        await host.call_tool("alpha__bump", {})
+        with anyio.fail_after(10):
+            await heard.wait()
+    assert updated == [uri]

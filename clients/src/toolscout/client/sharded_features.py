@@ -133,8 +133,7 @@ class _RoutedRequests(Generic[ReplyR]):
     """Reads, prompts and completions of a sharded client, each asked of the shards in turn (the
     first that has the URI, prompt or template answers); async or blocking by ``_ask_in_turn``."""
 
-    # ``_ask_in_turn(attempt, named)``: ``attempt(shard_client)`` of each shard until one has it;
-    # refused first when ``named`` (kind, name) is a clash (:func:`_refuse_clashed`).
+    # ``_ask_in_turn(attempt)``: ``attempt(shard_client)`` of each shard until one has it.
     _ask_in_turn: Callable[..., ReplyR]
     # The names several servers on different shards serve, as of the last merged listing.
     _clashes: Clashes = MappingProxyType({})
@@ -143,24 +142,35 @@ class _RoutedRequests(Generic[ReplyR]):
         merged, self._clashes = _merged(snapshots)
         return merged
 
+    def _unclashed(self, kind: t.FeatureKind, name: str, attempt: Callable[[Any], R]) -> Callable[[Any], R]:
+        """``attempt``, refused (NotFoundError, no shard asked) when ``name`` is a clash: raised
+        where a shard's NOT_FOUND is, so the blocking and async clients alike answer with it."""
+        clashes = self._clashes
+
+        def unclashed(client: Any) -> R:
+            _refuse_clashed(clashes, kind, name)
+            return attempt(client)
+
+        return unclashed
+
     def read_resource(self, request: t.ResourceReadRequest, **call: Unpack[CallOptions]) -> ReplyR:
         """``resources/read`` on the shard that has the URI (errors as the one-pool client's;
         NotFoundError for a URI servers on several shards list: read its qualified form)."""
         return self._ask_in_turn(
-            lambda client: client.read_resource(request, **call), (t.FeatureKind.RESOURCE, request.uri)
+            self._unclashed(t.FeatureKind.RESOURCE, request.uri, lambda c: c.read_resource(request, **call))
         )
 
     def get_prompt(self, request: t.PromptRequest, **call: Unpack[CallOptions]) -> ReplyR:
         """``prompts/get`` on the shard that has the prompt (NotFoundError: a name several
         shards' servers serve, asked for bare)."""
         return self._ask_in_turn(
-            lambda client: client.get_prompt(request, **call), (t.FeatureKind.PROMPT, request.name)
+            self._unclashed(t.FeatureKind.PROMPT, request.name, lambda c: c.get_prompt(request, **call))
         )
 
     def complete(self, request: t.CompletionRequest, **call: Unpack[CallOptions]) -> ReplyR:
         """``completion/complete`` on the shard that has the prompt or template."""
         return self._ask_in_turn(
-            lambda client: client.complete(request, **call), (request.ref_kind, request.ref)
+            self._unclashed(request.ref_kind, request.ref, lambda c: c.complete(request, **call))
         )
 
 
@@ -171,14 +181,8 @@ class ShardedFeatureRequests(
 
     _shards: list[AsyncPoolClient]
 
-    async def _ask_in_turn(
-        self,
-        attempt: Callable[[AsyncPoolClient], Awaitable[R]],
-        named: tuple[t.FeatureKind, str] | None = None,
-    ) -> R:
+    async def _ask_in_turn(self, attempt: Callable[[AsyncPoolClient], Awaitable[R]]) -> R:
         """The first shard's answer that is not NOT_FOUND or a refusal (not sent); else the error."""
-        if named is not None:
-            _refuse_clashed(self._clashes, *named)
         missing: ToolscoutClientError | None = None
         for client in self._shards:
             try:
@@ -316,11 +320,7 @@ class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList], _RoutedRequests
 
     _shards: list[PoolClient]
 
-    def _ask_in_turn(
-        self, attempt: Callable[[PoolClient], R], named: tuple[t.FeatureKind, str] | None = None
-    ) -> R:
-        if named is not None:
-            _refuse_clashed(self._clashes, *named)
+    def _ask_in_turn(self, attempt: Callable[[PoolClient], R]) -> R:
         missing: ToolscoutClientError | None = None
         for client in self._shards:
             try:
