@@ -20,7 +20,7 @@ from toolscout.client import (
 from toolscout.client.sharded_features import merge_feature_snapshots
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
 
-_PROMPT = ServerFeature(FeatureKind.PROMPT, "a", "greet", "a__greet", '{"name":"a__greet"}')
+_PROMPT = ServerFeature(FeatureKind.PROMPT, "a", "greet", "a__greet", '{"name":"a__greet"}', "a__greet")
 _RESOURCE = ServerFeature(FeatureKind.RESOURCE, "b", "x://1", "x://1", '{"uri":"x://1","name":"one"}')
 
 
