@@ -171,7 +171,7 @@ def run_up(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         path = workdir / "toolscout.json"
         path.write_text(json.dumps(config))
         fleet_cpu = fleet.sample()["cpu_s"]
-        log = (workdir / "up.log").open("wb")
+        log = (args.log or workdir / "up.log").open("wb")
         up = subprocess.Popen(
             [*CLI, "up", "--json", "-c", str(path)],
             cwd=args.services_root,
@@ -279,6 +279,7 @@ def main() -> int:
     parser.add_argument(
         "--up", action="store_true", help="time `toolscout up` (one process) instead of a pool process"
     )
+    parser.add_argument("--log", type=Path, help="with --up: keep toolscout up's output in this file")
     parser.add_argument("--services-root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()

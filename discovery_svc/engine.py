@@ -54,6 +54,11 @@ __all__ = ["DiscoveryEngine"]
 _log = get_logger(__name__)
 
 
+# A catalog that has not changed for this long is built without waiting out the pause after the
+# last build (see DiscoveryEngine.prepared).
+_SETTLED_SECONDS = 1.0
+
+
 class DiscoveryEngine:
     """Domain entry point used by the servicer (and in-process by benchmarks and tests)."""
 
@@ -84,8 +89,10 @@ class DiscoveryEngine:
         if hybrid is None:
             self._metrics.set_search_mode("bm25")
         self.builds = 0  # prepared toolset states built
-        # When the next build for a newer catalog version may start (see prepared()).
+        # When the next build for a newer catalog version may start, and when the catalog last
+        # changed (see prepared()).
         self._next_build_at = 0.0
+        self._changed_at = 0.0
         self.index_builds = 0  # catalog indexes built (one per catalog version)
 
     # --- catalog ---------------------------------------------------------------------------
@@ -95,6 +102,7 @@ class DiscoveryEngine:
         if self._current is not None and self._current.version == catalog.version:
             return False
         self._current = catalog
+        self._changed_at = time.monotonic()
         # Prepared states of older versions can never be hit again.
         for key in [k for k in self._cache if k[0] != catalog.version]:
             del self._cache[key]
@@ -169,11 +177,15 @@ class DiscoveryEngine:
             self._cache.move_to_end(key)
             return hit
         async with self._build_lock:
-            pause = self._next_build_at - time.monotonic()
-            if pause > 0 and self._base is not None and self._base.version != self.catalog.version:
+            while self._base is not None and self._base.version != self.catalog.version:
                 # A catalog that keeps changing (a fleet coming up: a new version per server) is
                 # indexed again at most half the time, leaving the other half to the pool (in the
-                # same process under `toolscout up`). Other toolsets of an indexed version never wait.
+                # same process under `toolscout up`); once it has not changed for a moment it is
+                # built at once. Other toolsets of an indexed version never wait.
+                now = time.monotonic()
+                pause = min(self._next_build_at - now, self._changed_at + _SETTLED_SECONDS - now)
+                if pause <= 0:
+                    break
                 await asyncio.sleep(pause)
             # The latest version: a request queued behind the build of an older one builds no
             # version of its own that is already out of date.
