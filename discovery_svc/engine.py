@@ -42,7 +42,10 @@ from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
 from discovery_svc.planner import PreparedToolset, plan_tools
 from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
+from discovery_svc.result_text import unsigned_note
+from discovery_svc.scope import SearchScope, ToolScope
 from discovery_svc.search_tool import execute_search
+from discovery_svc.user_index import MergedScope, UserIndexes
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
@@ -66,8 +69,11 @@ class DiscoveryEngine:
         cache_size: int = 64,
         metrics: DiscoveryMetrics | None = None,
         hybrid: HybridStage | None = None,
+        users: UserIndexes | None = None,
     ) -> None:
-        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones)."""
+        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones);
+        ``users``: what ``per_user`` servers list to each principal (searches that name one)."""
+        self._users = users
         self._config = config
         self._settings = config.toolscout.discovery
         self._current: Catalog | None = None
@@ -312,11 +318,16 @@ class DiscoveryEngine:
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
-            scope, threaded = prepared.scope, False
+            shared, threaded = prepared.scope, False
+            own: SearchScope | None = None
+            unsigned: tuple[str, ...] = ()
+            if request.principal and self._users is not None and self._users.active:
+                shared, own, unsigned = await self._users.scopes(prepared, toolset, request.principal)
             if self._hybrid is not None:
                 waiting = time.perf_counter()
-                scope, threaded = await self._hybrid.scope_for(scope, args.query, time_limit)
+                shared, threaded = await self._hybrid.scope_for(shared, args.query, time_limit)
                 set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
+            scope: ToolScope = shared if own is None else MergedScope(shared, own)
             search = functools.partial(
                 execute_search,
                 scope,
@@ -344,7 +355,11 @@ class DiscoveryEngine:
             # Threaded: the query has its vector, so the hybrid index ranked it.
             ranking = "hybrid" if threaded else "bm25"
         result = dataclasses.replace(
-            result, catalog_version=prepared.catalog_version, plan=plan, ranking=ranking
+            result,
+            catalog_version=prepared.catalog_version,
+            plan=plan,
+            ranking=ranking,
+            result_text=result.result_text + unsigned_note(unsigned),
         )
         mode = result.mode
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)

@@ -126,10 +126,14 @@ def _validate(name: str, toolset: ToolSetConfig, catalog: Catalog, config: Tools
         raise ToolsetNotFoundError(f"{what} is invalid: " + "; ".join(problems) + ".")
 
 
-def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) -> tuple[Tool, ...]:
+def select_toolset(
+    catalog: Catalog, config: ToolscoutConfig, toolset: Toolset, *, validate: bool = True
+) -> tuple[Tool, ...]:
     """The catalog's tools allowed by ``toolset`` ("" = every tool), in catalog order.
 
-    An inline toolset is validated exactly like a configured one.
+    An inline toolset is validated exactly like a configured one; ``validate=False`` (a catalog
+    of some servers only: what ``per_user`` servers list to one user) filters without checking
+    that every server and tool it names is there.
 
     Raises:
         ToolsetNotFoundError: unknown toolset, or one naming a server or tool that does not exist;
@@ -137,7 +141,8 @@ def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) 
     """
     if isinstance(toolset, InlineToolset):
         spec_set = toolset.spec
-        _validate("", spec_set, catalog, config)
+        if validate:
+            _validate("", spec_set, catalog, config)
     elif not toolset:
         return catalog.tools
     else:
@@ -146,7 +151,8 @@ def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) 
             known = _names(sorted(config.tool_sets)) or "none configured"
             raise ToolsetNotFoundError(f"Unknown toolset '{toolset}'. Toolsets: {known}.")
         spec_set = found
-        _validate(toolset, spec_set, catalog, config)
+        if validate:
+            _validate(toolset, spec_set, catalog, config)
     selected: list[Tool] = []
     for server in sorted(spec_set.servers):
         spec = spec_set.servers[server]

@@ -5,8 +5,8 @@ token, never another principal's and never the stack's. Its supervisor keeps the
 (the stack's authorization) for the tool catalog and health; every call runs on a session of the
 calling principal, opened on demand with an OAuth provider bound to that principal's entry in the
 token store (:mod:`toolscout_kit.token_store`, keyed by (principal, issuer, resource)). What the
-server lists to a principal (resources, templates, prompts) is listed on that session too and kept
-with it briefly (:meth:`UserSessions.listed`).
+server lists to a principal (tools, resources, templates, prompts) is listed on that session too
+and kept with it briefly (:meth:`UserSessions.listed`).
 
 Why a session per (server, principal) and not a per-request ``Authorization`` on the shared
 session: the SDK's streamable-HTTP transport sends every request of a session from one writer task
@@ -82,8 +82,9 @@ class _UserSession:
     task: asyncio.Task[None] | None = None
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0
-    # What this principal's session listed (monotonic time, value): see UserSessions.listed.
-    listing: tuple[float, Any] | None = None
+    # What this principal's session listed, by what was listed ("tools", "features"):
+    # (monotonic time, value); see UserSessions.listed.
+    listings: dict[str, tuple[float, Any]] = field(default_factory=dict)
 
 
 def _authorization_failed(err: BaseException | None) -> bool:
@@ -185,9 +186,12 @@ class UserSessions:
         principal: str,
         fetch: Callable[[Connection], Awaitable[T]],
         fresh_for: float = USER_LISTING_FRESH,
+        *,
+        what: str = "features",
     ) -> T:
         """``fetch(conn)`` on the principal's own session (what the server lists to them), kept
-        with that session for ``fresh_for`` seconds: it goes when the session does.
+        with that session as ``what`` (its tools, its features) for ``fresh_for`` seconds: it goes
+        when the session does.
 
         Raises:
             UserAuthorizationRequiredError: no principal, no usable token, or the server refused
@@ -196,8 +200,9 @@ class UserSessions:
         """
         async with self.session(name, config, principal) as conn:
             entry = self._sessions.get((name, principal))
-            if entry is not None and entry.listing is not None:
-                at, value = entry.listing
+            kept = entry.listings.get(what) if entry is not None else None
+            if kept is not None:
+                at, value = kept
                 if time.monotonic() - at < fresh_for:
                     return cast(T, value)
             try:
@@ -208,7 +213,7 @@ class UserSessions:
                     raise refused from None
                 raise
             if entry is not None:
-                entry.listing = (time.monotonic(), value)
+                entry.listings[what] = (time.monotonic(), value)
             return value
 
     def authorization_failed(self, name: str, principal: str) -> UserAuthorizationRequiredError | None:

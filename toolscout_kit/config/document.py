@@ -19,7 +19,7 @@ from toolscout_kit.config.pool import PoolSettings
 from toolscout_kit.config.results import ResultsSettings
 from toolscout_kit.config.search import SearchSettings
 from toolscout_kit.config.security import SecuritySettings
-from toolscout_kit.config.servers import TaggedServerConfig
+from toolscout_kit.config.servers import RemoteServerConfig, TaggedServerConfig
 from toolscout_kit.config.toolsets import ToolDiscoveryConfig, ToolSetConfig
 from toolscout_kit.config.tracing import TracingSettings
 
@@ -90,6 +90,17 @@ class ToolscoutConfig(BaseModel):
         if own is not None:
             return own
         return self.namespace_tools is not False
+
+    def per_user(self, server: str) -> bool:
+        """Whether ``server`` is called with each caller's own token (``auth.per_user``): its
+        calls, and its listings where they depend on the user, run on the caller's own session."""
+        config = self.servers.get(server)
+        return isinstance(config, RemoteServerConfig) and config.auth is not None and config.auth.per_user
+
+    @property
+    def per_user_servers(self) -> frozenset[str]:
+        """The servers :meth:`per_user` holds for."""
+        return frozenset(name for name in self.servers if self.per_user(name))
 
     @model_validator(mode="after")
     def _check_references(self) -> ToolscoutConfig:
