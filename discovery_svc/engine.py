@@ -41,12 +41,12 @@ from discovery_svc.manifest import manifest_answer
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
 from discovery_svc.planner import PreparedToolset, plan_tools
-from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.result_text import unsigned_note
 from discovery_svc.scope import SearchScope, ToolScope
+from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import execute_search
-from discovery_svc.user_index import MergedScope, UserIndexes
 from discovery_svc.tokens import TokenCounter, TokenEncoding
+from discovery_svc.user_index import MergedScope, UserIndexes
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger

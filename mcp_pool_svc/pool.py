@@ -192,9 +192,9 @@ class McpPool:
     @functools.cached_property
     def user_tools(self) -> UserToolLists:
         """The tools ``per_user`` servers list to each principal (:mod:`mcp_pool_svc.user_tools`)."""
-        return UserToolLists(
-            self.catalog, self._servers.supervisor, lambda: self._servers.running.values(), self._users
-        )
+        # Late-bound: a reshard replaces the running supervisors.
+        running = lambda: self._servers.running.values()  # noqa: E731, PLW0108
+        return UserToolLists(self.catalog, self._servers.supervisor, running, self._users)
 
     @functools.cached_property
     def features(self) -> FeatureCalls:
