@@ -197,11 +197,9 @@ def partition_tools(tools: Sequence[Tool], config: ToolscoutConfig) -> Partition
         return Partition(tools=all_tools, loaded=all_tools, deferred=())
     loaded: list[Tool] = []
     deferred: list[Tool] = []
-    always: dict[str, frozenset[str]] = {s: frozenset(c.always_load) for s, c in config.servers.items()}
     for tool in tools:
-        server_config = config.servers.get(tool.server)
-        defer = discovery.defer_all or (server_config is not None and server_config.defer_loading)
-        if defer and tool.name not in always.get(tool.server, frozenset()):
+        # One rule with the gateway's per-user lists (ToolscoutConfig.deferred).
+        if config.deferred(tool.server, tool.name):
             deferred.append(tool)
         else:
             loaded.append(tool)

@@ -12,7 +12,8 @@ filter and partition rules), their rankings merged.
 
 Bounded: at most ``size`` principals are kept (the least recently used goes first), each for
 ``ttl`` seconds and for one catalog version (a new version rebuilds it on its next search). A
-server the user has not signed in to contributes nothing (and is named in :attr:`UserTools.unsigned`).
+server the user has not signed in to contributes nothing (and is named in :attr:`UserTools.unsigned`);
+such a listing is not kept, so that their sign-in shows at their next search.
 Nothing changes for a search without a principal: it runs on the toolset's shared scope as before.
 """
 
@@ -233,7 +234,8 @@ class UserIndexes:
         catalog = Catalog(f"{version}/{principal}", (ParsedTool.of(t) for t in tools))
         user = UserTools(version, now, CatalogIndex(catalog, self._index_factory), tuple(unsigned))
         self.builds += 1
-        if not complete:
+        if not complete or unsigned:
+            # Not kept: a sign-in shows at once (asking whether they have one is cheap).
             return user
         self._users[principal] = user
         self._users.move_to_end(principal)

@@ -91,6 +91,32 @@ class ToolscoutConfig(BaseModel):
             return own
         return self.namespace_tools is not False
 
+    def deferred(self, server: str, tool: str) -> bool:
+        """Whether ``tool`` of ``server`` is deferred (found by search) rather than loaded: with
+        ``tool_discovery.enabled``, when its server has ``defer_loading`` (or ``defer_all`` is on)
+        and the tool is not in the server's ``always_load``. Tools of servers missing from the
+        config load eagerly unless ``defer_all`` (as in casual-mcp: nothing silently hidden)."""
+        discovery = self.tool_discovery
+        if not discovery.enabled:
+            return False
+        config = self.servers.get(server)
+        defer = discovery.defer_all or (config is not None and config.defer_loading)
+        return defer and (config is None or tool not in config.always_load)
+
+    def in_toolset(self, toolset: str, server: str, tool: str) -> bool:
+        """Whether ``tool`` of ``server`` is in the named ``toolset`` ("" = every tool)."""
+        if not toolset:
+            return True
+        spec = self.tool_sets.get(toolset)
+        return spec is not None and spec.allows(server, tool)
+
+    def toolset_has_server(self, toolset: str, server: str) -> bool:
+        """Whether the named ``toolset`` ("" = every tool) takes any tool of ``server``."""
+        if not toolset:
+            return True
+        spec = self.tool_sets.get(toolset)
+        return spec is not None and spec.servers.get(server, False) is not False
+
     def per_user(self, server: str) -> bool:
         """Whether ``server`` is called with each caller's own token (``auth.per_user``): its
         calls, and its listings where they depend on the user, run on the caller's own session."""
