@@ -360,18 +360,30 @@ class _Unused:
         raise AuthorizationError("no new authorization while finishing one")
 
 
-def sign_in_instructions(links: Sequence[tuple[str, str]]) -> str:
+def sign_in_instructions(links: Sequence[tuple[str, str]], limit: int = 2048) -> str:
     """What ``initialize`` instructions say of the ``per_user`` servers a caller has not signed
     in to: ``links`` = (server, its login link for them, "" without the key). The link's ticket
-    expires like every ticket (a new session, or a call of one of its tools, gives a fresh one)."""
-    lines = [
+    expires like every ticket (a new session, or a call of one of its tools, gives a fresh one).
+    Whole lines within ``limit`` bytes (Claude Code cuts server instructions at 2 KB): the
+    servers past it are named without a link."""
+    head = (
         "Sign-in needed: these MCP servers list their tools, resources and prompts to each user "
         "under the user's own authorization, and you have not signed in to them yet, so none of "
         "their tools are listed here:"
-    ]
-    for server, link in links:
-        lines.append(f"- {server}: sign in at {link}" if link else f"- {server}")
-    lines.append("After signing in, list the tools again (tools/list) or search them.")
+    )
+    tail = "After signing in, list the tools again (tools/list) or search them."
+    lines = [head]
+    size = len(head.encode()) + len(tail.encode()) + 2
+    for index, (server, link) in enumerate(links):
+        line = f"- {server}: sign in at {link}" if link else f"- {server}"
+        rest = ", ".join(s for s, _ in links[index + 1 :])
+        if size + len(line.encode()) + 1 + (len(rest.encode()) + 80 if rest else 0) > limit:
+            names = ", ".join(s for s, _ in links[index:])
+            lines.append(f"- also {names} (a call of one of their tools answers with its link)")
+            break
+        lines.append(line)
+        size += len(line.encode()) + 1
+    lines.append(tail)
     return "\n".join(lines)
 
 
