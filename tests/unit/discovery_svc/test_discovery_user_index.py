@@ -75,7 +75,7 @@ async def test_each_principal_finds_their_own_tools_of_a_per_user_server_and_nev
     for user in ("alice", "bob"):
         result = await svc.search_tools(SearchRequest(query="private notebook", principal=user))
         assert found(result.result_text) == {f"notes_notebook_{user}"}, result.result_text
-        assert [t.llm_name for t in result.newly_loaded][0] == f"notes_notebook_{user}"
+        assert [t.llm_name for t in result.newly_loaded][:1] == [f"notes_notebook_{user}"]
     # Without a principal: the stack's catalog, as before.
     stack = await svc.search_tools(SearchRequest(query="private notebook"))
     assert found(stack.result_text) == {"notes_notebook_operator"}
