@@ -318,16 +318,9 @@ class DiscoveryEngine:
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
-            shared, threaded = prepared.scope, False
-            own: SearchScope | None = None
-            unsigned: tuple[str, ...] = ()
-            if request.principal and self._users is not None and self._users.active:
-                shared, own, unsigned = await self._users.scopes(prepared, toolset, request.principal)
-            if self._hybrid is not None:
-                waiting = time.perf_counter()
-                shared, threaded = await self._hybrid.scope_for(shared, args.query, time_limit)
-                set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
-            scope: ToolScope = shared if own is None else MergedScope(shared, own)
+            scope, threaded, unsigned = await self._scope(
+                prepared, toolset, request.principal, args.query, time_limit
+            )
             search = functools.partial(
                 execute_search,
                 scope,
@@ -365,6 +358,28 @@ class DiscoveryEngine:
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
+
+    async def _scope(
+        self,
+        prepared: PreparedToolset,
+        toolset: Toolset,
+        principal: str,
+        query: str | None,
+        time_limit: float | None,
+    ) -> tuple[ToolScope, bool, tuple[str, ...]]:
+        """What a search runs on: the toolset's scope (hybrid when ready: then ``True``, run it in
+        a thread), merged with what ``per_user`` servers list to ``principal`` when one is named
+        (:mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
+        shared, threaded = prepared.scope, False
+        own: SearchScope | None = None
+        unsigned: tuple[str, ...] = ()
+        if principal and self._users is not None and self._users.active:
+            shared, own, unsigned = await self._users.scopes(prepared, toolset, principal)
+        if self._hybrid is not None:
+            waiting = time.perf_counter()
+            shared, threaded = await self._hybrid.scope_for(shared, query, time_limit)
+            set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
+        return (shared if own is None else MergedScope(shared, own)), threaded, unsigned
 
     async def get_manifest(self, toolset: ToolsetLike = "", provider: str = "") -> Manifest:
         """The manifest for ``toolset`` and its size in ``provider``'s encoding.

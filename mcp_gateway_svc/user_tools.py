@@ -26,17 +26,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from toolscout.client import (
-    AsyncShardedPoolClient,
-    GatewayMode,
-    Tool,
-    ToolscoutClientError,
-    authorization_required,
-)
+import toolscout.client as tc
 
 from mcp_gateway_svc.tool_lists import tools_for
 from mcp_gateway_svc.views import ToolsetView
@@ -49,6 +43,10 @@ _log = get_logger(__name__)
 
 # Seconds to wait for the pool to list a per_user server's tools for a caller.
 _LIST_DEADLINE = 15.0
+# Callers whose views are kept (the least recently used goes first), and for how many seconds
+# (the pool keeps what it listed to them as long).
+_KEEP_USERS = 256
+_KEEP_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -57,10 +55,10 @@ class UserTools:
 
     # The per_user servers of the config (their stack entries are never served to the principal).
     servers: frozenset[str]
-    tools: tuple[Tool, ...]
+    tools: tuple[tc.Tool, ...]
     # The per_user servers they have not signed in to (or whose token was revoked).
     unsigned: tuple[str, ...]
-    by_name: Mapping[str, Tool] = field(default_factory=dict)
+    by_name: Mapping[str, tc.Tool] = field(default_factory=dict)
     # A version of this listing (with the catalog version: list cursors and signatures).
     digest: str = ""
 
@@ -76,7 +74,7 @@ class UserTools:
         return f"{catalog_version}.{self.digest}"
 
 
-def _user_tools(servers: frozenset[str], tools: tuple[Tool, ...], unsigned: tuple[str, ...]) -> UserTools:
+def _user_tools(servers: frozenset[str], tools: tuple[tc.Tool, ...], unsigned: tuple[str, ...]) -> UserTools:
     digest = hashlib.sha256("\x00".join(unsigned).encode())
     for tool in tools:
         digest.update(f"\x01{tool.server}\x00{tool.llm_name}\x00{tool.description}\x00".encode())
@@ -87,23 +85,23 @@ def _user_tools(servers: frozenset[str], tools: tuple[Tool, ...], unsigned: tupl
 
 def tools_as_seen_by(
     view: ToolsetView,
-    mode: GatewayMode,
+    mode: tc.GatewayMode,
     user: UserTools,
     config: ToolscoutConfig,
     loaded: Sequence[str] = (),
-    search_tool: Tool | None = None,
-) -> list[Tool]:
+    search_tool: tc.Tool | None = None,
+) -> list[tc.Tool]:
     """What ``mode`` lists to the principal of ``user`` (see the module docstring): the view's
     list without the ``per_user`` servers' stack entries, with their own tools in their place."""
     base = tools_for(view, mode, (), search_tool)
     kept = [t for t in base if t.server not in user.servers]
-    if view.search_tool is None or mode == GatewayMode.ALL:
+    if view.search_tool is None or mode == tc.GatewayMode.ALL:
         return [*kept, *user.tools]
     eager = [t for t in user.tools if not config.deferred(t.server, t.name)]
     stack_eager = [t for t in view.eager if t.server not in user.servers]
     synthetic = kept[len(stack_eager) :]
     listed = [*stack_eager, *eager, *synthetic]
-    if mode == GatewayMode.PROGRESSIVE:
+    if mode == tc.GatewayMode.PROGRESSIVE:
         shown = {t.llm_name for t in listed}
         for name in dict.fromkeys(loaded):
             found = user.by_name.get(name)
@@ -119,21 +117,10 @@ def tools_as_seen_by(
 class UserToolViews:
     """Per principal, what the ``per_user`` servers list to them (see the module docstring)."""
 
-    def __init__(
-        self,
-        pool: AsyncShardedPoolClient,
-        config: ToolscoutConfig,
-        *,
-        size: int = 256,
-        ttl: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, pool: tc.AsyncShardedPoolClient, config: ToolscoutConfig) -> None:
         self._pool = pool
         self._config = config
         self._servers = config.per_user_servers
-        self._size = size
-        self._ttl = ttl
-        self._clock = clock
         self._users: OrderedDict[str, tuple[float, str, UserTools]] = OrderedDict()
 
     @property
@@ -145,19 +132,19 @@ class UserToolViews:
         differs from the plans (no principal, or no ``per_user`` server configured)."""
         if not principal or not self._servers:
             return None
-        now = self._clock()
+        now = time.monotonic()
         kept = self._users.get(principal)
-        if kept is not None and kept[1] == catalog_version and now - kept[0] < self._ttl:
+        if kept is not None and kept[1] == catalog_version and now - kept[0] < _KEEP_SECONDS:
             self._users.move_to_end(principal)
             return kept[2].of_toolset(self._config, toolset)
-        tools: list[Tool] = []
+        tools: list[tc.Tool] = []
         unsigned: list[str] = []
         complete = True
         for server in sorted(self._servers):
             try:
                 listed = await self._pool.list_tools([server], principal=principal, deadline=_LIST_DEADLINE)
-            except ToolscoutClientError as err:
-                if authorization_required(err) is not None:
+            except tc.ToolscoutClientError as err:
+                if tc.authorization_required(err) is not None:
                     unsigned.append(server)
                 else:
                     # Served without it this time (and not kept: the next request asks again).
@@ -174,6 +161,6 @@ class UserToolViews:
         if complete and not unsigned:
             self._users[principal] = (now, catalog_version, user)
             self._users.move_to_end(principal)
-            while len(self._users) > self._size:
+            while len(self._users) > _KEEP_USERS:
                 self._users.popitem(last=False)
         return user.of_toolset(self._config, toolset)
