@@ -307,7 +307,8 @@ class UserSessions:
             await asyncio.sleep(max(min(self._idle / 4, 30.0), 0.05))
             now = time.monotonic()
             for entry in list(self._sessions.values()):
-                if entry.busy == 0 and now - entry.last_used > self._idle:
+                # One still opening is about to be used (its opening may outlast a short idle).
+                if entry.busy == 0 and entry.conn is not None and now - entry.last_used > self._idle:
                     self._close(entry)
 
     async def aclose(self) -> None:
