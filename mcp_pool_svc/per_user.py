@@ -271,6 +271,8 @@ class UserSessions:
         try:
             async with self._connector(entry.principal)(entry.server, config, on_event) as conn:
                 entry.conn = conn
+                # Counted as used from now: the caller waiting on it resumes next.
+                entry.last_used = time.monotonic()
                 entry.opened.set()
                 stopping = asyncio.ensure_future(entry.stop.wait())
                 closed = asyncio.ensure_future(conn.closed.wait())
