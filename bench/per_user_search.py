@@ -95,7 +95,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     engine = DiscoveryEngine(config, users=users)
     engine.set_catalog(Catalog("v1", tools))
     await engine.search_tools(SearchRequest(query="warm"))
-    rng = random.Random(7)  # noqa: S311 - a benchmark's sample
+    rng = random.Random(7)
     queries = [rng.choice(_QUERIES) for _ in range(args.queries)]
 
     async def timed(principal: str) -> list[float]:
