@@ -183,6 +183,7 @@ class DiscoveryEngine:
                 PreparedToolset,
                 base=base,
                 toolset=name,
+                per_user=self._config.per_user_servers,
                 partition=partition_tools(tools, self._config),
                 counter=self._counter,
                 manifest_budget=self._settings.manifest_budget_tokens,

@@ -296,6 +296,10 @@ async def _each_lists_and_finds_their_own_tools(url: str, hosts: dict[str, httpx
             stray = await host.call_tool(next(iter(sorted(others))), {})
             assert stray.is_error
         async with _meta_client(url, http) as host:
+            # The manifest names the server, never the stack's tools of it.
+            [search] = [t for t in (await host.list_tools()).tools if t.name == "search_tools"]
+            assert "- protected (its tools are listed to each user" in (search.description or "")
+            assert "notebook_operator" not in (search.description or "")
             found = _text(await host.call_tool("search_tools", {"query": "private notebook notes"}))
             assert f"protected__notebook_{user}" in found, found
             assert not [o for o in others if o in found], found

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolscout.client import SearchRequest, Tool, UnavailableError
+from toolscout.client import PlanRequest, SearchRequest, Tool, UnavailableError
 
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.user_index import UserIndexes
@@ -146,3 +146,12 @@ async def test_a_pool_that_does_not_answer_leaves_the_server_out_and_is_asked_ag
     lister.failing = False
     again = await svc.search_tools(SearchRequest(query="private notebook", principal="alice"))
     assert found(again.result_text) == {"notes_notebook_alice"}
+
+
+async def test_the_manifest_names_a_per_user_server_without_the_stacks_tools() -> None:
+    plan = await engine(Lister()).plan_tools(PlanRequest())
+    assert "- notes (its tools are listed to each user under their own sign-in" in plan.manifest
+    assert "notebook_operator" not in plan.manifest
+    assert "- weather (1 tool): forecast" in plan.manifest
+    assert plan.search_tool is not None
+    assert "notebook_operator" not in plan.search_tool.description
