@@ -374,7 +374,7 @@ class DiscoveryEngine:
         shared, threaded = prepared.scope, False
         own: SearchScope | None = None
         unsigned: tuple[str, ...] = ()
-        if principal and self._users is not None and self._users.active:
+        if principal and self._users is not None and self._users.applies(toolset):
             shared, own, unsigned = await self._users.scopes(prepared, toolset, principal)
         if self._hybrid is not None:
             waiting = time.perf_counter()

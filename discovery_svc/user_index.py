@@ -155,10 +155,9 @@ class UserIndexes:
         self._shared: OrderedDict[tuple[str, str], SearchScope] = OrderedDict()
         self.builds = 0  # per-principal indexes built
 
-    @property
-    def active(self) -> bool:
-        """Whether any server is ``per_user`` (else a principal changes nothing)."""
-        return bool(self._config.per_user_servers)
+    def applies(self, toolset: Toolset) -> bool:
+        """Whether ``toolset`` takes any ``per_user`` server (else a principal changes nothing)."""
+        return any(self._in_toolset(s, toolset) for s in self._config.per_user_servers)
 
     def __len__(self) -> int:
         return len(self._users)

@@ -129,8 +129,8 @@ class UserToolViews:
 
     async def of(self, principal: str, catalog_version: str, toolset: str) -> UserTools | None:
         """What ``principal`` sees of the ``per_user`` servers in ``toolset``; None when nothing
-        differs from the plans (no principal, or no ``per_user`` server configured)."""
-        if not principal or not self._servers:
+        differs from the plans (no principal, or no ``per_user`` server in the toolset)."""
+        if not principal or not any(self._config.toolset_has_server(toolset, s) for s in self._servers):
             return None
         now = time.monotonic()
         kept = self._users.get(principal)

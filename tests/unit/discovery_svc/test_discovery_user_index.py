@@ -105,10 +105,12 @@ async def test_a_principal_without_a_sign_in_finds_none_of_its_tools_and_is_told
 
 
 async def test_a_toolset_without_the_per_user_server_neither_asks_nor_mentions_it() -> None:
-    result = await engine(Lister()).search_tools(
+    lister = Lister()
+    result = await engine(lister).search_tools(
         SearchRequest(query="private notebook", toolset="no_notes", principal="carol")
     )
     assert "Not searched" not in result.result_text
+    assert lister.asked == []
 
 
 async def test_listings_are_kept_per_principal_until_ttl_or_a_new_catalog_version() -> None:
