@@ -7,7 +7,9 @@ caller's own session of a ``per_user`` server, like a tool call. The server's an
 its MCP result in JSON; a JSON-RPC error it answers with is data too (its code and message), so
 that an MCP front door answers with the same error. Reads, prompts and completions have no side
 effects, but a request lost with its connection is still reported as "outcome unknown" rather
-than sent twice: one rule for every request the pool sends.
+than sent twice: one rule for every request the pool sends. A read or a prompt may be one round
+of an MCP 2026-07-28 multi-round-trip request, as a tool call may (:class:`~mcp_pool_svc.relay.InputRound`):
+the server's ``input_required`` answer comes back whole, for the caller to relay.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.features import FeatureCatalog, ResourceRoute, list_features
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostSession
+from mcp_pool_svc.relay import HostSession, InputRound
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
@@ -271,11 +273,20 @@ class FeatureCalls:
             raise UnknownFeatureError(f"no MCP server lists the resource '{request.uri}'")
         sup = self._supervisor_of(route.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def read(conn: Connection) -> Any:
-            return await conn.session.read_resource(route.uri)
+            with asked.declared():
+                return await conn.session.read_resource(
+                    route.uri,
+                    input_responses=asked.input_responses,
+                    request_state=asked.request_state,
+                    allow_input_required=True,
+                )
 
-        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read)
+        return await self._send(
+            sup, request.principal, limit, f"resources/read {request.uri}", read, relays=asked.accept
+        )
 
     async def get_prompt(self, request: PromptRequest, deadline: float | None = None) -> FeatureReply:
         """``prompts/get`` of the prompt served as ``request.name``.
@@ -292,11 +303,21 @@ class FeatureCalls:
         arguments = _string_map(request.arguments_json, "arguments")
         sup = self._supervisor_of(prompt.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def get(conn: Connection) -> Any:
-            return await conn.session.get_prompt(prompt.own_name, arguments or None)
+            with asked.declared():
+                return await conn.session.get_prompt(
+                    prompt.own_name,
+                    arguments or None,
+                    input_responses=asked.input_responses,
+                    request_state=asked.request_state,
+                    allow_input_required=True,
+                )
 
-        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get)
+        return await self._send(
+            sup, request.principal, limit, f"prompts/get {request.name}", get, relays=asked.accept
+        )
 
     async def complete(self, request: CompletionRequest, deadline: float | None = None) -> FeatureReply:
         """``completion/complete`` for a prompt's or a template's argument.
@@ -538,7 +559,11 @@ class FeatureCalls:
         limit: float,
         what: str,
         request: Callable[[Connection], Awaitable[Any]],
+        *,
+        relays: bool = False,
     ) -> FeatureReply:
+        """``request`` sent once; ``relays``: the caller relays ``input_required`` results (else
+        a server asking for input is answered as a JSON-RPC error of the server's)."""
         sent = False
         try:
             with anyio.fail_after(limit):
@@ -563,6 +588,15 @@ class FeatureCalls:
                     "it was not sent again"
                 ) from None
             return FeatureReply(sup.name, jsonrpc_error_code=err.code, error_message=redact(err.message))
+        if isinstance(result, mcp_types.InputRequiredResult):
+            if relays:
+                return FeatureReply(sup.name, input_required_json=_json(result))
+            return FeatureReply(
+                sup.name,
+                jsonrpc_error_code=mcp_types.INTERNAL_ERROR,
+                error_message=f"{what}: MCP server {sup.name!r} asked for input (input_required), "
+                "which this caller does not relay",
+            )
         return FeatureReply(sup.name, result_json=_json(result))
 
     @asynccontextmanager

@@ -35,8 +35,8 @@ import contextvars
 import itertools
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -49,6 +49,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 from toolscout.client import CallProgress, RelayAnswer, RelayedLog, RelayedRequest
 
+from mcp_pool_svc.errors import InvalidToolArgumentsError
+from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "ContextRelayStream",
     "HostRelay",
     "HostSession",
+    "InputRound",
     "QueuedRelay",
     "RelayEvent",
     "context_relay",
@@ -318,6 +321,77 @@ def _parsed(answer: dict[str, Any] | types.ErrorData, adapter: TypeAdapter[R]) -
         return adapter.validate_python(answer, by_name=False)
     except ValidationError:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="the host's answer was not a valid result")
+
+
+class _RoundFields(Protocol):
+    """The four fields of a 2026-07-28 round on ``CallRequest``, ``ResourceReadRequest`` and
+    ``PromptRequest`` (one shape on every request that may answer ``input_required``)."""
+
+    @property
+    def accept_input_required(self) -> bool: ...
+    @property
+    def input_responses_json(self) -> str: ...
+    @property
+    def request_state(self) -> str: ...
+    @property
+    def host_capabilities_json(self) -> str: ...
+
+
+_INPUT_RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
+
+
+@dataclass(frozen=True, slots=True)
+class InputRound:
+    """A request's part in an MCP 2026-07-28 multi-round-trip (``tools/call``, ``resources/read``,
+    ``prompts/get``), checked: whether the caller relays ``input_required`` results, a retry's
+    host answers and the server's own state, and the host capabilities declared on the request."""
+
+    accept: bool = False
+    input_responses: types.InputResponses | None = None
+    request_state: str | None = None
+    host_capabilities: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, request: _RoundFields) -> InputRound:
+        """The round ``request`` carries.
+
+        Raises:
+            InvalidToolArgumentsError: ``inputResponses`` are not a JSON object of MCP input
+                responses, or the host capabilities are not a JSON object.
+        """
+        try:
+            capabilities = parse_json_object(request.host_capabilities_json, "host capabilities")
+        except JsonTextError as err:
+            raise InvalidToolArgumentsError(err.message) from None
+        return cls(
+            request.accept_input_required,
+            _input_responses(request.input_responses_json),
+            request.request_state or None,
+            capabilities,
+        )
+
+    def declared(self) -> AbstractContextManager[None]:
+        """The scope to send the request in: declaring the host's capabilities when the caller
+        relays ``input_required`` results (:func:`declaring`), else declaring none."""
+        return declaring(self.host_capabilities) if self.accept else nullcontext()
+
+
+def _input_responses(text: str) -> types.InputResponses | None:
+    """A retry's ``inputResponses`` (JSON object text, empty: none) as the SDK's types.
+
+    Raises:
+        InvalidToolArgumentsError: not a JSON object of MCP input responses.
+    """
+    if not text:
+        return None
+    try:
+        value = parse_json_object(text, "inputResponses")
+    except JsonTextError as err:
+        raise InvalidToolArgumentsError(err.message) from None
+    try:
+        return _INPUT_RESPONSES.validate_python(value)
+    except ValidationError:
+        raise InvalidToolArgumentsError("inputResponses are not MCP input responses") from None
 
 
 _DECLARED: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(

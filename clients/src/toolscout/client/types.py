@@ -710,6 +710,12 @@ class ResourceReadRequest:
     uri: str
     principal: str = ""
     timeout_seconds: float = 0.0
+    # MCP 2026-07-28 multi-round-trip, as on :class:`CallRequest` (the same fields, the same
+    # meaning): an ``input_required`` answer comes back as ``FeatureReply.input_required_json``.
+    accept_input_required: bool = False
+    input_responses_json: str = ""
+    request_state: str = ""
+    host_capabilities_json: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,6 +726,11 @@ class PromptRequest:
     arguments_json: str = ""
     principal: str = ""
     timeout_seconds: float = 0.0
+    # MCP 2026-07-28 multi-round-trip, as on :class:`CallRequest`.
+    accept_input_required: bool = False
+    input_responses_json: str = ""
+    request_state: str = ""
+    host_capabilities_json: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -740,12 +751,14 @@ class CompletionRequest:
 @dataclass(frozen=True, slots=True)
 class FeatureReply:
     """A server's answer to a read, a prompt or a completion: its MCP result as a JSON object text,
-    or its JSON-RPC error (``jsonrpc_error_code`` non-zero, ``error_message``)."""
+    or its JSON-RPC error (``jsonrpc_error_code`` non-zero, ``error_message``), or (a read or a
+    prompt with ``accept_input_required``) its ``InputRequiredResult`` in ``input_required_json``."""
 
     server: str
     result_json: str = ""
     jsonrpc_error_code: int = 0
     error_message: str = ""
+    input_required_json: str = ""
 
     @property
     def result(self) -> dict[str, Any]:
