@@ -33,12 +33,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from toolscout.client import InputRoundRequest
 
 from toolscout_kit.token_store import TOKEN_KEY_ENV
 
@@ -64,21 +65,7 @@ class RoundOf(StrEnum):
         return {"tools/call": "tool", "resources/read": "resource", "prompts/get": "prompt"}[self.value]
 
 
-class _RoundFields(Protocol):
-    """A pool request that may answer ``input_required`` (``CallRequest``, ``ResourceReadRequest``,
-    ``PromptRequest``: the same four fields)."""
-
-    @property
-    def accept_input_required(self) -> bool: ...
-    @property
-    def input_responses_json(self) -> str: ...
-    @property
-    def request_state(self) -> str: ...
-    @property
-    def host_capabilities_json(self) -> str: ...
-
-
-R = TypeVar("R", bound=_RoundFields)
+R = TypeVar("R", bound=InputRoundRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +92,13 @@ class Resumed:
 
     def applied_to(self, request: R) -> R:
         """``request`` (to the pool) as one that relays ``input_required`` results, carrying this round."""
-        replaced: R = dataclasses.replace(
-            request,  # type: ignore[type-var]
+        return dataclasses.replace(
+            request,
             accept_input_required=True,
             input_responses_json=self.input_responses_json,
             request_state=self.request_state,
             host_capabilities_json=self.host_capabilities_json,
         )
-        return replaced
 
     def answered_by(self, server: str) -> None:
         """Checks the server that answered a retry routed by the pool (a read, a prompt).

@@ -21,7 +21,7 @@ import hashlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any, cast
 
 import anyio
@@ -276,17 +276,9 @@ class FeatureCalls:
         asked = InputRound.of(request)
 
         async def read(conn: Connection) -> Any:
-            with asked.declared():
-                return await conn.session.read_resource(
-                    route.uri,
-                    input_responses=asked.input_responses,
-                    request_state=asked.request_state,
-                    allow_input_required=True,
-                )
+            return await conn.session.read_resource(route.uri, **asked.sdk_arguments())
 
-        return await self._send(
-            sup, request.principal, limit, f"resources/read {request.uri}", read, relays=asked.accept
-        )
+        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read, asked)
 
     async def get_prompt(self, request: PromptRequest, deadline: float | None = None) -> FeatureReply:
         """``prompts/get`` of the prompt served as ``request.name``.
@@ -306,18 +298,9 @@ class FeatureCalls:
         asked = InputRound.of(request)
 
         async def get(conn: Connection) -> Any:
-            with asked.declared():
-                return await conn.session.get_prompt(
-                    prompt.own_name,
-                    arguments or None,
-                    input_responses=asked.input_responses,
-                    request_state=asked.request_state,
-                    allow_input_required=True,
-                )
+            return await conn.session.get_prompt(prompt.own_name, arguments or None, **asked.sdk_arguments())
 
-        return await self._send(
-            sup, request.principal, limit, f"prompts/get {request.name}", get, relays=asked.accept
-        )
+        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get, asked)
 
     async def complete(self, request: CompletionRequest, deadline: float | None = None) -> FeatureReply:
         """``completion/complete`` for a prompt's or a template's argument.
@@ -559,17 +542,19 @@ class FeatureCalls:
         limit: float,
         what: str,
         request: Callable[[Connection], Awaitable[Any]],
-        *,
-        relays: bool = False,
+        asked: InputRound | None = None,
     ) -> FeatureReply:
-        """``request`` sent once; ``relays``: the caller relays ``input_required`` results (else
-        a server asking for input is answered as a JSON-RPC error of the server's)."""
+        """``request`` sent once, as a round of ``asked`` (a read's or a prompt's: the host's
+        capabilities declared when the caller relays ``input_required`` results; else a server
+        asking for input is answered as a JSON-RPC error of the server's)."""
         sent = False
+        relays = asked is not None and asked.accept
         try:
             with anyio.fail_after(limit):
                 async with self._connection(sup, principal) as conn:
                     sent = True
-                    result = await request(conn)
+                    with asked.declared() if asked is not None else nullcontext():
+                        result = await request(conn)
         except TimeoutError:
             raise ToolCallTimeoutError(
                 f"{what} on MCP server {sup.name!r} got no answer within {limit:g}s; it was cancelled"

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import anyio
 import mcp_types as types
@@ -47,7 +47,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
-from toolscout.client import CallProgress, RelayAnswer, RelayedLog, RelayedRequest
+from toolscout.client import CallProgress, InputRoundRequest, RelayAnswer, RelayedLog, RelayedRequest
 
 from mcp_pool_svc.errors import InvalidToolArgumentsError
 from toolscout_kit.json_text import JsonTextError, parse_json_object
@@ -61,6 +61,7 @@ __all__ = [
     "InputRound",
     "QueuedRelay",
     "RelayEvent",
+    "RoundArguments",
     "context_relay",
     "declaring",
     "host_capabilities",
@@ -323,21 +324,15 @@ def _parsed(answer: dict[str, Any] | types.ErrorData, adapter: TypeAdapter[R]) -
         return types.ErrorData(code=types.INTERNAL_ERROR, message="the host's answer was not a valid result")
 
 
-class _RoundFields(Protocol):
-    """The four fields of a 2026-07-28 round on ``CallRequest``, ``ResourceReadRequest`` and
-    ``PromptRequest`` (one shape on every request that may answer ``input_required``)."""
-
-    @property
-    def accept_input_required(self) -> bool: ...
-    @property
-    def input_responses_json(self) -> str: ...
-    @property
-    def request_state(self) -> str: ...
-    @property
-    def host_capabilities_json(self) -> str: ...
-
-
 _INPUT_RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
+
+
+class RoundArguments(TypedDict):
+    """The retry arguments of the ``mcp`` client session's requests that may answer ``input_required``."""
+
+    input_responses: types.InputResponses | None
+    request_state: str | None
+    allow_input_required: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,7 +347,7 @@ class InputRound:
     host_capabilities: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, request: _RoundFields) -> InputRound:
+    def of(cls, request: InputRoundRequest) -> InputRound:
         """The round ``request`` carries.
 
         Raises:
@@ -368,6 +363,13 @@ class InputRound:
             _input_responses(request.input_responses_json),
             request.request_state or None,
             capabilities,
+        )
+
+    def sdk_arguments(self) -> RoundArguments:
+        """The ``mcp`` client session's keyword arguments of this round (``read_resource``,
+        ``get_prompt``): an ``input_required`` answer is returned, never raised."""
+        return RoundArguments(
+            input_responses=self.input_responses, request_state=self.request_state, allow_input_required=True
         )
 
     def declared(self) -> AbstractContextManager[None]:
