@@ -13,6 +13,7 @@ HTTP); the ``mcp`` SDK's ``Client`` at 2026-07-28 with an elicitation callback a
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +28,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
+from toolscout.client import AsyncPoolClient, InvalidArgumentError, ResourceReadRequest
 
 from tests.support.gateway import LEGACY, MODERN, gateway_stack, start_gateway
 from tests.support.mcp_servers import REPO_ROOT, _running, free_port
@@ -48,6 +50,7 @@ class Replicas:
     first: str
     second: str
     record: Path
+    pool: str
     # Lines of the record written before the running test.
     seen_before: int = 0
 
@@ -78,7 +81,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Repli
         async with gateway_stack(config) as gateway:
             second = await start_gateway(config, gateway.stack)
             try:
-                yield Replicas(gateway.url, second.url, record)
+                yield Replicas(gateway.url, second.url, record, gateway.stack.pool.address)
             finally:
                 await second.stop(0.5)
 
@@ -291,3 +294,47 @@ async def test_a_handshake_era_host_reads_and_gets_prompts_as_before(replicas: R
     assert _read_text(read) == "hello stranger"
     assert _prompt_text(prompt) == "hello stranger"
     assert replicas.states_seen() == ["-", "-"]
+
+
+async def test_a_handshake_era_host_gets_an_error_from_a_server_that_asks_anyway(replicas: Replicas) -> None:
+    with anyio.fail_after(WAIT):
+        async with Client(replicas.first, mode="legacy", elicitation_callback=_elicit) as host:  # type: ignore[arg-type]
+            with pytest.raises(MCPError) as caught:
+                await host.get_prompt("greeting", {"insist": "yes"})
+    assert caught.value.code == types.INTERNAL_ERROR
+    assert "input_required" in caught.value.message
+    assert replicas.states_seen() == ["-"]
+
+
+async def test_the_pool_passes_a_read_round_on_whole_and_refuses_answers_that_are_not_input_responses(
+    replicas: Replicas,
+) -> None:
+    elicits = json.dumps({"elicitation": {"form": {}}})
+    with anyio.fail_after(WAIT):
+        async with AsyncPoolClient.connect(replicas.pool) as pool:
+            first = await pool.read_resource(
+                ResourceReadRequest(RESOURCE_URI, accept_input_required=True, host_capabilities_json=elicits)
+            )
+            asked = types.InputRequiredResult.model_validate_json(first.input_required_json)
+            assert (first.server, first.result_json, asked.request_state) == ("rounds", "", READ_STATE)
+            answers = json.dumps({"who": {"action": "accept", "content": {"name": "Ada"}}})
+            done = await pool.read_resource(
+                ResourceReadRequest(
+                    RESOURCE_URI,
+                    accept_input_required=True,
+                    input_responses_json=answers,
+                    request_state=READ_STATE,
+                    host_capabilities_json=elicits,
+                )
+            )
+            with pytest.raises(InvalidArgumentError):
+                await pool.read_resource(
+                    ResourceReadRequest(
+                        RESOURCE_URI,
+                        accept_input_required=True,
+                        input_responses_json='{"who": {"nothing": 1}}',
+                    )
+                )
+    assert _read_text(types.ReadResourceResult.model_validate_json(done.result_json)) == "hello Ada"
+    assert not done.input_required_json
+    assert replicas.states_seen() == ["-", READ_STATE]
