@@ -54,15 +54,12 @@ _REFUSED = "requestState is not one this gateway issued, or it expired; send the
 
 
 class RoundOf(StrEnum):
-    """The MCP request a round belongs to (what the host sends again with its answers)."""
+    """What a round belongs to, the request the host sends again with its answers: a tool's
+    ``tools/call``, a resource's ``resources/read``, a prompt's ``prompts/get``."""
 
-    TOOL = "tools/call"
-    RESOURCE = "resources/read"
-    PROMPT = "prompts/get"
-
-    @property
-    def noun(self) -> str:
-        return {"tools/call": "tool", "resources/read": "resource", "prompts/get": "prompt"}[self.value]
+    TOOL = "tool"
+    RESOURCE = "resource"
+    PROMPT = "prompt"
 
 
 R = TypeVar("R", bound=InputRoundRequest)
@@ -109,7 +106,7 @@ class Resumed:
         if self.issued_by and server != self.issued_by:
             raise MCPError(
                 types.INVALID_PARAMS,
-                f"requestState was issued for another {self.of.noun}; send it again without it",
+                f"requestState was issued for another {self.of}; send it again without it",
             )
 
 
@@ -182,9 +179,7 @@ class InputRounds:
             or not isinstance(issued_by, str)
             or (server is not None and issued_by != server)
         ):
-            raise MCPError(
-                types.INVALID_PARAMS, f"requestState was issued for another {of.noun} than {name!r}"
-            )
+            raise MCPError(types.INVALID_PARAMS, f"requestState was issued for another {of} than {name!r}")
         if payload.get("p") != principal:
             raise MCPError(types.INVALID_PARAMS, "requestState was issued to another caller")
         state = payload.get("state")
