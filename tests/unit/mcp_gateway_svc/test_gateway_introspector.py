@@ -10,7 +10,7 @@ import pytest
 
 from mcp_gateway_svc.front import Tenant
 from mcp_gateway_svc.resource_server import OAuthResourceServer, Refusal
-from toolscout_kit.config import GatewayOAuthSettings
+from toolscout_kit.config import GatewayOAuthSettings, IntrospectionAuth
 from toolscout_kit.errors import ConfigError
 
 ISSUER = "https://login.example.com"
@@ -162,3 +162,30 @@ def test_the_client_secret_variable_must_be_set_and_the_keys_come_together() -> 
         GatewayOAuthSettings(issuer=ISSUER, audience=GATEWAY, introspection_endpoint=f"{ISSUER}/i")
     with pytest.raises(ValueError, match="without introspection_endpoint"):
         GatewayOAuthSettings(issuer=ISSUER, audience=GATEWAY, introspection_client_id="gateway")
+
+
+def test_the_introspection_auth_method_decides_whether_a_secret_is_named() -> None:
+    public = GatewayOAuthSettings(
+        issuer=ISSUER,
+        audience=GATEWAY,
+        introspection_endpoint=f"{ISSUER}/i",
+        introspection_client_id="gateway",
+        introspection_auth="none",
+    )
+    assert public.introspection_auth is IntrospectionAuth.NONE
+    # A public client needs no secret's variable at the start.
+    assert OAuthResourceServer(public, environ={}).introspector is not None
+    with pytest.raises(ValueError, match="sends no secret"):
+        _settings(introspection_auth="none")
+    with pytest.raises(ValueError, match="client_secret_post needs introspection_client_secret_env"):
+        GatewayOAuthSettings(
+            issuer=ISSUER,
+            audience=GATEWAY,
+            introspection_endpoint=f"{ISSUER}/i",
+            introspection_client_id="gateway",
+            introspection_auth="client_secret_post",
+        )
+    with pytest.raises(ValueError, match="without introspection_endpoint"):
+        GatewayOAuthSettings(issuer=ISSUER, audience=GATEWAY, introspection_auth="none")
+    with pytest.raises(ValueError, match="introspection_auth"):
+        _settings(introspection_auth="private_key_jwt")
