@@ -35,8 +35,10 @@ from tests.support.oauth_servers import (
     running_authorization_server,
     running_protected_server,
 )
+from tests.support.otlp_receiver import OtlpReceiver, Span
 from toolscout_kit.config import parse_config
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
+from toolscout_kit.tracing import tracing_for
 
 pytestmark = [pytest.mark.e2e]
 
@@ -58,6 +60,12 @@ def auth_server() -> Iterator[AuthServer]:
     # Tokens outlive the longest soak: the one refresh counted is the one the soak provokes.
     with running_authorization_server(account="operator", access_token_ttl=3600) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +106,13 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
     protected: ProtectedServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    receiver: OtlpReceiver,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("TOOLSCOUT_TOKEN_FILE", str(tmp_path / "tokens.json"))
-    monkeypatch.setenv("TOOLSCOUT_TOKEN_KEY", Fernet.generate_key().decode())
+    token_key = Fernet.generate_key().decode()
+    monkeypatch.setenv("TOOLSCOUT_TOKEN_KEY", token_key)
     for variable, (secret, _user) in USERS.items():
         monkeypatch.setenv(variable, secret)
     store = TokenStore.from_env()
@@ -109,7 +120,11 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
     await login_as(protected.url, store, STACK_PRINCIPAL, "operator")
     config = parse_config(
         {
-            "toolscout": {"gateway": {"mode": "all", "tokens": {name: ["*"] for name in USERS}}},
+            "toolscout": {
+                "gateway": {"mode": "all", "tokens": {name: ["*"] for name in USERS}},
+                # Traces with content (arguments, results): checked for secrets at the end.
+                "tracing": {"endpoint": receiver.grpc_endpoint, "capture_content": True},
+            },
             "servers": {"protected": {"url": protected.url, "auth": {"type": "oauth", "per_user": True}}},
         },
         base_dir=tmp_path,
@@ -124,7 +139,8 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
 
     # The pool the stack hosts, in reach: the soak moves a session's token clock.
     pool_registry = CollectorRegistry()
-    pool = McpPool(config, metrics=PoolMetrics(pool_registry))
+    pool_tracing = tracing_for(config, "pool")
+    pool = McpPool(config, metrics=PoolMetrics(pool_registry), tracing=pool_tracing)
     async with gateway_stack(config, pool_object=pool) as gw:
         second = await start_gateway(config, gw.stack)
         try:
@@ -214,18 +230,20 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 soak = _Soak(replicas, prompt)
                 await soak.run(0)
                 refreshes = auth_server.grants("refresh_token")
+                used = set(_secrets(store))  # what the expiry and the revocation replace
                 mid = await _expire_and_revoke(pool, auth_server, store, (alice, bob), elicited, replies)
                 await soak.run(1)
                 ran_as = protected.wait_requests(before + len(soak.expected) + len(mid), within=60)[before:]
                 kinds = Counter(kind for kind, _user in soak.expected)
                 unmatched = sum((Counter(soak.expected + mid) - Counter(ran_as)).values())
                 refreshed = auth_server.grants("refresh_token") - refreshes
-                print(
-                    f"\nsoak: {len(soak.expected)} requests over 2 gateway replicas, 2 users, "
+                figures = (
+                    f"soak: {len(soak.expected)} requests over 2 gateway replicas, 2 users, "
                     f"{soak.seconds:.0f} s: {dict(kinds)}; cross-user uses: {soak.cross_user} in the "
                     f"answers, {unmatched} at the server; expired token refreshed {refreshed}x; "
                     f"revoked token: {len(elicited) - 1} elicitation, then success"
                 )
+                print(f"\n{figures}")
                 # 0 cross-user uses, never the operator's, for tools, resources, prompts and completion:
                 # each answer named its caller, and the server saw each (kind, user) as often as sent.
                 assert soak.cross_user == 0
@@ -233,14 +251,55 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 assert set(kinds) == set(SOAK_REQUESTS.values())
                 # Bob's expired token was refreshed once, and nobody else's was refreshed.
                 assert refreshed == 1
-                metrics = (
-                    generate_latest(gw.gateway.registry).decode() + generate_latest(second.registry).decode()
+                metrics = "".join(
+                    generate_latest(r).decode() for r in (gw.gateway.registry, second.registry, pool_registry)
                 )
         finally:
             await second.stop(0.5)
-    secrets = _secrets(store) + [secret for secret, _user in USERS.values()]
-    said = "\n".join(replies) + metrics + caplog.text + "".join(str(a.url) for a in elicited)
-    assert not [s for s in secrets if s in said]
+    await pool_tracing.shutdown()
+    printed = capfd.readouterr()
+    _no_secret_said(
+        secrets=used | set(_secrets(store)) | {secret for secret, _user in USERS.values()} | {token_key},
+        replies=[*replies, *soak.replies, *(str(a.url) for a in elicited)],
+        metrics=metrics,
+        logs=printed.out + printed.err + caplog.text,
+        spans=receiver.wait_for(
+            lambda got: {"toolscout-gateway", "toolscout-pool"} <= {s.service for s in got}
+        ),
+    )
+    with capfd.disabled():  # the figures, where -s shows them
+        print(f"\n{figures}; 0 secrets in replies, metrics, logs and traces")
+
+
+def _no_secret_said(
+    *,
+    secrets: set[str],
+    replies: list[str],
+    metrics: str,
+    logs: str,
+    spans: list[Span],
+) -> None:
+    """No token, refresh token, client secret, gateway token or the token key in the replies (MCP
+    answers, sign-in pages, elicitation links), the /metrics of both gateways and the pool, the
+    services' log lines or the traces (content captured). Each place is shown to hold what it
+    should, so an empty capture cannot pass."""
+    traces = repr([(s.name, s.attributes, s.events) for s in spans])
+    said = {
+        "replies": "\n".join(replies),
+        "metrics": metrics,
+        "logs": logs,
+        "traces": traces,
+    }
+    assert "subject: alice" in said["replies"]
+    assert "toolscout_gateway_tool_calls_total" in metrics
+    assert "toolscout_pool_" in metrics
+    assert "user_login" in said["logs"]  # the gateway's sign-in lines were captured
+    assert "subject: bob" in traces  # results are in the traces (capture_content)
+    assert len(secrets) > 8  # the users' and the operator's tokens, clients, gateway tokens, the key
+    # Which secrets leaked where, by their place in a sorted list (a failure prints no secret).
+    ordered = sorted(secrets)
+    leaks = {where: [i for i, s in enumerate(ordered) if s in text] for where, text in said.items()}
+    assert leaks == {where: [] for where in said}
 
 
 def _origin(url: str) -> str:
@@ -258,6 +317,7 @@ class _Soak:
         self.expected: list[tuple[str, str]] = []
         self.cross_user = 0
         self.seconds = 0.0
+        self.replies: list[str] = []
 
     async def run(self, half: int) -> None:
         started = time.monotonic()
@@ -277,6 +337,7 @@ class _Soak:
                 kind = rng.choice(list(SOAK_REQUESTS))
                 body, headers, answer_of = _soak_request(kind, seed, self.prompt, secret)
                 answer = await http.post(rng.choice(self.replicas), json=body, headers=headers)
+                self.replies.append(answer.text)
                 reply = _json_of(answer)
                 assert "result" in reply, (kind, reply)
                 # The server's own word for whom the request ran as.
