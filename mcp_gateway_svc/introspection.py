@@ -14,7 +14,7 @@ life, at most ``introspection_cache_seconds``: a host calling many times asks th
 and a revocation counts within that bound. A refusal (inactive, another audience) is kept for a
 short while too, so a flood of one bad token is not a flood of requests to the provider. Each
 request to the provider is counted and timed by outcome, each kept answer used counted
-(:class:`~mcp_gateway_svc.metrics.GatewayMetrics`); neither the token nor the secret is in a label.
+(:class:`~mcp_gateway_svc.metrics.IntrospectionMetrics`); neither the token nor the secret is in a label.
 
 The ``mcp`` SDK defines what a token verifier answers (``mcp.server.auth.provider.TokenVerifier``)
 but ships no introspection client, and its bearer middleware serves one resource; this module
@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import httpx2
 
-from mcp_gateway_svc.metrics import GatewayMetrics, IntrospectionOutcome
+from mcp_gateway_svc.metrics import IntrospectionMetrics, IntrospectionOutcome
 from toolscout_kit.config import GatewayOAuthSettings, IntrospectionAuth
 from toolscout_kit.errors import ConfigError
 
@@ -72,7 +72,7 @@ class Introspector:
         environ: Mapping[str, str],
         ask: Ask | None = None,
         clock: Callable[[], float] = time.time,
-        metrics: GatewayMetrics | None = None,
+        metrics: IntrospectionMetrics | None = None,
     ) -> None:
         """Raises:
         ConfigError: the client secret's variable is not set (a client with a secret)."""
@@ -138,7 +138,7 @@ class Introspector:
             kept = await self._timed(token, audiences, now)
             self._keep(digest, kept)
         elif self._metrics is not None:
-            self._metrics.introspection_kept(_outcome(kept))
+            self._metrics.kept(_outcome(kept))
         if kept.claims is None:
             raise TokenInactiveError(
                 "the identity provider does not know the token as active for this gateway"
@@ -155,7 +155,7 @@ class Introspector:
             return kept
         finally:
             if self._metrics is not None:
-                self._metrics.introspection(outcome, time.perf_counter() - started)
+                self._metrics.asked(outcome, time.perf_counter() - started)
 
     async def _introspect(self, token: str, audiences: Sequence[str], now: float) -> _Kept:
         self.requests += 1

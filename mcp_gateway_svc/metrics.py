@@ -16,7 +16,14 @@ from toolscout.client import GatewayMode
 from toolscout_kit.metrics import MetricSet, TimedEvents
 from toolscout_kit.tracing import exemplar
 
-__all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics", "IntrospectionOutcome"]
+__all__ = [
+    "CALL_OUTCOMES",
+    "KNOWN_METHODS",
+    "MODES",
+    "GatewayMetrics",
+    "IntrospectionMetrics",
+    "IntrospectionOutcome",
+]
 
 MODES = tuple(GatewayMode)
 # MCP methods a client may send; any other method is counted as "other" (labels stay bounded).
@@ -126,7 +133,23 @@ class GatewayMetrics:
             "Requests for a session held by another replica, forwarded there, by outcome (ok, unreachable).",
             "outcome",
         )
-        self.introspections = TimedEvents(
+        self.introspections = IntrospectionMetrics(m)
+        for mode in MODES:
+            self.open_sessions.labels(mode).set(0)
+
+    def request(self, method: str, mode: GatewayMode, outcome: str) -> None:
+        self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
+
+    def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
+        self.tool_calls.record(seconds, mode, outcome, exemplar=exemplar())
+
+
+class IntrospectionMetrics:
+    """Token introspection (RFC 7662) at the identity provider: requests by outcome and their
+    latency, and tokens answered from a kept answer (``gateway.oauth.introspection_endpoint``)."""
+
+    def __init__(self, m: MetricSet) -> None:
+        self.requests = TimedEvents(
             m,
             (
                 "introspections",
@@ -138,25 +161,17 @@ class GatewayMetrics:
             "outcome",
             buckets=_LATENCY_BUCKETS,
         )
-        self.introspection_cache_hits = m.counter(
+        self.cache_hits = m.counter(
             "introspection_cache_hits",
             "Bearer tokens answered from the kept introspection answer without asking the identity "
             "provider, by the kept outcome (active, inactive).",
             "outcome",
         )
-        for mode in MODES:
-            self.open_sessions.labels(mode).set(0)
 
-    def request(self, method: str, mode: GatewayMode, outcome: str) -> None:
-        self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
-
-    def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
-        self.tool_calls.record(seconds, mode, outcome, exemplar=exemplar())
-
-    def introspection(self, outcome: IntrospectionOutcome, seconds: float) -> None:
+    def asked(self, outcome: IntrospectionOutcome, seconds: float) -> None:
         """One request to the introspection endpoint that took ``seconds``."""
-        self.introspections.record(seconds, outcome)
+        self.requests.record(seconds, outcome)
 
-    def introspection_kept(self, outcome: IntrospectionOutcome) -> None:
+    def kept(self, outcome: IntrospectionOutcome) -> None:
         """One token answered from the kept introspection answer."""
-        self.introspection_cache_hits.labels(outcome).inc()
+        self.cache_hits.labels(outcome).inc()

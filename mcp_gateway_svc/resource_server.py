@@ -84,7 +84,7 @@ class OAuthResourceServer:
                 settings,
                 environ=os.environ if environ is None else environ,
                 ask=introspect,
-                metrics=metrics,
+                metrics=metrics.introspections if metrics is not None else None,
             )
             if settings.introspection_endpoint is not None
             else None
