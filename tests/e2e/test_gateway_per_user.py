@@ -50,7 +50,7 @@ USERS = {
 }
 # $PER_USER_SOAK_SECONDS runs a longer soak by hand, $PER_USER_SOAK_CALLS one of that many requests
 # (the 10,000: the README has its figures); the suite keeps it short.
-SOAK_SECONDS = float(os.environ.get("PER_USER_SOAK_SECONDS", "15"))
+SOAK_SECONDS = float(os.environ.get("PER_USER_SOAK_SECONDS", "8"))
 SOAK_CALLS = int(os.environ.get("PER_USER_SOAK_CALLS", "0"))
 SOAK_WORKERS = 8
 
