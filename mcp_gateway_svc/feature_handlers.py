@@ -83,7 +83,6 @@ class FeatureHandlers:
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        self._features.require("prompts", self._features.offered().prompts)
         listed, next_cursor = await self._listed_page(ctx, params, FeatureKind.PROMPT)
         return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
 

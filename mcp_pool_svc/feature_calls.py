@@ -12,6 +12,7 @@ than sent twice: one rule for every request the pool sends.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -110,6 +111,55 @@ async def _send_request(conn: Connection, request: Any) -> None:
     # The session's own methods for these warn that they are deprecated at 2026-07-28 (they are
     # handshake-era requests, and the pool sends them only to servers that offer them).
     await conn.session.send_request(request, mcp_types.EmptyResult)
+
+
+def _subscribe(uri: str) -> mcp_types.SubscribeRequest:
+    return mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=uri))
+
+
+async def _unsubscribe(sup: Supervisor, conn: Connection, uri: str) -> None:
+    """``resources/unsubscribe`` on a handshake-era session still open (shielded and bounded: it
+    runs as the subscriber leaves)."""
+    if conn.modern or conn.closed.is_set():
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+        try:
+            await _send_request(
+                conn, mcp_types.UnsubscribeRequest(params=mcp_types.UnsubscribeRequestParams(uri=uri))
+            )
+        except MCPError as err:
+            log.info("mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300])
+
+
+# Seconds between two tries to reach a server that failed, to subscribe again on its next session.
+_RENEW_RETRY = 1.0
+
+
+async def _renewed(sup: Supervisor, held: list[Connection], uri: str, ended: Callable[[], None]) -> None:
+    """Subscribes to ``uri`` again on each new session of the server: a lost session takes the
+    server's subscriptions with it. ``held[0]`` is the session holding the subscription (kept
+    current for the unsubscribe); ``ended()`` ends the subscription once the server is no longer
+    supervised here. Runs until cancelled."""
+    while True:
+        lost = held[0]
+        await lost.closed.wait()
+        try:
+            conn = await sup.connection_for_call(wait_for_restart=True, not_this=lost)
+        except ServerUnavailableError:
+            if sup.stop_requested:
+                ended()
+                return
+            await anyio.sleep(_RENEW_RETRY)  # failed for now: its supervisor keeps restarting it
+            continue
+        held[0] = conn
+        try:
+            with anyio.fail_after(sup.config.call_timeout):
+                await _send_request(conn, _subscribe(uri))
+        except (MCPError, TimeoutError) as err:
+            # A session lost again is waited out above; a refusal leaves it unsubscribed.
+            log.warning("resource_subscription_not_renewed", server=sup.name, error=redact(str(err))[:300])
+            continue
+        log.info("resource_subscription_renewed", server=sup.name)
 
 
 class FeatureCalls:
@@ -378,8 +428,11 @@ class FeatureCalls:
     async def watch_resource(self, uri: str, principal: str = "") -> AsyncGenerator[tuple[str, bool], None]:
         """``(uri, True)`` once subscribed, then ``(updated uri, False)`` per update, until the
         caller stops iterating (then it unsubscribes, unless others still follow that URI). A
-        subscription lives on its server's session: it does not survive that session's loss (the
-        server forgets it), and is not renewed on the next one.
+        subscription lives on its server's session, which forgets it when it is lost: on a
+        handshake-era session the pool subscribes again on each new session of the server
+        (:func:`_renewed`), so the updates keep coming after a restart; the stream ends when the
+        server is no longer supervised here. (At 2026-07-28, a ``subscriptions/listen`` stream or
+        an era-bridge session ends with its session, and so does this stream.)
 
         Raises:
             UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
@@ -396,12 +449,16 @@ class FeatureCalls:
         send, receive = anyio.create_memory_object_stream[str](64)
 
         def on_update(updated: str) -> None:
+            # The URI itself as the caller named it (its qualified form, when it asked by that).
             # A consumer that far behind re-reads the resource anyway.
             with contextlib.suppress(anyio.WouldBlock):
-                send.send_nowait(updated)
+                send.send_nowait(uri if updated == route.uri else updated)
 
         end = self._catalog.subscribe(route.server, route.uri, on_update)
         conn: Connection | None = None
+        # Handshake era: the session holding the subscription, and the task renewing it.
+        held: list[Connection] = []
+        renewal: asyncio.Task[None] | None = None
         try:
             try:
                 with anyio.fail_after(sup.config.call_timeout):
@@ -419,9 +476,9 @@ class FeatureCalls:
                         yield update
                 return
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(
-                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
-                )
+                await _send_request(conn, _subscribe(route.uri))
+            held = [conn]
+            renewal = asyncio.create_task(_renewed(sup, held, route.uri, send.close), name=f"renew {uri}")
             yield uri, True
             async with receive:
                 async for updated in receive:
@@ -437,19 +494,13 @@ class FeatureCalls:
         finally:
             send.close()
             receive.close()
-            if end() and conn is not None and not conn.modern and not conn.closed.is_set():
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-                    try:
-                        await _send_request(
-                            conn,
-                            mcp_types.UnsubscribeRequest(
-                                params=mcp_types.UnsubscribeRequestParams(uri=route.uri)
-                            ),
-                        )
-                    except MCPError as err:
-                        log.info(
-                            "mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300]
-                        )
+            if renewal is not None:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                conn = held[0]
+            if end() and conn is not None:
+                await _unsubscribe(sup, conn, route.uri)
 
     async def _bridged(
         self, sup: Supervisor, served: str, route: ResourceRoute
@@ -489,9 +540,7 @@ class FeatureCalls:
             stack.callback(watcher.cancel_scope.cancel)
             watcher.start_soon(end_with, conn)
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(
-                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
-                )
+                await _send_request(conn, _subscribe(route.uri))
             try:
                 yield served, True
                 async for updated in receive:

@@ -647,6 +647,18 @@ class FeatureKind(StrEnum):
     RESOURCE_TEMPLATE = "resource_template"
     PROMPT = "prompt"
 
+    @property
+    def key_field(self) -> str:
+        """The field of the kind's MCP definition that holds its key (its name or URI)."""
+        return _FEATURE_KEY_FIELDS[self]
+
+
+_FEATURE_KEY_FIELDS = {
+    FeatureKind.RESOURCE: "uri",
+    FeatureKind.RESOURCE_TEMPLATE: "uriTemplate",
+    FeatureKind.PROMPT: "name",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ServerFeature:
@@ -662,6 +674,9 @@ class ServerFeature:
     own_name: str
     served_name: str
     definition_json: str = "{}"
+    # The key it is served under when another server claims ``served_name`` too (see the proto's
+    # ``ServerFeature``); "" from a pool that does not set it.
+    qualified_name: str = ""
 
     @property
     def definition(self) -> dict[str, Any]:

@@ -332,18 +332,20 @@ class WatchCatalogResponse(_message.Message):
     def __init__(self, catalog_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., changed_servers: _Optional[_Iterable[str]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class ServerFeature(_message.Message):
-    __slots__ = ("kind", "server", "own_name", "served_name", "definition_json")
+    __slots__ = ("kind", "server", "own_name", "served_name", "definition_json", "qualified_name")
     KIND_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
     OWN_NAME_FIELD_NUMBER: _ClassVar[int]
     SERVED_NAME_FIELD_NUMBER: _ClassVar[int]
     DEFINITION_JSON_FIELD_NUMBER: _ClassVar[int]
+    QUALIFIED_NAME_FIELD_NUMBER: _ClassVar[int]
     kind: FeatureKind
     server: str
     own_name: str
     served_name: str
     definition_json: str
-    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., server: _Optional[str] = ..., own_name: _Optional[str] = ..., served_name: _Optional[str] = ..., definition_json: _Optional[str] = ...) -> None: ...
+    qualified_name: str
+    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., server: _Optional[str] = ..., own_name: _Optional[str] = ..., served_name: _Optional[str] = ..., definition_json: _Optional[str] = ..., qualified_name: _Optional[str] = ...) -> None: ...
 
 class ServerOffers(_message.Message):
     __slots__ = ("server", "resources", "subscribe", "prompts", "completions", "logging")
