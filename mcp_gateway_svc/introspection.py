@@ -24,6 +24,7 @@ does the gateway's checks (issuer, an audience per endpoint, leeway) with a boun
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ import httpx2
 from mcp_gateway_svc.metrics import IntrospectionMetrics, IntrospectionOutcome
 from toolscout_kit.config import GatewayOAuthSettings, IntrospectionAuth
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.logging import get_logger
 
 __all__ = ["IntrospectionError", "Introspector", "TokenInactiveError"]
 
@@ -43,6 +45,9 @@ _TIMEOUT = 10.0
 # Refusals are kept this long (a token that was inactive stays so; a new login brings a new token).
 _REFUSAL_SECONDS = 30.0
 _MAX_ENTRIES = 10_000
+# An OAuth error code (RFC 6749 section 5.2: invalid_client, …): repeated in the log, nothing longer.
+_ERROR_CODE = re.compile(r"[a-z_]{1,40}")
+_log = get_logger(__name__)
 
 # The identity provider's answer to one token: (status code, JSON body).
 Ask = Callable[[str], Awaitable[tuple[int, Any]]]
@@ -153,6 +158,11 @@ class Introspector:
             kept = await self._introspect(token, audiences, now)
             outcome = _outcome(kept)
             return kept
+        except IntrospectionError as err:
+            # The operator's clue (a client or method the provider refuses is a 401 here); the
+            # message names a status and an error code at most, never the token or the secret.
+            _log.warning("gateway_introspection_failed", problem=str(err))
+            raise
         finally:
             if self._metrics is not None:
                 self._metrics.asked(outcome, time.perf_counter() - started)
@@ -166,7 +176,11 @@ class Introspector:
                 f"the introspection endpoint is unreachable ({type(err).__name__})"
             ) from None
         if status != 200 or not isinstance(body, dict) or not isinstance(body.get("active"), bool):
-            raise IntrospectionError(f"the introspection endpoint answered {status} without an RFC 7662 body")
+            code = body.get("error") if isinstance(body, dict) else None
+            said = f" ({code})" if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else ""
+            raise IntrospectionError(
+                f"the introspection endpoint answered {status}{said} without an RFC 7662 body"
+            )
         refused = _Kept(None, now + _REFUSAL_SECONDS)
         if not body["active"] or not self._for_us(body, audiences, now):
             return refused

@@ -206,4 +206,7 @@ async def test_a_client_the_provider_does_not_accept_is_an_error_each_time_and_n
     printed = capfd.readouterr()
     said = printed.out + printed.err + generate_latest(registry).decode()
     assert "reason=IntrospectionError" in said or '"reason": "IntrospectionError"' in said
+    # The operator learns why: the provider's status and error code.
+    assert "gateway_introspection_failed" in said
+    assert "answered 401 (invalid_client)" in said
     assert opaque_token not in said
