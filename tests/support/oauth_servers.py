@@ -276,14 +276,26 @@ class OAuthGatewayStack:
         """The gateway's ``/mcp`` URL."""
         return self.endpoints["gateway"]
 
+    @property
+    def metrics(self) -> dict[str, str]:
+        """Each service's /metrics URL (empty unless started with ``metrics=True``)."""
+        ready = next(e for e in self.up.seen if e.get("event") == "ready")
+        return dict(ready.get("metrics") or {})
+
 
 @contextmanager
 def running_oauth_gateway(
-    issuer: str, folder: Path, env: dict[str, str], *, timeout: float = 180.0
+    issuer: str,
+    folder: Path,
+    env: dict[str, str],
+    *,
+    timeout: float = 180.0,
+    metrics: bool = False,
+    log_level: str = "INFO",
 ) -> Iterator[OAuthGatewayStack]:
     """``toolscout up`` (the example servers of :func:`tests.support.cli_stack.stack_config`) with
     its gateway behind ``issuer`` (``gateway.oauth``, scope ``mcp:tools``); its services' log lines
-    are ``.up.stderr``.
+    are ``.up.stderr`` (at ``log_level``); ``metrics``: each service serves /metrics on a free port.
 
     The audience names the gateway's port, so it is picked before the start; another process may
     take a free port in between (a loaded machine): a start refused for that is tried on another.
@@ -293,7 +305,9 @@ def running_oauth_gateway(
 
     for attempt in range(3):
         port = free_port()
-        config = stack_config(folder / f"config{attempt}.json", gateway_port=port)
+        config = stack_config(
+            folder / f"config{attempt}.json", gateway_port=port, metrics_port=0 if metrics else -1
+        )
         document = json.loads(config.read_text())
         document["toolscout"]["gateway"]["oauth"] = {
             "issuer": issuer,
@@ -301,8 +315,8 @@ def running_oauth_gateway(
             "required_scopes": ["mcp:tools"],
         }
         config.write_text(json.dumps(document))
-        # INFO onto stderr: the services' log lines are there to be checked for secrets.
-        up = UpProcess(config, "--log-level", "INFO", env=env)
+        # The services' log lines onto stderr: they are there to be checked for secrets.
+        up = UpProcess(config, "--log-level", log_level, env=env)
         try:
             endpoints = up.wait_ready(timeout=timeout)
             break
