@@ -55,7 +55,7 @@ from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.input_rounds import HostRound
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.relay import asked_log_level, declared_capabilities, host_relay
+from mcp_gateway_svc.relay import asked_log_level, host_relay, host_round
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
@@ -399,14 +399,16 @@ class McpHandlers:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         info = _info(ctx)
         uri = str(params.uri)
         if uri.startswith(RESULT_URI_PREFIX) and self._results is not None:
             return await self._results.read_resource(uri, self._owner(ctx, info))
         if uri == MANIFEST_URI or self._features is None:
             return read_gateway_resource(await _view(info.endpoint), uri)
-        return await self._features.read(uri, info.endpoint.toolset.name, info.principal)
+        return await self._features.read(
+            uri, info.endpoint.toolset.name, info.principal, host_round(ctx, params)
+        )
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -451,12 +453,9 @@ class McpHandlers:
     ) -> types.CallToolResult | types.InputRequiredResult:
         info = _info(ctx)
         meta = dict(params.meta) if params.meta else None
-        host_round = (
-            HostRound(params.input_responses, params.request_state, declared_capabilities(ctx))
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-            else None
+        call = _ToolCall(
+            ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round(ctx, params)
         )
-        call = _ToolCall(ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round)
         if info.session is not None:
             info.session.outbound = ctx.session
         name = params.name
