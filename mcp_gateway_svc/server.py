@@ -268,7 +268,9 @@ def _front(
         max_sessions=settings.max_sessions,
         tenant_quota=settings.max_sessions_per_tenant,
         ready=ready,
-        oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
+        oauth=(
+            OAuthResourceServer(settings.oauth, metrics=parts.metrics) if settings.oauth is not None else None
+        ),
         console=parts.console,
         client_modes=settings.client_modes,
         client_all_max_tools=settings.client_all_max_tools,
