@@ -175,7 +175,7 @@ def run_up(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         fleet_cpu = fleet.sample()["cpu_s"]
         log = (args.log or workdir / "up.log").open("wb")
         up = subprocess.Popen(
-            [*CLI, "up", "--json", "-c", str(path)],
+            [*CLI, "up", "--json", "-c", str(path), *(["--log-level", "INFO"] if args.log else [])],
             cwd=args.services_root,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -281,7 +281,7 @@ def main() -> int:
     parser.add_argument(
         "--up", action="store_true", help="time `toolscout up` (one process) instead of a pool process"
     )
-    parser.add_argument("--log", type=Path, help="with --up: keep toolscout up's output in this file")
+    parser.add_argument("--log", type=Path, help="with --up: keep toolscout up's output (INFO) in this file")
     parser.add_argument("--services-root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
