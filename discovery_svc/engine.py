@@ -47,6 +47,7 @@ from discovery_svc.search_args import SearchMode, parse_arguments_json, validate
 from discovery_svc.search_tool import execute_search
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from discovery_svc.user_index import MergedScope, UserIndexes
+from discovery_svc.user_plan import plan_as_user
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
@@ -55,6 +56,10 @@ from toolscout_kit.tracing import set_attributes
 __all__ = ["DiscoveryEngine"]
 
 _log = get_logger(__name__)
+
+# A toolset as one principal sees it: its scope without the per_user servers' tools, their own
+# scope of those servers, and the per_user servers they have not signed in to.
+UserScopes = tuple[SearchScope, SearchScope, tuple[str, ...]]
 
 
 class DiscoveryEngine:
@@ -231,13 +236,15 @@ class DiscoveryEngine:
             ToolsetNotFoundError: unknown or invalid toolset.
         """
         toolset = resolve_toolset(request.toolset)
+        prepared = await self.prepared(toolset)
         return await self._plan(
-            await self.prepared(toolset),
+            prepared,
             request.discovered_tools,
             request.provider,
             include_deferred_names=request.include_deferred_names,
             include_deferred_tools=request.include_deferred_tools,
             surface=request.surface or ToolSurface.APPEND,
+            user=await self._user_scopes(prepared, toolset, request.principal),
         )
 
     async def watch_plans(self, request: PlanRequest, known_version: str = "") -> AsyncIterator[ToolPlan]:
@@ -268,10 +275,25 @@ class DiscoveryEngine:
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
         surface: ToolSurface = ToolSurface.APPEND,
+        user: UserScopes | None = None,
     ) -> ToolPlan:
+        """``user``: the toolset as a principal sees it (:meth:`_user_scopes`; the plan is then
+        theirs: :mod:`discovery_svc.user_plan`)."""
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
+        if user is not None:
+            return plan_as_user(
+                prepared,
+                user[0],
+                user[1],
+                self._config.per_user_servers,
+                discovered,
+                enc,
+                include_deferred_names=include_deferred_names,
+                include_deferred_tools=include_deferred_tools,
+                surface=surface,
+            )
         return plan_tools(
             prepared,
             discovered,
@@ -319,9 +341,8 @@ class DiscoveryEngine:
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
-            scope, threaded, unsigned = await self._scope(
-                prepared, toolset, request.principal, args.query, time_limit
-            )
+            user = await self._user_scopes(prepared, toolset, request.principal)
+            scope, threaded, unsigned = await self._scope(prepared, user, args.query, time_limit)
             search = functools.partial(
                 execute_search,
                 scope,
@@ -333,6 +354,7 @@ class DiscoveryEngine:
                 parameters=not request.compact_text,
                 surface=surface,
                 manifest=manifest_answer(prepared.manifest) if args.mode is SearchMode.MANIFEST else "",
+                unsigned=unsigned,
             )
             # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
             # not on the event loop. BM25 answers in well under a millisecond: in place.
@@ -343,7 +365,13 @@ class DiscoveryEngine:
         plan = None
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
-            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface)
+            plan = await self._plan(
+                prepared,
+                tuple(discovered),
+                request.provider,
+                surface=surface,
+                user=user,
+            )
         ranking = ""
         if result.mode in (SearchMode.QUERY, SearchMode.SERVER_QUERY):
             # Threaded: the query has its vector, so the hybrid index ranked it.
@@ -353,29 +381,38 @@ class DiscoveryEngine:
             catalog_version=prepared.catalog_version,
             plan=plan,
             ranking=ranking,
-            result_text=result.result_text + unsigned_note(unsigned),
+            # A browse of a server they have not signed in to says so itself.
+            result_text=result.result_text + unsigned_note([s for s in unsigned if s != args.server_name]),
         )
         mode = result.mode
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
 
+    async def _user_scopes(
+        self, prepared: PreparedToolset, toolset: Toolset, principal: str
+    ) -> UserScopes | None:
+        """The toolset as ``principal`` sees it (:meth:`UserIndexes.scopes`); None when that is the
+        toolset's own scope (no principal named, or no ``per_user`` server in the toolset)."""
+        if not principal or self._users is None or not self._users.applies(toolset):
+            return None
+        return await self._users.scopes(prepared, toolset, principal)
+
     async def _scope(
         self,
         prepared: PreparedToolset,
-        toolset: Toolset,
-        principal: str,
+        user: UserScopes | None,
         query: str | None,
         time_limit: float | None,
     ) -> tuple[ToolScope, bool, tuple[str, ...]]:
         """What a search runs on: the toolset's scope (hybrid when ready: then ``True``, run it in
-        a thread), merged with what ``per_user`` servers list to ``principal`` when one is named
-        (:mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
+        a thread), merged with what ``per_user`` servers list to a principal (``user``:
+        :mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
         shared, threaded = prepared.scope, False
         own: SearchScope | None = None
         unsigned: tuple[str, ...] = ()
-        if principal and self._users is not None and self._users.applies(toolset):
-            shared, own, unsigned = await self._users.scopes(prepared, toolset, principal)
+        if user is not None:
+            shared, own, unsigned = user
         if self._hybrid is not None:
             waiting = time.perf_counter()
             shared, threaded = await self._hybrid.scope_for(shared, query, time_limit)

@@ -18,7 +18,8 @@ from orchestrator_svc.seams import DiscoverySeam
 
 __all__ = ["DeferredTools", "DeferredToolsCache"]
 
-_Key = tuple[str, ToolsetRef]
+# (catalog version, toolset, principal): a per_user server's deferred tools are each principal's.
+_Key = tuple[str, ToolsetRef, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +30,19 @@ class DeferredTools:
 
 
 class DeferredToolsCache:
-    """A small LRU of ``(catalog version, toolset) -> deferred tools``, shared by every chat.
+    """A small LRU of ``(catalog version, toolset, principal) -> deferred tools``, shared by
+    every chat of that principal (none named: every chat without one).
 
     A hit takes no lock and never waits. A miss joins the fetch already in flight for its key (one
     PlanTools per key at a time), and fetches of different keys run side by side. A failed fetch
     is not kept: every caller waiting on it gets its error, the next one fetches again.
     """
 
-    def __init__(self, discovery: DiscoverySeam, *, size: int = 32) -> None:
+    def __init__(self, discovery: DiscoverySeam, *, size: int = 32, per_user: bool = False) -> None:
+        """``per_user``: the config has ``per_user`` servers (else the principal is not asked: every
+        chat shares one fetch)."""
         self._discovery = discovery
+        self._per_user = per_user
         self._size = size
         self._cache: OrderedDict[_Key, DeferredTools] = OrderedDict()
         # Fetches in flight by (key, with definitions); each runs as its own task so that a caller
@@ -49,17 +54,19 @@ class DeferredToolsCache:
         toolset: ToolsetRef,
         *,
         catalog_version: str,
+        principal: str = "",
         provider: str,
         deadline: float | None,
         definitions: bool = False,
     ) -> DeferredTools:
-        """The deferred tools of ``toolset`` at ``catalog_version`` (fetched on first use; with
+        """The deferred tools of ``toolset`` at ``catalog_version`` as ``principal`` sees them
+        (``per_user`` servers: :class:`PlanRequest` ``principal``; fetched on first use; with
         ``definitions``, fetched again once if only the names were known).
 
         Raises:
             the discovery seam's errors (NotFoundError, UnavailableError).
         """
-        key = (catalog_version, toolset)
+        key = (catalog_version, toolset, principal if self._per_user else "")
         found = self._cache.get(key)
         if found is not None and (not definitions or found.definitions is not None):
             self._cache.move_to_end(key)
@@ -68,7 +75,11 @@ class DeferredToolsCache:
         task = self._flights.get(flight)
         if task is None:
             request = PlanRequest(
-                toolset, provider=provider, include_deferred_names=True, include_deferred_tools=definitions
+                toolset,
+                provider=provider,
+                include_deferred_names=True,
+                include_deferred_tools=definitions,
+                principal=key[2],
             )
             task = asyncio.create_task(self._fetch(key, request, deadline))
             self._flights[flight] = task
@@ -86,7 +97,7 @@ class DeferredToolsCache:
         definitions = plan.deferred_tools if request.include_deferred_tools else None
         found = DeferredTools(frozenset(plan.deferred_tool_names), definitions)
         # The catalog may have moved on meanwhile: file the tools under what was read.
-        self._cache[(plan.catalog_version or key[0], request.toolset)] = found
+        self._cache[(plan.catalog_version or key[0], request.toolset, request.principal)] = found
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
         return found
