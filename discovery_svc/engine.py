@@ -40,14 +40,14 @@ from discovery_svc.index import SearchIndex
 from discovery_svc.manifest import manifest_answer
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
-from discovery_svc.planner import PreparedToolset, plan_tools
+from discovery_svc.planner import PreparedToolset, assemble_plan, plan_tools
 from discovery_svc.result_text import unsigned_note
 from discovery_svc.scope import SearchScope, ToolScope
-from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
+from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import execute_search
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from discovery_svc.user_index import MergedScope, UserIndexes
-from discovery_svc.user_plan import plan_as_user
+from discovery_svc.user_plan import user_parts
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
@@ -283,13 +283,10 @@ class DiscoveryEngine:
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
         if user is not None:
-            return plan_as_user(
+            return assemble_plan(
                 prepared,
-                user[0],
-                user[1],
-                self._config.per_user_servers,
-                discovered,
                 enc,
+                user_parts(prepared, user[0], user[1], self._config.per_user_servers, discovered, enc),
                 include_deferred_names=include_deferred_names,
                 include_deferred_tools=include_deferred_tools,
                 surface=surface,
@@ -323,21 +320,7 @@ class DiscoveryEngine:
         started = time.perf_counter()
         mode = "unknown"
         try:
-            if request.max_results < 0:
-                raise SearchArgumentError(
-                    f"max_results must be 0 (the configured default) or more, got {request.max_results}"
-                )
-            browse = surface is ToolSurface.STABLE
-            if request.arguments_json:
-                args = parse_arguments_json(request.arguments_json, browse=browse)
-            else:
-                args = validate_arguments(
-                    request.query,
-                    request.server_name,
-                    list(request.tool_names) if request.tool_names else None,
-                    request.offset,
-                    browse=browse,
-                )
+            args = _search_args(request, browse=surface is ToolSurface.STABLE)
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
@@ -365,13 +348,7 @@ class DiscoveryEngine:
         plan = None
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
-            plan = await self._plan(
-                prepared,
-                tuple(discovered),
-                request.provider,
-                surface=surface,
-                user=user,
-            )
+            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface, user=user)
         ranking = ""
         if result.mode in (SearchMode.QUERY, SearchMode.SERVER_QUERY):
             # Threaded: the query has its vector, so the hybrid index ranked it.
@@ -456,3 +433,25 @@ class DiscoveryEngine:
             row[2] += tokens
             row[3] += 0 if deferred else tokens
         return tuple(ServerTokens(server, *row) for server, row in sorted(rows.items()))
+
+
+def _search_args(request: SearchRequest, *, browse: bool) -> SearchArgs:
+    """The search's arguments (the LLM's ``arguments_json``, or the typed fields); ``browse``: a
+    call without any (the stable surface) asks for the manifest.
+
+    Raises:
+        SearchArgumentError: malformed arguments, or a negative ``max_results``.
+    """
+    if request.max_results < 0:
+        raise SearchArgumentError(
+            f"max_results must be 0 (the configured default) or more, got {request.max_results}"
+        )
+    if request.arguments_json:
+        return parse_arguments_json(request.arguments_json, browse=browse)
+    return validate_arguments(
+        request.query,
+        request.server_name,
+        list(request.tool_names) if request.tool_names else None,
+        request.offset,
+        browse=browse,
+    )

@@ -14,92 +14,53 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from toolscout.client import TokenAccounting, Tool, ToolPlan, ToolSurface
+from toolscout.client import Tool
 
-from discovery_svc.planner import PreparedToolset
+from discovery_svc.planner import PlanParts, PreparedToolset, read_discovered
 from discovery_svc.scope import SearchScope
-from discovery_svc.search_args import SEARCH_TOOL_NAME
-from discovery_svc.surface import READ_RESULT_TOOL
 from discovery_svc.tokens import TokenEncoding
 
-__all__ = ["plan_as_user"]
+__all__ = ["user_parts"]
 
 
-def plan_as_user(
+def user_parts(
     prepared: PreparedToolset,
     shared: SearchScope,
     own: SearchScope,
     per_user: frozenset[str],
     discovered: Sequence[str],
     enc: TokenEncoding,
-    *,
-    include_deferred_names: bool = False,
-    include_deferred_tools: bool = False,
-    surface: ToolSurface = ToolSurface.APPEND,
-) -> ToolPlan:
-    """The plan of :func:`~discovery_svc.planner.plan_tools` as the principal of ``own`` sees the
-    toolset: ``shared`` is the toolset's scope without the ``per_user`` servers' tools."""
+) -> PlanParts:
+    """What :func:`~discovery_svc.planner.plan_tools` would plan, as the principal of ``own`` sees
+    the toolset (``shared``: its scope without the ``per_user`` servers' tools); the plan is
+    :func:`~discovery_svc.planner.assemble_plan` of it."""
     totals = prepared.totals(enc)
-    count = prepared.count_tool
-    extra: list[Tool] = []
-    dropped: list[str] = []
-    seen: set[str] = set()
-    for name in discovered:
-        if name in seen or name == SEARCH_TOOL_NAME:
-            continue
-        seen.add(name)
+
+    def find(name: str) -> Tool | bool:
+        # Their own tool of the name first, then the toolset's other servers' (never the stack's
+        # entry of a per_user server: ``shared`` has none).
         scope = own if own.has(name) else shared if shared.has(name) else None
         if scope is None:
-            dropped.append(name)
-        elif name not in scope.eager:
-            extra.append(scope.tool(name))
+            return False
+        return True if name in scope.eager else scope.tool(name)
+
+    extra, dropped, seen = read_discovered(discovered, find)
     stack = [t for t in prepared.partition.tools if t.server in per_user]
     stack_eager = [t for t in prepared.partition.loaded if t.server in per_user]
     own_eager = [t for t in own.tools if t.llm_name in own.eager]
-    own_deferred = [t for t in own.tools if t.llm_name not in own.eager]
-    all_definitions = (
-        totals.all_definitions - _tokens(stack, prepared, enc) + _tokens(own.tools, prepared, enc)
-    )
-    eager_tokens = totals.eager - _tokens(stack_eager, prepared, enc) + _tokens(own_eager, prepared, enc)
-    eager = (*(t for t in prepared.partition.loaded if t.server not in per_user), *own_eager)
-    stable = surface is ToolSurface.STABLE
-    if stable:
-        loaded = eager
-        sent = eager_tokens + totals.stable_tools + totals.system_message
-    else:
-        loaded = (*eager, *extra)
-        sent = eager_tokens + sum(count(t, enc) for t in extra) + totals.search_tool + totals.system_message
-    deferred = (*(t for t in prepared.partition.deferred if t.server not in per_user), *own_deferred)
-    search_tool = prepared.stable_search_tool if stable else prepared.search_tool
-    return ToolPlan(
-        loaded_tools=loaded,
-        has_search_tool=search_tool is not None,
-        search_tool=search_tool,
-        manifest=prepared.manifest.text,
-        manifest_placement=prepared.placement,
-        manifest_system_message=prepared.system_message,
-        total_tools=len(prepared.partition.tools) - len(stack) + len(own.tools),
-        loaded_count=len(loaded),
-        deferred_count=len(deferred) - len(extra),
-        catalog_version=prepared.catalog_version,
-        tokens=TokenAccounting(
-            all_definitions_tokens=all_definitions,
-            sent_tokens=sent,
-            saved_tokens=max(all_definitions - sent, 0),
-            encoding=enc.name,
-            estimate=enc.estimate,
+    return PlanParts(
+        eager=(*(t for t in prepared.partition.loaded if t.server not in per_user), *own_eager),
+        extra=tuple(extra),
+        dropped=tuple(dropped),
+        deferred=(
+            *(t for t in prepared.partition.deferred if t.server not in per_user),
+            *(t for t in own.tools if t.llm_name not in own.eager),
         ),
-        deferred_tool_names=tuple(t.llm_name for t in deferred if t.llm_name not in seen)
-        if include_deferred_names
-        else (),
-        dropped_tools=tuple(dropped),
-        discovered_tools=tuple(t.llm_name for t in extra),
-        deferred_tools=deferred if include_deferred_tools else (),
-        call_tool=prepared.call_tool if stable else None,
-        surface=surface,
-        read_result_tool=READ_RESULT_TOOL,
-        read_result_tokens=totals.read_result,
-        found_tools=tuple(extra) if stable else (),
+        seen=seen,
+        all_definitions=totals.all_definitions
+        - _tokens(stack, prepared, enc)
+        + _tokens(own.tools, prepared, enc),
+        eager_tokens=totals.eager - _tokens(stack_eager, prepared, enc) + _tokens(own_eager, prepared, enc),
     )
 
 
