@@ -3,13 +3,17 @@
 Append mode needs only their names, to tell a model that calls a deferred tool before loading it
 to search first (instead of "unknown tool"); that is rare. Native mode declares every deferred
 definition on every request. Either list can be long, so it is neither shipped with every plan
-nor fetched per chat: one fetch per (catalog version, toolset), shared by every chat.
+nor fetched per chat: one fetch per (catalog version, toolset), shared by every chat. With
+``per_user`` servers a principal's own (their tools of those servers) are kept per principal, for
+10 s (as discovery keeps what those servers list to them), so a sign-in shows soon.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolscout.client import PlanRequest, Tool, ToolsetRef
@@ -27,6 +31,8 @@ class DeferredTools:
     names: frozenset[str]
     # Every deferred definition, catalog order; None when only the names were fetched.
     definitions: tuple[Tool, ...] | None = None
+    # When it was fetched (the cache's clock).
+    fetched: float = 0.0
 
 
 class DeferredToolsCache:
@@ -38,11 +44,21 @@ class DeferredToolsCache:
     is not kept: every caller waiting on it gets its error, the next one fetches again.
     """
 
-    def __init__(self, discovery: DiscoverySeam, *, size: int = 32, per_user: bool = False) -> None:
+    def __init__(
+        self,
+        discovery: DiscoverySeam,
+        *,
+        size: int = 32,
+        per_user: bool = False,
+        user_ttl: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``per_user``: the config has ``per_user`` servers (else the principal is not asked: every
-        chat shares one fetch)."""
+        chat shares one fetch); a principal's own are then kept ``user_ttl`` seconds."""
         self._discovery = discovery
         self._per_user = per_user
+        self._user_ttl = user_ttl
+        self._clock = clock
         self._size = size
         self._cache: OrderedDict[_Key, DeferredTools] = OrderedDict()
         # Fetches in flight by (key, with definitions); each runs as its own task so that a caller
@@ -68,6 +84,8 @@ class DeferredToolsCache:
         """
         key = (catalog_version, toolset, principal if self._per_user else "")
         found = self._cache.get(key)
+        if found is not None and key[2] and self._clock() - found.fetched >= self._user_ttl:
+            found = None  # a principal's own: their sign-ins change them within a catalog version
         if found is not None and (not definitions or found.definitions is not None):
             self._cache.move_to_end(key)
             return found
@@ -95,7 +113,7 @@ class DeferredToolsCache:
     async def _fetch(self, key: _Key, request: PlanRequest, deadline: float | None) -> DeferredTools:
         plan = await self._discovery.plan_tools(request, deadline=deadline)
         definitions = plan.deferred_tools if request.include_deferred_tools else None
-        found = DeferredTools(frozenset(plan.deferred_tool_names), definitions)
+        found = DeferredTools(frozenset(plan.deferred_tool_names), definitions, self._clock())
         # The catalog may have moved on meanwhile: file the tools under what was read.
         self._cache[(plan.catalog_version or key[0], request.toolset, request.principal)] = found
         while len(self._cache) > self._size:

@@ -116,14 +116,21 @@ class PerUserDiscovery:
 
 
 async def test_each_principal_gets_their_own_deferred_tools_when_the_config_has_per_user_servers() -> None:
-    discovery = PerUserDiscovery()
-    cache = DeferredToolsCache(discovery, per_user=True)
-    for principal in ("alice", "bob", "alice", ""):
+    discovery, now = PerUserDiscovery(), [0.0]
+    cache = DeferredToolsCache(discovery, per_user=True, clock=lambda: now[0])
+    for principal in ("alice", "bob", "alice", "", ""):
         found = await cache.get(
             ToolsetRef(), catalog_version="v1", principal=principal, provider="openai", deadline=None
         )
         assert found.names == frozenset({f"notebook_{principal or 'stack'}"})
     assert discovery.asked == ["alice", "bob", ""]  # one fetch each, kept per principal
+    # A principal's own are asked again after 10 s (a sign-in changes them); the stack's are not.
+    now[0] = 10.0
+    for principal in ("alice", ""):
+        await cache.get(
+            ToolsetRef(), catalog_version="v1", principal=principal, provider="openai", deadline=None
+        )
+    assert discovery.asked == ["alice", "bob", "", "alice"]
     # Without per_user servers nobody's view differs: one fetch, shared by every principal.
     shared = PerUserDiscovery()
     cache = DeferredToolsCache(shared)
