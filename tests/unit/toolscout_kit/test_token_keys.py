@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_gateway_svc.input_rounds import HostRound, InputRounds
 from mcp_gateway_svc.user_login import UserLogin
+from toolscout_cli.__main__ import main
 from toolscout_kit.config import parse_config
 from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_keys import TOKEN_KEY_ENV, TOKEN_KEY_PREVIOUS_ENV, KeyUse, TokenKeys
@@ -136,3 +137,19 @@ def test_an_input_round_sealed_under_a_previous_key_resumes_until_it_is_dropped(
         after.resume("greet", "rounds", HostRound(None, state))
     assert caught.value.code == -32602
     assert after.resume("greet", "rounds", HostRound(None, renewed)).request_state == "s"
+
+
+def test_toolscout_auth_rekey_moves_a_token_file_to_the_current_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    TokenStore.from_env(_env(tmp_path, A)).update(ALICE, {"tokens": {"access_token": "at-1"}})
+    for name, value in _env(tmp_path, B, A).items():
+        monkeypatch.setenv(name, value)
+    assert main(["auth", "rekey"]) == 0
+    assert "rewritten under TOOLSCOUT_TOKEN_KEY" in capsys.readouterr().out
+    assert _opens_with(tmp_path / "t.json", B)
+    assert main(["auth", "rekey"]) == 0
+    assert "already under" in capsys.readouterr().out
+    monkeypatch.setenv(TOKEN_KEY_ENV, C)
+    assert main(["auth", "rekey"]) != 0
+    assert "does not decrypt" in capsys.readouterr().err
