@@ -390,12 +390,74 @@ async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_
     assert event.uri == uri
 
 
+async def test_a_2026_subscription_survives_its_servers_restart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A server the pool speaks 2026-07-28 with, run by the pool over stdio: a subscription rides a
+    # subscriptions/listen stream on its session and is lost with it when the process dies; the
+    # pool listens again on the server's next session. Heard by a 2025-11-25 host's
+    # resources/subscribe and a 2026-07-28 host's listen stream alike.
+    uri = "feature://delta/counter"
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    async def listening(host: Client) -> int:
+        return str((await host.call_tool("subscribed", {})).content[0].text).split(",").count(uri)  # type: ignore[union-attr]
+
+    config = parse_config(
+        {
+            "namespace_tools": False,
+            "servers": {"delta": {"command": sys.executable, "args": [str(SERVER), "delta", "modern"]}},
+            "toolscout": {"pool": {"initial_backoff": 0.05}, "gateway": {"mode": "all"}},
+        },
+        base_dir=tmp_path_factory.mktemp("modern"),
+    )
+    async with (
+        gateway_stack(config) as gw,
+        Client(gw.url, mode="legacy", message_handler=on_message) as old,  # type: ignore[arg-type]
+        Client(gw.url, mode="auto") as modern,
+        modern.listen(resource_subscriptions=[uri]) as stream,
+    ):
+        async with tc.AsyncPoolClient.connect(gw.stack.pool.address) as pool:
+            (status,) = await pool.list_servers()
+        assert modern.session.protocol_version == MODERN
+        await old.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        with anyio.fail_after(10):
+            while await listening(modern) < 2:
+                pass  # each call is a round trip to the server: no sleep needed
+        pid = _server_pid("delta")
+        os.kill(pid, signal.SIGKILL)
+        assert not await wait_until_gone([pid])
+        # The new process has no listen stream until the pool opens them again.
+        with anyio.fail_after(20):
+            while True:
+                with contextlib.suppress(MCPError):
+                    if await listening(modern) == 2:
+                        break
+        assert _server_pid("delta") != pid
+        await modern.call_tool("bump", {})
+        with anyio.fail_after(10):
+            event = await anext(aiter(stream))
+            await heard.wait()
+    assert status.protocol_version == MODERN
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == uri
+    assert updated == [uri]
+
+
 def _server_pid(name: str) -> int:
     """The pid of the features server ``name`` the pool runs (a child of this process)."""
     for pid in live_descendants():
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, ValueError, IndexError):
             argv = psutil.Process(pid).cmdline()
-            if str(SERVER) in argv and argv[-1] == name:
+            if argv[argv.index(str(SERVER)) + 1] == name:
                 return pid
     raise AssertionError(f"no running features server {name}")
 
