@@ -133,6 +133,8 @@ async def _unsubscribe(sup: Supervisor, conn: Connection, uri: str) -> None:
 
 # Seconds between two tries to reach a server that failed, to subscribe again on its next session.
 _RENEW_RETRY = 1.0
+# Seconds between two pings on an era-bridge session (as the pool's health pings by default).
+_BRIDGE_PING = 5.0
 
 
 async def _next_session(sup: Supervisor, lost: Connection) -> Connection | None:
@@ -528,7 +530,7 @@ class FeatureCalls:
         subscribed = False
         while True:
             upstream = (
-                self._bridged(sup, served, route)
+                self._bridged(sup, served, route, conn)
                 if self._catalog.subscribe_bridged(route.server)
                 else self._listen_for(conn, served, route.uri)
             )
@@ -569,16 +571,21 @@ class FeatureCalls:
                     return
 
     async def _bridged(
-        self, sup: Supervisor, served: str, route: ResourceRoute
+        self, sup: Supervisor, served: str, route: ResourceRoute, main: Connection
     ) -> AsyncGenerator[tuple[str, bool], None]:
         """A subscription held on a handshake-era session opened for it (the era bridge, see
         :mod:`mcp_pool_svc.features`): ``resources/subscribe`` there, its updates relayed until the
-        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends.
+        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends:
+        it closes, the server's ``main`` session does, or a ``ping`` on it every
+        :data:`_BRIDGE_PING` seconds fails (an HTTP session whose server restarted is unknown to
+        the new process, but its client hears of that only at its next request; the main session,
+        at 2026-07-28, has no server-side state to lose).
 
         Raises:
             ServerUnavailableError: the session could not be opened. MCPError: the server refused.
         """
         send, receive = anyio.create_memory_object_stream[str](64)
+        lost = anyio.Event()
 
         def on_event(kind: ConnectionEvent, detail: str) -> None:
             if kind == "resource_updated":
@@ -589,6 +596,18 @@ class FeatureCalls:
         async def end_with(conn: Connection) -> None:
             await conn.closed.wait()
             send.close()
+
+        async def alive(conn: Connection) -> None:
+            while True:
+                await anyio.sleep(_BRIDGE_PING)
+                try:
+                    with anyio.fail_after(sup.config.call_timeout):
+                        await conn.ping()
+                except (MCPError, TimeoutError) as err:
+                    log.info("subscription_session_lost", server=sup.name, error=redact(str(err))[:300])
+                    lost.set()
+                    send.close()
+                    return
 
         async with AsyncExitStack() as stack:
             stack.callback(send.close)
@@ -605,6 +624,8 @@ class FeatureCalls:
             watcher = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(watcher.cancel_scope.cancel)
             watcher.start_soon(end_with, conn)
+            watcher.start_soon(end_with, main)
+            watcher.start_soon(alive, conn)
             with anyio.fail_after(sup.config.call_timeout):
                 await _send_request(conn, _subscribe(route.uri))
             try:
@@ -612,7 +633,7 @@ class FeatureCalls:
                 async for updated in receive:
                     yield updated, False
             finally:
-                if not conn.closed.is_set():
+                if not (conn.closed.is_set() or main.closed.is_set() or lost.is_set()):
                     unsubscribe = mcp_types.UnsubscribeRequestParams(uri=route.uri)
                     with (
                         anyio.CancelScope(shield=True),

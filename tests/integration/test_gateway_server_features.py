@@ -452,6 +452,55 @@ async def test_a_2026_subscription_survives_its_servers_restart(
     assert updated == [uri]
 
 
+async def test_an_era_bridge_subscription_survives_its_servers_restart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # The era bridge (a 2025-11-25 session the pool opens for the subscription to a server it
+    # speaks 2026-07-28 with) ends with that server's process: the pool opens a new one on the
+    # server's next process and subscribes there again.
+    uri = "feature://epsilon/counter"
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    port = free_port()
+    argv = [sys.executable, str(SERVER), "epsilon", "dual-http", "--port", str(port)]
+    with _running(argv, port=port, path="/mcp") as http:
+        config = parse_config(
+            {
+                "namespace_tools": False,
+                "servers": {"epsilon": {"url": http.url, "transport": "streamable-http"}},
+                "toolscout": {"pool": {"initial_backoff": 0.05}, "gateway": {"mode": "all"}},
+            },
+            base_dir=tmp_path_factory.mktemp("bridge-restart"),
+        )
+        async with (
+            gateway_stack(config) as gw,
+            Client(gw.url, mode="legacy", message_handler=on_message) as host,  # type: ignore[arg-type]
+        ):
+            await host.session.send_request(
+                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+            )
+            assert (await host.call_tool("subscribed", {})).content[0].text == uri  # type: ignore[union-attr]
+            http.process.kill()
+            http.process.wait()
+            with _running(argv, port=port, path="/mcp"):
+                with anyio.fail_after(20):
+                    while True:
+                        with contextlib.suppress(MCPError):
+                            answer = await host.call_tool("subscribed", {})
+                            if not answer.is_error and answer.content[0].text == uri:  # type: ignore[union-attr]
+                                break
+                await host.call_tool("bump", {})
+                with anyio.fail_after(10):
+                    await heard.wait()
+    assert updated == [uri]
+
+
 def _server_pid(name: str) -> int:
     """The pid of the features server ``name`` the pool runs (a child of this process)."""
     for pid in live_descendants():
