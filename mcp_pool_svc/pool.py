@@ -152,11 +152,7 @@ class McpPool:
                 remote_auth=remote_auth,
             )
 
-        remote_auth = RemoteAuth(env)
-        # With servers that authorize, the token file is moved to the current key at start (rotation).
-        self._token_file = (
-            remote_auth if any(getattr(c, "auth", None) for c in config.servers.values()) else None
-        )
+        self._remote_auth = remote_auth = RemoteAuth(env)
         self._connect = connector or connector_for(remote_auth)
         # per_user servers: a session per (server, principal), see mcp_pool_svc.per_user.
         self._users = UserSessions(
@@ -232,8 +228,9 @@ class McpPool:
         """
         if become_subreaper() and self._reaping is None:
             self._reaping = asyncio.create_task(self._reaper.run(), name="reaper")
-        if self._token_file is not None:
-            await anyio.to_thread.run_sync(self._token_file.renew_store)
+        if any(getattr(c, "auth", None) for c in self._servers.config.servers.values()):
+            # A token file under a previous key (a key rotation) moves to the current one.
+            await anyio.to_thread.run_sync(self._remote_auth.renew_store)
         self._servers.start()
         if wait:
             try:

@@ -16,6 +16,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_gateway_svc.input_rounds import HostRound, InputRounds
 from mcp_gateway_svc.user_login import UserLogin
+from mcp_pool_svc.pool import McpPool
+from tests.support.mcp_servers import free_port
 from toolscout_cli.__main__ import main
 from toolscout_kit.config import parse_config
 from toolscout_kit.oauth_client import RemoteAuth
@@ -89,6 +91,21 @@ def test_at_start_the_pool_moves_the_token_file_to_the_current_key(tmp_path: Pat
     assert not RemoteAuth(_env(tmp_path / "none", B, A)).renew_store()
     assert not RemoteAuth(_env(tmp_path, C, A)).renew_store()
     assert _opens_with(path, B)
+
+
+async def test_a_pool_with_servers_that_authorize_renews_the_token_file_as_it_starts(tmp_path: Path) -> None:
+    TokenStore.from_env(_env(tmp_path, A)).update(ALICE, {"tokens": {"access_token": "at-1"}})
+    # The server is never reached (nothing listens there); the file is renewed before any connects.
+    config = parse_config(
+        {"servers": {"gh": {"url": f"http://127.0.0.1:{free_port()}/mcp", "auth": "oauth"}}},
+        base_dir=tmp_path,
+    )
+    pool = McpPool(config, environ=_env(tmp_path, B, A))
+    try:
+        await pool.start()
+    finally:
+        await pool.stop()
+    assert _opens_with(tmp_path / "t.json", B)
 
 
 def test_a_previous_key_that_is_not_a_fernet_key_is_named_and_not_shown(tmp_path: Path) -> None:
