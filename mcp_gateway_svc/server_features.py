@@ -40,9 +40,10 @@ from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import rpc
 from mcp_gateway_svc.endpoints import Endpoint, Endpoints
+from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.sessions import Session, SessionRegistry
 from mcp_gateway_svc.tool_lists import CursorError, page
-from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
+from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 
 __all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
@@ -50,6 +51,7 @@ __all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
 _log = get_logger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 # The MCP definition of each kind.
 MODELS: dict[t.FeatureKind, type[Any]] = {
     t.FeatureKind.RESOURCE: types.Resource,
@@ -186,8 +188,12 @@ class ServedFeatures:
         config: ToolscoutConfig,
         endpoints: Endpoints,
         sessions: SessionRegistry,
+        rounds: InputRounds | None = None,
     ) -> None:
+        """``rounds``: how ``input_required`` states are sealed (:mod:`mcp_gateway_svc.input_rounds`;
+        the tool caller's, so that one key serves every request)."""
         self._pool = pool
+        self._rounds = rounds if rounds is not None else InputRounds()
         self._config = config
         self._endpoints = endpoints
         self._sessions = sessions
@@ -224,8 +230,7 @@ class ServedFeatures:
         return await self._as_seen_by(principal, kind, snapshot, features)
 
     def _per_user(self, server: str) -> bool:
-        config = self._config.servers.get(server)
-        return isinstance(config, RemoteServerConfig) and config.auth is not None and config.auth.per_user
+        return self._config.per_user(server)
 
     async def _as_seen_by(
         self,
@@ -315,28 +320,75 @@ class ServedFeatures:
 
     # --- requests ---------------------------------------------------------------------------
 
-    async def read(self, uri: str, toolset: str, principal: str) -> types.ReadResourceResult:
+    async def read(
+        self, uri: str, toolset: str, principal: str, host_round: HostRound | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """``resources/read``; ``host_round``: a 2026-07-28 host's round (see :meth:`_rounded`).
+
+        Raises:
+            MCPError: not found (-32002), a refused ``requestState`` (INVALID_PARAMS), or the
+                server's own JSON-RPC error.
+        """
         allowed = toolset_servers(self._config, toolset)
         not_found = MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}")
+        resumed = self._resumed(RoundOf.RESOURCE, uri, host_round, principal)
+        request = t.ResourceReadRequest(uri, principal=principal)
         reply = await _ask(
-            self._pool.read_resource(t.ResourceReadRequest(uri, principal=principal)), not_found
+            self._pool.read_resource(resumed.applied_to(request) if resumed else request), not_found
         )
         if allowed is not None and reply.server not in allowed:
             raise not_found
-        result: types.ReadResourceResult = _reply(reply, types.ReadResourceResult)
+        return self._rounded(RoundOf.RESOURCE, uri, reply, resumed, principal, types.ReadResourceResult)
+
+    def _resumed(
+        self, of: RoundOf, name: str, host_round: HostRound | None, principal: str
+    ) -> Resumed | None:
+        return self._rounds.resume(of, name, host_round, principal=principal) if host_round else None
+
+    def _rounded(
+        self,
+        of: RoundOf,
+        name: str,
+        reply: t.FeatureReply,
+        resumed: Resumed | None,
+        principal: str,
+        model: type[R],
+    ) -> R | types.InputRequiredResult:
+        """The server's answer to a 2026-07-28 host's read or prompt (``resumed``: its round, the
+        pool relaying ``input_required``): a server asking for input comes back as an
+        ``InputRequiredResult`` whose state is sealed with the routing
+        (:mod:`mcp_gateway_svc.input_rounds`); a retry answered by another server than the one
+        its state came from is refused. Any other host's: its result (or JSON-RPC error)."""
+        if resumed is not None:
+            resumed.answered_by(reply.server)
+        if reply.input_required_json and not reply.jsonrpc_error_code:
+            return self._rounds.wrap(of, name, reply.server, reply.input_required_json, principal=principal)
+        result: R = _reply(reply, model)
         return result
 
     async def get_prompt(
-        self, name: str, arguments: Mapping[str, str] | None, toolset: str, principal: str
-    ) -> types.GetPromptResult:
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None,
+        toolset: str,
+        principal: str,
+        host_round: HostRound | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """``prompts/get``; ``host_round``: a 2026-07-28 host's round (see :meth:`_rounded`).
+
+        Raises:
+            MCPError: an unknown prompt or a refused ``requestState`` (INVALID_PARAMS), or the
+                server's own JSON-RPC error.
+        """
         if not await self._allowed(t.FeatureKind.PROMPT, name, toolset, principal):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+        resumed = self._resumed(RoundOf.PROMPT, name, host_round, principal)
         request = t.PromptRequest(name, json_object_text(dict(arguments or {})), principal)
         reply = await _ask(
-            self._pool.get_prompt(request), MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+            self._pool.get_prompt(resumed.applied_to(request) if resumed else request),
+            MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'"),
         )
-        result: types.GetPromptResult = _reply(reply, types.GetPromptResult)
-        return result
+        return self._rounded(RoundOf.PROMPT, name, reply, resumed, principal, types.GetPromptResult)
 
     async def complete(
         self, params: types.CompleteRequestParams, toolset: str, principal: str

@@ -7,7 +7,9 @@ caller's own session of a ``per_user`` server, like a tool call. The server's an
 its MCP result in JSON; a JSON-RPC error it answers with is data too (its code and message), so
 that an MCP front door answers with the same error. Reads, prompts and completions have no side
 effects, but a request lost with its connection is still reported as "outcome unknown" rather
-than sent twice: one rule for every request the pool sends.
+than sent twice: one rule for every request the pool sends. A read or a prompt may be one round
+of an MCP 2026-07-28 multi-round-trip request, as a tool call may (:class:`~mcp_pool_svc.relay.InputRound`):
+the server's ``input_required`` answer comes back whole, for the caller to relay.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import hashlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any, cast
 
 import anyio
@@ -49,7 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.features import FeatureCatalog, ResourceRoute, list_features
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostSession
+from mcp_pool_svc.relay import HostSession, InputRound
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
@@ -338,11 +340,12 @@ class FeatureCalls:
             raise UnknownFeatureError(f"no MCP server lists the resource '{request.uri}'")
         sup = self._supervisor_of(route.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def read(conn: Connection) -> Any:
-            return await conn.session.read_resource(route.uri)
+            return await conn.session.read_resource(route.uri, **asked.sdk_arguments())
 
-        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read)
+        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read, asked)
 
     async def get_prompt(self, request: PromptRequest, deadline: float | None = None) -> FeatureReply:
         """``prompts/get`` of the prompt served as ``request.name``.
@@ -359,11 +362,12 @@ class FeatureCalls:
         arguments = _string_map(request.arguments_json, "arguments")
         sup = self._supervisor_of(prompt.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def get(conn: Connection) -> Any:
-            return await conn.session.get_prompt(prompt.own_name, arguments or None)
+            return await conn.session.get_prompt(prompt.own_name, arguments or None, **asked.sdk_arguments())
 
-        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get)
+        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get, asked)
 
     async def complete(self, request: CompletionRequest, deadline: float | None = None) -> FeatureReply:
         """``completion/complete`` for a prompt's or a template's argument.
@@ -675,13 +679,19 @@ class FeatureCalls:
         limit: float,
         what: str,
         request: Callable[[Connection], Awaitable[Any]],
+        asked: InputRound | None = None,
     ) -> FeatureReply:
+        """``request`` sent once, as a round of ``asked`` (a read's or a prompt's: the host's
+        capabilities declared when the caller relays ``input_required`` results; else a server
+        asking for input is answered as a JSON-RPC error of the server's)."""
         sent = False
+        relays = asked is not None and asked.accept
         try:
             with anyio.fail_after(limit):
                 async with self._connection(sup, principal) as conn:
                     sent = True
-                    result = await request(conn)
+                    with asked.declared() if asked is not None else nullcontext():
+                        result = await request(conn)
         except TimeoutError:
             raise ToolCallTimeoutError(
                 f"{what} on MCP server {sup.name!r} got no answer within {limit:g}s; it was cancelled"
@@ -700,6 +710,15 @@ class FeatureCalls:
                     "it was not sent again"
                 ) from None
             return FeatureReply(sup.name, jsonrpc_error_code=err.code, error_message=redact(err.message))
+        if isinstance(result, mcp_types.InputRequiredResult):
+            if relays:
+                return FeatureReply(sup.name, input_required_json=_json(result))
+            return FeatureReply(
+                sup.name,
+                jsonrpc_error_code=mcp_types.INTERNAL_ERROR,
+                error_message=f"{what}: MCP server {sup.name!r} asked for input (input_required), "
+                "which this caller does not relay",
+            )
         return FeatureReply(sup.name, result_json=_json(result))
 
     @asynccontextmanager

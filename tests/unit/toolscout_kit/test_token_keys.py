@@ -14,7 +14,7 @@ import pytest
 from cryptography.fernet import Fernet
 from mcp.shared.exceptions import MCPError
 
-from mcp_gateway_svc.input_rounds import HostRound, InputRounds
+from mcp_gateway_svc.input_rounds import HostRound, InputRounds, RoundOf
 from mcp_gateway_svc.user_login import UserLogin
 from mcp_pool_svc.pool import McpPool
 from tests.support.mcp_servers import free_port
@@ -141,19 +141,21 @@ def test_login_links_and_sign_in_state_made_under_a_previous_key_open_until_it_i
 
 
 def test_an_input_round_sealed_under_a_previous_key_resumes_until_it_is_dropped(tmp_path: Path) -> None:
-    state = InputRounds(_env(tmp_path, A)).wrap("greet", "rounds", "greet", ASKED).request_state
+    state = InputRounds(_env(tmp_path, A)).wrap(RoundOf.TOOL, "greet", "rounds", ASKED).request_state
     assert state is not None
     during = InputRounds(_env(tmp_path, B, A))
-    assert during.resume("greet", "rounds", HostRound(None, state)).request_state == "s"
-    renewed = during.wrap("greet", "rounds", "greet", ASKED).request_state
+    assert during.resume(RoundOf.TOOL, "greet", HostRound(None, state), server="rounds").request_state == "s"
+    renewed = during.wrap(RoundOf.TOOL, "greet", "rounds", ASKED).request_state
     assert renewed is not None
     with pytest.raises(MCPError):
-        InputRounds(_env(tmp_path, A)).resume("greet", "rounds", HostRound(None, renewed))
+        InputRounds(_env(tmp_path, A)).resume(
+            RoundOf.TOOL, "greet", HostRound(None, renewed), server="rounds"
+        )
     after = InputRounds(_env(tmp_path, B))
     with pytest.raises(MCPError) as caught:
-        after.resume("greet", "rounds", HostRound(None, state))
+        after.resume(RoundOf.TOOL, "greet", HostRound(None, state), server="rounds")
     assert caught.value.code == -32602
-    assert after.resume("greet", "rounds", HostRound(None, renewed)).request_state == "s"
+    assert after.resume(RoundOf.TOOL, "greet", HostRound(None, renewed), server="rounds").request_state == "s"
 
 
 def test_toolscout_auth_rekey_moves_a_token_file_to_the_current_key(
