@@ -152,12 +152,22 @@ async def _next_session(sup: Supervisor, lost: Connection) -> Connection | None:
             await anyio.sleep(_RENEW_RETRY)  # failed for now: its supervisor keeps restarting it
 
 
+# How a subscription's stream fails when its session goes (besides MCPError CONNECTION_CLOSED).
+_LOST = (
+    SubscriptionLost,
+    ServerUnavailableError,
+    TimeoutError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+)
+
+
 def _session_lost(err: Exception) -> bool:
     """Whether a subscription failed because its session went (it is renewed on the next one)
     rather than because the server refused it."""
     if isinstance(err, MCPError):
         return was_not_sent(err) or err.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(err, SubscriptionLost | ServerUnavailableError | TimeoutError)
+    return isinstance(err, _LOST)
 
 
 async def _renewed(sup: Supervisor, held: list[Connection], uri: str, ended: Callable[[], None]) -> None:
@@ -546,13 +556,7 @@ class FeatureCalls:
                             yield update
                         else:
                             log.info("resource_subscription_renewed", server=sup.name)
-            except (
-                SubscriptionLost,
-                ServerUnavailableError,
-                TimeoutError,
-                FeatureNotOfferedError,
-                MCPError,
-            ) as err:
+            except (*_LOST, FeatureNotOfferedError, MCPError) as err:
                 if not subscribed and isinstance(err, SubscriptionLost):
                     raise FeatureNotOfferedError(
                         f"the subscription to '{served}' ended: {type(err).__name__}"
@@ -564,15 +568,16 @@ class FeatureCalls:
                         "resource_subscription_not_renewed", server=sup.name, error=redact(str(err))[:300]
                     )
                     return
+            # A stream lost with its session ends a moment before the session is seen closed.
+            with anyio.move_on_after(_RENEW_RETRY):
+                await conn.closed.wait()
             if conn.closed.is_set():
                 renewed = await _next_session(sup, conn)
                 if renewed is None:
                     return
                 conn = renewed
-            else:
-                await anyio.sleep(_RENEW_RETRY)
-                if sup.stop_requested:
-                    return
+            elif sup.stop_requested:
+                return
 
     async def _bridged(
         self, sup: Supervisor, served: str, route: ResourceRoute, main: Connection
