@@ -135,8 +135,6 @@ async def _unsubscribe(sup: Supervisor, conn: Connection, uri: str) -> None:
 
 # Seconds between two tries to reach a server that failed, to subscribe again on its next session.
 _RENEW_RETRY = 1.0
-# Seconds between two pings on an era-bridge session (as the pool's health pings by default).
-_BRIDGE_PING = 5.0
 
 
 async def _next_session(sup: Supervisor, lost: Connection) -> Connection | None:
@@ -200,9 +198,12 @@ class FeatureCalls:
         supervisor_of: Callable[[str], Supervisor],
         users: UserSessions | None = None,
         unsharded: Callable[[], bool] = lambda: True,
+        ping_interval: float = 5.0,
     ) -> None:
         """``supervisor_of(server)`` raises UnknownServerError / NotOwnerError like the pool's calls;
-        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`)."""
+        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`);
+        ``ping_interval``: seconds between two pings on an era-bridge session (``pool.ping_interval``)."""
+        self._ping_interval = ping_interval
         self._unsharded = unsharded
         self._catalog = catalog
         self._supervisor_of = supervisor_of
@@ -586,7 +587,7 @@ class FeatureCalls:
         :mod:`mcp_pool_svc.features`): ``resources/subscribe`` there, its updates relayed until the
         caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends:
         it closes, the server's ``main`` session does, or a ``ping`` on it every
-        :data:`_BRIDGE_PING` seconds fails (an HTTP session whose server restarted is unknown to
+        ``ping_interval`` seconds fails (an HTTP session whose server restarted is unknown to
         the new process, but its client hears of that only at its next request; the main session,
         at 2026-07-28, has no server-side state to lose).
 
@@ -608,7 +609,7 @@ class FeatureCalls:
 
         async def alive(conn: Connection) -> None:
             while True:
-                await anyio.sleep(_BRIDGE_PING)
+                await anyio.sleep(self._ping_interval)
                 try:
                     with anyio.fail_after(sup.config.call_timeout):
                         await conn.ping()

@@ -205,6 +205,7 @@ class McpPool:
             self._servers.supervisor,
             self._users,
             unsharded=lambda: self._servers.count == 1,
+            ping_interval=self._settings.ping_interval,
         )
 
     @property

@@ -474,7 +474,8 @@ async def test_an_era_bridge_subscription_survives_its_servers_restart(
             {
                 "namespace_tools": False,
                 "servers": {"epsilon": {"url": http.url, "transport": "streamable-http"}},
-                "toolscout": {"pool": {"initial_backoff": 0.05}, "gateway": {"mode": "all"}},
+                # The bridge session is pinged this often: its loss is found within half a second.
+                "toolscout": {"pool": {"ping_interval": 0.5}, "gateway": {"mode": "all"}},
             },
             base_dir=tmp_path_factory.mktemp("bridge-restart"),
         )
