@@ -44,6 +44,7 @@ from mcp_pool_svc.errors import (
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
 )
+from mcp_pool_svc.lean import lean_call
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.relay import HostRelay, HostSession, declaring, wants_host_session
@@ -488,6 +489,8 @@ class CallRunner:
             ),
             conn.router.calling(call.relay),
             declaring(checked.host_capabilities) if checked.accept_input_required else nullcontext(),
+            # Nothing to relay: the request may be one direct POST (mcp_pool_svc.lean).
+            lean_call() if call.relay is None else nullcontext(),
         ):
             return await conn.session.call_tool(
                 tool,

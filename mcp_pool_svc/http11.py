@@ -67,7 +67,7 @@ class _Connection:
         self.timed_out = True
         self.writer.transport.abort()
 
-    async def send(self, request: httpx2.Request, timeout: float | None) -> None:
+    async def send(self, request: httpx2.Request, limit: float | None) -> None:
         """Writes the request head and body.
 
         Raises:
@@ -87,7 +87,7 @@ class _Connection:
         self.writer.write(b"".join(chunks))
         if self.writer.transport.get_write_buffer_size() == 0:
             return
-        timer = asyncio.get_running_loop().call_later(timeout, self._expire) if timeout else None
+        timer = asyncio.get_running_loop().call_later(limit, self._expire) if limit else None
         try:
             await self.writer.drain()
         except OSError as err:
@@ -98,7 +98,7 @@ class _Connection:
             if timer is not None:
                 timer.cancel()
 
-    async def next_event(self, timeout: float | None) -> Any:
+    async def next_event(self, limit: float | None) -> Any:
         """The next HTTP event of the response, reading as needed.
 
         Raises:
@@ -114,7 +114,7 @@ class _Connection:
                 if isinstance(event, h11.ConnectionClosed):
                     raise httpx2.RemoteProtocolError("Server disconnected without sending a response.")
                 return event
-            timer = asyncio.get_running_loop().call_later(timeout, self._expire) if timeout else None
+            timer = asyncio.get_running_loop().call_later(limit, self._expire) if limit else None
             try:
                 data = await self.reader.read(_READ_SIZE)
             except OSError as err:
@@ -136,7 +136,9 @@ class _Body(httpx2.AsyncByteStream):
     """A response's body as it arrives; its connection goes back to the pool once it is read to
     the end and closed, and is closed when the body is abandoned before."""
 
-    def __init__(self, transport: LeanHttpTransport, origin: Origin, conn: _Connection, timeout: float | None):
+    def __init__(
+        self, transport: LeanHttpTransport, origin: Origin, conn: _Connection, timeout: float | None
+    ):
         self._transport = transport
         self._origin = origin
         self._conn = conn
@@ -196,7 +198,7 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
             conn.close()
         return None
 
-    async def _connect(self, origin: Origin, timeout: float | None) -> _Connection:
+    async def _connect(self, origin: Origin, limit: float | None) -> _Connection:
         """A new connection to ``origin``.
 
         Raises:
@@ -207,8 +209,10 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
         tls = self._ssl_context() if scheme == b"https" else None
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(name, port, ssl=tls, server_hostname=name if tls else None, limit=_READ_SIZE),
-                timeout,
+                asyncio.open_connection(
+                    name, port, ssl=tls, server_hostname=name if tls else None, limit=_READ_SIZE
+                ),
+                limit,
             )
         except TimeoutError:
             raise httpx2.ConnectTimeout(f"no connection to {name}:{port} in time") from None
