@@ -50,10 +50,13 @@ from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
-__all__ = ["LeanPost", "lean_call"]
+__all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call"]
 
 log = logging.getLogger(__name__)
 
+# The JSON-RPC ids of lean requests start here: apart from the dispatcher's (from 0), for a
+# server's logs' sake.
+LEAN_IDS_FROM = 1 << 40
 # Set by the pool for the duration of a call that may take the lean path.
 _LEAN: contextvars.ContextVar[bool] = contextvars.ContextVar("toolscout_lean_call", default=False)
 _HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -91,8 +94,7 @@ class LeanPost:
         self._url = url
         self._deliver = deliver
         self._lost = lost
-        # Distinct from the dispatcher's ids (which start at 0) for the server's logs' sake.
-        self._ids = itertools.count(1 << 40)
+        self._ids = itertools.count(LEAN_IDS_FROM)
 
     def applies(self, method: str, opts: Any) -> bool:
         return method == "tools/call" and _LEAN.get() and not _SDK_OPTIONS.intersection(opts or ())
