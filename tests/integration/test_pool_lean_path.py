@@ -134,23 +134,29 @@ async def test_every_content_type_structured_content_and_meta_pass(pool: McpPool
 
 async def test_a_tool_error_and_a_json_rpc_error_keep_their_kind_and_code(pool: McpPool) -> None:
     failed = await _call(pool, "http", "fail")
-    assert failed.is_error and failed.content[0].text == "it failed" and failed.jsonrpc_error_code == 0
+    assert failed.is_error
+    assert failed.content[0].text == "it failed"
+    assert failed.jsonrpc_error_code == 0
     refused = await _call(pool, "http", "refuse")
-    assert refused.is_error and refused.jsonrpc_error_code == -32042
+    assert refused.is_error
+    assert refused.jsonrpc_error_code == -32042
     assert "always refuses" in refused.content[0].text
     at_400 = await _call(pool, "http", "refuse_400")
-    assert at_400.is_error and at_400.jsonrpc_error_code == -32602
+    assert at_400.is_error
+    assert at_400.jsonrpc_error_code == -32602
     assert "bad arguments" in at_400.content[0].text
 
 
 async def test_a_result_without_result_type_is_read_as_complete(pool: McpPool) -> None:
     result = await _call(pool, "http", "no_result_type")
-    assert not result.is_error and result.content[0].text == "no type"
+    assert not result.is_error
+    assert result.content[0].text == "no type"
 
 
 async def test_an_sse_answer_with_a_log_message_first_gives_the_result(pool: McpPool) -> None:
     result = await _call(pool, "http", "sse_log")
-    assert not result.is_error and result.content[0].text == "logged"
+    assert not result.is_error
+    assert result.content[0].text == "logged"
 
 
 async def test_a_request_of_the_server_mid_call_is_answered_by_the_session(pool: McpPool) -> None:
@@ -158,7 +164,8 @@ async def test_a_request_of_the_server_mid_call_is_answered_by_the_session(pool:
     # The server's ping reached the SDK's session, which POSTed its answer back (2026-07-28 has no
     # ping: method not found), the same answer as on the SDK's own path (a relayed call).
     answer = json.loads(result.content[0].text)
-    assert answer["id"] == "ping-1" and answer["error"]["code"] == -32601
+    assert answer["id"] == "ping-1"
+    assert answer["error"]["code"] == -32601
     relay = QueuedRelay(host_capabilities(""), "2026-07-28")
     request = CallRequest(server="http", tool="sse_ping", arguments_json="{}")
     assert json.loads((await pool.call(request, deadline=WAIT, relay=relay)).content[0].text) == answer
@@ -166,7 +173,8 @@ async def test_a_request_of_the_server_mid_call_is_answered_by_the_session(pool:
 
 async def test_a_stream_that_ends_early_is_resumed_with_its_last_event_id(pool: McpPool) -> None:
     result = await _call(pool, "http", "sse_resume")
-    assert not result.is_error and result.content[0].text == "resumed"
+    assert not result.is_error
+    assert result.content[0].text == "resumed"
 
 
 async def test_a_cancelled_call_closes_its_post_and_the_connection_serves_the_next(
