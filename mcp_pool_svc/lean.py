@@ -74,6 +74,17 @@ def lean_call() -> Iterator[None]:
         _LEAN.reset(token)
 
 
+def _redirect_location(response: httpx2.Response) -> httpx2.URL | None:
+    """Where a redirect the POST did not follow points (for the message: without userinfo,
+    query or fragment, as the SDK says it), or None."""
+    if response.next_request is not None:
+        return redirect_location(response)
+    if not response.has_redirect_location:
+        return None
+    target = response.request.url.join(response.headers["location"])
+    return target.copy_with(userinfo=b"", query=None, fragment=None)
+
+
 def _json_content(response: httpx2.Response) -> bool:
     return response.headers.get("content-type", "").lower().startswith("application/json")
 
@@ -87,10 +98,14 @@ class LeanPost:
         url: str,
         deliver: Callable[[SessionMessage], Awaitable[None]],
         lost: Callable[[str], None],
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         """``deliver``: hands a message of the server to the dispatcher (as read from the
-        transport, in the calling task's context). ``lost``: ends the connection."""
+        transport, in the calling task's context). ``lost``: ends the connection. ``transport``:
+        the client's own transport, used directly (without the client's redirect and auth
+        layers, which a shared client without auth or proxies does not need on the way out)."""
         self._client = client
+        self._transport = transport
         self._url = url
         self._deliver = deliver
         self._lost = lost
@@ -129,33 +144,51 @@ class LeanPost:
                 raise MCPError(mcp_types.CONNECTION_CLOSED, "Connection closed") from None
 
     async def _post(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        payload = json.dumps(body).encode()
+        if self._transport is not None:
+            # The client's request (its headers, cookies and timeouts) on its transport directly;
+            # a 307/308 (the server ran nothing) goes the client's way below, as the SDK's would.
+            request = self._client.build_request("POST", self._url, content=payload, headers=headers)
+            response = await self._transport.handle_async_request(request)
+            response.request = request
+            try:
+                if response.status_code not in (307, 308):
+                    if "set-cookie" in response.headers:
+                        self._client.cookies.extract_cookies(response)
+                    return await self._reply(response, headers)
+            finally:
+                await response.aclose()
         async with stream_within_origin(
-            self._client, "POST", self._url, content=json.dumps(body).encode(), headers=headers
+            self._client, "POST", self._url, content=payload, headers=headers
         ) as response:
-            status = response.status_code
-            if status == 202:
-                raise MCPError(mcp_types.INVALID_REQUEST, "server answered a request with 202 Accepted")
-            location = redirect_location(response)
-            if location is not None:
+            return await self._reply(response, headers)
+
+    async def _reply(self, response: httpx2.Response, headers: dict[str, str]) -> dict[str, Any]:
+        """The answer to the POST: its JSON body, or the answer on its SSE stream."""
+        status = response.status_code
+        if status == 202:
+            raise MCPError(mcp_types.INVALID_REQUEST, "server answered a request with 202 Accepted")
+        location = _redirect_location(response)
+        if location is not None:
+            raise MCPError(
+                mcp_types.INVALID_REQUEST,
+                f"Redirect to {location} not followed; use that URL as the endpoint if it is the intended server",
+            )
+        if status >= 400:
+            raise await self._error_status(response)
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith("application/json"):
+            try:
+                return await self._answer(await response.aread(), "JSON response")
+            except httpx2.StreamError as err:
+                raise MCPError(mcp_types.PARSE_ERROR, f"Failed to parse JSON response: {err}") from None
+            except _NotAnAnswer:
                 raise MCPError(
-                    mcp_types.INVALID_REQUEST,
-                    f"Redirect to {location} not followed; use that URL as the endpoint if it is the intended server",
-                )
-            if status >= 400:
-                raise await self._error_status(response)
-            content_type = response.headers.get("content-type", "").lower()
-            if content_type.startswith("application/json"):
-                try:
-                    return await self._answer(await response.aread(), "JSON response")
-                except httpx2.StreamError as err:
-                    raise MCPError(mcp_types.PARSE_ERROR, f"Failed to parse JSON response: {err}") from None
-                except _NotAnAnswer:
-                    raise MCPError(
-                        mcp_types.INTERNAL_ERROR, "the server's JSON answer to the request is not a response"
-                    ) from None
-            if content_type.startswith("text/event-stream"):
-                return await self._events(response, headers)
-            raise MCPError(mcp_types.INVALID_REQUEST, f"Unexpected content type: {content_type}")
+                    mcp_types.INTERNAL_ERROR, "the server's JSON answer to the request is not a response"
+                ) from None
+        if content_type.startswith("text/event-stream"):
+            return await self._events(response, headers)
+        raise MCPError(mcp_types.INVALID_REQUEST, f"Unexpected content type: {content_type}")
 
     async def _error_status(self, response: httpx2.Response) -> MCPError:
         """The error a 4xx/5xx answer stands for (its JSON-RPC error body if it has one)."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -313,22 +314,32 @@ class HttpClients:
     """
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[tuple[tuple[str, str], ...], float], httpx2.AsyncClient] = {}
+        self._clients: dict[
+            tuple[tuple[tuple[str, str], ...], float], tuple[httpx2.AsyncClient, httpx2.AsyncBaseTransport]
+        ] = {}
 
     def get(self, config: RemoteServerConfig) -> httpx2.AsyncClient:
+        return self._entry(config)[0]
+
+    def transport(self, config: RemoteServerConfig) -> httpx2.AsyncBaseTransport:
+        """The transport under :meth:`get`'s client (for :mod:`mcp_pool_svc.lean`)."""
+        return self._entry(config)[1]
+
+    def _entry(self, config: RemoteServerConfig) -> tuple[httpx2.AsyncClient, httpx2.AsyncBaseTransport]:
         key = (tuple(sorted(config.headers.items())), config.connect_timeout)
-        client = self._clients.get(key)
-        if client is None:
+        entry = self._clients.get(key)
+        if entry is None:
+            transport = _NotSentTransport(LeanHttpTransport(keepalive_expiry=30.0))
             client = httpx2.AsyncClient(
                 headers=config.headers or None,
                 timeout=httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT),
-                transport=_NotSentTransport(LeanHttpTransport(keepalive_expiry=30.0)),
+                transport=transport,
             )
-            self._clients[key] = client
-        return client
+            entry = self._clients[key] = (client, transport)
+        return entry
 
     async def aclose(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
+        clients, self._clients = [client for client, _ in self._clients.values()], {}
         for client in clients:
             await client.aclose()
 
@@ -619,7 +630,9 @@ def _lean_post(
             closed.set()
             on_event("closed", detail)
 
-    return LeanPost(http_clients.get(config), config.url, deliver, lost)
+    # With proxies in the environment the client routes by URL (its mounts): it sends every POST.
+    direct = None if urllib.request.getproxies() else http_clients.transport(config)
+    return LeanPost(http_clients.get(config), config.url, deliver, lost, direct)
 
 
 def _client_session(

@@ -65,6 +65,7 @@ async def pool(
 ) -> AsyncIterator[McpPool]:
     servers = {
         "http": {"url": http_url, "transport": "streamable-http"},
+        "moved": {"url": http_url.replace("/mcp", "/moved"), "transport": "streamable-http"},
         "stdio": {"command": sys.executable, "args": [str(SERVER), str(record), "stdio"]},
     }
     config = parse_config({"servers": servers}, base_dir=tmp_path_factory.mktemp("lean-config"))
@@ -187,3 +188,9 @@ async def test_a_cancelled_call_closes_its_post_and_the_connection_serves_the_ne
     assert lines == ["started t1", "closed t1"]
     result = await _call(pool, "http", "request_id")
     assert int(result.content[0].text) >= LEAN_IDS_FROM
+
+
+async def test_a_post_redirected_with_307_is_sent_on_as_the_sdk_sends_it(pool: McpPool) -> None:
+    moved = await _call(pool, "moved", "rich")
+    assert _same(moved) == _same(await _call(pool, "http", "rich"))
+    assert int((await _call(pool, "moved", "request_id")).content[0].text) >= LEAN_IDS_FROM
