@@ -31,7 +31,7 @@ import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -47,7 +47,7 @@ from mcp.shared._otel import inject_trace_context, otel_span
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provider
 from pydantic import ValidationError
 
 __all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call"]
@@ -125,10 +125,16 @@ class LeanPost:
         out = dict(params) if params is not None else {}
         meta = dict(out.get("_meta") or {})
         name = out.get("name")
-        with otel_span(
-            f"MCP send {method}{f' {name}' if isinstance(name, str) else ''}",
-            kind=SpanKind.CLIENT,
-            attributes={"mcp.method.name": method, "jsonrpc.request.id": str(request_id)},
+        # The SDK's client span, as its dispatcher opens one, where a tracer provider is installed.
+        traced = not isinstance(get_tracer_provider(), ProxyTracerProvider)
+        with (
+            otel_span(
+                f"MCP send {method}{f' {name}' if isinstance(name, str) else ''}",
+                kind=SpanKind.CLIENT,
+                attributes={"mcp.method.name": method, "jsonrpc.request.id": str(request_id)},
+            )
+            if traced
+            else nullcontext()
         ):
             inject_trace_context(meta)
             if meta:
