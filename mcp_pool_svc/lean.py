@@ -106,6 +106,7 @@ class LeanPost:
         layers, which a shared client without auth or proxies does not need on the way out)."""
         self._client = client
         self._transport = transport
+        self._target = httpx2.URL(url)  # parsed once: the client would parse the text per request
         self._url = url
         self._deliver = deliver
         self._lost = lost
@@ -154,7 +155,7 @@ class LeanPost:
         if self._transport is not None:
             # The client's request (its headers, cookies and timeouts) on its transport directly;
             # a 307/308 (the server ran nothing) goes the client's way below, as the SDK's would.
-            request = self._client.build_request("POST", self._url, content=payload, headers=headers)
+            request = self._client.build_request("POST", self._target, content=payload, headers=headers)
             response = await self._transport.handle_async_request(request)
             response.request = request
             try:
