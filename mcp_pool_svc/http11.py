@@ -9,8 +9,8 @@ few microseconds ``h11`` itself spends on the bytes. This transport sits under t
 does the socket work with asyncio's streams directly.
 
 It behaves as ``httpcore2`` does where the pool depends on it: keep-alive connections per origin,
-no cap on their number; an idle one is dropped when the server closed it or after
-``keepalive_expiry``; a response read to its end gives its connection back, one abandoned
+no cap on their number; an idle one is dropped when the server closed it (its socket polled
+before reuse) or after ``keepalive_expiry``; a response read to its end gives its connection back, one abandoned
 mid-way (a cancelled 2026-07-28 call: closing the POST is its cancellation) closes it; TLS with
 ``httpx2``'s default context. Failures are ``httpx2``'s exceptions, with the same meaning: a
 connect that failed (``ConnectError``, ``ConnectTimeout``) sent nothing, which
@@ -22,6 +22,7 @@ environment names; those requests never reach this one).
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -38,6 +39,16 @@ _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 Origin = tuple[bytes, bytes, int]
 
 
+def _readable(writer: asyncio.StreamWriter) -> bool:
+    """Whether the connection's socket has something to read (or an end) right now."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return True
+    poll = select.poll()
+    poll.register(sock.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
+
+
 class _Connection:
     """One TCP (or TLS) connection and its HTTP/1.1 state."""
 
@@ -51,12 +62,19 @@ class _Connection:
         self.timed_out = False
 
     def reusable(self, now: float, expiry: float) -> bool:
-        """Idle, open, not closed by the server meanwhile, and not older than ``expiry``."""
+        """Idle, open, not closed by the server meanwhile, and not older than ``expiry``.
+
+        An idle connection's socket that is readable was closed by the server (or it sent
+        something unasked): asked of the kernel, since the event loop may not have read the close
+        yet (a server killed a moment ago). A request sent on it would be lost after sending;
+        a new connection to a dead server is refused before anything is sent.
+        """
         return (
             now - self.idle_since < expiry
             and not self.writer.is_closing()
             and not self.reader.at_eof()
             and self.reader.exception() is None
+            and not _readable(self.writer)
         )
 
     def close(self) -> None:
