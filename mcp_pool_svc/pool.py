@@ -466,7 +466,8 @@ class McpPool:
             ResultTooLargeError: the result is over the cap and the pool is set to reject.
         """
         name = request.llm_name or request.tool
-        with self._tracing.span("call_tool", attributes=_call_attributes(name, self._servers)) as span:
+        attributes = _call_attributes(name, self._servers) if self._tracing.enabled else None
+        with self._tracing.span("call_tool", attributes=attributes) as span:
             checked = check_call(request)
             self._results.check(request)
             server, tool = await self._resolve_as(request, checked.principal)
