@@ -40,10 +40,14 @@ from discovery_svc.index import SearchIndex
 from discovery_svc.manifest import manifest_answer
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
-from discovery_svc.planner import PreparedToolset, plan_tools
-from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
+from discovery_svc.planner import PreparedToolset, assemble_plan, plan_tools
+from discovery_svc.result_text import unsigned_note
+from discovery_svc.scope import SearchScope, ToolScope
+from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import execute_search
 from discovery_svc.tokens import TokenCounter, TokenEncoding
+from discovery_svc.user_index import MergedScope, UserIndexes
+from discovery_svc.user_plan import user_parts
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
@@ -52,6 +56,15 @@ from toolscout_kit.tracing import set_attributes
 __all__ = ["DiscoveryEngine"]
 
 _log = get_logger(__name__)
+
+# A toolset as one principal sees it: its scope without the per_user servers' tools, their own
+# scope of those servers, and the per_user servers they have not signed in to.
+UserScopes = tuple[SearchScope, SearchScope, tuple[str, ...]]
+
+
+# A catalog that has not changed for this long is built without waiting out the pause after the
+# last build (see DiscoveryEngine.prepared).
+_SETTLED_SECONDS = 1.0
 
 
 class DiscoveryEngine:
@@ -66,8 +79,11 @@ class DiscoveryEngine:
         cache_size: int = 64,
         metrics: DiscoveryMetrics | None = None,
         hybrid: HybridStage | None = None,
+        users: UserIndexes | None = None,
     ) -> None:
-        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones)."""
+        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones);
+        ``users``: what ``per_user`` servers list to each principal (searches that name one)."""
+        self._users = users
         self._config = config
         self._settings = config.toolscout.discovery
         self._current: Catalog | None = None
@@ -84,6 +100,10 @@ class DiscoveryEngine:
         if hybrid is None:
             self._metrics.set_search_mode("bm25")
         self.builds = 0  # prepared toolset states built
+        # When the next build for a newer catalog version may start, and when the catalog last
+        # changed (see prepared()).
+        self._next_build_at = 0.0
+        self._changed_at = 0.0
         self.index_builds = 0  # catalog indexes built (one per catalog version)
 
     # --- catalog ---------------------------------------------------------------------------
@@ -93,6 +113,7 @@ class DiscoveryEngine:
         if self._current is not None and self._current.version == catalog.version:
             return False
         self._current = catalog
+        self._changed_at = time.monotonic()
         # Prepared states of older versions can never be hit again.
         for key in [k for k in self._cache if k[0] != catalog.version]:
             del self._cache[key]
@@ -167,9 +188,24 @@ class DiscoveryEngine:
             self._cache.move_to_end(key)
             return hit
         async with self._build_lock:
+            while self._base is not None and self._base.version != self.catalog.version:
+                # A catalog that keeps changing (a fleet coming up: a new version per server) is
+                # indexed again at most half the time, leaving the other half to the pool (in the
+                # same process under `toolscout up`); once it has not changed for a moment it is
+                # built at once. Other toolsets of an indexed version never wait.
+                now = time.monotonic()
+                pause = min(self._next_build_at - now, self._changed_at + _SETTLED_SECONDS - now)
+                if pause <= 0:
+                    break
+                await asyncio.sleep(pause)
+            # The latest version: a request queued behind the build of an older one builds no
+            # version of its own that is already out of date.
+            catalog = self.catalog
+            key = (catalog.version, name)
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
+            build_started = time.monotonic()
             base = await self._catalog_index(catalog)
             tools = select_toolset(catalog, self._config, toolset)
             started = time.perf_counter()
@@ -177,6 +213,7 @@ class DiscoveryEngine:
                 PreparedToolset,
                 base=base,
                 toolset=name,
+                per_user=self._config.per_user_servers,
                 partition=partition_tools(tools, self._config),
                 counter=self._counter,
                 manifest_budget=self._settings.manifest_budget_tokens,
@@ -200,6 +237,8 @@ class DiscoveryEngine:
                 self._cache[key] = prepared
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+            now = time.monotonic()
+            self._next_build_at = now + (now - build_started)
             return prepared
 
     async def warm(self, toolset: ToolsetLike = "", provider: str = "openai") -> None:
@@ -224,13 +263,15 @@ class DiscoveryEngine:
             ToolsetNotFoundError: unknown or invalid toolset.
         """
         toolset = resolve_toolset(request.toolset)
+        prepared = await self.prepared(toolset)
         return await self._plan(
-            await self.prepared(toolset),
+            prepared,
             request.discovered_tools,
             request.provider,
             include_deferred_names=request.include_deferred_names,
             include_deferred_tools=request.include_deferred_tools,
             surface=request.surface or ToolSurface.APPEND,
+            user=await self._user_scopes(prepared, toolset, request.principal),
         )
 
     async def watch_plans(self, request: PlanRequest, known_version: str = "") -> AsyncIterator[ToolPlan]:
@@ -261,10 +302,22 @@ class DiscoveryEngine:
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
         surface: ToolSurface = ToolSurface.APPEND,
+        user: UserScopes | None = None,
     ) -> ToolPlan:
+        """``user``: the toolset as a principal sees it (:meth:`_user_scopes`; the plan is then
+        theirs: :mod:`discovery_svc.user_plan`)."""
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
+        if user is not None:
+            return assemble_plan(
+                prepared,
+                enc,
+                user_parts(prepared, user[0], user[1], self._config.per_user_servers, discovered, enc),
+                include_deferred_names=include_deferred_names,
+                include_deferred_tools=include_deferred_tools,
+                surface=surface,
+            )
         return plan_tools(
             prepared,
             discovered,
@@ -294,29 +347,12 @@ class DiscoveryEngine:
         started = time.perf_counter()
         mode = "unknown"
         try:
-            if request.max_results < 0:
-                raise SearchArgumentError(
-                    f"max_results must be 0 (the configured default) or more, got {request.max_results}"
-                )
-            browse = surface is ToolSurface.STABLE
-            if request.arguments_json:
-                args = parse_arguments_json(request.arguments_json, browse=browse)
-            else:
-                args = validate_arguments(
-                    request.query,
-                    request.server_name,
-                    list(request.tool_names) if request.tool_names else None,
-                    request.offset,
-                    browse=browse,
-                )
+            args = _search_args(request, browse=surface is ToolSurface.STABLE)
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
-            scope, threaded = prepared.scope, False
-            if self._hybrid is not None:
-                waiting = time.perf_counter()
-                scope, threaded = await self._hybrid.scope_for(scope, args.query, time_limit)
-                set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
+            user = await self._user_scopes(prepared, toolset, request.principal)
+            scope, threaded, unsigned = await self._scope(prepared, user, args.query, time_limit)
             search = functools.partial(
                 execute_search,
                 scope,
@@ -328,6 +364,7 @@ class DiscoveryEngine:
                 parameters=not request.compact_text,
                 surface=surface,
                 manifest=manifest_answer(prepared.manifest) if args.mode is SearchMode.MANIFEST else "",
+                unsigned=unsigned,
             )
             # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
             # not on the event loop. BM25 answers in well under a millisecond: in place.
@@ -338,18 +375,53 @@ class DiscoveryEngine:
         plan = None
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
-            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface)
+            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface, user=user)
         ranking = ""
         if result.mode in (SearchMode.QUERY, SearchMode.SERVER_QUERY):
             # Threaded: the query has its vector, so the hybrid index ranked it.
             ranking = "hybrid" if threaded else "bm25"
         result = dataclasses.replace(
-            result, catalog_version=prepared.catalog_version, plan=plan, ranking=ranking
+            result,
+            catalog_version=prepared.catalog_version,
+            plan=plan,
+            ranking=ranking,
+            # A browse of a server they have not signed in to says so itself.
+            result_text=result.result_text + unsigned_note([s for s in unsigned if s != args.server_name]),
         )
         mode = result.mode
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
+
+    async def _user_scopes(
+        self, prepared: PreparedToolset, toolset: Toolset, principal: str
+    ) -> UserScopes | None:
+        """The toolset as ``principal`` sees it (:meth:`UserIndexes.scopes`); None when that is the
+        toolset's own scope (no principal named, or no ``per_user`` server in the toolset)."""
+        if not principal or self._users is None or not self._users.applies(toolset):
+            return None
+        return await self._users.scopes(prepared, toolset, principal)
+
+    async def _scope(
+        self,
+        prepared: PreparedToolset,
+        user: UserScopes | None,
+        query: str | None,
+        time_limit: float | None,
+    ) -> tuple[ToolScope, bool, tuple[str, ...]]:
+        """What a search runs on: the toolset's scope (hybrid when ready: then ``True``, run it in
+        a thread), merged with what ``per_user`` servers list to a principal (``user``:
+        :mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
+        shared, threaded = prepared.scope, False
+        own: SearchScope | None = None
+        unsigned: tuple[str, ...] = ()
+        if user is not None:
+            shared, own, unsigned = user
+        if self._hybrid is not None:
+            waiting = time.perf_counter()
+            shared, threaded = await self._hybrid.scope_for(shared, query, time_limit)
+            set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
+        return (shared if own is None else MergedScope(shared, own)), threaded, unsigned
 
     async def get_manifest(self, toolset: ToolsetLike = "", provider: str = "") -> Manifest:
         """The manifest for ``toolset`` and its size in ``provider``'s encoding.
@@ -388,3 +460,25 @@ class DiscoveryEngine:
             row[2] += tokens
             row[3] += 0 if deferred else tokens
         return tuple(ServerTokens(server, *row) for server, row in sorted(rows.items()))
+
+
+def _search_args(request: SearchRequest, *, browse: bool) -> SearchArgs:
+    """The search's arguments (the LLM's ``arguments_json``, or the typed fields); ``browse``: a
+    call without any (the stable surface) asks for the manifest.
+
+    Raises:
+        SearchArgumentError: malformed arguments, or a negative ``max_results``.
+    """
+    if request.max_results < 0:
+        raise SearchArgumentError(
+            f"max_results must be 0 (the configured default) or more, got {request.max_results}"
+        )
+    if request.arguments_json:
+        return parse_arguments_json(request.arguments_json, browse=browse)
+    return validate_arguments(
+        request.query,
+        request.server_name,
+        list(request.tool_names) if request.tool_names else None,
+        request.offset,
+        browse=browse,
+    )

@@ -45,7 +45,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed
+from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.results import ResultOwner, result_link
 from toolscout_kit.call_tool import check_arguments
@@ -235,7 +235,9 @@ class ToolCaller:
             try:
                 passed_meta, timeout = call_meta(meta)
                 resumed = (
-                    self._rounds.resume(tool.llm_name, tool.server, host_round, principal=principal)
+                    self._rounds.resume(
+                        RoundOf.TOOL, tool.llm_name, host_round, server=tool.server, principal=principal
+                    )
                     if host_round is not None
                     else None
                 )
@@ -289,13 +291,7 @@ class ToolCaller:
         # The caller: a per_user server runs the call with this principal's own token.
         request = dataclasses.replace(request, principal=principal)
         if resumed is not None:
-            request = dataclasses.replace(
-                request,
-                accept_input_required=True,
-                input_responses_json=resumed.input_responses_json,
-                request_state=resumed.request_state,
-                host_capabilities_json=resumed.host_capabilities_json,
-            )
+            request = resumed.applied_to(request)
         if owner is not None and owner.budget:
             request = dataclasses.replace(
                 request,
@@ -325,7 +321,7 @@ class ToolCaller:
             raise MCPError(result.jsonrpc_error_code, result.text)
         if result.input_required_json:
             asked = self._rounds.wrap(
-                tool.llm_name, tool.server, result.tool, result.input_required_json, principal=principal
+                RoundOf.TOOL, tool.llm_name, tool.server, result.input_required_json, principal=principal
             )
             return asked, "input_required"
         return _mcp_result(result), "tool_error" if result.is_error else "ok"

@@ -48,19 +48,27 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc import server_features
+from mcp_gateway_svc import capabilities, server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.input_rounds import HostRound
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.relay import asked_log_level, declared_capabilities, host_relay
+from mcp_gateway_svc.relay import asked_log_level, host_relay, host_round
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
-from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
-from mcp_gateway_svc.user_login import base_url
+from mcp_gateway_svc.tool_lists import (
+    CursorError,
+    list_signature,
+    page,
+    shared_signature,
+    signature,
+    tools_for,
+)
+from mcp_gateway_svc.user_login import UserLogin, base_url, sign_in_instructions
+from mcp_gateway_svc.user_tools import UserTools, UserToolViews, tools_as_seen_by
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.call_tool import Refusal, UnknownHint, not_loaded, read_call, unknown_tool
 from toolscout_kit.logging import get_logger
@@ -124,6 +132,16 @@ def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     return info
 
 
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The host's ``clientInfo.name``: of the session, or of the ``initialize`` being answered."""
+    params = ctx.session.client_params
+    if params is not None:
+        return params.client_info.name
+    info = ctx.params.get("clientInfo") if ctx.method == "initialize" and ctx.params else None
+    name = info.get("name") if isinstance(info, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
 def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
@@ -172,7 +190,8 @@ class _GatewayServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
-        """The SDK's capabilities (from the handlers), less what no server behind offers."""
+        """The SDK's capabilities (from the handlers) as the endpoint being served advertises them
+        (:mod:`mcp_gateway_svc.capabilities`; outside a request, every server's)."""
         options = notification_options or NotificationOptions(
             tools_changed=self.announces_changes, prompts_changed=True, resources_changed=True
         )
@@ -181,17 +200,7 @@ class _GatewayServer(Server[Any]):
         )
         if self.features is None:
             return caps
-        offered = self.features.offered()
-        update: dict[str, Any] = {}
-        if not offered.prompts:
-            update["prompts"] = None
-        if not offered.completions:
-            update["completions"] = None
-        if not offered.logging:
-            update["logging"] = None
-        if caps.resources is not None:
-            update["resources"] = caps.resources.model_copy(update={"subscribe": offered.subscribe})
-        return caps.model_copy(update=update)
+        return capabilities.trimmed(caps, capabilities.EndpointFeatures(self.features.offered(""), True))
 
     def create_initialization_options(
         self,
@@ -219,11 +228,17 @@ class McpHandlers:
         results: KeptResults | None = None,
         result_budget: Callable[[str], int] | None = None,
         features: server_features.ServedFeatures | None = None,
+        user_tools: UserToolViews | None = None,
+        user_login: UserLogin | None = None,
     ) -> None:
         """``results`` serves kept results (resources/read, read_result); ``result_budget`` is
         the result budget of a host by its clientInfo.name (None: results are not shaped);
-        ``features`` the servers' resources, prompts, completion and logging (None: not served)."""
+        ``features`` the servers' resources, prompts, completion and logging (None: not served);
+        ``user_tools`` what ``per_user`` servers list to each caller, and ``user_login`` their
+        login links (None: no ``per_user`` servers)."""
         self._features = features
+        self._user_tools = user_tools
+        self._login = user_login
         self._discovery = discovery
         self._caller = caller
         self._results = results
@@ -278,7 +293,9 @@ class McpHandlers:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
         if self._features is not None:
-            server.middleware.append(self._capabilities_known)
+            server.middleware.append(self._endpoint_capabilities)
+        if self._user_tools is not None:
+            server.middleware.append(self._sign_in_guidance)
         if handshake_only:
             server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
@@ -320,15 +337,75 @@ class McpHandlers:
                 span.set_attribute("error.type", "tool_error")
             return result
 
-    async def _capabilities_known(
+    async def _endpoint_capabilities(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        """Capabilities follow what the servers offer: before the first answer that names them
-        (``initialize``, ``server/discover``) the pool's first feature snapshot is waited for
-        (bounded: without it the capabilities name tools and the gateway's own resources only)."""
-        if ctx.method in ("initialize", "server/discover") and self._features is not None:
-            await self._features.follower.wait_first()
-        return await call_next(ctx)
+        """Capabilities are the endpoint's (:mod:`mcp_gateway_svc.capabilities`): the answers that
+        name them (``initialize``, ``server/discover``) are built with the endpoint's view, and a
+        request of a capability the endpoint does not advertise answers -32601. The pool's first
+        feature snapshot is waited for first (bounded: without it the capabilities name tools and
+        the gateway's own resources only)."""
+        method = ctx.method
+        if self._features is None or (
+            method not in capabilities.ADVERTISING_METHODS and method not in capabilities.GATED_METHODS
+        ):
+            return await call_next(ctx)
+        request = ctx.request
+        info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
+        if not isinstance(info, RequestInfo):
+            return await call_next(ctx)
+        await self._features.follower.wait_first()
+        served = capabilities.EndpointFeatures(
+            self._features.offered(info.endpoint.toolset.name), self._own_resources(ctx, info)
+        )
+        capabilities.require(method, served)
+        with capabilities.serving(served):
+            return await call_next(ctx)
+
+    def _own_resources(self, ctx: ServerRequestContext[Any, Any], info: RequestInfo) -> bool:
+        """Whether the gateway serves resources of its own on the request's endpoint: the manifest
+        (meta, progressive), or tool results kept behind a handle (results shaped for this host)."""
+        if _mode(info, ctx) != GatewayMode.ALL:
+            return True
+        if self._results is None or self._result_budget is None:
+            return False
+        return self._result_budget(_client_name(ctx)) > 0
+
+    async def _sign_in_guidance(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """``initialize`` (and ``server/discover``) instructions name each ``per_user`` server of
+        the endpoint the caller has not signed in to, with its login link: what a host shows
+        before any call (the server's tools are not listed to them until they sign in)."""
+        result = await call_next(ctx)
+        if ctx.method not in ("initialize", "server/discover") or not isinstance(result, dict):
+            return result
+        request = ctx.request
+        info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
+        if not isinstance(info, RequestInfo) or not info.principal:
+            return result
+        try:
+            user = await self._seen_by(info, await _view(info.endpoint))
+        except MCPError:
+            return result
+        if user is None or not user.unsigned:
+            return result
+        scope = getattr(request, "scope", {})
+        links = [
+            (server, self._login.link(base_url(scope), info.principal, server) if self._login else "")
+            for server in user.unsigned
+        ]
+        text = sign_in_instructions(links)
+        return {
+            **result,
+            "instructions": f"{result['instructions']}\n\n{text}" if result.get("instructions") else text,
+        }
+
+    async def _seen_by(self, info: RequestInfo, view: ToolsetView) -> UserTools | None:
+        """What the ``per_user`` servers list to the caller (None: nothing differs from the plan)."""
+        if self._user_tools is None or not info.principal:
+            return None
+        return await self._user_tools.of(info.principal, view.version, info.endpoint.toolset.name)
 
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:
@@ -374,64 +451,81 @@ class McpHandlers:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         info = _info(ctx)
         uri = str(params.uri)
         if uri.startswith(RESULT_URI_PREFIX) and self._results is not None:
             return await self._results.read_resource(uri, self._owner(ctx, info))
         if uri == MANIFEST_URI or self._features is None:
             return read_gateway_resource(await _view(info.endpoint), uri)
-        return await self._features.read(uri, info.endpoint.toolset.name, info.principal)
+        return await self._features.read(
+            uri, info.endpoint.toolset.name, info.principal, host_round(ctx, params)
+        )
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         info = _info(ctx)
         mode = _mode(info, ctx)
-        view, tools = await self._tools(info, mode)
+        view, tools, user = await self._tools(info, mode)
         cursor = params.cursor if params is not None else None
+        version = view.version if user is None else user.version(view.version)
         try:
-            shown, next_cursor = page(
-                tools, cursor, version=view.version, where=f"{info.endpoint.key}/{mode}"
-            )
+            shown, next_cursor = page(tools, cursor, version=version, where=f"{info.endpoint.key}/{mode}")
         except CursorError as err:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
         if session is not None and not cursor:
+            # A caller's own list: what of it follows the catalog (the endpoint compares that part).
+            session.per_user = user.servers if user is not None else frozenset()
             session.listed = (
-                signature(tools) if mode == GatewayMode.PROGRESSIVE else list_signature(view, mode)
+                shared_signature(tools, session.per_user)
+                if user is not None
+                else signature(tools)
+                if mode == GatewayMode.PROGRESSIVE
+                else list_signature(view, mode)
             )
             session.outbound = ctx.session
         served = info.endpoint.served(view)
         ready = mode == GatewayMode.ALL
         if ready:
             await served.prepare_search_ready()
+        # A tool listed to this caller has its own definition (not the stack's search-ready one).
+        mine = user.by_name if user is not None else {}
         return types.ListToolsResult(
-            tools=[served.definition(t, search_ready=ready) for t in shown], next_cursor=next_cursor
+            tools=[served.definition(t, search_ready=ready and t.llm_name not in mine) for t in shown],
+            next_cursor=next_cursor,
         )
 
-    async def _tools(self, info: RequestInfo, mode: GatewayMode) -> tuple[ToolsetView, Sequence[Tool]]:
+    async def _tools(
+        self, info: RequestInfo, mode: GatewayMode
+    ) -> tuple[ToolsetView, Sequence[Tool], UserTools | None]:
+        """The view, what ``mode`` lists to the caller, and what ``per_user`` servers list to them
+        (None: the plan's lists, unchanged)."""
         view = await _view(info.endpoint)
+        search: Tool | None = None
+        loaded: Sequence[str] = ()
+        if mode == GatewayMode.PROGRESSIVE:
+            try:
+                search = await info.endpoint.progressive_search_tool()
+            except GatewayUnavailableError as err:
+                raise MCPError(types.INTERNAL_ERROR, err.message) from None
+            loaded = info.session.loaded if info.session is not None else []
+        user = await self._seen_by(info, view)
+        if user is not None and self._user_tools is not None:
+            return view, tools_as_seen_by(view, mode, user, self._user_tools.config, loaded, search), user
         if mode != GatewayMode.PROGRESSIVE:
-            return view, tools_for(view, mode)
-        try:
-            search = await info.endpoint.progressive_search_tool()
-        except GatewayUnavailableError as err:
-            raise MCPError(types.INTERNAL_ERROR, err.message) from None
-        loaded = info.session.loaded if info.session is not None else []
-        return view, tools_for(view, mode, loaded, search)
+            return view, tools_for(view, mode), None
+        return view, tools_for(view, mode, loaded, search), None
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         info = _info(ctx)
         meta = dict(params.meta) if params.meta else None
-        host_round = (
-            HostRound(params.input_responses, params.request_state, declared_capabilities(ctx))
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-            else None
+        call = _ToolCall(
+            ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round(ctx, params)
         )
-        call = _ToolCall(ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round)
         if info.session is not None:
             info.session.outbound = ctx.session
         name = params.name
@@ -451,8 +545,7 @@ class McpHandlers:
         the session when the endpoint keeps one (stateless meta: the principal alone)."""
         budget = 0
         if self._result_budget is not None:
-            params = ctx.session.client_params
-            budget = self._result_budget(params.client_info.name if params is not None else "")
+            budget = self._result_budget(_client_name(ctx))
         conversation = info.session.sid if info.session is not None else ""
         return ResultOwner(budget, info.principal, conversation)
 
@@ -469,6 +562,8 @@ class McpHandlers:
                 arguments_json=json.dumps(arguments),
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
                 surface=ToolSurface.APPEND if progressive else ToolSurface.STABLE,
+                # A per_user server's tools are found as it lists them to the caller.
+                principal=info.principal if self._user_tools is not None else "",
             )
             result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
@@ -507,9 +602,14 @@ class McpHandlers:
         """Calls a catalog tool; ``wrapped``: through ``call_tool``, whose caller gets every failure of
         the inner tool as a result (a JSON-RPC error would say ``call_tool`` itself was refused)."""
         tool = call.view.by_name.get(name)
+        user = None
+        if self._user_tools is not None and (tool is None or self._user_tools.config.per_user(tool.server)):
+            # A tool a per_user server lists to this caller (perhaps to them only).
+            user = await self._seen_by(call.info, call.view)
+            tool = (user.by_name.get(name) if user is not None else None) or tool
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
-            return await self._unknown(call.info.endpoint, call.view, name, call.mode)
+            return await self._unknown(call.info, call.view, name, call.mode)
         if tool.task_support == "required":
             # The tasks extension is not served: such a tool cannot be run through the gateway.
             message = (
@@ -525,6 +625,12 @@ class McpHandlers:
             and call.view.search_tool is not None
             and name not in call.view.eager_names
             and (session is None or name not in session.loaded)
+            and not (
+                user is not None
+                and name in user.by_name
+                and self._user_tools is not None
+                and not self._user_tools.config.deferred(tool.server, tool.name)
+            )
         ):
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
@@ -547,11 +653,15 @@ class McpHandlers:
         )
 
     async def _unknown(
-        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: GatewayMode
+        self, info: RequestInfo, view: ToolsetView, name: str, mode: GatewayMode
     ) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
-            request = SearchRequest(toolset=endpoint.toolset, tool_names=(name,))
+            request = SearchRequest(
+                toolset=info.endpoint.toolset,
+                tool_names=(name,),
+                principal=info.principal if self._user_tools is not None else "",
+            )
             found = await rpc(self._discovery.search(request, deadline=_CLOSEST_DEADLINE))
             closest = (
                 found.not_found[0].closest

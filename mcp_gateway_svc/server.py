@@ -40,6 +40,7 @@ from mcp_gateway_svc.results import KeptResults
 from mcp_gateway_svc.server_features import ServedFeatures
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.user_login import UserLogin, has_per_user_servers
+from mcp_gateway_svc.user_tools import UserToolViews
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
@@ -214,16 +215,21 @@ def _handlers(
 ) -> McpHandlers:
     """The MCP request handlers: MCP in, client-library calls out."""
     settings = config.toolscout.gateway
+    # One key seals every input_required round (tools, reads, prompts) of this replica.
+    rounds = InputRounds(os.environ)
     return McpHandlers(
         downstream.discovery,
-        ToolCaller(downstream.pool, metrics, user_login, InputRounds(os.environ)),
+        ToolCaller(downstream.pool, metrics, user_login, rounds),
         metrics,
         private_lists=tenants.enabled or settings.oauth is not None,
         tracing=tracing,
         results=KeptResults(downstream.pool),
         result_budget=settings.result_budget_for,
         # What the servers offer besides tools, followed from the pool (from the first request on).
-        features=ServedFeatures(downstream.pool, config, endpoints, sessions),
+        features=ServedFeatures(downstream.pool, config, endpoints, sessions, rounds),
+        # per_user servers: each caller's tools are those the server lists to them.
+        user_tools=UserToolViews(downstream.pool, config) if user_login is not None else None,
+        user_login=user_login,
     )
 
 
@@ -262,7 +268,9 @@ def _front(
         max_sessions=settings.max_sessions,
         tenant_quota=settings.max_sessions_per_tenant,
         ready=ready,
-        oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
+        oauth=(
+            OAuthResourceServer(settings.oauth, metrics=parts.metrics) if settings.oauth is not None else None
+        ),
         console=parts.console,
         client_modes=settings.client_modes,
         client_all_max_tools=settings.client_all_max_tools,

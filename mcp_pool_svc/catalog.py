@@ -23,7 +23,7 @@ from toolscout.client import (
     server_digest,
 )
 
-from mcp_pool_svc.naming import NameTable
+from mcp_pool_svc.naming import RESERVED_NAMES, NameTable, bare_name
 from toolscout_kit.logging import get_logger
 
 __all__ = ["Catalog", "ListedTool", "PoolTool", "listed_tool_from_mcp"]
@@ -108,6 +108,8 @@ class _Entry:
     # Derived, rebuilt only when this entry (or the naming of the catalog) changes.
     built: tuple[PoolTool, ...] | None = None
     digest: bytes = b""
+    # (not read-only, without annotations), counted once per listing: every ListServers asks.
+    write_counts: tuple[int, int] | None = None
 
 
 class Catalog:
@@ -194,6 +196,25 @@ class Catalog:
         pair = self._names.resolve(llm_name)
         return self._by_pair.get(pair) if pair else None
 
+    def named(self, server: str, listed: Iterable[ListedTool]) -> tuple[PoolTool, ...]:
+        """Tools ``server`` listed outside the catalog (to one user: :mod:`mcp_pool_svc.user_tools`),
+        named as the catalog names them: a tool it holds keeps its name, another gets the name its
+        pair would get (its bare name on a server that is not namespaced, unless another tool has
+        it), so that the same tool has the same name in every user's list."""
+        self._rebuild()
+        unique: dict[str, ListedTool] = {}
+        for tool in listed:
+            unique.setdefault(tool.name, tool)
+        named: list[PoolTool] = []
+        for tool in sorted(unique.values(), key=lambda t: t.name):
+            name = self._names.name_for(server, tool.name)
+            if (server, tool.name) not in self._by_pair and not self._namespaced(server):
+                bare = bare_name(tool.name)
+                if self._names.resolve(bare) is None and bare not in RESERVED_NAMES:
+                    name = bare
+            named.append(PoolTool.of(server, name, True, tool))
+        return tuple(named)
+
     def has_listing(self, server: str) -> bool:
         return server in self._entries
 
@@ -204,8 +225,16 @@ class Catalog:
     def write_counts(self, server: str) -> tuple[int, int]:
         """``(not read-only, without annotations)``: the server's tools that ``serialize_writes``
         serializes, and those that carry no annotations at all."""
-        tools = self._entries[server].tools if server in self._entries else ()
-        return sum(not t.read_only for t in tools), sum(not t.annotations_json for t in tools)
+        entry = self._entries.get(server)
+        if entry is None:
+            return 0, 0
+        if entry.write_counts is None:
+            tools = entry.tools
+            entry.write_counts = (
+                sum(not t.read_only for t in tools),
+                sum(not t.annotations_json for t in tools),
+            )
+        return entry.write_counts
 
     def counts(self) -> Mapping[str, int]:
         return {server: len(entry.tools) for server, entry in self._entries.items()}

@@ -7,11 +7,14 @@ caller's own session of a ``per_user`` server, like a tool call. The server's an
 its MCP result in JSON; a JSON-RPC error it answers with is data too (its code and message), so
 that an MCP front door answers with the same error. Reads, prompts and completions have no side
 effects, but a request lost with its connection is still reported as "outcome unknown" rather
-than sent twice: one rule for every request the pool sends.
+than sent twice: one rule for every request the pool sends. A read or a prompt may be one round
+of an MCP 2026-07-28 multi-round-trip request, as a tool call may (:class:`~mcp_pool_svc.relay.InputRound`):
+the server's ``input_required`` answer comes back whole, for the caller to relay.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -19,7 +22,7 @@ import hashlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any, cast
 
 import anyio
@@ -48,7 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.features import FeatureCatalog, ResourceRoute, list_features
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostSession
+from mcp_pool_svc.relay import HostSession, InputRound
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
@@ -112,6 +115,80 @@ async def _send_request(conn: Connection, request: Any) -> None:
     await conn.session.send_request(request, mcp_types.EmptyResult)
 
 
+def _subscribe(uri: str) -> mcp_types.SubscribeRequest:
+    return mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=uri))
+
+
+async def _unsubscribe(sup: Supervisor, conn: Connection, uri: str) -> None:
+    """``resources/unsubscribe`` on a handshake-era session still open (shielded and bounded: it
+    runs as the subscriber leaves)."""
+    if conn.modern or conn.closed.is_set():
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+        try:
+            await _send_request(
+                conn, mcp_types.UnsubscribeRequest(params=mcp_types.UnsubscribeRequestParams(uri=uri))
+            )
+        except MCPError as err:
+            log.info("mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300])
+
+
+# Seconds between two tries to reach a server that failed, to subscribe again on its next session.
+_RENEW_RETRY = 1.0
+
+
+async def _next_session(sup: Supervisor, lost: Connection) -> Connection | None:
+    """The server's first session after ``lost`` (once ``lost`` has closed), however long its
+    supervisor takes to restart it; None once the server is no longer supervised here."""
+    await lost.closed.wait()
+    while True:
+        try:
+            return await sup.connection_for_call(wait_for_restart=True, not_this=lost)
+        except ServerUnavailableError:
+            if sup.stop_requested:
+                return None
+            await anyio.sleep(_RENEW_RETRY)  # failed for now: its supervisor keeps restarting it
+
+
+# How a subscription's stream fails when its session goes (besides MCPError CONNECTION_CLOSED).
+_LOST = (
+    SubscriptionLost,
+    ServerUnavailableError,
+    TimeoutError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+)
+
+
+def _session_lost(err: Exception) -> bool:
+    """Whether a subscription failed because its session went (it is renewed on the next one)
+    rather than because the server refused it."""
+    if isinstance(err, MCPError):
+        return was_not_sent(err) or err.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(err, _LOST)
+
+
+async def _renewed(sup: Supervisor, held: list[Connection], uri: str, ended: Callable[[], None]) -> None:
+    """Subscribes to ``uri`` again on each new session of the server: a lost session takes the
+    server's subscriptions with it. ``held[0]`` is the session holding the subscription (kept
+    current for the unsubscribe); ``ended()`` ends the subscription once the server is no longer
+    supervised here. Runs until cancelled."""
+    while True:
+        conn = await _next_session(sup, held[0])
+        if conn is None:
+            ended()
+            return
+        held[0] = conn
+        try:
+            with anyio.fail_after(sup.config.call_timeout):
+                await _send_request(conn, _subscribe(uri))
+        except (MCPError, TimeoutError) as err:
+            # A session lost again is waited out above; a refusal leaves it unsubscribed.
+            log.warning("resource_subscription_not_renewed", server=sup.name, error=redact(str(err))[:300])
+            continue
+        log.info("resource_subscription_renewed", server=sup.name)
+
+
 class FeatureCalls:
     """Sends the pool's feature requests (see the module's docstring)."""
 
@@ -121,9 +198,12 @@ class FeatureCalls:
         supervisor_of: Callable[[str], Supervisor],
         users: UserSessions | None = None,
         unsharded: Callable[[], bool] = lambda: True,
+        ping_interval: float = 5.0,
     ) -> None:
         """``supervisor_of(server)`` raises UnknownServerError / NotOwnerError like the pool's calls;
-        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`)."""
+        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`);
+        ``ping_interval``: seconds between two pings on an era-bridge session (``pool.ping_interval``)."""
+        self._ping_interval = ping_interval
         self._unsharded = unsharded
         self._catalog = catalog
         self._supervisor_of = supervisor_of
@@ -271,11 +351,12 @@ class FeatureCalls:
             raise UnknownFeatureError(f"no MCP server lists the resource '{request.uri}'")
         sup = self._supervisor_of(route.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def read(conn: Connection) -> Any:
-            return await conn.session.read_resource(route.uri)
+            return await conn.session.read_resource(route.uri, **asked.sdk_arguments())
 
-        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read)
+        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read, asked)
 
     async def get_prompt(self, request: PromptRequest, deadline: float | None = None) -> FeatureReply:
         """``prompts/get`` of the prompt served as ``request.name``.
@@ -292,11 +373,12 @@ class FeatureCalls:
         arguments = _string_map(request.arguments_json, "arguments")
         sup = self._supervisor_of(prompt.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def get(conn: Connection) -> Any:
-            return await conn.session.get_prompt(prompt.own_name, arguments or None)
+            return await conn.session.get_prompt(prompt.own_name, arguments or None, **asked.sdk_arguments())
 
-        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get)
+        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get, asked)
 
     async def complete(self, request: CompletionRequest, deadline: float | None = None) -> FeatureReply:
         """``completion/complete`` for a prompt's or a template's argument.
@@ -378,8 +460,11 @@ class FeatureCalls:
     async def watch_resource(self, uri: str, principal: str = "") -> AsyncGenerator[tuple[str, bool], None]:
         """``(uri, True)`` once subscribed, then ``(updated uri, False)`` per update, until the
         caller stops iterating (then it unsubscribes, unless others still follow that URI). A
-        subscription lives on its server's session: it does not survive that session's loss (the
-        server forgets it), and is not renewed on the next one.
+        subscription lives on its server's session, which forgets it when it is lost: the pool
+        subscribes again on each new session of the server (handshake era: :func:`_renewed`;
+        2026-07-28: :meth:`_modern`, a new ``subscriptions/listen`` stream or era-bridge session),
+        so the updates keep coming after a restart; the stream ends when the server is no longer
+        supervised here.
 
         Raises:
             UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
@@ -396,12 +481,16 @@ class FeatureCalls:
         send, receive = anyio.create_memory_object_stream[str](64)
 
         def on_update(updated: str) -> None:
+            # The URI itself as the caller named it (its qualified form, when it asked by that).
             # A consumer that far behind re-reads the resource anyway.
             with contextlib.suppress(anyio.WouldBlock):
-                send.send_nowait(updated)
+                send.send_nowait(uri if updated == route.uri else updated)
 
         end = self._catalog.subscribe(route.server, route.uri, on_update)
         conn: Connection | None = None
+        # Handshake era: the session holding the subscription, and the task renewing it.
+        held: list[Connection] = []
+        renewal: asyncio.Task[None] | None = None
         try:
             try:
                 with anyio.fail_after(sup.config.call_timeout):
@@ -409,19 +498,14 @@ class FeatureCalls:
             except TimeoutError:
                 raise ServerUnavailableError(f"MCP server {sup.name!r} is not ready; not sent") from None
             if conn.modern:
-                upstream = (
-                    self._bridged(sup, uri, route)
-                    if self._catalog.subscribe_bridged(route.server)
-                    else self._listen_for(conn, uri, route.uri)
-                )
-                async with contextlib.aclosing(upstream) as updates:
+                async with contextlib.aclosing(self._modern(sup, conn, uri, route)) as updates:
                     async for update in updates:
                         yield update
                 return
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(
-                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
-                )
+                await _send_request(conn, _subscribe(route.uri))
+            held = [conn]
+            renewal = asyncio.create_task(_renewed(sup, held, route.uri, send.close), name=f"renew {uri}")
             yield uri, True
             async with receive:
                 async for updated in receive:
@@ -437,31 +521,81 @@ class FeatureCalls:
         finally:
             send.close()
             receive.close()
-            if end() and conn is not None and not conn.modern and not conn.closed.is_set():
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-                    try:
-                        await _send_request(
-                            conn,
-                            mcp_types.UnsubscribeRequest(
-                                params=mcp_types.UnsubscribeRequestParams(uri=route.uri)
-                            ),
-                        )
-                    except MCPError as err:
-                        log.info(
-                            "mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300]
-                        )
+            if renewal is not None:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                conn = held[0]
+            if end() and conn is not None:
+                await _unsubscribe(sup, conn, route.uri)
+
+    async def _modern(
+        self, sup: Supervisor, conn: Connection, served: str, route: ResourceRoute
+    ) -> AsyncGenerator[tuple[str, bool], None]:
+        """A subscription to a server the pool speaks 2026-07-28 with: a ``subscriptions/listen``
+        stream on ``conn`` or, when the server offers subscriptions at the handshake era only, a
+        session of that era of its own (the era bridge). Either ends with its session; it is then
+        opened again on the server's next session (the server's own restart of a stream that it
+        ends while its session lives is retried every :data:`_RENEW_RETRY` seconds), until the
+        server is no longer supervised here or refuses the subscription.
+
+        Raises:
+            as :meth:`_bridged` and :meth:`_listen_for`, before the first subscription only.
+        """
+        subscribed = False
+        while True:
+            upstream = (
+                self._bridged(sup, served, route, conn)
+                if self._catalog.subscribe_bridged(route.server)
+                else self._listen_for(conn, served, route.uri)
+            )
+            try:
+                async with contextlib.aclosing(upstream) as updates:
+                    async for update in updates:
+                        if not update[1] or not subscribed:
+                            subscribed = True
+                            yield update
+                        else:
+                            log.info("resource_subscription_renewed", server=sup.name)
+            except (*_LOST, FeatureNotOfferedError, MCPError) as err:
+                if not subscribed and isinstance(err, SubscriptionLost):
+                    raise FeatureNotOfferedError(
+                        f"the subscription to '{served}' ended: {type(err).__name__}"
+                    ) from None
+                if not subscribed:
+                    raise
+                if not _session_lost(err):
+                    log.warning(
+                        "resource_subscription_not_renewed", server=sup.name, error=redact(str(err))[:300]
+                    )
+                    return
+            # A stream lost with its session ends a moment before the session is seen closed.
+            with anyio.move_on_after(_RENEW_RETRY):
+                await conn.closed.wait()
+            if conn.closed.is_set():
+                renewed = await _next_session(sup, conn)
+                if renewed is None:
+                    return
+                conn = renewed
+            elif sup.stop_requested:
+                return
 
     async def _bridged(
-        self, sup: Supervisor, served: str, route: ResourceRoute
+        self, sup: Supervisor, served: str, route: ResourceRoute, main: Connection
     ) -> AsyncGenerator[tuple[str, bool], None]:
         """A subscription held on a handshake-era session opened for it (the era bridge, see
         :mod:`mcp_pool_svc.features`): ``resources/subscribe`` there, its updates relayed until the
-        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends.
+        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends:
+        it closes, the server's ``main`` session does, or a ``ping`` on it every
+        ``ping_interval`` seconds fails (an HTTP session whose server restarted is unknown to
+        the new process, but its client hears of that only at its next request; the main session,
+        at 2026-07-28, has no server-side state to lose).
 
         Raises:
             ServerUnavailableError: the session could not be opened. MCPError: the server refused.
         """
         send, receive = anyio.create_memory_object_stream[str](64)
+        lost = anyio.Event()
 
         def on_event(kind: ConnectionEvent, detail: str) -> None:
             if kind == "resource_updated":
@@ -472,6 +606,18 @@ class FeatureCalls:
         async def end_with(conn: Connection) -> None:
             await conn.closed.wait()
             send.close()
+
+        async def alive(conn: Connection) -> None:
+            while True:
+                await anyio.sleep(self._ping_interval)
+                try:
+                    with anyio.fail_after(sup.config.call_timeout):
+                        await conn.ping()
+                except (MCPError, TimeoutError) as err:
+                    log.info("subscription_session_lost", server=sup.name, error=redact(str(err))[:300])
+                    lost.set()
+                    send.close()
+                    return
 
         async with AsyncExitStack() as stack:
             stack.callback(send.close)
@@ -488,16 +634,16 @@ class FeatureCalls:
             watcher = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(watcher.cancel_scope.cancel)
             watcher.start_soon(end_with, conn)
+            watcher.start_soon(end_with, main)
+            watcher.start_soon(alive, conn)
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(
-                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
-                )
+                await _send_request(conn, _subscribe(route.uri))
             try:
                 yield served, True
                 async for updated in receive:
                     yield updated, False
             finally:
-                if not conn.closed.is_set():
+                if not (conn.closed.is_set() or main.closed.is_set() or lost.is_set()):
                     unsubscribe = mcp_types.UnsubscribeRequestParams(uri=route.uri)
                     with (
                         anyio.CancelScope(shield=True),
@@ -512,7 +658,8 @@ class FeatureCalls:
         """A 2026-07-28 subscription: a ``subscriptions/listen`` stream for this one URI.
 
         Raises:
-            FeatureNotOfferedError: the server did not honour the subscription.
+            FeatureNotOfferedError: the server did not honour the subscription. SubscriptionLost:
+                the stream dropped (its session was lost).
         """
         try:
             async with listen(conn.session, resource_subscriptions=[uri]) as subscription:
@@ -524,9 +671,9 @@ class FeatureCalls:
                 async for event in subscription:
                     if isinstance(event, ResourceUpdated):
                         yield (served if event.uri == uri else event.uri), False
-        except (ListenNotSupportedError, SubscriptionLost) as err:
+        except ListenNotSupportedError:
             raise FeatureNotOfferedError(
-                f"the subscription to '{served}' ended: {type(err).__name__}"
+                f"the MCP server does not serve subscriptions/listen for '{served}'"
             ) from None
 
     # --- sending ----------------------------------------------------------------------------
@@ -538,13 +685,19 @@ class FeatureCalls:
         limit: float,
         what: str,
         request: Callable[[Connection], Awaitable[Any]],
+        asked: InputRound | None = None,
     ) -> FeatureReply:
+        """``request`` sent once, as a round of ``asked`` (a read's or a prompt's: the host's
+        capabilities declared when the caller relays ``input_required`` results; else a server
+        asking for input is answered as a JSON-RPC error of the server's)."""
         sent = False
+        relays = asked is not None and asked.accept
         try:
             with anyio.fail_after(limit):
                 async with self._connection(sup, principal) as conn:
                     sent = True
-                    result = await request(conn)
+                    with asked.declared() if asked is not None else nullcontext():
+                        result = await request(conn)
         except TimeoutError:
             raise ToolCallTimeoutError(
                 f"{what} on MCP server {sup.name!r} got no answer within {limit:g}s; it was cancelled"
@@ -563,6 +716,15 @@ class FeatureCalls:
                     "it was not sent again"
                 ) from None
             return FeatureReply(sup.name, jsonrpc_error_code=err.code, error_message=redact(err.message))
+        if isinstance(result, mcp_types.InputRequiredResult):
+            if relays:
+                return FeatureReply(sup.name, input_required_json=_json(result))
+            return FeatureReply(
+                sup.name,
+                jsonrpc_error_code=mcp_types.INTERNAL_ERROR,
+                error_message=f"{what}: MCP server {sup.name!r} asked for input (input_required), "
+                "which this caller does not relay",
+            )
         return FeatureReply(sup.name, result_json=_json(result))
 
     @asynccontextmanager

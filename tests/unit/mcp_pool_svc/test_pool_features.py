@@ -37,6 +37,13 @@ def test_prompts_are_named_like_tools_and_keep_their_definitions() -> None:
         "arguments": [{"name": "x", "required": True}],
     }
     assert catalog.lookup(FeatureKind.PROMPT, "plain") is served["plain"]
+    # Each knows the name it would be served under if another server claimed its name too
+    # (what a sharded pool's client serves then), and is found by it.
+    assert {f.served_name: f.qualified_name for f in served.values()} == {
+        "a__greet": "a__greet",
+        "plain": "b__plain",
+    }
+    assert catalog.lookup(FeatureKind.PROMPT, "b__plain") is served["plain"]
 
 
 def test_a_bare_prompt_name_two_servers_claim_is_namespaced_for_both() -> None:
@@ -52,6 +59,8 @@ def test_a_uri_is_served_as_is_unless_two_servers_list_it() -> None:
     catalog.set_listing("b", _listing("b", uris=("x://shared",)))
     served = {f.served_name for f in catalog.features(FeatureKind.RESOURCE)}
     assert served == {"x://a/1", f"{SERVER_URI_PREFIX}a/x://shared", f"{SERVER_URI_PREFIX}b/x://shared"}
+    qualified = {f.qualified_name for f in catalog.features(FeatureKind.RESOURCE)}
+    assert qualified == {f"{SERVER_URI_PREFIX}a/x://a/1", *(served - {"x://a/1"})}
     assert catalog.route_uri("x://a/1") == ResourceRoute("a", "x://a/1")
     assert catalog.route_uri(f"{SERVER_URI_PREFIX}b/x://shared") == ResourceRoute("b", "x://shared")
     # The plain URI both list names no one server: it is not guessed.
@@ -91,6 +100,41 @@ def test_the_version_follows_the_contents_and_offers() -> None:
     assert catalog.version == changed
     assert catalog.drop("a")
     assert catalog.version == empty
+
+
+def test_a_server_listing_no_feature_changes_only_the_version() -> None:
+    """A fleet of tool-only servers coming up one by one: each adds its offers to the version
+    (computed per server once), leaves the features as they were, and the version is the same
+    whatever order the servers came in."""
+    catalog = _catalog()
+    catalog.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
+    features = catalog.features()
+    versions = {catalog.version}
+    for server in ("c", "b"):
+        assert catalog.set_listing(server, _listing(server))
+        assert catalog.features() == features
+        versions.add(catalog.version)
+    assert len(versions) == 3
+    # A changed offer of one server moves the version (its cached share is not reused) ...
+    bare = catalog.version
+    assert catalog.set_listing("b", FeatureListing(ServerOffers("b", resources=False, prompts=True)))
+    assert catalog.version != bare
+    assert catalog.features() == features
+    # ... and the same contents reached in another order give the same version.
+    other = _catalog()
+    other.set_listing("b", FeatureListing(ServerOffers("b", resources=False, prompts=True)))
+    other.set_listing("c", _listing("c"))
+    other.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
+    assert other.version == catalog.version
+    assert catalog.drop("c")
+    assert catalog.drop("b")
+    assert catalog.version == _only_a_version()
+
+
+def _only_a_version() -> str:
+    catalog = _catalog()
+    catalog.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
+    return catalog.version
 
 
 async def test_watchers_hear_which_kinds_changed() -> None:
