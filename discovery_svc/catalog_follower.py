@@ -11,6 +11,13 @@ tools (one shard's catalog is passed on as it is, version included). A shard tha
 reached keeps its tools in the catalog, marked unavailable (after ``down_grace``, so a restart of a
 moment changes nothing); the other shards' tools are untouched. Only the servers whose tools
 changed are converted again, so a change on one shard costs what that shard changed.
+
+A catalog that keeps changing (a fleet coming up: a new version per server) is followed at a pace:
+after handling a snapshot the stream waits :data:`FOLLOW_PACE` times as long as that took before it
+reads the next (at most :data:`MAX_FOLLOW_PAUSE`). The pool sends a slow reader only its newest
+snapshot, so the versions in between are skipped, not queued: at most a quarter of the wall time
+goes to merging while the catalog keeps changing (under ``toolscout up`` the pool's pings share
+the process), and a small catalog (milliseconds to merge) is followed at once.
 """
 
 from __future__ import annotations
@@ -29,9 +36,19 @@ from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
 
-__all__ = ["CatalogFollower", "catalog_from_pool"]
+__all__ = ["FOLLOW_PACE", "MAX_FOLLOW_PAUSE", "CatalogFollower", "catalog_from_pool", "follow_pause"]
 
 _log = get_logger(__name__)
+
+# After a snapshot took t seconds to handle, the next is read no sooner than FOLLOW_PACE * t later
+# (and never more than MAX_FOLLOW_PAUSE later).
+FOLLOW_PACE = 3.0
+MAX_FOLLOW_PAUSE = 10.0
+
+
+def follow_pause(handling_seconds: float, *, pace: float = FOLLOW_PACE, cap: float = MAX_FOLLOW_PAUSE) -> float:
+    """How long to wait before reading the next snapshot after one took ``handling_seconds``."""
+    return min(max(handling_seconds, 0.0) * pace, cap)
 
 
 def _same_but_availability(old: Tool, new: Tool) -> bool:
@@ -94,8 +111,11 @@ class _Stream:
         initial_backoff: float,
         max_backoff: float,
         list_timeout: float,
+        pace: float = FOLLOW_PACE,
     ) -> None:
         self.pool = pool
+        self._pace = pace
+        self.paused_seconds = 0.0  # waited in all, pacing the reads (see follow_pause)
         self._on_snapshot = on_snapshot
         self._on_lost = on_lost
         self._name = name
@@ -122,8 +142,14 @@ class _Stream:
         # is garbage-collected (possibly after its event loop is gone).
         async with contextlib.aclosing(self.pool.watch_catalog(self.version)) as updates:
             async for update in updates:
+                started = time.perf_counter()
                 await self._on_snapshot(update.catalog_version, update.tools)
                 self.version = update.catalog_version
+                # Not reading holds the pool back (it keeps only the newest change for us).
+                pause = follow_pause(time.perf_counter() - started, pace=self._pace)
+                if pause > 0:
+                    self.paused_seconds += pause
+                    await asyncio.sleep(pause)
 
     async def run(self) -> None:
         """Follows forever, reconnecting with backoff; returns only when cancelled."""
@@ -177,9 +203,12 @@ class CatalogFollower:
         initial_backoff: float = 0.2,
         max_backoff: float = 10.0,
         list_timeout: float = 10.0,
+        pace: float = FOLLOW_PACE,
         metrics: DiscoveryMetrics | None = None,
     ) -> None:
+        """``pace``: see :func:`follow_pause` (0 reads every snapshot as soon as it comes)."""
         self._on_catalog = on_catalog
+        self._pace = pace
         self._merger = CatalogMerger(keep=dict.fromkeys(configured))
         self._down_grace = down_grace
         self._backoff = (initial_backoff, max_backoff, list_timeout)
@@ -218,6 +247,7 @@ class CatalogFollower:
             initial_backoff=initial,
             max_backoff=cap,
             list_timeout=list_timeout,
+            pace=self._pace,
         )
 
     @property
@@ -226,6 +256,11 @@ class CatalogFollower:
 
     def connected(self, index: int) -> asyncio.Event:
         return self._streams[index].connected
+
+    @property
+    def paused_seconds(self) -> float:
+        """Seconds the shards' streams have waited in all, pacing their reads (:func:`follow_pause`)."""
+        return sum(stream.paused_seconds for stream in self._streams.values())
 
     # --- merging ------------------------------------------------------------------------------
 
