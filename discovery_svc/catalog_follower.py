@@ -14,10 +14,13 @@ changed are converted again, so a change on one shard costs what that shard chan
 
 A catalog that keeps changing (a fleet coming up: a new version per server) is followed at a pace:
 after handling a snapshot the stream waits :data:`FOLLOW_PACE` times as long as that took before it
-reads the next (at most :data:`MAX_FOLLOW_PAUSE`). The pool sends a slow reader only its newest
-snapshot, so the versions in between are skipped, not queued: at most a quarter of the wall time
-goes to merging while the catalog keeps changing (under ``toolscout up`` the pool's pings share
-the process), and a small catalog (milliseconds to merge) is followed at once.
+reads the next (at most :data:`MAX_FOLLOW_PAUSE`): at most a quarter of the wall time goes to
+merging while the catalog keeps changing (under ``toolscout up`` the pool's pings share the
+process), and a small catalog (milliseconds to merge) is followed at once. A pause of
+:data:`RELIST_AFTER` or more is taken with the stream closed and ends with a fresh ``ListTools``:
+the snapshots a stream has on the way to a slow reader are out of date when it reads them (one per
+cycle, each older than the last change: at 1,000 servers discovery trailed the pool by ~45 s), and
+the versions in between are skipped, not queued.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
 
-__all__ = ["FOLLOW_PACE", "MAX_FOLLOW_PAUSE", "CatalogFollower", "catalog_from_pool", "follow_pause"]
+__all__ = ["FOLLOW_PACE", "MAX_FOLLOW_PAUSE", "RELIST_AFTER", "CatalogFollower", "catalog_from_pool", "follow_pause"]
 
 _log = get_logger(__name__)
 
@@ -44,6 +47,8 @@ _log = get_logger(__name__)
 # (and never more than MAX_FOLLOW_PAUSE later).
 FOLLOW_PACE = 3.0
 MAX_FOLLOW_PAUSE = 10.0
+# A pause at least this long is taken with the stream closed, and the catalog listed afresh after it.
+RELIST_AFTER = 0.5
 
 
 def follow_pause(handling_seconds: float, *, pace: float = FOLLOW_PACE, cap: float = MAX_FOLLOW_PAUSE) -> float:
@@ -112,10 +117,13 @@ class _Stream:
         max_backoff: float,
         list_timeout: float,
         pace: float = FOLLOW_PACE,
+        relist_after: float = RELIST_AFTER,
     ) -> None:
         self.pool = pool
         self._pace = pace
+        self._relist_after = relist_after
         self.paused_seconds = 0.0  # waited in all, pacing the reads (see follow_pause)
+        self.relists = 0  # ListTools calls
         self._on_snapshot = on_snapshot
         self._on_lost = on_lost
         self._name = name
@@ -126,30 +134,57 @@ class _Stream:
         self.connected = asyncio.Event()
 
     async def _follow_once(self) -> None:
+        # Handed over even when unchanged: the shard is back (its tools available again).
+        pause = await self._relist(always=True)
+        self.connected.set()
+        _log.info("following pool catalog", pool=self._name, catalog_version=self.version)
+        while True:
+            if pause >= self._relist_after:
+                # A long pause: the stream is closed during it (snapshots queued on the way to a
+                # slow reader are out of date by the time it reads them), and the catalog is then
+                # listed as it is now.
+                await self._pause(pause)
+                pause = await self._relist()
+                continue
+            watched = await self._watch()
+            if watched is None:
+                return  # the stream ended
+            pause = watched
+
+    async def _relist(self, *, always: bool = False) -> float:
+        """Lists the catalog and hands it over (unless unchanged and not ``always``); returns the
+        pause to take after."""
         listing = await self.pool.list_tools(
             include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
         )
-        await self._on_snapshot(listing.catalog_version, listing.tools)
-        self.version = listing.catalog_version
-        self.connected.set()
-        _log.info(
-            "following pool catalog",
-            pool=self._name,
-            catalog_version=listing.catalog_version,
-            tools=len(listing.tools),
-        )
+        self.relists += 1
+        if listing.catalog_version == self.version and not always:
+            return 0.0
+        return await self._handle(listing.catalog_version, listing.tools)
+
+    async def _watch(self) -> float | None:
+        """Follows WatchCatalog until a snapshot asks for a long pause (returned); None: the
+        stream ended."""
         # Closed explicitly: a cancelled follower must end the stream now, not when the generator
         # is garbage-collected (possibly after its event loop is gone).
         async with contextlib.aclosing(self.pool.watch_catalog(self.version)) as updates:
             async for update in updates:
-                started = time.perf_counter()
-                await self._on_snapshot(update.catalog_version, update.tools)
-                self.version = update.catalog_version
-                # Not reading holds the pool back (it keeps only the newest change for us).
-                pause = follow_pause(time.perf_counter() - started, pace=self._pace)
-                if pause > 0:
-                    self.paused_seconds += pause
-                    await asyncio.sleep(pause)
+                pause = await self._handle(update.catalog_version, update.tools)
+                if pause >= self._relist_after:
+                    return pause
+                await self._pause(pause)
+        return None
+
+    async def _handle(self, version: str, tools: tuple[Tool, ...]) -> float:
+        started = time.perf_counter()
+        await self._on_snapshot(version, tools)
+        self.version = version
+        return follow_pause(time.perf_counter() - started, pace=self._pace)
+
+    async def _pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self.paused_seconds += seconds
+            await asyncio.sleep(seconds)
 
     async def run(self) -> None:
         """Follows forever, reconnecting with backoff; returns only when cancelled."""
@@ -204,11 +239,14 @@ class CatalogFollower:
         max_backoff: float = 10.0,
         list_timeout: float = 10.0,
         pace: float = FOLLOW_PACE,
+        relist_after: float = RELIST_AFTER,
         metrics: DiscoveryMetrics | None = None,
     ) -> None:
-        """``pace``: see :func:`follow_pause` (0 reads every snapshot as soon as it comes)."""
+        """``pace``: see :func:`follow_pause` (0 reads every snapshot as soon as it comes);
+        ``relist_after``: the shortest pause taken with the stream closed (then listed afresh)."""
         self._on_catalog = on_catalog
         self._pace = pace
+        self._relist_after = relist_after
         self._merger = CatalogMerger(keep=dict.fromkeys(configured))
         self._down_grace = down_grace
         self._backoff = (initial_backoff, max_backoff, list_timeout)
@@ -248,6 +286,7 @@ class CatalogFollower:
             max_backoff=cap,
             list_timeout=list_timeout,
             pace=self._pace,
+            relist_after=self._relist_after,
         )
 
     @property
@@ -261,6 +300,11 @@ class CatalogFollower:
     def paused_seconds(self) -> float:
         """Seconds the shards' streams have waited in all, pacing their reads (:func:`follow_pause`)."""
         return sum(stream.paused_seconds for stream in self._streams.values())
+
+    @property
+    def relists(self) -> int:
+        """``ListTools`` calls of the shards' streams (one per (re)connect and per long pause)."""
+        return sum(stream.relists for stream in self._streams.values())
 
     # --- merging ------------------------------------------------------------------------------
 
