@@ -39,7 +39,14 @@ from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
 
-__all__ = ["FOLLOW_PACE", "MAX_FOLLOW_PAUSE", "RELIST_AFTER", "CatalogFollower", "catalog_from_pool", "follow_pause"]
+__all__ = [
+    "FOLLOW_PACE",
+    "MAX_FOLLOW_PAUSE",
+    "RELIST_AFTER",
+    "CatalogFollower",
+    "catalog_from_pool",
+    "follow_pause",
+]
 
 _log = get_logger(__name__)
 
@@ -51,7 +58,9 @@ MAX_FOLLOW_PAUSE = 10.0
 RELIST_AFTER = 0.5
 
 
-def follow_pause(handling_seconds: float, *, pace: float = FOLLOW_PACE, cap: float = MAX_FOLLOW_PAUSE) -> float:
+def follow_pause(
+    handling_seconds: float, *, pace: float = FOLLOW_PACE, cap: float = MAX_FOLLOW_PAUSE
+) -> float:
     """How long to wait before reading the next snapshot after one took ``handling_seconds``."""
     return min(max(handling_seconds, 0.0) * pace, cap)
 

@@ -215,7 +215,8 @@ async def test_a_catalog_that_keeps_changing_is_followed_at_a_pace_to_its_newest
         while "beta_t4" not in names:
             names = [t.llm_name for t in (await shards.next()).tools]
         assert names == ["alpha_a", "beta_b", *(f"beta_t{n}" for n in range(5)), "both_b"]
-        assert shards.follower is not None and shards.follower.paused_seconds > 0
+        assert shards.follower is not None
+        assert shards.follower.paused_seconds > 0
     finally:
         follower_task.cancel()
         for client in clients:
@@ -228,7 +229,8 @@ async def test_a_follower_without_a_pace_reads_every_snapshot_at_once(shards: Sh
         await shards.next()
         shards.pools[1].publish([wire.tool(pb_tool("beta", "c", "C."))], "s1-v2")
         assert [t.llm_name for t in (await shards.next()).tools] == ["alpha_a", "beta_c", "both_b"]
-        assert shards.follower is not None and shards.follower.paused_seconds == 0.0
+        assert shards.follower is not None
+        assert shards.follower.paused_seconds == 0.0
     finally:
         follower_task.cancel()
         for client in clients:
