@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from toolscout.client import GatewayMode
 
@@ -53,6 +54,16 @@ class Session:
     log_level: str = ""
     # Resource subscriptions (URI -> the task relaying its updates), ended with the session.
     subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    # Calls on the lean path (mcp_gateway_svc.lean) by JSON-RPC id: what notifications/cancelled
+    # cancels (the SDK's session never saw them).
+    lean_calls: dict[str | int, anyio.CancelScope] = field(default_factory=dict)
+
+    def cancel_lean(self, request_id: object) -> None:
+        """Cancels the lean call ``request_id`` names (``notifications/cancelled``), if one runs."""
+        if isinstance(request_id, str | int):
+            scope = self.lean_calls.get(request_id)
+            if scope is not None:
+                scope.cancel()
 
 
 class SessionRegistry:
