@@ -80,7 +80,6 @@ from mcp_gateway_svc.lean import (
     read_session,
     wire_result,
     write_json,
-    write_sse,
 )
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
@@ -599,7 +598,7 @@ class GatewayFront:
                 outcome = err
             finally:
                 session.lean_calls.pop(call.request_id, None)
-        await write_sse(send, call.request_id, outcome, headers.get(MCP_SESSION_ID_HEADER) or "")
+        await write_json(send, call.request_id, outcome, session_id=headers.get(MCP_SESSION_ID_HEADER) or "")
         return True
 
     def _sending(self, send: Send, info: RequestInfo) -> Send:

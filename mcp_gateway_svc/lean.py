@@ -17,9 +17,9 @@ headers (:func:`~mcp.shared.inbound.classify_inbound_request`,
 (:func:`mcp_types.methods.validate_client_request`). The call runs through the request handlers'
 code (:meth:`mcp_gateway_svc.handlers.McpHandlers.lean_target`), its result is shaped as the
 SDK's runner shapes it (:func:`mcp_types.methods.serialize_server_result`, the 2026-07-28
-``resultType`` and ``serverInfo`` stamps) and written as the transport writes it: one JSON body
-on the 2026-07-28 path (its answer when nothing was sent before the result), one SSE event on a
-session's POST stream. Anything else is the SDK's to serve, unchanged: other methods, a request
+``resultType`` and ``serverInfo`` stamps) and written as one JSON body, as the transports write
+one (:func:`write_json`; on a session too, which the SDK answers on an SSE stream: see there why
+not). Anything else is the SDK's to serve, unchanged: other methods, a request
 the SDK would refuse (it answers with its own error), a call that relays anything, progress or log
 messages, a search, a kept result, an unknown tool, tracing on.
 
@@ -42,6 +42,7 @@ import mcp_types as types
 import pydantic_core
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
@@ -68,18 +69,12 @@ __all__ = [
     "read_session",
     "wire_result",
     "write_json",
-    "write_sse",
 ]
 
 _METHOD = "tools/call"
 # The parameters a plain call carries; a task, an input_required round's answers or state go the
 # SDK's way.
 _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
-_SSE_HEADERS = (
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"content-type", b"text/event-stream"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,66 +260,53 @@ def wire_result(server: Server[Any], version: str, result: BaseModel) -> dict[st
     return dumped
 
 
-async def write_json(send: Send, request_id: str | int, outcome: dict[str, Any] | Exception) -> None:
-    """The 2026-07-28 answer: one JSON body, the status by the error code's table (as the SDK's)."""
+async def write_json(
+    send: Send, request_id: str | int, outcome: dict[str, Any] | Exception | None, *, session_id: str = ""
+) -> None:
+    """The answer: one JSON body, as the SDK's transports write one.
+
+    2026-07-28 (no ``session_id``): the status by the error code's table. A session's POST: status
+    200, the session's id, and a cancelled call (``None``) answered ``REQUEST_CANCELLED``, as the
+    session transport answers in its JSON mode. JSON rather than the session transport's SSE
+    stream: the client accepted both (the transport requires it), a lean call has nothing to send
+    before its result, and the ``mcp`` SDK's client closes the connection after an SSE answer,
+    where it keeps it for the next request after a JSON one (the spec lets the server pick).
+    """
     status = 200
-    if isinstance(outcome, Exception):
-        error = modern_error_data(outcome)
-        status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-        wire = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump(
-            mode="json", by_alias=True, exclude_none=True
-        )
+    extra: list[tuple[bytes, bytes]] = []
+    if not session_id:
+        if isinstance(outcome, Exception):
+            error = modern_error_data(outcome)
+            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+            wire = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+        else:
+            # What JSONRPCResponse(...).model_dump(exclude_none=True) gives for a result already in
+            # its wire form (a result's contents are never pruned), without building the model.
+            wire = {"jsonrpc": "2.0", "id": request_id, "result": outcome}
+        data = json.dumps(wire, separators=(",", ":")).encode()
     else:
-        # What JSONRPCResponse(...).model_dump(exclude_none=True) gives for a result already in
-        # its wire form (a result's contents are never pruned), without building the model.
-        wire = {"jsonrpc": "2.0", "id": request_id, "result": outcome}
-    data = json.dumps(wire, separators=(",", ":")).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")],
-        }
-    )
+        extra.append((b"mcp-session-id", session_id.encode("latin-1")))
+        if isinstance(outcome, dict):
+            # JSONRPCResponse(...).model_dump_json() of a wire-form result: its serializer, no model.
+            data = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": outcome})
+        else:
+            data = (
+                JSONRPCError(jsonrpc="2.0", id=request_id, error=_session_error(outcome))
+                .model_dump_json(by_alias=True, exclude_unset=True)
+                .encode()
+            )
+    headers = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json"), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
 
 
-async def write_sse(
-    send: Send, request_id: str | int, outcome: dict[str, Any] | Exception | None, session_id: str
-) -> None:
-    """A session's answer: its POST's SSE stream with the one event (none: the call was cancelled,
-    which the transport answers by ending the stream)."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                *_SSE_HEADERS,
-                (b"mcp-session-id", session_id.encode("latin-1")),
-                (b"x-accel-buffering", b"no"),
-            ],
-        }
-    )
-    data = b""
-    if isinstance(outcome, Exception):
-        # An MCP error as the session's dispatcher writes it; anything else as it answers a handler
-        # that raised (without the exception's text).
-        error = (
-            outcome.error
-            if isinstance(outcome, MCPError)
-            else types.ErrorData(code=0, message="Internal server error")
-        )
-        data = (
-            JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-            .model_dump_json(by_alias=True, exclude_unset=True)
-            .encode()
-        )
-    elif outcome is not None:
-        # JSONRPCResponse(...).model_dump_json() of a wire-form result: the same serializer, no model.
-        data = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": outcome})
-    await send(
-        {
-            "type": "http.response.body",
-            "body": b"event: message\r\ndata: " + data + b"\r\n\r\n" if data else b"",
-        }
-    )
+def _session_error(outcome: Exception | None) -> types.ErrorData:
+    """A session transport's error for a call that raised or was cancelled (None)."""
+    if outcome is None:
+        return types.ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+    if isinstance(outcome, MCPError):
+        return outcome.error
+    # As the session's dispatcher answers a handler that raised (without the exception's text).
+    return types.ErrorData(code=0, message="Internal server error")

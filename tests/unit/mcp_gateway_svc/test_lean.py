@@ -29,7 +29,6 @@ from mcp_gateway_svc.lean import (
     read_session,
     wire_result,
     write_json,
-    write_sse,
 )
 from mcp_gateway_svc.sessions import Session
 
@@ -208,19 +207,27 @@ async def test_answers_are_written_as_the_transports_write_them() -> None:
     assert json.loads(sent[1]["body"]) == {"jsonrpc": "2.0", "id": 3, "result": {"content": []}}
     sent, send = _sent()
     await write_json(send, 3, MCPError(types.INVALID_PARAMS, "no"))
-    assert sent[0]["status"] == 400
+    assert sent[0]["status"] == 400  # 2026-07-28: the status by the error code
     assert json.loads(sent[1]["body"])["error"] == {"code": types.INVALID_PARAMS, "message": "no"}
+
+
+async def test_a_sessions_answer_is_json_with_its_session_id_and_a_cancelled_call_is_answered() -> None:
     sent, send = _sent()
-    await write_sse(send, "a", {"content": []}, "r1.s1")
-    assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream"
-    assert dict(sent[0]["headers"])[b"mcp-session-id"] == b"r1.s1"
-    assert (
-        sent[1]["body"]
-        == b'event: message\r\ndata: {"jsonrpc":"2.0","id":"a","result":{"content":[]}}\r\n\r\n'
-    )
+    await write_json(send, "a", {"content": []}, session_id="r1.s1")
+    headers = dict(sent[0]["headers"])
+    assert headers[b"content-type"] == b"application/json"
+    assert headers[b"mcp-session-id"] == b"r1.s1"
+    assert sent[1]["body"] == b'{"jsonrpc":"2.0","id":"a","result":{"content":[]}}'
     sent, send = _sent()
-    await write_sse(send, "a", None, "r1.s1")  # cancelled: the stream ends with no event
-    assert sent[1]["body"] == b""
+    await write_json(send, "a", MCPError(types.INVALID_PARAMS, "no"), session_id="r1.s1")
+    assert sent[0]["status"] == 200  # as the session transport answers an error
+    assert json.loads(sent[1]["body"])["error"]["code"] == types.INVALID_PARAMS
+    sent, send = _sent()
+    await write_json(send, "a", None, session_id="r1.s1")  # cancelled
+    assert json.loads(sent[1]["body"])["error"] == {"code": -32800, "message": "Request cancelled"}
+    sent, send = _sent()
+    await write_json(send, "a", RuntimeError("internal detail"), session_id="r1.s1")
+    assert b"internal detail" not in sent[1]["body"]
 
 
 async def test_a_lean_call_holds_the_sessions_idle_countdown_as_a_request_of_the_transport_does() -> None:
