@@ -266,13 +266,16 @@ async def write_json(
     """The answer: one JSON body, as the SDK's transports write one.
 
     2026-07-28 (no ``session_id``): the status by the error code's table. A session's POST: status
-    200, the session's id, and a cancelled call (``None``) answered ``REQUEST_CANCELLED``, as the
-    session transport answers in its JSON mode. JSON rather than the session transport's SSE
-    stream: the client accepted both (the transport requires it), a lean call has nothing to send
-    before its result, and the ``mcp`` SDK's client closes the connection after an SSE answer,
-    where it keeps it for the next request after a JSON one (the spec lets the server pick).
+    200 and the session's id. JSON rather than the session transport's SSE stream: the client
+    accepted both (the transport requires it), a lean call has nothing to send before its result,
+    and the ``mcp`` SDK's client opens a new connection after every SSE answer, where it keeps the
+    connection after a JSON one (the spec lets the server pick). A session's cancelled call
+    (``None``) is answered ``REQUEST_CANCELLED`` on an SSE stream, as that transport answers it:
+    its client stopped reading the request's answer, which it drops from a stream but not from a
+    JSON body (which then fails its closed session).
     """
     status = 200
+    content_type = b"application/json"
     extra: list[tuple[bytes, bytes]] = []
     if not session_id:
         if isinstance(outcome, Exception):
@@ -292,12 +295,13 @@ async def write_json(
             # JSONRPCResponse(...).model_dump_json() of a wire-form result: its serializer, no model.
             data = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": outcome})
         else:
-            data = (
-                JSONRPCError(jsonrpc="2.0", id=request_id, error=_session_error(outcome))
-                .model_dump_json(by_alias=True, exclude_unset=True)
-                .encode()
-            )
-    headers = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json"), *extra]
+            refused = JSONRPCError(jsonrpc="2.0", id=request_id, error=_session_error(outcome))
+            data = refused.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        if outcome is None:
+            content_type = b"text/event-stream"
+            extra += [(b"cache-control", b"no-cache, no-transform"), (b"x-accel-buffering", b"no")]
+            data = b"event: message\r\ndata: " + data + b"\r\n\r\n"
+    headers = [(b"content-length", str(len(data)).encode()), (b"content-type", content_type), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
 

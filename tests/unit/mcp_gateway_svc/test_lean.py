@@ -223,8 +223,11 @@ async def test_a_sessions_answer_is_json_with_its_session_id_and_a_cancelled_cal
     assert sent[0]["status"] == 200  # as the session transport answers an error
     assert json.loads(sent[1]["body"])["error"]["code"] == types.INVALID_PARAMS
     sent, send = _sent()
-    await write_json(send, "a", None, session_id="r1.s1")  # cancelled
-    assert json.loads(sent[1]["body"])["error"] == {"code": -32800, "message": "Request cancelled"}
+    await write_json(send, "a", None, session_id="r1.s1")  # cancelled: on a stream, as the transport does
+    assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream"
+    event = sent[1]["body"]
+    assert event.startswith(b"event: message\r\ndata: ")
+    assert json.loads(event.split(b"data: ")[1])["error"] == {"code": -32800, "message": "Request cancelled"}
     sent, send = _sent()
     await write_json(send, "a", RuntimeError("internal detail"), session_id="r1.s1")
     assert b"internal detail" not in sent[1]["body"]
