@@ -44,6 +44,7 @@ are used: its streamable-HTTP session managers (the whole MCP transport), its re
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import os
@@ -175,9 +176,10 @@ def _address(value: str, *, origin: bool) -> _Address | None:
     return parts.scheme.lower(), parts.hostname.lower(), port
 
 
-def _allowed(value: str, patterns: Sequence[str], *, origin: bool) -> bool:
+@functools.lru_cache(maxsize=1024)
+def _allowed(value: str, patterns: tuple[str, ...], *, origin: bool) -> bool:
     """Scheme, host and port compared exactly (the host in any case); a pattern's ``:*`` allows
-    any port, or none."""
+    any port, or none. (Remembered: a client sends the same Host on every request.)"""
     given = _address(value, origin=origin)
     if given is None or given[2] == "*":
         return False
@@ -598,7 +600,7 @@ class GatewayFront:
                 outcome = err
             finally:
                 session.lean_calls.pop(call.request_id, None)
-        await write_json(send, call.request_id, outcome, session_id=headers.get(MCP_SESSION_ID_HEADER) or "")
+        await write_json(send, call.request_id, outcome, session_id=self._replica.session_id(session.sid))
         return True
 
     def _sending(self, send: Send, info: RequestInfo) -> Send:
