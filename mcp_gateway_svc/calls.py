@@ -45,7 +45,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed
+from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.results import ResultOwner, result_link
 from toolscout_kit.call_tool import check_arguments
@@ -235,7 +235,9 @@ class ToolCaller:
             try:
                 passed_meta, timeout = call_meta(meta)
                 resumed = (
-                    self._rounds.resume(tool.llm_name, tool.server, host_round, principal=principal)
+                    self._rounds.resume(
+                        RoundOf.TOOL, tool.llm_name, host_round, server=tool.server, principal=principal
+                    )
                     if host_round is not None
                     else None
                 )
@@ -285,13 +287,6 @@ class ToolCaller:
             passed_meta = {**passed_meta, types.LOG_LEVEL_META_KEY: relayed.log_level}
         # The caller: a per_user server runs the call with this principal's own token.
         fields: dict[str, Any] = {"principal": principal} if principal else {}
-        if resumed is not None:
-            fields.update(
-                accept_input_required=True,
-                input_responses_json=resumed.input_responses_json,
-                request_state=resumed.request_state,
-                host_capabilities_json=resumed.host_capabilities_json,
-            )
         if owner is not None and owner.budget:
             fields.update(
                 result_budget_tokens=owner.budget,
@@ -305,6 +300,8 @@ class ToolCaller:
         if fields:
             # One copy with every field set (a replace per group was a measurable part of a call).
             request = dataclasses.replace(request, **fields)
+        if resumed is not None:
+            request = resumed.applied_to(request)
         try:
             result = await rpc(
                 self._pool.call(
@@ -326,7 +323,7 @@ class ToolCaller:
             raise MCPError(result.jsonrpc_error_code, result.text)
         if result.input_required_json:
             asked = self._rounds.wrap(
-                tool.llm_name, tool.server, result.tool, result.input_required_json, principal=principal
+                RoundOf.TOOL, tool.llm_name, tool.server, result.input_required_json, principal=principal
             )
             return asked, "input_required"
         return _mcp_result(result), "tool_error" if result.is_error else "ok"

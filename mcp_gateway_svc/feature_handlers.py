@@ -15,6 +15,7 @@ from mcp.server import Server, ServerRequestContext
 from toolscout.client import FeatureKind
 
 from mcp_gateway_svc.endpoints import Endpoint
+from mcp_gateway_svc.relay import host_round
 from mcp_gateway_svc.server_features import MODELS, ServedFeatures
 from mcp_gateway_svc.sessions import Session
 
@@ -83,16 +84,15 @@ class FeatureHandlers:
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        self._features.require("prompts", self._features.offered().prompts)
         listed, next_cursor = await self._listed_page(ctx, params, FeatureKind.PROMPT)
         return types.ListPromptsResult(prompts=listed, next_cursor=next_cursor)
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         info = self._info_of(ctx)
         return await self._features.get_prompt(
-            params.name, params.arguments, info.endpoint.toolset.name, info.principal
+            params.name, params.arguments, info.endpoint.toolset.name, info.principal, host_round(ctx, params)
         )
 
     async def _complete(

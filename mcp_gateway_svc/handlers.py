@@ -48,7 +48,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc import server_features
+from mcp_gateway_svc import capabilities, server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
@@ -56,7 +56,7 @@ from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.input_rounds import HostRound
 from mcp_gateway_svc.lean import LeanCall
 from mcp_gateway_svc.metrics import GatewayMetrics
-from mcp_gateway_svc.relay import asked_log_level, declared_capabilities, host_relay
+from mcp_gateway_svc.relay import asked_log_level, host_relay, host_round
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
@@ -136,6 +136,16 @@ def _info(ctx: ServerRequestContext[Any, Any]) -> RequestInfo:
     return info
 
 
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The host's ``clientInfo.name``: of the session, or of the ``initialize`` being answered."""
+    params = ctx.session.client_params
+    if params is not None:
+        return params.client_info.name
+    info = ctx.params.get("clientInfo") if ctx.method == "initialize" and ctx.params else None
+    name = info.get("name") if isinstance(info, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
 def _mode(info: RequestInfo, ctx: ServerRequestContext[Any, Any]) -> GatewayMode:
     mode = info.mode
     return modern_mode(mode) if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else mode
@@ -184,7 +194,8 @@ class _GatewayServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
-        """The SDK's capabilities (from the handlers), less what no server behind offers."""
+        """The SDK's capabilities (from the handlers) as the endpoint being served advertises them
+        (:mod:`mcp_gateway_svc.capabilities`; outside a request, every server's)."""
         options = notification_options or NotificationOptions(
             tools_changed=self.announces_changes, prompts_changed=True, resources_changed=True
         )
@@ -193,17 +204,7 @@ class _GatewayServer(Server[Any]):
         )
         if self.features is None:
             return caps
-        offered = self.features.offered()
-        update: dict[str, Any] = {}
-        if not offered.prompts:
-            update["prompts"] = None
-        if not offered.completions:
-            update["completions"] = None
-        if not offered.logging:
-            update["logging"] = None
-        if caps.resources is not None:
-            update["resources"] = caps.resources.model_copy(update={"subscribe": offered.subscribe})
-        return caps.model_copy(update=update)
+        return capabilities.trimmed(caps, capabilities.EndpointFeatures(self.features.offered(""), True))
 
     def create_initialization_options(
         self,
@@ -290,7 +291,7 @@ class McpHandlers:
             server.middleware.append(self._trace)
         server.middleware.append(self._count)
         if self._features is not None:
-            server.middleware.append(self._capabilities_known)
+            server.middleware.append(self._endpoint_capabilities)
         if handshake_only:
             server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
@@ -332,15 +333,39 @@ class McpHandlers:
                 span.set_attribute("error.type", "tool_error")
             return result
 
-    async def _capabilities_known(
+    async def _endpoint_capabilities(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        """Capabilities follow what the servers offer: before the first answer that names them
-        (``initialize``, ``server/discover``) the pool's first feature snapshot is waited for
-        (bounded: without it the capabilities name tools and the gateway's own resources only)."""
-        if ctx.method in ("initialize", "server/discover") and self._features is not None:
-            await self._features.follower.wait_first()
-        return await call_next(ctx)
+        """Capabilities are the endpoint's (:mod:`mcp_gateway_svc.capabilities`): the answers that
+        name them (``initialize``, ``server/discover``) are built with the endpoint's view, and a
+        request of a capability the endpoint does not advertise answers -32601. The pool's first
+        feature snapshot is waited for first (bounded: without it the capabilities name tools and
+        the gateway's own resources only)."""
+        method = ctx.method
+        if self._features is None or (
+            method not in capabilities.ADVERTISING_METHODS and method not in capabilities.GATED_METHODS
+        ):
+            return await call_next(ctx)
+        request = ctx.request
+        info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
+        if not isinstance(info, RequestInfo):
+            return await call_next(ctx)
+        await self._features.follower.wait_first()
+        served = capabilities.EndpointFeatures(
+            self._features.offered(info.endpoint.toolset.name), self._own_resources(ctx, info)
+        )
+        capabilities.require(method, served)
+        with capabilities.serving(served):
+            return await call_next(ctx)
+
+    def _own_resources(self, ctx: ServerRequestContext[Any, Any], info: RequestInfo) -> bool:
+        """Whether the gateway serves resources of its own on the request's endpoint: the manifest
+        (meta, progressive), or tool results kept behind a handle (results shaped for this host)."""
+        if _mode(info, ctx) != GatewayMode.ALL:
+            return True
+        if self._results is None or self._result_budget is None:
+            return False
+        return self._result_budget(_client_name(ctx)) > 0
 
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         request = ctx.request
@@ -390,14 +415,16 @@ class McpHandlers:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         info = _info(ctx)
         uri = str(params.uri)
         if uri.startswith(RESULT_URI_PREFIX) and self._results is not None:
             return await self._results.read_resource(uri, self._owner(ctx, info))
         if uri == MANIFEST_URI or self._features is None:
             return read_gateway_resource(await _view(info.endpoint), uri)
-        return await self._features.read(uri, info.endpoint.toolset.name, info.principal)
+        return await self._features.read(
+            uri, info.endpoint.toolset.name, info.principal, host_round(ctx, params)
+        )
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -442,12 +469,9 @@ class McpHandlers:
     ) -> types.CallToolResult | types.InputRequiredResult:
         info = _info(ctx)
         meta = dict(params.meta) if params.meta else None
-        host_round = (
-            HostRound(params.input_responses, params.request_state, declared_capabilities(ctx))
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-            else None
+        call = _ToolCall(
+            ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round(ctx, params)
         )
-        call = _ToolCall(ctx, info, _mode(info, ctx), await _view(info.endpoint), meta, host_round)
         if info.session is not None:
             info.session.outbound = ctx.session
         name = params.name
@@ -524,8 +548,7 @@ class McpHandlers:
     def _owner(self, ctx: ServerRequestContext[Any, Any], info: RequestInfo) -> ResultOwner:
         """The host's result budget and what its kept results are bound to: the principal, and
         the session when the endpoint keeps one (stateless meta: the principal alone)."""
-        params = ctx.session.client_params
-        return self._owner_of(params.client_info.name if params is not None else "", info)
+        return self._owner_of(_client_name(ctx), info)
 
     def _owner_of(self, client_name: str, info: RequestInfo) -> ResultOwner:
         budget = self._result_budget(client_name) if self._result_budget is not None else 0

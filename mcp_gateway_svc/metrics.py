@@ -8,13 +8,22 @@ the three modes, fixed outcome words. No label carries a query, an argument or a
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from prometheus_client import CollectorRegistry
 from toolscout.client import GatewayMode
 
 from toolscout_kit.metrics import MetricSet, TimedEvents
 from toolscout_kit.tracing import exemplar
 
-__all__ = ["CALL_OUTCOMES", "KNOWN_METHODS", "MODES", "GatewayMetrics"]
+__all__ = [
+    "CALL_OUTCOMES",
+    "KNOWN_METHODS",
+    "MODES",
+    "GatewayMetrics",
+    "IntrospectionMetrics",
+    "IntrospectionOutcome",
+]
 
 MODES = tuple(GatewayMode)
 # MCP methods a client may send; any other method is counted as "other" (labels stay bounded).
@@ -44,6 +53,19 @@ CALL_OUTCOMES = (
     # A per_user server and a caller without their own token: pointed at the login route, not sent.
     "authorization_required",
 )
+
+
+class IntrospectionOutcome(StrEnum):
+    """What one token introspection (RFC 7662) came to."""
+
+    # The provider knows the token as active for this gateway (issuer, audience, subject, expiry).
+    ACTIVE = "active"
+    # Inactive, or active for another issuer or audience, without a subject, or expired.
+    INACTIVE = "inactive"
+    # The provider could not be asked or gave no RFC 7662 answer (its refusal of our client too).
+    ERROR = "error"
+
+
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -111,6 +133,7 @@ class GatewayMetrics:
             "Requests for a session held by another replica, forwarded there, by outcome (ok, unreachable).",
             "outcome",
         )
+        self.introspections = IntrospectionMetrics(m)
         for mode in MODES:
             self.open_sessions.labels(mode).set(0)
 
@@ -119,3 +142,36 @@ class GatewayMetrics:
 
     def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
         self.tool_calls.record(seconds, mode, outcome, exemplar=exemplar())
+
+
+class IntrospectionMetrics:
+    """Token introspection (RFC 7662) at the identity provider: requests by outcome and their
+    latency, and tokens answered from a kept answer (``gateway.oauth.introspection_endpoint``)."""
+
+    def __init__(self, m: MetricSet) -> None:
+        self.requests = TimedEvents(
+            m,
+            (
+                "introspections",
+                "Token introspection requests to the identity provider (gateway.oauth."
+                "introspection_endpoint), by outcome (active, inactive = inactive or not for this "
+                "gateway, error = not asked or no RFC 7662 answer).",
+            ),
+            ("introspection_duration_seconds", "Time of one token introspection request, by outcome."),
+            "outcome",
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.cache_hits = m.counter(
+            "introspection_cache_hits",
+            "Bearer tokens answered from the kept introspection answer without asking the identity "
+            "provider, by the kept outcome (active, inactive).",
+            "outcome",
+        )
+
+    def asked(self, outcome: IntrospectionOutcome, seconds: float) -> None:
+        """One request to the introspection endpoint that took ``seconds``."""
+        self.requests.record(seconds, outcome)
+
+    def kept(self, outcome: IntrospectionOutcome) -> None:
+        """One token answered from the kept introspection answer."""
+        self.cache_hits.labels(outcome).inc()

@@ -30,9 +30,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from toolscout.client import CallProgress, CallRelay, RelayAnswer, RelayedLog, RelayedRequest
 
+from mcp_gateway_svc.input_rounds import HostRound
 from toolscout_kit.logging import get_logger
 
-__all__ = ["asked_log_level", "declared_capabilities", "declared_of", "host_relay"]
+__all__ = ["asked_log_level", "declared_capabilities", "declared_of", "host_relay", "host_round"]
 
 _log = get_logger(__name__)
 
@@ -59,6 +60,18 @@ def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
 def declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> str:
     """The sampling, elicitation and roots capabilities the host declared, as JSON object text."""
     return json.dumps(_declared(ctx), separators=(",", ":"))
+
+
+def host_round(
+    ctx: ServerRequestContext[Any, Any], params: types.InputResponseRequestParams
+) -> HostRound | None:
+    """A 2026-07-28 host's part in an ``input_required`` round of its ``tools/call``,
+    ``resources/read`` or ``prompts/get`` (:mod:`mcp_gateway_svc.input_rounds`): its answers, the
+    state it got and the capabilities it declared; None for a handshake-era host (rounds are not
+    of its revision)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    return HostRound(params.input_responses, params.request_state, declared_capabilities(ctx))
 
 
 def asked_log_level(

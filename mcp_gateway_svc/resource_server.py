@@ -33,6 +33,7 @@ import jwt
 
 from mcp_gateway_svc.front import Tenant
 from mcp_gateway_svc.introspection import Ask, IntrospectionError, Introspector, TokenInactiveError
+from mcp_gateway_svc.metrics import GatewayMetrics
 from toolscout_kit.config import GatewayOAuthSettings
 from toolscout_kit.logging import get_logger
 
@@ -70,6 +71,7 @@ class OAuthResourceServer:
         fetch_jwks: JwksFetcher | None = None,
         environ: Mapping[str, str] | None = None,
         introspect: Ask | None = None,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         """Raises:
         ConfigError: introspection is configured and its client secret's variable is not set."""
@@ -78,7 +80,12 @@ class OAuthResourceServer:
         self._audience = settings.audience.rstrip("/")
         self._fetch = fetch_jwks or self._fetch_from_issuer
         self.introspector = (
-            Introspector(settings, environ=os.environ if environ is None else environ, ask=introspect)
+            Introspector(
+                settings,
+                environ=os.environ if environ is None else environ,
+                ask=introspect,
+                metrics=metrics.introspections if metrics is not None else None,
+            )
             if settings.introspection_endpoint is not None
             else None
         )

@@ -214,16 +214,18 @@ def _handlers(
 ) -> McpHandlers:
     """The MCP request handlers: MCP in, client-library calls out."""
     settings = config.toolscout.gateway
+    # One key seals every input_required round (tools, reads, prompts) of this replica.
+    rounds = InputRounds(os.environ)
     return McpHandlers(
         downstream.discovery,
-        ToolCaller(downstream.pool, metrics, user_login, InputRounds(os.environ)),
+        ToolCaller(downstream.pool, metrics, user_login, rounds),
         metrics,
         private_lists=tenants.enabled or settings.oauth is not None,
         tracing=tracing,
         results=KeptResults(downstream.pool),
         result_budget=settings.result_budget_for,
         # What the servers offer besides tools, followed from the pool (from the first request on).
-        features=ServedFeatures(downstream.pool, config, endpoints, sessions),
+        features=ServedFeatures(downstream.pool, config, endpoints, sessions, rounds),
     )
 
 
@@ -263,7 +265,9 @@ def _front(
         max_sessions=settings.max_sessions,
         tenant_quota=settings.max_sessions_per_tenant,
         ready=ready,
-        oauth=OAuthResourceServer(settings.oauth) if settings.oauth is not None else None,
+        oauth=(
+            OAuthResourceServer(settings.oauth, metrics=parts.metrics) if settings.oauth is not None else None
+        ),
         console=parts.console,
         client_modes=settings.client_modes,
         client_all_max_tools=settings.client_all_max_tools,

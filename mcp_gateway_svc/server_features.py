@@ -12,12 +12,11 @@ server that offers them (on the caller's own session of a ``per_user`` server); 
 JSON-RPC error reaches the host as that error. A change of a kind is announced with its
 ``list_changed`` on every open session and on 2026-07-28 ``subscriptions/listen`` streams.
 
-Capabilities follow the servers: ``prompts``, ``completions`` and ``logging`` are advertised when
-at least one server behind the gateway offers them (else the methods answer -32601), and
-``resources.subscribe`` when one offers subscriptions (held by a session at the handshake
-revisions, by a ``subscriptions/listen`` stream at 2026-07-28). ``resources`` is always advertised:
-the gateway serves resources of its own (the manifest, kept tool results). Capabilities are the
-whole pool's, not filtered by toolset (the SDK asks for them without the endpoint).
+Capabilities follow the servers of each endpoint's toolset (:meth:`ServedFeatures.offered`, a
+per-toolset view of the feature catalog; advertised and enforced by
+:mod:`mcp_gateway_svc.capabilities`): a method of a capability no server of the toolset offers
+answers -32601. Subscriptions are held by a session at the handshake revisions, by a
+``subscriptions/listen`` stream at 2026-07-28.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from toolscout.client.sharded import AsyncShardedPoolClient
 
 from mcp_gateway_svc.calls import rpc
 from mcp_gateway_svc.endpoints import Endpoint, Endpoints
+from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.sessions import Session, SessionRegistry
 from mcp_gateway_svc.tool_lists import CursorError, page
 from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
@@ -51,6 +51,7 @@ __all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
 _log = get_logger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 # The MCP definition of each kind.
 MODELS: dict[t.FeatureKind, type[Any]] = {
     t.FeatureKind.RESOURCE: types.Resource,
@@ -187,8 +188,12 @@ class ServedFeatures:
         config: ToolscoutConfig,
         endpoints: Endpoints,
         sessions: SessionRegistry,
+        rounds: InputRounds | None = None,
     ) -> None:
+        """``rounds``: how ``input_required`` states are sealed (:mod:`mcp_gateway_svc.input_rounds`;
+        the tool caller's, so that one key serves every request)."""
         self._pool = pool
+        self._rounds = rounds if rounds is not None else InputRounds()
         self._config = config
         self._endpoints = endpoints
         self._sessions = sessions
@@ -196,9 +201,11 @@ class ServedFeatures:
 
     # --- capabilities -----------------------------------------------------------------------
 
-    def offered(self) -> t.ServerOffers:
-        """What any server behind the gateway offers (``server`` empty)."""
-        offers = self.follower.offers()
+    def offered(self, toolset: str) -> t.ServerOffers:
+        """What the servers of ``toolset`` offer, together (``server`` empty; ``""``: every
+        server, ``/mcp`` without a default toolset)."""
+        allowed = toolset_servers(self._config, toolset)
+        offers = [o for o in self.follower.offers() if allowed is None or o.server in allowed]
         return t.ServerOffers(
             "",
             resources=any(o.resources for o in offers),
@@ -207,13 +214,6 @@ class ServedFeatures:
             completions=any(o.completions for o in offers),
             logging=any(o.logging for o in offers),
         )
-
-    def require(self, what: str, offered: bool) -> None:
-        """Raises MCPError (METHOD_NOT_FOUND) unless ``offered``: no server behind offers ``what``."""
-        if not offered:
-            raise MCPError(
-                types.METHOD_NOT_FOUND, f"Method not found: no MCP server behind this gateway offers {what}"
-            )
 
     # --- listings ---------------------------------------------------------------------------
 
@@ -321,38 +321,79 @@ class ServedFeatures:
 
     # --- requests ---------------------------------------------------------------------------
 
-    async def read(self, uri: str, toolset: str, principal: str) -> types.ReadResourceResult:
+    async def read(
+        self, uri: str, toolset: str, principal: str, host_round: HostRound | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        """``resources/read``; ``host_round``: a 2026-07-28 host's round (see :meth:`_rounded`).
+
+        Raises:
+            MCPError: not found (-32002), a refused ``requestState`` (INVALID_PARAMS), or the
+                server's own JSON-RPC error.
+        """
         allowed = toolset_servers(self._config, toolset)
         not_found = MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}")
+        resumed = self._resumed(RoundOf.RESOURCE, uri, host_round, principal)
+        request = t.ResourceReadRequest(uri, principal=principal)
         reply = await _ask(
-            self._pool.read_resource(t.ResourceReadRequest(uri, principal=principal)), not_found
+            self._pool.read_resource(resumed.applied_to(request) if resumed else request), not_found
         )
         if allowed is not None and reply.server not in allowed:
             raise not_found
-        result: types.ReadResourceResult = _reply(reply, types.ReadResourceResult)
+        return self._rounded(RoundOf.RESOURCE, uri, reply, resumed, principal, types.ReadResourceResult)
+
+    def _resumed(
+        self, of: RoundOf, name: str, host_round: HostRound | None, principal: str
+    ) -> Resumed | None:
+        return self._rounds.resume(of, name, host_round, principal=principal) if host_round else None
+
+    def _rounded(
+        self,
+        of: RoundOf,
+        name: str,
+        reply: t.FeatureReply,
+        resumed: Resumed | None,
+        principal: str,
+        model: type[R],
+    ) -> R | types.InputRequiredResult:
+        """The server's answer to a 2026-07-28 host's read or prompt (``resumed``: its round, the
+        pool relaying ``input_required``): a server asking for input comes back as an
+        ``InputRequiredResult`` whose state is sealed with the routing
+        (:mod:`mcp_gateway_svc.input_rounds`); a retry answered by another server than the one
+        its state came from is refused. Any other host's: its result (or JSON-RPC error)."""
+        if resumed is not None:
+            resumed.answered_by(reply.server)
+        if reply.input_required_json and not reply.jsonrpc_error_code:
+            return self._rounds.wrap(of, name, reply.server, reply.input_required_json, principal=principal)
+        result: R = _reply(reply, model)
         return result
 
     async def get_prompt(
-        self, name: str, arguments: Mapping[str, str] | None, toolset: str, principal: str
-    ) -> types.GetPromptResult:
-        # A replica whose first request is this one has not followed the pool yet.
-        await self.follower.wait_first()
-        self.require("prompts", self.offered().prompts)
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None,
+        toolset: str,
+        principal: str,
+        host_round: HostRound | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """``prompts/get``; ``host_round``: a 2026-07-28 host's round (see :meth:`_rounded`).
+
+        Raises:
+            MCPError: an unknown prompt or a refused ``requestState`` (INVALID_PARAMS), or the
+                server's own JSON-RPC error.
+        """
         if not await self._allowed(t.FeatureKind.PROMPT, name, toolset, principal):
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+        resumed = self._resumed(RoundOf.PROMPT, name, host_round, principal)
         request = t.PromptRequest(name, json_object_text(dict(arguments or {})), principal)
         reply = await _ask(
-            self._pool.get_prompt(request), MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'")
+            self._pool.get_prompt(resumed.applied_to(request) if resumed else request),
+            MCPError(types.INVALID_PARAMS, f"unknown prompt '{name}'"),
         )
-        result: types.GetPromptResult = _reply(reply, types.GetPromptResult)
-        return result
+        return self._rounded(RoundOf.PROMPT, name, reply, resumed, principal, types.GetPromptResult)
 
     async def complete(
         self, params: types.CompleteRequestParams, toolset: str, principal: str
     ) -> types.CompleteResult:
-        # A replica whose first request is this one has not followed the pool yet.
-        await self.follower.wait_first()
-        self.require("completion", self.offered().completions)
         ref = params.ref
         if isinstance(ref, types.PromptReference):
             kind, key = t.FeatureKind.PROMPT, ref.name
@@ -379,9 +420,6 @@ class ServedFeatures:
         sessions of the pool); the session keeps it too (``Session.log_level``), for the requests
         it makes to servers whose session with the pool is at 2026-07-28, where the level travels
         with each request."""
-        # A replica whose first request is this one has not followed the pool yet.
-        await self.follower.wait_first()
-        self.require("logging", self.offered().logging)
         if session is not None:
             session.log_level = level
         allowed = toolset_servers(self._config, toolset)
@@ -398,7 +436,6 @@ class ServedFeatures:
     async def subscribe(
         self, uri: str, session: Session | None, outbound: Any, principal: str
     ) -> types.EmptyResult:
-        self.require("resource subscriptions", self.offered().subscribe)
         if session is None:
             raise MCPError(
                 types.INVALID_REQUEST, "resource subscriptions need a session: open one with initialize"
@@ -431,7 +468,7 @@ class ServedFeatures:
         delivered."""
         toolset = endpoint.toolset.name
         followed = [u for u in uris if await self._allowed(t.FeatureKind.RESOURCE, u, toolset)]
-        if not followed or not self.offered().subscribe:
+        if not followed or not self.offered(toolset).subscribe:
             return await serve
         async with anyio.create_task_group() as group:
             for uri in followed:
@@ -469,17 +506,22 @@ class ServedFeatures:
     async def _announce(self, kinds: frozenset[t.FeatureKind]) -> None:
         resources = bool(kinds & {t.FeatureKind.RESOURCE, t.FeatureKind.RESOURCE_TEMPLATE})
         prompts = t.FeatureKind.PROMPT in kinds
+        # Only where the kind is served now (an endpoint whose servers offer no prompts is not
+        # told of prompt changes: it advertises no prompts).
         for endpoint in self._endpoints.opened():
-            if resources:
+            offered = self.offered(endpoint.toolset.name)
+            if resources and offered.resources:
                 await endpoint.publish(ResourcesListChanged())
-            if prompts:
+            if prompts and offered.prompts:
                 await endpoint.publish(PromptsListChanged())
         for session in self._sessions.all():
-            if session.outbound is None:
+            toolset = self._endpoints.toolset_of(session.endpoint)
+            if session.outbound is None or toolset is None:
                 continue
+            offered = self.offered(toolset)
             with contextlib.suppress(Exception):
-                if resources:
+                if resources and offered.resources:
                     await session.outbound.send_resource_list_changed()
-                if prompts:
+                if prompts and offered.prompts:
                     await session.outbound.send_prompt_list_changed()
         _log.info("resource or prompt change announced", kinds=sorted(k.value for k in kinds))

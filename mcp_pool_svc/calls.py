@@ -33,7 +33,6 @@ import mcp_types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import Span
-from pydantic import TypeAdapter, ValidationError
 from toolscout.client import CallRequest, CallToolResult, ContentBlock
 
 from mcp_pool_svc.catalog import Catalog
@@ -46,7 +45,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostRelay, HostSession, declaring, wants_host_session
+from mcp_pool_svc.relay import HostRelay, HostSession, InputRound, declaring, wants_host_session
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.stdio import OVERSIZED_REPLY
@@ -126,15 +125,18 @@ def check_call(request: CallRequest) -> CheckedCall:
         raise InvalidToolArgumentsError(
             f"timeout_seconds must be a finite number of seconds, 0 or more (0 = the server's call_timeout); got {seconds!r}"
         )
+    arguments = require_json_object(request.arguments_json, "arguments")
+    meta = require_json_object(request.meta_json, "_meta")
+    asked = InputRound.of(request)
     return CheckedCall(
-        require_json_object(request.arguments_json, "arguments"),
-        require_json_object(request.meta_json, "_meta"),
+        arguments,
+        meta,
         seconds,
         request.principal,
-        request.accept_input_required,
-        _input_responses(request.input_responses_json),
-        request.request_state or None,
-        require_json_object(request.host_capabilities_json, "host capabilities"),
+        asked.accept,
+        asked.input_responses,
+        asked.request_state,
+        dict(asked.host_capabilities),
     )
 
 
@@ -561,21 +563,3 @@ class CallRunner:
             tool=tool,
             duration_seconds=time.perf_counter() - started,
         )
-
-
-_INPUT_RESPONSES: TypeAdapter[mcp_types.InputResponses] = TypeAdapter(mcp_types.InputResponses)
-
-
-def _input_responses(text: str) -> mcp_types.InputResponses | None:
-    """A retry's ``inputResponses`` (JSON object text, empty: none) as the SDK's types.
-
-    Raises:
-        InvalidToolArgumentsError: not a JSON object of MCP input responses.
-    """
-    if not text:
-        return None
-    value = require_json_object(text, "inputResponses")
-    try:
-        return _INPUT_RESPONSES.validate_python(value)
-    except ValidationError:
-        raise InvalidToolArgumentsError("inputResponses are not MCP input responses") from None

@@ -7,11 +7,14 @@ caller's own session of a ``per_user`` server, like a tool call. The server's an
 its MCP result in JSON; a JSON-RPC error it answers with is data too (its code and message), so
 that an MCP front door answers with the same error. Reads, prompts and completions have no side
 effects, but a request lost with its connection is still reported as "outcome unknown" rather
-than sent twice: one rule for every request the pool sends.
+than sent twice: one rule for every request the pool sends. A read or a prompt may be one round
+of an MCP 2026-07-28 multi-round-trip request, as a tool call may (:class:`~mcp_pool_svc.relay.InputRound`):
+the server's ``input_required`` answer comes back whole, for the caller to relay.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -19,7 +22,7 @@ import hashlib
 import json
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any, cast
 
 import anyio
@@ -48,7 +51,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.features import FeatureCatalog, ResourceRoute, list_features
 from mcp_pool_svc.per_user import UserSessions, is_per_user
-from mcp_pool_svc.relay import HostSession
+from mcp_pool_svc.relay import HostSession, InputRound
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
@@ -110,6 +113,55 @@ async def _send_request(conn: Connection, request: Any) -> None:
     # The session's own methods for these warn that they are deprecated at 2026-07-28 (they are
     # handshake-era requests, and the pool sends them only to servers that offer them).
     await conn.session.send_request(request, mcp_types.EmptyResult)
+
+
+def _subscribe(uri: str) -> mcp_types.SubscribeRequest:
+    return mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=uri))
+
+
+async def _unsubscribe(sup: Supervisor, conn: Connection, uri: str) -> None:
+    """``resources/unsubscribe`` on a handshake-era session still open (shielded and bounded: it
+    runs as the subscriber leaves)."""
+    if conn.modern or conn.closed.is_set():
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+        try:
+            await _send_request(
+                conn, mcp_types.UnsubscribeRequest(params=mcp_types.UnsubscribeRequestParams(uri=uri))
+            )
+        except MCPError as err:
+            log.info("mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300])
+
+
+# Seconds between two tries to reach a server that failed, to subscribe again on its next session.
+_RENEW_RETRY = 1.0
+
+
+async def _renewed(sup: Supervisor, held: list[Connection], uri: str, ended: Callable[[], None]) -> None:
+    """Subscribes to ``uri`` again on each new session of the server: a lost session takes the
+    server's subscriptions with it. ``held[0]`` is the session holding the subscription (kept
+    current for the unsubscribe); ``ended()`` ends the subscription once the server is no longer
+    supervised here. Runs until cancelled."""
+    while True:
+        lost = held[0]
+        await lost.closed.wait()
+        try:
+            conn = await sup.connection_for_call(wait_for_restart=True, not_this=lost)
+        except ServerUnavailableError:
+            if sup.stop_requested:
+                ended()
+                return
+            await anyio.sleep(_RENEW_RETRY)  # failed for now: its supervisor keeps restarting it
+            continue
+        held[0] = conn
+        try:
+            with anyio.fail_after(sup.config.call_timeout):
+                await _send_request(conn, _subscribe(uri))
+        except (MCPError, TimeoutError) as err:
+            # A session lost again is waited out above; a refusal leaves it unsubscribed.
+            log.warning("resource_subscription_not_renewed", server=sup.name, error=redact(str(err))[:300])
+            continue
+        log.info("resource_subscription_renewed", server=sup.name)
 
 
 class FeatureCalls:
@@ -271,11 +323,12 @@ class FeatureCalls:
             raise UnknownFeatureError(f"no MCP server lists the resource '{request.uri}'")
         sup = self._supervisor_of(route.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def read(conn: Connection) -> Any:
-            return await conn.session.read_resource(route.uri)
+            return await conn.session.read_resource(route.uri, **asked.sdk_arguments())
 
-        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read)
+        return await self._send(sup, request.principal, limit, f"resources/read {request.uri}", read, asked)
 
     async def get_prompt(self, request: PromptRequest, deadline: float | None = None) -> FeatureReply:
         """``prompts/get`` of the prompt served as ``request.name``.
@@ -292,11 +345,12 @@ class FeatureCalls:
         arguments = _string_map(request.arguments_json, "arguments")
         sup = self._supervisor_of(prompt.server)
         limit = _limit(request.timeout_seconds, sup, deadline)
+        asked = InputRound.of(request)
 
         async def get(conn: Connection) -> Any:
-            return await conn.session.get_prompt(prompt.own_name, arguments or None)
+            return await conn.session.get_prompt(prompt.own_name, arguments or None, **asked.sdk_arguments())
 
-        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get)
+        return await self._send(sup, request.principal, limit, f"prompts/get {request.name}", get, asked)
 
     async def complete(self, request: CompletionRequest, deadline: float | None = None) -> FeatureReply:
         """``completion/complete`` for a prompt's or a template's argument.
@@ -378,8 +432,11 @@ class FeatureCalls:
     async def watch_resource(self, uri: str, principal: str = "") -> AsyncGenerator[tuple[str, bool], None]:
         """``(uri, True)`` once subscribed, then ``(updated uri, False)`` per update, until the
         caller stops iterating (then it unsubscribes, unless others still follow that URI). A
-        subscription lives on its server's session: it does not survive that session's loss (the
-        server forgets it), and is not renewed on the next one.
+        subscription lives on its server's session, which forgets it when it is lost: on a
+        handshake-era session the pool subscribes again on each new session of the server
+        (:func:`_renewed`), so the updates keep coming after a restart; the stream ends when the
+        server is no longer supervised here. (At 2026-07-28, a ``subscriptions/listen`` stream or
+        an era-bridge session ends with its session, and so does this stream.)
 
         Raises:
             UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
@@ -396,12 +453,16 @@ class FeatureCalls:
         send, receive = anyio.create_memory_object_stream[str](64)
 
         def on_update(updated: str) -> None:
+            # The URI itself as the caller named it (its qualified form, when it asked by that).
             # A consumer that far behind re-reads the resource anyway.
             with contextlib.suppress(anyio.WouldBlock):
-                send.send_nowait(updated)
+                send.send_nowait(uri if updated == route.uri else updated)
 
         end = self._catalog.subscribe(route.server, route.uri, on_update)
         conn: Connection | None = None
+        # Handshake era: the session holding the subscription, and the task renewing it.
+        held: list[Connection] = []
+        renewal: asyncio.Task[None] | None = None
         try:
             try:
                 with anyio.fail_after(sup.config.call_timeout):
@@ -419,9 +480,9 @@ class FeatureCalls:
                         yield update
                 return
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(
-                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
-                )
+                await _send_request(conn, _subscribe(route.uri))
+            held = [conn]
+            renewal = asyncio.create_task(_renewed(sup, held, route.uri, send.close), name=f"renew {uri}")
             yield uri, True
             async with receive:
                 async for updated in receive:
@@ -437,19 +498,13 @@ class FeatureCalls:
         finally:
             send.close()
             receive.close()
-            if end() and conn is not None and not conn.modern and not conn.closed.is_set():
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
-                    try:
-                        await _send_request(
-                            conn,
-                            mcp_types.UnsubscribeRequest(
-                                params=mcp_types.UnsubscribeRequestParams(uri=route.uri)
-                            ),
-                        )
-                    except MCPError as err:
-                        log.info(
-                            "mcp_server_unsubscribe_failed", server=sup.name, error=redact(err.message)[:300]
-                        )
+            if renewal is not None:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                conn = held[0]
+            if end() and conn is not None:
+                await _unsubscribe(sup, conn, route.uri)
 
     async def _bridged(
         self, sup: Supervisor, served: str, route: ResourceRoute
@@ -489,9 +544,7 @@ class FeatureCalls:
             stack.callback(watcher.cancel_scope.cancel)
             watcher.start_soon(end_with, conn)
             with anyio.fail_after(sup.config.call_timeout):
-                await _send_request(
-                    conn, mcp_types.SubscribeRequest(params=mcp_types.SubscribeRequestParams(uri=route.uri))
-                )
+                await _send_request(conn, _subscribe(route.uri))
             try:
                 yield served, True
                 async for updated in receive:
@@ -538,13 +591,19 @@ class FeatureCalls:
         limit: float,
         what: str,
         request: Callable[[Connection], Awaitable[Any]],
+        asked: InputRound | None = None,
     ) -> FeatureReply:
+        """``request`` sent once, as a round of ``asked`` (a read's or a prompt's: the host's
+        capabilities declared when the caller relays ``input_required`` results; else a server
+        asking for input is answered as a JSON-RPC error of the server's)."""
         sent = False
+        relays = asked is not None and asked.accept
         try:
             with anyio.fail_after(limit):
                 async with self._connection(sup, principal) as conn:
                     sent = True
-                    result = await request(conn)
+                    with asked.declared() if asked is not None else nullcontext():
+                        result = await request(conn)
         except TimeoutError:
             raise ToolCallTimeoutError(
                 f"{what} on MCP server {sup.name!r} got no answer within {limit:g}s; it was cancelled"
@@ -563,6 +622,15 @@ class FeatureCalls:
                     "it was not sent again"
                 ) from None
             return FeatureReply(sup.name, jsonrpc_error_code=err.code, error_message=redact(err.message))
+        if isinstance(result, mcp_types.InputRequiredResult):
+            if relays:
+                return FeatureReply(sup.name, input_required_json=_json(result))
+            return FeatureReply(
+                sup.name,
+                jsonrpc_error_code=mcp_types.INTERNAL_ERROR,
+                error_message=f"{what}: MCP server {sup.name!r} asked for input (input_required), "
+                "which this caller does not relay",
+            )
         return FeatureReply(sup.name, result_json=_json(result))
 
     @asynccontextmanager

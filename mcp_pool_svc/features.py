@@ -40,7 +40,7 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 from toolscout.client import FeatureKind, FeatureSnapshot, ServerFeature, ServerOffers
 
-from mcp_pool_svc.naming import NameTable
+from mcp_pool_svc.naming import NameTable, bare_name, llm_name
 from mcp_pool_svc.session import Connection
 from toolscout_kit.logging import get_logger
 
@@ -60,12 +60,6 @@ log = get_logger(__name__)
 # A URI (or template) several servers list is served per server under this prefix.
 SERVER_URI_PREFIX = "toolscout://server/"
 _KIND_ORDER = {FeatureKind.RESOURCE: 0, FeatureKind.RESOURCE_TEMPLATE: 1, FeatureKind.PROMPT: 2}
-# The field of each kind's definition that holds its key.
-_KEY_FIELD = {
-    FeatureKind.RESOURCE: "uri",
-    FeatureKind.RESOURCE_TEMPLATE: "uriTemplate",
-    FeatureKind.PROMPT: "name",
-}
 
 
 @dataclass(frozen=True)
@@ -224,6 +218,14 @@ def _prefixed(server: str, key: str) -> str:
     return f"{SERVER_URI_PREFIX}{quote(server, safe='')}/{key}"
 
 
+def _qualified(kind: FeatureKind, server: str, key: str, served: str) -> str:
+    """The name ``key`` of ``server`` is served under when another server claims its served name
+    too: the prefix form of a URI, the namespaced name of a prompt (``served`` when it is one)."""
+    if kind is not FeatureKind.PROMPT:
+        return served if served.startswith(SERVER_URI_PREFIX) else _prefixed(server, key)
+    return llm_name(server, key) if served == bare_name(key) else served
+
+
 def _unprefixed(uri: str) -> tuple[str, str] | None:
     if not uri.startswith(SERVER_URI_PREFIX):
         return None
@@ -249,7 +251,7 @@ def _served_uris(listings: dict[str, FeatureListing], kind: FeatureKind) -> dict
     claims: dict[str, set[str]] = {}
     for server, listing in listings.items():
         for item in listing.of(kind):
-            claims.setdefault(str(item.get(_KEY_FIELD[kind], "")), set()).add(server)
+            claims.setdefault(str(item.get(kind.key_field, "")), set()).add(server)
     served: dict[tuple[str, str], str] = {}
     for key, servers in claims.items():
         for server in servers:
@@ -273,6 +275,7 @@ class FeatureCatalog:
         self._listings: dict[str, FeatureListing] = {}
         self._features: tuple[ServerFeature, ...] = ()
         self._by_served: dict[tuple[FeatureKind, str], ServerFeature] = {}
+        self._by_qualified: dict[tuple[FeatureKind, str], ServerFeature] = {}
         self._templates: list[tuple[re.Pattern[str], ServerFeature]] = []
         self._version = self._hash()
         self._watchers: list[_Watcher] = []
@@ -344,7 +347,9 @@ class FeatureCatalog:
         return FeatureSnapshot(self._version, self._features, self.offers(), tuple(changed))
 
     def lookup(self, kind: FeatureKind, served: str) -> ServerFeature | None:
-        return self._by_served.get((kind, served))
+        """The feature served as ``served``, or known by its qualified name (what a sharded pool's
+        client serves when two shards claim one name; see :class:`ServerFeature`)."""
+        return self._by_served.get((kind, served)) or self._by_qualified.get((kind, served))
 
     def route_uri(self, uri: str, *, only_server_fallback: bool = True) -> ResourceRoute | None:
         """The server a read of ``uri`` goes to (see the module's docstring), or None.
@@ -464,6 +469,7 @@ class FeatureCatalog:
         features.sort(key=lambda f: (_KIND_ORDER[f.kind], f.server, f.own_name))
         self._features = tuple(features)
         self._by_served = {(f.kind, f.served_name): f for f in features}
+        self._by_qualified = {(f.kind, f.qualified_name): f for f in features}
         self._templates = [
             (pattern, f)
             for f in features
@@ -482,7 +488,7 @@ class FeatureCatalog:
 
     def _built(self, kind: FeatureKind, served_name: Callable[[str, str], str]) -> list[ServerFeature]:
         built: list[ServerFeature] = []
-        key_field = _KEY_FIELD[kind]
+        key_field = kind.key_field
         for server, listing in self._listings.items():
             seen: set[str] = set()
             for item in listing.of(kind):
@@ -493,5 +499,7 @@ class FeatureCatalog:
                 name = served_name(server, key)
                 definition = {**item, key_field: name}
                 text = json.dumps(definition, ensure_ascii=False, separators=(",", ":"))
-                built.append(ServerFeature(kind, server, key, name, text))
+                built.append(
+                    ServerFeature(kind, server, key, name, text, _qualified(kind, server, key, name))
+                )
         return built

@@ -35,10 +35,10 @@ import contextvars
 import itertools
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import anyio
 import mcp_types as types
@@ -47,8 +47,10 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
-from toolscout.client import CallProgress, RelayAnswer, RelayedLog, RelayedRequest
+from toolscout.client import CallProgress, InputRoundRequest, RelayAnswer, RelayedLog, RelayedRequest
 
+from mcp_pool_svc.errors import InvalidToolArgumentsError
+from toolscout_kit.json_text import JsonTextError, parse_json_object
 from toolscout_kit.logging import get_logger
 
 __all__ = [
@@ -56,8 +58,10 @@ __all__ = [
     "ContextRelayStream",
     "HostRelay",
     "HostSession",
+    "InputRound",
     "QueuedRelay",
     "RelayEvent",
+    "RoundArguments",
     "context_relay",
     "declaring",
     "host_capabilities",
@@ -318,6 +322,78 @@ def _parsed(answer: dict[str, Any] | types.ErrorData, adapter: TypeAdapter[R]) -
         return adapter.validate_python(answer, by_name=False)
     except ValidationError:
         return types.ErrorData(code=types.INTERNAL_ERROR, message="the host's answer was not a valid result")
+
+
+_INPUT_RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
+
+
+class RoundArguments(TypedDict):
+    """The retry arguments of the ``mcp`` client session's requests that may answer ``input_required``."""
+
+    input_responses: types.InputResponses | None
+    request_state: str | None
+    allow_input_required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InputRound:
+    """A request's part in an MCP 2026-07-28 multi-round-trip (``tools/call``, ``resources/read``,
+    ``prompts/get``), checked: whether the caller relays ``input_required`` results, a retry's
+    host answers and the server's own state, and the host capabilities declared on the request."""
+
+    accept: bool = False
+    input_responses: types.InputResponses | None = None
+    request_state: str | None = None
+    host_capabilities: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, request: InputRoundRequest) -> InputRound:
+        """The round ``request`` carries.
+
+        Raises:
+            InvalidToolArgumentsError: ``inputResponses`` are not a JSON object of MCP input
+                responses, or the host capabilities are not a JSON object.
+        """
+        try:
+            capabilities = parse_json_object(request.host_capabilities_json, "host capabilities")
+        except JsonTextError as err:
+            raise InvalidToolArgumentsError(err.message) from None
+        return cls(
+            request.accept_input_required,
+            _input_responses(request.input_responses_json),
+            request.request_state or None,
+            capabilities,
+        )
+
+    def sdk_arguments(self) -> RoundArguments:
+        """The ``mcp`` client session's keyword arguments of this round (``read_resource``,
+        ``get_prompt``): an ``input_required`` answer is returned, never raised."""
+        return RoundArguments(
+            input_responses=self.input_responses, request_state=self.request_state, allow_input_required=True
+        )
+
+    def declared(self) -> AbstractContextManager[None]:
+        """The scope to send the request in: declaring the host's capabilities when the caller
+        relays ``input_required`` results (:func:`declaring`), else declaring none."""
+        return declaring(self.host_capabilities) if self.accept else nullcontext()
+
+
+def _input_responses(text: str) -> types.InputResponses | None:
+    """A retry's ``inputResponses`` (JSON object text, empty: none) as the SDK's types.
+
+    Raises:
+        InvalidToolArgumentsError: not a JSON object of MCP input responses.
+    """
+    if not text:
+        return None
+    try:
+        value = parse_json_object(text, "inputResponses")
+    except JsonTextError as err:
+        raise InvalidToolArgumentsError(err.message) from None
+    try:
+        return _INPUT_RESPONSES.validate_python(value)
+    except ValidationError:
+        raise InvalidToolArgumentsError("inputResponses are not MCP input responses") from None
 
 
 _DECLARED: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(

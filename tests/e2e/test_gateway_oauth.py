@@ -13,6 +13,7 @@ import pytest
 from tests.support.cli_stack import run_cli
 from tests.support.oauth_servers import (
     AuthServer,
+    OAuthGatewayStack,
     running_authorization_server,
     running_oauth_gateway,
     running_protected_server,
@@ -31,11 +32,11 @@ def auth_server() -> Iterator[AuthServer]:
 @pytest.fixture(scope="module")
 def gateway(
     auth_server: AuthServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, dict[str, str]]]:
+) -> Iterator[tuple[OAuthGatewayStack, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("gateway-oauth")
     env = {"TOOLSCOUT_RUNTIME_DIR": str(tmp / "run")}
-    with running_oauth_gateway(auth_server.issuer, tmp, env) as gateway:
-        yield gateway.url, env
+    with running_oauth_gateway(auth_server.issuer, tmp, env, metrics=True, log_level="DEBUG") as gateway:
+        yield gateway, env
 
 
 def _post(url: str, token: str | None = None) -> tuple[int, httpx2.Headers]:
@@ -47,9 +48,9 @@ def _post(url: str, token: str | None = None) -> tuple[int, httpx2.Headers]:
 
 
 def test_without_a_token_the_gateway_points_at_its_resource_metadata(
-    gateway: tuple[str, dict[str, str]], auth_server: AuthServer
+    gateway: tuple[OAuthGatewayStack, dict[str, str]], auth_server: AuthServer
 ) -> None:
-    url, _env = gateway
+    url = gateway[0].url
     status, headers = _post(url)
     assert status == 401
     origin = url.rsplit("/mcp", 1)[0]
@@ -62,9 +63,10 @@ def test_without_a_token_the_gateway_points_at_its_resource_metadata(
 
 
 def test_the_sdk_client_discovers_authorizes_and_uses_the_gateway(
-    gateway: tuple[str, dict[str, str]], tmp_path: Path
+    gateway: tuple[OAuthGatewayStack, dict[str, str]], tmp_path: Path
 ) -> None:
-    url, env = gateway
+    stack, env = gateway
+    url = stack.url
     token_file = tmp_path / "t.json"
     done = run_cli(
         "connect",
@@ -86,12 +88,23 @@ def test_the_sdk_client_discovers_authorizes_and_uses_the_gateway(
     # The token works for the gateway only: another resource's token is refused.
     status, _headers = _post(url, entry["tokens"]["access_token"])
     assert status == 200
+    # Neither the host's tokens nor its client's secret in what the stack said: the services' log
+    # lines (DEBUG), the CLI's output, every service's /metrics.
+    secrets = [entry["tokens"][k] for k in ("access_token", "refresh_token") if entry["tokens"].get(k)]
+    secrets += [entry["client"]["client_secret"]] if entry["client"].get("client_secret") else []
+    metrics = "".join(httpx2.get(u, timeout=30).text for u in stack.metrics.values())
+    assert "toolscout_gateway_requests_total" in metrics
+    logs = stack.up.stderr + "".join(stack.up.lines)
+    assert "/toolscout.discovery.v1.Discovery/Search" in logs  # the services' DEBUG lines of the call
+    said = logs + done.stdout + done.stderr + metrics
+    assert not [i for i, s in enumerate(secrets) if s in said]
 
 
 def test_a_token_for_another_resource_is_refused(
-    gateway: tuple[str, dict[str, str]], auth_server: AuthServer, tmp_path: Path
+    gateway: tuple[OAuthGatewayStack, dict[str, str]], auth_server: AuthServer, tmp_path: Path
 ) -> None:
-    url, env = gateway
+    stack, env = gateway
+    url = stack.url
     token_file = tmp_path / "t.json"
     with running_protected_server(auth_server.issuer) as other:
         done = run_cli(

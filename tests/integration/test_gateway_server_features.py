@@ -4,17 +4,22 @@ MCP servers behind the gateway, through the real gateway (every mode) to the ``m
 Real pool and discovery; two of our own SDK servers (``tests/fixtures/features/server.py``: text
 and binary resources, a template, prompts with arguments, completion, logging, subscriptions)
 over stdio; ``beta`` is not namespaced (its prompts keep their own names), and both list the URI
-``feature://shared/readme``, which is served once per server under its server's prefix.
+``feature://shared/readme``, which is served once per server under its server's prefix. ``plain``
+(the misbehaving fixture) offers tools only: the toolsets over it advertise none of the rest.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 
 import anyio
 import mcp_types as types
+import psutil
 import pytest
 import pytest_asyncio
 from mcp import Client
@@ -23,7 +28,14 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourceUpdated
 from toolscout import client as tc
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
-from tests.support.mcp_servers import REPO_ROOT, _running, free_port
+from tests.support.mcp_servers import (
+    REPO_ROOT,
+    _running,
+    free_port,
+    live_descendants,
+    misbehaving_config,
+    wait_until_gone,
+)
 from toolscout_kit.config import parse_config
 
 SERVER = REPO_ROOT / "tests" / "fixtures" / "features" / "server.py"
@@ -39,9 +51,23 @@ async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayS
             "servers": {
                 "alpha": {"command": sys.executable, "args": [str(SERVER), "alpha"]},
                 "beta": {"command": sys.executable, "args": [str(SERVER), "beta"], "namespace_tools": False},
+                "plain": misbehaving_config(),
             },
-            "tool_sets": {"only_beta": {"servers": {"beta": True}}},
-            "toolscout": {"gateway": {"mode": "all", "modes": {"only_beta": "meta"}}},
+            "tool_sets": {
+                "only_beta": {"servers": {"beta": True}},
+                # A server offering tools only, behind an endpoint of each mode.
+                **{f"tools_{mode}": {"servers": {"plain": True}} for mode in ("all", "meta", "progressive")},
+            },
+            "toolscout": {
+                # A killed server comes back at once (test_a_subscription_survives_its_servers_restart).
+                "pool": {"initial_backoff": 0.05},
+                "gateway": {
+                    "mode": "all",
+                    "modes": {"only_beta": "meta", "tools_meta": "meta", "tools_progressive": "progressive"},
+                    # No result is kept behind a handle: an "all" endpoint has no resources of its own.
+                    "result_budget": 0,
+                },
+            },
         },
         base_dir=tmp_path,
     )
@@ -49,16 +75,65 @@ async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayS
         yield stack
 
 
-@pytest.mark.parametrize("path", ["", "/only_beta"])
-async def test_capabilities_are_what_the_servers_offer(gw: GatewayStack, path: str) -> None:
-    async with Client(gw.url + path, mode="legacy") as host:  # type: ignore[arg-type]
-        caps = host.session.server_capabilities
+def _advertised(caps: types.ServerCapabilities | None) -> set[str]:
     assert caps is not None
-    assert caps.prompts is not None
-    assert caps.completions is not None
-    assert caps.logging is not None
-    assert caps.resources is not None
-    assert caps.resources.subscribe
+    named = {
+        k for k in ("tools", "resources", "prompts", "completions", "logging") if getattr(caps, k) is not None
+    }
+    if caps.resources is not None and caps.resources.subscribe:
+        named.add("subscribe")
+    return named
+
+
+_EVERYTHING = {"tools", "resources", "subscribe", "prompts", "completions", "logging"}
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("", _EVERYTHING),
+        ("/only_beta", _EVERYTHING),
+        # The servers offer tools only; meta and progressive serve a resource of their own (the manifest).
+        ("/tools_all", {"tools"}),
+        ("/tools_meta", {"tools", "resources"}),
+        ("/tools_progressive", {"tools", "resources"}),
+    ],
+)
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_each_endpoint_advertises_what_its_toolsets_servers_offer(
+    gw: GatewayStack, path: str, expected: set[str], mode: str
+) -> None:
+    # initialize at 2025-11-25, server/discover at 2026-07-28 (answered by every mode).
+    async with Client(gw.url + path, mode=mode) as host:  # type: ignore[arg-type]
+        if mode == MODERN:
+            caps = types.DiscoverResult.model_validate(await host.session.send_discover(MODERN)).capabilities
+        else:
+            caps = host.session.server_capabilities
+    assert _advertised(caps) == expected
+
+
+async def test_a_method_the_endpoint_does_not_advertise_is_not_found(gw: GatewayStack) -> None:
+    async with Client(gw.url + "/tools_all", mode="legacy") as host:  # type: ignore[arg-type]
+        refused = []
+        for request in (
+            types.ListPromptsRequest(),
+            types.GetPromptRequest(params=types.GetPromptRequestParams(name="greet")),
+            types.ListResourcesRequest(),
+            types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri="feature://beta/text")),
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri="feature://beta/counter")),
+            types.SetLevelRequest(params=types.SetLevelRequestParams(level="info")),
+            types.CompleteRequest(
+                params=types.CompleteRequestParams(
+                    ref=types.PromptReference(name="greet"), argument={"name": "style", "value": "f"}
+                )
+            ),
+        ):
+            with pytest.raises(MCPError) as err:
+                await host.session.send_request(request, types.EmptyResult)
+            refused.append(err.value.error.code)
+        tools = await host.list_tools()
+    assert refused == [types.METHOD_NOT_FOUND] * 7
+    assert {t.name for t in tools.tools} >= {"plain__echo"}
 
 
 async def test_resources_and_templates_are_listed_and_read_text_and_binary(gw: GatewayStack) -> None:
@@ -313,3 +388,45 @@ async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_
     assert updated == [uri]
     assert isinstance(event, ResourceUpdated)
     assert event.uri == uri
+
+
+def _server_pid(name: str) -> int:
+    """The pid of the features server ``name`` the pool runs (a child of this process)."""
+    for pid in live_descendants():
+        with contextlib.suppress(psutil.Error):
+            argv = psutil.Process(pid).cmdline()
+            if str(SERVER) in argv and argv[-1] == name:
+                return pid
+    raise AssertionError(f"no running features server {name}")
+
+
+async def test_a_subscription_survives_its_servers_restart(gw: GatewayStack) -> None:
+    # Last in this module: it kills alpha (the supervisor starts it again, with fresh state).
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    uri = "feature://alpha/counter"
+    async with Client(gw.url, mode="legacy", message_handler=on_message) as host:  # type: ignore[arg-type]
+        await host.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        pid = _server_pid("alpha")
+        os.kill(pid, signal.SIGKILL)
+        assert not await wait_until_gone([pid])
+        # The new process knows nothing of the old one's subscriptions: the pool subscribes again
+        # on its new session.
+        with anyio.fail_after(20):
+            while True:
+                subscribed = await host.call_tool("alpha__subscribed", {})
+                if not subscribed.is_error and subscribed.content[0].text == uri:  # type: ignore[union-attr]
+                    break
+        assert _server_pid("alpha") != pid
+        await host.call_tool("alpha__bump", {})
+        with anyio.fail_after(10):
+            await heard.wait()
+    assert updated == [uri]

@@ -1,5 +1,9 @@
 """The feature requests over two real pool shards through the sharded clients (async and
-blocking): listings merged, requests found on the shard that runs their server."""
+blocking): listings merged, requests found on the shard that runs their server.
+
+Both servers list the URI ``feature://shared/readme``, each shard serving it bare: the merge tells
+the two servers' URIs apart as one pool does. (Prompt names cannot clash across shards: a sharded
+pool namespaces every server; the merge's rule for them is a unit test's.)"""
 
 from __future__ import annotations
 
@@ -85,6 +89,25 @@ async def test_the_async_sharded_client_merges_and_routes(shard_addresses: list[
             await pool.call_tool("beta__add_prompt", {"name": "sharded"})
             changed = await asyncio.wait_for(anext(stream), 10)
         assert "beta__sharded" in {f.served_name for f in changed.features}
+
+
+async def test_a_uri_servers_on_two_shards_list_is_served_once_per_server(shard_addresses: list[str]) -> None:
+    async with AsyncShardedPoolClient(
+        [AsyncPoolClient.connect(a) for a in shard_addresses], owns_clients=True
+    ) as pool:
+        resources = await pool.list_resources()
+        by_uri = {f.served_name: f for f in resources.features}
+        shared = "feature://shared/readme"
+        assert shared not in by_uri
+        for server in ("alpha", "beta"):
+            qualified = f"toolscout://server/{server}/{shared}"
+            assert (by_uri[qualified].server, by_uri[qualified].definition["uri"]) == (server, qualified)
+            # Each qualified URI reaches its own server's shard.
+            read = await pool.read_resource(ResourceReadRequest(qualified))
+            assert (read.server, read.result["contents"][0]["text"]) == (server, f"readme of {server}")
+        # The bare URI is never silently one server's.
+        with pytest.raises(NotFoundError):
+            await pool.read_resource(ResourceReadRequest(shared))
 
 
 async def test_the_blocking_sharded_client_merges_and_routes(shard_addresses: list[str]) -> None:

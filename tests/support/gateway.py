@@ -15,7 +15,7 @@ import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import uvicorn
@@ -24,6 +24,9 @@ from starlette.types import Receive, Scope, Send
 from mcp_gateway_svc.server import RunningGateway, build_server
 from tests.support.stack import Stack, running_stack
 from toolscout_kit.config import ToolscoutConfig
+
+if TYPE_CHECKING:
+    from mcp_pool_svc.pool import McpPool
 
 __all__ = ["MODERN", "GatewayStack", "RoundRobin", "gateway_stack", "post", "start_gateway"]
 
@@ -53,8 +56,11 @@ async def start_gateway(config: ToolscoutConfig, stack: Stack, **overrides: Any)
 
 
 @asynccontextmanager
-async def gateway_stack(config: ToolscoutConfig, **overrides: Any) -> AsyncIterator[GatewayStack]:
-    async with running_stack(config, orchestrator=False) as stack:
+async def gateway_stack(
+    config: ToolscoutConfig, *, pool_object: McpPool | None = None, **overrides: Any
+) -> AsyncIterator[GatewayStack]:
+    """Pool, discovery and a gateway (``overrides``: its start's); ``pool_object``: the pool hosted."""
+    async with running_stack(config, orchestrator=False, pool_object=pool_object) as stack:
         gateway = await start_gateway(config, stack, **overrides)
         try:
             yield GatewayStack(stack, gateway)

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ __all__ = [
     "OIDC_PROVIDER_PACKAGE",
     "OIDC_PROVIDER_VERSION",
     "AuthServer",
+    "IntrospectionClient",
     "LoginHint",
     "OAuthGatewayStack",
     "ProtectedServer",
@@ -115,6 +116,23 @@ def _stop(process: subprocess.Popen[str]) -> None:
             process.wait(timeout=10)
 
 
+@dataclass(frozen=True)
+class IntrospectionClient:
+    """A resource server's client at the authorization server: it may introspect any token,
+    authenticating by ``method`` (``client_secret_basic``, ``client_secret_post``, ``none``)."""
+
+    client_id: str
+    secret: str | None = None
+    method: str = "client_secret_basic"
+
+    def registered(self) -> dict[str, str]:
+        """Its registration as ``oidc-provider`` reads it."""
+        client = {"client_id": self.client_id, "token_endpoint_auth_method": self.method}
+        if self.secret is not None:
+            client["client_secret"] = self.secret
+        return client
+
+
 @dataclass
 class AuthServer:
     issuer: str
@@ -137,19 +155,18 @@ def running_authorization_server(
     account: str = "alice",
     access_token_ttl: int = 600,
     access_token_format: str = "jwt",  # noqa: S107 - a format name
-    introspection_client: tuple[str, str] | None = None,
+    introspection_clients: Sequence[IntrospectionClient] = (),
     timeout: float = 60.0,
 ) -> Iterator[AuthServer]:
     """``oidc-provider`` on a free port of 127.0.0.1 that approves ``account`` without a person.
 
     ``access_token_format`` ``opaque`` hands out tokens only introspection can check;
-    ``introspection_client`` (id, secret) is a resource server's client that may introspect."""
+    ``introspection_clients`` are resource servers' clients that may introspect."""
     module = oidc_provider_module()
     env = {**node_env(), "OIDC_PROVIDER_MODULE": str(module), "OIDC_ACCOUNT": account}
     env["ACCESS_TOKEN_TTL"] = str(access_token_ttl)
     env["ACCESS_TOKEN_FORMAT"] = access_token_format
-    if introspection_client is not None:
-        env["INTROSPECTION_CLIENT_ID"], env["INTROSPECTION_CLIENT_SECRET"] = introspection_client
+    env["INTROSPECTION_CLIENTS"] = json.dumps([client.registered() for client in introspection_clients])
     process = subprocess.Popen(
         [str(node_bin_dir() / "node"), str(_SUPPORT / "oidc_provider.mjs")],
         env=env,
@@ -259,14 +276,26 @@ class OAuthGatewayStack:
         """The gateway's ``/mcp`` URL."""
         return self.endpoints["gateway"]
 
+    @property
+    def metrics(self) -> dict[str, str]:
+        """Each service's /metrics URL (empty unless started with ``metrics=True``)."""
+        ready = next(e for e in self.up.seen if e.get("event") == "ready")
+        return dict(ready.get("metrics") or {})
+
 
 @contextmanager
 def running_oauth_gateway(
-    issuer: str, folder: Path, env: dict[str, str], *, timeout: float = 180.0
+    issuer: str,
+    folder: Path,
+    env: dict[str, str],
+    *,
+    timeout: float = 180.0,
+    metrics: bool = False,
+    log_level: str = "INFO",
 ) -> Iterator[OAuthGatewayStack]:
     """``toolscout up`` (the example servers of :func:`tests.support.cli_stack.stack_config`) with
     its gateway behind ``issuer`` (``gateway.oauth``, scope ``mcp:tools``); its services' log lines
-    are ``.up.stderr``.
+    are ``.up.stderr`` (at ``log_level``); ``metrics``: each service serves /metrics on a free port.
 
     The audience names the gateway's port, so it is picked before the start; another process may
     take a free port in between (a loaded machine): a start refused for that is tried on another.
@@ -276,7 +305,9 @@ def running_oauth_gateway(
 
     for attempt in range(3):
         port = free_port()
-        config = stack_config(folder / f"config{attempt}.json", gateway_port=port)
+        config = stack_config(
+            folder / f"config{attempt}.json", gateway_port=port, metrics_port=0 if metrics else -1
+        )
         document = json.loads(config.read_text())
         document["toolscout"]["gateway"]["oauth"] = {
             "issuer": issuer,
@@ -284,8 +315,8 @@ def running_oauth_gateway(
             "required_scopes": ["mcp:tools"],
         }
         config.write_text(json.dumps(document))
-        # INFO onto stderr: the services' log lines are there to be checked for secrets.
-        up = UpProcess(config, "--log-level", "INFO", env=env)
+        # The services' log lines onto stderr: they are there to be checked for secrets.
+        up = UpProcess(config, "--log-level", log_level, env=env)
         try:
             endpoints = up.wait_ready(timeout=timeout)
             break

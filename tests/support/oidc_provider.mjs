@@ -2,8 +2,9 @@
 //
 // Dynamic client registration, PKCE (always required), resource indicators (RFC 8707: access
 // tokens are JWTs whose audience is the requested MCP server; opaque ones with
-// $ACCESS_TOKEN_FORMAT=opaque), refresh tokens, revocation and introspection (RFC 7662; a resource
-// server's client for it: $INTROSPECTION_CLIENT_ID / $INTROSPECTION_CLIENT_SECRET).
+// $ACCESS_TOKEN_FORMAT=opaque), refresh tokens, revocation and introspection (RFC 7662; resource
+// servers' clients for it: $INTROSPECTION_CLIENTS, a JSON list of {client_id, client_secret,
+// token_endpoint_auth_method}; one with method "none" is a public client this server lets introspect).
 // Nobody approves: the interaction route logs in $OIDC_ACCOUNT (default "alice") and grants what
 // was asked, so a client that fetches the authorization URL itself gets its code. An authorization
 // request with `login_hint=<user>` logs in that user instead (tests with several users).
@@ -24,16 +25,14 @@ const account = process.env.OIDC_ACCOUNT || 'alice';
 const accessTokenTTL = Number(process.env.ACCESS_TOKEN_TTL || 600);
 const resourceScope = process.env.RESOURCE_SCOPE || 'mcp:tools';
 const accessTokenFormat = process.env.ACCESS_TOKEN_FORMAT || 'jwt';
-// A resource server's client: it may introspect, nothing else.
-const clients = process.env.INTROSPECTION_CLIENT_ID
-  ? [{
-    client_id: process.env.INTROSPECTION_CLIENT_ID,
-    client_secret: process.env.INTROSPECTION_CLIENT_SECRET,
-    redirect_uris: [],
-    response_types: [],
-    grant_types: [],
-  }]
-  : [];
+// Resource servers' clients: they may introspect any token, nothing else.
+const clients = JSON.parse(process.env.INTROSPECTION_CLIENTS || '[]').map((client) => ({
+  ...client,
+  redirect_uris: [],
+  response_types: [],
+  grant_types: [],
+}));
+const resourceServers = new Set(clients.map((client) => client.client_id));
 
 const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', use: 'sig', alg: 'ES256' };
@@ -53,7 +52,13 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: false },
     registration: { enabled: true },
     revocation: { enabled: true },
-    introspection: { enabled: true },
+    introspection: {
+      enabled: true,
+      // A resource server's client asks about anyone's tokens; another client (a public one
+      // above all) only about its own (oidc-provider's default rule).
+      allowedPolicy: (ctx, client, token) => resourceServers.has(client.clientId)
+        || client.clientAuthMethod !== 'none' || token.clientId === ctx.oidc.client.clientId,
+    },
     resourceIndicators: {
       enabled: true,
       defaultResource: (_ctx, _client, oneOf) => oneOf,

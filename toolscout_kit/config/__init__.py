@@ -23,6 +23,7 @@ from toolscout_kit.config.gateway import (
     GatewayMode,
     GatewayOAuthSettings,
     GatewaySettings,
+    IntrospectionAuth,
 )
 from toolscout_kit.config.loader import CONFIG_ENV, load_config, parse_config, resolve_config_path
 from toolscout_kit.config.orchestrator import RESULT_FORMATS, OrchestratorSettings, ResultFormat
@@ -46,6 +47,7 @@ __all__ = [
     "GatewayMode",
     "GatewayOAuthSettings",
     "GatewaySettings",
+    "IntrospectionAuth",
     "ModelConfig",
     "OAuthConfig",
     "OrchestratorSettings",

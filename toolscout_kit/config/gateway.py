@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -11,7 +12,13 @@ from toolscout.client.types import GatewayMode
 
 from toolscout_kit.config._base import ServiceSettings, Strict, check_result_budget
 
-__all__ = ["DEFAULT_MODES_BY_CLIENT", "GatewayMode", "GatewayOAuthSettings", "GatewaySettings"]
+__all__ = [
+    "DEFAULT_MODES_BY_CLIENT",
+    "GatewayMode",
+    "GatewayOAuthSettings",
+    "GatewaySettings",
+    "IntrospectionAuth",
+]
 
 
 # The mode each host gets unless ``gateway.modes_by_client`` says otherwise (clientInfo.name glob
@@ -26,6 +33,18 @@ DEFAULT_MODES_BY_CLIENT: dict[str, GatewayMode] = {
 }
 # Origins a browser may call the gateway from by default (DNS-rebinding protection): the local host.
 _LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
+
+
+class IntrospectionAuth(StrEnum):
+    """How the gateway authenticates to the introspection endpoint (RFC 7662 section 2.1), named
+    as RFC 8414's ``token_endpoint_auth_methods_supported`` names them."""
+
+    # HTTP Basic with the client id and secret (RFC 6749 section 2.3.1; every provider takes it).
+    CLIENT_SECRET_BASIC = "client_secret_basic"  # noqa: S105 - a method name
+    # The client id and secret as form fields of the request body.
+    CLIENT_SECRET_POST = "client_secret_post"  # noqa: S105 - a method name
+    # The client id alone: a public client, for providers that let one introspect.
+    NONE = "none"
 
 
 class GatewayOAuthSettings(Strict):
@@ -52,22 +71,33 @@ class GatewayOAuthSettings(Strict):
     # Seconds of clock difference tolerated on exp / nbf / iat.
     leeway: float = Field(default=30.0, ge=0)
     # RFC 7662 introspection instead of JWT checks (opaque tokens): the identity provider's
-    # endpoint, and the gateway's client there (its secret in the named variable, never here).
+    # endpoint, and the gateway's client there (its secret in the named variable, never here),
+    # authenticating as ``introspection_auth`` says (``none``: a public client, no secret).
     introspection_endpoint: str | None = Field(default=None, pattern=r"^https?://")
     introspection_client_id: str | None = Field(default=None, min_length=1)
     introspection_client_secret_env: str | None = Field(default=None, min_length=1)
+    introspection_auth: IntrospectionAuth = IntrospectionAuth.CLIENT_SECRET_BASIC
     # Most seconds an introspection answer is kept (never past the token's expiry).
     introspection_cache_seconds: float = Field(default=300.0, ge=0)
 
     @model_validator(mode="after")
     def _introspection_client(self) -> GatewayOAuthSettings:
         client = (self.introspection_client_id, self.introspection_client_secret_env)
-        if self.introspection_endpoint is not None and None in client:
+        if self.introspection_endpoint is None:
+            if client != (None, None) or "introspection_auth" in self.model_fields_set:
+                raise ValueError(
+                    "introspection_client_id / _secret_env / _auth without introspection_endpoint"
+                )
+            return self
+        public = self.introspection_auth is IntrospectionAuth.NONE
+        if self.introspection_client_id is None:
+            raise ValueError("introspection_endpoint needs introspection_client_id")
+        if public and self.introspection_client_secret_env is not None:
+            raise ValueError("introspection_auth none sends no secret: drop introspection_client_secret_env")
+        if not public and self.introspection_client_secret_env is None:
             raise ValueError(
-                "introspection_endpoint needs introspection_client_id and introspection_client_secret_env"
+                f"introspection_auth {self.introspection_auth} needs introspection_client_secret_env"
             )
-        if self.introspection_endpoint is None and client != (None, None):
-            raise ValueError("introspection_client_id / _secret_env without introspection_endpoint")
         return self
 
 

@@ -20,7 +20,7 @@ from toolscout.client import (
 from toolscout.client.sharded_features import merge_feature_snapshots
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
 
-_PROMPT = ServerFeature(FeatureKind.PROMPT, "a", "greet", "a__greet", '{"name":"a__greet"}')
+_PROMPT = ServerFeature(FeatureKind.PROMPT, "a", "greet", "a__greet", '{"name":"a__greet"}', "a__greet")
 _RESOURCE = ServerFeature(FeatureKind.RESOURCE, "b", "x://1", "x://1", '{"uri":"x://1","name":"one"}')
 
 
@@ -65,3 +65,28 @@ def test_shards_snapshots_merge_with_a_server_on_every_shard_once() -> None:
     assert [o.server for o in merged.offers] == ["a", "b"]
     assert merged.changed_kinds == (FeatureKind.RESOURCE, FeatureKind.PROMPT)
     assert merged.features_version == "v1+v2"
+
+
+def test_a_name_servers_on_two_shards_serve_is_served_under_each_ones_qualified_name() -> None:
+    def uri(server: str) -> ServerFeature:
+        qualified = f"toolscout://server/{server}/x://1"
+        return ServerFeature(FeatureKind.RESOURCE, server, "x://1", "x://1", '{"uri":"x://1"}', qualified)
+
+    def prompt(server: str) -> ServerFeature:
+        return ServerFeature(FeatureKind.PROMPT, server, "p", "p", '{"name":"p"}', f"{server}__p")
+
+    first = FeatureSnapshot("v1", (uri("a"), prompt("a")), (ServerOffers("a"),))
+    second = FeatureSnapshot("v2", (uri("b"), prompt("b")), (ServerOffers("b"),))
+    merged = merge_feature_snapshots([first, second])
+    served = {
+        (f.server, f.served_name, f.definition.get("uri") or f.definition.get("name"))
+        for f in merged.features
+    }
+    assert served == {
+        ("a", "toolscout://server/a/x://1", "toolscout://server/a/x://1"),
+        ("b", "toolscout://server/b/x://1", "toolscout://server/b/x://1"),
+        ("a", "a__p", "a__p"),
+        ("b", "b__p", "b__p"),
+    }
+    # One server (on every shard) is no clash.
+    assert merge_feature_snapshots([first, first]).features == first.features

@@ -7,10 +7,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from mcp_gateway_svc.front import Tenant
+from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.resource_server import OAuthResourceServer, Refusal
-from toolscout_kit.config import GatewayOAuthSettings
+from toolscout_kit.config import GatewayOAuthSettings, IntrospectionAuth
 from toolscout_kit.errors import ConfigError
 
 ISSUER = "https://login.example.com"
@@ -162,3 +164,55 @@ def test_the_client_secret_variable_must_be_set_and_the_keys_come_together() -> 
         GatewayOAuthSettings(issuer=ISSUER, audience=GATEWAY, introspection_endpoint=f"{ISSUER}/i")
     with pytest.raises(ValueError, match="without introspection_endpoint"):
         GatewayOAuthSettings(issuer=ISSUER, audience=GATEWAY, introspection_client_id="gateway")
+
+
+def test_the_introspection_auth_method_decides_whether_a_secret_is_named() -> None:
+    public = GatewayOAuthSettings(
+        issuer=ISSUER,
+        audience=GATEWAY,
+        introspection_endpoint=f"{ISSUER}/i",
+        introspection_client_id="gateway",
+        introspection_auth="none",
+    )
+    assert public.introspection_auth is IntrospectionAuth.NONE
+    # A public client needs no secret's variable at the start.
+    assert OAuthResourceServer(public, environ={}).introspector is not None
+    with pytest.raises(ValueError, match="sends no secret"):
+        _settings(introspection_auth="none")
+    with pytest.raises(ValueError, match="client_secret_post needs introspection_client_secret_env"):
+        GatewayOAuthSettings(
+            issuer=ISSUER,
+            audience=GATEWAY,
+            introspection_endpoint=f"{ISSUER}/i",
+            introspection_client_id="gateway",
+            introspection_auth="client_secret_post",
+        )
+    with pytest.raises(ValueError, match="without introspection_endpoint"):
+        GatewayOAuthSettings(issuer=ISSUER, audience=GATEWAY, introspection_auth="none")
+    with pytest.raises(ValueError, match="introspection_auth"):
+        _settings(introspection_auth="private_key_jwt")
+
+
+async def test_each_question_to_the_provider_is_counted_by_outcome_and_each_kept_answer_as_a_hit() -> None:
+    clock = Clock()
+    provider = Provider(clock.now)
+    provider.active("opaque-1")
+    registry = CollectorRegistry()
+    server = OAuthResourceServer(_settings(), introspect=provider, metrics=GatewayMetrics(registry))
+    assert server.introspector is not None
+    server.introspector._clock = clock
+    for token in ("opaque-1", "opaque-1", "never-issued", "never-issued", "never-issued"):
+        await server.authenticate(f"Bearer {token}", "/mcp")
+    provider.down = True
+    for _ in range(2):
+        assert isinstance(await server.authenticate("Bearer other", "/mcp"), Refusal)
+
+    def sample(name: str, outcome: str) -> float | None:
+        return registry.get_sample_value(f"toolscout_gateway_{name}", {"outcome": outcome})
+
+    assert [sample("introspections_total", o) for o in ("active", "inactive", "error")] == [1, 1, 2]
+    assert [sample("introspection_cache_hits_total", o) for o in ("active", "inactive")] == [1, 2]
+    assert sample("introspection_duration_seconds_count", "error") == 2
+    exposed = generate_latest(registry).decode()
+    assert "opaque-1" not in exposed
+    assert "never-issued" not in exposed

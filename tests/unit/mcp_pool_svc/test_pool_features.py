@@ -37,6 +37,13 @@ def test_prompts_are_named_like_tools_and_keep_their_definitions() -> None:
         "arguments": [{"name": "x", "required": True}],
     }
     assert catalog.lookup(FeatureKind.PROMPT, "plain") is served["plain"]
+    # Each knows the name it would be served under if another server claimed its name too
+    # (what a sharded pool's client serves then), and is found by it.
+    assert {f.served_name: f.qualified_name for f in served.values()} == {
+        "a__greet": "a__greet",
+        "plain": "b__plain",
+    }
+    assert catalog.lookup(FeatureKind.PROMPT, "b__plain") is served["plain"]
 
 
 def test_a_bare_prompt_name_two_servers_claim_is_namespaced_for_both() -> None:
@@ -52,6 +59,8 @@ def test_a_uri_is_served_as_is_unless_two_servers_list_it() -> None:
     catalog.set_listing("b", _listing("b", uris=("x://shared",)))
     served = {f.served_name for f in catalog.features(FeatureKind.RESOURCE)}
     assert served == {"x://a/1", f"{SERVER_URI_PREFIX}a/x://shared", f"{SERVER_URI_PREFIX}b/x://shared"}
+    qualified = {f.qualified_name for f in catalog.features(FeatureKind.RESOURCE)}
+    assert qualified == {f"{SERVER_URI_PREFIX}a/x://a/1", *(served - {"x://a/1"})}
     assert catalog.route_uri("x://a/1") == ResourceRoute("a", "x://a/1")
     assert catalog.route_uri(f"{SERVER_URI_PREFIX}b/x://shared") == ResourceRoute("b", "x://shared")
     # The plain URI both list names no one server: it is not guessed.

@@ -5,17 +5,24 @@ Each shard lists the features of the servers it runs; these methods merge the sh
 offer it: shards are asked in turn, a ``NOT_FOUND`` or a refusal (neither sent anything) passing
 the request on to the next, as a tool call named by an unknown route is.
 
-Names and URIs are given by each shard for its own servers: two servers on different shards that
-claim the same bare prompt name or URI are not told apart here (both keep it; a read or a prompt
-goes to the first shard that has it). On one shard (or an unsharded pool) the pool's own rule
-holds (:mod:`mcp_pool_svc.features`).
+Names and URIs are given by each shard for its own servers (the pool's rule,
+:mod:`mcp_pool_svc.features`); the merge applies the same rule across shards: a prompt name or a
+URI (or template) that servers on different shards both serve is served by neither under it, but
+by each under its qualified name (``ServerFeature.qualified_name``: ``<server>__<prompt>``,
+``toolscout://server/<server>/<uri>``), which the shard running that server answers. A request
+for the bare name of such a clash is refused as unknown (``NOT_FOUND``, naming the qualified
+names) instead of going to whichever shard answers first, once this client has merged a listing
+that shows the clash (the gateway follows ``watch_features`` from its start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+import dataclasses
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import grpc
@@ -40,7 +47,16 @@ _KIND_ORDER = {t.FeatureKind.RESOURCE: 0, t.FeatureKind.RESOURCE_TEMPLATE: 1, t.
 
 
 def merge_feature_snapshots(snapshots: Sequence[t.FeatureSnapshot]) -> t.FeatureSnapshot:
-    """One snapshot of several shards' (a server on several shards once)."""
+    """One snapshot of several shards' (a server on several shards once; a name two servers serve
+    under their qualified names, see the module's docstring)."""
+    return _merged(snapshots)[0]
+
+
+# A name several servers serve (kind, served name) -> the qualified names they are served under.
+Clashes = Mapping[tuple[t.FeatureKind, str], tuple[str, ...]]
+
+
+def _merged(snapshots: Sequence[t.FeatureSnapshot]) -> tuple[t.FeatureSnapshot, Clashes]:
     features: dict[tuple[t.FeatureKind, str, str], t.ServerFeature] = {}
     offers: dict[str, t.ServerOffers] = {}
     changed: set[t.FeatureKind] = set()
@@ -50,18 +66,48 @@ def merge_feature_snapshots(snapshots: Sequence[t.FeatureSnapshot]) -> t.Feature
         for offer in snapshot.offers:
             offers.setdefault(offer.server, offer)
         changed.update(snapshot.changed_kinds)
+    claims: dict[tuple[t.FeatureKind, str], list[t.ServerFeature]] = {}
+    for feature in features.values():
+        claims.setdefault((feature.kind, feature.served_name), []).append(feature)
+    clashes: dict[tuple[t.FeatureKind, str], tuple[str, ...]] = {}
+    for key, claimants in claims.items():
+        if len(claimants) > 1 and all(f.qualified_name for f in claimants):
+            clashes[key] = tuple(sorted(f.qualified_name for f in claimants))
+            for f in claimants:
+                features[(f.kind, f.server, f.own_name)] = _qualified(f)
     ordered = sorted(features.values(), key=lambda f: (_KIND_ORDER[f.kind], f.server, f.own_name))
     version = (
         "+".join(s.features_version for s in snapshots)
         if len(snapshots) > 1
         else (snapshots[0].features_version if snapshots else "")
     )
-    return t.FeatureSnapshot(
+    merged = t.FeatureSnapshot(
         version,
         tuple(ordered),
         tuple(offers[s] for s in sorted(offers)),
         tuple(sorted(changed, key=_KIND_ORDER.__getitem__)),
     )
+    return merged, clashes
+
+
+def _qualified(feature: t.ServerFeature) -> t.ServerFeature:
+    """``feature`` served under its qualified name (its definition's key too)."""
+    definition = {**feature.definition, feature.kind.key_field: feature.qualified_name}
+    return dataclasses.replace(
+        feature,
+        served_name=feature.qualified_name,
+        definition_json=json.dumps(definition, ensure_ascii=False, separators=(",", ":")),
+    )
+
+
+def _refuse_clashed(clashes: Clashes, kind: t.FeatureKind, name: str) -> None:
+    """Raises NotFoundError when ``name`` is served by several servers (under their qualified names)."""
+    qualified = clashes.get((kind, name))
+    if qualified:
+        raise NotFoundError(
+            f"several MCP servers offer '{name}': ask for one of {', '.join(qualified)}",
+            code=grpc.StatusCode.NOT_FOUND,
+        )
 
 
 class FeaturePage(TypedDict, total=False):
@@ -89,18 +135,43 @@ class _RoutedRequests(Generic[ReplyR]):
 
     # ``_ask_in_turn(attempt)``: ``attempt(shard_client)`` of each shard until one has it.
     _ask_in_turn: Callable[..., ReplyR]
+    # The names several servers on different shards serve, as of the last merged listing.
+    _clashes: Clashes = MappingProxyType({})
+
+    def _merge(self, snapshots: Sequence[t.FeatureSnapshot]) -> t.FeatureSnapshot:
+        merged, self._clashes = _merged(snapshots)
+        return merged
+
+    def _unclashed(self, kind: t.FeatureKind, name: str, attempt: Callable[[Any], R]) -> Callable[[Any], R]:
+        """``attempt``, refused (NotFoundError, no shard asked) when ``name`` is a clash: raised
+        where a shard's NOT_FOUND is, so the blocking and async clients alike answer with it."""
+        clashes = self._clashes
+
+        def unclashed(client: Any) -> R:
+            _refuse_clashed(clashes, kind, name)
+            return attempt(client)
+
+        return unclashed
 
     def read_resource(self, request: t.ResourceReadRequest, **call: Unpack[CallOptions]) -> ReplyR:
-        """``resources/read`` on the shard that has the URI (errors as the one-pool client's)."""
-        return self._ask_in_turn(lambda client: client.read_resource(request, **call))
+        """``resources/read`` on the shard that has the URI (errors as the one-pool client's;
+        NotFoundError for a URI servers on several shards list: read its qualified form)."""
+        return self._ask_in_turn(
+            self._unclashed(t.FeatureKind.RESOURCE, request.uri, lambda c: c.read_resource(request, **call))
+        )
 
     def get_prompt(self, request: t.PromptRequest, **call: Unpack[CallOptions]) -> ReplyR:
-        """``prompts/get`` on the shard that has the prompt."""
-        return self._ask_in_turn(lambda client: client.get_prompt(request, **call))
+        """``prompts/get`` on the shard that has the prompt (NotFoundError: a name several
+        shards' servers serve, asked for bare)."""
+        return self._ask_in_turn(
+            self._unclashed(t.FeatureKind.PROMPT, request.name, lambda c: c.get_prompt(request, **call))
+        )
 
     def complete(self, request: t.CompletionRequest, **call: Unpack[CallOptions]) -> ReplyR:
         """``completion/complete`` on the shard that has the prompt or template."""
-        return self._ask_in_turn(lambda client: client.complete(request, **call))
+        return self._ask_in_turn(
+            self._unclashed(request.ref_kind, request.ref, lambda c: c.complete(request, **call))
+        )
 
 
 class ShardedFeatureRequests(
@@ -156,7 +227,7 @@ class ShardedFeatureRequests(
                     return snapshot
             raise UnavailableError("a pool shard ended its feature stream", code=grpc.StatusCode.UNAVAILABLE)
 
-        return merge_feature_snapshots(await asyncio.gather(*(first(c) for c in self._shards)))
+        return self._merge(await asyncio.gather(*(first(c) for c in self._shards)))
 
     async def watch_features(
         self, known_version: str = "", *, metadata: Metadata = None
@@ -188,7 +259,7 @@ class ShardedFeatureRequests(
                     raise item
                 latest[item[0]] = item[1]
                 if len(latest) == len(self._shards):
-                    merged = merge_feature_snapshots([latest[k] for k in sorted(latest)])
+                    merged = self._merge([latest[k] for k in sorted(latest)])
                     if merged.features_version != known_version:
                         known_version = merged.features_version
                         yield merged
@@ -220,7 +291,9 @@ class ShardedFeatureRequests(
     async def watch_resource(
         self, uri: str, *, principal: str = "", metadata: Metadata = None
     ) -> AsyncGenerator[tuple[str, bool], None]:
-        """Subscribes on the shard that has the URI (see :meth:`AsyncPoolClient.watch_resource`)."""
+        """Subscribes on the shard that has the URI (see :meth:`AsyncPoolClient.watch_resource`;
+        NotFoundError for a URI servers on several shards list: subscribe to its qualified form)."""
+        _refuse_clashed(self._clashes, t.FeatureKind.RESOURCE, uri)
         missing: ToolscoutClientError | None = None
         for client in self._shards:
             stream = client.watch_resource(uri, principal=principal, metadata=metadata)
@@ -278,7 +351,7 @@ class ShardedFeatureRequestsSync(FeatureListings[t.FeatureList], _RoutedRequests
                 )
             features = tuple(f for p in pages for f in p.features)
             lists.append(t.FeatureSnapshot(pages[-1].features_version, features, pages[0].offers))
-        merged = merge_feature_snapshots(lists)
+        merged = self._merge(lists)
         wanted = set(servers)
         return t.FeatureList(
             tuple(f for f in merged.features if not wanted or f.server in wanted),

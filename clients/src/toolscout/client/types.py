@@ -52,6 +52,7 @@ __all__ = [
     "FeatureReply",
     "FeatureSnapshot",
     "GatewayMode",
+    "InputRoundRequest",
     "Manifest",
     "ModelInfo",
     "NameSuggestion",
@@ -456,8 +457,24 @@ class StructuredCopy(StrEnum):
     STRUCTURED = "structured"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRoundRequest:
+    """The part of a request (``CallRequest``, ``ResourceReadRequest``, ``PromptRequest``) that
+    makes it one round of an MCP 2026-07-28 multi-round-trip request: the caller relays
+    ``input_required`` results (``CallToolResult.input_required_json``,
+    ``FeatureReply.input_required_json``); a retry carries the host's ``inputResponses`` (JSON
+    object text) and the server's own ``requestState``; ``host_capabilities_json``: the host's
+    sampling / elicitation / roots capabilities (MCP ``ClientCapabilities`` JSON object text),
+    declared to a 2026-07-28 server on this request. Keyword-only, after the request's own fields."""
+
+    accept_input_required: bool = False
+    input_responses_json: str = ""
+    request_state: str = ""
+    host_capabilities_json: str = ""
+
+
 @dataclass(frozen=True, slots=True)
-class CallRequest:
+class CallRequest(InputRoundRequest):
     """One tool call (``CallTool``): by ``llm_name``, or by ``server`` and the tool's own ``tool``.
 
     ``arguments_json`` and ``meta_json`` are JSON object texts (empty: none); :meth:`to` builds one
@@ -481,15 +498,6 @@ class CallRequest:
     conversation: str = ""
     # The preview's size in tokens (0: the pool's configured one).
     preview_tokens: int = 0
-    # MCP 2026-07-28 multi-round-trip: the caller relays ``input_required`` results
-    # (``CallToolResult.input_required_json``); a retry carries the host's ``inputResponses``
-    # (JSON object text) and the server's own ``requestState``.
-    accept_input_required: bool = False
-    input_responses_json: str = ""
-    request_state: str = ""
-    # With ``accept_input_required``: the host's sampling / elicitation / roots capabilities (MCP
-    # ``ClientCapabilities`` JSON object text), declared to a 2026-07-28 server on this call.
-    host_capabilities_json: str = ""
 
     @classmethod
     def to(
@@ -647,6 +655,18 @@ class FeatureKind(StrEnum):
     RESOURCE_TEMPLATE = "resource_template"
     PROMPT = "prompt"
 
+    @property
+    def key_field(self) -> str:
+        """The field of the kind's MCP definition that holds its key (its name or URI)."""
+        return _FEATURE_KEY_FIELDS[self]
+
+
+_FEATURE_KEY_FIELDS = {
+    FeatureKind.RESOURCE: "uri",
+    FeatureKind.RESOURCE_TEMPLATE: "uriTemplate",
+    FeatureKind.PROMPT: "name",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ServerFeature:
@@ -662,6 +682,9 @@ class ServerFeature:
     own_name: str
     served_name: str
     definition_json: str = "{}"
+    # The key it is served under when another server claims ``served_name`` too (see the proto's
+    # ``ServerFeature``); "" from a pool that does not set it.
+    qualified_name: str = ""
 
     @property
     def definition(self) -> dict[str, Any]:
@@ -704,8 +727,9 @@ class FeatureSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceReadRequest:
-    """``ReadResource``: a URI as served (or one a server's template matches)."""
+class ResourceReadRequest(InputRoundRequest):
+    """``ReadResource``: a URI as served (or one a server's template matches); a round of a
+    multi-round-trip read (:class:`InputRoundRequest`)."""
 
     uri: str
     principal: str = ""
@@ -713,8 +737,9 @@ class ResourceReadRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class PromptRequest:
-    """``GetPrompt``: a prompt by its served name, with its arguments (a JSON object of strings)."""
+class PromptRequest(InputRoundRequest):
+    """``GetPrompt``: a prompt by its served name, with its arguments (a JSON object of strings);
+    a round of a multi-round-trip prompt (:class:`InputRoundRequest`)."""
 
     name: str
     arguments_json: str = ""
@@ -740,12 +765,14 @@ class CompletionRequest:
 @dataclass(frozen=True, slots=True)
 class FeatureReply:
     """A server's answer to a read, a prompt or a completion: its MCP result as a JSON object text,
-    or its JSON-RPC error (``jsonrpc_error_code`` non-zero, ``error_message``)."""
+    or its JSON-RPC error (``jsonrpc_error_code`` non-zero, ``error_message``), or (a read or a
+    prompt with ``accept_input_required``) its ``InputRequiredResult`` in ``input_required_json``."""
 
     server: str
     result_json: str = ""
     jsonrpc_error_code: int = 0
     error_message: str = ""
+    input_required_json: str = ""
 
     @property
     def result(self) -> dict[str, Any]:

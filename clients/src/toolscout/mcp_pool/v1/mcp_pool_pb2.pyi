@@ -332,18 +332,20 @@ class WatchCatalogResponse(_message.Message):
     def __init__(self, catalog_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., changed_servers: _Optional[_Iterable[str]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class ServerFeature(_message.Message):
-    __slots__ = ("kind", "server", "own_name", "served_name", "definition_json")
+    __slots__ = ("kind", "server", "own_name", "served_name", "definition_json", "qualified_name")
     KIND_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
     OWN_NAME_FIELD_NUMBER: _ClassVar[int]
     SERVED_NAME_FIELD_NUMBER: _ClassVar[int]
     DEFINITION_JSON_FIELD_NUMBER: _ClassVar[int]
+    QUALIFIED_NAME_FIELD_NUMBER: _ClassVar[int]
     kind: FeatureKind
     server: str
     own_name: str
     served_name: str
     definition_json: str
-    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., server: _Optional[str] = ..., own_name: _Optional[str] = ..., served_name: _Optional[str] = ..., definition_json: _Optional[str] = ...) -> None: ...
+    qualified_name: str
+    def __init__(self, kind: _Optional[_Union[FeatureKind, str]] = ..., server: _Optional[str] = ..., own_name: _Optional[str] = ..., served_name: _Optional[str] = ..., definition_json: _Optional[str] = ..., qualified_name: _Optional[str] = ...) -> None: ...
 
 class ServerOffers(_message.Message):
     __slots__ = ("server", "resources", "subscribe", "prompts", "completions", "logging")
@@ -410,26 +412,42 @@ class WatchFeaturesResponse(_message.Message):
     def __init__(self, features_version: _Optional[str] = ..., features: _Optional[_Iterable[_Union[ServerFeature, _Mapping]]] = ..., offers: _Optional[_Iterable[_Union[ServerOffers, _Mapping]]] = ..., changed_kinds: _Optional[_Iterable[_Union[FeatureKind, str]]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class ReadResourceRequest(_message.Message):
-    __slots__ = ("uri", "principal", "timeout_seconds")
+    __slots__ = ("uri", "principal", "timeout_seconds", "accept_input_required", "input_responses_json", "request_state", "host_capabilities_json")
     URI_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_INPUT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_JSON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
+    HOST_CAPABILITIES_JSON_FIELD_NUMBER: _ClassVar[int]
     uri: str
     principal: str
     timeout_seconds: float
-    def __init__(self, uri: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+    accept_input_required: bool
+    input_responses_json: str
+    request_state: str
+    host_capabilities_json: str
+    def __init__(self, uri: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., accept_input_required: _Optional[bool] = ..., input_responses_json: _Optional[str] = ..., request_state: _Optional[str] = ..., host_capabilities_json: _Optional[str] = ...) -> None: ...
 
 class GetPromptRequest(_message.Message):
-    __slots__ = ("name", "arguments_json", "principal", "timeout_seconds")
+    __slots__ = ("name", "arguments_json", "principal", "timeout_seconds", "accept_input_required", "input_responses_json", "request_state", "host_capabilities_json")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_INPUT_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RESPONSES_JSON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
+    HOST_CAPABILITIES_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     arguments_json: str
     principal: str
     timeout_seconds: float
-    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+    accept_input_required: bool
+    input_responses_json: str
+    request_state: str
+    host_capabilities_json: str
+    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., accept_input_required: _Optional[bool] = ..., input_responses_json: _Optional[str] = ..., request_state: _Optional[str] = ..., host_capabilities_json: _Optional[str] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
     __slots__ = ("ref_kind", "ref", "argument_name", "argument_value", "context_arguments_json", "principal", "timeout_seconds")
@@ -450,16 +468,18 @@ class CompleteRequest(_message.Message):
     def __init__(self, ref_kind: _Optional[_Union[FeatureKind, str]] = ..., ref: _Optional[str] = ..., argument_name: _Optional[str] = ..., argument_value: _Optional[str] = ..., context_arguments_json: _Optional[str] = ..., principal: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
 
 class FeatureReply(_message.Message):
-    __slots__ = ("server", "result_json", "jsonrpc_error_code", "error_message")
+    __slots__ = ("server", "result_json", "jsonrpc_error_code", "error_message", "input_required_json")
     SERVER_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     JSONRPC_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REQUIRED_JSON_FIELD_NUMBER: _ClassVar[int]
     server: str
     result_json: str
     jsonrpc_error_code: int
     error_message: str
-    def __init__(self, server: _Optional[str] = ..., result_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    input_required_json: str
+    def __init__(self, server: _Optional[str] = ..., result_json: _Optional[str] = ..., jsonrpc_error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., input_required_json: _Optional[str] = ...) -> None: ...
 
 class SetLoggingLevelRequest(_message.Message):
     __slots__ = ("level", "servers")
