@@ -48,9 +48,9 @@ import functools
 import hmac
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 import anyio
@@ -59,6 +59,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -535,7 +536,7 @@ class GatewayFront:
                 message is not None
                 and self._lean is not None
                 and message.get("method") == "tools/call"
-                and await self._lean_call(manager, scope, receive, send, info, message)
+                and await self._lean_call(info, message, manager, _Http(scope, receive, send))
             ):
                 return
             if manager.stateless and scope["method"] == "POST":
@@ -549,17 +550,12 @@ class GatewayFront:
                     self.idle.set()
 
     async def _lean_call(
-        self,
-        manager: StreamableHTTPSessionManager,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        info: RequestInfo,
-        message: dict[str, Any],
+        self, info: RequestInfo, message: dict[str, Any], manager: StreamableHTTPSessionManager, http: _Http
     ) -> bool:
         """Answers a plain ``tools/call`` on the lean path (:mod:`mcp_gateway_svc.lean`); False,
         having done nothing, for a request the SDK answers."""
         assert self._lean is not None
+        scope, receive, send = http
         headers = Headers(scope=scope)
         modern = headers.get(MCP_PROTOCOL_VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS
         session = info.session
@@ -574,17 +570,12 @@ class GatewayFront:
         target = self._lean.lean_target(info, call) if call is not None else None
         if call is None or target is None:
             return False
-        server = manager.app
-        outcome: dict[str, Any] | Exception | None = None
+        run = self._lean.lean_call(info, call, target)
         if session is None:
             with anyio.CancelScope() as cancel:
                 watcher = _cancel_on_disconnect(receive, cancel)
                 try:
-                    outcome = wire_result(
-                        server, call.protocol_version, await self._lean.lean_call(info, call, target)
-                    )
-                except Exception as err:
-                    outcome = err
+                    outcome = await _outcome(manager, call.protocol_version, run)
                 finally:
                     watcher.cancel()
             if outcome is not None:  # (None: the client went away, the call was cancelled)
@@ -593,11 +584,7 @@ class GatewayFront:
         with holding(transport), anyio.CancelScope() as cancel:
             session.lean_calls[call.request_id] = cancel
             try:
-                outcome = wire_result(
-                    server, call.protocol_version, await self._lean.lean_call(info, call, target)
-                )
-            except Exception as err:
-                outcome = err
+                outcome = await _outcome(manager, call.protocol_version, run)
             finally:
                 session.lean_calls.pop(call.request_id, None)
         await write_json(send, call.request_id, outcome, session_id=self._replica.session_id(session.sid))
@@ -646,6 +633,27 @@ class GatewayFront:
             await self._reject(send, 404, "unknown_session", "Session not found")
 
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
+
+
+class _Http(NamedTuple):
+    """One HTTP request as the ASGI server hands it over."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+
+
+async def _outcome(
+    manager: StreamableHTTPSessionManager, version: str, run: Awaitable[BaseModel]
+) -> dict[str, Any] | Exception | None:
+    """A lean call's result in its wire form, or the exception it raised; None while it has not
+    finished (cancelled: the caller's scope absorbs the cancellation)."""
+    outcome: dict[str, Any] | Exception | None = None
+    try:
+        outcome = wire_result(manager.app, version, await run)
+    except Exception as err:
+        outcome = err
+    return outcome
 
 
 def _length(headers: Headers) -> int | None:

@@ -48,13 +48,12 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc import capabilities, server_features
+from mcp_gateway_svc import capabilities, lean, server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
 from mcp_gateway_svc.input_rounds import HostRound
-from mcp_gateway_svc.lean import LeanCall
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.relay import asked_log_level, host_relay, host_round
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
@@ -67,7 +66,7 @@ from toolscout_kit.call_tool import Refusal, UnknownHint, not_loaded, read_call,
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import NO_TRACING, SpanKind, Tracing, exemplar, extract_context
 
-__all__ = ["REQUEST_INFO_KEY", "LeanTarget", "McpHandlers", "RequestInfo"]
+__all__ = ["REQUEST_INFO_KEY", "McpHandlers", "RequestInfo"]
 
 _log = get_logger(__name__)
 
@@ -377,16 +376,7 @@ class McpHandlers:
         if ctx.request_id is None:
             return await call_next(ctx)
         mode = info.mode if isinstance(info, RequestInfo) else GatewayMode.META
-        outcome = "cancelled"
-        try:
-            result = await call_next(ctx)
-            outcome = "ok"
-            return result
-        except Exception:
-            outcome = "error"
-            raise
-        finally:
-            self._metrics.request(ctx.method, mode, outcome)
+        return await self._metrics.counted(ctx.method, mode, call_next(ctx))
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
@@ -486,7 +476,7 @@ class McpHandlers:
 
     # --- the lean path (mcp_gateway_svc.lean) ---------------------------------------------
 
-    def lean_target(self, info: RequestInfo, call: LeanCall) -> LeanTarget | None:
+    def lean_target(self, info: RequestInfo, call: lean.LeanCall) -> LeanTarget | None:
         """The catalog tool a plain ``tools/call`` runs, or None when the SDK's path answers it as
         :meth:`call_tool` does: a search, a kept result, a ``call_tool`` call it refuses, an unknown
         tool, one run only as a task or not loaded yet, no plan yet, tracing on (its spans are the
@@ -512,36 +502,26 @@ class McpHandlers:
         return LeanTarget(tool, arguments, mode, wrapped)
 
     async def lean_call(
-        self, info: RequestInfo, call: LeanCall, target: LeanTarget
+        self, info: RequestInfo, call: lean.LeanCall, target: LeanTarget
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request.
 
         Raises:
             MCPError: as :meth:`ToolCaller.call`.
         """
-        outcome = "cancelled"
-        try:
-            result = await self._caller.call(
-                target.tool,
-                target.arguments,
-                mode=target.mode,
-                meta=call.meta,
-                owner=self._owner_of(call.client_name, info),
-                protocol_errors=not target.wrapped,
-                principal=info.principal,
-                # A host that can show a URL elicitation declared elicitation: not a lean call.
-                asker=LoginAsker(call.base_url),
-                host_round=HostRound(None, None, call.declared_json)
-                if call.declared_json is not None
-                else None,
-            )
-            outcome = "ok"
-            return result
-        except Exception:
-            outcome = "error"
-            raise
-        finally:
-            self._metrics.request("tools/call", info.mode, outcome)
+        run = self._caller.call(
+            target.tool,
+            target.arguments,
+            mode=target.mode,
+            meta=call.meta,
+            owner=self._owner_of(call.client_name, info),
+            protocol_errors=not target.wrapped,
+            principal=info.principal,
+            # A host that can show a URL elicitation declared elicitation: not a lean call.
+            asker=LoginAsker(call.base_url),
+            host_round=HostRound(None, None, call.declared_json) if call.declared_json is not None else None,
+        )
+        return await self._metrics.counted("tools/call", info.mode, run)
 
     # --- kept results ----------------------------------------------------------------------
 
