@@ -41,9 +41,12 @@ from discovery_svc.manifest import manifest_answer
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
 from discovery_svc.planner import PreparedToolset, plan_tools
+from discovery_svc.result_text import unsigned_note
+from discovery_svc.scope import SearchScope, ToolScope
 from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import execute_search
 from discovery_svc.tokens import TokenCounter, TokenEncoding
+from discovery_svc.user_index import MergedScope, UserIndexes
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
@@ -66,8 +69,11 @@ class DiscoveryEngine:
         cache_size: int = 64,
         metrics: DiscoveryMetrics | None = None,
         hybrid: HybridStage | None = None,
+        users: UserIndexes | None = None,
     ) -> None:
-        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones)."""
+        """``cache_size`` bounds the prepared toolset states kept (configured and inline ones);
+        ``users``: what ``per_user`` servers list to each principal (searches that name one)."""
+        self._users = users
         self._config = config
         self._settings = config.toolscout.discovery
         self._current: Catalog | None = None
@@ -177,6 +183,7 @@ class DiscoveryEngine:
                 PreparedToolset,
                 base=base,
                 toolset=name,
+                per_user=self._config.per_user_servers,
                 partition=partition_tools(tools, self._config),
                 counter=self._counter,
                 manifest_budget=self._settings.manifest_budget_tokens,
@@ -312,11 +319,9 @@ class DiscoveryEngine:
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
-            scope, threaded = prepared.scope, False
-            if self._hybrid is not None:
-                waiting = time.perf_counter()
-                scope, threaded = await self._hybrid.scope_for(scope, args.query, time_limit)
-                set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
+            scope, threaded, unsigned = await self._scope(
+                prepared, toolset, request.principal, args.query, time_limit
+            )
             search = functools.partial(
                 execute_search,
                 scope,
@@ -344,12 +349,38 @@ class DiscoveryEngine:
             # Threaded: the query has its vector, so the hybrid index ranked it.
             ranking = "hybrid" if threaded else "bm25"
         result = dataclasses.replace(
-            result, catalog_version=prepared.catalog_version, plan=plan, ranking=ranking
+            result,
+            catalog_version=prepared.catalog_version,
+            plan=plan,
+            ranking=ranking,
+            result_text=result.result_text + unsigned_note(unsigned),
         )
         mode = result.mode
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
+
+    async def _scope(
+        self,
+        prepared: PreparedToolset,
+        toolset: Toolset,
+        principal: str,
+        query: str | None,
+        time_limit: float | None,
+    ) -> tuple[ToolScope, bool, tuple[str, ...]]:
+        """What a search runs on: the toolset's scope (hybrid when ready: then ``True``, run it in
+        a thread), merged with what ``per_user`` servers list to ``principal`` when one is named
+        (:mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
+        shared, threaded = prepared.scope, False
+        own: SearchScope | None = None
+        unsigned: tuple[str, ...] = ()
+        if principal and self._users is not None and self._users.applies(toolset):
+            shared, own, unsigned = await self._users.scopes(prepared, toolset, principal)
+        if self._hybrid is not None:
+            waiting = time.perf_counter()
+            shared, threaded = await self._hybrid.scope_for(shared, query, time_limit)
+            set_attributes({"toolscout.search.embedding_wait_seconds": time.perf_counter() - waiting})
+        return (shared if own is None else MergedScope(shared, own)), threaded, unsigned
 
     async def get_manifest(self, toolset: ToolsetLike = "", provider: str = "") -> Manifest:
         """The manifest for ``toolset`` and its size in ``provider``'s encoding.

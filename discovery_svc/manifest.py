@@ -124,7 +124,15 @@ def _names(tools: Sequence[Tool], level: _Level) -> str:
     return ", ".join(names[: level.shown_names]) + f", ... and {len(names) - level.shown_names} more"
 
 
-def _server_line(server: str, tools: Sequence[Tool], level: _Level | None) -> str:
+# A per_user server's line: what its tools are depends on who asks (and never its stack list).
+_PER_USER_LINE = (
+    "- {server} (its tools are listed to each user under their own sign-in: search_tools finds yours)"
+)
+
+
+def _server_line(server: str, tools: Sequence[Tool], level: _Level | None, per_user: frozenset[str]) -> str:
+    if server in per_user:
+        return _PER_USER_LINE.format(server=server)
     word = "tool" if len(tools) == 1 else "tools"
     head = f"- {server} ({len(tools)} {word})"
     if level is None:
@@ -136,13 +144,17 @@ def _server_line(server: str, tools: Sequence[Tool], level: _Level | None) -> st
 
 
 def _try_level(
-    groups: Sequence[tuple[str, Sequence[Tool]]], level: _Level, count: Counter, budget: int
+    groups: Sequence[tuple[str, Sequence[Tool]]],
+    level: _Level,
+    count: Counter,
+    budget: int,
+    per_user: frozenset[str],
 ) -> str | None:
     sep = "\n\n" if level.blank_lines else "\n"
     blocks = [MANIFEST_HEADER]
     running = count(MANIFEST_HEADER + sep)
     for server, tools in groups:
-        block = _server_line(server, tools, level)
+        block = _server_line(server, tools, level, per_user)
         running += count(block + sep)
         # Stop early: at 50k tools a rich manifest would be megabytes to build and count.
         if running > budget:
@@ -152,7 +164,9 @@ def _try_level(
     return text if count(text) <= budget else None
 
 
-def _cut_servers(groups: Sequence[tuple[str, Sequence[Tool]]], count: Counter, budget: int) -> str:
+def _cut_servers(
+    groups: Sequence[tuple[str, Sequence[Tool]]], count: Counter, budget: int, per_user: frozenset[str]
+) -> str:
     total_servers = len(groups)
 
     def tail(shown: int) -> str:
@@ -163,7 +177,7 @@ def _cut_servers(groups: Sequence[tuple[str, Sequence[Tool]]], count: Counter, b
     lines = [MANIFEST_HEADER]
     running = count(MANIFEST_HEADER + "\n") + count(tail(0))
     for server, tools in groups:
-        line = _server_line(server, tools, None)
+        line = _server_line(server, tools, None, per_user)
         running += count(line + "\n")
         if running > budget:
             break
@@ -179,8 +193,14 @@ def _cut_servers(groups: Sequence[tuple[str, Sequence[Tool]]], count: Counter, b
         shown -= 1
 
 
-def build_manifest(deferred: Sequence[Tool], count: Counter, budget: int) -> BuiltManifest:
-    """The manifest of ``deferred`` (catalog order), never over ``budget`` tokens of ``count``."""
+def build_manifest(
+    deferred: Sequence[Tool], count: Counter, budget: int, per_user: frozenset[str] = frozenset()
+) -> BuiltManifest:
+    """The manifest of ``deferred`` (catalog order), never over ``budget`` tokens of ``count``.
+
+    A ``per_user`` server (its tools are listed to each user under their own sign-in) is named
+    without its tools: the stack's list of them is nobody's to read, and one text serves every user.
+    """
     groups_map: dict[str, list[Tool]] = {}
     for tool in deferred:
         groups_map.setdefault(tool.server, []).append(tool)
@@ -188,10 +208,10 @@ def build_manifest(deferred: Sequence[Tool], count: Counter, budget: int) -> Bui
     if not groups:
         return BuiltManifest(text="", tokens=0, deferred_servers=0, deferred_tools=0, level=0)
     for number, level in enumerate(_LEVELS):
-        text = _try_level(groups, level, count, budget)
+        text = _try_level(groups, level, count, budget, per_user)
         if text is not None:
             return BuiltManifest(text, count(text), len(groups), len(deferred), number)
-    text = _cut_servers(groups, count, budget)
+    text = _cut_servers(groups, count, budget, per_user)
     return BuiltManifest(text, count(text), len(groups), len(deferred), len(_LEVELS))
 
 
@@ -211,12 +231,14 @@ def _utf8_bytes(text: str) -> int:
     return len(text.encode())
 
 
-def stable_search_tool_description(deferred: Sequence[Tool], max_bytes: int) -> str:
+def stable_search_tool_description(
+    deferred: Sequence[Tool], max_bytes: int, per_user: frozenset[str] = frozenset()
+) -> str:
     """The stable surface's search_tools description: the intro and a short manifest (servers,
     what they hold) within ``max_bytes`` of UTF-8, the same degrading levels as the full one."""
     intro = f"{_STABLE_SEARCH_TOOL_INTRO} {_BROWSE_HINT}"
     wrapper = f"{intro}\n\n<manifest>\n\n</manifest>"
-    short = build_manifest(deferred, _utf8_bytes, max_bytes - _utf8_bytes(wrapper))
+    short = build_manifest(deferred, _utf8_bytes, max_bytes - _utf8_bytes(wrapper), per_user)
     if not short.text or _utf8_bytes(wrapper) + _utf8_bytes(short.text) > max_bytes:
         return intro
     return f"{intro}\n\n<manifest>\n{short.text}\n</manifest>"

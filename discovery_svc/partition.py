@@ -126,10 +126,14 @@ def _validate(name: str, toolset: ToolSetConfig, catalog: Catalog, config: Tools
         raise ToolsetNotFoundError(f"{what} is invalid: " + "; ".join(problems) + ".")
 
 
-def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) -> tuple[Tool, ...]:
+def select_toolset(
+    catalog: Catalog, config: ToolscoutConfig, toolset: Toolset, *, validate: bool = True
+) -> tuple[Tool, ...]:
     """The catalog's tools allowed by ``toolset`` ("" = every tool), in catalog order.
 
-    An inline toolset is validated exactly like a configured one.
+    An inline toolset is validated exactly like a configured one; ``validate=False`` (a catalog
+    of some servers only: what ``per_user`` servers list to one user) filters without checking
+    that every server and tool it names is there.
 
     Raises:
         ToolsetNotFoundError: unknown toolset, or one naming a server or tool that does not exist;
@@ -137,7 +141,8 @@ def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) 
     """
     if isinstance(toolset, InlineToolset):
         spec_set = toolset.spec
-        _validate("", spec_set, catalog, config)
+        if validate:
+            _validate("", spec_set, catalog, config)
     elif not toolset:
         return catalog.tools
     else:
@@ -146,7 +151,8 @@ def select_toolset(catalog: Catalog, config: ToolscoutConfig, toolset: Toolset) 
             known = _names(sorted(config.tool_sets)) or "none configured"
             raise ToolsetNotFoundError(f"Unknown toolset '{toolset}'. Toolsets: {known}.")
         spec_set = found
-        _validate(toolset, spec_set, catalog, config)
+        if validate:
+            _validate(toolset, spec_set, catalog, config)
     selected: list[Tool] = []
     for server in sorted(spec_set.servers):
         spec = spec_set.servers[server]
@@ -191,11 +197,9 @@ def partition_tools(tools: Sequence[Tool], config: ToolscoutConfig) -> Partition
         return Partition(tools=all_tools, loaded=all_tools, deferred=())
     loaded: list[Tool] = []
     deferred: list[Tool] = []
-    always: dict[str, frozenset[str]] = {s: frozenset(c.always_load) for s, c in config.servers.items()}
     for tool in tools:
-        server_config = config.servers.get(tool.server)
-        defer = discovery.defer_all or (server_config is not None and server_config.defer_loading)
-        if defer and tool.name not in always.get(tool.server, frozenset()):
+        # One rule with the gateway's per-user lists (ToolscoutConfig.deferred).
+        if config.deferred(tool.server, tool.name):
             deferred.append(tool)
         else:
             loaded.append(tool)

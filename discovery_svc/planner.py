@@ -65,7 +65,10 @@ class PreparedToolset:
         counter: TokenCounter,
         manifest_budget: int,
         placement: Placement,
+        per_user: frozenset[str] = frozenset(),
     ) -> None:
+        """``per_user``: the servers whose tools are listed per user (named in the manifest
+        without their tools)."""
         self.catalog_version = base.version
         self.toolset = toolset
         self.partition = partition
@@ -81,6 +84,7 @@ class PreparedToolset:
             partition.deferred,
             lambda text: max(counter.count_text(text, name) for name in encodings),
             manifest_budget,
+            per_user,
         )
         self.search_tool: ParsedTool | None = None
         # The cache-stable surface's pair (discovery_svc.surface).
@@ -91,7 +95,7 @@ class PreparedToolset:
             embed = placement == "tool_description"
             self.search_tool = _search_tool(search_tool_description(self.manifest, embed=embed))
             self.stable_search_tool = _search_tool(
-                stable_search_tool_description(partition.deferred, HOST_DESCRIPTION_MAX_BYTES)
+                stable_search_tool_description(partition.deferred, HOST_DESCRIPTION_MAX_BYTES, per_user)
                 if embed
                 else search_tool_description(self.manifest, embed=False, stable=True)
             )

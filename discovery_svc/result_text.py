@@ -17,7 +17,7 @@ from toolscout.client import Tool
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import CALL_TOOL_NAME, format_tool_with_schema, stable_call_hint
 
-__all__ = ["Answer", "Missing", "format_tool", "guidance_text", "result_text"]
+__all__ = ["Answer", "Missing", "format_tool", "guidance_text", "result_text", "unsigned_note"]
 
 # A name that was asked for and not found, with the closest existing names.
 Missing = tuple[str, Sequence[str]]
@@ -263,3 +263,17 @@ def _guidance(answer: Answer, stable_eager: Collection[str] | None) -> list[str]
             f'server_name="{args.server_name}" and offset={end} for more.'
         )
     return sections
+
+
+def unsigned_note(servers: Sequence[str]) -> str:
+    """What a principal's search adds about the ``per_user`` servers of the toolset they have not
+    signed in to (their tools are found once they have): "" when there are none."""
+    if not servers:
+        return ""
+    names = ", ".join(f"'{s}'" for s in servers)
+    several = len(servers) > 1
+    return (
+        f"\n\nNot searched: MCP server{'s' if several else ''} {names} "
+        f"{'list their' if several else 'lists its'} tools to each user under their own sign-in, "
+        "and you have not signed in yet; they are found here once you have."
+    )

@@ -9,15 +9,43 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Sequence
+from typing import Protocol, Unpack
 
 from toolscout.client import Tool
 
 from discovery_svc.catalog_index import CatalogIndex
-from discovery_svc.index import CandidateMask, RestrictedIndex, Searcher
+from discovery_svc.index import CandidateMask, RestrictedIndex, ScopeFields, Searcher, SearchHit
 
-__all__ = ["SearchScope"]
+__all__ = ["SearchScope", "ToolScope"]
 
 _DIFFLIB_POOL = 1000
+
+
+class RankedSearch(Protocol):
+    def search(self, query: str, limit: int, **scope: Unpack[ScopeFields]) -> list[SearchHit]: ...
+
+
+class ToolScope(Protocol):
+    """What a ``search_tools`` call runs against (:func:`~discovery_svc.search_tool.execute_search`):
+    a :class:`SearchScope`, or a principal's :class:`~discovery_svc.user_index.MergedScope`."""
+
+    eager: frozenset[str]
+    servers: tuple[str, ...]
+
+    @property
+    def index(self) -> RankedSearch: ...
+
+    def has(self, llm_name: str) -> bool: ...
+
+    def tool(self, llm_name: str) -> Tool: ...
+
+    def has_server(self, server: str) -> bool: ...
+
+    def server_tools(self, server: str) -> tuple[Tool, ...]: ...
+
+    def resolve(self, name: str) -> tuple[Tool, ...]: ...
+
+    def closest(self, name: str, server: str | None, n: int = 3) -> tuple[str, ...]: ...
 
 
 class SearchScope:

@@ -15,7 +15,7 @@ from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch, Tool
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit
 from discovery_svc.result_text import Answer, guidance_text, result_text
-from discovery_svc.scope import SearchScope
+from discovery_svc.scope import ToolScope
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import structured_result
 
@@ -34,7 +34,7 @@ def _match(tool: Tool, already_loaded: bool, hit: SearchHit | None = None) -> To
 # --- execution -----------------------------------------------------------------------------
 
 
-def _unknown_server(scope: SearchScope, server: str) -> UnknownServerError:
+def _unknown_server(scope: ToolScope, server: str) -> UnknownServerError:
     servers = list(scope.servers)
     if not servers:
         return UnknownServerError(f"Unknown server '{server}': no tools are available in this toolset.")
@@ -50,7 +50,7 @@ def _unknown_server(scope: SearchScope, server: str) -> UnknownServerError:
 
 
 def _query_matches(
-    scope: SearchScope, query: str, server: str | None, loaded: frozenset[str], limit: int
+    scope: ToolScope, query: str, server: str | None, loaded: frozenset[str], limit: int
 ) -> list[ToolMatch]:
     # One ranking of every candidate, so all scores are on one scale (hybrid scores are relative to
     # the query's best BM25 hit: two searches, one of new and one of loaded tools, each had a
@@ -71,7 +71,7 @@ def _query_matches(
 
 
 def _by_names(
-    scope: SearchScope, names: Sequence[str], server: str | None, loaded: frozenset[str]
+    scope: ToolScope, names: Sequence[str], server: str | None, loaded: frozenset[str]
 ) -> tuple[list[ToolMatch], list[NameSuggestion]]:
     matches: dict[str, ToolMatch] = {}
     missing: list[NameSuggestion] = []
@@ -97,7 +97,7 @@ def _manifest_result(manifest: str) -> SearchResult:
 
 
 def _browse(
-    scope: SearchScope, server: str, offset: int, limit: int, loaded: frozenset[str]
+    scope: ToolScope, server: str, offset: int, limit: int, loaded: frozenset[str]
 ) -> tuple[list[ToolMatch], tuple[int, int, int]]:
     """One page of a server's tools from ``offset``, and (first, end, total) of that page.
 
@@ -115,7 +115,7 @@ def _browse(
 
 
 def execute_search(
-    scope: SearchScope,
+    scope: ToolScope,
     args: SearchArgs,
     *,
     loaded: Collection[str],

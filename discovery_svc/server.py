@@ -6,7 +6,13 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from toolscout.client import AsyncPoolClient
+from toolscout.client import (
+    AsyncPoolClient,
+    AsyncShardedPoolClient,
+    Tool,
+    ToolscoutClientError,
+    authorization_required,
+)
 from toolscout.discovery.v1 import discovery_pb2_grpc
 
 from discovery_svc.catalog import Catalog
@@ -15,10 +21,12 @@ from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.hybrid_stage import hybrid_stage_from_config
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.servicer import DiscoveryServicer
+from discovery_svc.user_index import ListUserTools, UserIndexes
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.server import RunningServer, ServiceBinding, ServiceStart
 from toolscout_kit.service_clients import PoolShards
+from toolscout_kit.shards import server_placements, sharded_pool_client
 
 __all__ = ["SERVICE_NAME", "build_server"]
 
@@ -52,7 +60,11 @@ async def build_server(
     metrics = DiscoveryMetrics(start.registry)
     tracing = start.tracing
     hybrid = await asyncio.to_thread(hybrid_stage_from_config, config, metrics)
-    service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid)
+    # What per_user servers list to each principal (their searches), asked of the shard that runs
+    # each server through the shards' own clients.
+    pool = sharded_pool_client(config, shards.targets, shards.clients)
+    users = UserIndexes(config, _user_tools_of(pool)) if config.per_user_servers else None
+    service = DiscoveryEngine(config, metrics=metrics, hybrid=hybrid, users=users)
     binding = ServiceBinding(
         SERVICE_NAME,
         discovery_pb2_grpc.add_DiscoveryServicer_to_server,
@@ -63,8 +75,27 @@ async def build_server(
     running.add_cleanup(service.close)  # runs last: after the follower below has stopped
     await running.set_status(SERVICE_NAME, False)
     await running.set_status("", False)
-    _follow_pool(running, service, shards, config, metrics)
+    _follow_pool(running, service, shards, config, metrics, pool)
     return running
+
+
+# Seconds to wait for the pool to list one per_user server's tools for a principal.
+_USER_TOOLS_DEADLINE = 15.0
+
+
+def _user_tools_of(pool: AsyncShardedPoolClient) -> ListUserTools:
+    """The pool's ``ListTools`` of one ``per_user`` server as one principal sees it."""
+
+    async def list_user_tools(server: str, principal: str) -> tuple[Tool, ...] | None:
+        try:
+            catalog = await pool.list_tools([server], principal=principal, deadline=_USER_TOOLS_DEADLINE)
+        except ToolscoutClientError as err:
+            if authorization_required(err) is not None:
+                return None
+            raise
+        return catalog.tools
+
+    return list_user_tools
 
 
 def _follow_pool(
@@ -73,6 +104,7 @@ def _follow_pool(
     shards: PoolShards,
     config: ToolscoutConfig,
     metrics: DiscoveryMetrics,
+    pool: AsyncShardedPoolClient,
 ) -> None:
     """Follows the pool's catalog into ``service`` (shard by shard, merged): discovery turns SERVING
     with the first one. A config reload with a new shard count follows the new shards."""
@@ -111,6 +143,7 @@ def _follow_pool(
         addresses = shards.new_targets(new_config)
         if addresses is not None:
             await shards.forget(await follower.reshard(shard_clients(addresses), new_config.servers))
+            pool.reshard([shards.client(a) for a in addresses], server_placements(new_config))
 
     async def cleanup() -> None:
         for task in (follow_task, *background):

@@ -60,7 +60,8 @@ from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gate
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
 from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
-from mcp_gateway_svc.user_login import base_url
+from mcp_gateway_svc.user_login import UserLogin, base_url, sign_in_instructions
+from mcp_gateway_svc.user_tools import UserTools, UserToolViews, tools_as_seen_by
 from mcp_gateway_svc.views import ToolsetView
 from toolscout_kit.call_tool import Refusal, UnknownHint, not_loaded, read_call, unknown_tool
 from toolscout_kit.logging import get_logger
@@ -231,11 +232,17 @@ class McpHandlers:
         results: KeptResults | None = None,
         result_budget: Callable[[str], int] | None = None,
         features: server_features.ServedFeatures | None = None,
+        user_tools: UserToolViews | None = None,
+        user_login: UserLogin | None = None,
     ) -> None:
         """``results`` serves kept results (resources/read, read_result); ``result_budget`` is
         the result budget of a host by its clientInfo.name (None: results are not shaped);
-        ``features`` the servers' resources, prompts, completion and logging (None: not served)."""
+        ``features`` the servers' resources, prompts, completion and logging (None: not served);
+        ``user_tools`` what ``per_user`` servers list to each caller, and ``user_login`` their
+        login links (None: no ``per_user`` servers)."""
         self._features = features
+        self._user_tools = user_tools
+        self._login = user_login
         self._discovery = discovery
         self._caller = caller
         self._results = results
@@ -291,6 +298,8 @@ class McpHandlers:
         server.middleware.append(self._count)
         if self._features is not None:
             server.middleware.append(self._endpoint_capabilities)
+        if self._user_tools is not None:
+            server.middleware.append(self._sign_in_guidance)
         if handshake_only:
             server.add_request_handler("server/discover", types.RequestParams, _handshake_discover(server))
         return server
@@ -366,6 +375,42 @@ class McpHandlers:
             return False
         return self._result_budget(_client_name(ctx)) > 0
 
+    async def _sign_in_guidance(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """``initialize`` (and ``server/discover``) instructions name each ``per_user`` server of
+        the endpoint the caller has not signed in to, with its login link: what a host shows
+        before any call (the server's tools are not listed to them until they sign in)."""
+        result = await call_next(ctx)
+        if ctx.method not in ("initialize", "server/discover") or not isinstance(result, dict):
+            return result
+        request = ctx.request
+        info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
+        if not isinstance(info, RequestInfo) or not info.principal:
+            return result
+        try:
+            user = await self._seen_by(info, await _view(info.endpoint))
+        except MCPError:
+            return result
+        if user is None or not user.unsigned:
+            return result
+        scope = getattr(request, "scope", {})
+        links = [
+            (server, self._login.link(base_url(scope), info.principal, server) if self._login else "")
+            for server in user.unsigned
+        ]
+        text = sign_in_instructions(links)
+        return {
+            **result,
+            "instructions": f"{result['instructions']}\n\n{text}" if result.get("instructions") else text,
+        }
+
+    async def _seen_by(self, info: RequestInfo, view: ToolsetView) -> UserTools | None:
+        """What the ``per_user`` servers list to the caller (None: nothing differs from the plan)."""
+        if self._user_tools is None or not info.principal:
+            return None
+        return await self._user_tools.of(info.principal, view.version, info.endpoint.toolset.name)
+
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         request = ctx.request
         info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
@@ -421,38 +466,52 @@ class McpHandlers:
     ) -> types.ListToolsResult:
         info = _info(ctx)
         mode = _mode(info, ctx)
-        view, tools = await self._tools(info, mode)
+        view, tools, user = await self._tools(info, mode)
         cursor = params.cursor if params is not None else None
+        version = view.version if user is None else user.version(view.version)
         try:
-            shown, next_cursor = page(
-                tools, cursor, version=view.version, where=f"{info.endpoint.key}/{mode}"
-            )
+            shown, next_cursor = page(tools, cursor, version=version, where=f"{info.endpoint.key}/{mode}")
         except CursorError as err:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
         if session is not None and not cursor:
             session.listed = (
-                signature(tools) if mode == GatewayMode.PROGRESSIVE else list_signature(view, mode)
+                signature(tools)
+                if mode == GatewayMode.PROGRESSIVE or user is not None
+                else list_signature(view, mode)
             )
             session.outbound = ctx.session
         served = info.endpoint.served(view)
         ready = mode == GatewayMode.ALL
         if ready:
             await served.prepare_search_ready()
+        # A tool listed to this caller has its own definition (not the stack's search-ready one).
+        mine = user.by_name if user is not None else {}
         return types.ListToolsResult(
-            tools=[served.definition(t, search_ready=ready) for t in shown], next_cursor=next_cursor
+            tools=[served.definition(t, search_ready=ready and t.llm_name not in mine) for t in shown],
+            next_cursor=next_cursor,
         )
 
-    async def _tools(self, info: RequestInfo, mode: GatewayMode) -> tuple[ToolsetView, Sequence[Tool]]:
+    async def _tools(
+        self, info: RequestInfo, mode: GatewayMode
+    ) -> tuple[ToolsetView, Sequence[Tool], UserTools | None]:
+        """The view, what ``mode`` lists to the caller, and what ``per_user`` servers list to them
+        (None: the plan's lists, unchanged)."""
         view = await _view(info.endpoint)
+        search: Tool | None = None
+        loaded: Sequence[str] = ()
+        if mode == GatewayMode.PROGRESSIVE:
+            try:
+                search = await info.endpoint.progressive_search_tool()
+            except GatewayUnavailableError as err:
+                raise MCPError(types.INTERNAL_ERROR, err.message) from None
+            loaded = info.session.loaded if info.session is not None else []
+        user = await self._seen_by(info, view)
+        if user is not None and self._user_tools is not None:
+            return view, tools_as_seen_by(view, mode, user, self._user_tools.config, loaded, search), user
         if mode != GatewayMode.PROGRESSIVE:
-            return view, tools_for(view, mode)
-        try:
-            search = await info.endpoint.progressive_search_tool()
-        except GatewayUnavailableError as err:
-            raise MCPError(types.INTERNAL_ERROR, err.message) from None
-        loaded = info.session.loaded if info.session is not None else []
-        return view, tools_for(view, mode, loaded, search)
+            return view, tools_for(view, mode), None
+        return view, tools_for(view, mode, loaded, search), None
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -479,8 +538,8 @@ class McpHandlers:
     def lean_target(self, info: RequestInfo, call: lean.LeanCall) -> LeanTarget | None:
         """The catalog tool a plain ``tools/call`` runs, or None when the SDK's path answers it as
         :meth:`call_tool` does: a search, a kept result, a ``call_tool`` call it refuses, an unknown
-        tool, one run only as a task or not loaded yet, no plan yet, tracing on (its spans are the
-        SDK middleware's)."""
+        tool, one run only as a task or not loaded yet, a ``per_user`` server's tool, no plan yet,
+        tracing on (its spans are the SDK middleware's)."""
         view = info.endpoint.view
         if self._tracing.enabled or view is None:
             return None
@@ -497,7 +556,13 @@ class McpHandlers:
         elif name == READ_RESULT_NAME and self._results is not None and name not in view.by_name:
             return None
         tool = view.by_name.get(name)
-        if tool is None or tool.task_support == "required" or _not_loaded(mode, view, name, info.session):
+        if (
+            tool is None
+            or tool.task_support == "required"
+            or _not_loaded(mode, view, name, info.session)
+            # what a per_user server lists to this caller: the SDK path looks it up
+            or (self._user_tools is not None and self._user_tools.config.per_user(tool.server))
+        ):
             return None
         return LeanTarget(tool, arguments, mode, wrapped)
 
@@ -548,6 +613,8 @@ class McpHandlers:
                 arguments_json=json.dumps(arguments),
                 loaded_tools=tuple(session.loaded) if progressive and session is not None else (),
                 surface=ToolSurface.APPEND if progressive else ToolSurface.STABLE,
+                # A per_user server's tools are found as it lists them to the caller.
+                principal=info.principal if self._user_tools is not None else "",
             )
             result = await rpc(self._discovery.search(request))
         except (InvalidArgumentError, NotFoundError) as err:
@@ -586,9 +653,14 @@ class McpHandlers:
         """Calls a catalog tool; ``wrapped``: through ``call_tool``, whose caller gets every failure of
         the inner tool as a result (a JSON-RPC error would say ``call_tool`` itself was refused)."""
         tool = call.view.by_name.get(name)
+        user = None
+        if self._user_tools is not None and (tool is None or self._user_tools.config.per_user(tool.server)):
+            # A tool a per_user server lists to this caller (perhaps to them only).
+            user = await self._seen_by(call.info, call.view)
+            tool = (user.by_name.get(name) if user is not None else None) or tool
         if tool is None:
             self._metrics.tool_call(call.mode, "unknown_tool", 0.0)
-            return await self._unknown(call.info.endpoint, call.view, name, call.mode)
+            return await self._unknown(call.info, call.view, name, call.mode)
         if tool.task_support == "required":
             # The tasks extension is not served: such a tool cannot be run through the gateway.
             message = (
@@ -599,7 +671,12 @@ class McpHandlers:
                 return error_result(message)
             raise MCPError(types.METHOD_NOT_FOUND, message)
         session = call.info.session
-        if _not_loaded(call.mode, call.view, name, session):
+        if _not_loaded(call.mode, call.view, name, session) and not (
+            user is not None
+            and name in user.by_name
+            and self._user_tools is not None
+            and not self._user_tools.config.deferred(tool.server, tool.name)
+        ):
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
             return text_result(not_loaded(name).text, is_error=True)
@@ -621,11 +698,15 @@ class McpHandlers:
         )
 
     async def _unknown(
-        self, endpoint: Endpoint, view: ToolsetView, name: str, mode: GatewayMode
+        self, info: RequestInfo, view: ToolsetView, name: str, mode: GatewayMode
     ) -> types.CallToolResult:
         closest: tuple[str, ...] = ()
         try:
-            request = SearchRequest(toolset=endpoint.toolset, tool_names=(name,))
+            request = SearchRequest(
+                toolset=info.endpoint.toolset,
+                tool_names=(name,),
+                principal=info.principal if self._user_tools is not None else "",
+            )
             found = await rpc(self._discovery.search(request, deadline=_CLOSEST_DEADLINE))
             closest = (
                 found.not_found[0].closest

@@ -40,6 +40,7 @@ from mcp_gateway_svc.results import KeptResults
 from mcp_gateway_svc.server_features import ServedFeatures
 from mcp_gateway_svc.sessions import SessionRegistry
 from mcp_gateway_svc.user_login import UserLogin, has_per_user_servers
+from mcp_gateway_svc.user_tools import UserToolViews
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
@@ -226,6 +227,9 @@ def _handlers(
         result_budget=settings.result_budget_for,
         # What the servers offer besides tools, followed from the pool (from the first request on).
         features=ServedFeatures(downstream.pool, config, endpoints, sessions, rounds),
+        # per_user servers: each caller's tools are those the server lists to them.
+        user_tools=UserToolViews(downstream.pool, config) if user_login is not None else None,
+        user_login=user_login,
     )
 
 

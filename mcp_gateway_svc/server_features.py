@@ -43,7 +43,7 @@ from mcp_gateway_svc.endpoints import Endpoint, Endpoints
 from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.sessions import Session, SessionRegistry
 from mcp_gateway_svc.tool_lists import CursorError, page
-from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
+from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 
 __all__ = ["MODELS", "FeatureFollower", "ServedFeatures", "toolset_servers"]
@@ -230,8 +230,7 @@ class ServedFeatures:
         return await self._as_seen_by(principal, kind, snapshot, features)
 
     def _per_user(self, server: str) -> bool:
-        config = self._config.servers.get(server)
-        return isinstance(config, RemoteServerConfig) and config.auth is not None and config.auth.per_user
+        return self._config.per_user(server)
 
     async def _as_seen_by(
         self,

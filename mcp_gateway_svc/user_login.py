@@ -35,7 +35,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -61,6 +61,7 @@ __all__ = [
     "base_url",
     "has_per_user_servers",
     "is_login_path",
+    "sign_in_instructions",
 ]
 
 _log = get_logger(__name__)
@@ -75,10 +76,7 @@ _APPROVAL_TIMEOUT = 600.0
 
 
 def has_per_user_servers(config: ToolscoutConfig) -> bool:
-    return any(
-        isinstance(c, RemoteServerConfig) and c.auth is not None and c.auth.per_user
-        for c in config.servers.values()
-    )
+    return bool(config.per_user_servers)
 
 
 def is_login_path(path: str) -> bool:
@@ -360,6 +358,33 @@ class _Unused:
 
     async def __call__(self, authorization_url: str) -> AuthorizationCodeResult:
         raise AuthorizationError("no new authorization while finishing one")
+
+
+def sign_in_instructions(links: Sequence[tuple[str, str]], limit: int = 2048) -> str:
+    """What ``initialize`` instructions say of the ``per_user`` servers a caller has not signed
+    in to: ``links`` = (server, its login link for them, "" without the key). The link's ticket
+    expires like every ticket (a new session, or a call of one of its tools, gives a fresh one).
+    Whole lines within ``limit`` bytes (Claude Code cuts server instructions at 2 KB): the
+    servers past it are named without a link."""
+    head = (
+        "Sign-in needed: these MCP servers list their tools, resources and prompts to each user "
+        "under the user's own authorization, and you have not signed in to them yet, so none of "
+        "their tools are listed here:"
+    )
+    tail = "After signing in, list the tools again (tools/list) or search them."
+    lines = [head]
+    size = len(head.encode()) + len(tail.encode()) + 2
+    for index, (server, link) in enumerate(links):
+        line = f"- {server}: sign in at {link}" if link else f"- {server}"
+        rest = ", ".join(s for s, _ in links[index + 1 :])
+        if size + len(line.encode()) + 1 + (len(rest.encode()) + 80 if rest else 0) > limit:
+            names = ", ".join(s for s, _ in links[index:])
+            lines.append(f"- also {names} (a call of one of their tools answers with its link)")
+            break
+        lines.append(line)
+        size += len(line.encode()) + 1
+    lines.append(tail)
+    return "\n".join(lines)
 
 
 def base_url(scope: Mapping[str, Any]) -> str:

@@ -23,7 +23,7 @@ from toolscout.client import (
     server_digest,
 )
 
-from mcp_pool_svc.naming import NameTable
+from mcp_pool_svc.naming import RESERVED_NAMES, NameTable, bare_name
 from toolscout_kit.logging import get_logger
 
 __all__ = ["Catalog", "ListedTool", "PoolTool", "listed_tool_from_mcp"]
@@ -193,6 +193,25 @@ class Catalog:
         self._rebuild()
         pair = self._names.resolve(llm_name)
         return self._by_pair.get(pair) if pair else None
+
+    def named(self, server: str, listed: Iterable[ListedTool]) -> tuple[PoolTool, ...]:
+        """Tools ``server`` listed outside the catalog (to one user: :mod:`mcp_pool_svc.user_tools`),
+        named as the catalog names them: a tool it holds keeps its name, another gets the name its
+        pair would get (its bare name on a server that is not namespaced, unless another tool has
+        it), so that the same tool has the same name in every user's list."""
+        self._rebuild()
+        unique: dict[str, ListedTool] = {}
+        for tool in listed:
+            unique.setdefault(tool.name, tool)
+        named: list[PoolTool] = []
+        for tool in sorted(unique.values(), key=lambda t: t.name):
+            name = self._names.name_for(server, tool.name)
+            if (server, tool.name) not in self._by_pair and not self._namespaced(server):
+                bare = bare_name(tool.name)
+                if self._names.resolve(bare) is None and bare not in RESERVED_NAMES:
+                    name = bare
+            named.append(PoolTool.of(server, name, True, tool))
+        return tuple(named)
 
     def has_listing(self, server: str) -> bool:
         return server in self._entries

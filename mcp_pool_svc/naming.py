@@ -23,14 +23,22 @@ from collections.abc import Callable, Iterable
 
 from toolscout.client import CALL_TOOL_NAME, SEARCH_TOOL_NAME
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "NameTable", "bare_name", "llm_name", "server_named_by"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
+    "RESERVED_NAMES",
+    "NameTable",
+    "bare_name",
+    "llm_name",
+    "server_named_by",
+]
 
 MAX_NAME_LENGTH = 64
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SEPARATOR = "__"
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 # Names of discovery's own tools, served beside the catalog's: never a tool's bare name.
-_RESERVED = frozenset({SEARCH_TOOL_NAME, CALL_TOOL_NAME})
+RESERVED_NAMES = frozenset({SEARCH_TOOL_NAME, CALL_TOOL_NAME})
 
 
 def _sanitize(part: str) -> str:
@@ -105,7 +113,7 @@ class NameTable:
         demoted = {
             pair
             for name, owners in claims.items()
-            if len(owners) > 1 or name in _RESERVED
+            if len(owners) > 1 or name in RESERVED_NAMES
             for pair in owners
             if pair in bare
         }

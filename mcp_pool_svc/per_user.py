@@ -5,8 +5,8 @@ token, never another principal's and never the stack's. Its supervisor keeps the
 (the stack's authorization) for the tool catalog and health; every call runs on a session of the
 calling principal, opened on demand with an OAuth provider bound to that principal's entry in the
 token store (:mod:`toolscout_kit.token_store`, keyed by (principal, issuer, resource)). What the
-server lists to a principal (resources, templates, prompts) is listed on that session too and kept
-with it briefly (:meth:`UserSessions.listed`).
+server lists to a principal (tools, resources, templates, prompts) is listed on that session too
+and kept with it briefly (:meth:`UserSessions.listed`).
 
 Why a session per (server, principal) and not a per-request ``Authorization`` on the shared
 session: the SDK's streamable-HTTP transport sends every request of a session from one writer task
@@ -82,8 +82,9 @@ class _UserSession:
     task: asyncio.Task[None] | None = None
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0
-    # What this principal's session listed (monotonic time, value): see UserSessions.listed.
-    listing: tuple[float, Any] | None = None
+    # What this principal's session listed, by what was listed ("tools", "features"):
+    # (monotonic time, value); see UserSessions.listed.
+    listings: dict[str, tuple[float, Any]] = field(default_factory=dict)
 
 
 def _authorization_failed(err: BaseException | None) -> bool:
@@ -185,9 +186,12 @@ class UserSessions:
         principal: str,
         fetch: Callable[[Connection], Awaitable[T]],
         fresh_for: float = USER_LISTING_FRESH,
+        *,
+        what: str = "features",
     ) -> T:
         """``fetch(conn)`` on the principal's own session (what the server lists to them), kept
-        with that session for ``fresh_for`` seconds: it goes when the session does.
+        with that session as ``what`` (its tools, its features) for ``fresh_for`` seconds: it goes
+        when the session does.
 
         Raises:
             UserAuthorizationRequiredError: no principal, no usable token, or the server refused
@@ -196,8 +200,9 @@ class UserSessions:
         """
         async with self.session(name, config, principal) as conn:
             entry = self._sessions.get((name, principal))
-            if entry is not None and entry.listing is not None:
-                at, value = entry.listing
+            kept = entry.listings.get(what) if entry is not None else None
+            if kept is not None:
+                at, value = kept
                 if time.monotonic() - at < fresh_for:
                     return cast(T, value)
             try:
@@ -208,7 +213,7 @@ class UserSessions:
                     raise refused from None
                 raise
             if entry is not None:
-                entry.listing = (time.monotonic(), value)
+                entry.listings[what] = (time.monotonic(), value)
             return value
 
     def authorization_failed(self, name: str, principal: str) -> UserAuthorizationRequiredError | None:
@@ -266,6 +271,8 @@ class UserSessions:
         try:
             async with self._connector(entry.principal)(entry.server, config, on_event) as conn:
                 entry.conn = conn
+                # Counted as used from now: the caller waiting on it resumes next.
+                entry.last_used = time.monotonic()
                 entry.opened.set()
                 stopping = asyncio.ensure_future(entry.stop.wait())
                 closed = asyncio.ensure_future(conn.closed.wait())
@@ -302,7 +309,8 @@ class UserSessions:
             await asyncio.sleep(max(min(self._idle / 4, 30.0), 0.05))
             now = time.monotonic()
             for entry in list(self._sessions.values()):
-                if entry.busy == 0 and now - entry.last_used > self._idle:
+                # One still opening is about to be used (its opening may outlast a short idle).
+                if entry.busy == 0 and entry.conn is not None and now - entry.last_used > self._idle:
                     self._close(entry)
 
     async def aclose(self) -> None:

@@ -52,6 +52,7 @@ from mcp_pool_svc.calls import CallRunner, ProgressFn, check_call, require_json_
 from mcp_pool_svc.catalog import Catalog
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
+    NotOwnerError,
     ServerUnavailableError,
     UnknownToolError,
 )
@@ -69,6 +70,7 @@ from mcp_pool_svc.server_logs import StderrLog
 from mcp_pool_svc.session import Connector, HttpClients, make_connector
 from mcp_pool_svc.shard_servers import ReshardResult, ShardServers
 from mcp_pool_svc.supervisor import ServerState, Supervisor
+from mcp_pool_svc.user_tools import UserToolLists
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
@@ -186,6 +188,13 @@ class McpPool:
         self._results = ResultKeeper(
             config.toolscout.results, lambda: self._servers.index, self._servers.result_budget
         )
+
+    @functools.cached_property
+    def user_tools(self) -> UserToolLists:
+        """The tools ``per_user`` servers list to each principal (:mod:`mcp_pool_svc.user_tools`)."""
+        # Late-bound: a reshard replaces the running supervisors.
+        running = lambda: self._servers.running.values()  # noqa: E731, PLW0108
+        return UserToolLists(self.catalog, self._servers.supervisor, running, self._users)
 
     @functools.cached_property
     def features(self) -> FeatureCalls:
@@ -340,6 +349,23 @@ class McpPool:
         snapshot = self.catalog.snapshot(include_unavailable=include_unavailable, servers=servers or None)
         return dataclasses.replace(snapshot, shard=self.shard_info())
 
+    async def list_tools_as(
+        self, principal: str, servers: list[str] | None = None, *, include_unavailable: bool = False
+    ) -> ToolCatalog:
+        """:meth:`list_tools` as ``principal`` sees it: each ``per_user`` server's tools are those
+        it lists on their own session (:meth:`UserToolLists.catalog_as_seen_by`).
+
+        Raises:
+            UnknownServerError / NotOwnerError: as :meth:`list_tools`.
+            UserAuthorizationRequiredError: the principal has no usable token for a ``per_user``
+                server of the listing.
+            ServerUnavailableError: a session of theirs could not be opened.
+        """
+        catalog = self.list_tools(servers, include_unavailable=include_unavailable)
+        if not principal:
+            return catalog
+        return await self.user_tools.catalog_as_seen_by(catalog, principal, servers or ())
+
     async def watch_catalog(self, known_version: str = "") -> AsyncGenerator[CatalogSnapshot, None]:
         """The catalog now (unless still ``known_version``), then again on every change."""
         async with contextlib.aclosing(self.catalog.watch(known_version)) as updates:
@@ -392,6 +418,25 @@ class McpPool:
             )
         return server, tool
 
+    async def _resolve_as(self, request: CallRequest, principal: str) -> tuple[str, str]:
+        """:meth:`resolve`, and else a tool a ``per_user`` server lists to ``principal`` only.
+
+        Raises:
+            As :meth:`resolve`; UserAuthorizationRequiredError: a name of a ``per_user`` server's
+            tool the principal cannot list (no sign-in of theirs).
+        """
+        try:
+            return self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
+        except (UnknownToolError, ServerUnavailableError) as err:
+            if isinstance(err, NotOwnerError) or not principal:
+                raise
+            found = await self.user_tools.resolve(
+                server=request.server, tool=request.tool, llm_name=request.llm_name, principal=principal
+            )
+            if found is None:
+                raise
+            return found
+
     async def call(
         self,
         request: CallRequest,
@@ -420,7 +465,7 @@ class McpPool:
         with self._tracing.span("call_tool", attributes=_call_attributes(name, self._servers)) as span:
             checked = check_call(request)
             self._results.check(request)
-            server, tool = self.resolve(server=request.server, tool=request.tool, llm_name=request.llm_name)
+            server, tool = await self._resolve_as(request, checked.principal)
             span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
             self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
             # Shaped results are kept whole (up to results.max_kept_bytes) so the answer past the

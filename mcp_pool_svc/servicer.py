@@ -111,6 +111,12 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     async def ListTools(
         self, request: mcp_pool_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.ListToolsResponse:
+        if request.principal:
+            with _call_refusals(context):
+                catalog = await self._pool.list_tools_as(
+                    request.principal, list(request.servers), include_unavailable=request.include_unavailable
+                )
+            return wire.tool_catalog_pb(catalog)
         try:
             catalog = self._pool.list_tools(
                 list(request.servers), include_unavailable=request.include_unavailable

@@ -70,7 +70,8 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def protected(auth_server: AuthServer) -> Iterator[ProtectedServer]:
-    with running_protected_server(auth_server.issuer) as server:
+    # Lists a tool notebook_<subject> to each subject only (its tools depend on the user).
+    with running_protected_server(auth_server.issuer, per_subject_tools=True) as server:
         yield server
 
 
@@ -121,11 +122,24 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
     config = parse_config(
         {
             "toolscout": {
-                "gateway": {"mode": "all", "tokens": {name: ["*"] for name in USERS}},
+                # /mcp lists every tool; /mcp/notes (meta) finds the deferred ones by search.
+                "gateway": {
+                    "mode": "all",
+                    "modes": {"notes": "meta"},
+                    "tokens": {name: ["*"] for name in USERS},
+                },
                 # Traces with content (arguments, results): checked for secrets at the end.
                 "tracing": {"endpoint": receiver.grpc_endpoint, "capture_content": True},
             },
-            "servers": {"protected": {"url": protected.url, "auth": {"type": "oauth", "per_user": True}}},
+            "servers": {
+                "protected": {
+                    "url": protected.url,
+                    "auth": {"type": "oauth", "per_user": True},
+                    "defer_loading": True,
+                }
+            },
+            "tool_sets": {"notes": {"servers": {"protected": True}}},
+            "tool_discovery": {"enabled": True},
         },
         base_dir=tmp_path,
     )
@@ -178,6 +192,20 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 # what it listed to the stack's operator); the listing still answers.
                 unsigned = {str(r.uri) for r in (await bob.list_resources()).resources}
                 assert not [u for u in unsigned if u.startswith("whoami://")], unsigned
+                # Nor tools, and his search finds none of them either, and says why; what his
+                # host was told at initialize names the server and his own login link.
+                assert not [
+                    t.name for t in (await bob.list_tools()).tools if t.name.startswith("protected__")
+                ]
+                guidance = bob.instructions or ""
+                assert "Sign-in needed" in guidance, guidance
+                assert f"- protected: sign in at {_origin(gw.url)}/oauth/login/protected?ticket=" in guidance
+                async with _meta_client(gw.url, bob_http) as bob_notes:
+                    found = _text(
+                        await bob_notes.call_tool("search_tools", {"query": "private notebook notes"})
+                    )
+                    assert "notebook_" not in found, found
+                    assert "Not searched: MCP server 'protected'" in found, found
                 assert bob_link != asked.url
                 # A ticket names its principal: edited, it is refused.
                 async with httpx2.AsyncClient(timeout=30) as browser:
@@ -194,6 +222,10 @@ async def test_two_users_sign_in_at_the_gateway_and_each_call_runs_as_its_caller
                 # The retried calls succeed, on the same MCP sessions, each as its own caller.
                 assert _text(await alice.call_tool(TOOL, {})) == "subject: alice"
                 assert _text(await bob.call_tool(TOOL, {})) == "subject: bob"
+                await _each_lists_and_finds_their_own_tools(gw.url, {"alice": alice_http, "bob": bob_http})
+                await _each_lists_and_finds_their_own_tools(
+                    second.url, {"alice": alice_http, "bob": bob_http}
+                )
                 # Its listings are each user's own: their resource and prompt, never the other's
                 # nor the operator's (what the stack's session lists), and their prompt answers.
                 for host, user, other in ((alice, "alice", "bob"), (bob, "bob", "alice")):
@@ -304,6 +336,42 @@ def _no_secret_said(
 
 def _origin(url: str) -> str:
     return url.rsplit("/mcp", 1)[0]
+
+
+def _meta_client(url: str, http: httpx2.AsyncClient) -> Client:
+    """A host at the meta endpoint ``/mcp/notes`` (the per_user server's tools are deferred)."""
+    return Client(streamable_http_client(f"{url}/notes", http_client=http), mode="legacy")
+
+
+async def _each_lists_and_finds_their_own_tools(url: str, hosts: dict[str, httpx2.AsyncClient]) -> None:
+    """Each user's tools/list (all mode) and search (meta mode) show the per-user tool the server
+    lists to them, never another user's nor the operator's (the stack's), and it runs as them."""
+    for user, http in hosts.items():
+        others = {f"protected__notebook_{u}" for u in (*hosts, "operator") if u != user}
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as host:
+            # Signed in: nothing to sign in to any more.
+            assert "Sign-in needed" not in (host.instructions or "")
+            names = {t.name for t in (await host.list_tools()).tools}
+            assert {TOOL, f"protected__notebook_{user}"} <= names, names
+            assert not others & names, names
+            ran = await host.call_tool(f"protected__notebook_{user}", {})
+            assert _text(ran) == f"notebook of: {user}", _text(ran)
+            # Another user's tool is not theirs to call (not run, as them or anyone).
+            stray = await host.call_tool(next(iter(sorted(others))), {})
+            assert stray.is_error
+        async with _meta_client(url, http) as host:
+            # The manifest names the server, never the stack's tools of it.
+            [search] = [t for t in (await host.list_tools()).tools if t.name == "search_tools"]
+            assert "- protected (its tools are listed to each user" in (search.description or "")
+            assert "notebook_operator" not in (search.description or "")
+            found = _text(await host.call_tool("search_tools", {"query": "private notebook notes"}))
+            assert f"protected__notebook_{user}" in found, found
+            assert not [o for o in others if o in found], found
+            assert "Not searched" not in found
+            called = await host.call_tool(
+                "call_tool", {"name": f"protected__notebook_{user}", "arguments": {}}
+            )
+            assert _text(called) == f"notebook of: {user}", _text(called)
 
 
 class _Soak:

@@ -215,10 +215,18 @@ class ProtectedServer:
 
 
 @contextmanager
-def running_protected_server(issuer: str, timeout: float = 60.0) -> Iterator[ProtectedServer]:
-    """:mod:`tests.support.protected_mcp_server` for tokens of ``issuer``, on a free port."""
+def running_protected_server(
+    issuer: str, timeout: float = 60.0, *, per_subject_tools: bool = False
+) -> Iterator[ProtectedServer]:
+    """:mod:`tests.support.protected_mcp_server` for tokens of ``issuer``, on a free port
+    (``per_subject_tools``: it lists a tool ``notebook_<subject>`` to each subject only)."""
     process = subprocess.Popen(
-        [sys.executable, str(_SUPPORT / "protected_mcp_server.py"), issuer],
+        [
+            sys.executable,
+            str(_SUPPORT / "protected_mcp_server.py"),
+            issuer,
+            *(["--per-subject-tools"] if per_subject_tools else []),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

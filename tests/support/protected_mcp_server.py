@@ -1,13 +1,15 @@
 """An MCP server behind OAuth 2.1 for tests: the ``mcp`` SDK's resource-server side.
 
-``python protected_mcp_server.py ISSUER`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``
+``python protected_mcp_server.py ISSUER [--per-subject-tools]`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``
 (any free port) with the SDK's bearer middleware and protected resource metadata (RFC 9728)
 naming ``ISSUER``. Tokens are JWTs checked against the issuer's JWKS (signature, issuer, audience =
 this server, expiry, scope ``mcp:tools``). The tool ``whoami``, the resource ``whoami://subject``,
 the prompt ``whoami`` and every completion answer with the token's subject; each is printed as a
 JSON line ``{"call": "whoami" | "resource" | "prompt" | "complete", "subject": ...}`` after the
 first line ``{"url": ...}``. Its listings depend on the subject: a resource ``whoami://<subject>``
-and a prompt ``whoami_<subject>`` are listed to that subject only (not printed).
+and a prompt ``whoami_<subject>`` are listed to that subject only (not printed); with
+``--per-subject-tools`` so is a tool ``notebook_<subject>`` (its description names the subject;
+a call answers ``notebook of: <subject>``, and is printed as ``{"call": "notebook", ...}``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
+    CallToolResult,
     Completion,
     GetPromptResult,
     InputRequiredResult,
@@ -34,6 +37,7 @@ from mcp_types import (
     PromptMessage,
     Resource,
     TextContent,
+    Tool,
     ToolAnnotations,
 )
 
@@ -93,7 +97,33 @@ def _subject() -> str | None:
 
 class _PerSubjectServer(MCPServer[Any]):
     """Lists, besides its own, a resource ``whoami://<subject>`` and a prompt
-    ``whoami_<subject>`` to the token's subject only (a listing that depends on the user)."""
+    ``whoami_<subject>`` to the token's subject only (a listing that depends on the user); with
+    ``per_subject_tools``, a tool ``notebook_<subject>`` too."""
+
+    per_subject_tools = False
+
+    async def list_tools(self) -> list[Tool]:
+        listed = await super().list_tools()
+        subject = _subject()
+        if subject and self.per_subject_tools:
+            listed.append(
+                Tool(
+                    name=f"notebook_{subject}",
+                    description=f"Reads the private notebook of {subject}: notes only {subject} can see.",
+                    input_schema={"type": "object", "properties": {}},
+                )
+            )
+        return listed
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult | InputRequiredResult:
+        subject = _subject()
+        if self.per_subject_tools and subject and name == f"notebook_{subject}":
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"notebook of: {_noted('notebook')}")]
+            )
+        return await super().call_tool(name, arguments, context)
 
     async def list_resources(self) -> list[Resource]:
         listed = await super().list_resources()
@@ -121,8 +151,8 @@ class _PerSubjectServer(MCPServer[Any]):
         return await super().get_prompt(name, arguments, context)
 
 
-def build(issuer: str, url: str) -> MCPServer[Any]:
-    server: MCPServer[Any] = _PerSubjectServer(
+def build(issuer: str, url: str, *, per_subject_tools: bool = False) -> MCPServer[Any]:
+    server = _PerSubjectServer(
         "protected",
         token_verifier=JwksVerifier(issuer, url),
         # Validated from strings, so that a path-less issuer keeps its exact form (no "/" added).
@@ -135,6 +165,8 @@ def build(issuer: str, url: str) -> MCPServer[Any]:
             }
         ),
     )
+
+    server.per_subject_tools = per_subject_tools
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def whoami() -> str:
@@ -158,17 +190,17 @@ def build(issuer: str, url: str) -> MCPServer[Any]:
     return server
 
 
-async def main(issuer: str) -> None:
+async def main(issuer: str, per_subject_tools: bool) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     # Listening before the URL is printed: a client that connects at once waits in the backlog.
     sock.listen(128)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    app = build(issuer, url).streamable_http_app(host="127.0.0.1")
+    app = build(issuer, url, per_subject_tools=per_subject_tools).streamable_http_app(host="127.0.0.1")
     print(json.dumps({"url": url}), flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     await server.serve(sockets=[sock])
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1].rstrip("/"))
+    anyio.run(main, sys.argv[1].rstrip("/"), "--per-subject-tools" in sys.argv[2:])

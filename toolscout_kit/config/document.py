@@ -19,7 +19,7 @@ from toolscout_kit.config.pool import PoolSettings
 from toolscout_kit.config.results import ResultsSettings
 from toolscout_kit.config.search import SearchSettings
 from toolscout_kit.config.security import SecuritySettings
-from toolscout_kit.config.servers import TaggedServerConfig
+from toolscout_kit.config.servers import RemoteServerConfig, TaggedServerConfig
 from toolscout_kit.config.toolsets import ToolDiscoveryConfig, ToolSetConfig
 from toolscout_kit.config.tracing import TracingSettings
 
@@ -90,6 +90,43 @@ class ToolscoutConfig(BaseModel):
         if own is not None:
             return own
         return self.namespace_tools is not False
+
+    def deferred(self, server: str, tool: str) -> bool:
+        """Whether ``tool`` of ``server`` is deferred (found by search) rather than loaded: with
+        ``tool_discovery.enabled``, when its server has ``defer_loading`` (or ``defer_all`` is on)
+        and the tool is not in the server's ``always_load``. Tools of servers missing from the
+        config load eagerly unless ``defer_all`` (as in casual-mcp: nothing silently hidden)."""
+        discovery = self.tool_discovery
+        if not discovery.enabled:
+            return False
+        config = self.servers.get(server)
+        defer = discovery.defer_all or (config is not None and config.defer_loading)
+        return defer and (config is None or tool not in config.always_load)
+
+    def in_toolset(self, toolset: str, server: str, tool: str) -> bool:
+        """Whether ``tool`` of ``server`` is in the named ``toolset`` ("" = every tool)."""
+        if not toolset:
+            return True
+        spec = self.tool_sets.get(toolset)
+        return spec is not None and spec.allows(server, tool)
+
+    def toolset_has_server(self, toolset: str, server: str) -> bool:
+        """Whether the named ``toolset`` ("" = every tool) takes any tool of ``server``."""
+        if not toolset:
+            return True
+        spec = self.tool_sets.get(toolset)
+        return spec is not None and spec.servers.get(server, False) is not False
+
+    def per_user(self, server: str) -> bool:
+        """Whether ``server`` is called with each caller's own token (``auth.per_user``): its
+        calls, and its listings where they depend on the user, run on the caller's own session."""
+        config = self.servers.get(server)
+        return isinstance(config, RemoteServerConfig) and config.auth is not None and config.auth.per_user
+
+    @property
+    def per_user_servers(self) -> frozenset[str]:
+        """The servers :meth:`per_user` holds for."""
+        return frozenset(name for name in self.servers if self.per_user(name))
 
     @model_validator(mode="after")
     def _check_references(self) -> ToolscoutConfig:

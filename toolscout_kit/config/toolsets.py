@@ -45,6 +45,15 @@ class ToolSetConfig(Strict):
     description: str = ""
     servers: dict[str, ToolSpec] = Field(default_factory=dict)
 
+    def allows(self, server: str, tool: str) -> bool:
+        """Whether tool ``tool`` of ``server`` is in this toolset."""
+        spec = self.servers.get(server, False)
+        if isinstance(spec, bool):
+            return spec
+        if isinstance(spec, list):
+            return tool in spec
+        return tool not in spec.exclude
+
 
 class ToolDiscoveryConfig(Strict):
     enabled: Flag = False

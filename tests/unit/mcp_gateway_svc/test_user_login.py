@@ -8,7 +8,13 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
-from mcp_gateway_svc.user_login import LOGIN_PREFIX, TICKET_SECONDS, UserLogin, has_per_user_servers
+from mcp_gateway_svc.user_login import (
+    LOGIN_PREFIX,
+    TICKET_SECONDS,
+    UserLogin,
+    has_per_user_servers,
+    sign_in_instructions,
+)
 from toolscout_kit.config import parse_config
 
 CONFIG = parse_config(
@@ -92,3 +98,13 @@ async def test_a_callback_whose_sign_in_left_nothing_in_the_token_store_asks_to_
     # A state for a server without per-user sign-in is not finished.
     other = login._sealer.encrypt(json.dumps(["oauth:alice", "shared", "v" * 43, "x"]).encode()).decode()
     assert (await login._answer({**scope, "query_string": f"code=abc&state={other}".encode()}))[0] == 400
+
+
+def test_sign_in_instructions_name_each_server_with_its_link_within_the_hosts_limit() -> None:
+    text = sign_in_instructions([("notes", "https://gw/oauth/login/notes?ticket=t1"), ("mail", "")])
+    assert "- notes: sign in at https://gw/oauth/login/notes?ticket=t1\n- mail\n" in text
+    many = [(f"server{i}", f"https://gw/oauth/login/server{i}?ticket={'t' * 150}") for i in range(30)]
+    capped = sign_in_instructions(many)
+    assert len(capped.encode()) <= 2048
+    assert "- server0: sign in at https://gw/oauth/login/server0?ticket=" in capped
+    assert "server29 (a call of one of their tools answers with its link)" in capped

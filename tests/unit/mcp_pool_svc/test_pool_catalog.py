@@ -101,3 +101,21 @@ def test_a_server_added_with_a_clashing_bare_name_renames_both_and_a_call_still_
     assert catalog.resolve("only_a").server == "a"  # type: ignore[union-attr]
     catalog.drop("b")
     assert catalog.resolve("echo").server == "a"  # type: ignore[union-attr]
+
+
+def test_tools_listed_to_one_user_are_named_as_the_catalog_names_them() -> None:
+    catalog = Catalog(namespaced=lambda server: server != "plain")
+    catalog.set_tools("notes", _tools("shared"))
+    catalog.set_tools("plain", _tools("taken"))
+    catalog.set_tools("other", _tools("x"))
+    # A tool the catalog holds keeps its name; another gets the name its pair would get.
+    named = catalog.named("notes", _tools("shared", "mine", "mine"))
+    assert [(t.name, t.llm_name) for t in named] == [("mine", "notes__mine"), ("shared", "notes__shared")]
+    # Not namespaced: the bare name, unless another tool (or discovery's own) has it.
+    plain = catalog.named("plain", _tools("taken", "free", "search_tools"))
+    assert {t.name: t.llm_name for t in plain} == {
+        "free": "free",
+        "search_tools": "plain__search_tools",
+        "taken": "taken",
+    }
+    assert all(t.available and t.server == "plain" for t in plain)

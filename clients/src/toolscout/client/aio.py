@@ -151,13 +151,18 @@ class AsyncPoolClient(
         wait_for_ready: bool | None = None,
         deadline: float | None = None,
         metadata: Metadata = None,
+        principal: str = "",
     ) -> t.ToolCatalog:
         """The catalog (all servers, or only ``servers``). Raises NotFoundError for an unknown server.
 
         ``wait_for_ready`` waits (within the deadline) for the pool to be reachable instead of
-        failing at once while it starts.
+        failing at once while it starts. ``principal``: a ``per_user`` server's tools are those
+        it lists to that principal (FailedPreconditionError, with :func:`authorization_required`
+        naming the server, when they have not signed in to it).
         """
-        req = mcp_pool_pb2.ListToolsRequest(servers=list(servers), include_unavailable=include_unavailable)
+        req = mcp_pool_pb2.ListToolsRequest(
+            servers=list(servers), include_unavailable=include_unavailable, principal=principal
+        )
         resp = await self._unary("ListTools", req, deadline, metadata, wait_for_ready)
         return wire.tool_catalog(resp)
 

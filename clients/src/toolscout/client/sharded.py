@@ -464,15 +464,33 @@ class AsyncShardedPoolClient(
         include_unavailable: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
+        principal: str = "",
     ) -> t.ToolCatalog:
         """The catalogs of every shard merged into one (same names and version as an unsharded pool).
+        With a ``principal`` (see :meth:`toolscout.client.aio.AsyncPoolClient.list_tools`) and
+        ``servers``: the answer of the shard that runs them.
 
         Raises:
             UnavailableError (or another client error): a shard did not answer.
         """
+        if principal and servers:
+            return await self._ask_in_turn(
+                lambda c: c.list_tools(
+                    servers,
+                    include_unavailable=include_unavailable,
+                    deadline=deadline,
+                    metadata=metadata,
+                    principal=principal,
+                )
+            )
         catalogs = await asyncio.gather(
             *(
-                c.list_tools(include_unavailable=include_unavailable, deadline=deadline, metadata=metadata)
+                c.list_tools(
+                    include_unavailable=include_unavailable,
+                    deadline=deadline,
+                    metadata=metadata,
+                    principal=principal,
+                )
                 for c in self._shards
             )
         )
@@ -578,10 +596,27 @@ class ShardedPoolClient(_Shards[PoolClient], Closes, ToolCalls[t.CallToolResult]
         include_unavailable: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
+        principal: str = "",
     ) -> t.ToolCatalog:
-        """The catalogs of every shard merged into one. Raises the error of a shard that did not answer."""
+        """The catalogs of every shard merged into one (as ``principal`` sees them: see
+        :meth:`AsyncShardedPoolClient.list_tools`). Raises the error of a shard that did not answer."""
+        if principal and servers:
+            return self._ask_in_turn(
+                lambda c: c.list_tools(
+                    servers,
+                    include_unavailable=include_unavailable,
+                    deadline=deadline,
+                    metadata=metadata,
+                    principal=principal,
+                )
+            )
         catalogs = [
-            c.list_tools(include_unavailable=include_unavailable, deadline=deadline, metadata=metadata)
+            c.list_tools(
+                include_unavailable=include_unavailable,
+                deadline=deadline,
+                metadata=metadata,
+                principal=principal,
+            )
             for c in self._shards
         ]
         return merge_catalogs(catalogs, servers)

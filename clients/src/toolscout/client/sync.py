@@ -158,9 +158,14 @@ class PoolClient(
         include_unavailable: bool = False,
         deadline: float | None = None,
         metadata: Metadata = None,
+        principal: str = "",
     ) -> t.ToolCatalog:
-        """The catalog (all servers, or only ``servers``). Raises NotFoundError for an unknown server."""
-        req = mcp_pool_pb2.ListToolsRequest(servers=list(servers), include_unavailable=include_unavailable)
+        """The catalog (all servers, or only ``servers``; as ``principal`` sees it, see
+        :meth:`toolscout.client.aio.AsyncPoolClient.list_tools`). Raises NotFoundError for an
+        unknown server."""
+        req = mcp_pool_pb2.ListToolsRequest(
+            servers=list(servers), include_unavailable=include_unavailable, principal=principal
+        )
         resp = self._unary("ListTools", req, deadline, metadata)
         return wire.tool_catalog(resp)
 

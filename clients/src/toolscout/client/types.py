@@ -851,6 +851,8 @@ class SearchRequest:
     compact_text: bool = False
     # APPEND ("" = the default) or STABLE (found tools' schemas in the text, called via call_tool).
     surface: ToolSurface | Literal[""] = ""
+    # Who searches: a per_user server's tools are those it lists to them ("" = the stack's).
+    principal: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))

@@ -102,7 +102,7 @@ class PlanToolsResponse(_message.Message):
     def __init__(self, loaded_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., has_search_tool: _Optional[bool] = ..., search_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., manifest: _Optional[str] = ..., manifest_placement: _Optional[_Union[ManifestPlacement, str]] = ..., manifest_system_message: _Optional[str] = ..., total_tools: _Optional[int] = ..., loaded_count: _Optional[int] = ..., deferred_count: _Optional[int] = ..., catalog_version: _Optional[str] = ..., tokens: _Optional[_Union[_common_pb2.TokenAccounting, _Mapping]] = ..., deferred_tool_names: _Optional[_Iterable[str]] = ..., dropped_tools: _Optional[_Iterable[str]] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., deferred_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., call_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., surface: _Optional[_Union[ToolSurface, str]] = ..., read_result_tool: _Optional[_Union[_common_pb2.Tool, _Mapping]] = ..., read_result_tokens: _Optional[int] = ..., found_tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ...) -> None: ...
 
 class SearchToolsRequest(_message.Message):
-    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider", "compact_text", "toolset_json", "surface")
+    __slots__ = ("toolset", "query", "server_name", "tool_names", "arguments_json", "loaded_tools", "max_results", "offset", "include_plan", "discovered_tools", "provider", "compact_text", "toolset_json", "surface", "principal")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,7 @@ class SearchToolsRequest(_message.Message):
     COMPACT_TEXT_FIELD_NUMBER: _ClassVar[int]
     TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
     SURFACE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     query: str
     server_name: str
@@ -131,7 +132,8 @@ class SearchToolsRequest(_message.Message):
     compact_text: bool
     toolset_json: str
     surface: ToolSurface
-    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., compact_text: _Optional[bool] = ..., toolset_json: _Optional[str] = ..., surface: _Optional[_Union[ToolSurface, str]] = ...) -> None: ...
+    principal: str
+    def __init__(self, toolset: _Optional[str] = ..., query: _Optional[str] = ..., server_name: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ..., arguments_json: _Optional[str] = ..., loaded_tools: _Optional[_Iterable[str]] = ..., max_results: _Optional[int] = ..., offset: _Optional[int] = ..., include_plan: _Optional[bool] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., compact_text: _Optional[bool] = ..., toolset_json: _Optional[str] = ..., surface: _Optional[_Union[ToolSurface, str]] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ToolMatch(_message.Message):
     __slots__ = ("tool", "already_loaded", "score", "bm25_score", "similarity", "exact_name")

@@ -114,12 +114,14 @@ class ListServersResponse(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[_Union[ServerStatus, _Mapping]]] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
-    __slots__ = ("servers", "include_unavailable")
+    __slots__ = ("servers", "include_unavailable", "principal")
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     servers: _containers.RepeatedScalarFieldContainer[str]
     include_unavailable: bool
-    def __init__(self, servers: _Optional[_Iterable[str]] = ..., include_unavailable: _Optional[bool] = ...) -> None: ...
+    principal: str
+    def __init__(self, servers: _Optional[_Iterable[str]] = ..., include_unavailable: _Optional[bool] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
     __slots__ = ("tools", "catalog_version", "shard")
