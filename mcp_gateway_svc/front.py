@@ -76,6 +76,7 @@ from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, McpHandlers, RequestInfo
 from mcp_gateway_svc.host_modes import Opening, mode_for_client, opening_of
 from mcp_gateway_svc.lean import (
+    answer_session,
     holding,
     live_transport,
     read_modern,
@@ -559,14 +560,18 @@ class GatewayFront:
         headers = Headers(scope=scope)
         modern = headers.get(MCP_PROTOCOL_VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS
         session = info.session
-        sse = not manager.json_response
         url = base_url(scope)
         transport = None
         if session is None:
-            call = read_modern(message, headers, sse=sse, base_url=url) if modern else None
+            # (a transport that may answer on a stream pings a long call: the SDK's path then)
+            call = read_modern(message, headers, base_url=url) if modern and manager.json_response else None
         else:
             transport = live_transport(manager, session.sid)
-            call = read_session(message, headers, session, sse=sse, base_url=url) if transport else None
+            call = (
+                read_session(message, headers, session, sse=not manager.json_response, base_url=url)
+                if transport
+                else None
+            )
         target = self._lean.lean_target(info, call) if call is not None else None
         if call is None or target is None:
             return False
@@ -581,13 +586,16 @@ class GatewayFront:
             if outcome is not None:  # (None: the client went away, the call was cancelled)
                 await write_json(send, call.request_id, outcome)
             return True
-        with holding(transport), anyio.CancelScope() as cancel:
-            session.lean_calls[call.request_id] = cancel
+        task = asyncio.ensure_future(_outcome(manager, call.protocol_version, run))
+        with holding(transport):
+            session.lean_calls[call.request_id] = task
             try:
-                outcome = await _outcome(manager, call.protocol_version, run)
+                await answer_session(
+                    send, call.request_id, task, session_id=self._replica.session_id(session.sid)
+                )
             finally:
                 session.lean_calls.pop(call.request_id, None)
-        await write_json(send, call.request_id, outcome, session_id=self._replica.session_id(session.sid))
+                task.cancel()
         return True
 
     def _sending(self, send: Send, info: RequestInfo) -> Send:

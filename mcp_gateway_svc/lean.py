@@ -18,8 +18,8 @@ headers (:func:`~mcp.shared.inbound.classify_inbound_request`,
 code (:meth:`mcp_gateway_svc.handlers.McpHandlers.lean_target`), its result is shaped as the
 SDK's runner shapes it (:func:`mcp_types.methods.serialize_server_result`, the 2026-07-28
 ``resultType`` and ``serverInfo`` stamps) and written as one JSON body, as the transports write
-one (:func:`write_json`; on a session too, which the SDK answers on an SSE stream: see there why
-not). Anything else is the SDK's to serve, unchanged: other methods, a request
+one (:func:`write_json`; on a session too, which the SDK answers on an SSE stream, unless the call
+runs long: see :func:`answer_session`). Anything else is the SDK's to serve, unchanged: other methods, a request
 the SDK would refuse (it answers with its own error), a call that relays anything, progress or log
 messages, a search, a kept result, an unknown tool, tracing on.
 
@@ -30,6 +30,7 @@ cancels it (:meth:`mcp_gateway_svc.sessions.Session.cancel_lean`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -62,7 +63,9 @@ from mcp_gateway_svc.relay import declared_of
 from mcp_gateway_svc.sessions import Session
 
 __all__ = [
+    "PING_SECONDS",
     "LeanCall",
+    "answer_session",
     "holding",
     "live_transport",
     "read_modern",
@@ -144,11 +147,9 @@ def _plain(
     return params["name"], dict(arguments) if arguments else {}, dict(meta) if meta else None
 
 
-def read_modern(message: Mapping[str, Any], headers: Headers, *, sse: bool, base_url: str) -> LeanCall | None:
-    """A 2026-07-28 ``tools/call`` for the lean path, or None. ``sse``: the transport answers on an
-    SSE stream when it must (the client must accept both)."""
-    has_json, has_sse = _accepts(headers)
-    if not _json_body(headers) or not has_json or (sse and not has_sse):
+def read_modern(message: Mapping[str, Any], headers: Headers, *, base_url: str) -> LeanCall | None:
+    """A 2026-07-28 ``tools/call`` for the lean path of a transport that answers in JSON, or None."""
+    if not _json_body(headers) or not _accepts(headers)[0]:
         return None
     if find_duplicated_routing_header(headers.items()) is not None:
         return None
@@ -260,50 +261,82 @@ def wire_result(server: Server[Any], version: str, result: BaseModel) -> dict[st
     return dumped
 
 
-async def write_json(
-    send: Send, request_id: str | int, outcome: dict[str, Any] | Exception | None, *, session_id: str = ""
-) -> None:
-    """The answer: one JSON body, as the SDK's transports write one.
+# Seconds a session's answer waits for the call before it becomes an SSE stream kept alive with a
+# comment line this often (the SDK's stream pings as often; a JSON answer has none to send).
+PING_SECONDS = 15.0
+_SSE_HEADERS = (
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"content-type", b"text/event-stream"),
+    (b"x-accel-buffering", b"no"),
+)
 
-    2026-07-28 (no ``session_id``): the status by the error code's table. A session's POST: status
-    200 and the session's id. JSON rather than the session transport's SSE stream: the client
-    accepted both (the transport requires it), a lean call has nothing to send before its result,
-    and the ``mcp`` SDK's client opens a new connection after every SSE answer, where it keeps the
-    connection after a JSON one (the spec lets the server pick). A session's cancelled call
-    (``None``) is answered ``REQUEST_CANCELLED`` on an SSE stream, as that transport answers it:
-    its client stopped reading the request's answer, which it drops from a stream but not from a
-    JSON body (which then fails its closed session).
-    """
+
+async def write_json(send: Send, request_id: str | int, outcome: dict[str, Any] | Exception) -> None:
+    """A 2026-07-28 answer: one JSON body, the status by the error code's table (as the SDK's)."""
     status = 200
-    content_type = b"application/json"
-    extra: list[tuple[bytes, bytes]] = []
-    if not session_id:
-        if isinstance(outcome, Exception):
-            error = modern_error_data(outcome)
-            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-            wire = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
-        else:
-            # What JSONRPCResponse(...).model_dump(exclude_none=True) gives for a result already in
-            # its wire form (a result's contents are never pruned), without building the model.
-            wire = {"jsonrpc": "2.0", "id": request_id, "result": outcome}
-        data = json.dumps(wire, separators=(",", ":")).encode()
+    if isinstance(outcome, Exception):
+        error = modern_error_data(outcome)
+        status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+        wire = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
     else:
-        extra.append((b"mcp-session-id", session_id.encode("latin-1")))
-        if isinstance(outcome, dict):
-            # JSONRPCResponse(...).model_dump_json() of a wire-form result: its serializer, no model.
-            data = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": outcome})
-        else:
-            refused = JSONRPCError(jsonrpc="2.0", id=request_id, error=_session_error(outcome))
-            data = refused.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        if outcome is None:
-            content_type = b"text/event-stream"
-            extra += [(b"cache-control", b"no-cache, no-transform"), (b"x-accel-buffering", b"no")]
-            data = b"event: message\r\ndata: " + data + b"\r\n\r\n"
-    headers = [(b"content-length", str(len(data)).encode()), (b"content-type", content_type), *extra]
+        # What JSONRPCResponse(...).model_dump(exclude_none=True) gives for a result already in
+        # its wire form (a result's contents are never pruned), without building the model.
+        wire = {"jsonrpc": "2.0", "id": request_id, "result": outcome}
+    data = json.dumps(wire, separators=(",", ":")).encode()
+    headers = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+async def answer_session(
+    send: Send,
+    request_id: str | int,
+    call: asyncio.Task[dict[str, Any] | Exception | None],
+    *,
+    session_id: str,
+    ping_seconds: float = PING_SECONDS,
+) -> None:
+    """A session's answer to a lean call (``call``: its wire result or exception; cancelled by
+    ``notifications/cancelled``).
+
+    One JSON body (status 200, the session's id) when the call ends within ``ping_seconds``: the
+    client accepted JSON (the transport requires it), a lean call has nothing to send before its
+    result, and the ``mcp`` SDK's client opens a new connection after every SSE answer, where it
+    keeps the connection after a JSON one (the spec lets the server pick). A longer call is
+    answered as the session transport answers, on an SSE stream with a comment line every
+    ``ping_seconds`` (a client's read timeout or a proxy's idle timeout sees bytes), then its
+    event; so is a cancelled one (``REQUEST_CANCELLED``: its client stopped reading, and drops an
+    event from a stream but fails its closed session on a JSON body).
+    """
+    await asyncio.wait({call}, timeout=ping_seconds)
+    outcome = None if not call.done() or call.cancelled() else call.result()
+    headers = [(b"mcp-session-id", session_id.encode("latin-1"))]
+    if outcome is not None:
+        data = _session_message(request_id, outcome)
+        start = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": start + headers})
+        await send({"type": "http.response.body", "body": data})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
+    while not call.done():
+        await asyncio.wait({call}, timeout=ping_seconds)
+        if not call.done():
+            await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+    outcome = None if call.cancelled() else call.result()
+    event = b"event: message\r\ndata: " + _session_message(request_id, outcome) + b"\r\n\r\n"
+    await send({"type": "http.response.body", "body": event})
+
+
+def _session_message(request_id: str | int, outcome: dict[str, Any] | Exception | None) -> bytes:
+    """A session's answer as the session transport serializes it (``model_dump_json``)."""
+    if isinstance(outcome, dict):
+        # JSONRPCResponse(...).model_dump_json() of a wire-form result: its serializer, no model.
+        return pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": outcome})
+    refused = JSONRPCError(jsonrpc="2.0", id=request_id, error=_session_error(outcome))
+    return refused.model_dump_json(by_alias=True, exclude_unset=True).encode()
 
 
 def _session_error(outcome: Exception | None) -> types.ErrorData:

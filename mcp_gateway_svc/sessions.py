@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from toolscout.client import GatewayMode
 
@@ -56,14 +55,14 @@ class Session:
     subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     # Calls on the lean path (mcp_gateway_svc.lean) by JSON-RPC id: what notifications/cancelled
     # cancels (the SDK's session never saw them).
-    lean_calls: dict[str | int, anyio.CancelScope] = field(default_factory=dict)
+    lean_calls: dict[str | int, asyncio.Task[Any]] = field(default_factory=dict)
 
     def cancel_lean(self, request_id: object) -> None:
         """Cancels the lean call ``request_id`` names (``notifications/cancelled``), if one runs."""
         if isinstance(request_id, str | int):
-            scope = self.lean_calls.get(request_id)
-            if scope is not None:
-                scope.cancel()
+            task = self.lean_calls.get(request_id)
+            if task is not None:
+                task.cancel()
 
 
 class SessionRegistry:

@@ -7,6 +7,7 @@ answers themselves are checked end to end by the gateway's integration tests, wh
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from typing import Any
@@ -24,6 +25,7 @@ from toolscout.client import GatewayMode
 
 from mcp_gateway_svc.lean import (
     LeanCall,
+    answer_session,
     holding,
     read_modern,
     read_session,
@@ -63,7 +65,7 @@ def _modern(**params: Any) -> dict[str, Any]:
 
 
 def test_a_plain_2026_call_is_read_as_the_handler_would_get_it() -> None:
-    call = read_modern(_modern(), _headers(), sse=False, base_url=URL)
+    call = read_modern(_modern(), _headers(), base_url=URL)
     assert call == LeanCall(3, "echo", {"x": 1}, ENVELOPE, MODERN, "host", "{}", URL)
     assert call is not None
     assert call.modern
@@ -72,7 +74,7 @@ def test_a_plain_2026_call_is_read_as_the_handler_would_get_it() -> None:
 def test_a_2026_call_that_declares_what_a_server_may_ask_carries_it_for_input_rounds() -> None:
     message = _modern()
     message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {"elicitation": {}}
-    call = read_modern(message, _headers(), sse=False, base_url=URL)
+    call = read_modern(message, _headers(), base_url=URL)
     assert call is not None
     assert json.loads(call.declared_json or "") == {"elicitation": {}}
 
@@ -101,20 +103,14 @@ def test_a_2026_call_the_sdk_must_answer_is_left_to_it(
 ) -> None:
     message = _modern()
     message["params"].update(change)
-    assert read_modern(message, _headers(**headers), sse=False, base_url=URL) is None
-
-
-def test_an_sse_transport_takes_a_2026_call_only_from_a_client_that_accepts_both() -> None:
-    json_only = _headers(accept="application/json")
-    assert read_modern(_modern(), json_only, sse=False, base_url=URL) is not None
-    assert read_modern(_modern(), json_only, sse=True, base_url=URL) is None
+    assert read_modern(message, _headers(**headers), base_url=URL) is None
 
 
 def test_other_methods_and_notifications_are_left_to_the_sdk() -> None:
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
-    assert read_modern(listing, _headers("tools/list", None), sse=False, base_url=URL) is None
+    assert read_modern(listing, _headers("tools/list", None), base_url=URL) is None
     note = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo", "_meta": ENVELOPE}}
-    assert read_modern(note, _headers(), sse=False, base_url=URL) is None
+    assert read_modern(note, _headers(), base_url=URL) is None
 
 
 class _Peer:
@@ -211,26 +207,58 @@ async def test_answers_are_written_as_the_transports_write_them() -> None:
     assert json.loads(sent[1]["body"])["error"] == {"code": types.INVALID_PARAMS, "message": "no"}
 
 
-async def test_a_sessions_answer_is_json_with_its_session_id_and_a_cancelled_call_is_answered() -> None:
+def _done(outcome: Any) -> asyncio.Task[Any]:
+    async def finished() -> Any:
+        return outcome
+
+    return asyncio.ensure_future(finished())
+
+
+async def test_a_sessions_call_that_ends_in_time_is_answered_in_one_json_body_with_its_session_id() -> None:
     sent, send = _sent()
-    await write_json(send, "a", {"content": []}, session_id="r1.s1")
+    await answer_session(send, "a", _done({"content": []}), session_id="r1.s1")
     headers = dict(sent[0]["headers"])
     assert headers[b"content-type"] == b"application/json"
     assert headers[b"mcp-session-id"] == b"r1.s1"
     assert sent[1]["body"] == b'{"jsonrpc":"2.0","id":"a","result":{"content":[]}}'
     sent, send = _sent()
-    await write_json(send, "a", MCPError(types.INVALID_PARAMS, "no"), session_id="r1.s1")
+    await answer_session(send, "a", _done(MCPError(types.INVALID_PARAMS, "no")), session_id="r1.s1")
     assert sent[0]["status"] == 200  # as the session transport answers an error
     assert json.loads(sent[1]["body"])["error"]["code"] == types.INVALID_PARAMS
     sent, send = _sent()
-    await write_json(send, "a", None, session_id="r1.s1")  # cancelled: on a stream, as the transport does
-    assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream"
-    event = sent[1]["body"]
-    assert event.startswith(b"event: message\r\ndata: ")
-    assert json.loads(event.split(b"data: ")[1])["error"] == {"code": -32800, "message": "Request cancelled"}
-    sent, send = _sent()
-    await write_json(send, "a", RuntimeError("internal detail"), session_id="r1.s1")
+    await answer_session(send, "a", _done(RuntimeError("internal detail")), session_id="r1.s1")
     assert b"internal detail" not in sent[1]["body"]
+
+
+async def test_a_long_session_call_is_answered_on_a_stream_kept_alive_and_a_cancelled_one_on_a_stream_too() -> (
+    None
+):
+    pinged = asyncio.Event()
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message.get("body") == b": ping\r\n\r\n":
+            pinged.set()
+
+    async def long_call() -> Any:
+        await pinged.wait()
+        return {"content": []}
+
+    await answer_session(send, "a", asyncio.ensure_future(long_call()), session_id="r1.s1", ping_seconds=0.01)
+    assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream"
+    assert sent[1]["body"] == b": ping\r\n\r\n"
+    assert (
+        sent[-1]["body"]
+        == b'event: message\r\ndata: {"jsonrpc":"2.0","id":"a","result":{"content":[]}}\r\n\r\n'
+    )
+    sent.clear()
+    cancelled = asyncio.ensure_future(asyncio.Event().wait())
+    cancelled.cancel()  # notifications/cancelled
+    await answer_session(send, "a", cancelled, session_id="r1.s1")
+    assert dict(sent[0]["headers"])[b"content-type"] == b"text/event-stream"
+    event = sent[-1]["body"]
+    assert json.loads(event.split(b"data: ")[1])["error"] == {"code": -32800, "message": "Request cancelled"}
 
 
 async def test_a_lean_call_holds_the_sessions_idle_countdown_as_a_request_of_the_transport_does() -> None:
