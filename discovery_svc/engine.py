@@ -40,13 +40,14 @@ from discovery_svc.index import SearchIndex
 from discovery_svc.manifest import manifest_answer
 from discovery_svc.metrics import DiscoveryMetrics
 from discovery_svc.partition import InlineToolset, Toolset, partition_tools, resolve_toolset, select_toolset
-from discovery_svc.planner import PreparedToolset, plan_tools
+from discovery_svc.planner import PreparedToolset, assemble_plan, plan_tools
 from discovery_svc.result_text import unsigned_note
 from discovery_svc.scope import SearchScope, ToolScope
-from discovery_svc.search_args import SearchMode, parse_arguments_json, validate_arguments
+from discovery_svc.search_args import SearchArgs, SearchMode, parse_arguments_json, validate_arguments
 from discovery_svc.search_tool import execute_search
 from discovery_svc.tokens import TokenCounter, TokenEncoding
 from discovery_svc.user_index import MergedScope, UserIndexes
+from discovery_svc.user_plan import user_parts
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
@@ -55,6 +56,10 @@ from toolscout_kit.tracing import set_attributes
 __all__ = ["DiscoveryEngine"]
 
 _log = get_logger(__name__)
+
+# A toolset as one principal sees it: its scope without the per_user servers' tools, their own
+# scope of those servers, and the per_user servers they have not signed in to.
+UserScopes = tuple[SearchScope, SearchScope, tuple[str, ...]]
 
 
 class DiscoveryEngine:
@@ -231,13 +236,15 @@ class DiscoveryEngine:
             ToolsetNotFoundError: unknown or invalid toolset.
         """
         toolset = resolve_toolset(request.toolset)
+        prepared = await self.prepared(toolset)
         return await self._plan(
-            await self.prepared(toolset),
+            prepared,
             request.discovered_tools,
             request.provider,
             include_deferred_names=request.include_deferred_names,
             include_deferred_tools=request.include_deferred_tools,
             surface=request.surface or ToolSurface.APPEND,
+            user=await self._user_scopes(prepared, toolset, request.principal),
         )
 
     async def watch_plans(self, request: PlanRequest, known_version: str = "") -> AsyncIterator[ToolPlan]:
@@ -268,10 +275,22 @@ class DiscoveryEngine:
         include_deferred_names: bool = False,
         include_deferred_tools: bool = False,
         surface: ToolSurface = ToolSurface.APPEND,
+        user: UserScopes | None = None,
     ) -> ToolPlan:
+        """``user``: the toolset as a principal sees it (:meth:`_user_scopes`; the plan is then
+        theirs: :mod:`discovery_svc.user_plan`)."""
         enc = self._counter.encoding_for(provider)
         if not prepared.has_totals(enc):
             await asyncio.to_thread(prepared.totals, enc)
+        if user is not None:
+            return assemble_plan(
+                prepared,
+                enc,
+                user_parts(prepared, user[0], user[1], self._config.per_user_servers, discovered, enc),
+                include_deferred_names=include_deferred_names,
+                include_deferred_tools=include_deferred_tools,
+                surface=surface,
+            )
         return plan_tools(
             prepared,
             discovered,
@@ -301,27 +320,12 @@ class DiscoveryEngine:
         started = time.perf_counter()
         mode = "unknown"
         try:
-            if request.max_results < 0:
-                raise SearchArgumentError(
-                    f"max_results must be 0 (the configured default) or more, got {request.max_results}"
-                )
-            browse = surface is ToolSurface.STABLE
-            if request.arguments_json:
-                args = parse_arguments_json(request.arguments_json, browse=browse)
-            else:
-                args = validate_arguments(
-                    request.query,
-                    request.server_name,
-                    list(request.tool_names) if request.tool_names else None,
-                    request.offset,
-                    browse=browse,
-                )
+            args = _search_args(request, browse=surface is ToolSurface.STABLE)
             mode = args.mode.value
             set_attributes({"toolscout.search.query_length": len(args.query or "")})
             prepared = await self.prepared(toolset)
-            scope, threaded, unsigned = await self._scope(
-                prepared, toolset, request.principal, args.query, time_limit
-            )
+            user = await self._user_scopes(prepared, toolset, request.principal)
+            scope, threaded, unsigned = await self._scope(prepared, user, args.query, time_limit)
             search = functools.partial(
                 execute_search,
                 scope,
@@ -333,6 +337,7 @@ class DiscoveryEngine:
                 parameters=not request.compact_text,
                 surface=surface,
                 manifest=manifest_answer(prepared.manifest) if args.mode is SearchMode.MANIFEST else "",
+                unsigned=unsigned,
             )
             # Hybrid ranking multiplies the query with every candidate's vector (ms at 50k tools):
             # not on the event loop. BM25 answers in well under a millisecond: in place.
@@ -343,7 +348,7 @@ class DiscoveryEngine:
         plan = None
         if request.include_plan:
             discovered = [*request.discovered_tools, *(t.llm_name for t in result.newly_loaded)]
-            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface)
+            plan = await self._plan(prepared, tuple(discovered), request.provider, surface=surface, user=user)
         ranking = ""
         if result.mode in (SearchMode.QUERY, SearchMode.SERVER_QUERY):
             # Threaded: the query has its vector, so the hybrid index ranked it.
@@ -353,29 +358,38 @@ class DiscoveryEngine:
             catalog_version=prepared.catalog_version,
             plan=plan,
             ranking=ranking,
-            result_text=result.result_text + unsigned_note(unsigned),
+            # A browse of a server they have not signed in to says so itself.
+            result_text=result.result_text + unsigned_note([s for s in unsigned if s != args.server_name]),
         )
         mode = result.mode
         self._metrics.search(mode, "found" if result.matches else "empty", time.perf_counter() - started)
         self._metrics.tools_discovered.inc(len(result.newly_loaded))
         return result
 
+    async def _user_scopes(
+        self, prepared: PreparedToolset, toolset: Toolset, principal: str
+    ) -> UserScopes | None:
+        """The toolset as ``principal`` sees it (:meth:`UserIndexes.scopes`); None when that is the
+        toolset's own scope (no principal named, or no ``per_user`` server in the toolset)."""
+        if not principal or self._users is None or not self._users.applies(toolset):
+            return None
+        return await self._users.scopes(prepared, toolset, principal)
+
     async def _scope(
         self,
         prepared: PreparedToolset,
-        toolset: Toolset,
-        principal: str,
+        user: UserScopes | None,
         query: str | None,
         time_limit: float | None,
     ) -> tuple[ToolScope, bool, tuple[str, ...]]:
         """What a search runs on: the toolset's scope (hybrid when ready: then ``True``, run it in
-        a thread), merged with what ``per_user`` servers list to ``principal`` when one is named
-        (:mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
+        a thread), merged with what ``per_user`` servers list to a principal (``user``:
+        :mod:`discovery_svc.user_index`); and the ``per_user`` servers they have not signed in to."""
         shared, threaded = prepared.scope, False
         own: SearchScope | None = None
         unsigned: tuple[str, ...] = ()
-        if principal and self._users is not None and self._users.applies(toolset):
-            shared, own, unsigned = await self._users.scopes(prepared, toolset, principal)
+        if user is not None:
+            shared, own, unsigned = user
         if self._hybrid is not None:
             waiting = time.perf_counter()
             shared, threaded = await self._hybrid.scope_for(shared, query, time_limit)
@@ -419,3 +433,25 @@ class DiscoveryEngine:
             row[2] += tokens
             row[3] += 0 if deferred else tokens
         return tuple(ServerTokens(server, *row) for server, row in sorted(rows.items()))
+
+
+def _search_args(request: SearchRequest, *, browse: bool) -> SearchArgs:
+    """The search's arguments (the LLM's ``arguments_json``, or the typed fields); ``browse``: a
+    call without any (the stable surface) asks for the manifest.
+
+    Raises:
+        SearchArgumentError: malformed arguments, or a negative ``max_results``.
+    """
+    if request.max_results < 0:
+        raise SearchArgumentError(
+            f"max_results must be 0 (the configured default) or more, got {request.max_results}"
+        )
+    if request.arguments_json:
+        return parse_arguments_json(request.arguments_json, browse=browse)
+    return validate_arguments(
+        request.query,
+        request.server_name,
+        list(request.tool_names) if request.tool_names else None,
+        request.offset,
+        browse=browse,
+    )

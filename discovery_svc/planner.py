@@ -11,7 +11,7 @@ with the catalog.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,7 +32,7 @@ from discovery_svc.search_args import SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 from discovery_svc.surface import READ_RESULT_TOOL, call_tool_definition
 from discovery_svc.tokens import PROVIDERS, TokenCounter, TokenEncoding
 
-__all__ = ["PreparedToolset", "plan_tools"]
+__all__ = ["PlanParts", "PreparedToolset", "assemble_plan", "plan_tools", "read_discovered"]
 
 Placement = Literal["tool_description", "system_message"]
 
@@ -176,6 +176,33 @@ def plan_tools(
     carries the found tools' definitions (``found_tools``) for checking those calls.
     """
     totals = prepared.totals(enc)
+    extra, dropped, seen = read_discovered(
+        discovered, lambda n: prepared.is_deferred(n) or prepared.is_eager(n)
+    )
+    return assemble_plan(
+        prepared,
+        enc,
+        PlanParts(
+            eager=prepared.partition.loaded,
+            extra=tuple(extra),
+            dropped=tuple(dropped),
+            deferred=prepared.partition.deferred,
+            seen=seen,
+            all_definitions=totals.all_definitions,
+            eager_tokens=totals.eager,
+        ),
+        include_deferred_names=include_deferred_names,
+        include_deferred_tools=include_deferred_tools,
+        surface=surface,
+    )
+
+
+def read_discovered(
+    discovered: Sequence[str], find: Callable[[str], Tool | bool]
+) -> tuple[list[Tool], list[str], set[str]]:
+    """The discovered tools to load (in the order given), the names no longer in the toolset, and
+    every name read; ``find(name)``: its deferred tool, True for an eager one (loaded already),
+    False when the toolset has no such tool. Duplicates and search_tools are skipped."""
     extra: list[Tool] = []
     dropped: list[str] = []
     seen: set[str] = set()
@@ -183,23 +210,53 @@ def plan_tools(
         if name in seen or name == SEARCH_TOOL_NAME:
             continue
         seen.add(name)
-        tool = prepared.is_deferred(name)
-        if tool is not None:
-            extra.append(tool)
-        elif not prepared.is_eager(name):
+        found = find(name)
+        if isinstance(found, Tool):
+            extra.append(found)
+        elif not found:
             dropped.append(name)
-    eager: tuple[Tool, ...] = prepared.partition.loaded
+    return extra, dropped, seen
+
+
+@dataclass(frozen=True, slots=True)
+class PlanParts:
+    """What a plan holds besides the toolset's fixed parts (manifest, search_tools, totals)."""
+
+    # The eagerly loaded tools, and those discovered in the conversation (in the order given).
+    eager: tuple[Tool, ...]
+    extra: tuple[Tool, ...]
+    dropped: tuple[str, ...]
+    # Every deferred tool (catalog order), and the discovered names (not reported as deferred).
+    deferred: tuple[Tool, ...]
+    seen: set[str]
+    # Tokens of every definition, and of the eager ones.
+    all_definitions: int
+    eager_tokens: int
+
+
+def assemble_plan(
+    prepared: PreparedToolset,
+    enc: TokenEncoding,
+    parts: PlanParts,
+    *,
+    include_deferred_names: bool = False,
+    include_deferred_tools: bool = False,
+    surface: ToolSurface = ToolSurface.APPEND,
+) -> ToolPlan:
+    """The :class:`ToolPlan` of ``parts`` over ``prepared``'s manifest, search_tools and totals."""
+    totals = prepared.totals(enc)
+    extra = parts.extra
     stable = surface is ToolSurface.STABLE
     if stable:
-        loaded = eager
-        sent = totals.eager + totals.stable_tools + totals.system_message
+        loaded = parts.eager
+        sent = parts.eager_tokens + totals.stable_tools + totals.system_message
     else:
-        loaded = eager + tuple(extra) if extra else eager
-        sent = totals.eager + sum(prepared.count_tool(t, enc) for t in extra)
+        loaded = parts.eager + extra if extra else parts.eager
+        sent = parts.eager_tokens + sum(prepared.count_tool(t, enc) for t in extra)
         sent += totals.search_tool + totals.system_message
     names: tuple[str, ...] = ()
     if include_deferred_names:
-        names = tuple(n for n in prepared.deferred_names if n not in seen)
+        names = tuple(t.llm_name for t in parts.deferred if t.llm_name not in parts.seen)
     search_tool = prepared.stable_search_tool if stable else prepared.search_tool
     return ToolPlan(
         loaded_tools=loaded,
@@ -208,25 +265,25 @@ def plan_tools(
         manifest=prepared.manifest.text,
         manifest_placement=prepared.placement,
         manifest_system_message=prepared.system_message,
-        total_tools=len(prepared.partition.tools),
+        total_tools=len(parts.eager) + len(parts.deferred),
         loaded_count=len(loaded),
-        deferred_count=len(prepared.partition.deferred) - len(extra),
+        deferred_count=len(parts.deferred) - len(extra),
         catalog_version=prepared.catalog_version,
         tokens=TokenAccounting(
-            all_definitions_tokens=totals.all_definitions,
+            all_definitions_tokens=parts.all_definitions,
             sent_tokens=sent,
-            saved_tokens=max(totals.all_definitions - sent, 0),
+            saved_tokens=max(parts.all_definitions - sent, 0),
             encoding=enc.name,
             estimate=enc.estimate,
         ),
         deferred_tool_names=names,
-        dropped_tools=tuple(dropped),
+        dropped_tools=parts.dropped,
         discovered_tools=tuple(t.llm_name for t in extra),
-        deferred_tools=prepared.partition.deferred if include_deferred_tools else (),
+        deferred_tools=parts.deferred if include_deferred_tools else (),
         call_tool=prepared.call_tool if stable else None,
         surface=surface,
         read_result_tool=READ_RESULT_TOOL,
         read_result_tokens=totals.read_result,
         # Held already: a stable caller checks call_tool arguments against them, no fetch needed.
-        found_tools=tuple(extra) if stable else (),
+        found_tools=extra if stable else (),
     )

@@ -270,10 +270,20 @@ def unsigned_note(servers: Sequence[str]) -> str:
     signed in to (their tools are found once they have): "" when there are none."""
     if not servers:
         return ""
+    return f"\n\nNot searched: {_unsigned(servers)}; they are found here once you have."
+
+
+def unsigned_server_text(server: str) -> str:
+    """The answer to a principal's browse (``server_name``) of a ``per_user`` server they have not
+    signed in to: no tools of it yet, and why."""
+    return f"No tools of server '{server}' yet: {_unsigned([server])}; browse it again once you have."
+
+
+def _unsigned(servers: Sequence[str]) -> str:
     names = ", ".join(f"'{s}'" for s in servers)
     several = len(servers) > 1
     return (
-        f"\n\nNot searched: MCP server{'s' if several else ''} {names} "
+        f"MCP server{'s' if several else ''} {names} "
         f"{'list their' if several else 'lists its'} tools to each user under their own sign-in, "
-        "and you have not signed in yet; they are found here once you have."
+        "and you have not signed in yet"
     )

@@ -14,7 +14,7 @@ from toolscout.client import NameSuggestion, SearchResult, Tool, ToolMatch, Tool
 
 from discovery_svc.errors import SearchArgumentError, UnknownServerError
 from discovery_svc.index import SearchHit
-from discovery_svc.result_text import Answer, guidance_text, result_text
+from discovery_svc.result_text import Answer, guidance_text, result_text, unsigned_server_text
 from discovery_svc.scope import ToolScope
 from discovery_svc.search_args import SearchArgs, SearchMode
 from discovery_svc.surface import structured_result
@@ -96,6 +96,19 @@ def _manifest_result(manifest: str) -> SearchResult:
     )
 
 
+def _unsigned_result(args: SearchArgs, server: str, surface: ToolSurface) -> SearchResult:
+    """A browse of a ``per_user`` server the caller has not signed in to: nothing found, and why."""
+    text = unsigned_server_text(server)
+    structured = ""
+    if surface is ToolSurface.STABLE:
+        structured = json.dumps(
+            structured_result((), (), (), 0, text), ensure_ascii=False, separators=(",", ":")
+        )
+    return SearchResult(
+        mode=args.mode, matches=(), newly_loaded=(), result_text=text, structured_content_json=structured
+    )
+
+
 def _browse(
     scope: ToolScope, server: str, offset: int, limit: int, loaded: frozenset[str]
 ) -> tuple[list[ToolMatch], tuple[int, int, int]]:
@@ -124,13 +137,16 @@ def execute_search(
     parameters: bool = True,
     surface: ToolSurface = ToolSurface.APPEND,
     manifest: str = "",
+    unsigned: Collection[str] = (),
 ) -> SearchResult:
     """Runs one search_tools call (``parameters``: list each found tool's parameters in the text).
 
     On the stable ``surface`` the text gives each found tool's whole input schema and the
     answer also comes as data (``structured_content_json``). ``mode`` is a :class:`SearchMode`.
 
-    ``manifest`` is what a call without arguments (stable surface) answers.
+    ``manifest`` is what a call without arguments (stable surface) answers; ``unsigned``: the
+    ``per_user`` servers the caller has not signed in to (a ``server_name`` of one is answered
+    with no tools and why, not as an unknown server).
 
     ``loaded`` are LLM names already loaded in the conversation (eager tools count as loaded too).
 
@@ -141,6 +157,8 @@ def execute_search(
     if args.mode is SearchMode.MANIFEST:
         return _manifest_result(manifest)
     if args.server_name is not None and not scope.has_server(args.server_name):
+        if args.server_name in unsigned:
+            return _unsigned_result(args, args.server_name, surface)
         raise _unknown_server(scope, args.server_name)
     loaded_set = scope.eager | frozenset(n for n in loaded if scope.has(n))
     server = args.server_name

@@ -141,7 +141,7 @@ class Endpoint:
         for session in self._sessions.of_endpoint(self.key):
             if session.outbound is None or session.listed is None:
                 continue
-            now = list_signature(new, session.mode, session.loaded, search)
+            now = list_signature(new, session.mode, session.loaded, search, session.per_user)
             if now == session.listed:
                 continue
             session.listed = now

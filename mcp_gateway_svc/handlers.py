@@ -59,7 +59,14 @@ from mcp_gateway_svc.relay import asked_log_level, host_relay, host_round
 from mcp_gateway_svc.resources import MANIFEST_URI, gateway_resources, read_gateway_resource
 from mcp_gateway_svc.results import RESULT_URI_PREFIX, KeptResults, ResultOwner
 from mcp_gateway_svc.sessions import Session
-from mcp_gateway_svc.tool_lists import CursorError, list_signature, page, signature, tools_for
+from mcp_gateway_svc.tool_lists import (
+    CursorError,
+    list_signature,
+    page,
+    shared_signature,
+    signature,
+    tools_for,
+)
 from mcp_gateway_svc.user_login import UserLogin, base_url, sign_in_instructions
 from mcp_gateway_svc.user_tools import UserTools, UserToolViews, tools_as_seen_by
 from mcp_gateway_svc.views import ToolsetView
@@ -475,9 +482,13 @@ class McpHandlers:
             raise MCPError(types.INVALID_PARAMS, str(err)) from None
         session = info.session
         if session is not None and not cursor:
+            # A caller's own list: what of it follows the catalog (the endpoint compares that part).
+            session.per_user = user.servers if user is not None else frozenset()
             session.listed = (
-                signature(tools)
-                if mode == GatewayMode.PROGRESSIVE or user is not None
+                shared_signature(tools, session.per_user)
+                if user is not None
+                else signature(tools)
+                if mode == GatewayMode.PROGRESSIVE
                 else list_signature(view, mode)
             )
             session.outbound = ctx.session

@@ -13,7 +13,9 @@ name, the resource's URI or the prompt's name; the server that answered) and the
 issued, with the ``mcp`` SDK's :class:`~mcp.server.request_state.AESGCMRequestStateCodec`
 (AES-256-GCM: the host can neither read nor alter it). The key is derived from
 ``$TOOLSCOUT_TOKEN_KEY``, the secret every replica of a deployment already shares (per-user tokens and
-login links need it), so any replica resumes a round another one started. Without that variable
+login links need it), so any replica resumes a round another one started; during a key rotation a
+state sealed under a key of ``$TOOLSCOUT_TOKEN_KEY_PREVIOUS`` still opens
+(:mod:`toolscout_kit.token_keys`). Without that variable
 each gateway process seals with a key of its own: a retry then works only on the replica that
 issued the state. A state that does not unseal (altered, expired, from another deployment) or that
 was issued for another request (another kind, name or server) or to another caller (principal) is
@@ -26,7 +28,6 @@ answer only: one from another server than the state's is refused the same way
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -41,7 +42,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from toolscout.client import InputRoundRequest
 
-from toolscout_kit.token_store import TOKEN_KEY_ENV
+from toolscout_kit.token_keys import KeyUse, TokenKeys
 
 __all__ = ["STATE_SECONDS", "HostRound", "InputRounds", "Resumed", "RoundOf"]
 
@@ -114,11 +115,9 @@ class InputRounds:
     """Seals the routing and the server's state into the ``requestState`` hosts see, and opens it."""
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
-        key = (os.environ if environ is None else environ).get(TOKEN_KEY_ENV, "")
-        secret = (
-            hashlib.sha256(b"toolscout request state\0" + key.encode()).digest() if key else os.urandom(32)
-        )
-        self._codec = AESGCMRequestStateCodec([secret])
+        # The current key seals, every key (current, then previous ones) opens.
+        secrets = TokenKeys.from_env(environ).derived(KeyUse.REQUEST_STATE)
+        self._codec = AESGCMRequestStateCodec(secrets or [os.urandom(32)])
 
     def wrap(
         self, of: RoundOf, name: str, server: str, asked_json: str, *, principal: str = ""

@@ -184,6 +184,10 @@ class IntrospectionMetrics:
             "provider, by the kept outcome (active, inactive).",
             "outcome",
         )
+        # Every outcome exported from the start (0 until it happens), as Prometheus advises for
+        # known label values: the error ratio and its alert evaluate on every gateway.
+        for outcome in IntrospectionOutcome:
+            self.requests.counter.labels(outcome)
 
     def asked(self, outcome: IntrospectionOutcome, seconds: float) -> None:
         """One request to the introspection endpoint that took ``seconds``."""

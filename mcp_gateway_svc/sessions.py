@@ -45,8 +45,12 @@ class Session:
     # The SDK's per-request session proxy of a recent request: its standalone channel reaches the
     # client's GET stream (if it opened one).
     outbound: Any = None
-    # Hash of the tool list the session was last given (a change is announced with list_changed).
+    # Hash of the tool list the session was last given (a change is announced with list_changed);
+    # of a caller's own list (per_user servers), without those servers' tools (what the catalog
+    # changes: tool_lists.shared_signature).
     listed: int | None = None
+    # The per_user servers whose tools ``listed`` leaves out (empty: the list is the plan's).
+    per_user: frozenset[str] = frozenset()
     inflight: int = 0
     last_seen: float = field(default_factory=time.monotonic)
     # The logging level the client set (logging/setLevel), or "" (none set).

@@ -26,7 +26,7 @@ import base64
 import binascii
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -134,11 +134,25 @@ def signature(tools: Sequence[Tool]) -> int:
     return hash(tuple(tools))
 
 
+def shared_signature(tools: Sequence[Tool], per_user: Collection[str]) -> int:
+    """:func:`signature` of ``tools`` without those of the ``per_user`` servers: the part of a
+    caller's own list (:func:`~mcp_gateway_svc.user_tools.tools_as_seen_by`) that follows the
+    catalog (the rest is what those servers list to the caller)."""
+    return signature(tuple(t for t in tools if t.server not in per_user))
+
+
 def list_signature(
-    view: ToolsetView, mode: GatewayMode, loaded: Sequence[str] = (), search_tool: Tool | None = None
+    view: ToolsetView,
+    mode: GatewayMode,
+    loaded: Sequence[str] = (),
+    search_tool: Tool | None = None,
+    per_user: Collection[str] = (),
 ) -> int:
     """:func:`signature` of what :func:`listed_tools` lists, computed once per view for the modes
-    whose list depends on the view alone (meta, all)."""
+    whose list depends on the view alone (meta, all); with ``per_user`` (a caller's own list),
+    :func:`shared_signature` of it."""
+    if per_user:
+        return shared_signature(tools_for(view, mode, loaded, search_tool), per_user)
     if mode == GatewayMode.PROGRESSIVE:
         return signature(tools_for(view, mode, loaded, search_tool))
     cached = view.signatures.get(mode)

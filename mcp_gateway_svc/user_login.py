@@ -9,7 +9,8 @@ declared that capability, and always as an ``isError`` text with the same URL.
 The ticket names the principal and the server and expires after :data:`TICKET_SECONDS`; it is
 signed (HMAC-SHA256) with a key derived from ``$TOOLSCOUT_TOKEN_KEY``, which per-user tokens need
 anyway, so any gateway replica sharing that key accepts it and nobody can sign in as someone else
-by editing the link. Following it runs the authorization code flow with PKCE on the ``mcp`` SDK's
+by editing the link (keys from :mod:`toolscout_kit.token_keys`: during a rotation, links and states
+made under a key of ``$TOOLSCOUT_TOKEN_KEY_PREVIOUS`` are still accepted). Following it runs the authorization code flow with PKCE on the ``mcp`` SDK's
 :class:`~mcp.client.auth.OAuthClientProvider` (:func:`toolscout_kit.oauth_client.build_provider`, bound to
 that principal): discovery and the client's registration (kept in the token store every replica
 shares), then the browser is sent to the authorization server, which redirects back to
@@ -31,8 +32,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import hashlib
-import hmac
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -41,7 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import httpx2
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import InvalidToken
 from mcp.client.auth import OAuthFlowError, OAuthTokenError, PKCEParameters
 from mcp.client.auth.utils import validate_authorization_response_iss
 from mcp.shared.auth import AuthorizationCodeResult
@@ -51,7 +50,8 @@ from toolscout_kit.config import RemoteServerConfig, ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.oauth_approval import Approver, AuthorizationError
 from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth
-from toolscout_kit.token_store import TOKEN_KEY_ENV, TokenStore, TokenStoreError
+from toolscout_kit.token_keys import KeyUse, TokenKeys
+from toolscout_kit.token_store import TokenStore, TokenStoreError
 
 __all__ = [
     "CALLBACK_PATH",
@@ -115,12 +115,10 @@ class UserLogin:
     _starts: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        key = self.environ.get(TOKEN_KEY_ENV, "")
         # Without the key there are no per-user tokens (the pool refuses them): links are refused too.
-        self._key = hashlib.sha256(b"toolscout login ticket\0" + key.encode()).digest() if key else b""
+        self._keys = TokenKeys.from_env(self.environ)
         # Seals the sign-in state (it carries the PKCE verifier, so it is encrypted, not just signed).
-        state_key = hashlib.sha256(b"toolscout login state\0" + key.encode()).digest()
-        self._sealer = Fernet(base64.urlsafe_b64encode(state_key)) if key else None
+        self._sealer = self._keys.sealer(KeyUse.LOGIN_STATE)
 
     def per_user(self, server: str) -> RemoteServerConfig | None:
         config = self.config.servers.get(server)
@@ -132,20 +130,19 @@ class UserLogin:
 
     def ticket(self, principal: str, server: str, *, now: float | None = None) -> str:
         """A signed ticket for ``principal`` to sign in to ``server`` ("" without the key)."""
-        if not self._key:
+        if not self._keys:
             return ""
         body = _b64(json.dumps([principal, server, (now or time.time()) + TICKET_SECONDS]).encode())
-        return f"{body}.{_b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())}"
+        return f"{body}.{_b64(self._keys.sign(KeyUse.LOGIN_TICKET, body.encode()))}"
 
     def principal_of(self, ticket: str, server: str) -> str | None:
         """The principal a valid, unexpired ticket for ``server`` names, else None."""
         body, _, signature = ticket.partition(".")
-        if not self._key or not body or not signature:
-            return None
-        expected = _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
-        if not hmac.compare_digest(expected, signature):
+        if not self._keys or not body or not signature:
             return None
         try:
+            if not self._keys.verify(KeyUse.LOGIN_TICKET, body.encode(), _unb64(signature)):
+                return None
             principal, named, expires = json.loads(_unb64(body))
         except (ValueError, TypeError):
             return None

@@ -43,6 +43,7 @@ from mcp_pool_svc.errors import (
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
 )
+from mcp_pool_svc.lean import lean_call
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.relay import HostRelay, HostSession, InputRound, declaring, wants_host_session
@@ -484,12 +485,14 @@ class CallRunner:
         """
         sup, tool, checked = call.sup, call.tool, call.checked
         meta = checked.meta
+        # The span's attributes are built only when tracing is on (a dict and a URL parse per call).
+        attributes = _mcp_attributes(sup, conn, tool) if self._tracing.enabled else None
         with (
-            self._tracing.span(
-                f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=_mcp_attributes(sup, conn, tool)
-            ),
+            self._tracing.span(f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes),
             conn.router.calling(call.relay),
             declaring(checked.host_capabilities) if checked.accept_input_required else nullcontext(),
+            # Nothing to relay: the request may be one direct POST (mcp_pool_svc.lean).
+            lean_call() if call.relay is None else nullcontext(),
         ):
             return await conn.session.call_tool(
                 tool,

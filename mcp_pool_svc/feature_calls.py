@@ -137,22 +137,47 @@ async def _unsubscribe(sup: Supervisor, conn: Connection, uri: str) -> None:
 _RENEW_RETRY = 1.0
 
 
+async def _next_session(sup: Supervisor, lost: Connection) -> Connection | None:
+    """The server's first session after ``lost`` (once ``lost`` has closed), however long its
+    supervisor takes to restart it; None once the server is no longer supervised here."""
+    await lost.closed.wait()
+    while True:
+        try:
+            return await sup.connection_for_call(wait_for_restart=True, not_this=lost)
+        except ServerUnavailableError:
+            if sup.stop_requested:
+                return None
+            await anyio.sleep(_RENEW_RETRY)  # failed for now: its supervisor keeps restarting it
+
+
+# How a subscription's stream fails when its session goes (besides MCPError CONNECTION_CLOSED).
+_LOST = (
+    SubscriptionLost,
+    ServerUnavailableError,
+    TimeoutError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+)
+
+
+def _session_lost(err: Exception) -> bool:
+    """Whether a subscription failed because its session went (it is renewed on the next one)
+    rather than because the server refused it."""
+    if isinstance(err, MCPError):
+        return was_not_sent(err) or err.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(err, _LOST)
+
+
 async def _renewed(sup: Supervisor, held: list[Connection], uri: str, ended: Callable[[], None]) -> None:
     """Subscribes to ``uri`` again on each new session of the server: a lost session takes the
     server's subscriptions with it. ``held[0]`` is the session holding the subscription (kept
     current for the unsubscribe); ``ended()`` ends the subscription once the server is no longer
     supervised here. Runs until cancelled."""
     while True:
-        lost = held[0]
-        await lost.closed.wait()
-        try:
-            conn = await sup.connection_for_call(wait_for_restart=True, not_this=lost)
-        except ServerUnavailableError:
-            if sup.stop_requested:
-                ended()
-                return
-            await anyio.sleep(_RENEW_RETRY)  # failed for now: its supervisor keeps restarting it
-            continue
+        conn = await _next_session(sup, held[0])
+        if conn is None:
+            ended()
+            return
         held[0] = conn
         try:
             with anyio.fail_after(sup.config.call_timeout):
@@ -173,9 +198,12 @@ class FeatureCalls:
         supervisor_of: Callable[[str], Supervisor],
         users: UserSessions | None = None,
         unsharded: Callable[[], bool] = lambda: True,
+        ping_interval: float = 5.0,
     ) -> None:
         """``supervisor_of(server)`` raises UnknownServerError / NotOwnerError like the pool's calls;
-        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`)."""
+        ``unsharded()``: whether this pool is the only shard (see :meth:`FeatureCatalog.route_uri`);
+        ``ping_interval``: seconds between two pings on an era-bridge session (``pool.ping_interval``)."""
+        self._ping_interval = ping_interval
         self._unsharded = unsharded
         self._catalog = catalog
         self._supervisor_of = supervisor_of
@@ -432,11 +460,11 @@ class FeatureCalls:
     async def watch_resource(self, uri: str, principal: str = "") -> AsyncGenerator[tuple[str, bool], None]:
         """``(uri, True)`` once subscribed, then ``(updated uri, False)`` per update, until the
         caller stops iterating (then it unsubscribes, unless others still follow that URI). A
-        subscription lives on its server's session, which forgets it when it is lost: on a
-        handshake-era session the pool subscribes again on each new session of the server
-        (:func:`_renewed`), so the updates keep coming after a restart; the stream ends when the
-        server is no longer supervised here. (At 2026-07-28, a ``subscriptions/listen`` stream or
-        an era-bridge session ends with its session, and so does this stream.)
+        subscription lives on its server's session, which forgets it when it is lost: the pool
+        subscribes again on each new session of the server (handshake era: :func:`_renewed`;
+        2026-07-28: :meth:`_modern`, a new ``subscriptions/listen`` stream or era-bridge session),
+        so the updates keep coming after a restart; the stream ends when the server is no longer
+        supervised here.
 
         Raises:
             UnknownFeatureError, FeatureNotOfferedError (no subscriptions), or as :meth:`read_resource`.
@@ -470,12 +498,7 @@ class FeatureCalls:
             except TimeoutError:
                 raise ServerUnavailableError(f"MCP server {sup.name!r} is not ready; not sent") from None
             if conn.modern:
-                upstream = (
-                    self._bridged(sup, uri, route)
-                    if self._catalog.subscribe_bridged(route.server)
-                    else self._listen_for(conn, uri, route.uri)
-                )
-                async with contextlib.aclosing(upstream) as updates:
+                async with contextlib.aclosing(self._modern(sup, conn, uri, route)) as updates:
                     async for update in updates:
                         yield update
                 return
@@ -506,17 +529,73 @@ class FeatureCalls:
             if end() and conn is not None:
                 await _unsubscribe(sup, conn, route.uri)
 
+    async def _modern(
+        self, sup: Supervisor, conn: Connection, served: str, route: ResourceRoute
+    ) -> AsyncGenerator[tuple[str, bool], None]:
+        """A subscription to a server the pool speaks 2026-07-28 with: a ``subscriptions/listen``
+        stream on ``conn`` or, when the server offers subscriptions at the handshake era only, a
+        session of that era of its own (the era bridge). Either ends with its session; it is then
+        opened again on the server's next session (the server's own restart of a stream that it
+        ends while its session lives is retried every :data:`_RENEW_RETRY` seconds), until the
+        server is no longer supervised here or refuses the subscription.
+
+        Raises:
+            as :meth:`_bridged` and :meth:`_listen_for`, before the first subscription only.
+        """
+        subscribed = False
+        while True:
+            upstream = (
+                self._bridged(sup, served, route, conn)
+                if self._catalog.subscribe_bridged(route.server)
+                else self._listen_for(conn, served, route.uri)
+            )
+            try:
+                async with contextlib.aclosing(upstream) as updates:
+                    async for update in updates:
+                        if not update[1] or not subscribed:
+                            subscribed = True
+                            yield update
+                        else:
+                            log.info("resource_subscription_renewed", server=sup.name)
+            except (*_LOST, FeatureNotOfferedError, MCPError) as err:
+                if not subscribed and isinstance(err, SubscriptionLost):
+                    raise FeatureNotOfferedError(
+                        f"the subscription to '{served}' ended: {type(err).__name__}"
+                    ) from None
+                if not subscribed:
+                    raise
+                if not _session_lost(err):
+                    log.warning(
+                        "resource_subscription_not_renewed", server=sup.name, error=redact(str(err))[:300]
+                    )
+                    return
+            # A stream lost with its session ends a moment before the session is seen closed.
+            with anyio.move_on_after(_RENEW_RETRY):
+                await conn.closed.wait()
+            if conn.closed.is_set():
+                renewed = await _next_session(sup, conn)
+                if renewed is None:
+                    return
+                conn = renewed
+            elif sup.stop_requested:
+                return
+
     async def _bridged(
-        self, sup: Supervisor, served: str, route: ResourceRoute
+        self, sup: Supervisor, served: str, route: ResourceRoute, main: Connection
     ) -> AsyncGenerator[tuple[str, bool], None]:
         """A subscription held on a handshake-era session opened for it (the era bridge, see
         :mod:`mcp_pool_svc.features`): ``resources/subscribe`` there, its updates relayed until the
-        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends.
+        caller stops (then ``resources/unsubscribe`` and the session closes) or the session ends:
+        it closes, the server's ``main`` session does, or a ``ping`` on it every
+        ``ping_interval`` seconds fails (an HTTP session whose server restarted is unknown to
+        the new process, but its client hears of that only at its next request; the main session,
+        at 2026-07-28, has no server-side state to lose).
 
         Raises:
             ServerUnavailableError: the session could not be opened. MCPError: the server refused.
         """
         send, receive = anyio.create_memory_object_stream[str](64)
+        lost = anyio.Event()
 
         def on_event(kind: ConnectionEvent, detail: str) -> None:
             if kind == "resource_updated":
@@ -527,6 +606,18 @@ class FeatureCalls:
         async def end_with(conn: Connection) -> None:
             await conn.closed.wait()
             send.close()
+
+        async def alive(conn: Connection) -> None:
+            while True:
+                await anyio.sleep(self._ping_interval)
+                try:
+                    with anyio.fail_after(sup.config.call_timeout):
+                        await conn.ping()
+                except (MCPError, TimeoutError) as err:
+                    log.info("subscription_session_lost", server=sup.name, error=redact(str(err))[:300])
+                    lost.set()
+                    send.close()
+                    return
 
         async with AsyncExitStack() as stack:
             stack.callback(send.close)
@@ -543,6 +634,8 @@ class FeatureCalls:
             watcher = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(watcher.cancel_scope.cancel)
             watcher.start_soon(end_with, conn)
+            watcher.start_soon(end_with, main)
+            watcher.start_soon(alive, conn)
             with anyio.fail_after(sup.config.call_timeout):
                 await _send_request(conn, _subscribe(route.uri))
             try:
@@ -550,7 +643,7 @@ class FeatureCalls:
                 async for updated in receive:
                     yield updated, False
             finally:
-                if not conn.closed.is_set():
+                if not (conn.closed.is_set() or main.closed.is_set() or lost.is_set()):
                     unsubscribe = mcp_types.UnsubscribeRequestParams(uri=route.uri)
                     with (
                         anyio.CancelScope(shield=True),
@@ -565,7 +658,8 @@ class FeatureCalls:
         """A 2026-07-28 subscription: a ``subscriptions/listen`` stream for this one URI.
 
         Raises:
-            FeatureNotOfferedError: the server did not honour the subscription.
+            FeatureNotOfferedError: the server did not honour the subscription. SubscriptionLost:
+                the stream dropped (its session was lost).
         """
         try:
             async with listen(conn.session, resource_subscriptions=[uri]) as subscription:
@@ -577,9 +671,9 @@ class FeatureCalls:
                 async for event in subscription:
                     if isinstance(event, ResourceUpdated):
                         yield (served if event.uri == uri else event.uri), False
-        except (ListenNotSupportedError, SubscriptionLost) as err:
+        except ListenNotSupportedError:
             raise FeatureNotOfferedError(
-                f"the subscription to '{served}' ended: {type(err).__name__}"
+                f"the MCP server does not serve subscriptions/listen for '{served}'"
             ) from None
 
     # --- sending ----------------------------------------------------------------------------

@@ -154,7 +154,7 @@ class McpPool:
                 remote_auth=remote_auth,
             )
 
-        remote_auth = RemoteAuth(env)
+        self._remote_auth = remote_auth = RemoteAuth(env)
         self._connect = connector or connector_for(remote_auth)
         # per_user servers: a session per (server, principal), see mcp_pool_svc.per_user.
         self._users = UserSessions(
@@ -205,6 +205,7 @@ class McpPool:
             self._servers.supervisor,
             self._users,
             unsharded=lambda: self._servers.count == 1,
+            ping_interval=self._settings.ping_interval,
         )
 
     @property
@@ -237,6 +238,9 @@ class McpPool:
         """
         if become_subreaper() and self._reaping is None:
             self._reaping = asyncio.create_task(self._reaper.run(), name="reaper")
+        if any(getattr(c, "auth", None) for c in self._servers.config.servers.values()):
+            # A token file under a previous key (a key rotation) moves to the current one.
+            await anyio.to_thread.run_sync(self._remote_auth.renew_store)
         self._servers.start()
         if wait:
             try:
@@ -462,7 +466,8 @@ class McpPool:
             ResultTooLargeError: the result is over the cap and the pool is set to reject.
         """
         name = request.llm_name or request.tool
-        with self._tracing.span("call_tool", attributes=_call_attributes(name, self._servers)) as span:
+        attributes = _call_attributes(name, self._servers) if self._tracing.enabled else None
+        with self._tracing.span("call_tool", attributes=attributes) as span:
             checked = check_call(request)
             self._results.check(request)
             server, tool = await self._resolve_as(request, checked.principal)

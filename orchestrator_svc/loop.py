@@ -212,6 +212,7 @@ class _Chat:
             tuple(wanted),
             self.resolved.client.provider,
             surface=ToolSurface.STABLE if self.stable else "",
+            principal=self.request.principal,
         )
         self.plan = await self.loop.discovery.plan_tools(request, deadline=self.remaining())
         self.discovered = list(self.plan.discovered_tools)
@@ -236,7 +237,11 @@ class _Chat:
         """What each of these earlier searches loaded (same catalog, same answer)."""
 
         async def replay(call: ToolCall) -> list[str]:
-            request = SearchRequest(toolset=self.request.toolset, arguments_json=call.arguments_json or "{}")
+            request = SearchRequest(
+                toolset=self.request.toolset,
+                arguments_json=call.arguments_json or "{}",
+                principal=self.request.principal,
+            )
             try:
                 outcome = await self.loop.discovery.search_tools(request, deadline=self.remaining())
             except (InvalidArgumentError, NotFoundError):
@@ -251,6 +256,7 @@ class _Chat:
         return await self.loop.deferred_tools.get(
             self.request.toolset,
             catalog_version=self.plan.catalog_version,
+            principal=self.request.principal,
             provider=self.resolved.client.provider,
             deadline=self.remaining(),
             definitions=definitions,
@@ -442,7 +448,10 @@ class ChatLoop:
         metrics: OrchestratorMetrics,
         tracing: Tracing = NO_TRACING,
         results: ResultsSettings | None = None,
+        per_user: bool = False,
     ) -> None:
+        """``per_user``: the config has ``per_user`` servers (each principal's deferred tools are
+        then fetched for them)."""
         self.models = models
         # Result shaping (toolscout.results): budget_tokens 0 turns it off.
         self.results = results if results is not None else ResultsSettings()
@@ -452,7 +461,7 @@ class ChatLoop:
         self.settings = settings
         self.metrics = metrics
         self.tracing = tracing
-        self.deferred_tools = DeferredToolsCache(discovery)
+        self.deferred_tools = DeferredToolsCache(discovery, per_user=per_user)
         self.tool_services = ToolServices(discovery, pool, self.deferred_tools, metrics, tracing)
 
     async def run(

@@ -50,6 +50,7 @@ def _chat_loop(
         metrics=metrics,
         tracing=tracing,
         results=config.toolscout.results,
+        per_user=bool(config.per_user_servers),
     )
 
 

@@ -365,6 +365,7 @@ class ToolCallRunner:
                 provider=chat.provider,
                 compact_text=self._turn.native,
                 surface=ToolSurface.STABLE if chat.stable else "",
+                principal=chat.principal,
             )
             outcome = await self._discovery.search_tools(request, deadline=chat.remaining())
         except (InvalidArgumentError, NotFoundError) as err:
@@ -467,6 +468,7 @@ class ToolCallRunner:
         deferred = await self._deferred.get(
             chat.toolset,
             catalog_version=self._turn.plan.catalog_version,
+            principal=chat.principal,
             provider=chat.provider,
             deadline=chat.remaining(),
         )

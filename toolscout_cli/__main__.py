@@ -203,7 +203,11 @@ def _remote_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> 
     p.add_argument("--scope", action="append", metavar="SCOPE", help="a scope to ask for (repeatable)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="connect and call timeout")
     p = command("auth", "the stack's OAuth authorization of a configured server (the tokens the pool uses)")
-    p.add_argument("action", choices=("login", "status", "logout"))
+    p.add_argument(
+        "action",
+        choices=("login", "status", "logout", "rekey"),
+        help="rekey: rewrite the token file under TOOLSCOUT_TOKEN_KEY (after a key rotation)",
+    )
     p.add_argument("server", nargs="?", help="a server of the config (status: every one with auth)")
     authorization(p)
 

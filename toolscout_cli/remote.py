@@ -43,6 +43,7 @@ from toolscout_kit.logging import redact
 from toolscout_kit.names import unknown_name
 from toolscout_kit.oauth_approval import Approver, AuthorizationError, HeadlessApprover, LoopbackApprover
 from toolscout_kit.oauth_client import RemoteAuth
+from toolscout_kit.token_keys import TOKEN_KEY_ENV, TOKEN_KEY_PREVIOUS_ENV
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
 
 __all__ = ["run_auth", "run_connect"]
@@ -233,6 +234,8 @@ def _oauth_servers(args: argparse.Namespace) -> dict[str, RemoteServerConfig]:
 def run_auth(args: argparse.Namespace, out: Output, environ: Mapping[str, str] | None = None) -> int:
     _quiet_sdk()
     env = os.environ if environ is None else environ
+    if args.action == "rekey":
+        return _rekey(env, out)
     if args.action != "status" and args.server is None:
         raise CliError(f"`toolscout auth {args.action}` needs the server's name", EXIT_USAGE)
     servers = _oauth_servers(args)
@@ -264,6 +267,24 @@ def run_auth(args: argparse.Namespace, out: Output, environ: Mapping[str, str] |
     except Exception as err:
         raise _failure(err, server.url) from None
     out.line(f"{name}: authorized ({tools} tools)")
+    return EXIT_OK
+
+
+def _rekey(env: Mapping[str, str], out: Output) -> int:
+    """Rewrites the token file under ``$TOOLSCOUT_TOKEN_KEY`` when a previous key (or none) encrypted it."""
+    try:
+        store = TokenStore.from_env(env)
+        if not store.encrypted:
+            raise CliError(f"set {TOKEN_KEY_ENV} (and the old key in {TOKEN_KEY_PREVIOUS_ENV})", EXIT_USAGE)
+        renewed = store.renew()
+    except ToolscoutError as err:
+        raise CliError(err.message, EXIT_ERROR) from None
+    if renewed:
+        out.line(f"{store.path}: rewritten under {TOKEN_KEY_ENV}")
+    elif store.path.exists():
+        out.line(f"{store.path}: already under {TOKEN_KEY_ENV}")
+    else:
+        out.line(f"{store.path}: no token file")
     return EXIT_OK
 
 

@@ -53,14 +53,14 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import AnyUrl, ValidationError
 
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
-from toolscout_kit.logging import redact
+from toolscout_kit.logging import get_logger, redact
 from toolscout_kit.oauth_approval import (
     Approver,
     AuthorizationError,
     HeadlessApprover,
     NoApprover,
 )
-from toolscout_kit.token_store import STACK_PRINCIPAL, CredentialKey, TokenStore
+from toolscout_kit.token_store import STACK_PRINCIPAL, CredentialKey, TokenStore, TokenStoreError
 
 # Who approves (the approvers, AuthorizationError) is imported from its owner, oauth_approval.
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "build_provider",
     "reporting_failure",
 ]
+_log = get_logger(__name__)
 _CLIENT_NAME = "toolscout"
 # A token is refreshed this long before it expires (at most a tenth of its lifetime).
 _REFRESH_AHEAD = 60.0
@@ -346,6 +347,22 @@ class RemoteAuth:
     store: TokenStore | None = None
     principal: str = STACK_PRINCIPAL
     approver: Callable[[str, OAuthConfig], Approver] | None = None
+
+    def renew_store(self) -> bool:
+        """Rewrites the token file under ``$TOOLSCOUT_TOKEN_KEY`` if a previous key encrypted it (a
+        key rotation, see :mod:`toolscout_kit.token_keys`); whether it did. A file that cannot be
+        read is left as it is (the servers that need it say why when they connect).
+        """
+        try:
+            if self.store is None:
+                self.store = TokenStore.from_env(self.environ)
+            renewed = self.store.renew()
+        except TokenStoreError as err:
+            _log.warning("token_file_not_renewed", error=str(err))
+            return False
+        if renewed:
+            _log.info("token_file_renewed")
+        return renewed
 
     def provider(self, name: str, config: RemoteServerConfig) -> OAuthProvider | None:
         """A fresh provider (its state lives in the store), or None for a server without ``auth``.

@@ -9,7 +9,9 @@ authorization server's metadata (so a refresh after a restart reaches the right 
 The file is ``$TOOLSCOUT_TOKEN_FILE``, else ``$XDG_STATE_HOME/toolscout/oauth-tokens.json``, else
 ``~/.local/state/toolscout/oauth-tokens.json``; it is written atomically with mode 0600 in a 0700
 folder, and a file that others can read is refused. With ``$TOOLSCOUT_TOKEN_KEY`` set (a Fernet key)
-the whole file is encrypted with it; servers with per-user tokens require the key. Writers take an
+the whole file is encrypted with it; servers with per-user tokens require the key. A file encrypted
+with a key of ``$TOOLSCOUT_TOKEN_KEY_PREVIOUS`` (rotation, see :mod:`toolscout_kit.token_keys`) is
+read, and written under the current key on the next write or :meth:`TokenStore.renew`. Writers take an
 exclusive lock on a sibling ``.lock`` file, so the CLI and a running pool never lose each other's
 updates. Nothing here logs: tokens never reach a log line, a reply or a metric.
 """
@@ -27,14 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import InvalidToken
 
 from toolscout_kit.errors import FailedPreconditionError
+from toolscout_kit.token_keys import TOKEN_KEY_ENV, TOKEN_KEY_PREVIOUS_ENV, TokenKeys
 
 __all__ = [
     "STACK_PRINCIPAL",
     "TOKEN_FILE_ENV",
     "TOKEN_KEY_ENV",
+    "TOKEN_KEY_PREVIOUS_ENV",
     "CredentialKey",
     "TokenStore",
     "TokenStoreError",
@@ -42,7 +46,6 @@ __all__ = [
 ]
 
 TOKEN_FILE_ENV = "TOOLSCOUT_TOKEN_FILE"  # noqa: S105 - a variable name
-TOKEN_KEY_ENV = "TOOLSCOUT_TOKEN_KEY"  # noqa: S105 - a variable name
 # The principal of the stack's own authorization of a server (not any user's).
 STACK_PRINCIPAL = "stack"
 _ENCRYPTED_PREFIX = b"fernet:"
@@ -74,30 +77,47 @@ def default_token_file(environ: Mapping[str, str] | None = None) -> Path:
 class TokenStore:
     """The credential file: read, change and write entries under an exclusive lock."""
 
-    def __init__(self, path: Path, *, key: str | None = None) -> None:
+    def __init__(self, path: Path, *, key: str | None = None, previous: tuple[str, ...] = ()) -> None:
         """``key``: a Fernet key (urlsafe base64 of 32 bytes); the file is encrypted with it.
+        ``previous``: Fernet keys a file may still be encrypted with (read, never written).
 
         Raises:
-            TokenStoreError: ``key`` is not a Fernet key.
+            TokenStoreError: a key is not a Fernet key.
         """
         self.path = path
         try:
-            self._fernet = Fernet(key.encode()) if key else None
-        except ValueError:
-            raise TokenStoreError(
-                f"{TOKEN_KEY_ENV} is not a Fernet key (32 random bytes, urlsafe base64; make one with "
-                '`python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`)'
-            ) from None
+            # The current key first: it writes; every one reads.
+            self._fernets = TokenKeys(key or "", previous).file_fernets()
+        except ValueError as err:
+            raise TokenStoreError(str(err)) from None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TokenStore:
-        """The store at :func:`default_token_file`, encrypted when ``$TOOLSCOUT_TOKEN_KEY`` is set."""
+        """The store at :func:`default_token_file`, encrypted when ``$TOOLSCOUT_TOKEN_KEY`` is set
+        (and read with ``$TOOLSCOUT_TOKEN_KEY_PREVIOUS`` too)."""
         env = os.environ if environ is None else environ
-        return cls(default_token_file(env), key=env.get(TOKEN_KEY_ENV) or None)
+        keys = TokenKeys.from_env(env)
+        return cls(default_token_file(env), key=keys.current or None, previous=keys.previous)
 
     @property
     def encrypted(self) -> bool:
-        return self._fernet is not None
+        return bool(self._fernets)
+
+    def renew(self) -> bool:
+        """Rewrites the file under the current key if it was encrypted with a previous key (or not
+        encrypted while a key is set); whether it did. A missing file is left missing.
+
+        Raises:
+            TokenStoreError: the file cannot be read (see :meth:`find`).
+        """
+        if not self._fernets or not self.path.exists():
+            return False
+        with self._locked():
+            entries, current = self._read_checked()
+            if current:
+                return False
+            self._write(entries)
+            return True
 
     def find(self, principal: str, resource: str, issuer: str | None = None) -> dict[str, Any] | None:
         """The entry of ``principal`` for ``resource`` (from ``issuer`` when given, else the newest)."""
@@ -156,29 +176,29 @@ class TokenStore:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _read(self) -> dict[CredentialKey, dict[str, Any]]:
+        return self._read_checked()[0]
+
+    def _read_checked(self) -> tuple[dict[CredentialKey, dict[str, Any]], bool]:
+        """The entries, and whether the file is as this store writes it (under the current key)."""
         try:
             info = self.path.stat()
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            return {}
+            return {}, True
         except OSError as err:
             raise TokenStoreError(f"cannot read the token file {self.path}: {err.strerror}") from None
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise TokenStoreError(
                 f"the token file {self.path} is readable by others: `chmod 600 {self.path}` (or remove it)"
             )
+        current = not self._fernets
         if raw.startswith(_ENCRYPTED_PREFIX):
-            if self._fernet is None:
+            if not self._fernets:
                 raise TokenStoreError(f"the token file {self.path} is encrypted: set {TOKEN_KEY_ENV}")
-            try:
-                raw = self._fernet.decrypt(raw[len(_ENCRYPTED_PREFIX) :])
-            except InvalidToken:
-                raise TokenStoreError(
-                    f"the token file {self.path} does not decrypt with {TOKEN_KEY_ENV} (another key?)"
-                ) from None
+            raw, current = self._decrypt(raw[len(_ENCRYPTED_PREFIX) :])
         try:
             document = json.loads(raw)
-            return {
+            entries = {
                 CredentialKey(item["principal"], item["issuer"], item["resource"]): {
                     k: v for k, v in item.items() if k not in ("principal", "issuer", "resource")
                 }
@@ -186,6 +206,17 @@ class TokenStore:
             }
         except (ValueError, KeyError, TypeError):
             raise TokenStoreError(f"the token file {self.path} is not a toolscout token file") from None
+        return entries, current
+
+    def _decrypt(self, token: bytes) -> tuple[bytes, bool]:
+        """The file's text, and whether the current key (not a previous one) opened it."""
+        for index, fernet in enumerate(self._fernets):
+            try:
+                return fernet.decrypt(token), index == 0
+            except InvalidToken:
+                continue
+        tried = f"{TOKEN_KEY_ENV} or {TOKEN_KEY_PREVIOUS_ENV}" if len(self._fernets) > 1 else TOKEN_KEY_ENV
+        raise TokenStoreError(f"the token file {self.path} does not decrypt with {tried} (another key?)")
 
     def _write(self, entries: Mapping[CredentialKey, Mapping[str, Any]]) -> None:
         document = {
@@ -196,8 +227,8 @@ class TokenStore:
             ],
         }
         raw = json.dumps(document, indent=1, sort_keys=True).encode()
-        if self._fernet is not None:
-            raw = _ENCRYPTED_PREFIX + self._fernet.encrypt(raw)
+        if self._fernets:
+            raw = _ENCRYPTED_PREFIX + self._fernets[0].encrypt(raw)
         self._folder()
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

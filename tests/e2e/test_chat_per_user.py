@@ -1,8 +1,10 @@
 """``Chat`` honours ``per_user`` servers: the caller names its user (``x-toolscout-principal``), the
 orchestrator passes that principal on to the pool, and each chat's tool calls run with that
-user's own upstream token. Real orchestrator, discovery and pool over gRPC, the real OpenAI SDK
-against the fake provider, ``oidc-provider`` with two users and an MCP server that records which
-subject each call ran as.
+user's own upstream token; its plans and searches are that user's too (discovery's per-principal
+view: the model is offered and finds the tools the server lists to them, never another's nor the
+stack's). Real orchestrator, discovery and pool over gRPC, the real OpenAI SDK against the fake
+provider, ``oidc-provider`` with two users and an MCP server that records which subject each call
+ran as and lists a tool ``notebook_<subject>`` to each subject only.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from toolscout.client import (
 )
 
 from tests.support.cli_stack import run_cli
-from tests.support.fake_provider import FakeProvider, Reply, ScriptedCall
+from tests.support.fake_provider import FakeProvider, RecordedRequest, Reply, ScriptedCall
 from tests.support.oauth_servers import (
     AuthServer,
     ProtectedServer,
@@ -53,13 +55,62 @@ def auth_server() -> Iterator[AuthServer]:
 
 @pytest.fixture(scope="module")
 def protected(auth_server: AuthServer) -> Iterator[ProtectedServer]:
-    with running_protected_server(auth_server.issuer) as server:
+    with running_protected_server(auth_server.issuer, per_subject_tools=True) as server:
         yield server
 
 
 def _tool_text(result: ChatResult) -> str:
     [tool] = [m for m in result.messages if m.role == "tool"]
     return tool.content
+
+
+NOTEBOOKS = {f"protected__notebook_{user}" for user in ("operator", *USERS.values())}
+
+
+def _tool_results(request: RecordedRequest) -> list[str]:
+    return [str(m["content"]) for m in request.body["messages"] if m["role"] == "tool"]
+
+
+async def _plans_and_searches_as_each_principal(
+    fake: FakeProvider, orchestrator: AsyncOrchestratorClient
+) -> None:
+    """Each principal's chat is offered, finds and calls its own ``notebook_<subject>`` (a deferred
+    tool of the per_user server), never another's nor the stack's (the operator's); a chat naming
+    nobody plans and searches the stack's list as before."""
+    for principal, user in [*USERS.items(), ("", "operator")]:
+        for stream in (False, True):
+            mine = f"protected__notebook_{user}"
+            fake.script(
+                Reply.calls(ScriptedCall("search_tools", {"query": "private notebook"})),
+                # Nobody named: the stack's notebook is found, but not called (it needs a sign-in).
+                *([Reply.calls(ScriptedCall(mine, {}))] if principal else []),
+                Reply.answer("done"),
+            )
+            start = len(fake.requests)
+            metadata = principal_metadata(principal) if principal else ()
+            if stream:
+                events = orchestrator.stream_chat("my notes?", model="gpt", metadata=metadata)
+                [final] = [e async for e in events if isinstance(e, ChatFinished)]
+                result = final.result
+            else:
+                result = await orchestrator.chat("my notes?", model="gpt", metadata=metadata)
+            first, after_search, *rest = fake.requests[start:]
+            # The first request offers the eager tools and search_tools, no notebook of anyone.
+            assert "protected__whoami" in first.tool_names
+            assert "search_tools" in first.tool_names
+            assert not NOTEBOOKS & set(first.tool_names)
+            # The search found their own notebook only, and the next request offers it alone.
+            [found] = _tool_results(after_search)
+            assert [n for n in sorted(NOTEBOOKS) if n in found] == [mine], found
+            assert NOTEBOOKS & set(after_search.tool_names) == {mine}
+            if principal:
+                # Called as them, on their own session.
+                [called] = rest
+                assert NOTEBOOKS & set(called.tool_names) == {mine}
+                assert _tool_results(called)[-1] == f"notebook of: {user}"
+            assert result.text == "done"
+            # What the chat loaded (to pass back next turn) is their own notebook too.
+            assert NOTEBOOKS & set(result.loaded_tools) == {mine}
 
 
 async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_names(
@@ -84,7 +135,16 @@ async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_nam
                     "oai": {"provider": "openai", "base_url": fake.openai_base_url, "api_key": "sk-e2e-0"}
                 },
                 "models": {"gpt": {"client": "oai", "model": "gpt-e2e"}},
-                "servers": {"protected": {"url": protected.url, "auth": {"type": "oauth", "per_user": True}}},
+                "servers": {
+                    "protected": {
+                        "url": protected.url,
+                        "auth": {"type": "oauth", "per_user": True},
+                        # notebook_<subject> is found by search; whoami loads with every request.
+                        "defer_loading": True,
+                        "always_load": ["whoami"],
+                    }
+                },
+                "tool_discovery": {"enabled": True},
             },
             base_dir=tmp_path,
         )
@@ -124,6 +184,7 @@ async def test_each_chat_calls_a_per_user_server_as_the_principal_its_caller_nam
                     replies.append(_tool_text(final.result))
                     assert _tool_text(final.result) == f"subject: {user}"
                     sequence.append(principal)
+                await _plans_and_searches_as_each_principal(fake, orchestrator)
                 # The CLI's `toolscout chat --as PRINCIPAL` names it the same way.
                 fake.script(Reply.calls(ScriptedCall(TOOL, {})), Reply.answer("done"))
                 target = ("--orchestrator-target", stack.orchestrator.address, "--model", "gpt", "--json")

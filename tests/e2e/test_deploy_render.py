@@ -196,7 +196,11 @@ def test_the_per_user_tokens_component_shares_one_token_file_between_gateway_and
         env = {e["name"]: e for e in container["env"]}
         token_file = env["TOOLSCOUT_TOKEN_FILE"]["value"]
         assert token_file.startswith(mount["mountPath"] + "/")
-        mounted[name] = (token_file, env["TOOLSCOUT_TOKEN_KEY"]["valueFrom"]["secretKeyRef"])
+        key = env["TOOLSCOUT_TOKEN_KEY"]["valueFrom"]["secretKeyRef"]
+        # The retired key of a rotation comes from the same Secret, when it has one.
+        previous = env["TOOLSCOUT_TOKEN_KEY_PREVIOUS"]["valueFrom"]["secretKeyRef"]
+        assert (previous["name"], previous["optional"]) == (key["name"], True)
+        mounted[name] = (token_file, key, previous)
     # Every gateway replica and pool shard: the same file, encrypted with the same key.
     assert mounted["toolscout-gateway"] == mounted["toolscout-pool"]
     # Only the gateway and the pool hold tokens.

@@ -390,12 +390,124 @@ async def test_a_handshake_era_host_subscribes_to_a_server_the_pool_speaks_2026_
     assert event.uri == uri
 
 
+async def test_a_2026_subscription_survives_its_servers_restart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A server the pool speaks 2026-07-28 with, run by the pool over stdio: a subscription rides a
+    # subscriptions/listen stream on its session and is lost with it when the process dies; the
+    # pool listens again on the server's next session. Heard by a 2025-11-25 host's
+    # resources/subscribe and a 2026-07-28 host's listen stream alike.
+    uri = "feature://delta/counter"
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    async def listening(host: Client) -> int:
+        return str((await host.call_tool("subscribed", {})).content[0].text).split(",").count(uri)  # type: ignore[union-attr]
+
+    config = parse_config(
+        {
+            "namespace_tools": False,
+            "servers": {"delta": {"command": sys.executable, "args": [str(SERVER), "delta", "modern"]}},
+            "toolscout": {"pool": {"initial_backoff": 0.05}, "gateway": {"mode": "all"}},
+        },
+        base_dir=tmp_path_factory.mktemp("modern"),
+    )
+    async with (
+        gateway_stack(config) as gw,
+        Client(gw.url, mode="legacy", message_handler=on_message) as old,  # type: ignore[arg-type]
+        Client(gw.url, mode="auto") as modern,
+        modern.listen(resource_subscriptions=[uri]) as stream,
+    ):
+        async with tc.AsyncPoolClient.connect(gw.stack.pool.address) as pool:
+            (status,) = await pool.list_servers()
+        assert modern.session.protocol_version == MODERN
+        await old.session.send_request(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+        )
+        with anyio.fail_after(10):
+            while await listening(modern) < 2:
+                pass  # each call is a round trip to the server: no sleep needed
+        pid = _server_pid("delta")
+        os.kill(pid, signal.SIGKILL)
+        assert not await wait_until_gone([pid])
+        # The new process has no listen stream until the pool opens them again.
+        with anyio.fail_after(20):
+            while True:
+                with contextlib.suppress(MCPError):
+                    if await listening(modern) == 2:
+                        break
+        assert _server_pid("delta") != pid
+        await modern.call_tool("bump", {})
+        with anyio.fail_after(10):
+            event = await anext(aiter(stream))
+            await heard.wait()
+    assert status.protocol_version == MODERN
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == uri
+    assert updated == [uri]
+
+
+async def test_an_era_bridge_subscription_survives_its_servers_restart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # The era bridge (a 2025-11-25 session the pool opens for the subscription to a server it
+    # speaks 2026-07-28 with) ends with that server's process: the pool opens a new one on the
+    # server's next process and subscribes there again.
+    uri = "feature://epsilon/counter"
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    port = free_port()
+    argv = [sys.executable, str(SERVER), "epsilon", "dual-http", "--port", str(port)]
+    with _running(argv, port=port, path="/mcp") as http:
+        config = parse_config(
+            {
+                "namespace_tools": False,
+                "servers": {"epsilon": {"url": http.url, "transport": "streamable-http"}},
+                # The bridge session is pinged this often: its loss is found within half a second.
+                "toolscout": {"pool": {"ping_interval": 0.5}, "gateway": {"mode": "all"}},
+            },
+            base_dir=tmp_path_factory.mktemp("bridge-restart"),
+        )
+        async with (
+            gateway_stack(config) as gw,
+            Client(gw.url, mode="legacy", message_handler=on_message) as host,  # type: ignore[arg-type]
+        ):
+            await host.session.send_request(
+                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)), types.EmptyResult
+            )
+            assert (await host.call_tool("subscribed", {})).content[0].text == uri  # type: ignore[union-attr]
+            http.process.kill()
+            http.process.wait()
+            with _running(argv, port=port, path="/mcp"):
+                with anyio.fail_after(20):
+                    while True:
+                        with contextlib.suppress(MCPError):
+                            answer = await host.call_tool("subscribed", {})
+                            if not answer.is_error and answer.content[0].text == uri:  # type: ignore[union-attr]
+                                break
+                await host.call_tool("bump", {})
+                with anyio.fail_after(10):
+                    await heard.wait()
+    assert updated == [uri]
+
+
 def _server_pid(name: str) -> int:
     """The pid of the features server ``name`` the pool runs (a child of this process)."""
     for pid in live_descendants():
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, ValueError, IndexError):
             argv = psutil.Process(pid).cmdline()
-            if str(SERVER) in argv and argv[-1] == name:
+            if argv[argv.index(str(SERVER)) + 1] == name:
                 return pid
     raise AssertionError(f"no running features server {name}")
 

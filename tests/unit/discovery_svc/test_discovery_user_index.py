@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from toolscout.client import PlanRequest, SearchRequest, Tool, UnavailableError
 
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.user_index import UserIndexes
 from tests.support.discovery_catalogs import catalog, config, make_tool
+from toolscout_kit.errors import NotFoundError
 
 # The stack's catalog: the per_user server "notes" listed one tool to the stack's own session.
 STACK = [
@@ -157,3 +159,69 @@ async def test_the_manifest_names_a_per_user_server_without_the_stacks_tools() -
     assert "- weather (1 tool): forecast" in plan.manifest
     assert plan.search_tool is not None
     assert "notebook_operator" not in plan.search_tool.description
+
+
+def names(tools: Any) -> list[str]:
+    return [t.llm_name for t in tools]
+
+
+async def test_a_principals_plan_loads_and_defers_their_own_tools_of_a_per_user_server_only() -> None:
+    svc = engine(Lister())
+    stack = await svc.plan_tools(PlanRequest(discovered_tools=("notes_notebook_operator",)))
+    carol = await svc.plan_tools(PlanRequest(include_deferred_tools=True, principal="carol"))
+    assert carol.tokens.all_definitions_tokens < stack.tokens.all_definitions_tokens
+    assert names(stack.loaded_tools) == ["time_now", "notes_notebook_operator"]
+    for user in ("alice", "bob"):
+        mine = f"notes_notebook_{user}"
+        plan = await svc.plan_tools(
+            PlanRequest(
+                discovered_tools=("notes_notebook_operator", mine, "weather_forecast", "notes_notebook_x"),
+                include_deferred_names=True,
+                include_deferred_tools=True,
+                principal=user,
+            )
+        )
+        # Another's tool, or the stack's entry of the per_user server, is never loaded for them.
+        assert names(plan.loaded_tools) == ["time_now", mine, "weather_forecast"]
+        assert plan.discovered_tools == (mine, "weather_forecast")
+        assert plan.dropped_tools == ("notes_notebook_operator", "notes_notebook_x")
+        others = ["notes_pinned"] if user == "bob" else []
+        assert list(plan.deferred_tool_names) == others
+        assert names(plan.deferred_tools) == ["weather_forecast", mine, *others]
+        assert plan.total_tools == 2 + len(OWN[user])
+        assert plan.deferred_count == len(others)
+        # Counted over their tools: one more tool of their own than carol (no sign-in) has.
+        assert plan.tokens.all_definitions_tokens > carol.tokens.all_definitions_tokens
+    # Without a sign-in: none of the server's tools, and never the stack's.
+    assert names(carol.loaded_tools) == ["time_now"]
+    assert names(carol.deferred_tools) == ["weather_forecast"]
+
+
+async def test_a_principals_search_carries_their_own_plan() -> None:
+    svc = engine(Lister())
+    result = await svc.search_tools(
+        SearchRequest(query="private notebook", include_plan=True, principal="alice")
+    )
+    assert result.plan is not None
+    assert names(result.plan.loaded_tools)[-1:] == ["notes_notebook_alice"]
+    assert "notes_notebook_operator" not in names(result.plan.loaded_tools)
+
+
+async def test_browsing_a_per_user_server_without_a_sign_in_says_so_instead_of_unknown_server() -> None:
+    svc = engine(Lister())
+    for surface in ("", "stable"):
+        result = await svc.search_tools(
+            SearchRequest(server_name="notes", principal="carol", surface=surface)
+        )
+        assert not result.matches
+        assert "Unknown server" not in result.result_text
+        assert result.result_text.startswith(
+            "No tools of server 'notes' yet: MCP server 'notes' lists its tools"
+        )
+        assert "you have not signed in yet" in result.result_text
+        assert "Not searched" not in result.result_text  # said once
+        if surface:
+            assert "you have not signed in yet" in result.structured_content_json
+    # A server that does not exist is still unknown.
+    with pytest.raises(NotFoundError, match="Unknown server 'nope'"):
+        await svc.search_tools(SearchRequest(server_name="nope", principal="carol"))

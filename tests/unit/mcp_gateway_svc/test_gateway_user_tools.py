@@ -4,10 +4,15 @@ entries, with the caller's own tools in their place, in every mode."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from toolscout.client import GatewayMode, Tool, ToolPlan
+from prometheus_client import CollectorRegistry
+from toolscout.client import GatewayMode, Tool, ToolPlan, ToolsetRef
 
+from mcp_gateway_svc.endpoints import Endpoint
+from mcp_gateway_svc.metrics import GatewayMetrics
+from mcp_gateway_svc.sessions import SessionRegistry
+from mcp_gateway_svc.tool_lists import list_signature, shared_signature
 from mcp_gateway_svc.user_tools import UserTools, tools_as_seen_by
 from mcp_gateway_svc.views import ToolsetView
 from tests.support.discovery_catalogs import make_tool
@@ -110,3 +115,53 @@ def test_a_toolset_filters_the_callers_tools_like_the_stacks() -> None:
     assert mine.of_toolset(cfg, "only_time").unsigned == ()
     assert names(list(mine.of_toolset(cfg, "pinned").tools)) == ["notes_pinned"]
     assert mine.of_toolset(cfg, "").tools == (MINE, PINNED)
+
+
+class _Outbound:
+    """A session's standalone stream: counts the tools/list_changed notifications sent on it."""
+
+    def __init__(self) -> None:
+        self.changed = 0
+
+    async def send_tool_list_changed(self) -> None:
+        self.changed += 1
+
+
+def _plan(version: str, eager: tuple[Tool, ...], deferred: tuple[Tool, ...]) -> ToolPlan:
+    return ToolPlan(
+        loaded_tools=eager,
+        search_tool=SEARCH,
+        has_search_tool=True,
+        deferred_tools=deferred,
+        call_tool=CALL,
+        catalog_version=version,
+    )
+
+
+async def test_a_catalog_change_announces_a_callers_own_list_only_when_the_part_it_follows_changed() -> None:
+    metrics = GatewayMetrics(CollectorRegistry())
+    sessions = SessionRegistry(metrics, 60.0)
+    endpoint = Endpoint("", ToolsetRef(), GatewayMode.META, cast(Any, None), sessions, metrics)
+    await endpoint._on_plan(_plan("v1", (STACK_NOTE, NOW), (FORECAST,)))
+    mine, plain = _Outbound(), _Outbound()
+    for sid, outbound in (("alice", mine), ("nobody", plain)):
+        session = sessions.open(sid, endpoint="", mode=GatewayMode.META, principal=sid)
+        session.outbound = outbound
+    # As tools/list leaves them: alice's own list (per_user servers), the plan's list for nobody.
+    assert endpoint.view is not None
+    own = sessions.get("alice")
+    assert own is not None
+    own.per_user = frozenset({"notes"})
+    own.listed = shared_signature(
+        tools_as_seen_by(endpoint.view, GatewayMode.META, alice(MINE), config()), own.per_user
+    )
+    other = sessions.get("nobody")
+    assert other is not None
+    other.listed = list_signature(endpoint.view, GatewayMode.META)
+    # Only the stack's entry of the per_user server changed: alice's list did not, nobody's did.
+    changed_note = make_tool("notes", "notebook_operator", "The operator's notebook, renamed.")
+    await endpoint._on_plan(_plan("v2", (changed_note, NOW), (FORECAST,)))
+    assert (mine.changed, plain.changed) == (0, 1)
+    # A tool of another server now loads eagerly: both lists changed.
+    await endpoint._on_plan(_plan("v3", (changed_note, NOW, FORECAST), ()))
+    assert (mine.changed, plain.changed) == (1, 2)

@@ -100,3 +100,42 @@ async def test_a_failed_fetch_is_not_cached_and_every_waiter_sees_the_error() ->
     results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), WAIT)
     assert all(isinstance(r, LookupError) for r in results)
     assert await get(cache, "a") == frozenset({"a_tool"})
+
+
+class PerUserDiscovery:
+    """Each principal's deferred tools (a per_user server lists its own to each); records who asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def plan_tools(self, request: PlanRequest, *, deadline: float | None) -> ToolPlan:
+        self.asked.append(request.principal)
+        return ToolPlan(
+            deferred_tool_names=(f"notebook_{request.principal or 'stack'}",), catalog_version="v1"
+        )
+
+
+async def test_each_principal_gets_their_own_deferred_tools_when_the_config_has_per_user_servers() -> None:
+    discovery, now = PerUserDiscovery(), [0.0]
+    cache = DeferredToolsCache(discovery, per_user=True, clock=lambda: now[0])
+    for principal in ("alice", "bob", "alice", "", ""):
+        found = await cache.get(
+            ToolsetRef(), catalog_version="v1", principal=principal, provider="openai", deadline=None
+        )
+        assert found.names == frozenset({f"notebook_{principal or 'stack'}"})
+    assert discovery.asked == ["alice", "bob", ""]  # one fetch each, kept per principal
+    # A principal's own are asked again after 10 s (a sign-in changes them); the stack's are not.
+    now[0] = 10.0
+    for principal in ("alice", ""):
+        await cache.get(
+            ToolsetRef(), catalog_version="v1", principal=principal, provider="openai", deadline=None
+        )
+    assert discovery.asked == ["alice", "bob", "", "alice"]
+    # Without per_user servers nobody's view differs: one fetch, shared by every principal.
+    shared = PerUserDiscovery()
+    cache = DeferredToolsCache(shared)
+    for principal in ("alice", "bob"):
+        await cache.get(
+            ToolsetRef(), catalog_version="v1", principal=principal, provider="openai", deadline=None
+        )
+    assert shared.asked == [""]

@@ -801,6 +801,8 @@ class PlanRequest:
     # APPEND ("" = the default) or STABLE: eager tools + search_tools + call_tool for a whole
     # catalog version. A plain string is read as its member (ValueError for an unknown one).
     surface: ToolSurface | Literal[""] = ""
+    # Who the plan is for: a per_user server's tools are those it lists to them ("" = the stack's).
+    principal: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "toolset", ToolsetRef.of(self.toolset))

@@ -40,7 +40,7 @@ SEARCH_MODE_SERVER_QUERY: SearchMode
 SEARCH_MODE_QUERY: SearchMode
 
 class PlanToolsRequest(_message.Message):
-    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names", "include_deferred_tools", "toolset_json", "surface")
+    __slots__ = ("toolset", "discovered_tools", "provider", "include_deferred_names", "include_deferred_tools", "toolset_json", "surface", "principal")
     TOOLSET_FIELD_NUMBER: _ClassVar[int]
     DISCOVERED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,7 @@ class PlanToolsRequest(_message.Message):
     INCLUDE_DEFERRED_TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOLSET_JSON_FIELD_NUMBER: _ClassVar[int]
     SURFACE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     toolset: str
     discovered_tools: _containers.RepeatedScalarFieldContainer[str]
     provider: str
@@ -55,7 +56,8 @@ class PlanToolsRequest(_message.Message):
     include_deferred_tools: bool
     toolset_json: str
     surface: ToolSurface
-    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ..., include_deferred_tools: _Optional[bool] = ..., toolset_json: _Optional[str] = ..., surface: _Optional[_Union[ToolSurface, str]] = ...) -> None: ...
+    principal: str
+    def __init__(self, toolset: _Optional[str] = ..., discovered_tools: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ..., include_deferred_names: _Optional[bool] = ..., include_deferred_tools: _Optional[bool] = ..., toolset_json: _Optional[str] = ..., surface: _Optional[_Union[ToolSurface, str]] = ..., principal: _Optional[str] = ...) -> None: ...
 
 class PlanToolsResponse(_message.Message):
     __slots__ = ("loaded_tools", "has_search_tool", "search_tool", "manifest", "manifest_placement", "manifest_system_message", "total_tools", "loaded_count", "deferred_count", "catalog_version", "tokens", "deferred_tool_names", "dropped_tools", "discovered_tools", "deferred_tools", "call_tool", "surface", "read_result_tool", "read_result_tokens", "found_tools")
