@@ -16,8 +16,14 @@ them) and reports the RSS of each of the three once the gateway is ready (discov
 the 50,000-tool catalog). ``--services-root DIR`` runs another checkout's services (before vs
 after).
 
+``--up`` instead runs ``toolscout up --json`` on the config (one process: the pool, discovery, the
+orchestrator and the gateway on one event loop, as a user starts it) and reports, from its spawn:
+every server READY (``ListServers``), discovery holding every tool (``PlanTools``), the
+gateway's ``/readyz``, and the first ``search_tools`` through the gateway answered with tools
+(``up_ready_s``: the stack ready to use); then the process's CPU time and RSS.
+
 Run: uv run --frozen python bench/fleet_ready.py [--servers 1000] [--within 120] [--hold 60]
-    [--stack] [--services-root DIR] [--out FILE]
+    [--stack | --up] [--services-root DIR] [--out FILE]
 Prints the figures and writes bench/results/fleet_ready.json.
 """
 
@@ -102,6 +108,99 @@ def _wait_ready(url: str, within: float) -> float:
     raise RuntimeError(f"{url} was not ready within {within:g}s")
 
 
+async def _watch_up(ports: dict[str, int], servers: int, within: float) -> dict[str, Any]:
+    """Seconds from now until each stage of ``toolscout up`` is ready (None: not within ``within``)."""
+    started = time.monotonic()
+    out: dict[str, Any] = {}
+    deadline = started + within
+    pool = f"127.0.0.1:{ports['pool']}"
+    while time.monotonic() < deadline and "ready_s" not in out:
+        with contextlib.suppress(tc.ToolscoutClientError):
+            if sum(s.state == "ready" for s in await _statuses(pool)) >= servers:
+                out["ready_s"] = round(time.monotonic() - started, 1)
+        await asyncio.sleep(0.5)
+    async with tc.AsyncDiscoveryClient.connect(f"127.0.0.1:{ports['discovery']}") as discovery:
+        while time.monotonic() < deadline and "catalog_s" not in out:
+            with contextlib.suppress(tc.ToolscoutClientError):
+                # PlanTools: what the gateway asks anyway (GetManifest also counts every
+                # server's tokens per call: too heavy a probe for a process this busy).
+                if (await discovery.plan_tools(deadline=60)).total_tools >= servers * 50:
+                    out["catalog_s"] = round(time.monotonic() - started, 1)
+            await asyncio.sleep(0.5)
+    gateway = f"http://127.0.0.1:{ports['gateway']}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "search_tools",
+            "arguments": {"query": "send an email to a contact"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "fleet-ready", "version": "1"},
+            },
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "search_tools",
+    }
+    async with httpx2.AsyncClient(timeout=30) as client:
+        while time.monotonic() < deadline and "up_ready_s" not in out:
+            with contextlib.suppress(httpx2.HTTPError, ValueError, KeyError):
+                if (await client.get(f"{gateway}/readyz")).status_code == 200:
+                    out.setdefault("gateway_readyz_s", round(time.monotonic() - started, 1))
+                    answer = (await client.post(f"{gateway}/mcp", json=body, headers=headers)).json()
+                    if answer["result"]["structuredContent"]["tools"]:
+                        out["up_ready_s"] = round(time.monotonic() - started, 1)
+            await asyncio.sleep(0.5)
+    return out
+
+
+def run_up(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """``toolscout up --json`` on the fleet's config (see the module's docstring)."""
+    fleet = Fleet(args.servers, args.tools, workdir / "fleet.err")
+    try:
+        config = fleet_config(fleet.base_url, args.servers)
+        ports = {name: _free_port() for name in ("pool", "discovery", "orchestrator", "gateway")}
+        for name, port in ports.items():
+            config["toolscout"].setdefault(name, {}).update(
+                {"listen": f"127.0.0.1:{port}", "metrics_port": -1}
+            )
+        path = workdir / "toolscout.json"
+        path.write_text(json.dumps(config))
+        fleet_cpu = fleet.sample()["cpu_s"]
+        log = (args.log or workdir / "up.log").open("wb")
+        up = subprocess.Popen(
+            [*CLI, "up", "--json", "-c", str(path), *(["--log-level", "INFO"] if args.log else [])],
+            cwd=args.services_root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            figures = asyncio.run(_watch_up(ports, args.servers, args.within))
+            cpu = psutil.Process(up.pid).cpu_times()
+            figures["up_cpu_s"] = round(cpu.user + cpu.system, 1)
+            figures["up_rss_mb"] = round(psutil.Process(up.pid).memory_info().rss / 2**20, 1)
+        finally:
+            os.killpg(up.pid, signal.SIGTERM)
+            try:
+                up.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+            log.close()
+        figures["fleet_cpu_s"] = round(fleet.sample()["cpu_s"] - fleet_cpu, 1)
+        figures["fleet_start_s"] = round(fleet.ready_s, 1)
+    finally:
+        fleet.stop()
+    return figures
+
+
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     fleet = Fleet(args.servers, args.tools, workdir / "fleet.err")
     try:
@@ -179,12 +278,16 @@ def main() -> int:
     parser.add_argument(
         "--stack", action="store_true", help="then discovery and the gateway: RSS of the three"
     )
+    parser.add_argument(
+        "--up", action="store_true", help="time `toolscout up` (one process) instead of a pool process"
+    )
+    parser.add_argument("--log", type=Path, help="with --up: keep toolscout up's output (INFO) in this file")
     parser.add_argument("--services-root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        figures = run(args, Path(tmp))
+        figures = (run_up if args.up else run)(args, Path(tmp))
     figures.update(
         {
             "servers": args.servers,
@@ -194,6 +297,19 @@ def main() -> int:
             "load_1m_end": round(os.getloadavg()[0], 2),
         }
     )
+    if args.up:
+        print(
+            f"toolscout up, {args.servers} servers / {figures['tools']:,} tools, default config "
+            f"({args.services_root}): every server READY {figures.get('ready_s')} s, discovery holds every tool "
+            f"{figures.get('catalog_s')} s, gateway /readyz {figures.get('gateway_readyz_s')} s, first "
+            f"search_tools answered {figures.get('up_ready_s')} s (None: not within {args.within:g} s); "
+            f"CPU {figures['up_cpu_s']} s, RSS {figures['up_rss_mb']} MB, fleet CPU {figures['fleet_cpu_s']} s"
+            f"   load {figures['load_1m_start']} -> {figures['load_1m_end']}"
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        print(f"saved {args.out}")
+        return 0
     ready = f"{figures['ready_s']} s" if figures["ready_s"] is not None else f"not within {args.within:g} s"
     print(
         f"{args.servers} servers / {figures['tools']:,} tools, default pool settings ({args.services_root}): "

@@ -12,7 +12,13 @@ direct p50), the median of each round's own difference, and the 1-minute load av
 the run; then the CPU milliseconds per call each deployment's pool and gateway spent over the whole
 run (``psutil`` user + system time; the load inflates it much less than wall time).
 
-Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline 7b63f4b] [--calls 300]
+``--peers`` adds a peer as one more interleaved row: FastMCP 4 as a proxy in front of the same text
+server (bench/_baselines/fastmcp_proxy.py in its pinned isolated environment: ``create_proxy`` of a
+connected client, one upstream session reused, FastMCP's own HTTP server), called by the tools'
+own names; ``--peers reuse fresh`` adds ``create_proxy(url)`` (a fresh upstream client per
+request) too. Its CPU per call is the proxy process's.
+
+Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline 7b63f4b] [--calls 300] [--peers]
 Writes bench/results/gateway_call_overhead.json.
 """
 
@@ -82,13 +88,14 @@ def _sdk(session: Any, through: bool) -> Timed:
 
 
 async def _measure(
-    text_url: str, gateways: dict[str, str], calls: int, warmup: int
+    text_url: str, gateways: dict[str, str], calls: int, warmup: int, peers: dict[str, str] | None = None
 ) -> tuple[dict[str, dict[str, list[float]]], list[float]]:
-    """``{client_kind: {target: [ms, ...]}}`` (targets: direct and each gateway), and the loads seen."""
+    """``{client_kind: {target: [ms, ...]}}`` (targets: direct, each gateway, each peer proxy), and
+    the loads seen. A peer is called like the server itself (the proxy keeps the tools' names)."""
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    targets = {"direct": text_url, **gateways}
+    targets = {"direct": text_url, **gateways, **(peers or {})}
     samples: dict[str, dict[str, list[float]]] = {
         f"{client}_{kind}": {t: [] for t in targets} for client in ("raw", "sdk") for kind in gb.CALL_TOOLS
     }
@@ -97,12 +104,12 @@ async def _measure(
         client = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
         callers: dict[str, dict[str, Timed]] = {"raw": {}, "sdk": {}}
         for name, url in targets.items():
-            callers["raw"][name] = _raw(client, url, name != "direct")
+            callers["raw"][name] = _raw(client, url, name in gateways)
             streams = await stack.enter_async_context(streamable_http_client(url))
             session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
             await session.initialize()
-            callers["sdk"][name] = _sdk(session, name != "direct")
-        gateway_names = list(gateways)
+            callers["sdk"][name] = _sdk(session, name in gateways)
+        gateway_names = [*gateways, *(peers or {})]
         for i in range(warmup + calls):
             order = ["direct", *(gateway_names if i % 2 else reversed(gateway_names))]
             for kind in gb.CALL_TOOLS:
@@ -116,6 +123,28 @@ async def _measure(
     return samples, loads
 
 
+@contextlib.contextmanager
+def _fastmcp_proxy(upstream: str, session: str) -> Any:
+    """bench/_baselines/fastmcp_proxy.py in its pinned environment: ``(url, the proxy's pid)``."""
+    command = ["uv", "run", "--isolated", "--no-project", "--quiet"]
+    for package in gb.FASTMCP:
+        command += ["--with", package]
+    script = ROOT / "bench" / "_baselines" / "fastmcp_proxy.py"
+    command += ["python", str(script), "--upstream", upstream, "--session", session]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode().strip()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"the FastMCP proxy did not start: {line!r}")
+        children = psutil.Process(process.pid).children(recursive=True)  # uv runs python
+        yield line.removeprefix("listening "), (children[-1] if children else psutil.Process(process.pid)).pid
+    finally:
+        gb._stop(process)
+
+
 def _cpu(pids: dict[str, int]) -> dict[str, float]:
     return {name: sum(psutil.Process(pid).cpu_times()[:2]) for name, pid in pids.items()}
 
@@ -127,7 +156,14 @@ def main() -> int:
     parser.add_argument("--baseline", default="7b63f4b", help="the commit to compare with")
     parser.add_argument("--calls", type=int, default=300, help="rounds (each round calls every row once)")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument(
+        "--peers",
+        nargs="*",
+        choices=("reuse", "fresh"),
+        help="add FastMCP 4 proxy rows (no value: reuse, one upstream session; fresh: a client per request)",
+    )
     args = parser.parse_args()
+    peer_modes = list(dict.fromkeys(args.peers or ["reuse"])) if args.peers is not None else []
     with (
         tempfile.TemporaryDirectory(prefix="toolscout-overhead-") as work_dir,
         contextlib.ExitStack() as stack,
@@ -148,8 +184,12 @@ def main() -> int:
             gateways[name] = url
             pids.update({f"{name} {p}": gb.STACK_PIDS[p] for p in ("pool", "gateway")})
         pids["text server"] = gb.STACK_PIDS["text server"]
+        peers: dict[str, str] = {}
+        for mode in peer_modes:
+            name = f"FastMCP proxy ({mode})"
+            peers[name], pids[f"{name} process"] = stack.enter_context(_fastmcp_proxy(text_url, mode))
         before = _cpu(pids)
-        samples, loads = asyncio.run(_measure(text_url, gateways, args.calls, args.warmup))
+        samples, loads = asyncio.run(_measure(text_url, gateways, args.calls, args.warmup, peers))
         spent = {name: v - before[name] for name, v in _cpu(pids).items()}
     # Each deployment served the same calls: 2 kinds x 2 clients per round, plus the warm-up.
     per_call = {name: round(v * 1000 / ((args.calls + args.warmup) * 4), 3) for name, v in spent.items()}
@@ -158,7 +198,7 @@ def main() -> int:
     for key, by_target in samples.items():
         direct = by_target["direct"]
         row: dict[str, Any] = {"direct": {"p50_ms": _pct(direct, 0.5), "p99_ms": _pct(direct, 0.99)}}
-        for name in gateways:
+        for name in [*gateways, *peers]:
             times = by_target[name]
             row[name] = {
                 "p50_ms": _pct(times, 0.5),
@@ -174,10 +214,10 @@ def main() -> int:
     )
     for key, row in rows.items():
         print(f"  {key:<16} direct p50 {row['direct']['p50_ms']:6.2f} p99 {row['direct']['p99_ms']:6.2f} ms")
-        for name in gateways:
+        for name in [*gateways, *peers]:
             r = row[name]
             print(
-                f"  {'':<16} {name:<12} p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:6.2f} ms   "
+                f"  {'':<16} {name:<22} p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:6.2f} ms   "
                 f"added p50 {r['added_p50_ms']:+6.2f} ms (per round {r['added_per_round_p50_ms']:+6.2f})   load {load}"
             )
     print("CPU ms per call over the run (every row's calls together):")
@@ -187,7 +227,8 @@ def main() -> int:
         json.dumps(
             {
                 "command": "uv run --frozen python bench/gateway_call_overhead.py "
-                f"--baseline {args.baseline} --calls {args.calls}",
+                f"--baseline {args.baseline} --calls {args.calls}"
+                + (f" --peers {' '.join(peer_modes)}" if peer_modes else ""),
                 "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "load_average": {"mean": load, "min": min(loads), "max": max(loads)},
                 "calls": args.calls,

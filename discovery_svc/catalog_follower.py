@@ -134,6 +134,11 @@ class _Stream:
                 problem = "catalog stream ended"
             except ToolscoutClientError as err:
                 problem = error_from_client(err, self._name).message
+            except Exception as err:
+                # A fault in handling a snapshot must not end the following for good (discovery
+                # would serve a stale catalog until restarted): logged, then followed afresh.
+                _log.exception("handling a pool catalog snapshot failed", pool=self._name)
+                problem = f"handling a snapshot failed ({type(err).__name__})"
             if self.connected.is_set():
                 # The session was healthy: the next outage starts with a short wait again.
                 backoff = self._initial_backoff

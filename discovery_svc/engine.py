@@ -62,6 +62,11 @@ _log = get_logger(__name__)
 UserScopes = tuple[SearchScope, SearchScope, tuple[str, ...]]
 
 
+# A catalog that has not changed for this long is built without waiting out the pause after the
+# last build (see DiscoveryEngine.prepared).
+_SETTLED_SECONDS = 1.0
+
+
 class DiscoveryEngine:
     """Domain entry point used by the servicer (and in-process by benchmarks and tests)."""
 
@@ -95,6 +100,10 @@ class DiscoveryEngine:
         if hybrid is None:
             self._metrics.set_search_mode("bm25")
         self.builds = 0  # prepared toolset states built
+        # When the next build for a newer catalog version may start, and when the catalog last
+        # changed (see prepared()).
+        self._next_build_at = 0.0
+        self._changed_at = 0.0
         self.index_builds = 0  # catalog indexes built (one per catalog version)
 
     # --- catalog ---------------------------------------------------------------------------
@@ -104,6 +113,7 @@ class DiscoveryEngine:
         if self._current is not None and self._current.version == catalog.version:
             return False
         self._current = catalog
+        self._changed_at = time.monotonic()
         # Prepared states of older versions can never be hit again.
         for key in [k for k in self._cache if k[0] != catalog.version]:
             del self._cache[key]
@@ -178,9 +188,24 @@ class DiscoveryEngine:
             self._cache.move_to_end(key)
             return hit
         async with self._build_lock:
+            while self._base is not None and self._base.version != self.catalog.version:
+                # A catalog that keeps changing (a fleet coming up: a new version per server) is
+                # indexed again at most half the time, leaving the other half to the pool (in the
+                # same process under `toolscout up`); once it has not changed for a moment it is
+                # built at once. Other toolsets of an indexed version never wait.
+                now = time.monotonic()
+                pause = min(self._next_build_at - now, self._changed_at + _SETTLED_SECONDS - now)
+                if pause <= 0:
+                    break
+                await asyncio.sleep(pause)
+            # The latest version: a request queued behind the build of an older one builds no
+            # version of its own that is already out of date.
+            catalog = self.catalog
+            key = (catalog.version, name)
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
+            build_started = time.monotonic()
             base = await self._catalog_index(catalog)
             tools = select_toolset(catalog, self._config, toolset)
             started = time.perf_counter()
@@ -212,6 +237,8 @@ class DiscoveryEngine:
                 self._cache[key] = prepared
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+            now = time.monotonic()
+            self._next_build_at = now + (now - build_started)
             return prepared
 
     async def warm(self, toolset: ToolsetLike = "", provider: str = "openai") -> None:

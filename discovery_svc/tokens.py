@@ -69,4 +69,8 @@ class TokenCounter:
     def retain(self, tools: frozenset[Tool]) -> None:
         """Forgets counts of tools no longer in the catalog (unchanged tools keep theirs)."""
         for key, cache in list(self._tool_counts.items()):
-            self._tool_counts[key] = {t: n for t, n in cache.items() if t in tools}
+            # A copy first (one step, no Python code runs in it): a worker thread may be adding
+            # counts to this cache meanwhile, and iterating the dict itself while it grows raised
+            # RuntimeError on the event loop (it killed discovery's catalog follower while a
+            # 1,000-server fleet came up under `toolscout up`).
+            self._tool_counts[key] = {t: n for t, n in list(cache.items()) if t in tools}

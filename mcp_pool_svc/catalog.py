@@ -108,6 +108,8 @@ class _Entry:
     # Derived, rebuilt only when this entry (or the naming of the catalog) changes.
     built: tuple[PoolTool, ...] | None = None
     digest: bytes = b""
+    # (not read-only, without annotations), counted once per listing: every ListServers asks.
+    write_counts: tuple[int, int] | None = None
 
 
 class Catalog:
@@ -223,8 +225,16 @@ class Catalog:
     def write_counts(self, server: str) -> tuple[int, int]:
         """``(not read-only, without annotations)``: the server's tools that ``serialize_writes``
         serializes, and those that carry no annotations at all."""
-        tools = self._entries[server].tools if server in self._entries else ()
-        return sum(not t.read_only for t in tools), sum(not t.annotations_json for t in tools)
+        entry = self._entries.get(server)
+        if entry is None:
+            return 0, 0
+        if entry.write_counts is None:
+            tools = entry.tools
+            entry.write_counts = (
+                sum(not t.read_only for t in tools),
+                sum(not t.annotations_json for t in tools),
+            )
+        return entry.write_counts
 
     def counts(self) -> Mapping[str, int]:
         return {server: len(entry.tools) for server, entry in self._entries.items()}

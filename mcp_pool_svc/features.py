@@ -273,6 +273,10 @@ class FeatureCatalog:
         """``namespaced(server)``: whether its prompts are named ``<server>__<prompt>`` (the tools' rule)."""
         self._namespaced = namespaced or (lambda server: True)
         self._listings: dict[str, FeatureListing] = {}
+        # Each server's share of the version, kept with the listing it was computed from: a fleet
+        # coming up changes one server at a time, and hashing every listing again per change
+        # made its start quadratic in the number of servers.
+        self._digests: dict[str, tuple[FeatureListing, bytes]] = {}
         self._features: tuple[ServerFeature, ...] = ()
         self._by_served: dict[tuple[FeatureKind, str], ServerFeature] = {}
         self._by_qualified: dict[tuple[FeatureKind, str], ServerFeature] = {}
@@ -297,6 +301,7 @@ class FeatureCatalog:
     def drop(self, server: str) -> bool:
         """Forgets ``server``'s listing."""
         old = self._listings.pop(server, None)
+        self._digests.pop(server, None)
         if old is None:
             return False
         self._rebuild(old, None)
@@ -323,6 +328,7 @@ class FeatureCatalog:
         server), named by the catalog's rules among the other servers' listings."""
         other = FeatureCatalog(self._namespaced)
         other._listings = {**self._listings, server: listing}
+        other._digests = dict(self._digests)
         other._clashed = set(self._clashed)
         other._rebuild(None, listing)
         return other.features(servers=(server,))
@@ -436,12 +442,32 @@ class FeatureCatalog:
     def _hash(self) -> str:
         digest = hashlib.sha256()
         for server in sorted(self._listings):
-            listing = self._listings[server]
-            body = [listing.offers.__repr__(), listing.resources, listing.templates, listing.prompts]
-            digest.update(json.dumps([server, body], sort_keys=True, default=str).encode())
+            digest.update(self._digest(server, self._listings[server]))
         return digest.hexdigest()[:16]
 
+    def _digest(self, server: str, listing: FeatureListing) -> bytes:
+        cached = self._digests.get(server)
+        if cached is not None and cached[0] is listing:
+            return cached[1]
+        body = [listing.offers.__repr__(), listing.resources, listing.templates, listing.prompts]
+        value = hashlib.sha256(json.dumps([server, body], sort_keys=True, default=str).encode()).digest()
+        self._digests[server] = (listing, value)
+        return value
+
     def _rebuild(self, old: FeatureListing | None, new: FeatureListing | None) -> None:
+        changed = {
+            kind for kind in FeatureKind if (old.of(kind) if old else ()) != (new.of(kind) if new else ())
+        }
+        if changed:  # a server listing no feature, or the same ones, leaves the features as they are
+            self._build_features()
+        self._version = self._hash()
+        if old is None or new is None or old.offers != new.offers:
+            changed.update(FeatureKind)
+        for watcher in self._watchers:
+            watcher.changed.update(changed)
+            watcher.wake.set()
+
+    def _build_features(self) -> None:
         listings = self._listings
         names = NameTable(
             (
@@ -476,15 +502,6 @@ class FeatureCatalog:
             if f.kind is FeatureKind.RESOURCE_TEMPLATE
             and (pattern := _template_pattern(f.own_name)) is not None
         ]
-        self._version = self._hash()
-        changed = {
-            kind for kind in FeatureKind if (old.of(kind) if old else ()) != (new.of(kind) if new else ())
-        }
-        if old is None or new is None or old.offers != new.offers:
-            changed.update(FeatureKind)
-        for watcher in self._watchers:
-            watcher.changed.update(changed)
-            watcher.wake.set()
 
     def _built(self, kind: FeatureKind, served_name: Callable[[str, str], str]) -> list[ServerFeature]:
         built: list[ServerFeature] = []

@@ -81,6 +81,32 @@ async def test_the_first_catalog_has_every_shard_and_each_server_once(shards: Sh
             await client.close()
 
 
+async def test_a_fault_in_handling_a_snapshot_does_not_end_the_following(shards: Shards) -> None:
+    faults = [RuntimeError("a bug in installing the catalog")]
+    failed = asyncio.Event()
+    installed = shards.on_catalog
+
+    def on_catalog(catalog: Catalog) -> None:
+        if faults:
+            failed.set()
+            raise faults.pop()
+        installed(catalog)
+
+    shards.on_catalog = on_catalog  # type: ignore[method-assign]
+    task, clients = await _follow(shards)
+    try:
+        await asyncio.wait_for(failed.wait(), WAIT)
+        # The next change reaches discovery: the follower followed on after the fault.
+        shards.pools[1].publish([wire.tool(pb_tool("beta", "c", "C."))], "s1-v2")
+        caught_up = await shards.next()
+        assert [t.llm_name for t in caught_up.tools] == ["alpha_a", "beta_c", "both_b"]
+        assert not task.done()
+    finally:
+        task.cancel()
+        for client in clients:
+            await client.close()
+
+
 async def test_a_shard_that_goes_away_keeps_its_tools_unavailable_until_it_returns(shards: Shards) -> None:
     task, clients = await _follow(shards, down_grace=0.0)
     try:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 from toolscout.client import PlanRequest, SearchRequest
 
+from discovery_svc import engine as engine_module
 from discovery_svc.catalog import Catalog
 from discovery_svc.engine import DiscoveryEngine
 from discovery_svc.errors import SearchArgumentError, ToolsetNotFoundError, UnknownServerError
@@ -160,6 +163,35 @@ async def test_catalog_change_rebuilds_and_discovered_tools_stay_loaded() -> Non
     found = await svc.search_tools(SearchRequest(query="radar"))
     assert found.matches[0].tool.llm_name == "weather_radar"
     assert found.catalog_version == "v2"
+
+
+async def test_requests_queued_behind_a_build_get_the_latest_version_built_once() -> None:
+    """A catalog that changes while a build runs (a fleet coming up): the requests waiting for
+    the build lock are answered from one build of the newest version, none of an older one."""
+    svc = service()
+    await svc.prepared("")
+    waiting = []
+    async with svc._build_lock:  # a build in progress
+        for version in ("v2", "v3", "v4"):
+            assert svc.set_catalog(catalog([*TOOLS, make_tool("time", version, "A new tool.")], version))
+            waiting.append(asyncio.create_task(svc.prepared("")))
+            await asyncio.sleep(0)  # it asked at this version and waits for the lock
+    done = await asyncio.gather(*waiting)
+    assert {p.catalog_version for p in done} == {"v4"}
+    assert svc.builds == 2
+
+
+async def test_a_settled_catalog_is_indexed_without_waiting_out_the_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pause after a build holds only while the catalog keeps changing."""
+    svc = service()
+    await svc.prepared("")
+    monkeypatch.setattr(engine_module, "_SETTLED_SECONDS", 0.0)
+    svc._next_build_at = time.monotonic() + 3600  # a build that took an hour
+    assert svc.set_catalog(catalog([*TOOLS, make_tool("time", "later", "Later.")], "v2"))
+    prepared = await asyncio.wait_for(svc.prepared(""), 60)
+    assert prepared.catalog_version == "v2"
 
 
 async def test_prepared_states_are_bounded_by_the_lru() -> None:

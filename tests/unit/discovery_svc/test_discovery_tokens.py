@@ -56,6 +56,34 @@ def test_tool_count_matches_counting_its_definition_and_is_cached() -> None:
     assert tool not in counter._tool_counts[("o200k_base", "openai")]
 
 
+def test_retain_while_a_worker_thread_adds_counts() -> None:
+    """A worker thread counting tools (a toolset's totals) while the event loop installs a new
+    catalog: a count added in the middle of ``retain`` does not break it. Here the addition comes
+    from the membership test itself, at the point where a thread switch could put it."""
+    counter = TokenCounter()
+    enc = counter.encoding_for("openai")
+    kept = make_tool("weather", "forecast", "Weather forecast for a city.")
+    counter.count_tool(kept, enc)
+    cache = counter._tool_counts[("o200k_base", "openai")]
+    late = make_tool("mail", "send", "Send an email.")
+
+    class Counting:
+        """A key whose membership test adds another tool's count to the cache meanwhile."""
+
+        armed = False
+
+        def __hash__(self) -> int:
+            if self.armed:
+                cache.setdefault(late, 3)
+            return 0
+
+    meddler = Counting()
+    cache[meddler] = 1  # type: ignore[index]
+    meddler.armed = True
+    counter.retain(frozenset({kept}))
+    assert set(counter._tool_counts[("o200k_base", "openai")]) == {kept}
+
+
 def test_non_ascii_text_is_counted() -> None:
     counter = TokenCounter()
     assert counter.count_text("使用必应搜索指定的关键词", "cl100k_base") > 5

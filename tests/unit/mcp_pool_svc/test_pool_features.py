@@ -102,6 +102,41 @@ def test_the_version_follows_the_contents_and_offers() -> None:
     assert catalog.version == empty
 
 
+def test_a_server_listing_no_feature_changes_only_the_version() -> None:
+    """A fleet of tool-only servers coming up one by one: each adds its offers to the version
+    (computed per server once), leaves the features as they were, and the version is the same
+    whatever order the servers came in."""
+    catalog = _catalog()
+    catalog.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
+    features = catalog.features()
+    versions = {catalog.version}
+    for server in ("c", "b"):
+        assert catalog.set_listing(server, _listing(server))
+        assert catalog.features() == features
+        versions.add(catalog.version)
+    assert len(versions) == 3
+    # A changed offer of one server moves the version (its cached share is not reused) ...
+    bare = catalog.version
+    assert catalog.set_listing("b", FeatureListing(ServerOffers("b", resources=False, prompts=True)))
+    assert catalog.version != bare
+    assert catalog.features() == features
+    # ... and the same contents reached in another order give the same version.
+    other = _catalog()
+    other.set_listing("b", FeatureListing(ServerOffers("b", resources=False, prompts=True)))
+    other.set_listing("c", _listing("c"))
+    other.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
+    assert other.version == catalog.version
+    assert catalog.drop("c")
+    assert catalog.drop("b")
+    assert catalog.version == _only_a_version()
+
+
+def _only_a_version() -> str:
+    catalog = _catalog()
+    catalog.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
+    return catalog.version
+
+
 async def test_watchers_hear_which_kinds_changed() -> None:
     catalog = _catalog()
     catalog.set_listing("a", _listing("a", uris=("x://1",), prompts=("p",)))
