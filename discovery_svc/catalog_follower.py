@@ -17,10 +17,10 @@ after handling a snapshot the stream waits :data:`FOLLOW_PACE` times as long as 
 reads the next (at most :data:`MAX_FOLLOW_PAUSE`): at most a quarter of the wall time goes to
 merging while the catalog keeps changing (under ``toolscout up`` the pool's pings share the
 process), and a small catalog (milliseconds to merge) is followed at once. A pause of
-:data:`RELIST_AFTER` or more is taken with the stream closed and ends with a fresh ``ListTools``:
-the snapshots a stream has on the way to a slow reader are out of date when it reads them (one per
-cycle, each older than the last change: at 1,000 servers discovery trailed the pool by ~45 s), and
-the versions in between are skipped, not queued.
+:data:`REOPEN_AFTER` or more is taken with the stream closed, and a new stream (which starts with
+the catalog as it is then) opened after it: the snapshots a stream has on the way to a slow reader
+are out of date when it reads them (one per cycle, each older than the last change: at 1,000
+servers discovery trailed the pool by ~45 s). The versions in between are skipped, not queued.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from toolscout_kit.status import error_from_client
 __all__ = [
     "FOLLOW_PACE",
     "MAX_FOLLOW_PAUSE",
-    "RELIST_AFTER",
+    "REOPEN_AFTER",
     "CatalogFollower",
     "catalog_from_pool",
     "follow_pause",
@@ -54,8 +54,8 @@ _log = get_logger(__name__)
 # (and never more than MAX_FOLLOW_PAUSE later).
 FOLLOW_PACE = 3.0
 MAX_FOLLOW_PAUSE = 10.0
-# A pause at least this long is taken with the stream closed, and the catalog listed afresh after it.
-RELIST_AFTER = 0.5
+# A pause at least this long is taken with the stream closed (reopened after it).
+REOPEN_AFTER = 0.5
 
 
 def follow_pause(
@@ -126,13 +126,13 @@ class _Stream:
         max_backoff: float,
         list_timeout: float,
         pace: float = FOLLOW_PACE,
-        relist_after: float = RELIST_AFTER,
+        reopen_after: float = REOPEN_AFTER,
     ) -> None:
         self.pool = pool
         self._pace = pace
-        self._relist_after = relist_after
+        self._reopen_after = reopen_after
         self.paused_seconds = 0.0  # waited in all, pacing the reads (see follow_pause)
-        self.relists = 0  # ListTools calls
+        self.streams_opened = 0  # WatchCatalog calls
         self._on_snapshot = on_snapshot
         self._on_lost = on_lost
         self._name = name
@@ -143,43 +143,38 @@ class _Stream:
         self.connected = asyncio.Event()
 
     async def _follow_once(self) -> None:
-        # Handed over even when unchanged: the shard is back (its tools available again).
-        pause = await self._relist(always=True)
+        listing = await self.pool.list_tools(
+            include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
+        )
+        pause = await self._handle(listing.catalog_version, listing.tools)
         self.connected.set()
-        _log.info("following pool catalog", pool=self._name, catalog_version=self.version)
+        _log.info(
+            "following pool catalog",
+            pool=self._name,
+            catalog_version=listing.catalog_version,
+            tools=len(listing.tools),
+        )
         while True:
-            if pause >= self._relist_after:
-                # A long pause: the stream is closed during it (snapshots queued on the way to a
-                # slow reader are out of date by the time it reads them), and the catalog is then
-                # listed as it is now.
+            if pause >= self._reopen_after:
+                # A long pause is taken with no stream open: the snapshots a stream has on the way
+                # to a slow reader are out of date when it reads them. A stream opened after it
+                # starts with the catalog as it is then (unless unchanged).
                 await self._pause(pause)
-                pause = await self._relist()
-                continue
             watched = await self._watch()
             if watched is None:
                 return  # the stream ended
             pause = watched
 
-    async def _relist(self, *, always: bool = False) -> float:
-        """Lists the catalog and hands it over (unless unchanged and not ``always``); returns the
-        pause to take after."""
-        listing = await self.pool.list_tools(
-            include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
-        )
-        self.relists += 1
-        if listing.catalog_version == self.version and not always:
-            return 0.0
-        return await self._handle(listing.catalog_version, listing.tools)
-
     async def _watch(self) -> float | None:
-        """Follows WatchCatalog until a snapshot asks for a long pause (returned); None: the
-        stream ended."""
+        """Follows WatchCatalog until a snapshot asks for a long pause (returned, with the stream
+        closed); None: the stream ended."""
+        self.streams_opened += 1
         # Closed explicitly: a cancelled follower must end the stream now, not when the generator
         # is garbage-collected (possibly after its event loop is gone).
         async with contextlib.aclosing(self.pool.watch_catalog(self.version)) as updates:
             async for update in updates:
                 pause = await self._handle(update.catalog_version, update.tools)
-                if pause >= self._relist_after:
+                if pause >= self._reopen_after:
                     return pause
                 await self._pause(pause)
         return None
@@ -248,14 +243,14 @@ class CatalogFollower:
         max_backoff: float = 10.0,
         list_timeout: float = 10.0,
         pace: float = FOLLOW_PACE,
-        relist_after: float = RELIST_AFTER,
+        reopen_after: float = REOPEN_AFTER,
         metrics: DiscoveryMetrics | None = None,
     ) -> None:
         """``pace``: see :func:`follow_pause` (0 reads every snapshot as soon as it comes);
-        ``relist_after``: the shortest pause taken with the stream closed (then listed afresh)."""
+        ``reopen_after``: the shortest pause taken with the stream closed (reopened after it)."""
         self._on_catalog = on_catalog
         self._pace = pace
-        self._relist_after = relist_after
+        self._reopen_after = reopen_after
         self._merger = CatalogMerger(keep=dict.fromkeys(configured))
         self._down_grace = down_grace
         self._backoff = (initial_backoff, max_backoff, list_timeout)
@@ -295,7 +290,7 @@ class CatalogFollower:
             max_backoff=cap,
             list_timeout=list_timeout,
             pace=self._pace,
-            relist_after=self._relist_after,
+            reopen_after=self._reopen_after,
         )
 
     @property
@@ -311,9 +306,9 @@ class CatalogFollower:
         return sum(stream.paused_seconds for stream in self._streams.values())
 
     @property
-    def relists(self) -> int:
-        """``ListTools`` calls of the shards' streams (one per (re)connect and per long pause)."""
-        return sum(stream.relists for stream in self._streams.values())
+    def streams_opened(self) -> int:
+        """``WatchCatalog`` calls of the shards (one per (re)connect and per long pause)."""
+        return sum(stream.streams_opened for stream in self._streams.values())
 
     # --- merging ------------------------------------------------------------------------------
 

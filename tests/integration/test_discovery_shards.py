@@ -237,21 +237,22 @@ async def test_a_follower_without_a_pace_reads_every_snapshot_at_once(shards: Sh
             await client.close()
 
 
-async def test_a_long_pause_is_taken_with_the_stream_closed_and_ends_with_a_fresh_listing(
+async def test_a_long_pause_is_taken_with_the_stream_closed_and_a_new_stream_opened_after_it(
     shards: Shards,
 ) -> None:
-    """Every pause counts as long here: after each snapshot the follower lists the catalog afresh
-    instead of reading what the stream queued meanwhile, and still follows every change."""
-    follower_task, clients = await _follow(shards, relist_after=0.0)
+    """Every pause counts as long here: after each snapshot the follower closes its stream and
+    opens a new one (the catalog as it is then) instead of reading what the old one queued
+    meanwhile, and still follows every change."""
+    follower_task, clients = await _follow(shards, reopen_after=0.0)
     try:
         await shards.next()
         assert shards.follower is not None
-        listed = shards.follower.relists
+        opened = shards.follower.streams_opened
         shards.pools[1].publish([wire.tool(pb_tool("beta", "c", "C."))], "s1-v2")
         assert [t.llm_name for t in (await shards.next()).tools] == ["alpha_a", "beta_c", "both_b"]
         shards.pools[0].publish([wire.tool(pb_tool("alpha", "d", "D."))], "s0-v2")
         assert [t.llm_name for t in (await shards.next()).tools] == ["alpha_d", "beta_c", "both_b"]
-        assert shards.follower.relists > listed
+        assert shards.follower.streams_opened > opened
         assert not follower_task.done()
     finally:
         follower_task.cancel()
