@@ -11,6 +11,16 @@ tools (one shard's catalog is passed on as it is, version included). A shard tha
 reached keeps its tools in the catalog, marked unavailable (after ``down_grace``, so a restart of a
 moment changes nothing); the other shards' tools are untouched. Only the servers whose tools
 changed are converted again, so a change on one shard costs what that shard changed.
+
+A catalog that keeps changing (a fleet coming up: a new version per server) is followed at a pace:
+after handling a snapshot the stream waits :data:`FOLLOW_PACE` times as long as that took before it
+reads the next (at most :data:`MAX_FOLLOW_PAUSE`): at most a quarter of the wall time goes to
+merging while the catalog keeps changing (under ``toolscout up`` the pool's pings share the
+process), and a small catalog (milliseconds to merge) is followed at once. A pause of
+:data:`REOPEN_AFTER` or more is taken with the stream closed, and a new stream (which starts with
+the catalog as it is then) opened after it: the snapshots a stream has on the way to a slow reader
+are out of date when it reads them (one per cycle, each older than the last change: at 1,000
+servers discovery trailed the pool by ~45 s). The versions in between are skipped, not queued.
 """
 
 from __future__ import annotations
@@ -29,9 +39,30 @@ from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import error_from_client
 
-__all__ = ["CatalogFollower", "catalog_from_pool"]
+__all__ = [
+    "FOLLOW_PACE",
+    "MAX_FOLLOW_PAUSE",
+    "REOPEN_AFTER",
+    "CatalogFollower",
+    "catalog_from_pool",
+    "follow_pause",
+]
 
 _log = get_logger(__name__)
+
+# After a snapshot took t seconds to handle, the next is read no sooner than FOLLOW_PACE * t later
+# (and never more than MAX_FOLLOW_PAUSE later).
+FOLLOW_PACE = 3.0
+MAX_FOLLOW_PAUSE = 10.0
+# A pause at least this long is taken with the stream closed (reopened after it).
+REOPEN_AFTER = 0.5
+
+
+def follow_pause(
+    handling_seconds: float, *, pace: float = FOLLOW_PACE, cap: float = MAX_FOLLOW_PAUSE
+) -> float:
+    """How long to wait before reading the next snapshot after one took ``handling_seconds``."""
+    return min(max(handling_seconds, 0.0) * pace, cap)
 
 
 def _same_but_availability(old: Tool, new: Tool) -> bool:
@@ -94,8 +125,14 @@ class _Stream:
         initial_backoff: float,
         max_backoff: float,
         list_timeout: float,
+        pace: float = FOLLOW_PACE,
+        reopen_after: float = REOPEN_AFTER,
     ) -> None:
         self.pool = pool
+        self._pace = pace
+        self._reopen_after = reopen_after
+        self.paused_seconds = 0.0  # waited in all, pacing the reads (see follow_pause)
+        self.streams_opened = 0  # WatchCatalog calls
         self._on_snapshot = on_snapshot
         self._on_lost = on_lost
         self._name = name
@@ -109,8 +146,7 @@ class _Stream:
         listing = await self.pool.list_tools(
             include_unavailable=True, wait_for_ready=True, deadline=self._list_timeout
         )
-        await self._on_snapshot(listing.catalog_version, listing.tools)
-        self.version = listing.catalog_version
+        pause = await self._handle(listing.catalog_version, listing.tools)
         self.connected.set()
         _log.info(
             "following pool catalog",
@@ -118,12 +154,41 @@ class _Stream:
             catalog_version=listing.catalog_version,
             tools=len(listing.tools),
         )
+        while True:
+            if pause >= self._reopen_after:
+                # A long pause is taken with no stream open: the snapshots a stream has on the way
+                # to a slow reader are out of date when it reads them. A stream opened after it
+                # starts with the catalog as it is then (unless unchanged).
+                await self._pause(pause)
+            watched = await self._watch()
+            if watched is None:
+                return  # the stream ended
+            pause = watched
+
+    async def _watch(self) -> float | None:
+        """Follows WatchCatalog until a snapshot asks for a long pause (returned, with the stream
+        closed); None: the stream ended."""
+        self.streams_opened += 1
         # Closed explicitly: a cancelled follower must end the stream now, not when the generator
         # is garbage-collected (possibly after its event loop is gone).
         async with contextlib.aclosing(self.pool.watch_catalog(self.version)) as updates:
             async for update in updates:
-                await self._on_snapshot(update.catalog_version, update.tools)
-                self.version = update.catalog_version
+                pause = await self._handle(update.catalog_version, update.tools)
+                if pause >= self._reopen_after:
+                    return pause
+                await self._pause(pause)
+        return None
+
+    async def _handle(self, version: str, tools: tuple[Tool, ...]) -> float:
+        started = time.perf_counter()
+        await self._on_snapshot(version, tools)
+        self.version = version
+        return follow_pause(time.perf_counter() - started, pace=self._pace)
+
+    async def _pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self.paused_seconds += seconds
+            await asyncio.sleep(seconds)
 
     async def run(self) -> None:
         """Follows forever, reconnecting with backoff; returns only when cancelled."""
@@ -177,9 +242,15 @@ class CatalogFollower:
         initial_backoff: float = 0.2,
         max_backoff: float = 10.0,
         list_timeout: float = 10.0,
+        pace: float = FOLLOW_PACE,
+        reopen_after: float = REOPEN_AFTER,
         metrics: DiscoveryMetrics | None = None,
     ) -> None:
+        """``pace``: see :func:`follow_pause` (0 reads every snapshot as soon as it comes);
+        ``reopen_after``: the shortest pause taken with the stream closed (reopened after it)."""
         self._on_catalog = on_catalog
+        self._pace = pace
+        self._reopen_after = reopen_after
         self._merger = CatalogMerger(keep=dict.fromkeys(configured))
         self._down_grace = down_grace
         self._backoff = (initial_backoff, max_backoff, list_timeout)
@@ -218,6 +289,8 @@ class CatalogFollower:
             initial_backoff=initial,
             max_backoff=cap,
             list_timeout=list_timeout,
+            pace=self._pace,
+            reopen_after=self._reopen_after,
         )
 
     @property
@@ -226,6 +299,16 @@ class CatalogFollower:
 
     def connected(self, index: int) -> asyncio.Event:
         return self._streams[index].connected
+
+    @property
+    def paused_seconds(self) -> float:
+        """Seconds the shards' streams have waited in all, pacing their reads (:func:`follow_pause`)."""
+        return sum(stream.paused_seconds for stream in self._streams.values())
+
+    @property
+    def streams_opened(self) -> int:
+        """``WatchCatalog`` calls of the shards (one per (re)connect and per long pause)."""
+        return sum(stream.streams_opened for stream in self._streams.values())
 
     # --- merging ------------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from toolscout_kit.errors import ToolscoutError, UnavailableError
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import set_attributes
 
-__all__ = ["DiscoveryEngine"]
+__all__ = ["DiscoveryEngine", "settled_after"]
 
 _log = get_logger(__name__)
 
@@ -63,8 +63,17 @@ UserScopes = tuple[SearchScope, SearchScope, tuple[str, ...]]
 
 
 # A catalog that has not changed for this long is built without waiting out the pause after the
-# last build (see DiscoveryEngine.prepared).
+# last build (see DiscoveryEngine.prepared) — or for longer, while versions come further apart
+# (the catalog follower paces its reads): 1.5 times the last gap between versions, at most 30 s.
 _SETTLED_SECONDS = 1.0
+_SETTLED_GAPS = 1.5
+_MAX_SETTLED_SECONDS = 30.0
+
+
+def settled_after(version_gap: float) -> float:
+    """How long a catalog must stay unchanged to count as settled, when the last two versions
+    came ``version_gap`` seconds apart."""
+    return min(max(_SETTLED_SECONDS, version_gap * _SETTLED_GAPS), _MAX_SETTLED_SECONDS)
 
 
 class DiscoveryEngine:
@@ -104,6 +113,7 @@ class DiscoveryEngine:
         # changed (see prepared()).
         self._next_build_at = 0.0
         self._changed_at = 0.0
+        self._version_gap = 0.0
         self.index_builds = 0  # catalog indexes built (one per catalog version)
 
     # --- catalog ---------------------------------------------------------------------------
@@ -113,7 +123,10 @@ class DiscoveryEngine:
         if self._current is not None and self._current.version == catalog.version:
             return False
         self._current = catalog
-        self._changed_at = time.monotonic()
+        now = time.monotonic()
+        if self._changed_at:
+            self._version_gap = now - self._changed_at
+        self._changed_at = now
         # Prepared states of older versions can never be hit again.
         for key in [k for k in self._cache if k[0] != catalog.version]:
             del self._cache[key]
@@ -191,10 +204,12 @@ class DiscoveryEngine:
             while self._base is not None and self._base.version != self.catalog.version:
                 # A catalog that keeps changing (a fleet coming up: a new version per server) is
                 # indexed again at most half the time, leaving the other half to the pool (in the
-                # same process under `toolscout up`); once it has not changed for a moment it is
-                # built at once. Other toolsets of an indexed version never wait.
+                # same process under `toolscout up`); once it has not changed for a moment (longer
+                # than the versions have been coming apart) it is built at once. Other toolsets of
+                # an indexed version never wait.
                 now = time.monotonic()
-                pause = min(self._next_build_at - now, self._changed_at + _SETTLED_SECONDS - now)
+                settled_at = self._changed_at + settled_after(self._version_gap)
+                pause = min(self._next_build_at - now, settled_at - now)
                 if pause <= 0:
                     break
                 await asyncio.sleep(pause)

@@ -44,12 +44,13 @@ are used: its streamable-HTTP session managers (the whole MCP transport), its re
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 import anyio
@@ -57,6 +58,8 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -70,12 +73,21 @@ from mcp_gateway_svc.bodies import (
 )
 from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.endpoints import Endpoints
-from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, RequestInfo
+from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, McpHandlers, RequestInfo
 from mcp_gateway_svc.host_modes import Opening, mode_for_client, opening_of
+from mcp_gateway_svc.lean import (
+    answer_session,
+    holding,
+    live_transport,
+    read_modern,
+    read_session,
+    wire_result,
+    write_json,
+)
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry, end_session
-from mcp_gateway_svc.user_login import is_login_path
+from mcp_gateway_svc.user_login import base_url, is_login_path
 from toolscout_kit.config import GatewayMode
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import get_logger
@@ -166,9 +178,10 @@ def _address(value: str, *, origin: bool) -> _Address | None:
     return parts.scheme.lower(), parts.hostname.lower(), port
 
 
-def _allowed(value: str, patterns: Sequence[str], *, origin: bool) -> bool:
+@functools.lru_cache(maxsize=1024)
+def _allowed(value: str, patterns: tuple[str, ...], *, origin: bool) -> bool:
     """Scheme, host and port compared exactly (the host in any case); a pattern's ``:*`` allows
-    any port, or none."""
+    any port, or none. (Remembered: a client sends the same Host on every request.)"""
     given = _address(value, origin=origin)
     if given is None or given[2] == "*":
         return False
@@ -267,8 +280,12 @@ class GatewayFront:
         client_modes: Mapping[str, GatewayMode] | None = None,
         client_all_max_tools: int = 1000,
         login: ASGIApp | None = None,
+        lean: McpHandlers | None = None,
     ) -> None:
+        """``lean``: the handlers that answer a plain ``tools/call`` on the lean path
+        (:mod:`mcp_gateway_svc.lean`; None: every request goes to the SDK)."""
         self._endpoints = endpoints
+        self._lean = lean
         self._client_modes = dict(client_modes or {})
         self._client_all_max_tools = client_all_max_tools
         self._managers = managers
@@ -313,6 +330,7 @@ class GatewayFront:
         headers = Headers(scope=scope)
         refusal = check_protocol_version(headers.get(MCP_PROTOCOL_VERSION_HEADER))
         opening = Opening(False, "")
+        message: dict[str, Any] | None = None
         if refusal is None and scope["method"] == "POST":
             try:
                 body = await read_body(
@@ -328,6 +346,7 @@ class GatewayFront:
                 refusal = checked if isinstance(checked, Refusal) else None
                 if not isinstance(checked, Refusal):
                     opening = opening_of(checked)
+                    message = checked
                 receive = replaying(body, receive)
         if refusal is not None:
             if refusal.reason == "body_timeout":
@@ -337,7 +356,7 @@ class GatewayFront:
                 send, refusal.status, refusal.message, code=refusal.code, request_id=refusal.request_id
             )
             return
-        await self._mcp(scope, receive, send, info, headers, opening=opening)
+        await self._mcp(scope, receive, send, info, headers, opening=opening, message=message)
 
     def _page_app(self, path: str) -> ASGIApp | None:
         """The app of a page a browser opens (the console, a per_user server's login), else None."""
@@ -430,6 +449,7 @@ class GatewayFront:
         headers: Headers,
         *,
         opening: Opening,
+        message: dict[str, Any] | None = None,
     ) -> None:
         sid = headers.get(MCP_SESSION_ID_HEADER)
         if sid is not None:
@@ -447,9 +467,13 @@ class GatewayFront:
                 return
             scope = _with_session_header(scope, raw)
             info = RequestInfo(info.endpoint, info.principal, session, session.mode)
+            if message is not None and message.get("method") == "notifications/cancelled":
+                # A call on the lean path is not the SDK session's to cancel (it is told too).
+                params = message.get("params")
+                session.cancel_lean(params.get("requestId") if isinstance(params, dict) else None)
             with self._sessions.serving(session):
                 await self._serve(
-                    self._managers[_manager_key(session.mode, True)], scope, receive, send, info
+                    self._managers[_manager_key(session.mode, True)], scope, receive, send, info, message
                 )
             if scope["method"] == "DELETE":
                 self._sessions.close(raw)
@@ -470,7 +494,7 @@ class GatewayFront:
             # A stateless endpoint answers with one JSON body, where progress notifications have
             # nowhere to go: a request that asks for progress is answered on an SSE stream.
             manager = streaming
-        await self._serve(manager, scope, receive, send, info)
+        await self._serve(manager, scope, receive, send, info, message)
 
     async def _make_room(self, principal: str) -> bool:
         """Room for one more session of ``principal``: at its quota, or at the replica's limit, the
@@ -501,6 +525,7 @@ class GatewayFront:
         receive: Receive,
         send: Send,
         info: RequestInfo,
+        message: dict[str, Any] | None = None,
     ) -> None:
         scope = {**scope, REQUEST_INFO_KEY: info}
         counted = scope["method"] != "GET"
@@ -508,6 +533,13 @@ class GatewayFront:
             self.inflight += 1
             self.idle.clear()
         try:
+            if (
+                message is not None
+                and self._lean is not None
+                and message.get("method") == "tools/call"
+                and await self._lean_call(info, message, manager, _Http(scope, receive, send))
+            ):
+                return
             if manager.stateless and scope["method"] == "POST":
                 await _cancelled_on_disconnect(manager, scope, receive, self._sending(send, info))
             else:
@@ -517,6 +549,54 @@ class GatewayFront:
                 self.inflight -= 1
                 if not self.inflight:
                     self.idle.set()
+
+    async def _lean_call(
+        self, info: RequestInfo, message: dict[str, Any], manager: StreamableHTTPSessionManager, http: _Http
+    ) -> bool:
+        """Answers a plain ``tools/call`` on the lean path (:mod:`mcp_gateway_svc.lean`); False,
+        having done nothing, for a request the SDK answers."""
+        assert self._lean is not None
+        scope, receive, send = http
+        headers = Headers(scope=scope)
+        modern = headers.get(MCP_PROTOCOL_VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS
+        session = info.session
+        url = base_url(scope)
+        transport = None
+        if session is None:
+            # (a transport that may answer on a stream pings a long call: the SDK's path then)
+            call = read_modern(message, headers, base_url=url) if modern and manager.json_response else None
+        else:
+            transport = live_transport(manager, session.sid)
+            call = (
+                read_session(message, headers, session, sse=not manager.json_response, base_url=url)
+                if transport
+                else None
+            )
+        target = self._lean.lean_target(info, call) if call is not None else None
+        if call is None or target is None:
+            return False
+        run = self._lean.lean_call(info, call, target)
+        if session is None:
+            with anyio.CancelScope() as cancel:
+                watcher = _cancel_on_disconnect(receive, cancel)
+                try:
+                    outcome = await _outcome(manager, call.protocol_version, run)
+                finally:
+                    watcher.cancel()
+            if outcome is not None:  # (None: the client went away, the call was cancelled)
+                await write_json(send, call.request_id, outcome)
+            return True
+        task = asyncio.ensure_future(_outcome(manager, call.protocol_version, run))
+        with holding(transport):
+            session.lean_calls[call.request_id] = task
+            try:
+                await answer_session(
+                    send, call.request_id, task, session_id=self._replica.session_id(session.sid)
+                )
+            finally:
+                session.lean_calls.pop(call.request_id, None)
+                task.cancel()
+        return True
 
     def _sending(self, send: Send, info: RequestInfo) -> Send:
         """``send`` with the transport's session id replaced by this replica's form of it, and the
@@ -563,6 +643,27 @@ class GatewayFront:
         await RequestBodyLimitMiddleware(forward, self._max_body)(scope, receive, send)
 
 
+class _Http(NamedTuple):
+    """One HTTP request as the ASGI server hands it over."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+
+
+async def _outcome(
+    manager: StreamableHTTPSessionManager, version: str, run: Awaitable[BaseModel]
+) -> dict[str, Any] | Exception | None:
+    """A lean call's result in its wire form, or the exception it raised; None while it has not
+    finished (cancelled: the caller's scope absorbs the cancellation)."""
+    outcome: dict[str, Any] | Exception | None = None
+    try:
+        outcome = wire_result(manager.app, version, await run)
+    except Exception as err:
+        outcome = err
+    return outcome
+
+
 def _length(headers: Headers) -> int | None:
     try:
         return int(headers["content-length"])
@@ -597,20 +698,30 @@ async def _cancelled_on_disconnect(
     # at the end of every request formatted the request task's repr (anyio names the canceller),
     # a measurable part of a call's cost. The scope is cancelled only when the client left.
     with anyio.CancelScope() as request_scope:
-
-        async def watch() -> None:
-            await body_read.wait()
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            request_scope.cancel("the client went away")
-
-        watcher = asyncio.get_running_loop().create_task(watch())
-        # A receive that fails once the answer is out changes nothing: retrieved, not reported.
-        watcher.add_done_callback(lambda task: task.cancelled() or task.exception())
+        watcher = _cancel_on_disconnect(receive, request_scope, after=body_read)
         try:
             await manager.handle_request(scope, receiving, send)
         finally:
             watcher.cancel()
+
+
+def _cancel_on_disconnect(
+    receive: Receive, scope: anyio.CancelScope, *, after: asyncio.Event | None = None
+) -> asyncio.Task[None]:
+    """A task cancelling ``scope`` when the client goes away (``after``: once the body is read);
+    the caller cancels it once the answer is out."""
+
+    async def watch() -> None:
+        if after is not None:
+            await after.wait()
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        scope.cancel("the client went away")
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    # A receive that fails once the answer is out changes nothing: retrieved, not reported.
+    watcher.add_done_callback(lambda task: task.cancelled() or task.exception())
+    return watcher
 
 
 def _endpoint_key(path: str) -> str | None:

@@ -48,7 +48,7 @@ from toolscout.client import (
 )
 from toolscout.client.aio import ProgressCallback
 
-from mcp_gateway_svc import capabilities, server_features
+from mcp_gateway_svc import capabilities, lean, server_features
 from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
@@ -107,6 +107,17 @@ class RequestInfo:
     @property
     def mode(self) -> GatewayMode:
         return self.chosen_mode or self.endpoint.mode
+
+
+@dataclass(frozen=True, slots=True)
+class LeanTarget:
+    """What a lean ``tools/call`` runs: the catalog tool, its arguments, the mode it is served in,
+    and whether it came through ``call_tool`` (its failures are then results)."""
+
+    tool: Tool
+    arguments: Mapping[str, Any]
+    mode: GatewayMode
+    wrapped: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,21 +419,16 @@ class McpHandlers:
         return await self._user_tools.of(info.principal, view.version, info.endpoint.toolset.name)
 
     async def _count(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.request_id is None:
-            return await call_next(ctx)
         request = ctx.request
         info = getattr(request, "scope", {}).get(REQUEST_INFO_KEY) if request is not None else None
+        if isinstance(info, RequestInfo) and info.session is not None and info.session.outbound is None:
+            # The session's peer (its handshake: revision, capabilities, name), from its first
+            # message after initialize on: what the lean path reads (mcp_gateway_svc.lean).
+            info.session.outbound = ctx.session
+        if ctx.request_id is None:
+            return await call_next(ctx)
         mode = info.mode if isinstance(info, RequestInfo) else GatewayMode.META
-        outcome = "cancelled"
-        try:
-            result = await call_next(ctx)
-            outcome = "ok"
-            return result
-        except Exception:
-            outcome = "error"
-            raise
-        finally:
-            self._metrics.request(ctx.method, mode, outcome)
+        return await self._metrics.counted(ctx.method, mode, call_next(ctx))
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
@@ -538,14 +544,70 @@ class McpHandlers:
             return await self._results.read_tool(arguments, self._owner(ctx, info))
         return await self._call(call, name, arguments)
 
+    # --- the lean path (mcp_gateway_svc.lean) ---------------------------------------------
+
+    def lean_target(self, info: RequestInfo, call: lean.LeanCall) -> LeanTarget | None:
+        """The catalog tool a plain ``tools/call`` runs, or None when the SDK's path answers it as
+        :meth:`call_tool` does: a search, a kept result, a ``call_tool`` call it refuses, an unknown
+        tool, one run only as a task or not loaded yet, a ``per_user`` server's tool, no plan yet,
+        tracing on (its spans are the SDK middleware's)."""
+        view = info.endpoint.view
+        if self._tracing.enabled or view is None:
+            return None
+        modern = call.protocol_version in MODERN_PROTOCOL_VERSIONS
+        mode = modern_mode(info.mode) if modern else info.mode
+        name, arguments, wrapped = call.name, call.arguments, False
+        if view.search_tool is not None and name == SEARCH_TOOL_NAME:
+            return None
+        if view.call_tool is not None and name == CALL_TOOL_NAME:
+            target = read_call(arguments, search_through=True)
+            if isinstance(target, Refusal) or target.name == SEARCH_TOOL_NAME:
+                return None
+            name, arguments, wrapped = target.name, dict(target.arguments), True
+        elif name == READ_RESULT_NAME and self._results is not None and name not in view.by_name:
+            return None
+        tool = view.by_name.get(name)
+        if (
+            tool is None
+            or tool.task_support == "required"
+            or _not_loaded(mode, view, name, info.session)
+            # what a per_user server lists to this caller: the SDK path looks it up
+            or (self._user_tools is not None and self._user_tools.config.per_user(tool.server))
+        ):
+            return None
+        return LeanTarget(tool, arguments, mode, wrapped)
+
+    async def lean_call(
+        self, info: RequestInfo, call: lean.LeanCall, target: LeanTarget
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request.
+
+        Raises:
+            MCPError: as :meth:`ToolCaller.call`.
+        """
+        run = self._caller.call(
+            target.tool,
+            target.arguments,
+            mode=target.mode,
+            meta=call.meta,
+            owner=self._owner_of(call.client_name, info),
+            protocol_errors=not target.wrapped,
+            principal=info.principal,
+            # A host that can show a URL elicitation declared elicitation: not a lean call.
+            asker=LoginAsker(call.base_url),
+            host_round=HostRound(None, None, call.declared_json) if call.declared_json is not None else None,
+        )
+        return await self._metrics.counted("tools/call", info.mode, run)
+
     # --- kept results ----------------------------------------------------------------------
 
     def _owner(self, ctx: ServerRequestContext[Any, Any], info: RequestInfo) -> ResultOwner:
         """The host's result budget and what its kept results are bound to: the principal, and
         the session when the endpoint keeps one (stateless meta: the principal alone)."""
-        budget = 0
-        if self._result_budget is not None:
-            budget = self._result_budget(_client_name(ctx))
+        return self._owner_of(_client_name(ctx), info)
+
+    def _owner_of(self, client_name: str, info: RequestInfo) -> ResultOwner:
+        budget = self._result_budget(client_name) if self._result_budget is not None else 0
         conversation = info.session.sid if info.session is not None else ""
         return ResultOwner(budget, info.principal, conversation)
 
@@ -620,17 +682,11 @@ class McpHandlers:
                 return error_result(message)
             raise MCPError(types.METHOD_NOT_FOUND, message)
         session = call.info.session
-        if (
-            call.mode == GatewayMode.PROGRESSIVE
-            and call.view.search_tool is not None
-            and name not in call.view.eager_names
-            and (session is None or name not in session.loaded)
-            and not (
-                user is not None
-                and name in user.by_name
-                and self._user_tools is not None
-                and not self._user_tools.config.deferred(tool.server, tool.name)
-            )
+        if _not_loaded(call.mode, call.view, name, session) and not (
+            user is not None
+            and name in user.by_name
+            and self._user_tools is not None
+            and not self._user_tools.config.deferred(tool.server, tool.name)
         ):
             # As the orchestrator: a deferred tool is called once a search has found it.
             self._metrics.tool_call(call.mode, "not_loaded", 0.0)
@@ -674,6 +730,16 @@ class McpHandlers:
         searchable = view.search_tool is not None and mode != GatewayMode.ALL
         hint = UnknownHint.SEARCH if searchable else UnknownHint.TOOLS_LIST
         return error_result(unknown_tool(name, hint, closest=closest).text)
+
+
+def _not_loaded(mode: GatewayMode, view: ToolsetView, name: str, session: Session | None) -> bool:
+    """A progressive session's deferred tool that no search of the session has found yet."""
+    return (
+        mode == GatewayMode.PROGRESSIVE
+        and view.search_tool is not None
+        and name not in view.eager_names
+        and (session is None or name not in session.loaded)
+    )
 
 
 def _request_attributes(ctx: ServerRequestContext[Any, Any], target: str | None) -> dict[str, Any]:

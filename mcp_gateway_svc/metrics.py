@@ -8,13 +8,17 @@ the three modes, fixed outcome words. No label carries a query, an argument or a
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from enum import StrEnum
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
 from toolscout.client import GatewayMode
 
 from toolscout_kit.metrics import MetricSet, TimedEvents
 from toolscout_kit.tracing import exemplar
+
+T = TypeVar("T")
 
 __all__ = [
     "CALL_OUTCOMES",
@@ -139,6 +143,19 @@ class GatewayMetrics:
 
     def request(self, method: str, mode: GatewayMode, outcome: str) -> None:
         self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
+
+    async def counted(self, method: str, mode: GatewayMode, run: Awaitable[T]) -> T:
+        """``run``'s result, the request counted by its outcome (ok, error, cancelled)."""
+        outcome = "cancelled"
+        try:
+            result = await run
+            outcome = "ok"
+            return result
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            self.request(method, mode, outcome)
 
     def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
         self.tool_calls.record(seconds, mode, outcome, exemplar=exemplar())

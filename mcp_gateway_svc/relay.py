@@ -33,7 +33,7 @@ from toolscout.client import CallProgress, CallRelay, RelayAnswer, RelayedLog, R
 from mcp_gateway_svc.input_rounds import HostRound
 from toolscout_kit.logging import get_logger
 
-__all__ = ["asked_log_level", "declared_capabilities", "host_relay", "host_round"]
+__all__ = ["asked_log_level", "declared_capabilities", "declared_of", "host_relay", "host_round"]
 
 _log = get_logger(__name__)
 
@@ -44,13 +44,17 @@ _LEVEL_ORDER: tuple[str, ...] = get_args(types.LoggingLevel)
 _LEVELS = frozenset(_LEVEL_ORDER)
 
 
-def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-    """What of sampling, elicitation and roots the host declared (MCP wire form)."""
-    caps = ctx.session.client_capabilities
-    if caps is None:
+def declared_of(caps: types.ClientCapabilities | None) -> dict[str, Any]:
+    """What of sampling, elicitation and roots ``caps`` declare (MCP wire form; empty: none)."""
+    if caps is None or (caps.sampling is None and caps.elicitation is None and caps.roots is None):
         return {}
     dumped = caps.model_dump(by_alias=True, mode="json", exclude_none=True)
     return {key: dumped[key] for key in _RELAYED if key in dumped}
+
+
+def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """What of sampling, elicitation and roots the host declared (MCP wire form)."""
+    return declared_of(ctx.session.client_capabilities)
 
 
 def declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> str:

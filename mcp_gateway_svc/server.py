@@ -253,6 +253,7 @@ def _front(
     parts: _FrontParts,
     managers: dict[str, StreamableHTTPSessionManager],
     ready: Callable[[], bool],
+    handlers: McpHandlers,
 ) -> GatewayFront:
     return GatewayFront(
         endpoints=parts.endpoints,
@@ -275,6 +276,8 @@ def _front(
         client_modes=settings.client_modes,
         client_all_max_tools=settings.client_all_max_tools,
         login=parts.login,
+        # A plain tools/call is answered without the SDK transport's per-request machinery.
+        lean=handlers,
     )
 
 
@@ -375,7 +378,7 @@ async def build_server(
         default = endpoints.get("")
         return default is not None and default.view is not None and default.following
 
-    front = _front(settings, address, parts, managers, ready)
+    front = _front(settings, address, parts, managers, ready, handlers)
     listener = _listener(settings, sock, front, managers, parts)
     running = RunningGateway(
         listener,

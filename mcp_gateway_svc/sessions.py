@@ -57,6 +57,16 @@ class Session:
     log_level: str = ""
     # Resource subscriptions (URI -> the task relaying its updates), ended with the session.
     subscriptions: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    # Calls on the lean path (mcp_gateway_svc.lean) by JSON-RPC id: what notifications/cancelled
+    # cancels (the SDK's session never saw them).
+    lean_calls: dict[str | int, asyncio.Task[Any]] = field(default_factory=dict)
+
+    def cancel_lean(self, request_id: object) -> None:
+        """Cancels the lean call ``request_id`` names (``notifications/cancelled``), if one runs."""
+        if isinstance(request_id, str | int):
+            task = self.lean_calls.get(request_id)
+            if task is not None:
+                task.cancel()
 
 
 class SessionRegistry:

@@ -31,6 +31,7 @@ __all__ = [
     "example_arguments",
     "expected_shape",
     "resolve",
+    "schema_text_problems",
 ]
 
 _MAX_DEPTH = 6
@@ -356,7 +357,28 @@ def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -
     expected integer, got string``); empty when they fit. String formats are not checked (the tool
     judges those), and a schema that is not valid JSON Schema (or refers outside itself) checks
     nothing: the tool then answers for itself."""
-    validator = _validator(json.dumps(schema, sort_keys=True, ensure_ascii=False))
+    return _problems(_validator(json.dumps(schema, sort_keys=True, ensure_ascii=False)), schema, arguments)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(schema_json: str) -> tuple[Any, dict[str, Any]]:
+    """The validator and the schema of a schema written as JSON object text (not an object: ``{}``)."""
+    try:
+        parsed = json.loads(schema_json) if schema_json else {}
+    except ValueError:
+        parsed = {}
+    schema: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+    return _validator(json.dumps(schema, sort_keys=True, ensure_ascii=False)), schema
+
+
+def schema_text_problems(schema_json: str, arguments: Mapping[str, Any]) -> list[str]:
+    """:func:`argument_problems` for a schema as a tool definition carries it (JSON object text):
+    each text is parsed and compiled once, not on every call (a call's hot path)."""
+    validator, schema = _compiled(schema_json)
+    return _problems(validator, schema, arguments)
+
+
+def _problems(validator: Any, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
     if validator is None:
         return []
     try:

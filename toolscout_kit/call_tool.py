@@ -28,7 +28,7 @@ from typing import Any
 
 from toolscout.client import CALL_TOOL_NAME, SEARCH_TOOL_NAME, Tool
 
-from toolscout_kit.arguments import argument_problems, expected_shape
+from toolscout_kit.arguments import expected_shape, schema_text_problems
 from toolscout_kit.json_text import JsonTextError, json_object_or_none, parse_json_object
 
 __all__ = [
@@ -171,7 +171,7 @@ def read_call(arguments: str | Mapping[str, Any], *, search_through: bool = Fals
 def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> Refusal | None:
     """None when ``arguments`` fit ``tool``'s input schema, else the refusal showing the expected
     shape (the problems, every argument, example arguments), so the model can correct itself."""
-    problems = argument_problems(tool.input_schema, arguments)
+    problems = schema_text_problems(tool.input_schema_json, arguments)
     if not problems:
         return None
     text = f"Error: {expected_shape(tool.llm_name, tool.input_schema, problems)}"

@@ -10,7 +10,9 @@ streams end) and stops uvicorn.
 
 uvicorn runs without its own signal handling (the host owns the signals), and closes a connection
 whose first request's headers have not all arrived within the read timeout (uvicorn itself times
-out idle keep-alive connections only).
+out idle keep-alive connections only). Its HTTP/1.1 parser is httptools (llhttp, in C), uvicorn's
+own choice when it is installed: about half the server's CPU per request of the pure-Python h11
+(bench/README, "the lean path").
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 import uvicorn
 from starlette.types import ASGIApp
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from toolscout_kit.host import DRAIN_MARGIN
 from toolscout_kit.logging import get_logger
@@ -41,11 +43,11 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
-def _timed_http(seconds: float) -> type[H11Protocol]:
+def _timed_http(seconds: float) -> type[HttpToolsProtocol]:
     """uvicorn's HTTP/1.1 protocol, closing a connection whose first request's headers have not
     all arrived within ``seconds`` (the body is the app's to time)."""
 
-    class _TimedH11(H11Protocol):
+    class _TimedHttp(HttpToolsProtocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
             self.loop.call_later(seconds, self._headers_due)
@@ -55,7 +57,7 @@ def _timed_http(seconds: float) -> type[H11Protocol]:
                 _log.info("connection dropped: its request headers did not arrive in time", timeout=seconds)
                 self.transport.close()
 
-    return _TimedH11
+    return _TimedHttp
 
 
 class HttpListener:

@@ -10,7 +10,7 @@ from toolscout.client import AsyncPoolClient, wire
 from toolscout.client.testing import FakePool
 
 from discovery_svc.catalog import Catalog
-from discovery_svc.catalog_follower import CatalogFollower
+from discovery_svc.catalog_follower import FOLLOW_PACE, MAX_FOLLOW_PAUSE, CatalogFollower, follow_pause
 from tests.integration.test_discovery_grpc import fake_pool, pb_tool, start_pool
 
 WAIT = 10.0
@@ -25,6 +25,7 @@ class Shards:
         self.servers: list[FakePool] = []
         self.ports: list[int] = []
         self.seen: asyncio.Queue[Catalog] = asyncio.Queue()
+        self.follower: CatalogFollower | None = None
 
     def on_catalog(self, catalog: Catalog) -> None:
         self.seen.put_nowait(catalog)
@@ -55,6 +56,7 @@ async def _follow(shards: Shards, **kw: object) -> tuple[asyncio.Task[None], lis
         max_backoff=0.2,
         **kw,  # type: ignore[arg-type]
     )
+    shards.follower = follower
     return asyncio.create_task(follower.run()), clients
 
 
@@ -184,5 +186,75 @@ async def test_equal_definitions_of_different_servers_share_one_parsed_schema_an
         assert alpha.description is beta.description
     finally:
         task.cancel()
+        for client in clients:
+            await client.close()
+
+
+def test_the_pause_after_a_snapshot_grows_with_its_handling_and_is_bounded() -> None:
+    assert follow_pause(0.0) == 0.0
+    assert follow_pause(0.002) == pytest.approx(0.002 * FOLLOW_PACE)
+    assert follow_pause(2.0) == pytest.approx(2.0 * FOLLOW_PACE)
+    assert follow_pause(3600.0) == MAX_FOLLOW_PAUSE
+    assert follow_pause(-1.0) == 0.0  # a clock that stepped back never pauses
+    assert follow_pause(2.0, pace=0.0) == 0.0
+
+
+async def test_a_catalog_that_keeps_changing_is_followed_at_a_pace_to_its_newest_version(
+    shards: Shards,
+) -> None:
+    """Versions published one after another: the follower waits after each snapshot it handled
+    (reads are paced) and still ends at the newest version, with every tool of it."""
+    follower_task, clients = await _follow(shards)
+    try:
+        await shards.next()
+        tools = [wire.tool(pb_tool("beta", "b", "B."))]
+        for n in range(5):
+            tools.append(wire.tool(pb_tool("beta", f"t{n}", f"Tool {n}.")))
+            shards.pools[1].publish(list(tools), f"s1-v{n + 2}")
+        names: list[str] = []
+        while "beta_t4" not in names:
+            names = [t.llm_name for t in (await shards.next()).tools]
+        assert names == ["alpha_a", "beta_b", *(f"beta_t{n}" for n in range(5)), "both_b"]
+        assert shards.follower is not None
+        assert shards.follower.paused_seconds > 0
+    finally:
+        follower_task.cancel()
+        for client in clients:
+            await client.close()
+
+
+async def test_a_follower_without_a_pace_reads_every_snapshot_at_once(shards: Shards) -> None:
+    follower_task, clients = await _follow(shards, pace=0.0)
+    try:
+        await shards.next()
+        shards.pools[1].publish([wire.tool(pb_tool("beta", "c", "C."))], "s1-v2")
+        assert [t.llm_name for t in (await shards.next()).tools] == ["alpha_a", "beta_c", "both_b"]
+        assert shards.follower is not None
+        assert shards.follower.paused_seconds == 0.0
+    finally:
+        follower_task.cancel()
+        for client in clients:
+            await client.close()
+
+
+async def test_a_long_pause_is_taken_with_the_stream_closed_and_a_new_stream_opened_after_it(
+    shards: Shards,
+) -> None:
+    """Every pause counts as long here: after each snapshot the follower closes its stream and
+    opens a new one (the catalog as it is then) instead of reading what the old one queued
+    meanwhile, and still follows every change."""
+    follower_task, clients = await _follow(shards, reopen_after=0.0)
+    try:
+        await shards.next()
+        assert shards.follower is not None
+        opened = shards.follower.streams_opened
+        shards.pools[1].publish([wire.tool(pb_tool("beta", "c", "C."))], "s1-v2")
+        assert [t.llm_name for t in (await shards.next()).tools] == ["alpha_a", "beta_c", "both_b"]
+        shards.pools[0].publish([wire.tool(pb_tool("alpha", "d", "D."))], "s0-v2")
+        assert [t.llm_name for t in (await shards.next()).tools] == ["alpha_d", "beta_c", "both_b"]
+        assert shards.follower.streams_opened > opened
+        assert not follower_task.done()
+    finally:
+        follower_task.cancel()
         for client in clients:
             await client.close()

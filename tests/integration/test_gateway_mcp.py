@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.client.session import IncomingMessage
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack, post
 from tests.support.mcp_servers import example_server_config, misbehaving_config, wait_for_lines
@@ -291,6 +292,47 @@ async def test_a_timeout_in_meta_becomes_the_pools_call_timeout(gw: GatewayStack
     assert result.is_error
     assert "did not answer in time" in _text(result)
     assert len(await wait_for_lines(cancels, before + 1, within=WAIT)) == before + 1
+
+
+async def test_a_sessions_plain_call_is_answered_in_one_json_body_and_one_asking_for_progress_on_its_stream(
+    gw: GatewayStack,
+) -> None:
+    # The plain call takes the gateway's lean path (mcp_gateway_svc.lean), the other the SDK's.
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    opened = await post(gw.url, init)
+    headers = {
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": LATEST_HANDSHAKE_VERSION,
+    }
+    await post(gw.url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    # (a notification is handled after its 202: a request answered first tells the gateway the
+    # session's handshake for sure)
+    await post(gw.url, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, headers=headers)
+    params = {"name": "call_tool", "arguments": {"name": "text__reverse", "arguments": {"text": "ab"}}}
+    plain = await post(
+        gw.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers
+    )
+    assert plain.headers["content-type"] == "application/json"
+    assert plain.headers["mcp-session-id"] == headers["mcp-session-id"]
+    answer = plain.json()
+    assert (answer["jsonrpc"], answer["id"]) == ("2.0", 1)
+    assert answer["result"]["content"] == [{"type": "text", "text": "ba"}]
+    assert answer["result"]["isError"] is False
+    asking = {**params, "_meta": {"progressToken": "p"}}
+    streamed = await post(
+        gw.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": asking}, headers=headers
+    )
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert '"text":"ba"' in streamed.text
 
 
 # --- metrics --------------------------------------------------------------------------------

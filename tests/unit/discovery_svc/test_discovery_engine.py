@@ -194,6 +194,33 @@ async def test_a_settled_catalog_is_indexed_without_waiting_out_the_pause(
     assert prepared.catalog_version == "v2"
 
 
+def test_a_catalog_counts_as_settled_after_longer_quiet_while_its_versions_come_further_apart() -> None:
+    assert engine_module.settled_after(0.0) == engine_module._SETTLED_SECONDS
+    assert engine_module.settled_after(8.0) == pytest.approx(8.0 * engine_module._SETTLED_GAPS)
+    assert engine_module.settled_after(3600.0) == engine_module._MAX_SETTLED_SECONDS
+
+
+async def test_a_catalog_whose_versions_come_apart_is_not_taken_for_settled_between_them() -> None:
+    """A paced follower delivers a changing catalog a version every few seconds: the pause after
+    a build still holds between them (the quiet needed grows with the gap), so an index is not
+    built for every version."""
+    svc = service()
+    await svc.prepared("")
+    svc._changed_at -= 20.0  # v1 came 20 s ago
+    assert svc.set_catalog(catalog([*TOOLS, make_tool("time", "later", "Later.")], "v2"))
+    assert engine_module.settled_after(svc._version_gap) >= 20.0
+    svc._next_build_at = time.monotonic() + 3600  # a build that took an hour
+    waiting = asyncio.create_task(svc.prepared(""))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done()  # neither paced out nor settled: still waiting
+    svc._next_build_at = 0.0  # the pause is over: built on its next look
+    svc._changed_at -= 3600.0
+    waiting.cancel()
+    prepared = await asyncio.wait_for(svc.prepared(""), 60)
+    assert prepared.catalog_version == "v2"
+
+
 async def test_prepared_states_are_bounded_by_the_lru() -> None:
     doc = {**DOC, "tool_sets": {f"ts{i}": {"servers": {"weather": True}} for i in range(4)}}
     svc = DiscoveryEngine(config(doc), cache_size=2)

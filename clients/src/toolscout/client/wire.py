@@ -12,6 +12,7 @@ number.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
@@ -51,6 +52,14 @@ M = TypeVar("M", bound=Message)
 _CONVERTED_KINDS = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_ENUM)
 
 
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """Reads ``names`` of an object as a tuple (``attrgetter`` returns a bare value for one name)."""
+    if not names:
+        return lambda m: ()
+    get = operator.attrgetter(*names)
+    return get if len(names) > 1 else lambda m: (get(m),)
+
+
 class _Alike(Generic[V, M]):
     """Converts a value type and its message by the fields both have, copied as they are (repeated
     ones as tuples). The ``converted`` fields (messages and enums) are not copied: the converter
@@ -65,11 +74,14 @@ class _Alike(Generic[V, M]):
         self._value_type = value_type
         self._message_type = message_type
         self._plain = tuple(n for n in names if n not in converted)
-        self._repeated = frozenset(n for n in self._plain if shared[n].is_repeated)
+        self._repeated = tuple(n for n in self._plain if shared[n].is_repeated)
+        # Every plain field read in one call (a call's result is converted on its hot path).
+        self._read = _getter(self._plain)
 
     def value(self, m: M, **converted: Any) -> V:
-        repeated = self._repeated
-        plain = {n: tuple(getattr(m, n)) if n in repeated else getattr(m, n) for n in self._plain}
+        plain = dict(zip(self._plain, self._read(m), strict=True))
+        for name in self._repeated:
+            plain[name] = tuple(plain[name])
         return self._value_type(**(plain | converted))
 
     def message(self, x: V, **converted: Any) -> M:
