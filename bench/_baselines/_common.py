@@ -18,6 +18,33 @@ from collections.abc import Callable
 from typing import Any
 
 
+def announced_port() -> int:
+    """A free port on 127.0.0.1 for a server that binds it itself (FastMCP's own ``run``), and a
+    thread that prints ``listening http://127.0.0.1:<port>/mcp`` once the port accepts connections
+    (the line the parent waits for)."""
+    import socket
+    import threading
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+
+    def announce() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        sys.stdout.write(f"listening http://127.0.0.1:{port}/mcp\n")
+        sys.stdout.flush()
+
+    threading.Thread(target=announce, daemon=True).start()
+    return port
+
+
 def read_jsonl(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import sys
-import threading
-import time
 from typing import Any
 
+from _common import announced_port
 from fastmcp import FastMCP
 from fastmcp.server.transforms.search import BM25SearchTransform
 from fastmcp.tools.base import TextContent, Tool, ToolResult
@@ -48,26 +45,14 @@ def main() -> None:
                 _Answering(name=row["key"], description=row.get("description") or "", parameters=schema)
             )
     server.add_transform(BM25SearchTransform(max_results=args.max_results))
-    with socket.socket() as probe:  # a free port for FastMCP to bind itself
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    threading.Thread(target=_announce, args=(port,), daemon=True).start()
     server.run(
-        transport="http", host="127.0.0.1", port=port, path="/mcp", show_banner=False, log_level="WARNING"
+        transport="http",
+        host="127.0.0.1",
+        port=announced_port(),
+        path="/mcp",
+        show_banner=False,
+        log_level="WARNING",
     )
-
-
-def _announce(port: int) -> None:
-    """Prints the URL once the server accepts connections."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            time.sleep(0.05)
-    sys.stdout.write(f"listening http://127.0.0.1:{port}/mcp\n")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -18,12 +18,9 @@ Tools keep their upstream names. Prints ``listening <url>`` once the proxy accep
 from __future__ import annotations
 
 import argparse
-import socket
-import sys
-import threading
-import time
 
 import anyio
+from _common import announced_port
 from fastmcp import Client
 from fastmcp.server import create_proxy
 
@@ -33,11 +30,13 @@ def main() -> None:
     parser.add_argument("--upstream", required=True, help="the MCP server's streamable-HTTP URL")
     parser.add_argument("--session", choices=("reuse", "fresh"), default="reuse")
     args = parser.parse_args()
-    with socket.socket() as probe:  # a free port for FastMCP to bind itself
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    serve = {"host": "127.0.0.1", "port": port, "path": "/mcp", "show_banner": False, "log_level": "WARNING"}
-    threading.Thread(target=_announce, args=(port,), daemon=True).start()
+    serve = {
+        "host": "127.0.0.1",
+        "port": announced_port(),
+        "path": "/mcp",
+        "show_banner": False,
+        "log_level": "WARNING",
+    }
     if args.session == "fresh":
         create_proxy(args.upstream, name="fastmcp-proxy").run(transport="http", **serve)
         return
@@ -47,19 +46,6 @@ def main() -> None:
             await create_proxy(upstream, name="fastmcp-proxy").run_async(transport="http", **serve)
 
     anyio.run(reuse)
-
-
-def _announce(port: int) -> None:
-    """Prints the URL once the proxy accepts connections."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            time.sleep(0.05)
-    sys.stdout.write(f"listening http://127.0.0.1:{port}/mcp\n")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":
