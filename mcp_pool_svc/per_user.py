@@ -39,6 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar, cast
 
 import anyio
@@ -52,7 +53,7 @@ from toolscout_kit.oauth_approval import AuthorizationError, NoApprover
 from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_store import STACK_PRINCIPAL, TOKEN_KEY_ENV, TokenStore, TokenStoreError
 
-__all__ = ["USER_LISTING_FRESH", "UserSessions", "is_per_user"]
+__all__ = ["USER_LISTING_FRESH", "Listing", "UserSessions", "is_per_user"]
 
 log = get_logger(__name__)
 
@@ -60,6 +61,13 @@ T = TypeVar("T")
 
 # Seconds what a server listed to one principal is reused (it goes with their session).
 USER_LISTING_FRESH = 10.0
+
+
+class Listing(StrEnum):
+    """What a principal's session listed and keeps (:meth:`UserSessions.listed`)."""
+
+    TOOLS = "tools"
+    FEATURES = "features"  # resources, resource templates, prompts
 
 
 def is_per_user(config: StdioServerConfig | RemoteServerConfig) -> bool:
@@ -82,9 +90,8 @@ class _UserSession:
     task: asyncio.Task[None] | None = None
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0
-    # What this principal's session listed, by what was listed ("tools", "features"):
-    # (monotonic time, value); see UserSessions.listed.
-    listings: dict[str, tuple[float, Any]] = field(default_factory=dict)
+    # What this principal's session listed: (monotonic time, value); see UserSessions.listed.
+    listings: dict[Listing, tuple[float, Any]] = field(default_factory=dict)
 
 
 def _authorization_failed(err: BaseException | None) -> bool:
@@ -187,7 +194,7 @@ class UserSessions:
         fetch: Callable[[Connection], Awaitable[T]],
         fresh_for: float = USER_LISTING_FRESH,
         *,
-        what: str = "features",
+        what: Listing = Listing.FEATURES,
     ) -> T:
         """``fetch(conn)`` on the principal's own session (what the server lists to them), kept
         with that session as ``what`` (its tools, its features) for ``fresh_for`` seconds: it goes

@@ -24,7 +24,7 @@ from toolscout.client import ToolCatalog
 from mcp_pool_svc.catalog import Catalog, PoolTool
 from mcp_pool_svc.errors import ServerUnavailableError, UserAuthorizationRequiredError
 from mcp_pool_svc.naming import server_named_by
-from mcp_pool_svc.per_user import UserSessions, is_per_user
+from mcp_pool_svc.per_user import Listing, UserSessions, is_per_user
 from mcp_pool_svc.session import Connection
 from mcp_pool_svc.supervisor import Supervisor
 from toolscout_kit.config import RemoteServerConfig
@@ -76,7 +76,7 @@ class UserToolLists:
             return self._catalog.named(server, listed)
 
         try:
-            return await self._users.listed(server, config, principal, fetch, what="tools")
+            return await self._users.listed(server, config, principal, fetch, what=Listing.TOOLS)
         except TimeoutError:
             raise ServerUnavailableError(
                 f"MCP server {server!r} did not list its tools for you in time"
