@@ -12,7 +12,7 @@ The profiler itself slows the process. ``--baseline COMMIT`` runs that commit's 
 the calls interleaved round by round, so that the machine's load weighs on both alike.
 
 Run: uv run --frozen python bench/gateway_call_profile.py --py-spy /tmp/spy/bin/py-spy [--seconds 30]
-     [--baseline db9b8ff]
+     [--baseline db9b8ff] [--raw DIR (keeps py-spy's raw samples)]
 Writes bench/results/gateway_call_profile.json.
 """
 
@@ -151,6 +151,7 @@ def main() -> int:
         "--baseline",
         help="a commit whose gateway is sampled beside this tree's (git archive), calls interleaved",
     )
+    parser.add_argument("--raw", type=Path, help="a folder to keep py-spy's raw samples in")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="toolscout-profile-") as work_dir,
@@ -174,6 +175,10 @@ def main() -> int:
             pids[name] = gb.STACK_PIDS["gateway"]
         measured = asyncio.run(_drive(urls, pids, args.seconds, args.py_spy, work))
         counted = {name: shares(work / f"{name}.raw") for name in urls}
+        if args.raw:
+            args.raw.mkdir(parents=True, exist_ok=True)
+            for name in urls:
+                (args.raw / f"{name.replace(' ', '-')}.raw").write_bytes((work / f"{name}.raw").read_bytes())
     load = round(os.getloadavg()[0], 1)
     record: dict[str, Any] = {
         "command": "uv run --frozen python bench/gateway_call_profile.py --py-spy PY_SPY "
