@@ -7,9 +7,11 @@ import json
 import pytest
 
 from toolscout_kit.logging import (
+    begin_request,
     bind_request_context,
     clear_request_context,
     configure_logging,
+    end_request,
     get_logger,
     redact,
 )
@@ -39,3 +41,31 @@ def test_log_lines_are_json_with_request_context_and_redacted_secret_fields(
     assert line["api_key"] == "[REDACTED]"
     assert line["auth_token"] == "[REDACTED]"
     assert line["manifest_tokens"] == 1598
+
+
+def test_a_request_bound_without_an_id_gets_one_per_request_on_its_first_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("INFO")
+    ids = []
+    for _ in range(2):
+        token = begin_request("", "/toolscout.mcp_pool.v1.McpPool/CallTool")
+        try:
+            get_logger("test").info("first")
+            get_logger("test").info("second", request_id_count=1)
+        finally:
+            end_request(token)
+        lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()[-2:]]
+        assert lines[0]["request_id"] == lines[1]["request_id"] != ""
+        assert lines[0]["rpc"] == "/toolscout.mcp_pool.v1.McpPool/CallTool"
+        ids.append(lines[0]["request_id"])
+    assert ids[0] != ids[1]
+    token = begin_request("from-the-caller", "/x.Y/Z")
+    try:
+        get_logger("test").info("given")
+    finally:
+        end_request(token)
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["request_id"] == "from-the-caller"
+    get_logger("test").info("outside")
+    assert "request_id" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
