@@ -43,7 +43,7 @@ from mcp_pool_svc.errors import (
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
 )
-from mcp_pool_svc.lean import lean_call
+from mcp_pool_svc.lean import lean_call, plain_call_tool, plain_meta
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
 from mcp_pool_svc.relay import HostRelay, HostSession, InputRound, declaring, wants_host_session
@@ -487,6 +487,16 @@ class CallRunner:
         meta = checked.meta
         # The span's attributes are built only when tracing is on (a dict and a URL parse per call).
         attributes = _mcp_attributes(sup, conn, tool) if self._tracing.enabled else None
+        # Nothing but the call itself: the SDK's call_tool without its detours (mcp_pool_svc.lean).
+        plain = (
+            conn.send_raw is not None
+            and call.relay is None
+            and call.progress is None
+            and not checked.accept_input_required
+            and checked.input_responses is None
+            and checked.request_state is None
+            and plain_meta(meta)
+        )
         with (
             self._tracing.span(f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes),
             conn.router.calling(call.relay),
@@ -494,6 +504,8 @@ class CallRunner:
             # Nothing to relay: the request may be one direct POST (mcp_pool_svc.lean).
             lean_call() if call.relay is None else nullcontext(),
         ):
+            if plain and conn.send_raw is not None:
+                return await plain_call_tool(conn.session, conn.send_raw, tool, checked.arguments, meta)
             return await conn.session.call_tool(
                 tool,
                 checked.arguments,

@@ -22,6 +22,19 @@ is that error; 404 method not found; other errors internal). A transport failure
 ends the connection, as it ends the SDK's transport (the supervisor reconnects; the call is
 "sent, then lost"). Cancelling the call closes its POST, which is the 2026-07-28 HTTP
 cancellation.
+
+:func:`plain_call_tool` is the ``ClientSession.call_tool`` of such a call, for the pool's own
+session (no progress, no input rounds, no result claims): the same request (the session's own
+stamp), the same checks of the answer, without the SDK's detours. ``send_request`` builds a
+``CallToolRequest`` model only to dump it again, checks the result against its revision's wire
+type with a ``TypeAdapter`` round trip whose dump is thrown away, and ``validate_tool_result``
+walks every error of the output schema (``best_match(iter_errors(...))``) even for a valid result.
+Here the request is the dict the dump would give, the wire type is validated without the dump, and
+the compiled validator (the session's own, compiled once per schema) answers ``is_valid`` first;
+only an invalid result takes the SDK's detailed walk, for its exact error. The pieces of the
+pinned SDK it relies on (``ClientSession._stamp``, ``_tool_output_schemas``,
+``_output_schema_validator``, ``_call_tool_adapter``) are checked by
+``tests/integration/test_pool_lean_path.py``, which compares both paths' requests and verdicts.
 """
 
 from __future__ import annotations
@@ -37,6 +50,13 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types
+from mcp.client import UnexpectedClaimedResult
+from mcp.client.session import (
+    ClientSession,
+    _clamp_inbound_ttl,
+    _input_required_unexpected,
+    _later_revision_fields,
+)
 from mcp.client.streamable_http import (
     DEFAULT_MAX_SSE_EVENT_SIZE,
     DEFAULT_RECONNECTION_DELAY_MS,
@@ -44,13 +64,16 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared._httpx_utils import redirect_location, sse_within_origin, stream_within_origin
 from mcp.shared._otel import inject_trace_context, otel_span
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
+from mcp_types.methods import SERVER_RESULTS
 from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provider
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
+from referencing.exceptions import Unresolvable
 
-__all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call"]
+__all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call", "plain_call_tool", "plain_meta"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +95,88 @@ def lean_call() -> Iterator[None]:
         yield
     finally:
         _LEAN.reset(token)
+
+
+# Keys of a request's _meta that ask for more than a plain call (progress: the SDK's own path).
+_NOT_PLAIN_META = frozenset({"progressToken", "progress_token"})
+# The wire type of a tools/call result per revision, validated without the dump (one adapter each).
+_WIRE_RESULTS: dict[str, TypeAdapter[Any]] = {}
+
+
+def plain_meta(meta: dict[str, Any]) -> bool:
+    """Whether a call's ``_meta`` asks for nothing :func:`plain_call_tool` leaves out."""
+    return not meta or _NOT_PLAIN_META.isdisjoint(meta)
+
+
+def _wire_result(version: str) -> TypeAdapter[Any]:
+    adapter = _WIRE_RESULTS.get(version)
+    if adapter is None:
+        wire: Any = SERVER_RESULTS[("tools/call", version)]
+        adapter = _WIRE_RESULTS[version] = TypeAdapter(wire)
+    return adapter
+
+
+async def plain_call_tool(
+    session: ClientSession,
+    send_raw: Callable[[str, Any, Any], Awaitable[dict[str, Any]]],
+    name: str,
+    arguments: dict[str, Any],
+    meta: dict[str, Any],
+) -> mcp_types.CallToolResult:
+    """``session.call_tool(name, arguments, meta=meta or None)`` on a connection whose protocol
+    version is negotiated, with the request sent through ``send_raw`` (the session's dispatcher's
+    ``send_raw_request``); see the module's doc. ``meta`` passes :func:`plain_meta`.
+
+    Raises:
+        MCPError: the server's error, or the connection's.
+        pydantic.ValidationError: the result is not a valid result at the negotiated revision.
+        RuntimeError: as ``call_tool``: an input-required answer, or structured content that does
+            not conform to the tool's output schema (the SDK's own message).
+        UnexpectedClaimedResult: as ``call_tool``.
+    """
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if meta:
+        params["_meta"] = dict(meta)
+    data: dict[str, Any] = {"method": "tools/call", "params": params}
+    opts: CallOptions = {}
+    session._stamp(data, opts)  # the session's own stamp (see the module's doc)
+    raw = await send_raw("tools/call", data["params"], opts)
+    _clamp_inbound_ttl(raw)
+    version = session.protocol_version or "2025-11-25"
+    _wire_result(version).validate_python(raw, by_name=False)
+    if not (foreign := _later_revision_fields("tools/call", version)).isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    result = session._call_tool_adapter.validate_python(raw, by_name=False)
+    if isinstance(result, mcp_types.InputRequiredResult):
+        raise _input_required_unexpected("call_tool")
+    if not isinstance(result, mcp_types.CallToolResult):
+        raise UnexpectedClaimedResult(result)
+    if not result.is_error:
+        await _check_output(session, name, result)
+    return result
+
+
+async def _check_output(session: ClientSession, name: str, result: mcp_types.CallToolResult) -> None:
+    """``session.validate_tool_result(name, result)``, answered by ``is_valid`` when it passes.
+
+    Raises:
+        RuntimeError: as ``validate_tool_result`` (which gives an invalid result its message).
+    """
+    schemas = session._tool_output_schemas
+    schema = schemas.get(name)
+    if name not in schemas or schema is None:
+        if name not in schemas:
+            await session.validate_tool_result(name, result)  # lists the tools first, as the SDK does
+        return
+    if result.structured_content is None and "structured_content" not in result.model_fields_set:
+        raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+    validator = session._output_schema_validator(name, schema)  # compiled once per schema
+    try:
+        valid = validator.is_valid(result.structured_content)
+    except Unresolvable as err:
+        raise RuntimeError(f"Invalid schema for tool {name}: {err}") from err
+    if not valid:
+        await session.validate_tool_result(name, result)
 
 
 def _redirect_location(response: httpx2.Response) -> httpx2.URL | None:

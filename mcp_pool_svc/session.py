@@ -32,7 +32,7 @@ import contextvars
 import json
 import os
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +126,9 @@ class Connection:
     auth: OAuthProvider | None = None
     # Routes the server's requests and log messages during a call to that call's host.
     router: CallRouter = field(default_factory=lambda: CallRouter(request_streams=False))
+    # The dispatcher's send_raw_request where a plain tools/call may skip the SDK's call_tool
+    # (a 2026-07-28 streamable-HTTP session with the lean POST: mcp_pool_svc.lean.plain_call_tool).
+    send_raw: Callable[[str, Any, Any], Awaitable[dict[str, Any]]] | None = None
 
     @property
     def modern(self) -> bool:
@@ -722,6 +725,8 @@ async def open_connection(
             auth=auth,
             router=router,
         )
+        if dispatcher.lean is not None and conn.modern:
+            conn.send_raw = dispatcher.send_raw_request
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:
             # Its own task group, entered after the session: on the way out the change stream is
