@@ -73,6 +73,8 @@ from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provid
 from pydantic import TypeAdapter, ValidationError
 from referencing.exceptions import Unresolvable
 
+from mcp_pool_svc.http11 import LeanHttpTransport
+
 __all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call", "plain_call_tool", "plain_meta"]
 
 log = logging.getLogger(__name__)
@@ -204,18 +206,29 @@ class LeanPost:
         deliver: Callable[[SessionMessage], Awaitable[None]],
         lost: Callable[[str], None],
         transport: httpx2.AsyncBaseTransport | None = None,
+        direct: LeanHttpTransport | None = None,
+        not_sent: Callable[[Exception], MCPError] | None = None,
     ) -> None:
         """``deliver``: hands a message of the server to the dispatcher (as read from the
         transport, in the calling task's context). ``lost``: ends the connection. ``transport``:
         the client's own transport, used directly (without the client's redirect and auth
-        layers, which a shared client without auth or proxies does not need on the way out)."""
+        layers, which a shared client without auth or proxies does not need on the way out).
+        ``direct``: the HTTP/1.1 transport under it, which sends a POST without ``httpx2``'s
+        request and response objects while the client holds no cookies (a plain JSON answer is
+        read straight off the connection; any other answer becomes the response ``transport``
+        would have given); ``not_sent``: the error of a request whose POST could not connect,
+        as ``transport`` would answer it."""
         self._client = client
         self._transport = transport
+        self._direct = direct if not_sent is not None else None
+        self._not_sent = not_sent
         self._target = httpx2.URL(url)  # parsed once: the client would parse the text per request
         self._url = url
         self._deliver = deliver
         self._lost = lost
         self._ids = itertools.count(LEAN_IDS_FROM)
+        self._host = self._target.netloc
+        self._timeouts = client.timeout.as_dict()
 
     def applies(self, method: str, opts: Any) -> bool:
         return method == "tools/call" and _LEAN.get() and not _SDK_OPTIONS.intersection(opts or ())
@@ -248,12 +261,68 @@ class LeanPost:
             body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": out}
             headers = {**_HEADERS, **opts.get("headers", {})}
             try:
+                if self._direct is not None and not self._client.cookies:
+                    return await self._post_direct(body, headers)
                 return await self._post(body, headers)
             except httpx2.TransportError as err:
                 # Sent (a POST that could not connect is answered "not sent" by the transport):
                 # the SDK's transport would end here, and the session with it.
                 self._lost(f"HTTP transport failed: {type(err).__name__}")
                 raise MCPError(mcp_types.CONNECTION_CLOSED, "Connection closed") from None
+
+    def _head(self, headers: dict[str, str], length: int) -> list[tuple[bytes, bytes]]:
+        """The request head the client would send: Host, its own headers unless the request's
+        replace them (names compare without case), the request's, Content-Length."""
+        given = {name.lower() for name in headers}
+        head = [(b"host", self._host)]
+        head += [(k, v) for k, v in self._client.headers.raw if k.decode("ascii").lower() not in given]
+        head += [(k.encode("ascii"), v.encode("ascii")) for k, v in headers.items()]
+        head.append((b"content-length", str(length).encode("ascii")))
+        return head
+
+    async def _post_direct(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """:meth:`_post` on the HTTP/1.1 transport directly (see ``direct`` in the constructor)."""
+        assert self._direct is not None
+        assert self._not_sent is not None
+        payload = json.dumps(body).encode()
+        try:
+            head, stream = await self._direct.exchange(
+                b"POST", self._target, self._head(headers, len(payload)), [payload], self._timeouts
+            )
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as err:
+            raise self._not_sent(err) from None
+        status = head.status_code
+        content_type = encoding = b""
+        cookie = False
+        for name, value in head.headers:
+            if name == b"content-type":
+                content_type = value.lower()
+            elif name == b"content-encoding":
+                encoding = value.lower()
+            elif name == b"set-cookie":
+                cookie = True
+        if (
+            200 <= status < 300
+            and status != 202
+            and not cookie
+            and encoding in (b"", b"identity")
+            and content_type.startswith(b"application/json")
+        ):
+            try:
+                return await self._answer(await stream.read_all(), "JSON response")
+            except _NotAnAnswer:
+                raise MCPError(
+                    mcp_types.INTERNAL_ERROR, "the server's JSON answer to the request is not a response"
+                ) from None
+        # Anything else is read as the client's response is (SSE, errors, redirects, cookies).
+        response = httpx2.Response(
+            status,
+            headers=head.headers.raw_items(),
+            stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+        )
+        response.request = self._client.build_request("POST", self._target, content=payload, headers=headers)
+        return await self._respond(response, payload, headers)
 
     async def _post(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         payload = json.dumps(body).encode()
@@ -263,17 +332,27 @@ class LeanPost:
             request = self._client.build_request("POST", self._target, content=payload, headers=headers)
             response = await self._transport.handle_async_request(request)
             response.request = request
-            try:
-                if response.status_code not in (307, 308):
-                    if "set-cookie" in response.headers:
-                        self._client.cookies.extract_cookies(response)
-                    return await self._reply(response, headers)
-            finally:
-                await response.aclose()
+            return await self._respond(response, payload, headers)
         async with stream_within_origin(
             self._client, "POST", self._url, content=payload, headers=headers
         ) as response:
             return await self._reply(response, headers)
+
+    async def _respond(
+        self, response: httpx2.Response, payload: bytes, headers: dict[str, str]
+    ) -> dict[str, Any]:
+        """The answer of a response of the transport (closed here); a 307/308 goes the client's way."""
+        try:
+            if response.status_code not in (307, 308):
+                if "set-cookie" in response.headers:
+                    self._client.cookies.extract_cookies(response)
+                return await self._reply(response, headers)
+        finally:
+            await response.aclose()
+        async with stream_within_origin(
+            self._client, "POST", self._url, content=payload, headers=headers
+        ) as redirected:
+            return await self._reply(redirected, headers)
 
     async def _reply(self, response: httpx2.Response, headers: dict[str, str]) -> dict[str, Any]:
         """The answer to the POST: its JSON body, or the answer on its SSE stream."""
