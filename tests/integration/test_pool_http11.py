@@ -96,7 +96,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
 
     transport = LeanHttpTransport()
     async with _server(handle) as (url, accepted):
-        head, body = await transport.exchange(b"POST", url, _head(url), [b"{}"], {"read": 5.0})
+        _, body = await transport.exchange(b"POST", url, _head(url), [b"{}"], {"read": 5.0})
         assert await body.read_all() == b"{}"
         # Closed on the server's side (whether this side's event loop has read the close yet or not).
         await asyncio.wait_for(closed.wait(), 10)
