@@ -214,8 +214,11 @@ class _Call:
     # The most bytes of its result kept (None: max_result_bytes); a caller that has results shaped
     # to a budget gets them whole up to results.max_kept_bytes.
     cap_bytes: int | None = None
+    # The call's one cancel scope: its deadline is the call's timeout, and the pool cancels it at
+    # shutdown (``drained``).
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
+    drained: bool = False
 
 
 class CallRunner:
@@ -252,6 +255,7 @@ class CallRunner:
             with anyio.move_on_after(within):
                 await self._calls_done.wait()
         for call in list(self._calls):
+            call.drained = True
             call.scope.cancel()
 
     async def run(
@@ -289,7 +293,15 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked, progress, relay, cap_bytes)
+        call = _Call(
+            sup,
+            tool,
+            checked,
+            progress,
+            relay,
+            cap_bytes,
+            anyio.CancelScope(deadline=anyio.current_time() + limit),
+        )
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -317,13 +329,16 @@ class CallRunner:
         """Runs the call and turns what can go wrong into a domain error or an error result."""
         server, tool = call.sup.name, call.tool
         try:
-            with anyio.fail_after(limit):
-                with call.scope:
-                    raw = await self._send(call)
-                if call.scope.cancelled_caught:
-                    if call.sent:
-                        raise _SentThenLost(retried=False)
-                    raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
+            # One scope for the timeout and the shutdown (as fail_after around a scope of its own,
+            # at half the cost): cancelled by drain(), or past its deadline.
+            with call.scope:
+                raw = await self._send(call)
+            if call.scope.cancelled_caught:
+                if not call.drained:
+                    raise TimeoutError
+                if call.sent:
+                    raise _SentThenLost(retried=False)
+                raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
         except TimeoutError:
             raise ToolCallTimeoutError(
                 f"tool {tool!r} on MCP server {server!r} did not answer within {limit:g}s; the call was cancelled"

@@ -43,8 +43,8 @@ import contextvars
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -89,14 +89,17 @@ _HEADERS = {"accept": "application/json, text/event-stream", "content-type": "ap
 _SDK_OPTIONS = frozenset({"on_progress", "timeout", "resumption_token", "on_resumption_token", "request_id"})
 
 
-@contextmanager
-def lean_call() -> Iterator[None]:
-    """Lets the ``tools/call`` sent in this context take the lean path where it applies."""
-    token = _LEAN.set(True)
-    try:
-        yield
-    finally:
-        _LEAN.reset(token)
+class lean_call:  # a function to its callers: ``with lean_call():``
+    """Lets the ``tools/call`` sent in this context take the lean path where it applies (a class,
+    not a generator: it is entered on every call)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _LEAN.set(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _LEAN.reset(self._token)
 
 
 # Keys of a request's _meta that ask for more than a plain call (progress: the SDK's own path).
