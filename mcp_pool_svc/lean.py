@@ -30,8 +30,10 @@ stamp), the same checks of the answer, without the SDK's detours. ``send_request
 type with a ``TypeAdapter`` round trip whose dump is thrown away, and ``validate_tool_result``
 walks every error of the output schema (``best_match(iter_errors(...))``) even for a valid result.
 Here the request is the dict the dump would give, the wire type is validated without the dump, and
-the compiled validator (the session's own, compiled once per schema) answers ``is_valid`` first;
-only an invalid result takes the SDK's detailed walk, for its exact error. The pieces of the
+the output schema is checked by a plain function compiled once per schema
+(:mod:`mcp_pool_svc.schema_check`; for a schema it does not handle, the session's own compiled
+validator's ``is_valid``), and only an invalid result takes the SDK's detailed walk, for its exact
+error. The pieces of the
 pinned SDK it relies on (``ClientSession._stamp``, ``_tool_output_schemas``,
 ``_output_schema_validator``, ``_call_tool_adapter``) are checked by
 ``tests/integration/test_pool_lean_path.py``, which compares both paths' requests and verdicts.
@@ -43,6 +45,7 @@ import contextvars
 import itertools
 import json
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from typing import Any
@@ -74,6 +77,7 @@ from pydantic import TypeAdapter, ValidationError
 from referencing.exceptions import Unresolvable
 
 from mcp_pool_svc.http11 import LeanHttpTransport
+from mcp_pool_svc.schema_check import Check, compile_check
 
 __all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call", "plain_call_tool", "plain_meta"]
 
@@ -104,6 +108,10 @@ class lean_call:  # a function to its callers: ``with lean_call():``
 
 # Keys of a request's _meta that ask for more than a plain call (progress: the SDK's own path).
 _NOT_PLAIN_META = frozenset({"progressToken", "progress_token"})
+# Per session, per tool: the output schema a check was compiled for, and the check.
+_CHECKS: weakref.WeakKeyDictionary[ClientSession, dict[str, tuple[Any, Check | None]]] = (
+    weakref.WeakKeyDictionary()
+)
 # The wire type of a tools/call result per revision, validated without the dump (one adapter each).
 _WIRE_RESULTS: dict[str, TypeAdapter[Any]] = {}
 
@@ -161,6 +169,18 @@ async def plain_call_tool(
     return result
 
 
+def _compiled_check(session: ClientSession, name: str, schema: dict[str, Any]) -> Check | None:
+    """The plain-function check of a tool's output schema (:mod:`mcp_pool_svc.schema_check`),
+    compiled once per schema the session holds for the tool (None: jsonschema decides)."""
+    checks = _CHECKS.get(session)
+    if checks is None:
+        checks = _CHECKS[session] = {}
+    entry = checks.get(name)
+    if entry is None or entry[0] is not schema:
+        entry = checks[name] = (schema, compile_check(schema))
+    return entry[1]
+
+
 async def _check_output(session: ClientSession, name: str, result: mcp_types.CallToolResult) -> None:
     """``session.validate_tool_result(name, result)``, answered by ``is_valid`` when it passes.
 
@@ -176,8 +196,9 @@ async def _check_output(session: ClientSession, name: str, result: mcp_types.Cal
     if result.structured_content is None and "structured_content" not in result.model_fields_set:
         raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
     validator = session._output_schema_validator(name, schema)  # compiled once per schema
+    check = _compiled_check(session, name, schema)
     try:
-        valid = validator.is_valid(result.structured_content)
+        valid = (check or validator.is_valid)(result.structured_content)
     except Unresolvable as err:
         raise RuntimeError(f"Invalid schema for tool {name}: {err}") from err
     if not valid:
