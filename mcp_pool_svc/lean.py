@@ -121,10 +121,14 @@ def plain_meta(meta: dict[str, Any]) -> bool:
     return not meta or _NOT_PLAIN_META.isdisjoint(meta)
 
 
-def _wire_result(version: str) -> TypeAdapter[Any]:
+def _wire_result(version: str) -> TypeAdapter[Any] | None:
+    """The wire type of a tools/call result at ``version`` (None: the SDK knows none, and checks
+    nothing at that step either)."""
     adapter = _WIRE_RESULTS.get(version)
     if adapter is None:
-        wire: Any = SERVER_RESULTS[("tools/call", version)]
+        wire: Any = SERVER_RESULTS.get(("tools/call", version))
+        if wire is None:
+            return None
         adapter = _WIRE_RESULTS[version] = TypeAdapter(wire)
     return adapter
 
@@ -136,9 +140,10 @@ async def plain_call_tool(
     arguments: dict[str, Any],
     meta: dict[str, Any],
 ) -> mcp_types.CallToolResult:
-    """``session.call_tool(name, arguments, meta=meta or None)`` on a connection whose protocol
-    version is negotiated, with the request sent through ``send_raw`` (the session's dispatcher's
-    ``send_raw_request``); see the module's doc. ``meta`` passes :func:`plain_meta`.
+    """``session.call_tool(name, arguments, meta=meta or None)`` on a session whose protocol
+    version is negotiated (any revision, any transport), with the request sent through
+    ``send_raw`` (the session's dispatcher's ``send_raw_request``, which takes the lean POST where
+    it applies); see the module's doc. ``meta`` passes :func:`plain_meta`.
 
     Raises:
         MCPError: the server's error, or the connection's.
@@ -153,10 +158,14 @@ async def plain_call_tool(
     data: dict[str, Any] = {"method": "tools/call", "params": params}
     opts: CallOptions = {}
     session._stamp(data, opts)  # the session's own stamp (see the module's doc)
+    if session._session_read_timeout_seconds is not None:
+        opts["timeout"] = session._session_read_timeout_seconds
     raw = await send_raw("tools/call", data["params"], opts)
     _clamp_inbound_ttl(raw)
     version = session.protocol_version or "2025-11-25"
-    _wire_result(version).validate_python(raw, by_name=False)
+    wire = _wire_result(version)
+    if wire is not None:
+        wire.validate_python(raw, by_name=False)
     if not (foreign := _later_revision_fields("tools/call", version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     result = session._call_tool_adapter.validate_python(raw, by_name=False)
@@ -318,7 +327,8 @@ class LeanPost:
         status = head.status_code
         content_type = encoding = b""
         cookie = False
-        for name, value in head.headers:
+        for raw_name, value in head.headers.raw_items():
+            name = raw_name.lower()
             if name == b"content-type":
                 content_type = value.lower()
             elif name == b"content-encoding":

@@ -126,8 +126,8 @@ class Connection:
     auth: OAuthProvider | None = None
     # Routes the server's requests and log messages during a call to that call's host.
     router: CallRouter = field(default_factory=lambda: CallRouter(request_streams=False))
-    # The dispatcher's send_raw_request where a plain tools/call may skip the SDK's call_tool
-    # (a 2026-07-28 streamable-HTTP session with the lean POST: mcp_pool_svc.lean.plain_call_tool).
+    # The session's dispatcher's send_raw_request: a plain tools/call skips the SDK's call_tool
+    # and is sent with this (mcp_pool_svc.lean.plain_call_tool; None: always the SDK's call_tool).
     send_raw: Callable[[str, Any, Any], Awaitable[dict[str, Any]]] | None = None
 
     @property
@@ -748,8 +748,7 @@ async def open_connection(
             auth=auth,
             router=router,
         )
-        if dispatcher.lean is not None and conn.modern:
-            conn.send_raw = dispatcher.send_raw_request
+        conn.send_raw = dispatcher.send_raw_request
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:
             # Its own task group, entered after the session: on the way out the change stream is

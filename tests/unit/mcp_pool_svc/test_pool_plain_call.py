@@ -1,8 +1,8 @@
 """``plain_call_tool`` (mcp_pool_svc/lean.py) against the SDK's ``ClientSession.call_tool``: on
 every answer of a grid of results (content kinds, structured content valid and not for the tool's
 output schema, tool errors, input-required and foreign result types, broken fields, schemas that
-do not compile or do not resolve), both send the same request and reach the same verdict (the
-same result, or the same exception type and message)."""
+do not compile or do not resolve), at every protocol revision, both send the same request and
+reach the same verdict (the same result, or the same exception type and message)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import pytest
 from mcp.client.session import ClientSession
 
 from mcp_pool_svc.lean import plain_call_tool, plain_meta
@@ -86,10 +87,11 @@ def _results() -> list[dict[str, Any]]:
 
 
 class _FakeDispatcher:
-    """A server answering ``server/discover`` and ``tools/list``, and each ``tools/call`` with the
-    result it is given; it records what was sent."""
+    """A server of protocol ``version`` answering ``server/discover`` (or ``initialize``) and
+    ``tools/list``, and each ``tools/call`` with the result it is given; it records what was sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: str) -> None:
+        self.version = version
         self.answer: dict[str, Any] = {}
         self.sent: list[tuple[Any, Any]] = []
 
@@ -110,7 +112,15 @@ class _FakeDispatcher:
                 "cacheScope": "private",
                 "resultType": "complete",
             }
+        if method == "initialize":
+            return {
+                "protocolVersion": self.version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "fake", "version": "1"},
+            }
         if method == "tools/list":
+            if self.version != "2026-07-28":
+                return {"tools": _TOOLS}
             return {"tools": _TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
         assert method == "tools/call"
         self.sent.append((params, dict(opts or {})))
@@ -135,18 +145,23 @@ async def _verdict(call: Any) -> tuple[str, Any]:
 
 
 @asynccontextmanager
-async def _session() -> AsyncIterator[tuple[ClientSession, _FakeDispatcher]]:
-    dispatcher = _FakeDispatcher()
+async def _session(version: str = "2026-07-28") -> AsyncIterator[tuple[ClientSession, _FakeDispatcher]]:
+    dispatcher = _FakeDispatcher(version)
     async with ClientSession(dispatcher=dispatcher) as session:  # type: ignore[arg-type]
-        await session.discover()
+        if version == "2026-07-28":
+            await session.discover()
+        else:
+            await session.initialize()
+        assert session.protocol_version == version
         await session.list_tools()
         yield session, dispatcher
 
 
-async def test_the_plain_call_sends_what_call_tool_sends_and_reaches_the_same_verdict_on_every_answer() -> (
-    None
-):
-    async with _session() as (client, server):
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
+async def test_the_plain_call_sends_what_call_tool_sends_and_reaches_the_same_verdict_on_every_answer(
+    version: str,
+) -> None:
+    async with _session(version) as (client, server):
         await _compare_all(client, server)
 
 
