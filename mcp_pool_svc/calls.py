@@ -22,8 +22,8 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -219,6 +219,32 @@ class _Call:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
     drained: bool = False
+
+
+class _WriteTurn:
+    """Holds a server's write lock, and records how long it was waited for (a class, not a
+    generator: entered on every call of a tool that is not read-only)."""
+
+    __slots__ = ("_lock", "_metrics", "_server")
+
+    def __init__(self, metrics: PoolMetrics, server: str, lock: asyncio.Lock) -> None:
+        self._metrics = metrics
+        self._server = server
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        waiting = time.perf_counter()
+        await self._lock.acquire()
+        try:
+            waited = time.perf_counter() - waiting
+            self._metrics.write_lock_waited(self._server, waited)
+            set_attributes({"toolscout.call.write_wait_seconds": waited})
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class CallRunner:
@@ -535,16 +561,7 @@ class CallRunner:
         """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""
         if sup.write_lock is None or read_only:
             return nullcontext()
-        return self._locked(sup.name, sup.write_lock)
-
-    @asynccontextmanager
-    async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
-        waiting = time.perf_counter()
-        async with lock:
-            waited = time.perf_counter() - waiting
-            self._metrics.write_lock_waited(server, waited)
-            set_attributes({"toolscout.call.write_wait_seconds": waited})
-            yield
+        return _WriteTurn(self._metrics, sup.name, sup.write_lock)
 
     def _convert(self, call: _Call, raw: Any, started: float) -> CallToolResult:
         if isinstance(raw, mcp_types.InputRequiredResult):

@@ -66,12 +66,18 @@ def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None
     that needs the caller's authorization), besides its status."""
     try:
         yield
-    except ServerUnavailableError as err:
+    except (ServerUnavailableError, UserAuthorizationRequiredError) as err:
+        _refused(context, err)
+        raise
+
+
+def _refused(
+    context: grpc.aio.ServicerContext[Any, Any], err: ServerUnavailableError | UserAuthorizationRequiredError
+) -> None:
+    if isinstance(err, ServerUnavailableError):
         context.set_trailing_metadata(_not_sent_metadata(err))
-        raise
-    except UserAuthorizationRequiredError as err:
+    else:
         context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
-        raise
 
 
 def _deadline(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
@@ -133,8 +139,12 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         # Finish (and cancel on the MCP server) a little before the caller's deadline so the
         # caller gets our DEADLINE_EXCEEDED rather than its own.
         deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
-        with _call_refusals(context):
+        try:
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
+        except (ServerUnavailableError, UserAuthorizationRequiredError) as err:
+            # As _call_refusals says it (inline on this hot method: no generator per call).
+            _refused(context, err)
+            raise
         return wire.call_tool_result_pb(result)
 
     async def ReadResult(
