@@ -109,9 +109,7 @@ class lean_call:  # a function to its callers: ``with lean_call():``
 # Keys of a request's _meta that ask for more than a plain call (progress: the SDK's own path).
 _NOT_PLAIN_META = frozenset({"progressToken", "progress_token"})
 # Per session, per tool: the output schema a check was compiled for, and the check.
-_CHECKS: weakref.WeakKeyDictionary[ClientSession, dict[str, tuple[Any, Check | None]]] = (
-    weakref.WeakKeyDictionary()
-)
+_CHECKS: weakref.WeakKeyDictionary[ClientSession, dict[str, tuple[Any, Check]]] = weakref.WeakKeyDictionary()
 # The wire type of a tools/call result per revision, validated without the dump (one adapter each).
 _WIRE_RESULTS: dict[str, TypeAdapter[Any]] = {}
 
@@ -178,15 +176,22 @@ async def plain_call_tool(
     return result
 
 
-def _compiled_check(session: ClientSession, name: str, schema: dict[str, Any]) -> Check | None:
-    """The plain-function check of a tool's output schema (:mod:`mcp_pool_svc.schema_check`),
-    compiled once per schema the session holds for the tool (None: jsonschema decides)."""
+def _compiled_check(session: ClientSession, name: str, schema: dict[str, Any]) -> Check:
+    """The check of a tool's output schema, made once per schema the session holds for the tool:
+    plain functions (:mod:`mcp_pool_svc.schema_check`), else the session's own compiled
+    validator's ``is_valid``.
+
+    Raises:
+        RuntimeError: the schema is not a valid JSON Schema (the SDK's refusal, on every call, as
+            the SDK refuses it: nothing is kept for it).
+    """
     checks = _CHECKS.get(session)
     if checks is None:
         checks = _CHECKS[session] = {}
     entry = checks.get(name)
     if entry is None or entry[0] is not schema:
-        entry = checks[name] = (schema, compile_check(schema))
+        validator = session._output_schema_validator(name, schema)  # the SDK's compile and refusal
+        entry = checks[name] = (schema, compile_check(schema) or validator.is_valid)
     return entry[1]
 
 
@@ -204,10 +209,9 @@ async def _check_output(session: ClientSession, name: str, result: mcp_types.Cal
         return
     if result.structured_content is None and "structured_content" not in result.model_fields_set:
         raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
-    validator = session._output_schema_validator(name, schema)  # compiled once per schema
     check = _compiled_check(session, name, schema)
     try:
-        valid = (check or validator.is_valid)(result.structured_content)
+        valid = check(result.structured_content)
     except Unresolvable as err:
         raise RuntimeError(f"Invalid schema for tool {name}: {err}") from err
     if not valid:
