@@ -43,9 +43,10 @@ from mcp_pool_svc.errors import (
     ToolCallTimeoutError,
     ToolOutcomeUnknownError,
 )
-from mcp_pool_svc.lean import lean_call, plain_call_tool, plain_meta
+from mcp_pool_svc.lean import lean_call
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
+from mcp_pool_svc.plain_call import plain_call_tool, plain_meta
 from mcp_pool_svc.relay import HostRelay, HostSession, InputRound, declaring, wants_host_session
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent

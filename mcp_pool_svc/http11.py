@@ -6,7 +6,10 @@ a third of the pool's CPU per call went to ``httpcore2``'s connection pool and i
 streams (an async-library lookup per read and write, a lock and a wrapper per layer), around the
 few microseconds ``h11`` itself spends on the bytes. This transport sits under the same
 ``httpx2.AsyncClient`` (auth, redirects, the SDK's headers and SSE reading are unchanged) and
-does the socket work with asyncio's streams directly.
+does the socket work with asyncio's streams directly. :meth:`LeanHttpTransport.exchange` is the same
+exchange without ``httpx2``'s request and response objects (the lean POST reads a plain JSON answer
+with it, :mod:`mcp_pool_svc.lean`); each connection keeps one timer for its read and write
+timeouts, moved on only when it fires early, instead of one made and cancelled per read.
 
 It behaves as ``httpcore2`` does where the pool depends on it: keep-alive connections per origin,
 no cap on their number; an idle one is dropped when the server closed it (its socket polled

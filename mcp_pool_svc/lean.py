@@ -8,11 +8,17 @@ a request's answer is the body of its own POST (no session, no handshake), so th
 make the POST itself and read the answer directly: :class:`LeanPost`, which the connection's
 dispatcher (:class:`~mcp_pool_svc.session._LenientDispatcher`) uses for a call that asks for
 nothing else (:func:`lean_call`: no relay, no progress, no timeout of the SDK's own). The
-``ClientSession`` still builds and stamps the request and validates the result exactly as before
-(result type, ``resultType``, the tool's output schema), so results pass unchanged.
+session stamps the request and validates the result as before (result type, ``resultType``, the
+tool's output schema), so results pass unchanged.
 
-The POST goes out on the server's shared ``httpx2`` client, as the SDK's transport does (its
-redirect rule, headers and the not-sent marking of :class:`~mcp_pool_svc.session._NotSentTransport`
+The POST goes out on the server's HTTP/1.1 transport (:mod:`mcp_pool_svc.http11`) directly while
+the shared client holds no cookies: the client's headers, the request's, and a plain JSON answer
+read off the connection without ``httpx2``'s request and response objects; any other answer (SSE,
+an error status, a redirect, a cookie, an encoded body) becomes the response the client's
+transport would have given, read as the next paragraph says.
+
+Otherwise the POST goes out on the server's shared ``httpx2`` client, as the SDK's transport
+does (its redirect rule, headers and the not-sent marking of :class:`~mcp_pool_svc.session._NotSentTransport`
 apply alike), and its answer is read as the SDK reads it: a JSON body, or an SSE stream whose
 other messages (log messages, progress, a request of the server) are handed to the dispatcher
 as if the transport had read them, in the calling task's context (so they find their call), and
@@ -23,20 +29,8 @@ ends the connection, as it ends the SDK's transport (the supervisor reconnects; 
 "sent, then lost"). Cancelling the call closes its POST, which is the 2026-07-28 HTTP
 cancellation.
 
-:func:`plain_call_tool` is the ``ClientSession.call_tool`` of such a call, for the pool's own
-session (no progress, no input rounds, no result claims): the same request (the session's own
-stamp), the same checks of the answer, without the SDK's detours. ``send_request`` builds a
-``CallToolRequest`` model only to dump it again, checks the result against its revision's wire
-type with a ``TypeAdapter`` round trip whose dump is thrown away, and ``validate_tool_result``
-walks every error of the output schema (``best_match(iter_errors(...))``) even for a valid result.
-Here the request is the dict the dump would give, the wire type is validated without the dump, and
-the output schema is checked by a plain function compiled once per schema
-(:mod:`mcp_pool_svc.schema_check`; for a schema it does not handle, the session's own compiled
-validator's ``is_valid``), and only an invalid result takes the SDK's detailed walk, for its exact
-error. The pieces of the
-pinned SDK it relies on (``ClientSession._stamp``, ``_tool_output_schemas``,
-``_output_schema_validator``, ``_call_tool_adapter``) are checked by
-``tests/integration/test_pool_lean_path.py``, which compares both paths' requests and verdicts.
+The ``ClientSession`` side of such a call is :mod:`mcp_pool_svc.plain_call`; a call the SDK
+makes itself (``ClientSession.call_tool``) takes this path all the same.
 """
 
 from __future__ import annotations
@@ -45,7 +39,6 @@ import contextvars
 import itertools
 import json
 import logging
-import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from typing import Any
@@ -53,13 +46,6 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types
-from mcp.client import UnexpectedClaimedResult
-from mcp.client.session import (
-    ClientSession,
-    _clamp_inbound_ttl,
-    _input_required_unexpected,
-    _later_revision_fields,
-)
 from mcp.client.streamable_http import (
     DEFAULT_MAX_SSE_EVENT_SIZE,
     DEFAULT_RECONNECTION_DELAY_MS,
@@ -67,19 +53,15 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared._httpx_utils import redirect_location, sse_within_origin, stream_within_origin
 from mcp.shared._otel import inject_trace_context, otel_span
-from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
-from mcp_types.methods import SERVER_RESULTS
 from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provider
-from pydantic import TypeAdapter, ValidationError
-from referencing.exceptions import Unresolvable
+from pydantic import ValidationError
 
 from mcp_pool_svc.http11 import LeanHttpTransport
-from mcp_pool_svc.schema_check import Check, compile_check
 
-__all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call", "plain_call_tool", "plain_meta"]
+__all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call"]
 
 log = logging.getLogger(__name__)
 
@@ -104,118 +86,6 @@ class lean_call:  # a function to its callers: ``with lean_call():``
 
     def __exit__(self, *exc: object) -> None:
         _LEAN.reset(self._token)
-
-
-# Keys of a request's _meta that ask for more than a plain call (progress: the SDK's own path).
-_NOT_PLAIN_META = frozenset({"progressToken", "progress_token"})
-# Per session, per tool: the output schema a check was compiled for, and the check.
-_CHECKS: weakref.WeakKeyDictionary[ClientSession, dict[str, tuple[Any, Check]]] = weakref.WeakKeyDictionary()
-# The wire type of a tools/call result per revision, validated without the dump (one adapter each).
-_WIRE_RESULTS: dict[str, TypeAdapter[Any]] = {}
-
-
-def plain_meta(meta: dict[str, Any]) -> bool:
-    """Whether a call's ``_meta`` asks for nothing :func:`plain_call_tool` leaves out."""
-    return not meta or _NOT_PLAIN_META.isdisjoint(meta)
-
-
-def _wire_result(version: str) -> TypeAdapter[Any] | None:
-    """The wire type of a tools/call result at ``version`` (None: the SDK knows none, and checks
-    nothing at that step either)."""
-    adapter = _WIRE_RESULTS.get(version)
-    if adapter is None:
-        wire: Any = SERVER_RESULTS.get(("tools/call", version))
-        if wire is None:
-            return None
-        adapter = _WIRE_RESULTS[version] = TypeAdapter(wire)
-    return adapter
-
-
-async def plain_call_tool(
-    session: ClientSession,
-    send_raw: Callable[[str, Any, Any], Awaitable[dict[str, Any]]],
-    name: str,
-    arguments: dict[str, Any],
-    meta: dict[str, Any],
-) -> mcp_types.CallToolResult:
-    """``session.call_tool(name, arguments, meta=meta or None)`` on a session whose protocol
-    version is negotiated (any revision, any transport), with the request sent through
-    ``send_raw`` (the session's dispatcher's ``send_raw_request``, which takes the lean POST where
-    it applies); see the module's doc. ``meta`` passes :func:`plain_meta`.
-
-    Raises:
-        MCPError: the server's error, or the connection's.
-        pydantic.ValidationError: the result is not a valid result at the negotiated revision.
-        RuntimeError: as ``call_tool``: an input-required answer, or structured content that does
-            not conform to the tool's output schema (the SDK's own message).
-        UnexpectedClaimedResult: as ``call_tool``.
-    """
-    params: dict[str, Any] = {"name": name, "arguments": arguments}
-    if meta:
-        params["_meta"] = dict(meta)
-    data: dict[str, Any] = {"method": "tools/call", "params": params}
-    opts: CallOptions = {}
-    session._stamp(data, opts)  # the session's own stamp (see the module's doc)
-    if session._session_read_timeout_seconds is not None:
-        opts["timeout"] = session._session_read_timeout_seconds
-    raw = await send_raw("tools/call", data["params"], opts)
-    _clamp_inbound_ttl(raw)
-    version = session.protocol_version or "2025-11-25"
-    wire = _wire_result(version)
-    if wire is not None:
-        wire.validate_python(raw, by_name=False)
-    if not (foreign := _later_revision_fields("tools/call", version)).isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    result = session._call_tool_adapter.validate_python(raw, by_name=False)
-    if isinstance(result, mcp_types.InputRequiredResult):
-        raise _input_required_unexpected("call_tool")
-    if not isinstance(result, mcp_types.CallToolResult):
-        raise UnexpectedClaimedResult(result)
-    if not result.is_error:
-        await _check_output(session, name, result)
-    return result
-
-
-def _compiled_check(session: ClientSession, name: str, schema: dict[str, Any]) -> Check:
-    """The check of a tool's output schema, made once per schema the session holds for the tool:
-    plain functions (:mod:`mcp_pool_svc.schema_check`), else the session's own compiled
-    validator's ``is_valid``.
-
-    Raises:
-        RuntimeError: the schema is not a valid JSON Schema (the SDK's refusal, on every call, as
-            the SDK refuses it: nothing is kept for it).
-    """
-    checks = _CHECKS.get(session)
-    if checks is None:
-        checks = _CHECKS[session] = {}
-    entry = checks.get(name)
-    if entry is None or entry[0] is not schema:
-        validator = session._output_schema_validator(name, schema)  # the SDK's compile and refusal
-        entry = checks[name] = (schema, compile_check(schema) or validator.is_valid)
-    return entry[1]
-
-
-async def _check_output(session: ClientSession, name: str, result: mcp_types.CallToolResult) -> None:
-    """``session.validate_tool_result(name, result)``, answered by ``is_valid`` when it passes.
-
-    Raises:
-        RuntimeError: as ``validate_tool_result`` (which gives an invalid result its message).
-    """
-    schemas = session._tool_output_schemas
-    schema = schemas.get(name)
-    if name not in schemas or schema is None:
-        if name not in schemas:
-            await session.validate_tool_result(name, result)  # lists the tools first, as the SDK does
-        return
-    if result.structured_content is None and "structured_content" not in result.model_fields_set:
-        raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
-    check = _compiled_check(session, name, schema)
-    try:
-        valid = check(result.structured_content)
-    except Unresolvable as err:
-        raise RuntimeError(f"Invalid schema for tool {name}: {err}") from err
-    if not valid:
-        await session.validate_tool_result(name, result)
 
 
 def _redirect_location(response: httpx2.Response) -> httpx2.URL | None:

@@ -1,4 +1,4 @@
-"""``plain_call_tool`` (mcp_pool_svc/lean.py) against the SDK's ``ClientSession.call_tool``: on
+"""``plain_call_tool`` (mcp_pool_svc/plain_call.py) against the SDK's ``ClientSession.call_tool``: on
 every answer of a grid of results (content kinds, structured content valid and not for the tool's
 output schema, tool errors, input-required and foreign result types, broken fields, schemas that
 do not compile or do not resolve), at every protocol revision, both send the same request and
@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 
-from mcp_pool_svc.lean import plain_call_tool, plain_meta
+from mcp_pool_svc.plain_call import plain_call_tool, plain_meta
 
 _OBJECT_SCHEMA = {
     "type": "object",
