@@ -88,12 +88,15 @@ def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
 
 def reply_status(exc: Exception) -> tuple[grpc.StatusCode, str]:
     """The status and details a caller gets for ``exc``: a domain error's code and its message
-    (secrets redacted); anything else is a bug, logged here in full and answered INTERNAL with a
-    generic message."""
+    (secrets redacted); a method not implemented, UNIMPLEMENTED; anything else is a bug, logged
+    here in full and answered INTERNAL with a generic message (never its text)."""
     if isinstance(exc, ToolscoutError):
         code = status_for(exc)
         if code is not None:
             return code, redact(exc.message)
+    if isinstance(exc, NotImplementedError):
+        # A servicer's method left as generated (a fake, or a service that does not offer it).
+        return grpc.StatusCode.UNIMPLEMENTED, "method not implemented"
     _log.error("unhandled exception", exc_info=exc)
     return grpc.StatusCode.INTERNAL, GENERIC_INTERNAL_MESSAGE
 
