@@ -73,13 +73,31 @@ def refusal_metadata(err: BaseException) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+class _Stream:
+    """One open stream: its context, its calls in flight, its reader and its writes' turn."""
+
+    def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        self.context = context
+        self.calls: dict[int, asyncio.Task[None]] = {}
+        self.reader: asyncio.Task[None] | None = None
+        self.ended = asyncio.Event()
+        self._turn = asyncio.Lock()
+
+    async def answer(self, message: mcp_pool_pb2.CallToolStreamResponse) -> None:
+        """Writes one answer (one at a time: gRPC takes one write per call at once); a caller who
+        left gets nothing, and that is no error."""
+        async with self._turn:
+            with contextlib.suppress(grpc.aio.InternalError, grpc.aio.AbortError, asyncio.InvalidStateError):
+                await self.context.write(message)
+
+
 class CallStreams:
     """The pool's ``CallToolStream`` streams: serves each, and ends them all when the pool stops."""
 
     def __init__(self, pool: McpPool, metrics: GrpcServerMetrics | None = None) -> None:
         self._pool = pool
-        self._stopping = asyncio.Event()
-        self._open: set[asyncio.Event] = set()  # each stream's "ended" event
+        self._stopping = False
+        self._streams: set[_Stream] = set()
         self._ids = itertools.count()
         self._prefix = os.urandom(4).hex()
         self._handled = metrics.handled if metrics is not None else None
@@ -88,93 +106,64 @@ class CallStreams:
     async def drain(self, within: float) -> None:
         """Stops every stream reading new calls; waits (up to ``within`` seconds) for them to answer
         the calls they have and end. The pool's own drain bounds the calls themselves."""
-        self._stopping.set()
-        if self._open:
+        self._stopping = True
+        streams = list(self._streams)
+        for stream in streams:
+            if stream.reader is not None:
+                stream.reader.cancel()  # a message not read yet was not sent
+        if streams:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(within, 0.0)):
-                    await asyncio.gather(*(ended.wait() for ended in list(self._open)))
+                    await asyncio.gather(*(stream.ended.wait() for stream in streams))
 
     async def serve(
         self,
         requests: AsyncIterator[mcp_pool_pb2.CallToolStreamRequest],
         context: grpc.aio.ServicerContext[Any, Any],
-    ) -> AsyncIterator[mcp_pool_pb2.CallToolStreamResponse]:
-        """One stream: its calls run concurrently; each answer is yielded as its call ends."""
-        answers: asyncio.Queue[mcp_pool_pb2.CallToolStreamResponse | None] = asyncio.Queue()
-        calls: dict[int, asyncio.Task[None]] = {}
-        ended = asyncio.Event()
-        self._open.add(ended)
-        reader = asyncio.create_task(self._read(requests, calls, answers))
+    ) -> None:
+        """One stream: reads calls until the caller closes its side or the pool stops, runs them
+        concurrently, writes each answer as its call ends, and ends once every call read is
+        answered. Cancelled (the caller left), it cancels its calls."""
+        stream = _Stream(context)
+        self._streams.add(stream)
         try:
-            while True:
-                answer = await answers.get()
-                if answer is None:
-                    return
-                yield answer
+            if not self._stopping:
+                stream.reader = asyncio.create_task(self._read(requests, stream))
+                await asyncio.wait({stream.reader})
+            while stream.calls:
+                await asyncio.wait(set(stream.calls.values()))
         finally:
-            reader.cancel()
-            for task in list(calls.values()):
+            reader = stream.reader
+            if reader is not None:
+                reader.cancel()
+                reader.add_done_callback(_retrieved)
+            for task in list(stream.calls.values()):
                 task.cancel()
-            # The caller left (or the stream failed): nothing is answered any more.
-            await asyncio.gather(reader, *calls.values(), return_exceptions=True)
-            self._open.discard(ended)
-            ended.set()
+            self._streams.discard(stream)
+            stream.ended.set()
 
     async def _read(
-        self,
-        requests: AsyncIterator[mcp_pool_pb2.CallToolStreamRequest],
-        calls: dict[int, asyncio.Task[None]],
-        answers: asyncio.Queue[mcp_pool_pb2.CallToolStreamResponse | None],
+        self, requests: AsyncIterator[mcp_pool_pb2.CallToolStreamRequest], stream: _Stream
     ) -> None:
-        """Reads calls until the caller closes its side or the pool stops; then, once every call
-        read is answered, ends the stream (None on ``answers``)."""
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        incoming = aiter(requests)
-        message: asyncio.Future[mcp_pool_pb2.CallToolStreamRequest] | None = None
-        try:
-            while not self._stopping.is_set():
-                message = asyncio.ensure_future(anext(incoming))
-                await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                if not message.done():
-                    break  # stopping: a message not read yet was not sent
-                try:
-                    request = message.result()
-                except StopAsyncIteration:
-                    break  # the caller closed its side: answer what it sent, then end
-                self._take(request, calls, answers)
-            while calls:
-                await asyncio.wait(set(calls.values()))
-        finally:
-            stopping.cancel()
-            if message is not None and not message.done():
-                message.cancel()
-                message.add_done_callback(_retrieved)
-        answers.put_nowait(None)
+        async for request in requests:
+            self._take(request, stream)
 
-    def _take(
-        self,
-        request: mcp_pool_pb2.CallToolStreamRequest,
-        calls: dict[int, asyncio.Task[None]],
-        answers: asyncio.Queue[mcp_pool_pb2.CallToolStreamResponse | None],
-    ) -> None:
-        call_id = request.id
+    def _take(self, request: mcp_pool_pb2.CallToolStreamRequest, stream: _Stream) -> None:
+        call_id, calls = request.id, stream.calls
         if request.cancel:
             running = calls.get(call_id)
             if running is not None:
                 running.cancel()
             return
         if call_id in calls:
-            answers.put_nowait(_refused(call_id, grpc.StatusCode.INVALID_ARGUMENT, _DUPLICATE_ID, ()))
+            refused = _refused(call_id, grpc.StatusCode.INVALID_ARGUMENT, _DUPLICATE_ID, ())
+            _keep(asyncio.ensure_future(stream.answer(refused)))
             return
-        task = asyncio.create_task(self._run(request, answers))
+        task = asyncio.create_task(self._run(request, stream))
         calls[call_id] = task
         task.add_done_callback(lambda _: calls.pop(call_id, None))
 
-    async def _run(
-        self,
-        request: mcp_pool_pb2.CallToolStreamRequest,
-        answers: asyncio.Queue[mcp_pool_pb2.CallToolStreamResponse | None],
-    ) -> None:
+    async def _run(self, request: mcp_pool_pb2.CallToolStreamRequest, stream: _Stream) -> None:
         """One call, answered as CallTool would answer it; counted and logged as a CallTool."""
         started = time.perf_counter()
         # The task's own copy of the log context: this call's request id, not the stream's.
@@ -193,7 +182,7 @@ class CallStreams:
         except Exception as err:
             code, details = reply_status(err)
             answer = _refused(request.id, code, details, refusal_metadata(err))
-        answers.put_nowait(answer)
+        await stream.answer(answer)
         elapsed = time.perf_counter() - started
         if self._handled is not None and self._seconds is not None:
             self._handled.labels(SERVICE, "CallTool", code.name).inc()
@@ -202,6 +191,16 @@ class CallStreams:
         (log.debug if code is grpc.StatusCode.OK else log.info)(
             "rpc", code=code.name, duration_ms=round(elapsed * 1000, 3), stream=True
         )
+
+
+_CHORES: set[asyncio.Future[Any]] = set()
+
+
+def _keep(future: asyncio.Future[Any]) -> None:
+    """Holds a write nobody awaits until it is done."""
+    _CHORES.add(future)
+    future.add_done_callback(_CHORES.discard)
+    future.add_done_callback(_retrieved)
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:

@@ -123,14 +123,16 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
         return wire.call_tool_result_pb(result)
 
-    async def CallToolStream(
+    # grpc.aio serves a streaming method written as a coroutine that answers with context.write (its
+    # answers are written by the calls' own tasks as they end); the generated stub types only the
+    # generator form.
+    async def CallToolStream(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[mcp_pool_pb2.CallToolStreamRequest],
         context: grpc.aio.ServicerContext[Any, Any],
-    ) -> AsyncIterator[mcp_pool_pb2.CallToolStreamResponse]:
+    ) -> None:
         """Many CallTools on one stream (:mod:`mcp_pool_svc.call_stream`)."""
-        async for answer in self._streams.serve(request_iterator, context):
-            yield answer
+        await self._streams.serve(request_iterator, context)
 
     async def ReadResult(
         self, request: mcp_pool_pb2.ReadResultRequest, context: grpc.aio.ServicerContext[Any, Any]
