@@ -127,6 +127,9 @@ class CallStreams:
         stream = _Stream(context)
         self._streams.add(stream)
         try:
+            # The caller writes no call before this: it tells a pool that takes the stream from one
+            # without it (UNIMPLEMENTED) without a call in the balance.
+            await context.send_initial_metadata(())
             if not self._stopping:
                 stream.reader = asyncio.create_task(self._read(requests, stream))
                 await asyncio.wait({stream.reader})

@@ -228,6 +228,12 @@ class AsyncPoolClient(
             raise call_outcome_error(err) from err
         return wire.call_tool_result(resp)
 
+    async def close(self) -> None:
+        """Ends the call stream, then closes the channel if this client opened it."""
+        if self._call_stream is not None:
+            await self._call_stream.close()
+        await super().close()
+
     async def _plain_call(
         self, request: mcp_pool_pb2.CallToolRequest, rpc_timeout: float | None, metadata: Metadata
     ) -> mcp_pool_pb2.CallToolResponse:

@@ -34,6 +34,7 @@ from toolscout.mcp_pool.v1 import mcp_pool_pb2
 __all__ = ["CallStream", "StreamUnsupported"]
 
 METHOD = "/toolscout.mcp_pool.v1.McpPool/CallTool"
+_NOT_OPENED = "the pool did not take the call stream (not reachable); the call was not sent"
 _STOPPED = "the pool stopped taking calls on its call stream; the call was not sent"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -67,6 +68,7 @@ class CallStream:
         # Set once the pool answered UNIMPLEMENTED: every call goes unary from then on.
         self.unsupported = False
         self._chores: set[asyncio.Task[Any]] = set()
+        self._opening: asyncio.Future[_Open] | None = None
 
     async def call(self, request: mcp_pool_pb2.CallToolRequest, rpc_timeout: float | None) -> Any:
         """The pool's ``CallToolResponse`` for ``request``, waited for at most ``rpc_timeout`` seconds.
@@ -76,10 +78,9 @@ class CallStream:
             ToolscoutClientError: what ``CallTool`` would have raised (before
                 :func:`~toolscout.client.errors.call_outcome_error`).
         """
-        stream = self._open
-        if stream is None or stream.ended or stream.call.done():
-            # None yet, or its end not read yet (the connection it was on is gone): a new one.
-            stream = self._start()
+        stream = await self._stream()
+        while stream.ended:  # it ended while this call waited for it to open
+            stream = await self._stream()
         call_id = next(self._ids)
         answer = asyncio.get_running_loop().create_future()
         stream.pending[call_id] = answer
@@ -118,8 +119,37 @@ class CallStream:
                 with contextlib.suppress(asyncio.CancelledError):
                     await stream.reader
 
-    def _start(self) -> _Open:
-        stream = _Open(self._stub.CallToolStream())
+    async def _stream(self) -> _Open:
+        """The open stream, or a new one (one opening at a time, shared by the calls waiting)."""
+        stream = self._open
+        if stream is not None and not stream.ended and not stream.call.done():
+            return stream
+        # None yet, or its end not read yet (the connection it was on is gone): a new one.
+        if self._opening is None or self._opening.done():
+            self._opening = asyncio.ensure_future(self._start())
+        # Shielded: a caller that gives up does not stop the opening the others wait for.
+        return await asyncio.shield(self._opening)
+
+    async def _start(self) -> _Open:
+        """Opens a stream and waits for the pool to take it (its initial metadata) before anything
+        is written on it, so that a pool without it (UNIMPLEMENTED), or one not reachable, is told
+        apart from a call that was sent.
+
+        Raises:
+            StreamUnsupported: the pool has no call stream.
+            UnavailableError: not reachable (not sent); or the error the pool refused the stream with.
+        """
+        call = self._stub.CallToolStream()
+        await call.initial_metadata()
+        if call.done():
+            code = await call.code()
+            if code is grpc.StatusCode.UNIMPLEMENTED:
+                self.unsupported = True
+                raise StreamUnsupported
+            if code is grpc.StatusCode.UNAVAILABLE:
+                raise not_sent_error(_NOT_OPENED, method=METHOD)
+            raise error_for_code(code, await call.details(), method=METHOD)
+        stream = _Open(call)
         stream.reader = asyncio.create_task(self._read(stream))
         self._open = stream
         return stream
@@ -140,7 +170,8 @@ class CallStream:
             else:
                 failure = translate_rpc_error(err, method=METHOD)
         except asyncio.CancelledError:
-            pass  # closed by this client: what was not answered fails as not sent
+            # Closed by this client: what was not answered is cancelled, as a closed channel's calls.
+            failure = error_for_code(grpc.StatusCode.CANCELLED, "the client was closed", method=METHOD)
         finally:
             stream.ended = True
             if self._open is stream:
