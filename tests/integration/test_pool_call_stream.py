@@ -162,3 +162,24 @@ async def test_a_pool_without_the_stream_is_called_with_call_tool() -> None:
         assert pool_client._call_stream is not None
         assert pool_client._call_stream.unsupported
     assert len(fake.calls) == 2
+
+
+async def test_each_call_on_the_stream_is_counted_as_a_call_tool(
+    stack: tuple[McpPool, RunningServer], client: tc.AsyncPoolClient
+) -> None:
+    registry = stack[1].registry
+
+    def handled(code: str) -> float:
+        labels = {
+            "grpc_service": "toolscout.mcp_pool.v1.McpPool",
+            "grpc_method": "CallTool",
+            "grpc_code": code,
+        }
+        return registry.get_sample_value("grpc_server_handled_total", labels) or 0.0
+
+    for text in ("a", "b", "c"):
+        await client.call_tool("fixture__echo", {"text": text})
+    with pytest.raises(tc.NotFoundError):
+        await client.call_tool("fixture__nope")
+    assert _on_stream(client)
+    assert (handled("OK"), handled("NOT_FOUND")) == (3, 1)
