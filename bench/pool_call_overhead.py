@@ -140,7 +140,16 @@ def main() -> int:
         spied = args.baseline if args.spy_baseline else "this tree"
         spy = None
         if args.spy is not None:
-            command = [args.py_spy, "record", "-r", str(args.spy_rate), "--format", "raw", "-o", str(args.spy)]
+            command = [
+                args.py_spy,
+                "record",
+                "-r",
+                str(args.spy_rate),
+                "--format",
+                "raw",
+                "-o",
+                str(args.spy),
+            ]
             spy = subprocess.Popen(
                 [*command, "--pid", str(pids[spied])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )

@@ -157,10 +157,17 @@ def logs_at(level: int) -> bool:
 
 def _request_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     request = _REQUEST.get()
-    if request is None:
+    if request is None or ("request_id" in event_dict and "rpc" in event_dict):
         return event_dict
-    # First, as bound context comes first; a field given explicitly (or bound) wins.
-    return {"request_id": request.request_id, "rpc": request.rpc, **event_dict}
+    # First, as bound context comes first; a field given explicitly or bound (a call on a stream
+    # binds its own) wins over the RPC's.
+    fields: dict[str, Any] = {}
+    if "request_id" not in event_dict:
+        fields["request_id"] = request.request_id
+    if "rpc" not in event_dict:
+        fields["rpc"] = request.rpc
+    fields.update(event_dict)
+    return fields
 
 
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
@@ -171,8 +178,8 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     structlog.configure(
         processors=[
-            _request_processor,
             structlog.contextvars.merge_contextvars,
+            _request_processor,
             _trace_processor,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),

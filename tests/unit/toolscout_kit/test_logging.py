@@ -69,3 +69,16 @@ def test_a_request_bound_without_an_id_gets_one_per_request_on_its_first_line(
     assert line["request_id"] == "from-the-caller"
     get_logger("test").info("outside")
     assert "request_id" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_a_request_context_bound_inside_an_rpc_wins_over_the_rpcs(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("INFO")
+    token = begin_request("the-stream", "/toolscout.mcp_pool.v1.McpPool/CallToolStream")
+    try:
+        bind_request_context(request_id="one-call", rpc="/toolscout.mcp_pool.v1.McpPool/CallTool")
+        get_logger("test").info("bound")
+    finally:
+        clear_request_context()
+        end_request(token)
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (line["request_id"], line["rpc"]) == ("one-call", "/toolscout.mcp_pool.v1.McpPool/CallTool")
