@@ -201,9 +201,34 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     _configured = True
 
 
+class _Logger:
+    """structlog's lazy logger, which drops a line below the configured level before structlog
+    builds a bound logger for it: the lazy proxy builds one on every attribute it is asked for
+    (loggers are not cached, see ``configure_logging``), which cost a DEBUG line on a hot path more
+    than the work it describes. Everything else is the proxy's."""
+
+    __slots__ = ("_proxy",)
+
+    def __init__(self, proxy: Any) -> None:
+        self._proxy = proxy
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> Any:
+        if _min_level <= logging.DEBUG:
+            return self._proxy.debug(event, *args, **fields)
+        return None
+
+    def info(self, event: str, *args: Any, **fields: Any) -> Any:
+        if _min_level <= logging.INFO:
+            return self._proxy.info(event, *args, **fields)
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._proxy, name)
+
+
 def get_logger(name: str) -> Any:
     """A structlog logger named for its module."""
-    return structlog.get_logger(name)
+    return _Logger(structlog.get_logger(name))
 
 
 def bind_request_context(**values: Any) -> None:

@@ -82,3 +82,19 @@ def test_a_request_context_bound_inside_an_rpc_wins_over_the_rpcs(capsys: pytest
         end_request(token)
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (line["request_id"], line["rpc"]) == ("one-call", "/toolscout.mcp_pool.v1.McpPool/CallTool")
+
+
+def test_a_line_below_the_configured_level_is_dropped_and_one_at_it_is_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    try:
+        configure_logging("INFO")
+        get_logger("test").debug("dropped")
+        get_logger("test").info("kept", n=1)
+        configure_logging("DEBUG")
+        get_logger("test").debug("now kept")
+    finally:
+        configure_logging("INFO")
+    events = [json.loads(line)["event"] for line in capsys.readouterr().out.strip().splitlines()]
+    assert events[-2:] == ["kept", "now kept"]
+    assert "dropped" not in events
