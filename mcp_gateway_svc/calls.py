@@ -69,7 +69,15 @@ from toolscout_kit.status import (
 if TYPE_CHECKING:
     from mcp_gateway_svc.user_login import UserLogin
 
-__all__ = ["TIMEOUT_META_KEY", "LoginAsker", "ToolCaller", "error_result", "rpc", "text_result"]
+__all__ = [
+    "TIMEOUT_META_KEY",
+    "LoginAsker",
+    "ToolCaller",
+    "error_result",
+    "mcp_result",
+    "rpc",
+    "text_result",
+]
 
 T = TypeVar("T")
 
@@ -112,7 +120,7 @@ def error_result(text: str) -> types.CallToolResult:
     return text_result(text if text.startswith("Error") else f"Error: {text}", is_error=True)
 
 
-def _mcp_result(result: CallToolResult) -> types.CallToolResult:
+def mcp_result(result: CallToolResult) -> types.CallToolResult:
     """The pool's result as the MCP server sent it."""
     structured = result.structured_content if result.structured_content_json else None
     content: list[Any] = []
@@ -229,6 +237,45 @@ class ToolCaller:
                 the MCP server answered with a JSON-RPC error (its code and message), with
                 ``protocol_errors``.
         """
+        result = await self.call_raw(
+            tool,
+            arguments,
+            mode=mode,
+            meta=meta,
+            owner=owner,
+            protocol_errors=protocol_errors,
+            progress=progress,
+            relay=relay,
+            log_level=log_level,
+            principal=principal,
+            asker=asker,
+            host_round=host_round,
+        )
+        return mcp_result(result) if isinstance(result, CallToolResult) else result
+
+    async def call_raw(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any] | None,
+        *,
+        mode: GatewayMode,
+        meta: Mapping[str, Any] | None = None,
+        owner: ResultOwner | None = None,
+        protocol_errors: bool = True,
+        progress: ProgressCallback | None = None,
+        relay: CallRelay | None = None,
+        log_level: str = "",
+        principal: str = "",
+        asker: LoginAsker | None = None,
+        host_round: HostRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
+        """:meth:`call`, a result of the MCP server left as the pool answered it (a
+        :class:`~toolscout.client.CallToolResult`: :func:`mcp_result` is its MCP form; the lean
+        path writes its wire form in one pass, :func:`mcp_gateway_svc.lean.pool_result_wire`).
+
+        Raises:
+            MCPError: as :meth:`call`.
+        """
         started = time.perf_counter()
         outcome = "error"
         try:
@@ -279,7 +326,7 @@ class ToolCaller:
         principal: str,
         asker: LoginAsker | None,
         resumed: Resumed | None,
-    ) -> tuple[types.CallToolResult | types.InputRequiredResult, str]:
+    ) -> tuple[types.CallToolResult | types.InputRequiredResult | CallToolResult, str]:
         misfit = check_arguments(tool, arguments)
         if misfit is not None:
             return error_result(misfit.text), "invalid_arguments"
@@ -326,7 +373,7 @@ class ToolCaller:
                 RoundOf.TOOL, tool.llm_name, tool.server, result.input_required_json, principal=principal
             )
             return asked, "input_required"
-        return _mcp_result(result), "tool_error" if result.is_error else "ok"
+        return result, "tool_error" if result.is_error else "ok"
 
     async def _sign_in_first(
         self, tool: Tool, server: str, principal: str, asker: LoginAsker | None

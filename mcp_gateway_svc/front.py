@@ -62,6 +62,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from toolscout.client import CallToolResult
 
 from mcp_gateway_svc.bodies import (
     ClientGoneError,
@@ -79,9 +80,9 @@ from mcp_gateway_svc.lean import (
     answer_session,
     holding,
     live_transport,
+    pool_result_wire,
     read_modern,
     read_session,
-    wire_result,
     write_json,
 )
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -652,13 +653,13 @@ class _Http(NamedTuple):
 
 
 async def _outcome(
-    manager: StreamableHTTPSessionManager, version: str, run: Awaitable[BaseModel]
+    manager: StreamableHTTPSessionManager, version: str, run: Awaitable[BaseModel | CallToolResult]
 ) -> dict[str, Any] | Exception | None:
     """A lean call's result in its wire form, or the exception it raised; None while it has not
     finished (cancelled: the caller's scope absorbs the cancellation)."""
     outcome: dict[str, Any] | Exception | None = None
     try:
-        outcome = wire_result(manager.app, version, await run)
+        outcome = pool_result_wire(manager.app, version, await run)
     except Exception as err:
         outcome = err
     return outcome

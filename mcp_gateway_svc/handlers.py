@@ -38,6 +38,7 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     CallProgress,
+    CallToolResult,
     GatewayMode,
     InvalidArgumentError,
     NotFoundError,
@@ -579,13 +580,14 @@ class McpHandlers:
 
     async def lean_call(
         self, info: RequestInfo, call: lean.LeanCall, target: LeanTarget
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request.
+    ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
+        """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request;
+        a result of the MCP server as the pool answered it (:meth:`ToolCaller.call_raw`).
 
         Raises:
             MCPError: as :meth:`ToolCaller.call`.
         """
-        run = self._caller.call(
+        run = self._caller.call_raw(
             target.tool,
             target.arguments,
             mode=target.mode,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,7 +59,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import Headers
 from starlette.types import Send
+from toolscout.client import CallToolResult
 
+from mcp_gateway_svc.calls import mcp_result
 from mcp_gateway_svc.relay import declared_of
 from mcp_gateway_svc.sessions import Session
 
@@ -68,6 +71,7 @@ __all__ = [
     "answer_session",
     "holding",
     "live_transport",
+    "pool_result_wire",
     "read_modern",
     "read_session",
     "wire_result",
@@ -259,6 +263,95 @@ def wire_result(server: Server[Any], version: str, result: BaseModel) -> dict[st
     elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
         dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
     return dumped
+
+
+def pool_result_wire(server: Server[Any], version: str, result: CallToolResult | BaseModel) -> dict[str, Any]:
+    """A lean call's result in its wire form: what :func:`wire_result` gives for its MCP form
+    (:func:`~mcp_gateway_svc.calls.mcp_result` of a pool's result), written directly for a plain
+    result of the MCP server (:func:`_plain_wire`). The dict is serialized at once and not kept."""
+    if isinstance(result, CallToolResult):
+        wire = _plain_wire(server, version in MODERN_PROTOCOL_VERSIONS, result)
+        if wire is not None:
+            return wire
+        result = mcp_result(result)
+    return wire_result(server, version, result)
+
+
+class _Unsure(ValueError):
+    """A value the SDK's dump writes otherwise than JSON reads it (a non-finite number)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: the dump writes null
+        raise _Unsure(text)
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise _Unsure(text)  # NaN, Infinity: the dump writes null
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    """The JSON object in ``text`` as :func:`~toolscout.client.types.parse_json_object` reads it;
+    None when that is not an object, or holds a value the SDK's dump would change."""
+    try:
+        value = json.loads(text, parse_float=_finite, parse_constant=_constant)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# A plain text block of the pool (the MCP server's block had nothing but its text).
+_PLAIN_TEXT = ("", '{"type":"text"}')
+# The ``_meta`` member the 2026-07-28 result declares (by its alias and by its name).
+_DECLARED_META = (SERVER_INFO_META_KEY, "io_modelcontextprotocol_server_info")
+_STAMPS: weakref.WeakKeyDictionary[Server[Any], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _plain_wire(server: Server[Any], modern: bool, result: CallToolResult) -> dict[str, Any] | None:
+    """The wire form of a plain pool result (text blocks only, no kept-result link, ``_meta`` and
+    ``structuredContent`` JSON objects of values JSON keeps as they are), None for any other.
+
+    For such a result the SDK's sieve (the surface models' validate and dump) keeps every member
+    as it is, in its model's field order: ``_meta``, ``content`` (``text``, ``type``), ``isError``,
+    ``resultType`` (2026-07-28), ``structuredContent``; then the ``serverInfo`` stamp. The tests
+    compare this with :func:`wire_result` of :func:`~mcp_gateway_svc.calls.mcp_result` on many
+    results, both eras."""
+    if result.result_handle:
+        return None
+    content = []
+    for block in result.content:
+        if block.type != "text" or block.raw_json not in _PLAIN_TEXT:
+            return None
+        content.append({"text": block.text, "type": "text"})
+    meta = None
+    if result.meta_json:
+        # (a 2026-07-28 ``_meta`` is a model whose dump drops null members)
+        meta = None if modern and "null" in result.meta_json else _object(result.meta_json)
+        if meta is None or (modern and any(key in meta for key in _DECLARED_META)):
+            return None
+    structured = None
+    if result.structured_content_json:
+        structured = _object(result.structured_content_json)
+        if structured is None:
+            return None
+    wire: dict[str, Any] = {} if meta is None else {"_meta": meta}
+    wire["content"] = content
+    wire["isError"] = result.is_error
+    if modern:
+        wire["resultType"] = "complete"
+    if structured is not None:
+        wire["structuredContent"] = structured
+    if modern:
+        stamp = _STAMPS.get(server)
+        if stamp is None:
+            stamp = _STAMPS[server] = server.server_info_stamp
+        # (shared, not copied: the answer is serialized at once and never changed)
+        wire["_meta"] = (
+            {SERVER_INFO_META_KEY: stamp} if meta is None else {**meta, SERVER_INFO_META_KEY: stamp}
+        )
+    return wire
 
 
 # Seconds a session's answer waits for the call before it becomes an SSE stream kept alive with a

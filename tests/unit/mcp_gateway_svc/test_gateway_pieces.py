@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from prometheus_client import CollectorRegistry
 from toolscout.client import CallToolResult, ContentBlock, TokenAccounting, Tool, ToolPlan
 
-from mcp_gateway_svc.calls import _mcp_result, call_meta
+from mcp_gateway_svc.calls import call_meta, mcp_result
 from mcp_gateway_svc.front import Guard, Tenants, _endpoint_key
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
@@ -138,7 +138,7 @@ def test_a_pool_result_goes_back_as_the_mcp_server_sent_it() -> None:
         structured_content_json='{"n":1}',
         is_error=True,
     )
-    mcp = _mcp_result(result)
+    mcp = mcp_result(result)
     dumped = mcp.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert dumped["content"][0] == {"type": "text", "text": "hello", "annotations": {"priority": 0.5}}
     assert dumped["content"][1] == {
