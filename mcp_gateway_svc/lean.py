@@ -354,11 +354,16 @@ def _constant(text: str) -> Any:
     raise _Unsure(text)  # NaN, Infinity: the dump writes null
 
 
+# JSON as json.loads reads it, refusing what the SDK's dump would write otherwise (one decoder:
+# json.loads with hooks builds one per call).
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
+
+
 def _object(text: str) -> dict[str, Any] | None:
     """The JSON object in ``text`` as :func:`~toolscout.client.types.parse_json_object` reads it;
     None when that is not an object, or holds a value the SDK's dump would change."""
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=_constant)
+        value = _DECODER.decode(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
@@ -366,8 +371,8 @@ def _object(text: str) -> dict[str, Any] | None:
 
 # A plain text block of the pool (the MCP server's block had nothing but its text).
 _PLAIN_TEXT = ("", '{"type":"text"}')
-# The ``_meta`` member the 2026-07-28 result declares (by its alias and by its name).
-_DECLARED_META = (SERVER_INFO_META_KEY, "io_modelcontextprotocol_server_info")
+# The ``_meta`` member the 2026-07-28 result declares, by its name (by its alias: below).
+_DECLARED_BY_NAME = "io_modelcontextprotocol_server_info"
 _STAMPS: weakref.WeakKeyDictionary[Server[Any], dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
@@ -391,8 +396,11 @@ def _plain_wire(server: Server[Any], modern: bool, result: CallToolResult) -> di
     if result.meta_json:
         # (a 2026-07-28 ``_meta`` is a model whose dump drops null members)
         meta = None if modern and "null" in result.meta_json else _object(result.meta_json)
-        if meta is None or (modern and any(key in meta for key in _DECLARED_META)):
+        if meta is None or (modern and _DECLARED_BY_NAME in meta):
             return None
+        if modern and SERVER_INFO_META_KEY in meta:
+            # The MCP server's own stamp (it wins): the declared member, first in the dump.
+            meta = {SERVER_INFO_META_KEY: meta[SERVER_INFO_META_KEY]} | meta
     structured = None
     if result.structured_content_json:
         structured = _object(result.structured_content_json)
@@ -405,7 +413,7 @@ def _plain_wire(server: Server[Any], modern: bool, result: CallToolResult) -> di
         wire["resultType"] = "complete"
     if structured is not None:
         wire["structuredContent"] = structured
-    if modern:
+    if modern and (meta is None or SERVER_INFO_META_KEY not in meta):
         stamp = _STAMPS.get(server)
         if stamp is None:
             stamp = _STAMPS[server] = server.server_info_stamp

@@ -72,6 +72,8 @@ OBJECTS = (
     '{"io.modelcontextprotocol/serverInfo":{"name":"up","version":"1"}}',
     '{"io_modelcontextprotocol_server_info":{"name":"up","version":"1"}}',
     '{"io.modelcontextprotocol/serverInfo":null}',
+    '{"a":1,"io.modelcontextprotocol/serverInfo":{"name":"up","version":"2"},"b":[2.5]}',
+    '{"io.modelcontextprotocol/serverInfo":"odd"}',
     '{"lone":"\\ud800"}',
     "[1,2]",
     '"text"',
@@ -157,6 +159,10 @@ def test_plain_results_take_the_one_pass_and_others_the_sdks(version: str) -> No
         CallToolResult(content=(TEXT, ContentBlock("text", text="b")), is_error=True),
         CallToolResult(content=(TEXT,), structured_content_json='{"a":null,"b":[1.5,"x"]}'),
         CallToolResult(content=(TEXT,), meta_json='{"trace":"t1"}'),
+        # the MCP server's own serverInfo stamp (a 2026-07-28 server's, passed through)
+        CallToolResult(
+            content=(TEXT,), meta_json='{"a":1,"io.modelcontextprotocol/serverInfo":{"name":"up"}}'
+        ),
     ]
     for result in plain:
         assert _plain_wire(server, modern, result) is not None, result
@@ -166,9 +172,10 @@ def test_plain_results_take_the_one_pass_and_others_the_sdks(version: str) -> No
         CallToolResult(content=(TEXT,), result_handle="h"),  # a kept result's link
         CallToolResult(content=(TEXT,), structured_content_json='{"x":1e400}'),
         CallToolResult(content=(TEXT,), structured_content_json="[1]"),
-        CallToolResult(content=(TEXT,), meta_json='{"io.modelcontextprotocol/serverInfo":{"name":"up"}}')
+        CallToolResult(content=(TEXT,), meta_json="[1]"),
+        CallToolResult(content=(TEXT,), meta_json='{"io_modelcontextprotocol_server_info":{"name":"up"}}')
         if modern
-        else CallToolResult(content=(TEXT,), meta_json="[1]"),
+        else CallToolResult(content=(TEXT,), meta_json='{"x":NaN}'),
     ]
     for result in others:
         assert _plain_wire(server, modern, result) is None, result
