@@ -77,8 +77,20 @@ class _Alike(Generic[V, M]):
         self._repeated = tuple(n for n in self._plain if shared[n].is_repeated)
         # Every plain field read in one call (a call's result is converted on its hot path).
         self._read = _getter(self._plain)
+        # Built with positional arguments when the value's fields are the converted ones, then
+        # the plain ones (no keyword dicts: a call's result and its blocks are built per call).
+        every = dataclasses.fields(value_type)  # type: ignore[arg-type]
+        fields = tuple(f.name for f in every)
+        self._converted = tuple(n for n in fields if n in converted)
+        self._positional = (
+            not self._repeated
+            and fields == self._converted + self._plain
+            and all(f.init and not f.kw_only for f in every)
+        )
 
     def value(self, m: M, **converted: Any) -> V:
+        if self._positional and tuple(converted) == self._converted:
+            return self._value_type(*converted.values(), *self._read(m))
         plain = dict(zip(self._plain, self._read(m), strict=True))
         for name in self._repeated:
             plain[name] = tuple(plain[name])
