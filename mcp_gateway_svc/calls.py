@@ -18,7 +18,6 @@ the budget is a preview followed by a ``resource_link`` to the whole (:mod:`mcp_
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 import re
@@ -44,6 +43,7 @@ from toolscout.client import (
     authorization_required,
 )
 from toolscout.client.aio import ProgressCallback
+from toolscout.client.types import json_object_text
 
 from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -341,12 +341,14 @@ class ToolCaller:
                 principal=owner.principal,
                 conversation=owner.conversation,
             )
-        request = CallRequest.to(
-            tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout_seconds
+        # Built once with every field set (a copy per group was a measurable part of a call).
+        request = CallRequest(
+            llm_name=tool.llm_name,
+            arguments_json=json_object_text(arguments),
+            meta_json=json_object_text(passed_meta or None),
+            timeout_seconds=timeout_seconds,
+            **fields,
         )
-        if fields:
-            # One copy with every field set (a replace per group was a measurable part of a call).
-            request = dataclasses.replace(request, **fields)
         if resumed is not None:
             request = resumed.applied_to(request)
         try:
