@@ -75,7 +75,7 @@ from mcp_gateway_svc.bodies import (
 from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, McpHandlers, RequestInfo
-from mcp_gateway_svc.host_modes import Opening, mode_for_client, opening_of
+from mcp_gateway_svc.host_modes import Opening, matched_mode, opening_of
 from mcp_gateway_svc.lean import (
     answer_session,
     holding,
@@ -288,6 +288,10 @@ class GatewayFront:
         self._endpoints = endpoints
         self._lean = lean
         self._client_modes = dict(client_modes or {})
+        # A host's matched mode, by its name (the globs are matched once per name; bounded).
+        self._mode_of_client = functools.lru_cache(maxsize=1024)(
+            functools.partial(matched_mode, patterns=self._client_modes)
+        )
         self._client_all_max_tools = client_all_max_tools
         self._managers = managers
         self._sessions = sessions
@@ -481,7 +485,7 @@ class GatewayFront:
             return
         mode = info.endpoint.mode
         if scope["method"] == "POST":
-            chosen = mode_for_client(opening.client_name, self._client_modes, mode)
+            chosen = (self._mode_of_client(opening.client_name) if opening.client_name else None) or mode
             view = info.endpoint.view
             too_many = view is not None and len(view.by_name) > self._client_all_max_tools
             mode = mode if chosen == GatewayMode.ALL and mode != GatewayMode.ALL and too_many else chosen

@@ -17,6 +17,7 @@ orchestrator.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import time
@@ -254,7 +255,10 @@ class McpHandlers:
         self._discovery = discovery
         self._caller = caller
         self._results = results
-        self._result_budget = result_budget
+        # A host's budget, by its name (its globs matched once per name; bounded).
+        self._result_budget: Callable[[str], int] | None = (
+            functools.lru_cache(maxsize=1024)(result_budget) if result_budget is not None else None
+        )
         self._metrics = metrics
         self._tracing = tracing
         # With tokens, a list may be cached only within one authorization context.
