@@ -217,7 +217,7 @@ class ToolCaller:
         principal: str = "",
         asker: LoginAsker | None = None,
         host_round: HostRound | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
         """Runs ``tool`` as ``principal`` (the caller: a ``per_user`` server runs it with that
         principal's own token); every outcome but cancellation is a result the model can read, except
         that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``owner``: the
@@ -230,51 +230,14 @@ class ToolCaller:
         how a 2026-07-28 server is asked to log. A caller who must sign in first gets the login link
         (``asker``: where else it goes). ``host_round`` (a 2026-07-28 host: its answers and state,
         if any): a server asking for input comes back as an ``InputRequiredResult`` whose state is
-        sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`).
+        sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`). A result of the MCP server
+        is handed back as the pool answered it (:func:`mcp_result` is its MCP form; the lean path
+        writes its wire form in one pass, :func:`mcp_gateway_svc.lean.pool_result_wire`).
 
         Raises:
             MCPError: the caller's ``_meta`` timeout is not a number of seconds (INVALID_PARAMS), or
                 the MCP server answered with a JSON-RPC error (its code and message), with
                 ``protocol_errors``.
-        """
-        result = await self.call_raw(
-            tool,
-            arguments,
-            mode=mode,
-            meta=meta,
-            owner=owner,
-            protocol_errors=protocol_errors,
-            progress=progress,
-            relay=relay,
-            log_level=log_level,
-            principal=principal,
-            asker=asker,
-            host_round=host_round,
-        )
-        return mcp_result(result) if isinstance(result, CallToolResult) else result
-
-    async def call_raw(
-        self,
-        tool: Tool,
-        arguments: Mapping[str, Any] | None,
-        *,
-        mode: GatewayMode,
-        meta: Mapping[str, Any] | None = None,
-        owner: ResultOwner | None = None,
-        protocol_errors: bool = True,
-        progress: ProgressCallback | None = None,
-        relay: CallRelay | None = None,
-        log_level: str = "",
-        principal: str = "",
-        asker: LoginAsker | None = None,
-        host_round: HostRound | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
-        """:meth:`call`, a result of the MCP server left as the pool answered it (a
-        :class:`~toolscout.client.CallToolResult`: :func:`mcp_result` is its MCP form; the lean
-        path writes its wire form in one pass, :func:`mcp_gateway_svc.lean.pool_result_wire`).
-
-        Raises:
-            MCPError: as :meth:`call`.
         """
         started = time.perf_counter()
         outcome = "error"

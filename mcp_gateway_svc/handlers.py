@@ -51,7 +51,7 @@ from toolscout.client import (
 from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc import capabilities, lean, server_features
-from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
+from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, mcp_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
@@ -586,12 +586,12 @@ class McpHandlers:
         self, info: RequestInfo, call: lean.LeanCall, target: LeanTarget
     ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
         """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request;
-        a result of the MCP server as the pool answered it (:meth:`ToolCaller.call_raw`).
+        a result of the MCP server as the pool answered it (:meth:`ToolCaller.call`).
 
         Raises:
             MCPError: as :meth:`ToolCaller.call`.
         """
-        run = self._caller.call_raw(
+        run = self._caller.call(
             target.tool,
             target.arguments,
             mode=target.mode,
@@ -699,7 +699,7 @@ class McpHandlers:
             return text_result(not_loaded(name).text, is_error=True)
         log_level = asked_log_level(call.ctx, call.meta, session.log_level if session is not None else "")
         relay = host_relay(call.ctx, progress=_asks_for_progress(call.meta), log_level=log_level)
-        return await self._caller.call(
+        result = await self._caller.call(
             tool,
             arguments,
             mode=call.mode,
@@ -713,6 +713,7 @@ class McpHandlers:
             asker=_asker(call.ctx),
             host_round=call.host_round,
         )
+        return mcp_result(result) if isinstance(result, CallToolResult) else result
 
     async def _unknown(
         self, info: RequestInfo, view: ToolsetView, name: str, mode: GatewayMode
