@@ -75,6 +75,7 @@ class _Alike(Generic[V, M]):
         self._message_type = message_type
         self._plain = tuple(n for n in names if n not in converted)
         self._repeated = tuple(n for n in self._plain if shared[n].is_repeated)
+        self._present = frozenset(n for n in self._plain if shared[n].has_presence)
         # Every plain field read in one call (a call's result is converted on its hot path).
         self._read = _getter(self._plain)
         # Built with positional arguments when the value's fields are the converted ones, then
@@ -97,7 +98,10 @@ class _Alike(Generic[V, M]):
         return self._value_type(**(plain | converted))
 
     def message(self, x: V, **converted: Any) -> M:
-        return self._message_type(**({n: getattr(x, n) for n in self._plain} | converted))
+        # A field without presence left at its default is not set (the same message; a call's
+        # request has a dozen such fields, each set one by one).
+        fields = {n: v for n in self._plain if (v := getattr(x, n)) or n in self._present}
+        return self._message_type(**(fields | converted))
 
 
 # --- common ---------------------------------------------------------------------------------------
