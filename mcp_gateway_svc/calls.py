@@ -232,7 +232,7 @@ class ToolCaller:
         if any): a server asking for input comes back as an ``InputRequiredResult`` whose state is
         sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`). A result of the MCP server
         is handed back as the pool answered it (:func:`mcp_result` is its MCP form; the lean path
-        writes its wire form in one pass, :func:`mcp_gateway_svc.lean.pool_result_wire`).
+        writes its wire form in one pass, :func:`mcp_gateway_svc.lean_rules.pool_result_wire`).
 
         Raises:
             MCPError: the caller's ``_meta`` timeout is not a number of seconds (INVALID_PARAMS), or

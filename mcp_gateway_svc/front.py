@@ -80,11 +80,11 @@ from mcp_gateway_svc.lean import (
     answer_session,
     holding,
     live_transport,
-    pool_result_wire,
     read_modern,
     read_session,
     write_json,
 )
+from mcp_gateway_svc.lean_rules import pool_result_wire
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry, end_session

@@ -1,5 +1,5 @@
 """The lean path judges a ``tools/call``'s parameters as the SDK does
-(:func:`mcp_gateway_svc.lean.accepted` against :func:`mcp_types.methods.validate_client_request`),
+(:func:`mcp_gateway_svc.lean_rules.accepted` against :func:`mcp_types.methods.validate_client_request`),
 deciding plain parameters itself: the verdicts are compared on many inputs of every era."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from mcp_types import methods as spec_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from mcp_gateway_svc.lean import _surely_valid, accepted
+from mcp_gateway_svc.lean_rules import _surely_valid, accepted
 
 _ABSENT = object()
 NAMES = ("echo", "", 1, 1.5, None, True, [], {}, _ABSENT)

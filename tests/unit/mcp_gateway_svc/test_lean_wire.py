@@ -1,7 +1,7 @@
 """The lean path writes a pool's tool result in its wire form in one pass
-(:func:`mcp_gateway_svc.lean.pool_result_wire`): the same dict, member order included, as the SDK
+(:func:`mcp_gateway_svc.lean_rules.pool_result_wire`): the same dict, member order included, as the SDK
 path's two (the MCP result built of it, :func:`~mcp_gateway_svc.calls.mcp_result`, then the SDK
-runner's per-version sieve and stamps, :func:`~mcp_gateway_svc.lean.wire_result`), for every
+runner's per-version sieve and stamps, :func:`~mcp_gateway_svc.lean_rules.wire_result`), for every
 protocol version, every content block kind, ``structuredContent``, ``isError`` and ``_meta``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from toolscout.client import CallToolResult, ContentBlock
 
 from mcp_gateway_svc.calls import mcp_result
-from mcp_gateway_svc.lean import _plain_wire, pool_result_wire, wire_result
+from mcp_gateway_svc.lean_rules import _plain_wire, pool_result_wire, wire_result
 
 VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 TEXT = ContentBlock("text", text="hello", raw_json='{"type":"text"}')
