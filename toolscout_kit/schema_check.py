@@ -188,24 +188,17 @@ def _enum(c: _Compiler, value: Any, schema: Any) -> Check:
     return lambda v: isinstance(v, str) and v in strings
 
 
-def _length(least: bool) -> Callable[[_Compiler, Any, Any], Check]:
-    def compile_length(c: _Compiler, value: Any, schema: Any) -> Check:
+def _size(of: type[str] | type[list[Any]], least: bool) -> Callable[[_Compiler, Any, Any], Check]:
+    """``minLength``/``maxLength`` (``of`` str) and ``minItems``/``maxItems`` (list): a bound on
+    ``len`` of the instances of ``of``."""
+
+    def compile_size(c: _Compiler, value: Any, schema: Any) -> Check:
         bound = _bound(value)
         if least:
-            return lambda v: not isinstance(v, str) or not len(v) < bound
-        return lambda v: not isinstance(v, str) or not len(v) > bound
+            return lambda v: not isinstance(v, of) or not len(v) < bound
+        return lambda v: not isinstance(v, of) or not len(v) > bound
 
-    return compile_length
-
-
-def _items_count(least: bool) -> Callable[[_Compiler, Any, Any], Check]:
-    def compile_count(c: _Compiler, value: Any, schema: Any) -> Check:
-        bound = _bound(value)
-        if least:
-            return lambda v: not isinstance(v, list) or not len(v) < bound
-        return lambda v: not isinstance(v, list) or not len(v) > bound
-
-    return compile_count
+    return compile_size
 
 
 def _limit(compare: Callable[[Any, Any], bool]) -> Callable[[_Compiler, Any, Any], Check]:
@@ -254,10 +247,10 @@ _KEYWORDS: dict[str, Callable[[_Compiler, Any, Any], Check]] = {
     "required": _required,
     "additionalProperties": _additional,
     "enum": _enum,
-    "minLength": _length(least=True),
-    "maxLength": _length(least=False),
-    "minItems": _items_count(least=True),
-    "maxItems": _items_count(least=False),
+    "minLength": _size(str, least=True),
+    "maxLength": _size(str, least=False),
+    "minItems": _size(list, least=True),
+    "maxItems": _size(list, least=False),
     "minimum": _limit(lambda v, b: v < b),
     "maximum": _limit(lambda v, b: v > b),
     "exclusiveMinimum": _limit(lambda v, b: v <= b),
