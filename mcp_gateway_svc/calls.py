@@ -304,6 +304,8 @@ class ToolCaller:
                 principal=owner.principal,
                 conversation=owner.conversation,
             )
+        if resumed is not None:
+            fields.update(resumed.fields())
         # Built once with every field set (a copy per group was a measurable part of a call).
         request = CallRequest(
             llm_name=tool.llm_name,
@@ -312,8 +314,6 @@ class ToolCaller:
             timeout_seconds=timeout_seconds,
             **fields,
         )
-        if resumed is not None:
-            request = resumed.applied_to(request)
         try:
             result = await rpc(
                 self._pool.call(
