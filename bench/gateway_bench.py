@@ -505,10 +505,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def process_stack(text_url: str, workdir: Path, root: Path = ROOT) -> Any:
+def process_stack(text_url: str, workdir: Path, root: Path = ROOT, *, preload: Path | None = None) -> Any:
     """Pool, discovery and gateway as their own processes (``toolscout serve``), the text server
     reached over streamable HTTP and the weather example over stdio (deferred). ``root``: the
-    checkout whose services run (``--services-root``: another one, to compare before and after)."""
+    checkout whose services run (``--services-root``: another one, to compare before and after).
+    ``preload``: a folder put first on the services' ``PYTHONPATH`` (bench/call_timeline.py's
+    ``sitecustomize``)."""
     ports = {name: _free_port() for name in ("pool", "discovery", "gateway")}
     config = {
         "servers": {
@@ -550,7 +552,9 @@ def process_stack(text_url: str, workdir: Path, root: Path = ROOT) -> Any:
                     # Another checkout's client library too (the venv's is this tree's).
                     env={
                         **os.environ,
-                        "PYTHONPATH": os.pathsep.join([str(root), str(root / "clients" / "src")]),
+                        "PYTHONPATH": os.pathsep.join(
+                            [*([str(preload)] if preload else []), str(root), str(root / "clients" / "src")]
+                        ),
                     },
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

@@ -18,7 +18,7 @@ connected client, one upstream session reused, FastMCP's own HTTP server), calle
 own names; ``--peers reuse fresh`` adds ``create_proxy(url)`` (a fresh upstream client per
 request) too. Its CPU per call is the proxy process's.
 
-Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline 7b63f4b] [--calls 300] [--peers]
+Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline 7b63f4b|none] [--calls 300] [--peers]
 Writes bench/results/gateway_call_overhead.json.
 """
 
@@ -153,7 +153,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--baseline", default="7b63f4b", help="the commit to compare with")
+    parser.add_argument(
+        "--baseline", default="7b63f4b", help="the commit to compare with ('none': this tree alone)"
+    )
     parser.add_argument("--calls", type=int, default=300, help="rounds (each round calls every row once)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument(
@@ -169,16 +171,19 @@ def main() -> int:
         contextlib.ExitStack() as stack,
     ):
         work = Path(work_dir)
-        base = work / "baseline"
-        base.mkdir()
-        archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        deployments = [("this tree", ROOT)]
+        if args.baseline != "none":
+            base = work / "baseline"
+            base.mkdir()
+            archive = subprocess.run(
+                ["git", "archive", args.baseline], cwd=ROOT, capture_output=True, check=True
+            )
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+            deployments.append((args.baseline, base))
         text_url = stack.enter_context(gb._example_http_server())
-        here = "this tree"
-        there = args.baseline
         gateways: dict[str, str] = {}
         pids: dict[str, int] = {}
-        for name, root in ((here, ROOT), (there, base)):
+        for name, root in deployments:
             (work / name).mkdir()
             url, _ = stack.enter_context(gb.process_stack(text_url, work / name, root))
             gateways[name] = url

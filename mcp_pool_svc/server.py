@@ -8,12 +8,14 @@ from collections.abc import Callable
 from toolscout.client import ServerStatus
 from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
+from mcp_pool_svc.call_stream import CallStreams
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.servicer import McpPoolServicer
 from mcp_pool_svc.supervisor import HEALTH_PREFIX
 from toolscout_kit.config import ToolscoutConfig
+from toolscout_kit.metrics import grpc_server_metrics
 from toolscout_kit.server import RunningServer, ServiceBinding, ServiceStart
 
 __all__ = ["SERVICE_NAME", "build_server"]
@@ -65,7 +67,8 @@ async def build_server(
         await pool.stop()
         await tracing.shutdown()
         raise
-    servicer = McpPoolServicer(pool)
+    streams = CallStreams(pool, grpc_server_metrics(start.registry))
+    servicer = McpPoolServicer(pool, streams)
     binding = ServiceBinding(
         SERVICE_NAME,
         mcp_pool_pb2_grpc.add_McpPoolServicer_to_server,
@@ -76,6 +79,8 @@ async def build_server(
     # Calls still running when the grace ends are answered "outcome unknown" (ABORTED), not left
     # for gRPC to cancel with UNAVAILABLE, which would tell the caller they were never sent.
     running.add_drain(pool.drain)
+    # CallToolStream streams stop reading, answer what they read, and end (not held to the grace).
+    running.add_drain(streams.drain)
     running.add_cleanup(pool.stop)
 
     async def reshard(new_config: ToolscoutConfig) -> None:

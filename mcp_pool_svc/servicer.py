@@ -22,10 +22,6 @@ from typing import Any
 
 import grpc
 from toolscout.client import (
-    AUTHORIZATION_REQUIRED_KEY,
-    NOT_SENT_METADATA,
-    SHARD_COUNT_KEY,
-    SHARD_OWNERS_KEY,
     CallProgress,
     CallToolResult,
     FeatureKind,
@@ -35,6 +31,7 @@ from toolscout.client import (
 )
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
+from mcp_pool_svc.call_stream import CallStreams, owner_metadata, refusal_metadata
 from mcp_pool_svc.errors import (
     InvalidToolArgumentsError,
     NotOwnerError,
@@ -51,26 +48,14 @@ __all__ = ["McpPoolServicer"]
 _WITHDRAW_GRACE = 5.0
 
 
-def _refusal_metadata(err: NotOwnerError) -> tuple[tuple[str, str], ...]:
-    return ((SHARD_OWNERS_KEY, ",".join(map(str, err.owners))), (SHARD_COUNT_KEY, str(err.count)))
-
-
-def _not_sent_metadata(err: ServerUnavailableError) -> tuple[tuple[str, str], ...]:
-    refusal = _refusal_metadata(err) if isinstance(err, NotOwnerError) else ()
-    return (*NOT_SENT_METADATA, *refusal)
-
-
 @contextlib.contextmanager
 def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None]:
     """A call refused before it was sent says so in trailing metadata (not sent; and the server
     that needs the caller's authorization), besides its status."""
     try:
         yield
-    except ServerUnavailableError as err:
-        context.set_trailing_metadata(_not_sent_metadata(err))
-        raise
-    except UserAuthorizationRequiredError as err:
-        context.set_trailing_metadata(((AUTHORIZATION_REQUIRED_KEY, err.server), *NOT_SENT_METADATA))
+    except (ServerUnavailableError, UserAuthorizationRequiredError) as err:
+        context.set_trailing_metadata(refusal_metadata(err))
         raise
 
 
@@ -97,8 +82,9 @@ async def _feature_reply(
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     """``toolscout.mcp_pool.v1.McpPool`` over an :class:`McpPool`."""
 
-    def __init__(self, pool: McpPool) -> None:
+    def __init__(self, pool: McpPool, streams: CallStreams | None = None) -> None:
         self._pool = pool
+        self._streams = streams if streams is not None else CallStreams(pool)
 
     async def ListServers(
         self, request: mcp_pool_pb2.ListServersRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -122,7 +108,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
                 list(request.servers), include_unavailable=request.include_unavailable
             )
         except NotOwnerError as err:
-            context.set_trailing_metadata(_refusal_metadata(err))
+            context.set_trailing_metadata(owner_metadata(err))
             raise
         return wire.tool_catalog_pb(catalog)
 
@@ -136,6 +122,17 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         with _call_refusals(context):
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
         return wire.call_tool_result_pb(result)
+
+    # grpc.aio serves a streaming method written as a coroutine that answers with context.write (its
+    # answers are written by the calls' own tasks as they end); the generated stub types only the
+    # generator form.
+    async def CallToolStream(  # type: ignore[override]
+        self,
+        request_iterator: AsyncIterator[mcp_pool_pb2.CallToolStreamRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
+        """Many CallTools on one stream (:mod:`mcp_pool_svc.call_stream`)."""
+        await self._streams.serve(request_iterator, context)
 
     async def ReadResult(
         self, request: mcp_pool_pb2.ReadResultRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -28,10 +28,9 @@ from opentelemetry.context import Context, attach, detach
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 from toolscout.client import SERVICE_STATUS_METADATA
 
-from toolscout_kit.errors import ToolscoutError
-from toolscout_kit.logging import bind_request_context, clear_request_context, get_logger, redact
+from toolscout_kit.logging import bind_request_context, clear_request_context, get_logger
 from toolscout_kit.metrics import GrpcServerMetrics
-from toolscout_kit.status import GENERIC_INTERNAL_MESSAGE, status_for
+from toolscout_kit.status import reply_status
 from toolscout_kit.tracing import Tracing, exemplar, extract_context
 
 __all__ = [
@@ -308,15 +307,8 @@ def _marked(context: grpc.aio.ServicerContext) -> tuple[tuple[str, str | bytes],
 
 
 async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext) -> None:
-    if isinstance(exc, ToolscoutError):
-        code = status_for(exc)
-        if code is not None:
-            await context.abort(code, redact(exc.message), trailing_metadata=_marked(context))
-    # Unmapped: a bug. Full detail goes to the log, never to the caller.
-    _log.error("unhandled exception", exc_info=exc)
-    await context.abort(
-        grpc.StatusCode.INTERNAL, GENERIC_INTERNAL_MESSAGE, trailing_metadata=_marked(context)
-    )
+    code, details = reply_status(exc)
+    await context.abort(code, details, trailing_metadata=_marked(context))
 
 
 class ErrorInterceptor(_WrappingInterceptor):

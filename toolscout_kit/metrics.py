@@ -16,6 +16,7 @@ and registers it in the service's registry.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from wsgiref.simple_server import WSGIServer
 
@@ -40,6 +41,7 @@ __all__ = [
     "MetricsEndpoint",
     "ResultTokens",
     "TimedEvents",
+    "grpc_server_metrics",
     "new_registry",
     "start_metrics_endpoint",
 ]
@@ -172,6 +174,20 @@ class GrpcServerMetrics:
             *rpc,
             buckets=_RPC_BUCKETS,
         )
+
+
+_GRPC_SERVER_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, GrpcServerMetrics] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def grpc_server_metrics(registry: CollectorRegistry) -> GrpcServerMetrics:
+    """The gRPC server metrics of ``registry`` (made once: the interceptor and a servicer that
+    counts work of its own, such as the calls on a pool's call stream, share them)."""
+    metrics = _GRPC_SERVER_METRICS.get(registry)
+    if metrics is None:
+        metrics = _GRPC_SERVER_METRICS[registry] = GrpcServerMetrics(registry)
+    return metrics
 
 
 class MetricsEndpoint:

@@ -44,7 +44,7 @@ from toolscout_kit.interceptors import (
     TracingInterceptor,
 )
 from toolscout_kit.logging import get_logger
-from toolscout_kit.metrics import GrpcServerMetrics, MetricsEndpoint, new_registry
+from toolscout_kit.metrics import MetricsEndpoint, grpc_server_metrics, new_registry
 from toolscout_kit.tracing import NO_TRACING, Tracing, tracing_for
 
 # RunningServer, serve_until_signal and stop_on_signals are the host's, re-exported for the
@@ -219,7 +219,7 @@ def _interceptors(
     if tracing.enabled:
         # Outermost: the observability interceptor's log line and metrics carry the RPC's span.
         interceptors.append(TracingInterceptor(tracing, endless))
-    interceptors.append(ObservabilityInterceptor(GrpcServerMetrics(registry)))
+    interceptors.append(ObservabilityInterceptor(grpc_server_metrics(registry)))
     token = os.environ.get(security.auth_token_env, "")
     if token:
         interceptors.append(AuthInterceptor(token))

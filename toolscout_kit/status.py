@@ -30,7 +30,7 @@ from toolscout_kit.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from toolscout_kit.logging import without_internals
+from toolscout_kit.logging import get_logger, redact, without_internals
 
 __all__ = [
     "GENERIC_INTERNAL_MESSAGE",
@@ -38,11 +38,13 @@ __all__ = [
     "PeerUnavailableError",
     "error_from_client",
     "outcome_unknown_text",
+    "reply_status",
     "status_for",
     "without_internals",
 ]
 
 GENERIC_INTERNAL_MESSAGE = "internal error; see the server logs for details"
+_log = get_logger(__name__)
 
 # "Sent, outcome unknown" is ABORTED: no retry policy of ours lists it, and unlike UNKNOWN (which
 # gRPC itself reports for unhandled exceptions and undecodable messages) gRPC never produces it on
@@ -82,6 +84,21 @@ def status_for(exc: ToolscoutError) -> grpc.StatusCode | None:
         if isinstance(exc, category):
             return code
     return None
+
+
+def reply_status(exc: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status and details a caller gets for ``exc``: a domain error's code and its message
+    (secrets redacted); a method not implemented, UNIMPLEMENTED; anything else is a bug, logged
+    here in full and answered INTERNAL with a generic message (never its text)."""
+    if isinstance(exc, ToolscoutError):
+        code = status_for(exc)
+        if code is not None:
+            return code, redact(exc.message)
+    if isinstance(exc, NotImplementedError):
+        # A servicer's method left as generated (a fake, or a service that does not offer it).
+        return grpc.StatusCode.UNIMPLEMENTED, "method not implemented"
+    _log.error("unhandled exception", exc_info=exc)
+    return grpc.StatusCode.INTERNAL, GENERIC_INTERNAL_MESSAGE
 
 
 _CHECK_FIRST = "Check whether it took effect before calling it again."

@@ -84,3 +84,31 @@ async def test_every_interceptor_closes_the_stream_it_wraps_as_soon_as_its_calle
     assert await anext(stream) == "item"
     await stream.aclose()
     assert closed == ["watch"]  # at once, not whenever the abandoned generator is collected
+
+
+async def test_a_method_left_as_generated_is_unimplemented_not_an_internal_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A servicer that does not offer a method (a fake, an older service) answers UNIMPLEMENTED, which
+    the client library reads as "not offered" (the pool's call stream falls back to CallTool)."""
+
+    class _Context(_GoneContext):
+        def cancelled(self) -> bool:
+            return False
+
+        async def abort(
+            self, code: grpc.StatusCode, details: str, trailing_metadata: tuple[tuple[str, str], ...] = ()
+        ) -> None:
+            self.aborts.append((code, details))
+            raise grpc.aio.AbortError()
+
+    async def generated(request: Any, context: Any) -> None:
+        raise NotImplementedError("Method not implemented!")
+
+    context = _Context(cancelled=False)
+    with pytest.raises(grpc.aio.AbortError):
+        await ErrorInterceptor()._around(generated, "/toolscout.mcp_pool.v1.McpPool/CallToolStream")(
+            None, context
+        )
+    assert context.aborts == [(grpc.StatusCode.UNIMPLEMENTED, "method not implemented")]
+    assert "unhandled exception" not in capsys.readouterr().out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar, Unpack
+from typing import Any, TypeVar, Unpack, cast
 
 import grpc
 import grpc.aio
@@ -37,6 +37,7 @@ from toolscout.client._calls import (
 )
 from toolscout.client._requests import plan_request
 from toolscout.client._trace_context import with_trace_context
+from toolscout.client.call_stream import CallStream, StreamUnsupported
 from toolscout.client.channel import create_channel
 from toolscout.client.errors import (
     OutcomeUnknownError,
@@ -142,6 +143,8 @@ class AsyncPoolClient(
     _stub_type = mcp_pool_pb2_grpc.McpPoolStub
     # Whether the channel was ever connected: only then is a lost connection waited for.
     _was_connected = False
+    # Plain calls' stream to the pool (made with the first).
+    _call_stream: CallStream | None = None
 
     async def list_tools(
         self,
@@ -216,9 +219,7 @@ class AsyncPoolClient(
                 )
                 resp = await relay_call(rpc, relay)
             elif progress is None:
-                resp = await self._unary(
-                    "CallTool", wire.call_request_pb(request), timeout, metadata, resolved=True
-                )
+                resp = await self._plain_call(wire.call_request_pb(request), timeout, metadata)
             else:
                 resp = await self._call_with_progress(
                     wire.call_request_pb(request), timeout, metadata, progress
@@ -226,6 +227,30 @@ class AsyncPoolClient(
         except UnavailableError as err:
             raise call_outcome_error(err) from err
         return wire.call_tool_result(resp)
+
+    async def close(self) -> None:
+        """Ends the call stream, then closes the channel if this client opened it."""
+        if self._call_stream is not None:
+            await self._call_stream.close()
+        await super().close()
+
+    async def _plain_call(
+        self, request: mcp_pool_pb2.CallToolRequest, rpc_timeout: float | None, metadata: Metadata
+    ) -> mcp_pool_pb2.CallToolResponse:
+        """A call with nothing to relay: on the pool's call stream (:mod:`toolscout.client.call_stream`)
+        unless it carries metadata (the caller's own, or a trace context) or the pool has no stream."""
+        stream = self._call_stream
+        if stream is None:
+            stream = self._call_stream = CallStream(self._stub)
+        if not stream.unsupported and not with_trace_context(metadata):
+            try:
+                return cast(mcp_pool_pb2.CallToolResponse, await stream.call(request, rpc_timeout))
+            except StreamUnsupported:
+                pass  # an older pool: nothing was sent
+        return cast(
+            mcp_pool_pb2.CallToolResponse,
+            await self._unary("CallTool", request, rpc_timeout, metadata, resolved=True),
+        )
 
     async def _call_with_progress(
         self,

@@ -70,6 +70,8 @@ def rendezvous_owner(name: str, count: int) -> int:
     """
     if count < 1:
         raise ValueError(f"the shard count must be at least 1, got {count}")
+    if count == 1:
+        return 0  # the one shard (no hash: this is on every call's path)
     # max() keeps the first of equal keys, so a tie goes to the smaller index.
     return max(range(count), key=lambda shard: rendezvous_weight(name, shard))
 

@@ -315,6 +315,40 @@ class CallToolRelayRequest(_message.Message):
     answer: RelayAnswer
     def __init__(self, start: _Optional[_Union[CallToolRelayStart, _Mapping]] = ..., answer: _Optional[_Union[RelayAnswer, _Mapping]] = ...) -> None: ...
 
+class CallToolStreamRequest(_message.Message):
+    __slots__ = ("id", "call", "deadline_seconds", "cancel")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    call: CallToolRequest
+    deadline_seconds: float
+    cancel: bool
+    def __init__(self, id: _Optional[int] = ..., call: _Optional[_Union[CallToolRequest, _Mapping]] = ..., deadline_seconds: _Optional[float] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class CallToolStreamResponse(_message.Message):
+    __slots__ = ("id", "result", "code", "details", "trailing_metadata")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    TRAILING_METADATA_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    result: CallToolResponse
+    code: int
+    details: str
+    trailing_metadata: _containers.RepeatedCompositeFieldContainer[MetadataEntry]
+    def __init__(self, id: _Optional[int] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., trailing_metadata: _Optional[_Iterable[_Union[MetadataEntry, _Mapping]]] = ...) -> None: ...
+
+class MetadataEntry(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
 class WatchCatalogRequest(_message.Message):
     __slots__ = ("known_version",)
     KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]

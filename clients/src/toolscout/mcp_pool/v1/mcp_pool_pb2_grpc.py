@@ -71,6 +71,11 @@ class McpPoolStub:
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRelayRequest.SerializeToString,
                 response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
                 _registered_method=True)
+        self.CallToolStream = channel.stream_stream(
+                '/toolscout.mcp_pool.v1.McpPool/CallToolStream',
+                request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolStreamRequest.SerializeToString,
+                response_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolStreamResponse.FromString,
+                _registered_method=True)
         self.WatchCatalog = channel.unary_stream(
                 '/toolscout.mcp_pool.v1.McpPool/WatchCatalog',
                 request_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.WatchCatalogRequest.SerializeToString,
@@ -201,6 +206,26 @@ class McpPoolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CallToolStream(self, request_iterator, context):
+        """Many CallTools on one long-lived stream, for a caller that makes many (the client library
+        sends a call that relays nothing this way when the pool offers it, and CallTool otherwise):
+        each `call` is run as CallTool runs it, concurrently, and answered with one message of the same
+        `id`, in the order the calls end. A gRPC call costs far more per call than a message on a
+        stream that is already open (bench/README, "the call stream"). An answer carries the result,
+        or the status, details and trailing metadata CallTool would have ended with. A `cancel`
+        message (same `id`) cancels its call as a cancelled CallTool is: the server gets
+        notifications/cancelled, and the call is answered CANCELLED. A call carries its own deadline
+        (`deadline_seconds`: CallTool's gRPC deadline). When the pool stops, the calls it has read are
+        answered (new ones UNAVAILABLE, not sent, as CallTool's), then the stream ends with OK: a call
+        still unanswered then was never read, so it was not sent. The stream's own status (the pool
+        went away, a malformed message) ends every call still unanswered on it: sent calls have an
+        unknown outcome, as for CallTool. Ids must be unique among the calls in flight on the stream
+        (a duplicate → that message is answered INVALID_ARGUMENT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchCatalog(self, request, context):
         """Streams the catalog: the current snapshot first, then a new snapshot on every change.
         """
@@ -300,6 +325,11 @@ def add_McpPoolServicer_to_server(servicer, server):
                     servicer.CallToolRelay,
                     request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRelayRequest.FromString,
                     response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.SerializeToString,
+            ),
+            'CallToolStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.CallToolStream,
+                    request_deserializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolStreamRequest.FromString,
+                    response_serializer=toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolStreamResponse.SerializeToString,
             ),
             'WatchCatalog': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchCatalog,
@@ -511,6 +541,33 @@ class McpPool:
             '/toolscout.mcp_pool.v1.McpPool/CallToolRelay',
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolRelayRequest.SerializeToString,
             toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CallToolStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/toolscout.mcp_pool.v1.McpPool/CallToolStream',
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolStreamRequest.SerializeToString,
+            toolscout_dot_mcp__pool_dot_v1_dot_mcp__pool__pb2.CallToolStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -92,6 +92,22 @@ class McpPoolStub:
     notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
     is not `start` → INVALID_ARGUMENT. Channels never retry this method.
     """
+    CallToolStream: _grpc.StreamStreamMultiCallable[_mcp_pool_pb2.CallToolStreamRequest, _mcp_pool_pb2.CallToolStreamResponse]
+    """Many CallTools on one long-lived stream, for a caller that makes many (the client library
+    sends a call that relays nothing this way when the pool offers it, and CallTool otherwise):
+    each `call` is run as CallTool runs it, concurrently, and answered with one message of the same
+    `id`, in the order the calls end. A gRPC call costs far more per call than a message on a
+    stream that is already open (bench/README, "the call stream"). An answer carries the result,
+    or the status, details and trailing metadata CallTool would have ended with. A `cancel`
+    message (same `id`) cancels its call as a cancelled CallTool is: the server gets
+    notifications/cancelled, and the call is answered CANCELLED. A call carries its own deadline
+    (`deadline_seconds`: CallTool's gRPC deadline). When the pool stops, the calls it has read are
+    answered (new ones UNAVAILABLE, not sent, as CallTool's), then the stream ends with OK: a call
+    still unanswered then was never read, so it was not sent. The stream's own status (the pool
+    went away, a malformed message) ends every call still unanswered on it: sent calls have an
+    unknown outcome, as for CallTool. Ids must be unique among the calls in flight on the stream
+    (a duplicate → that message is answered INVALID_ARGUMENT).
+    """
     WatchCatalog: _grpc.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
     ListFeatures: _grpc.UnaryUnaryMultiCallable[_mcp_pool_pb2.ListFeaturesRequest, _mcp_pool_pb2.ListFeaturesResponse]
@@ -189,6 +205,22 @@ class McpPoolAsyncStub(McpPoolStub):
     Closing the request stream before the result cancels the call (the server gets
     notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
     is not `start` → INVALID_ARGUMENT. Channels never retry this method.
+    """
+    CallToolStream: _aio.StreamStreamMultiCallable[_mcp_pool_pb2.CallToolStreamRequest, _mcp_pool_pb2.CallToolStreamResponse]  # type: ignore[assignment]
+    """Many CallTools on one long-lived stream, for a caller that makes many (the client library
+    sends a call that relays nothing this way when the pool offers it, and CallTool otherwise):
+    each `call` is run as CallTool runs it, concurrently, and answered with one message of the same
+    `id`, in the order the calls end. A gRPC call costs far more per call than a message on a
+    stream that is already open (bench/README, "the call stream"). An answer carries the result,
+    or the status, details and trailing metadata CallTool would have ended with. A `cancel`
+    message (same `id`) cancels its call as a cancelled CallTool is: the server gets
+    notifications/cancelled, and the call is answered CANCELLED. A call carries its own deadline
+    (`deadline_seconds`: CallTool's gRPC deadline). When the pool stops, the calls it has read are
+    answered (new ones UNAVAILABLE, not sent, as CallTool's), then the stream ends with OK: a call
+    still unanswered then was never read, so it was not sent. The stream's own status (the pool
+    went away, a malformed message) ends every call still unanswered on it: sent calls have an
+    unknown outcome, as for CallTool. Ids must be unique among the calls in flight on the stream
+    (a duplicate → that message is answered INVALID_ARGUMENT).
     """
     WatchCatalog: _aio.UnaryStreamMultiCallable[_mcp_pool_pb2.WatchCatalogRequest, _mcp_pool_pb2.WatchCatalogResponse]  # type: ignore[assignment]
     """Streams the catalog: the current snapshot first, then a new snapshot on every change."""
@@ -320,6 +352,28 @@ class McpPoolServicer(metaclass=_abc_1.ABCMeta):
         Closing the request stream before the result cancels the call (the server gets
         notifications/cancelled). Errors, metadata and retries as for CallTool; a first message that
         is not `start` → INVALID_ARGUMENT. Channels never retry this method.
+        """
+
+    @_abc_1.abstractmethod
+    def CallToolStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_mcp_pool_pb2.CallToolStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_mcp_pool_pb2.CallToolStreamResponse], _abc.AsyncIterator[_mcp_pool_pb2.CallToolStreamResponse]]:
+        """Many CallTools on one long-lived stream, for a caller that makes many (the client library
+        sends a call that relays nothing this way when the pool offers it, and CallTool otherwise):
+        each `call` is run as CallTool runs it, concurrently, and answered with one message of the same
+        `id`, in the order the calls end. A gRPC call costs far more per call than a message on a
+        stream that is already open (bench/README, "the call stream"). An answer carries the result,
+        or the status, details and trailing metadata CallTool would have ended with. A `cancel`
+        message (same `id`) cancels its call as a cancelled CallTool is: the server gets
+        notifications/cancelled, and the call is answered CANCELLED. A call carries its own deadline
+        (`deadline_seconds`: CallTool's gRPC deadline). When the pool stops, the calls it has read are
+        answered (new ones UNAVAILABLE, not sent, as CallTool's), then the stream ends with OK: a call
+        still unanswered then was never read, so it was not sent. The stream's own status (the pool
+        went away, a malformed message) ends every call still unanswered on it: sent calls have an
+        unknown outcome, as for CallTool. Ids must be unique among the calls in flight on the stream
+        (a duplicate → that message is answered INVALID_ARGUMENT).
         """
 
     @_abc_1.abstractmethod
