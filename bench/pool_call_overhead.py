@@ -10,7 +10,7 @@ process spent (``psutil``), and the 1-minute load average before and after.
 
 With ``--spy FILE`` (a ``py-spy`` binary as ``--py-spy``, e.g. from ``uv venv /tmp/spy && uv pip
 install --python /tmp/spy/bin/python py-spy``) this tree's pool (``--spy-baseline``: the baseline's) is sampled during the run (``py-spy
-record -r 250 --format raw``) and its CPU per call is split by owner: each sample goes to the
+record -r 250 --format raw``, ``--spy-rate`` to change the rate) and its CPU per call is split by owner: each sample goes to the
 innermost frame that names one; idle samples (the selector, waiting threads) are left out. The
 sampling slows the sampled pool, so its CPU figure is then higher than the other's.
 
@@ -115,6 +115,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--spy", type=Path, help="sample this tree's pool with py-spy into this file")
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy binary")
+    parser.add_argument("--spy-rate", type=int, default=250, help="py-spy samples per second")
     parser.add_argument("--spy-baseline", action="store_true", help="sample the baseline's pool instead")
     args = parser.parse_args()
     with (
@@ -139,7 +140,16 @@ def main() -> int:
         spied = args.baseline if args.spy_baseline else "this tree"
         spy = None
         if args.spy is not None:
-            command = [args.py_spy, "record", "-r", "250", "--format", "raw", "-o", str(args.spy)]
+            command = [
+                args.py_spy,
+                "record",
+                "-r",
+                str(args.spy_rate),
+                "--format",
+                "raw",
+                "-o",
+                str(args.spy),
+            ]
             spy = subprocess.Popen(
                 [*command, "--pid", str(pids[spied])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )

@@ -22,8 +22,8 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -46,6 +46,7 @@ from mcp_pool_svc.errors import (
 from mcp_pool_svc.lean import lean_call
 from mcp_pool_svc.metrics import Outcome, PoolMetrics
 from mcp_pool_svc.per_user import UserSessions, is_per_user
+from mcp_pool_svc.plain_call import plain_call_tool, plain_meta
 from mcp_pool_svc.relay import HostRelay, HostSession, InputRound, declaring, wants_host_session
 from mcp_pool_svc.results import apply_size_cap, content_from_mcp, error_result_content, payload_size
 from mcp_pool_svc.session import Connection, ConnectionEvent, was_not_sent
@@ -214,8 +215,37 @@ class _Call:
     # The most bytes of its result kept (None: max_result_bytes); a caller that has results shaped
     # to a budget gets them whole up to results.max_kept_bytes.
     cap_bytes: int | None = None
+    # The call's one cancel scope: its deadline is the call's timeout, and the pool cancels it at
+    # shutdown (``drained``).
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sent: bool = False
+    drained: bool = False
+
+
+class _WriteTurn:
+    """Holds a server's write lock, and records how long it was waited for (a class, not a
+    generator: entered on every call of a tool that is not read-only)."""
+
+    __slots__ = ("_lock", "_metrics", "_server")
+
+    def __init__(self, metrics: PoolMetrics, server: str, lock: asyncio.Lock) -> None:
+        self._metrics = metrics
+        self._server = server
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        waiting = time.perf_counter()
+        await self._lock.acquire()
+        try:
+            waited = time.perf_counter() - waiting
+            self._metrics.write_lock_waited(self._server, waited)
+            set_attributes({"toolscout.call.write_wait_seconds": waited})
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class CallRunner:
@@ -252,6 +282,7 @@ class CallRunner:
             with anyio.move_on_after(within):
                 await self._calls_done.wait()
         for call in list(self._calls):
+            call.drained = True
             call.scope.cancel()
 
     async def run(
@@ -289,7 +320,15 @@ class CallRunner:
             limit = min(limit, deadline)
         started = time.perf_counter()
         outcome: Outcome = "error"
-        call = _Call(sup, tool, checked, progress, relay, cap_bytes)
+        call = _Call(
+            sup,
+            tool,
+            checked,
+            progress,
+            relay,
+            cap_bytes,
+            anyio.CancelScope(deadline=anyio.current_time() + limit),
+        )
         self._calls.add(call)
         self._calls_done.clear()
         sup.call_started()
@@ -317,13 +356,16 @@ class CallRunner:
         """Runs the call and turns what can go wrong into a domain error or an error result."""
         server, tool = call.sup.name, call.tool
         try:
-            with anyio.fail_after(limit):
-                with call.scope:
-                    raw = await self._send(call)
-                if call.scope.cancelled_caught:
-                    if call.sent:
-                        raise _SentThenLost(retried=False)
-                    raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
+            # One scope for the timeout and the shutdown (as fail_after around a scope of its own,
+            # at half the cost): cancelled by drain(), or past its deadline.
+            with call.scope:
+                raw = await self._send(call)
+            if call.scope.cancelled_caught:
+                if not call.drained:
+                    raise TimeoutError
+                if call.sent:
+                    raise _SentThenLost(retried=False)
+                raise ServerUnavailableError("the MCP pool is shutting down; the call was not sent")
         except TimeoutError:
             raise ToolCallTimeoutError(
                 f"tool {tool!r} on MCP server {server!r} did not answer within {limit:g}s; the call was cancelled"
@@ -487,6 +529,16 @@ class CallRunner:
         meta = checked.meta
         # The span's attributes are built only when tracing is on (a dict and a URL parse per call).
         attributes = _mcp_attributes(sup, conn, tool) if self._tracing.enabled else None
+        # Nothing but the call itself: the SDK's call_tool without its detours (mcp_pool_svc.lean).
+        plain = (
+            conn.send_raw is not None
+            and call.relay is None
+            and call.progress is None
+            and not checked.accept_input_required
+            and checked.input_responses is None
+            and checked.request_state is None
+            and plain_meta(meta)
+        )
         with (
             self._tracing.span(f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes),
             conn.router.calling(call.relay),
@@ -494,6 +546,8 @@ class CallRunner:
             # Nothing to relay: the request may be one direct POST (mcp_pool_svc.lean).
             lean_call() if call.relay is None else nullcontext(),
         ):
+            if plain and conn.send_raw is not None:
+                return await plain_call_tool(conn.session, conn.send_raw, tool, checked.arguments, meta)
             return await conn.session.call_tool(
                 tool,
                 checked.arguments,
@@ -508,16 +562,7 @@ class CallRunner:
         """The server's write lock for a call that is not read-only (``serialize_writes``), timed."""
         if sup.write_lock is None or read_only:
             return nullcontext()
-        return self._locked(sup.name, sup.write_lock)
-
-    @asynccontextmanager
-    async def _locked(self, server: str, lock: asyncio.Lock) -> AsyncIterator[None]:
-        waiting = time.perf_counter()
-        async with lock:
-            waited = time.perf_counter() - waiting
-            self._metrics.write_lock_waited(server, waited)
-            set_attributes({"toolscout.call.write_wait_seconds": waited})
-            yield
+        return _WriteTurn(self._metrics, sup.name, sup.write_lock)
 
     def _convert(self, call: _Call, raw: Any, started: float) -> CallToolResult:
         if isinstance(raw, mcp_types.InputRequiredResult):

@@ -6,7 +6,10 @@ a third of the pool's CPU per call went to ``httpcore2``'s connection pool and i
 streams (an async-library lookup per read and write, a lock and a wrapper per layer), around the
 few microseconds ``h11`` itself spends on the bytes. This transport sits under the same
 ``httpx2.AsyncClient`` (auth, redirects, the SDK's headers and SSE reading are unchanged) and
-does the socket work with asyncio's streams directly.
+does the socket work with asyncio's streams directly. :meth:`LeanHttpTransport.exchange` is the same
+exchange without ``httpx2``'s request and response objects (the lean POST reads a plain JSON answer
+with it, :mod:`mcp_pool_svc.lean`); each connection keeps one timer for its read and write
+timeouts, moved on only when it fires early, instead of one made and cancelled per read.
 
 It behaves as ``httpcore2`` does where the pool depends on it: keep-alive connections per origin,
 no cap on their number; an idle one is dropped when the server closed it (its socket polled
@@ -25,13 +28,13 @@ import asyncio
 import select
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import h11
 import httpx2
 
-__all__ = ["LeanHttpTransport"]
+__all__ = ["Body", "LeanHttpTransport"]
 
 _READ_SIZE = 65536
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
@@ -52,7 +55,7 @@ def _readable(writer: asyncio.StreamWriter) -> bool:
 class _Connection:
     """One TCP (or TLS) connection and its HTTP/1.1 state."""
 
-    __slots__ = ("h11", "idle_since", "reader", "timed_out", "writer")
+    __slots__ = ("_timer", "deadline", "h11", "idle_since", "reader", "timed_out", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
@@ -60,6 +63,10 @@ class _Connection:
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
         self.timed_out = False
+        # When the read or write under way times out (None: none is). One timer per connection,
+        # moved on only when it fires early: a timer per read would be made and cancelled per call.
+        self.deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def reusable(self, now: float, expiry: float) -> bool:
         """Idle, open, not closed by the server meanwhile, and not older than ``expiry``.
@@ -78,12 +85,33 @@ class _Connection:
         )
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self.writer.is_closing():
             self.writer.close()
 
-    def _expire(self) -> None:
-        self.timed_out = True
-        self.writer.transport.abort()
+    def _arm(self, limit: float) -> None:
+        """The read or write about to start times out in ``limit`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = self.deadline = loop.time() + limit
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        self._timer = None
+        deadline = self.deadline
+        if deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= deadline:
+            self.timed_out = True
+            self.writer.transport.abort()
+        else:
+            self._timer = loop.call_at(deadline, self._check)
 
     async def send(self, request: httpx2.Request, limit: float | None) -> None:
         """Writes the request head and body.
@@ -91,21 +119,38 @@ class _Connection:
         Raises:
             httpx2.LocalProtocolError, httpx2.WriteError, httpx2.WriteTimeout.
         """
+        chunks = []
+        async for chunk in request.stream:  # type: ignore[union-attr]  # an httpx2 request's is async
+            if chunk:
+                chunks.append(chunk)
+        await self.send_parts(request.method, request.url.raw_path, request.headers.raw, chunks, limit)
+
+    async def send_parts(
+        self,
+        method: bytes | str,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: list[bytes],
+        limit: float | None,
+    ) -> None:
+        """Writes a request's head and its body (``body``: its chunks).
+
+        Raises:
+            httpx2.LocalProtocolError, httpx2.WriteError, httpx2.WriteTimeout.
+        """
         try:
-            out = self.h11.send(
-                h11.Request(method=request.method, target=request.url.raw_path, headers=request.headers.raw)
-            )
+            out = self.h11.send(h11.Request(method=method, target=target, headers=headers))
             chunks = [out] if out else []
-            async for chunk in request.stream:  # type: ignore[union-attr]  # an httpx2 request's is async
-                if chunk:
-                    chunks.append(self.h11.send(h11.Data(data=chunk)) or b"")
+            for chunk in body:
+                chunks.append(self.h11.send(h11.Data(data=chunk)) or b"")
             chunks.append(self.h11.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError as err:
             raise httpx2.LocalProtocolError(str(err)) from None
         self.writer.write(b"".join(chunks))
         if self.writer.transport.get_write_buffer_size() == 0:
             return
-        timer = asyncio.get_running_loop().call_later(limit, self._expire) if limit else None
+        if limit:
+            self._arm(limit)
         try:
             await self.writer.drain()
         except OSError as err:
@@ -113,8 +158,7 @@ class _Connection:
                 raise httpx2.WriteTimeout("timed out writing the request") from None
             raise httpx2.WriteError(str(err) or type(err).__name__) from None
         finally:
-            if timer is not None:
-                timer.cancel()
+            self.deadline = None
 
     async def next_event(self, limit: float | None) -> Any:
         """The next HTTP event of the response, reading as needed.
@@ -132,7 +176,8 @@ class _Connection:
                 if isinstance(event, h11.ConnectionClosed):
                     raise httpx2.RemoteProtocolError("Server disconnected without sending a response.")
                 return event
-            timer = asyncio.get_running_loop().call_later(limit, self._expire) if limit else None
+            if limit:
+                self._arm(limit)
             try:
                 data = await self.reader.read(_READ_SIZE)
             except OSError as err:
@@ -140,8 +185,7 @@ class _Connection:
                     raise httpx2.ReadTimeout("timed out reading the response") from None
                 raise httpx2.ReadError(str(err) or type(err).__name__) from None
             finally:
-                if timer is not None:
-                    timer.cancel()
+                self.deadline = None
             if self.timed_out:
                 raise httpx2.ReadTimeout("timed out reading the response")
             try:
@@ -150,7 +194,7 @@ class _Connection:
                 raise httpx2.RemoteProtocolError(str(err)) from None
 
 
-class _Body(httpx2.AsyncByteStream):
+class Body(httpx2.AsyncByteStream):
     """A response's body as it arrives; its connection goes back to the pool once it is read to
     the end and closed, and is closed when the body is abandoned before."""
 
@@ -171,6 +215,20 @@ class _Body(httpx2.AsyncByteStream):
                 yield bytes(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 self._complete = True
+
+    async def read_all(self) -> bytes:
+        """The whole body (the connection is given back, or closed, as by :meth:`aclose`)."""
+        parts = []
+        try:
+            while True:
+                event = await self._conn.next_event(self._timeout)
+                if isinstance(event, h11.Data):
+                    parts.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    self._complete = True
+                    return b"".join(parts)
+        finally:
+            await self.aclose()
 
     async def aclose(self) -> None:
         if self._closed:
@@ -240,14 +298,43 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
+        timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
+        body = []
+        async for chunk in request.stream:  # type: ignore[union-attr]  # an httpx2 request's is async
+            if chunk:
+                body.append(chunk)
+        head, stream = await self.exchange(request.method, url, request.headers.raw, body, timeouts)
+        return httpx2.Response(
+            head.status_code,
+            headers=head.headers.raw_items(),
+            stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+        )
+
+    async def exchange(
+        self,
+        method: bytes | str,
+        url: httpx2.URL,
+        headers: list[tuple[bytes, bytes]],
+        body: list[bytes],
+        timeouts: Mapping[str, float | None],
+    ) -> tuple[h11.Response, Body]:
+        """Sends one request (its whole head in ``headers``) and reads the response's head; the
+        body is read from the returned stream. Without ``httpx2``'s request and response objects:
+        :class:`~mcp_pool_svc.lean.LeanPost` reads a plain JSON answer with this.
+
+        Raises:
+            httpx2.UnsupportedProtocol: not http or https.
+            httpx2.ConnectError, httpx2.ConnectTimeout: not connected (nothing was sent).
+            httpx2.TransportError: sent (maybe in part), then the exchange failed.
+        """
         if url.raw_scheme not in _DEFAULT_PORTS:
             raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
         origin: Origin = (url.raw_scheme, url.raw_host, url.port or _DEFAULT_PORTS[url.raw_scheme])
-        timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
         read_timeout = timeouts.get("read")
         conn = self._reusable(origin) or await self._connect(origin, timeouts.get("connect"))
         try:
-            await conn.send(request, timeouts.get("write"))
+            await conn.send_parts(method, url.raw_path, headers, body, timeouts.get("write"))
             event = await conn.next_event(read_timeout)
             while isinstance(event, h11.InformationalResponse):
                 event = await conn.next_event(read_timeout)
@@ -255,12 +342,7 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
             conn.close()
             raise
         assert isinstance(event, h11.Response)
-        return httpx2.Response(
-            event.status_code,
-            headers=event.headers.raw_items(),
-            stream=_Body(self, origin, conn, read_timeout),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
-        )
+        return event, Body(self, origin, conn, read_timeout)
 
     async def aclose(self) -> None:
         self._closed = True

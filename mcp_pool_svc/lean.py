@@ -8,11 +8,17 @@ a request's answer is the body of its own POST (no session, no handshake), so th
 make the POST itself and read the answer directly: :class:`LeanPost`, which the connection's
 dispatcher (:class:`~mcp_pool_svc.session._LenientDispatcher`) uses for a call that asks for
 nothing else (:func:`lean_call`: no relay, no progress, no timeout of the SDK's own). The
-``ClientSession`` still builds and stamps the request and validates the result exactly as before
-(result type, ``resultType``, the tool's output schema), so results pass unchanged.
+session stamps the request and validates the result as before (result type, ``resultType``, the
+tool's output schema), so results pass unchanged.
 
-The POST goes out on the server's shared ``httpx2`` client, as the SDK's transport does (its
-redirect rule, headers and the not-sent marking of :class:`~mcp_pool_svc.session._NotSentTransport`
+The POST goes out on the server's HTTP/1.1 transport (:mod:`mcp_pool_svc.http11`) directly while
+the shared client holds no cookies: the client's headers, the request's, and a plain JSON answer
+read off the connection without ``httpx2``'s request and response objects; any other answer (SSE,
+an error status, a redirect, a cookie, an encoded body) becomes the response the client's
+transport would have given, read as the next paragraph says.
+
+Otherwise the POST goes out on the server's shared ``httpx2`` client, as the SDK's transport
+does (its redirect rule, headers and the not-sent marking of :class:`~mcp_pool_svc.session._NotSentTransport`
 apply alike), and its answer is read as the SDK reads it: a JSON body, or an SSE stream whose
 other messages (log messages, progress, a request of the server) are handed to the dispatcher
 as if the transport had read them, in the calling task's context (so they find their call), and
@@ -22,6 +28,9 @@ is that error; 404 method not found; other errors internal). A transport failure
 ends the connection, as it ends the SDK's transport (the supervisor reconnects; the call is
 "sent, then lost"). Cancelling the call closes its POST, which is the 2026-07-28 HTTP
 cancellation.
+
+The ``ClientSession`` side of such a call is :mod:`mcp_pool_svc.plain_call`; a call the SDK
+makes itself (``ClientSession.call_tool``) takes this path all the same.
 """
 
 from __future__ import annotations
@@ -30,8 +39,8 @@ import contextvars
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -50,6 +59,8 @@ from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provider
 from pydantic import ValidationError
 
+from mcp_pool_svc.http11 import LeanHttpTransport
+
 __all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call"]
 
 log = logging.getLogger(__name__)
@@ -64,14 +75,17 @@ _HEADERS = {"accept": "application/json, text/event-stream", "content-type": "ap
 _SDK_OPTIONS = frozenset({"on_progress", "timeout", "resumption_token", "on_resumption_token", "request_id"})
 
 
-@contextmanager
-def lean_call() -> Iterator[None]:
-    """Lets the ``tools/call`` sent in this context take the lean path where it applies."""
-    token = _LEAN.set(True)
-    try:
-        yield
-    finally:
-        _LEAN.reset(token)
+class lean_call:  # a function to its callers: ``with lean_call():``
+    """Lets the ``tools/call`` sent in this context take the lean path where it applies (a class,
+    not a generator: it is entered on every call)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _LEAN.set(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _LEAN.reset(self._token)
 
 
 def _redirect_location(response: httpx2.Response) -> httpx2.URL | None:
@@ -99,18 +113,29 @@ class LeanPost:
         deliver: Callable[[SessionMessage], Awaitable[None]],
         lost: Callable[[str], None],
         transport: httpx2.AsyncBaseTransport | None = None,
+        direct: LeanHttpTransport | None = None,
+        not_sent: Callable[[Exception], MCPError] | None = None,
     ) -> None:
         """``deliver``: hands a message of the server to the dispatcher (as read from the
         transport, in the calling task's context). ``lost``: ends the connection. ``transport``:
         the client's own transport, used directly (without the client's redirect and auth
-        layers, which a shared client without auth or proxies does not need on the way out)."""
+        layers, which a shared client without auth or proxies does not need on the way out).
+        ``direct``: the HTTP/1.1 transport under it, which sends a POST without ``httpx2``'s
+        request and response objects while the client holds no cookies (a plain JSON answer is
+        read straight off the connection; any other answer becomes the response ``transport``
+        would have given); ``not_sent``: the error of a request whose POST could not connect,
+        as ``transport`` would answer it."""
         self._client = client
         self._transport = transport
+        self._direct = direct if not_sent is not None else None
+        self._not_sent = not_sent
         self._target = httpx2.URL(url)  # parsed once: the client would parse the text per request
         self._url = url
         self._deliver = deliver
         self._lost = lost
         self._ids = itertools.count(LEAN_IDS_FROM)
+        self._host = self._target.netloc
+        self._timeouts = client.timeout.as_dict()
 
     def applies(self, method: str, opts: Any) -> bool:
         return method == "tools/call" and _LEAN.get() and not _SDK_OPTIONS.intersection(opts or ())
@@ -143,12 +168,69 @@ class LeanPost:
             body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": out}
             headers = {**_HEADERS, **opts.get("headers", {})}
             try:
+                if self._direct is not None and not self._client.cookies:
+                    return await self._post_direct(body, headers)
                 return await self._post(body, headers)
             except httpx2.TransportError as err:
                 # Sent (a POST that could not connect is answered "not sent" by the transport):
                 # the SDK's transport would end here, and the session with it.
                 self._lost(f"HTTP transport failed: {type(err).__name__}")
                 raise MCPError(mcp_types.CONNECTION_CLOSED, "Connection closed") from None
+
+    def _head(self, headers: dict[str, str], length: int) -> list[tuple[bytes, bytes]]:
+        """The request head the client would send: Host, its own headers unless the request's
+        replace them (names compare without case), the request's, Content-Length."""
+        given = {name.lower() for name in headers}
+        head = [(b"host", self._host)]
+        head += [(k, v) for k, v in self._client.headers.raw if k.decode("ascii").lower() not in given]
+        head += [(k.encode("ascii"), v.encode("ascii")) for k, v in headers.items()]
+        head.append((b"content-length", str(length).encode("ascii")))
+        return head
+
+    async def _post_direct(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """:meth:`_post` on the HTTP/1.1 transport directly (see ``direct`` in the constructor)."""
+        assert self._direct is not None
+        assert self._not_sent is not None
+        payload = json.dumps(body).encode()
+        try:
+            head, stream = await self._direct.exchange(
+                b"POST", self._target, self._head(headers, len(payload)), [payload], self._timeouts
+            )
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as err:
+            raise self._not_sent(err) from None
+        status = head.status_code
+        content_type = encoding = b""
+        cookie = False
+        for raw_name, value in head.headers.raw_items():
+            name = raw_name.lower()
+            if name == b"content-type":
+                content_type = value.lower()
+            elif name == b"content-encoding":
+                encoding = value.lower()
+            elif name == b"set-cookie":
+                cookie = True
+        if (
+            200 <= status < 300
+            and status != 202
+            and not cookie
+            and encoding in (b"", b"identity")
+            and content_type.startswith(b"application/json")
+        ):
+            try:
+                return await self._answer(await stream.read_all(), "JSON response")
+            except _NotAnAnswer:
+                raise MCPError(
+                    mcp_types.INTERNAL_ERROR, "the server's JSON answer to the request is not a response"
+                ) from None
+        # Anything else is read as the client's response is (SSE, errors, redirects, cookies).
+        response = httpx2.Response(
+            status,
+            headers=head.headers.raw_items(),
+            stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
+        )
+        response.request = self._client.build_request("POST", self._target, content=payload, headers=headers)
+        return await self._respond(response, payload, headers)
 
     async def _post(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         payload = json.dumps(body).encode()
@@ -158,17 +240,27 @@ class LeanPost:
             request = self._client.build_request("POST", self._target, content=payload, headers=headers)
             response = await self._transport.handle_async_request(request)
             response.request = request
-            try:
-                if response.status_code not in (307, 308):
-                    if "set-cookie" in response.headers:
-                        self._client.cookies.extract_cookies(response)
-                    return await self._reply(response, headers)
-            finally:
-                await response.aclose()
+            return await self._respond(response, payload, headers)
         async with stream_within_origin(
             self._client, "POST", self._url, content=payload, headers=headers
         ) as response:
             return await self._reply(response, headers)
+
+    async def _respond(
+        self, response: httpx2.Response, payload: bytes, headers: dict[str, str]
+    ) -> dict[str, Any]:
+        """The answer of a response of the transport (closed here); a 307/308 goes the client's way."""
+        try:
+            if response.status_code not in (307, 308):
+                if "set-cookie" in response.headers:
+                    self._client.cookies.extract_cookies(response)
+                return await self._reply(response, headers)
+        finally:
+            await response.aclose()
+        async with stream_within_origin(
+            self._client, "POST", self._url, content=payload, headers=headers
+        ) as redirected:
+            return await self._reply(redirected, headers)
 
     async def _reply(self, response: httpx2.Response, headers: dict[str, str]) -> dict[str, Any]:
         """The answer to the POST: its JSON body, or the answer on its SSE stream."""

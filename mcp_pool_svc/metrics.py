@@ -6,7 +6,7 @@ service's own registry (the one its metrics endpoint serves); tests pass a fresh
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry
 
@@ -68,6 +68,7 @@ class PoolMetrics:
             "server",
             buckets=_WAIT_BUCKETS,
         )
+        self._write_lock_children: dict[str, Any] = {}
         self._result_tokens = ResultTokens(
             m,
             "Tokens of tool results shaped to a budget, by server and kind: returned (by the server), "
@@ -118,7 +119,10 @@ class PoolMetrics:
 
     def write_lock_waited(self, server: str, seconds: float) -> None:
         """A call waited ``seconds`` for the server's write lock (0 when it was free)."""
-        self._write_lock_wait.labels(server).observe(seconds, exemplar())
+        child = self._write_lock_children.get(server)
+        if child is None:
+            child = self._write_lock_children[server] = self._write_lock_wait.labels(server)
+        child.observe(seconds, exemplar())
 
     def catalog_tools(self, server: str, count: int) -> None:
         """The number of the server's tools in the catalog."""

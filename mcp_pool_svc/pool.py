@@ -471,8 +471,9 @@ class McpPool:
             checked = check_call(request)
             self._results.check(request)
             server, tool = await self._resolve_as(request, checked.principal)
-            span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
-            self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
+            if span.is_recording():
+                span.set_attributes({"toolscout.mcp.server": server, "gen_ai.tool.name": tool})
+                self._tracing.content(span, "gen_ai.tool.call.arguments", checked.arguments)
             # Shaped results are kept whole (up to results.max_kept_bytes) so the answer past the
             # first max_result_bytes stays readable behind the handle.
             cap = (

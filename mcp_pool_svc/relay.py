@@ -212,6 +212,25 @@ _CURRENT: contextvars.ContextVar[_InFlight | None] = contextvars.ContextVar(
 )
 
 
+class _Calling:
+    """A call registered on its connection while it runs (a class, not a generator: entered on
+    every call)."""
+
+    __slots__ = ("_entry", "_in_flight", "_token")
+
+    def __init__(self, entry: _InFlight, in_flight: set[_InFlight]) -> None:
+        self._entry = entry
+        self._in_flight = in_flight
+
+    def __enter__(self) -> None:
+        self._in_flight.add(self._entry)
+        self._token = _CURRENT.set(self._entry)
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)
+        self._in_flight.discard(self._entry)
+
+
 def _refused(message: str) -> types.ErrorData:
     return types.ErrorData(code=types.METHOD_NOT_FOUND, message=message)
 
@@ -228,17 +247,9 @@ class CallRouter:
         self._request_streams = request_streams
         self._in_flight: set[_InFlight] = set()
 
-    @contextmanager
-    def calling(self, relay: HostRelay | None) -> Iterator[None]:
+    def calling(self, relay: HostRelay | None) -> AbstractContextManager[None]:
         """Registers a call for the time it runs on this connection (in this task's context)."""
-        entry = _InFlight(self, relay)
-        self._in_flight.add(entry)
-        token = _CURRENT.set(entry)
-        try:
-            yield
-        finally:
-            _CURRENT.reset(token)
-            self._in_flight.discard(entry)
+        return _Calling(_InFlight(self, relay), self._in_flight)
 
     @property
     def in_flight(self) -> int:

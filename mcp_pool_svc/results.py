@@ -14,6 +14,7 @@ import json
 from dataclasses import replace
 from typing import Any, Literal
 
+from mcp_types import TextContent
 from toolscout.client import ContentBlock
 
 from mcp_pool_svc.errors import ResultTooLargeError
@@ -43,6 +44,16 @@ def _raw(block: dict[str, Any]) -> str:
 
 def content_from_mcp(block: Any) -> ContentBlock:
     """A :class:`ContentBlock` from any MCP content block model."""
+    if type(block) is TextContent and block.annotations is None and block.meta is None:
+        # The common block, without its dump: what _from_dump gives it (a test holds them equal).
+        return ContentBlock("text", text=block.text, raw_json=_PLAIN_TEXT)
+    return _from_dump(block)
+
+
+_PLAIN_TEXT = _raw({"type": "text"})
+
+
+def _from_dump(block: Any) -> ContentBlock:
     raw: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
     kind = str(raw.get("type", ""))
     if kind == "text":

@@ -8,11 +8,10 @@ from collections.abc import Callable
 from toolscout.client import ServerStatus
 from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
-from mcp_pool_svc.call_stream import CallStreams
 from mcp_pool_svc.metrics import PoolMetrics
 from mcp_pool_svc.placement import ShardIdentity, resolve_identity
 from mcp_pool_svc.pool import McpPool
-from mcp_pool_svc.servicer import McpPoolServicer
+from mcp_pool_svc.servicer import CallStreams, McpPoolServicer
 from mcp_pool_svc.supervisor import HEALTH_PREFIX
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.metrics import grpc_server_metrics

@@ -32,7 +32,7 @@ import contextvars
 import json
 import os
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +126,9 @@ class Connection:
     auth: OAuthProvider | None = None
     # Routes the server's requests and log messages during a call to that call's host.
     router: CallRouter = field(default_factory=lambda: CallRouter(request_streams=False))
+    # The session's dispatcher's send_raw_request: a plain tools/call skips the SDK's call_tool
+    # and is sent with this (mcp_pool_svc.lean.plain_call_tool; None: always the SDK's call_tool).
+    send_raw: Callable[[str, Any, Any], Awaitable[dict[str, Any]]] | None = None
 
     @property
     def modern(self) -> bool:
@@ -265,30 +268,45 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
     to come back (a repeatable tool) or being reported as "may have run".
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self._inner = inner
+    def __init__(self, inner: LeanHttpTransport) -> None:
+        self.inner = inner
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            return await self._inner.handle_async_request(request)
+            return await self.inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as err:
             request_id = _request_id(request)
             if request_id is None:
                 raise
-            error = {
-                "code": NOT_SENT_CODE,
-                "message": f"the server could not be reached ({type(err).__name__}); the request was not sent",
-                "data": {_NOT_SENT_MARK: _NOT_SENT_NONCE},
-            }
             return httpx2.Response(
                 503,
                 headers={"content-type": "application/json"},
-                content=json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode(),
+                content=json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "error": _not_sent_error(err).model_dump(by_alias=True, exclude_none=True),
+                    }
+                ).encode(),
                 request=request,
             )
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        await self.inner.aclose()
+
+
+def _not_sent_error(err: Exception) -> mcp_types.ErrorData:
+    """The error a request whose POST could not connect is answered with (see :func:`was_not_sent`)."""
+    return mcp_types.ErrorData(
+        code=NOT_SENT_CODE,
+        message=f"the server could not be reached ({type(err).__name__}); the request was not sent",
+        data={_NOT_SENT_MARK: _NOT_SENT_NONCE},
+    )
+
+
+def not_sent(err: Exception) -> MCPError:
+    """:func:`_not_sent_error` as the dispatcher raises it (for :class:`~mcp_pool_svc.lean.LeanPost`)."""
+    return MCPError.from_error_data(_not_sent_error(err))
 
 
 def _request_id(request: httpx2.Request) -> str | int | None:
@@ -315,17 +333,17 @@ class HttpClients:
 
     def __init__(self) -> None:
         self._clients: dict[
-            tuple[tuple[tuple[str, str], ...], float], tuple[httpx2.AsyncClient, httpx2.AsyncBaseTransport]
+            tuple[tuple[tuple[str, str], ...], float], tuple[httpx2.AsyncClient, _NotSentTransport]
         ] = {}
 
     def get(self, config: RemoteServerConfig) -> httpx2.AsyncClient:
         return self._entry(config)[0]
 
-    def transport(self, config: RemoteServerConfig) -> httpx2.AsyncBaseTransport:
+    def transport(self, config: RemoteServerConfig) -> _NotSentTransport:
         """The transport under :meth:`get`'s client (for :mod:`mcp_pool_svc.lean`)."""
         return self._entry(config)[1]
 
-    def _entry(self, config: RemoteServerConfig) -> tuple[httpx2.AsyncClient, httpx2.AsyncBaseTransport]:
+    def _entry(self, config: RemoteServerConfig) -> tuple[httpx2.AsyncClient, _NotSentTransport]:
         key = (tuple(sorted(config.headers.items())), config.connect_timeout)
         entry = self._clients.get(key)
         if entry is None:
@@ -632,7 +650,15 @@ def _lean_post(
 
     # With proxies in the environment the client routes by URL (its mounts): it sends every POST.
     direct = None if urllib.request.getproxies() else http_clients.transport(config)
-    return LeanPost(http_clients.get(config), config.url, deliver, lost, direct)
+    return LeanPost(
+        http_clients.get(config),
+        config.url,
+        deliver,
+        lost,
+        direct,
+        direct.inner if direct is not None else None,
+        not_sent,
+    )
 
 
 def _client_session(
@@ -722,6 +748,7 @@ async def open_connection(
             auth=auth,
             router=router,
         )
+        conn.send_raw = dispatcher.send_raw_request
         caps = session.server_capabilities
         if conn.modern and caps is not None and caps.tools is not None and caps.tools.list_changed:
             # Its own task group, entered after the session: on the way out the change stream is

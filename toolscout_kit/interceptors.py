@@ -3,7 +3,10 @@ shutdown.
 
 Each says what it does around a method's behaviour as :class:`_Hooks` (work before it, after it,
 around each unit of it); one wrapper, :func:`_wrapped`, applies them to unary and streaming
-methods alike. The order in :func:`toolscout_kit.server.start_server` matters: tracing is outermost
+methods alike. :class:`InterceptorChain` runs a whole chain as one interceptor: gRPC resolves one
+interceptor per RPC instead of one per link, and a unary method gets one wrapper that runs every
+link's hooks in order (:func:`_chained`) instead of one coroutine layer per link. The order in
+:func:`toolscout_kit.server.start_server` matters: tracing is outermost
 (the RPC's log lines and metrics carry its span), requests are decoded by the innermost one
 (:class:`DecodeInterceptor`), so a request without a valid token is refused before its bytes are
 parsed, and a malformed one gets INVALID_ARGUMENT with a fixed message instead of gRPC's UNKNOWN
@@ -17,9 +20,9 @@ import asyncio
 import contextlib
 import hmac
 import inspect
+import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +31,7 @@ from opentelemetry.context import Context, attach, detach
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 from toolscout.client import SERVICE_STATUS_METADATA
 
-from toolscout_kit.logging import bind_request_context, clear_request_context, get_logger
+from toolscout_kit.logging import begin_request, end_request, get_logger, logs_at
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import reply_status
 from toolscout_kit.tracing import Tracing, exemplar, extract_context
@@ -41,6 +44,8 @@ __all__ = [
     "AuthInterceptor",
     "DecodeInterceptor",
     "ErrorInterceptor",
+    "InterceptorChain",
+    "Link",
     "ObservabilityInterceptor",
     "ShutdownInterceptor",
     "TracingInterceptor",
@@ -129,6 +134,54 @@ def _wrapped(behavior: Behavior, hooks: _Hooks) -> Behavior:
     return unary
 
 
+def _chained(behavior: Behavior, links: Sequence[_Hooks]) -> Behavior:
+    """``behavior`` inside every link of ``links`` (outermost first), as :func:`_wrapped` applied
+    once per link from the innermost out would give it, in one coroutine for a unary method.
+
+    The same rules hold per link: a link whose ``enter`` ran gets its ``leave``, with the
+    exception that left the links inside it (a ``leave`` that raises passes its own exception
+    outwards); a ``leave`` that handles an exception ends the RPC without a reply, and the links
+    outside it see a normal return. Streams, and links with a ``step``, are nested as before."""
+    if not links:
+        return behavior
+    if len(links) == 1 or inspect.isasyncgenfunction(behavior) or any(h.step is not None for h in links):
+        for hooks in reversed(links):
+            behavior = _wrapped(behavior, hooks)
+        return behavior
+    enters = tuple(h.enter for h in links)
+    leaves = tuple(h.leave for h in links)
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        states: list[Any] = []
+        failure: BaseException | None = None
+        result = None
+        try:
+            for enter in enters:
+                state = None
+                if enter is not None:
+                    request, state = await enter(request, context)
+                states.append(state)
+            result = await behavior(request, context)
+        except BaseException as exc:
+            failure = exc
+        for index in range(len(states) - 1, -1, -1):
+            leave = leaves[index]
+            if leave is None:
+                continue
+            try:
+                handled = await leave(context, states[index], failure)
+            except BaseException as exc:
+                failure = exc
+                continue
+            if failure is not None and handled:
+                failure, result = None, None
+        if failure is not None:
+            raise failure
+        return result
+
+    return unary
+
+
 _MAKERS = (
     ("unary_unary", grpc.unary_unary_rpc_method_handler),
     ("unary_stream", grpc.unary_stream_rpc_method_handler),
@@ -200,6 +253,28 @@ class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         return wrapped
 
 
+# What an InterceptorChain is made of: the interceptors of this module.
+Link = _WrappingInterceptor
+
+
+class InterceptorChain(_WrappingInterceptor):
+    """``links`` (outermost first) as one interceptor: each method is wrapped once with the hooks
+    of every link (:func:`_chained`), as gRPC would run the links one inside the other."""
+
+    def __init__(self, links: Sequence[Link]) -> None:
+        super().__init__()
+        self._links = tuple(links)
+        # Requests are decoded by the link that decodes (the innermost, by the rule above).
+        self.decodes = any(link.decodes for link in self._links)
+
+    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+        raise NotImplementedError  # _around asks each link instead
+
+    def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
+        links = [link._hooks(method, deserializer if link.decodes else None) for link in self._links]
+        return _chained(behavior, [hooks for hooks in links if hooks is not None])
+
+
 # gRPC codes that mark a server span as failed (OpenTelemetry's RPC conventions): the others are
 # the caller's doing (bad input, not found, cancelled) or an answer (ABORTED: outcome unknown).
 _SERVER_ERRORS = frozenset(
@@ -253,7 +328,11 @@ class TracingInterceptor(_WrappingInterceptor):
 
 
 class ObservabilityInterceptor(_WrappingInterceptor):
-    """Binds request id + method to the log context and records the gRPC server metrics."""
+    """Binds request id + method to the log context and records the gRPC server metrics.
+
+    The request id is the caller's ``x-request-id``, else one made when a log line first needs it
+    (:class:`~toolscout_kit.logging.RequestContext`). The counter's child per status code is
+    looked up once per method and code."""
 
     def __init__(self, metrics: GrpcServerMetrics) -> None:
         super().__init__()
@@ -262,29 +341,36 @@ class ObservabilityInterceptor(_WrappingInterceptor):
     def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
         service, name = _split(method)
         handled = self._metrics.handled
+        by_code: dict[grpc.StatusCode, Any] = {}
         seconds = self._metrics.handling_seconds.labels(service, name)
         logged = not method.startswith(OPEN_METHOD_PREFIXES)
 
         async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
-            request_id = next(
-                (str(v) for k, v in context.invocation_metadata() or () if k == "x-request-id"), ""
-            )
-            request_id = request_id or uuid.uuid4().hex[:16]
-            clear_request_context()
-            bind_request_context(request_id=request_id, rpc=method)
-            return request, time.perf_counter()
+            request_id = ""
+            for key, value in context.invocation_metadata() or ():
+                if key == "x-request-id":
+                    request_id = str(value)
+                    break
+            token = begin_request(request_id, method)
+            return request, (time.perf_counter(), token)
 
-        async def leave(context: grpc.aio.ServicerContext, started: Any, exc: BaseException | None) -> bool:
+        async def leave(context: grpc.aio.ServicerContext, state: Any, exc: BaseException | None) -> bool:
+            started, token = state
             code = _code_of(context, exc)
             elapsed = time.perf_counter() - started
-            handled.labels(service, name, code.name).inc()
+            counter = by_code.get(code)
+            if counter is None:
+                counter = by_code[code] = handled.labels(service, name, code.name)
+            counter.inc()
             seconds.observe(elapsed, exemplar())
             if logged:
                 # Successful RPCs are counted in metrics; a log line each would cost more than the
                 # RPC itself on hot paths (search, calls), so they are DEBUG. Failures are INFO.
-                log = _log.debug if code == grpc.StatusCode.OK else _log.info
-                log("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
-            clear_request_context()
+                if code != grpc.StatusCode.OK:
+                    _log.info("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
+                elif logs_at(logging.DEBUG):
+                    _log.debug("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
+            end_request(token)
             return False
 
         return _Hooks(enter=enter, leave=leave)

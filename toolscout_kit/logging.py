@@ -1,7 +1,9 @@
 """structlog JSON logging, configured once per process, with request-scoped context.
 
-Request id and RPC method are bound per request by the observability interceptor through
-``structlog.contextvars``; every log line written while handling that request carries them. A line
+Request id and RPC method are bound per request by the observability interceptor (one context
+variable, :func:`begin_request`); every log line written while handling that request carries them.
+They are read only when a line is written: an RPC that logs nothing (the common case on hot paths)
+never formats its id. A line
 written while an OpenTelemetry span is active also carries its ``trace_id`` and ``span_id`` (W3C hex),
 so the lines of one chat can be joined across the services, and with its trace.
 
@@ -12,26 +14,35 @@ when asked to use the same two functions).
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
+from contextvars import ContextVar, Token
 from typing import Any
 
 import structlog
 from opentelemetry import trace
 
 __all__ = [
+    "RequestContext",
+    "begin_request",
     "bind_request_context",
     "clear_request_context",
     "configure_logging",
+    "end_request",
     "get_logger",
+    "logs_at",
     "redact",
     "redact_value",
     "without_internals",
 ]
 
 _configured = False
+# The lowest level written (NOTSET until configure_logging: structlog's default writes every level).
+_min_level = logging.NOTSET
 
 # Values of keys like these are never written to logs, whatever logs them.
 # (Counts such as "manifest_tokens" are not secrets; only a key that *is* a credential matches.)
@@ -103,14 +114,72 @@ def _trace_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> M
     return event_dict
 
 
+# A request id made here: this process's random prefix and a counter (unique across processes and
+# restarts without a random draw per request).
+_ID_PREFIX = os.urandom(4).hex()
+_ids = itertools.count(1)
+
+
+class RequestContext:
+    """The request a log line is written for: its id (the caller's ``x-request-id``, else one made
+    here on first use) and its RPC method."""
+
+    __slots__ = ("_id", "rpc")
+
+    def __init__(self, request_id: str, rpc: str) -> None:
+        self._id = request_id
+        self.rpc = rpc
+
+    @property
+    def request_id(self) -> str:
+        if not self._id:
+            self._id = f"{_ID_PREFIX}{next(_ids):08x}"
+        return self._id
+
+
+_REQUEST: ContextVar[RequestContext | None] = ContextVar("toolscout_request", default=None)
+
+
+def begin_request(request_id: str, rpc: str) -> Token[RequestContext | None]:
+    """Binds the request being handled (``request_id`` empty: one is made when a line needs it)."""
+    return _REQUEST.set(RequestContext(request_id, rpc))
+
+
+def end_request(token: Token[RequestContext | None]) -> None:
+    """Unbinds what :func:`begin_request` bound."""
+    _REQUEST.reset(token)
+
+
+def logs_at(level: int) -> bool:
+    """Whether a line at ``level`` (``logging.DEBUG`` ...) is written at all."""
+    return level >= _min_level
+
+
+def _request_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    request = _REQUEST.get()
+    if request is None or ("request_id" in event_dict and "rpc" in event_dict):
+        return event_dict
+    # First, as bound context comes first; a field given explicitly or bound (a call on a stream
+    # binds its own) wins over the RPC's.
+    fields: dict[str, Any] = {}
+    if "request_id" not in event_dict:
+        fields["request_id"] = request.request_id
+    if "rpc" not in event_dict:
+        fields["rpc"] = request.rpc
+    fields.update(event_dict)
+    return fields
+
+
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     """Configures structlog (and stdlib logging routed through it) once per process."""
-    global _configured  # noqa: PLW0603 - logging is process-wide by nature
+    global _configured, _min_level  # noqa: PLW0603 - logging is process-wide by nature
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    _min_level = numeric
     renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _request_processor,
             _trace_processor,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -132,12 +201,38 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     _configured = True
 
 
+class _Logger:
+    """structlog's lazy logger, which drops a line below the configured level before structlog
+    builds a bound logger for it: the lazy proxy builds one on every attribute it is asked for
+    (loggers are not cached, see ``configure_logging``), which cost a DEBUG line on a hot path more
+    than the work it describes. Everything else is the proxy's."""
+
+    __slots__ = ("_proxy",)
+
+    def __init__(self, proxy: Any) -> None:
+        self._proxy = proxy
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> Any:
+        if _min_level <= logging.DEBUG:
+            return self._proxy.debug(event, *args, **fields)
+        return None
+
+    def info(self, event: str, *args: Any, **fields: Any) -> Any:
+        if _min_level <= logging.INFO:
+            return self._proxy.info(event, *args, **fields)
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._proxy, name)
+
+
 def get_logger(name: str) -> Any:
     """A structlog logger named for its module."""
-    return structlog.get_logger(name)
+    return _Logger(structlog.get_logger(name))
 
 
 def bind_request_context(**values: Any) -> None:
+    """Binds fields to every line written in this context (cleared by :func:`clear_request_context`)."""
     structlog.contextvars.bind_contextvars(**values)
 
 

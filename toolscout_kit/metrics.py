@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -142,17 +143,27 @@ class TimedEvents:
         self._timed_by = labels if timed_by is None else tuple(timed_by)
         self.counter = metrics.counter(*count, *labels)
         self.histogram = metrics.histogram(*seconds, *self._timed_by, buckets=buckets)
+        # The two children per label values, looked up once (``labels()`` takes a lock and builds
+        # a key per call; events are recorded on hot paths).
+        self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
 
     def record(self, seconds: float, *values: str, exemplar: dict[str, str] | None = None) -> None:
         """One event that took ``seconds``, with the value of each of ``labels`` (in order);
         ``exemplar``: the trace it belongs to (:func:`toolscout_kit.tracing.exemplar`)."""
+        children = self._children.get(values)
+        if children is None:
+            children = self._children[values] = self._lookup(values)
+        children[0].inc()
+        children[1].observe(seconds, exemplar)
+
+    def _lookup(self, values: tuple[str, ...]) -> tuple[Any, Any]:
         if not values:
-            self.counter.inc()
-            self.histogram.observe(seconds, exemplar)
-            return
+            return self.counter, self.histogram
         by_name = dict(zip(self._labels, values, strict=True))
-        self.counter.labels(*values).inc()
-        self.histogram.labels(*(by_name[name] for name in self._timed_by)).observe(seconds, exemplar)
+        return (
+            self.counter.labels(*values),
+            self.histogram.labels(*(by_name[name] for name in self._timed_by)),
+        )
 
 
 # Seconds to handle one RPC (for streams: until the stream ends).

@@ -39,6 +39,8 @@ from toolscout_kit.interceptors import (
     AuthInterceptor,
     DecodeInterceptor,
     ErrorInterceptor,
+    InterceptorChain,
+    Link,
     ObservabilityInterceptor,
     ShutdownInterceptor,
     TracingInterceptor,
@@ -215,7 +217,7 @@ def _interceptors(
     shutdown: asyncio.Event,
     endless: frozenset[str],
 ) -> list[grpc.aio.ServerInterceptor]:
-    interceptors: list[grpc.aio.ServerInterceptor] = []
+    interceptors: list[Link] = []
     if tracing.enabled:
         # Outermost: the observability interceptor's log line and metrics carry the RPC's span.
         interceptors.append(TracingInterceptor(tracing, endless))
@@ -225,7 +227,8 @@ def _interceptors(
         interceptors.append(AuthInterceptor(token))
     # Innermost last: requests are decoded only once authorized.
     interceptors += [ErrorInterceptor(), ShutdownInterceptor(shutdown, endless), DecodeInterceptor()]
-    return interceptors
+    # One interceptor for gRPC, one wrapper per unary method (see InterceptorChain).
+    return [InterceptorChain(interceptors)]
 
 
 async def start_server(

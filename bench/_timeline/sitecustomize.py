@@ -59,7 +59,12 @@ _TARGETS: dict[str, list[tuple[str, str, Any]]] = {
     "mcp_gateway_svc.front": [("GatewayFront", "__call__", _front)],
     "toolscout.client.aio": [("AsyncPoolClient", "call", lambda f: _around(f, "G2", "G3"))],
     "mcp_pool_svc.pool": [("McpPool", "call", lambda f: _around(f, "P1", "P4"))],
-    "mcp_pool_svc.lean": [("LeanPost", "_post", lambda f: _around(f, "P2", "P3"))],
+    # The POST itself: on the pool's HTTP/1.1 connection directly, or through httpx2 (the first
+    # mark a call passes counts).
+    "mcp_pool_svc.lean": [
+        ("LeanPost", "_post_direct", lambda f: _around(f, "P2", "P3")),
+        ("LeanPost", "_post", lambda f: _around(f, "P2", "P3")),
+    ],
 }
 
 

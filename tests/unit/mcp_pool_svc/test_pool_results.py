@@ -8,7 +8,7 @@ import pytest
 from toolscout.client import ContentBlock
 
 from mcp_pool_svc.errors import ResultTooLargeError
-from mcp_pool_svc.results import apply_size_cap, content_from_mcp, payload_size
+from mcp_pool_svc.results import _from_dump, apply_size_cap, content_from_mcp, payload_size
 
 
 def test_every_content_block_type_is_converted_with_its_payload() -> None:
@@ -79,3 +79,19 @@ def test_a_single_huge_text_block_is_cut_and_marked() -> None:
     assert len(kept) == 1
     assert kept[0].text.endswith("]")
     assert len(kept[0].text.encode()) <= 2048
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": "plain"},
+        {"type": "text", "text": ""},
+        {"type": "text", "text": 'ünïcode \u2028 "quoted"'},
+        {"type": "text", "text": "with annotations", "annotations": {"audience": ["user"], "priority": 0.5}},
+        {"type": "text", "text": "with meta", "_meta": {"k": "v"}},
+        {"type": "text", "text": "extra is dropped", "zz": 1},
+    ],
+)
+def test_a_text_block_converts_as_its_dump_does(block: dict[str, object]) -> None:
+    model = mcp_types.TextContent.model_validate(block)
+    assert content_from_mcp(model) == _from_dump(model)

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
-from toolscout_kit.interceptors import ErrorInterceptor, ShutdownInterceptor
+from toolscout_kit.interceptors import ErrorInterceptor, ShutdownInterceptor, _chained, _Hooks, _wrapped
 
 
 class _GoneContext:
@@ -84,6 +84,68 @@ async def test_every_interceptor_closes_the_stream_it_wraps_as_soon_as_its_calle
     assert await anext(stream) == "item"
     await stream.aclose()
     assert closed == ["watch"]  # at once, not whenever the abandoned generator is collected
+
+
+class _Failing(Exception):
+    pass
+
+
+def _recording_links(
+    events: list[str], count: int, fail_enter: int, fail_leave: int, handles: int
+) -> list[_Hooks]:
+    """``count`` links that record what they see; link ``fail_enter`` raises on the way in, link
+    ``fail_leave`` raises on the way out, link ``handles`` handles any exception."""
+
+    def link(index: int) -> _Hooks:
+        async def enter(request: Any, context: Any) -> tuple[Any, Any]:
+            events.append(f"enter {index}")
+            if index == fail_enter:
+                raise _Failing(f"enter {index}")
+            return f"{request}+{index}", f"state {index}"
+
+        async def leave(context: Any, state: Any, exc: BaseException | None) -> bool:
+            events.append(f"leave {index} {state} {exc!s}")
+            if index == fail_leave:
+                raise _Failing(f"leave {index}")
+            return exc is not None and index == handles
+
+        return _Hooks(enter=enter, leave=leave)
+
+    return [link(i) for i in range(count)]
+
+
+async def _outcome(wrapped: Any) -> Any:
+    try:
+        return ("returned", await wrapped("req", None))
+    except _Failing as exc:
+        return ("raised", str(exc))
+
+
+@pytest.mark.parametrize("behaviour_fails", [False, True])
+@pytest.mark.parametrize("fail_enter", [-1, 0, 1, 2])
+@pytest.mark.parametrize("fail_leave", [-1, 0, 1, 2])
+@pytest.mark.parametrize("handles", [-1, 0, 1, 2])
+async def test_a_chain_in_one_wrapper_behaves_as_its_links_nested(
+    behaviour_fails: bool, fail_enter: int, fail_leave: int, handles: int
+) -> None:
+    async def behaviour(request: Any, context: Any) -> Any:
+        events.append(f"behaviour {request}")
+        if behaviour_fails:
+            raise _Failing("behaviour")
+        return f"reply to {request}"
+
+    verdicts = []
+    for chained in (True, False):
+        events: list[str] = []
+        links = _recording_links(events, 3, fail_enter, fail_leave, handles)
+        if chained:
+            wrapped = _chained(behaviour, links)
+        else:
+            wrapped = behaviour
+            for hooks in reversed(links):
+                wrapped = _wrapped(wrapped, hooks)
+        verdicts.append((await _outcome(wrapped), events))
+    assert verdicts[0] == verdicts[1]
 
 
 async def test_a_method_left_as_generated_is_unimplemented_not_an_internal_error(

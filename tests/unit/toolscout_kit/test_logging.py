@@ -7,9 +7,11 @@ import json
 import pytest
 
 from toolscout_kit.logging import (
+    begin_request,
     bind_request_context,
     clear_request_context,
     configure_logging,
+    end_request,
     get_logger,
     redact,
 )
@@ -39,3 +41,60 @@ def test_log_lines_are_json_with_request_context_and_redacted_secret_fields(
     assert line["api_key"] == "[REDACTED]"
     assert line["auth_token"] == "[REDACTED]"
     assert line["manifest_tokens"] == 1598
+
+
+def test_a_request_bound_without_an_id_gets_one_per_request_on_its_first_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("INFO")
+    ids = []
+    for _ in range(2):
+        token = begin_request("", "/toolscout.mcp_pool.v1.McpPool/CallTool")
+        try:
+            get_logger("test").info("first")
+            get_logger("test").info("second", request_id_count=1)
+        finally:
+            end_request(token)
+        lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()[-2:]]
+        assert lines[0]["request_id"] == lines[1]["request_id"] != ""
+        assert lines[0]["rpc"] == "/toolscout.mcp_pool.v1.McpPool/CallTool"
+        ids.append(lines[0]["request_id"])
+    assert ids[0] != ids[1]
+    token = begin_request("from-the-caller", "/x.Y/Z")
+    try:
+        get_logger("test").info("given")
+    finally:
+        end_request(token)
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["request_id"] == "from-the-caller"
+    get_logger("test").info("outside")
+    assert "request_id" not in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_a_request_context_bound_inside_an_rpc_wins_over_the_rpcs(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("INFO")
+    token = begin_request("the-stream", "/toolscout.mcp_pool.v1.McpPool/CallToolStream")
+    try:
+        bind_request_context(request_id="one-call", rpc="/toolscout.mcp_pool.v1.McpPool/CallTool")
+        get_logger("test").info("bound")
+    finally:
+        clear_request_context()
+        end_request(token)
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (line["request_id"], line["rpc"]) == ("one-call", "/toolscout.mcp_pool.v1.McpPool/CallTool")
+
+
+def test_a_line_below_the_configured_level_is_dropped_and_one_at_it_is_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    try:
+        configure_logging("INFO")
+        get_logger("test").debug("dropped")
+        get_logger("test").info("kept", n=1)
+        configure_logging("DEBUG")
+        get_logger("test").debug("now kept")
+    finally:
+        configure_logging("INFO")
+    events = [json.loads(line)["event"] for line in capsys.readouterr().out.strip().splitlines()]
+    assert events[-2:] == ["kept", "now kept"]
+    assert "dropped" not in events
