@@ -18,7 +18,6 @@ the budget is a preview followed by a ``resource_link`` to the whole (:mod:`mcp_
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 import re
@@ -44,6 +43,7 @@ from toolscout.client import (
     authorization_required,
 )
 from toolscout.client.aio import ProgressCallback
+from toolscout.client.types import json_object_text
 
 from mcp_gateway_svc.input_rounds import HostRound, InputRounds, Resumed, RoundOf
 from mcp_gateway_svc.metrics import GatewayMetrics
@@ -69,7 +69,15 @@ from toolscout_kit.status import (
 if TYPE_CHECKING:
     from mcp_gateway_svc.user_login import UserLogin
 
-__all__ = ["TIMEOUT_META_KEY", "LoginAsker", "ToolCaller", "error_result", "rpc", "text_result"]
+__all__ = [
+    "TIMEOUT_META_KEY",
+    "LoginAsker",
+    "ToolCaller",
+    "error_result",
+    "mcp_result",
+    "rpc",
+    "text_result",
+]
 
 T = TypeVar("T")
 
@@ -112,7 +120,7 @@ def error_result(text: str) -> types.CallToolResult:
     return text_result(text if text.startswith("Error") else f"Error: {text}", is_error=True)
 
 
-def _mcp_result(result: CallToolResult) -> types.CallToolResult:
+def mcp_result(result: CallToolResult) -> types.CallToolResult:
     """The pool's result as the MCP server sent it."""
     structured = result.structured_content if result.structured_content_json else None
     content: list[Any] = []
@@ -209,7 +217,7 @@ class ToolCaller:
         principal: str = "",
         asker: LoginAsker | None = None,
         host_round: HostRound | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
         """Runs ``tool`` as ``principal`` (the caller: a ``per_user`` server runs it with that
         principal's own token); every outcome but cancellation is a result the model can read, except
         that with ``protocol_errors`` a JSON-RPC error of the MCP server stays one. ``owner``: the
@@ -222,7 +230,9 @@ class ToolCaller:
         how a 2026-07-28 server is asked to log. A caller who must sign in first gets the login link
         (``asker``: where else it goes). ``host_round`` (a 2026-07-28 host: its answers and state,
         if any): a server asking for input comes back as an ``InputRequiredResult`` whose state is
-        sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`).
+        sealed with the routing (:mod:`mcp_gateway_svc.input_rounds`). A result of the MCP server
+        is handed back as the pool answered it (:func:`mcp_result` is its MCP form; the lean path
+        writes its wire form in one pass, :func:`mcp_gateway_svc.lean_rules.pool_result_wire`).
 
         Raises:
             MCPError: the caller's ``_meta`` timeout is not a number of seconds (INVALID_PARAMS), or
@@ -279,7 +289,7 @@ class ToolCaller:
         principal: str,
         asker: LoginAsker | None,
         resumed: Resumed | None,
-    ) -> tuple[types.CallToolResult | types.InputRequiredResult, str]:
+    ) -> tuple[types.CallToolResult | types.InputRequiredResult | CallToolResult, str]:
         misfit = check_arguments(tool, arguments)
         if misfit is not None:
             return error_result(misfit.text), "invalid_arguments"
@@ -294,14 +304,16 @@ class ToolCaller:
                 principal=owner.principal,
                 conversation=owner.conversation,
             )
-        request = CallRequest.to(
-            tool.llm_name, arguments, meta=passed_meta or None, timeout_seconds=timeout_seconds
-        )
-        if fields:
-            # One copy with every field set (a replace per group was a measurable part of a call).
-            request = dataclasses.replace(request, **fields)
         if resumed is not None:
-            request = resumed.applied_to(request)
+            fields.update(resumed.fields())
+        # Built once with every field set (a copy per group was a measurable part of a call).
+        request = CallRequest(
+            llm_name=tool.llm_name,
+            arguments_json=json_object_text(arguments),
+            meta_json=json_object_text(passed_meta or None),
+            timeout_seconds=timeout_seconds,
+            **fields,
+        )
         try:
             result = await rpc(
                 self._pool.call(
@@ -326,7 +338,7 @@ class ToolCaller:
                 RoundOf.TOOL, tool.llm_name, tool.server, result.input_required_json, principal=principal
             )
             return asked, "input_required"
-        return _mcp_result(result), "tool_error" if result.is_error else "ok"
+        return result, "tool_error" if result.is_error else "ok"
 
     async def _sign_in_first(
         self, tool: Tool, server: str, principal: str, asker: LoginAsker | None

@@ -62,6 +62,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from toolscout.client import CallToolResult
 
 from mcp_gateway_svc.bodies import (
     ClientGoneError,
@@ -74,16 +75,16 @@ from mcp_gateway_svc.bodies import (
 from mcp_gateway_svc.console import is_console_path
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, McpHandlers, RequestInfo
-from mcp_gateway_svc.host_modes import Opening, mode_for_client, opening_of
+from mcp_gateway_svc.host_modes import Opening, matched_mode, opening_of
 from mcp_gateway_svc.lean import (
     answer_session,
     holding,
     live_transport,
     read_modern,
     read_session,
-    wire_result,
     write_json,
 )
+from mcp_gateway_svc.lean_rules import pool_result_wire
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.peers import FORWARDED_HEADER, REPLICA_PATH, Forwarder, Replica
 from mcp_gateway_svc.sessions import SessionRegistry, end_session
@@ -287,6 +288,10 @@ class GatewayFront:
         self._endpoints = endpoints
         self._lean = lean
         self._client_modes = dict(client_modes or {})
+        # A host's matched mode, by its name (the globs are matched once per name; bounded).
+        self._mode_of_client = functools.lru_cache(maxsize=1024)(
+            functools.partial(matched_mode, patterns=self._client_modes)
+        )
         self._client_all_max_tools = client_all_max_tools
         self._managers = managers
         self._sessions = sessions
@@ -480,7 +485,7 @@ class GatewayFront:
             return
         mode = info.endpoint.mode
         if scope["method"] == "POST":
-            chosen = mode_for_client(opening.client_name, self._client_modes, mode)
+            chosen = (self._mode_of_client(opening.client_name) if opening.client_name else None) or mode
             view = info.endpoint.view
             too_many = view is not None and len(view.by_name) > self._client_all_max_tools
             mode = mode if chosen == GatewayMode.ALL and mode != GatewayMode.ALL and too_many else chosen
@@ -577,13 +582,27 @@ class GatewayFront:
             return False
         run = self._lean.lean_call(info, call, target)
         if session is None:
-            with anyio.CancelScope() as cancel:
-                watcher = _cancel_on_disconnect(receive, cancel)
-                try:
-                    outcome = await _outcome(manager, call.protocol_version, run)
-                finally:
-                    watcher.cancel()
-            if outcome is not None:  # (None: the client went away, the call was cancelled)
+            # The call runs in this task, cancelled when its client goes away (asyncio's own
+            # cancellation: an anyio cancel scope per call was a measurable part of its cost).
+            request_task = asyncio.current_task()
+            gone: list[bool] = []
+
+            def went_away() -> None:
+                gone.append(True)
+                if request_task is not None:
+                    request_task.cancel()
+
+            watcher = _cancel_on_disconnect(receive, went_away)
+            try:
+                outcome = await _outcome(manager, call.protocol_version, run)
+            except asyncio.CancelledError:
+                # Nothing to answer to a client that went away; any other cancellation goes on.
+                if not gone or request_task is None or request_task.uncancel():
+                    raise
+                return True
+            finally:
+                watcher.cancel()
+            if outcome is not None:
                 await write_json(send, call.request_id, outcome)
             return True
         task = asyncio.ensure_future(_outcome(manager, call.protocol_version, run))
@@ -652,13 +671,13 @@ class _Http(NamedTuple):
 
 
 async def _outcome(
-    manager: StreamableHTTPSessionManager, version: str, run: Awaitable[BaseModel]
+    manager: StreamableHTTPSessionManager, version: str, run: Awaitable[BaseModel | CallToolResult]
 ) -> dict[str, Any] | Exception | None:
     """A lean call's result in its wire form, or the exception it raised; None while it has not
     finished (cancelled: the caller's scope absorbs the cancellation)."""
     outcome: dict[str, Any] | Exception | None = None
     try:
-        outcome = wire_result(manager.app, version, await run)
+        outcome = pool_result_wire(manager.app, version, await run)
     except Exception as err:
         outcome = err
     return outcome
@@ -698,7 +717,9 @@ async def _cancelled_on_disconnect(
     # at the end of every request formatted the request task's repr (anyio names the canceller),
     # a measurable part of a call's cost. The scope is cancelled only when the client left.
     with anyio.CancelScope() as request_scope:
-        watcher = _cancel_on_disconnect(receive, request_scope, after=body_read)
+        watcher = _cancel_on_disconnect(
+            receive, lambda: request_scope.cancel("the client went away"), after=body_read
+        )
         try:
             await manager.handle_request(scope, receiving, send)
         finally:
@@ -706,9 +727,9 @@ async def _cancelled_on_disconnect(
 
 
 def _cancel_on_disconnect(
-    receive: Receive, scope: anyio.CancelScope, *, after: asyncio.Event | None = None
+    receive: Receive, cancel: Callable[[], object], *, after: asyncio.Event | None = None
 ) -> asyncio.Task[None]:
-    """A task cancelling ``scope`` when the client goes away (``after``: once the body is read);
+    """A task calling ``cancel`` when the client goes away (``after``: once the body is read);
     the caller cancels it once the answer is out."""
 
     async def watch() -> None:
@@ -716,7 +737,7 @@ def _cancel_on_disconnect(
             await after.wait()
         while (await receive())["type"] != "http.disconnect":
             pass
-        scope.cancel("the client went away")
+        cancel()
 
     watcher = asyncio.get_running_loop().create_task(watch())
     # A receive that fails once the answer is out changes nothing: retrieved, not reported.

@@ -17,6 +17,7 @@ orchestrator.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import time
@@ -38,6 +39,7 @@ from toolscout.client import (
     SEARCH_TOOL_NAME,
     AsyncDiscoveryClient,
     CallProgress,
+    CallToolResult,
     GatewayMode,
     InvalidArgumentError,
     NotFoundError,
@@ -49,7 +51,7 @@ from toolscout.client import (
 from toolscout.client.aio import ProgressCallback
 
 from mcp_gateway_svc import capabilities, lean, server_features
-from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, rpc, text_result
+from mcp_gateway_svc.calls import LoginAsker, ToolCaller, error_result, mcp_result, rpc, text_result
 from mcp_gateway_svc.endpoints import Endpoint, modern_mode
 from mcp_gateway_svc.errors import GatewayUnavailableError
 from mcp_gateway_svc.feature_handlers import FeatureHandlers
@@ -253,7 +255,10 @@ class McpHandlers:
         self._discovery = discovery
         self._caller = caller
         self._results = results
-        self._result_budget = result_budget
+        # A host's budget, by its name (its globs matched once per name; bounded).
+        self._result_budget: Callable[[str], int] | None = (
+            functools.lru_cache(maxsize=1024)(result_budget) if result_budget is not None else None
+        )
         self._metrics = metrics
         self._tracing = tracing
         # With tokens, a list may be cached only within one authorization context.
@@ -579,8 +584,9 @@ class McpHandlers:
 
     async def lean_call(
         self, info: RequestInfo, call: lean.LeanCall, target: LeanTarget
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request.
+    ) -> types.CallToolResult | types.InputRequiredResult | CallToolResult:
+        """Runs ``target`` as :meth:`call_tool` would, counted as the SDK path counts a request;
+        a result of the MCP server as the pool answered it (:meth:`ToolCaller.call`).
 
         Raises:
             MCPError: as :meth:`ToolCaller.call`.
@@ -693,7 +699,7 @@ class McpHandlers:
             return text_result(not_loaded(name).text, is_error=True)
         log_level = asked_log_level(call.ctx, call.meta, session.log_level if session is not None else "")
         relay = host_relay(call.ctx, progress=_asks_for_progress(call.meta), log_level=log_level)
-        return await self._caller.call(
+        result = await self._caller.call(
             tool,
             arguments,
             mode=call.mode,
@@ -707,6 +713,7 @@ class McpHandlers:
             asker=_asker(call.ctx),
             host_round=call.host_round,
         )
+        return mcp_result(result) if isinstance(result, CallToolResult) else result
 
     async def _unknown(
         self, info: RequestInfo, view: ToolsetView, name: str, mode: GatewayMode

@@ -24,7 +24,7 @@ from mcp_types import CLIENT_INFO_META_KEY
 
 from toolscout_kit.config import GatewayMode
 
-__all__ = ["Opening", "mode_for_client", "opening_of"]
+__all__ = ["Opening", "matched_mode", "mode_for_client", "opening_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +40,16 @@ class Opening:
 
 def mode_for_client(name: str, patterns: Mapping[str, GatewayMode], default: GatewayMode) -> GatewayMode:
     """The mode of the first pattern matching ``name`` (case-insensitive globs), else ``default``."""
-    if not name:
-        return default
+    return (matched_mode(name, patterns) if name else None) or default
+
+
+def matched_mode(name: str, patterns: Mapping[str, GatewayMode]) -> GatewayMode | None:
+    """The mode of the first pattern matching ``name`` (case-insensitive globs), else None."""
     lowered = name.lower()
     for pattern, mode in patterns.items():
         if fnmatch.fnmatchcase(lowered, pattern.lower()):
             return mode
-    return default
+    return None
 
 
 def _client_name(info: Any) -> str:

@@ -90,13 +90,16 @@ class Resumed:
 
     def applied_to(self, request: R) -> R:
         """``request`` (to the pool) as one that relays ``input_required`` results, carrying this round."""
-        return dataclasses.replace(
-            request,
-            accept_input_required=True,
-            input_responses_json=self.input_responses_json,
-            request_state=self.request_state,
-            host_capabilities_json=self.host_capabilities_json,
-        )
+        return dataclasses.replace(request, **self.fields())
+
+    def fields(self) -> dict[str, Any]:
+        """The fields :meth:`applied_to` sets (for a request built with them at once)."""
+        return {
+            "accept_input_required": True,
+            "input_responses_json": self.input_responses_json,
+            "request_state": self.request_state,
+            "host_capabilities_json": self.host_capabilities_json,
+        }
 
     def answered_by(self, server: str) -> None:
         """Checks the server that answered a retry routed by the pool (a read, a prompt).

@@ -14,10 +14,12 @@ Here the body the front read and checked once is held to the SDK's own rules, by
 functions: the transport's Content-Type and Accept rules, the 2026-07-28 envelope and routing
 headers (:func:`~mcp.shared.inbound.classify_inbound_request`,
 :func:`~mcp.shared.inbound.find_duplicated_routing_header`), the method's parameters
-(:func:`mcp_types.methods.validate_client_request`). The call runs through the request handlers'
+(:func:`mcp_types.methods.validate_client_request`'s verdict, plain parameters judged in one
+pass: :mod:`mcp_gateway_svc.lean_rules`). The call runs through the request handlers'
 code (:meth:`mcp_gateway_svc.handlers.McpHandlers.lean_target`), its result is shaped as the
 SDK's runner shapes it (:func:`mcp_types.methods.serialize_server_result`, the 2026-07-28
-``resultType`` and ``serverInfo`` stamps) and written as one JSON body, as the transports write
+``resultType`` and ``serverInfo`` stamps; a pool's plain result written in that form directly,
+:func:`~mcp_gateway_svc.lean_rules.pool_result_wire`) and written as one JSON body, as the transports write
 one (:func:`write_json`; on a session too, which the SDK answers on an SSE stream, unless the call
 runs long: see :func:`answer_session`). Anything else is the SDK's to serve, unchanged: other methods, a request
 the SDK would refuse (it answers with its own error), a call that relays anything, progress or log
@@ -41,7 +43,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pydantic_core
-from mcp.server.lowlevel.server import Server
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -52,13 +53,13 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
 )
-from mcp_types import CORE_RESULT_TYPES, SERVER_INFO_META_KEY, JSONRPCError
-from mcp_types import methods as spec_methods
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ValidationError
+from mcp_types import JSONRPCError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.types import Send
 
+from mcp_gateway_svc.lean_rules import METHOD, PLAIN_PARAMS, accepted
 from mcp_gateway_svc.relay import declared_of
 from mcp_gateway_svc.sessions import Session
 
@@ -70,14 +71,8 @@ __all__ = [
     "live_transport",
     "read_modern",
     "read_session",
-    "wire_result",
     "write_json",
 ]
-
-_METHOD = "tools/call"
-# The parameters a plain call carries; a task, an input_required round's answers or state go the
-# SDK's way.
-_PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,16 +124,14 @@ def _plain(
     request_id = message.get("id")
     params = message.get("params")
     if (
-        message.get("method") != _METHOD
+        message.get("method") != METHOD
         or not isinstance(request_id, str | int)
         or isinstance(request_id, bool)
         or not isinstance(params, dict)
-        or not params.keys() <= _PLAIN_PARAMS
+        or not params.keys() <= PLAIN_PARAMS
     ):
         return None
-    try:
-        spec_methods.validate_client_request(_METHOD, version, params)
-    except (ValidationError, KeyError):
+    if not accepted(version, params):
         return None
     meta = params.get("_meta")
     if meta and ("progressToken" in meta or "progress_token" in meta or types.LOG_LEVEL_META_KEY in meta):
@@ -241,26 +234,6 @@ def holding(transport: Any) -> Iterator[None]:
             idle.deadline = anyio.current_time() + seconds
 
 
-def wire_result(server: Server[Any], version: str, result: BaseModel) -> dict[str, Any]:
-    """A handler's ``tools/call`` result in its wire form, as the SDK's runner shapes it (the
-    per-version sieve, then the 2026-07-28 ``resultType`` and ``serverInfo`` stamps)."""
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    modern = version in MODERN_PROTOCOL_VERSIONS
-    result_type = dumped.get("resultType")
-    if not modern or not isinstance(result_type, str) or result_type in CORE_RESULT_TYPES:
-        dumped = spec_methods.serialize_server_result(_METHOD, version, dumped)
-    if not modern:
-        return dumped
-    if dumped.get("resultType") is None:
-        dumped["resultType"] = "complete"
-    meta = dumped.get("_meta")
-    if meta is None:
-        dumped["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
-    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
-    return dumped
-
-
 # Seconds a session's answer waits for the call before it becomes an SSE stream kept alive with a
 # comment line this often (the SDK's stream pings as often; a JSON answer has none to send).
 PING_SECONDS = 15.0
@@ -311,7 +284,7 @@ async def answer_session(
     event; so is a cancelled one (``REQUEST_CANCELLED``: its client stopped reading, and drops an
     event from a stream but fails its closed session on a JSON body).
     """
-    await asyncio.wait({call}, timeout=ping_seconds)
+    await _settled(call, ping_seconds)
     outcome = None if not call.done() or call.cancelled() else call.result()
     headers = [(b"mcp-session-id", session_id.encode("latin-1"))]
     if outcome is not None:
@@ -322,12 +295,33 @@ async def answer_session(
         return
     await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
     while not call.done():
-        await asyncio.wait({call}, timeout=ping_seconds)
+        await _settled(call, ping_seconds)
         if not call.done():
             await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
     outcome = None if call.cancelled() else call.result()
     event = b"event: message\r\ndata: " + _session_message(request_id, outcome) + b"\r\n\r\n"
     await send({"type": "http.response.body", "body": event})
+
+
+async def _settled(call: asyncio.Future[Any], seconds: float) -> None:
+    """Returns once ``call`` is done or ``seconds`` have passed (``asyncio.wait`` of one future
+    with a timeout, without its sets and helper futures: a session's every lean call waits so)."""
+    if call.done():
+        return
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_later(seconds, wake)
+    call.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        call.remove_done_callback(wake)
 
 
 def _session_message(request_id: str | int, outcome: dict[str, Any] | Exception | None) -> bytes:

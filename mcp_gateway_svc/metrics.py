@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from enum import StrEnum
 from typing import TypeVar
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from toolscout.client import GatewayMode
 
 from toolscout_kit.metrics import MetricSet, TimedEvents
@@ -138,11 +138,19 @@ class GatewayMetrics:
             "outcome",
         )
         self.introspections = IntrospectionMetrics(m)
+        # The label children of the per-request metrics, by their label values (bounded: known
+        # methods, modes, outcomes): a labels() lookup was a measurable part of a call.
+        self._request_children: dict[tuple[str, GatewayMode, str], Counter] = {}
+        self._call_children: dict[tuple[GatewayMode, str], tuple[Counter, Histogram]] = {}
         for mode in MODES:
             self.open_sessions.labels(mode).set(0)
 
     def request(self, method: str, mode: GatewayMode, outcome: str) -> None:
-        self.requests.labels(method if method in KNOWN_METHODS else "other", mode, outcome).inc()
+        key = (method if method in KNOWN_METHODS else "other", mode, outcome)
+        child = self._request_children.get(key)
+        if child is None:
+            child = self._request_children[key] = self.requests.labels(*key)
+        child.inc()
 
     async def counted(self, method: str, mode: GatewayMode, run: Awaitable[T]) -> T:
         """``run``'s result, the request counted by its outcome (ok, error, cancelled)."""
@@ -158,7 +166,15 @@ class GatewayMetrics:
             self.request(method, mode, outcome)
 
     def tool_call(self, mode: GatewayMode, outcome: str, seconds: float) -> None:
-        self.tool_calls.record(seconds, mode, outcome, exemplar=exemplar())
+        """One tool call, as ``tool_calls.record`` counts it (its children looked up once)."""
+        children = self._call_children.get((mode, outcome))
+        if children is None:
+            children = self._call_children[mode, outcome] = (
+                self.tool_calls.counter.labels(mode, outcome),
+                self.tool_calls.histogram.labels(outcome),
+            )
+        children[0].inc()
+        children[1].observe(seconds, exemplar())
 
 
 class IntrospectionMetrics:

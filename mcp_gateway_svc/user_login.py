@@ -386,8 +386,10 @@ def sign_in_instructions(links: Sequence[tuple[str, str]], limit: int = 2048) ->
 
 def base_url(scope: Mapping[str, Any]) -> str:
     """The URL the client reached this gateway at (scheme and Host)."""
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-    host = headers.get("host")
+    host = None
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"host":
+            host = value.decode("latin-1")  # (the last one, as a dict of the headers kept)
     if not host:
         server = scope.get("server") or ("127.0.0.1", 80)
         host = f"{server[0]}:{server[1]}"

@@ -25,6 +25,8 @@ import jsonschema
 import referencing.exceptions
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from toolscout_kit.schema_check import Check, compile_check
+
 __all__ = [
     "argument_problems",
     "argument_tree",
@@ -357,32 +359,49 @@ def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -
     expected integer, got string``); empty when they fit. String formats are not checked (the tool
     judges those), and a schema that is not valid JSON Schema (or refers outside itself) checks
     nothing: the tool then answers for itself."""
-    return _problems(_validator(json.dumps(schema, sort_keys=True, ensure_ascii=False)), schema, arguments)
+    canonical = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    return _problems(_validator(canonical), schema, arguments, _check(canonical))
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled(schema_json: str) -> tuple[Any, dict[str, Any]]:
-    """The validator and the schema of a schema written as JSON object text (not an object: ``{}``)."""
+def _check(schema_json: str) -> Check | None:
+    """The compiled yes-check of a schema (by its canonical JSON), when it has one."""
+    validator = _validator(schema_json)
+    return compile_check(json.loads(schema_json), type(validator)) if validator is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(schema_json: str) -> tuple[Any, dict[str, Any], Check | None]:
+    """The validator, the schema and its compiled yes-check (:mod:`toolscout_kit.schema_check`)
+    of a schema written as JSON object text (not an object: ``{}``)."""
     try:
         parsed = json.loads(schema_json) if schema_json else {}
     except ValueError:
         parsed = {}
     schema: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-    return _validator(json.dumps(schema, sort_keys=True, ensure_ascii=False)), schema
+    canonical = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    return _validator(canonical), schema, _check(canonical)
 
 
 def schema_text_problems(schema_json: str, arguments: Mapping[str, Any]) -> list[str]:
     """:func:`argument_problems` for a schema as a tool definition carries it (JSON object text):
     each text is parsed and compiled once, not on every call (a call's hot path)."""
-    validator, schema = _compiled(schema_json)
-    return _problems(validator, schema, arguments)
+    validator, schema, check = _compiled(schema_json)
+    return _problems(validator, schema, arguments, check)
 
 
-def _problems(validator: Any, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
+def _problems(
+    validator: Any, schema: Mapping[str, Any], arguments: Mapping[str, Any], check: Check | None
+) -> list[str]:
+    """The problems of ``arguments``: none when the compiled check says they surely fit, else
+    jsonschema's (whose verdict stands: the check only ever says yes)."""
     if validator is None:
         return []
+    instance = dict(arguments)
     try:
-        errors = _ordered(validator.iter_errors(dict(arguments)))
+        if check is not None and check(instance):
+            return []
+        errors = _ordered(validator.iter_errors(instance))
     except (referencing.exceptions.Unresolvable, RecursionError):
         return []
     return list(dict.fromkeys(line for error in errors for line in _describe(error, schema)))

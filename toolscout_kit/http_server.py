@@ -12,7 +12,10 @@ uvicorn runs without its own signal handling (the host owns the signals), and cl
 whose first request's headers have not all arrived within the read timeout (uvicorn itself times
 out idle keep-alive connections only). Its HTTP/1.1 parser is httptools (llhttp, in C), uvicorn's
 own choice when it is installed: about half the server's CPU per request of the pure-Python h11
-(bench/README, "the lean path").
+(bench/README, "the lean path"). uvicorn writes a response's head and its body as they are sent
+(two ``send`` calls, two TCP segments for a small answer); the writes of one turn of the event
+loop go out as one here (:class:`_Coalescing`: a JSON answer is one segment, about 10 µs of CPU
+and 20 µs of wall time less per request on loopback).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -43,12 +47,87 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
+class _Coalescing(asyncio.Transport):
+    """A connection's transport whose writes within one turn of the event loop are handed on
+    together at the turn's end (uvicorn writes a response's head, then its body, each at once)."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes | bytearray | memoryview] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+
 def _timed_http(seconds: float) -> type[HttpToolsProtocol]:
     """uvicorn's HTTP/1.1 protocol, closing a connection whose first request's headers have not
     all arrived within ``seconds`` (the body is the app's to time)."""
 
     class _TimedHttp(HttpToolsProtocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            if isinstance(transport, asyncio.Transport):  # (a TCP or TLS connection's: always)
+                transport = _Coalescing(transport, self.loop)
             super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
             self.loop.call_later(seconds, self._headers_due)
 

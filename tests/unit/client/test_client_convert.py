@@ -201,3 +201,22 @@ def test_a_content_block_goes_back_to_the_mcp_json_its_server_sent() -> None:
     assert blob.to_mcp() == {"type": "resource", "resource": {"uri": "a:b", "blob": "AA=="}}
     text = ContentBlock(type="text", text="hi")
     assert text.to_mcp() == {"type": "text", "text": "hi"}
+
+
+def test_a_tools_task_support_is_read_from_its_definitions_execution() -> None:
+    required = t.Tool(
+        server="s", name="t", llm_name="s__t", extra_json='{"execution":{"taskSupport":"required"}}'
+    )
+    assert required.task_support == "required"
+    assert required.task_support == "required"  # again, as every call asks
+    assert t.Tool(server="s", name="t", llm_name="s__t").task_support == ""
+    assert (
+        t.Tool(
+            server="s", name="t", llm_name="s__t", extra_json='{"execution":{"taskSupport":3}}'
+        ).task_support
+        == ""
+    )
+    assert (
+        t.Tool(server="s", name="t", llm_name="s__t", extra_json='{"execution":"optional"}').task_support
+        == ""
+    )

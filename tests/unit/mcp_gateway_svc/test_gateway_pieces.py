@@ -9,9 +9,9 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 from prometheus_client import CollectorRegistry
-from toolscout.client import CallToolResult, ContentBlock, TokenAccounting, Tool, ToolPlan
+from toolscout.client import CallToolResult, ContentBlock, GatewayMode, TokenAccounting, Tool, ToolPlan
 
-from mcp_gateway_svc.calls import _mcp_result, call_meta
+from mcp_gateway_svc.calls import call_meta, mcp_result
 from mcp_gateway_svc.front import Guard, Tenants, _endpoint_key
 from mcp_gateway_svc.metrics import GatewayMetrics
 from mcp_gateway_svc.sessions import SessionRegistry
@@ -138,7 +138,7 @@ def test_a_pool_result_goes_back_as_the_mcp_server_sent_it() -> None:
         structured_content_json='{"n":1}',
         is_error=True,
     )
-    mcp = _mcp_result(result)
+    mcp = mcp_result(result)
     dumped = mcp.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert dumped["content"][0] == {"type": "text", "text": "hello", "annotations": {"priority": 0.5}}
     assert dumped["content"][1] == {
@@ -261,3 +261,24 @@ def test_sessions_are_counted_by_mode_and_idle_ones_are_forgotten() -> None:
     assert gauge("toolscout_gateway_open_sessions", {"mode": "progressive"}) == 0
     sessions.close("a")
     assert len(sessions) == 0
+
+
+def test_tool_calls_and_requests_are_counted_per_label_values_on_every_call() -> None:
+    registry = CollectorRegistry()
+    metrics = GatewayMetrics(registry)
+    for outcome, seconds in (("ok", 0.002), ("ok", 0.003), ("tool_error", 0.001)):
+        metrics.tool_call(GatewayMode.META, outcome, seconds)
+    metrics.tool_call(GatewayMode.ALL, "ok", 0.004)
+    for method in ("tools/call", "tools/call", "made/up", "other"):
+        metrics.request(method, GatewayMode.META, "ok")
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"toolscout_gateway_{name}", labels)
+
+    assert value("tool_calls_total", mode="meta", outcome="ok") == 2
+    assert value("tool_calls_total", mode="meta", outcome="tool_error") == 1
+    assert value("tool_calls_total", mode="all", outcome="ok") == 1
+    assert value("tool_call_duration_seconds_count", outcome="ok") == 3
+    assert value("tool_call_duration_seconds_sum", outcome="ok") == pytest.approx(0.009)
+    assert value("requests_total", method="tools/call", mode="meta", outcome="ok") == 2
+    assert value("requests_total", method="other", mode="meta", outcome="ok") == 2

@@ -29,9 +29,9 @@ from mcp_gateway_svc.lean import (
     holding,
     read_modern,
     read_session,
-    wire_result,
     write_json,
 )
+from mcp_gateway_svc.lean_rules import wire_result
 from mcp_gateway_svc.sessions import Session
 
 MODERN = MODERN_PROTOCOL_VERSIONS[-1]

@@ -103,6 +103,8 @@ def owners_of(server: str, count: int, rule: ServerPlacement | None = None) -> t
 
 
 _DEFAULT = ServerPlacement()
+# Unconfigured servers whose owners a Placement keeps (a fleet is far smaller).
+_HASHED_MAX = 65536
 
 
 class Placement:
@@ -132,6 +134,9 @@ class Placement:
             if strict and rule.shard is not None and (rule.placement == "all" or not 0 <= rule.shard < count):
                 raise ValueError(f"server {name!r}: cannot pin to shard {rule.shard} of {count}")
         self._owners = {name: owners_of(name, count, rule) for name, rule in self._rules.items()}
+        # Servers not configured, their hash owner computed once (a call routes by it every time);
+        # bounded, past which owners are computed again each time.
+        self._hashed: dict[str, tuple[int, ...]] = {}
 
     @property
     def servers(self) -> list[str]:
@@ -144,8 +149,12 @@ class Placement:
 
     def owners(self, server: str) -> tuple[int, ...]:
         """The shards that run ``server``, ascending: one, or all of them for ``placement: all``."""
-        owners = self._owners.get(server)
-        return owners if owners is not None else owners_of(server, self.count, self._rules.get(server))
+        owners = self._owners.get(server) or self._hashed.get(server)
+        if owners is None:
+            owners = owners_of(server, self.count)
+            if len(self._hashed) < _HASHED_MAX:
+                self._hashed[server] = owners
+        return owners
 
     def owns(self, shard: int, server: str) -> bool:
         """Whether ``shard`` runs ``server`` (a call for it may be served there)."""

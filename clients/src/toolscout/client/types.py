@@ -17,6 +17,7 @@ the wire carry the same bytes as before, and ``""`` stays "not set".
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -183,6 +184,15 @@ def _parse_object(text: str) -> dict[str, Any]:
     return parse_json_object(text) or {}
 
 
+@functools.lru_cache(maxsize=4096)
+def _task_support(extra_json: str) -> str:
+    """A tool's ``execution.taskSupport`` by its definition's other fields (read once per text:
+    every call through the gateway asks)."""
+    execution = _parse_object(extra_json).get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, dict) else None
+    return support if isinstance(support, str) else ""
+
+
 def json_object_text(value: Mapping[str, Any] | str | None) -> str:
     """A JSON object as wire text (compact, keys in their order); a str passes through unchanged
     (the server validates it), None is ``""``."""
@@ -321,9 +331,7 @@ class Tool:
     @property
     def task_support(self) -> str:
         """The tool's ``execution.taskSupport`` (``forbidden``, ``optional``, ``required``), or ""."""
-        execution = self.extra.get("execution")
-        support = execution.get("taskSupport") if isinstance(execution, dict) else None
-        return support if isinstance(support, str) else ""
+        return _task_support(self.extra_json)
 
     @property
     def output_schema(self) -> dict[str, Any]:

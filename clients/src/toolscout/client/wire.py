@@ -75,17 +75,33 @@ class _Alike(Generic[V, M]):
         self._message_type = message_type
         self._plain = tuple(n for n in names if n not in converted)
         self._repeated = tuple(n for n in self._plain if shared[n].is_repeated)
+        self._present = frozenset(n for n in self._plain if shared[n].has_presence)
         # Every plain field read in one call (a call's result is converted on its hot path).
         self._read = _getter(self._plain)
+        # Built with positional arguments when the value's fields are the converted ones, then
+        # the plain ones (no keyword dicts: a call's result and its blocks are built per call).
+        every = dataclasses.fields(value_type)  # type: ignore[arg-type]
+        fields = tuple(f.name for f in every)
+        self._converted = tuple(n for n in fields if n in converted)
+        self._positional = (
+            not self._repeated
+            and fields == self._converted + self._plain
+            and all(f.init and not f.kw_only for f in every)
+        )
 
     def value(self, m: M, **converted: Any) -> V:
+        if self._positional and tuple(converted) == self._converted:
+            return self._value_type(*converted.values(), *self._read(m))
         plain = dict(zip(self._plain, self._read(m), strict=True))
         for name in self._repeated:
             plain[name] = tuple(plain[name])
         return self._value_type(**(plain | converted))
 
     def message(self, x: V, **converted: Any) -> M:
-        return self._message_type(**({n: getattr(x, n) for n in self._plain} | converted))
+        # A field without presence left at its default is not set (the same message; a call's
+        # request has a dozen such fields, each set one by one).
+        fields = {n: v for n in self._plain if (v := getattr(x, n)) or n in self._present}
+        return self._message_type(**(fields | converted))
 
 
 # --- common ---------------------------------------------------------------------------------------
