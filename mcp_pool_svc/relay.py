@@ -431,10 +431,28 @@ def without_host_capabilities(meta: Any) -> Any:
         return meta
     caps = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
     declared = _DECLARED.get() or {}
-    if not isinstance(caps, dict) or not (declared or any(key in caps for key in _RELAYED_CAPABILITIES)):
+    if not isinstance(caps, dict):
         return meta
-    kept = {key: value for key, value in caps.items() if key not in _RELAYED_CAPABILITIES}
-    return {**meta, types.CLIENT_CAPABILITIES_META_KEY: {**kept, **declared}}
+    if declared:
+        kept = {key: value for key, value in caps.items() if key not in _RELAYED_CAPABILITIES}
+        return {**meta, types.CLIENT_CAPABILITIES_META_KEY: {**kept, **declared}}
+    # Outside a host's call: the session's own capabilities, the same dict on every request of a
+    # session (its stamp's), stripped once per dict.
+    stripped = _STRIPPED.get(id(caps))
+    if stripped is None or stripped[0] is not caps:
+        if not any(key in caps for key in _RELAYED_CAPABILITIES):
+            return meta
+        if len(_STRIPPED) >= _STRIPPED_KEPT:
+            _STRIPPED.clear()
+        kept = {key: value for key, value in caps.items() if key not in _RELAYED_CAPABILITIES}
+        stripped = _STRIPPED[id(caps)] = (caps, kept)
+    return {**meta, types.CLIENT_CAPABILITIES_META_KEY: stripped[1]}
+
+
+# The capabilities without the relayed ones, by the identity of the dict they were made from (kept
+# with it, so that the identity is not reused); cleared when it holds this many.
+_STRIPPED: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+_STRIPPED_KEPT = 4096
 
 
 class ContextRelayStream:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
@@ -54,7 +52,7 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.relay import QueuedRelay, RelayEvent, host_capabilities
-from toolscout_kit.logging import bind_request_context, get_logger
+from toolscout_kit.logging import begin_request, get_logger
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import reply_status
 
@@ -147,8 +145,6 @@ class CallStreams:
         self._pool = pool
         self._stopping = False
         self._streams: set[_Stream] = set()
-        self._ids = itertools.count()
-        self._prefix = os.urandom(4).hex()
         self._handled = metrics.handled if metrics is not None else None
         self._seconds = metrics.handling_seconds.labels(SERVICE, "CallTool") if metrics is not None else None
 
@@ -218,8 +214,9 @@ class CallStreams:
     async def _run(self, request: mcp_pool_pb2.CallToolStreamRequest, stream: _Stream) -> None:
         """One call, answered as CallTool would answer it; counted and logged as a CallTool."""
         started = time.perf_counter()
-        # The task's own copy of the log context: this call's request id, not the stream's.
-        bind_request_context(request_id=f"{self._prefix}{next(self._ids):08x}", rpc=CALL_TOOL_METHOD)
+        # The task's own copy of the log context: this call's request id (made when a line needs
+        # it), not the stream's.
+        begin_request("", CALL_TOOL_METHOD)
         remaining = request.deadline_seconds
         deadline = max(remaining - _DEADLINE_MARGIN, 0.001) if remaining > 0 else None
         code = grpc.StatusCode.OK

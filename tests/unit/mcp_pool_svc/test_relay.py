@@ -17,6 +17,7 @@ from mcp_pool_svc.relay import (
     CallRouter,
     HostSession,
     QueuedRelay,
+    declaring,
     host_capabilities,
     wants_host_session,
     without_host_capabilities,
@@ -56,6 +57,15 @@ def test_a_2026_request_declares_no_capability_the_pool_would_have_to_relay() ->
     plain = {key: {"extensions": {}}}
     assert without_host_capabilities(plain) is plain
     assert without_host_capabilities(None) is None
+    # The same capabilities again (a session's stamp gives the same dict): the same answer, and
+    # a host's declared capabilities inside its call, whatever was stripped before.
+    caps = meta[key]
+    assert without_host_capabilities({key: caps, "n": 2}) == {key: {"extensions": {"x": {}}}, "n": 2}
+    with declaring({"sampling": {"tools": {}}}):
+        assert without_host_capabilities({key: caps}) == {
+            key: {"extensions": {"x": {}}, "sampling": {"tools": {}}}
+        }
+    assert without_host_capabilities({key: caps}) == {key: {"extensions": {"x": {}}}}
 
 
 def test_a_session_of_its_own_only_for_a_handshake_host_calling_a_2026_remote_server() -> None:
