@@ -231,11 +231,13 @@ class CallStreams:
         except Exception as err:
             code, details = reply_status(err)
             answer = _refused(request.id, code, details, refusal_metadata(err))
-        await stream.answer(answer)
+        # Counted before the answer goes out (as a unary call is counted before gRPC writes its
+        # reply): whoever reads the metrics after the answer sees the call.
         elapsed = time.perf_counter() - started
         if self._handled is not None and self._seconds is not None:
             self._handled.labels(SERVICE, "CallTool", code.name).inc()
             self._seconds.observe(elapsed)
+        await stream.answer(answer)
         # As the observability interceptor logs an RPC: successes at DEBUG, failures at INFO.
         (log.debug if code is grpc.StatusCode.OK else log.info)(
             "rpc", code=code.name, duration_ms=round(elapsed * 1000, 3), stream=True
