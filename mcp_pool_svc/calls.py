@@ -534,7 +534,6 @@ class CallRunner:
             conn.send_raw is not None
             and call.relay is None
             and call.progress is None
-            and not checked.accept_input_required
             and checked.input_responses is None
             and checked.request_state is None
             and plain_meta(meta)
@@ -547,7 +546,14 @@ class CallRunner:
             lean_call() if call.relay is None else nullcontext(),
         ):
             if plain and conn.send_raw is not None:
-                return await plain_call_tool(conn.session, conn.send_raw, tool, checked.arguments, meta)
+                return await plain_call_tool(
+                    conn.session,
+                    conn.send_raw,
+                    tool,
+                    checked.arguments,
+                    meta,
+                    allow_input_required=checked.accept_input_required,
+                )
             return await conn.session.call_tool(
                 tool,
                 checked.arguments,

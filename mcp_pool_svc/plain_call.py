@@ -1,7 +1,7 @@
 """A plain ``tools/call`` on the pool's session without ``ClientSession.call_tool``'s detours.
 
 :func:`plain_call_tool` is ``call_tool`` for a call that asks for nothing else (no progress, no
-input rounds, no result claims), on a session of any revision and transport: the same request
+retry of an input round, no result claims), on a session of any revision and transport: the same request
 (the session's own stamp), the same checks of the answer. ``send_request`` builds a
 ``CallToolRequest`` model only to dump it again, checks the result against its revision's wire
 type with a ``TypeAdapter`` round trip whose dump is thrown away, and ``validate_tool_result``
@@ -75,8 +75,12 @@ async def plain_call_tool(
     name: str,
     arguments: dict[str, Any],
     meta: dict[str, Any],
-) -> mcp_types.CallToolResult:
-    """``session.call_tool(name, arguments, meta=meta or None)`` on a session whose protocol
+    *,
+    allow_input_required: bool = False,
+) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    """``session.call_tool(name, arguments, meta=meta or None, allow_input_required=...)`` (a
+    2026-07-28 server's ``input_required`` answer returned, not raised, when allowed: the first
+    round of a host's call, whose retry goes the SDK's way) on a session whose protocol
     version is negotiated (any revision, any transport), with the request sent through
     ``send_raw`` (the session's dispatcher's ``send_raw_request``, which takes the lean POST where
     it applies); see the module's doc. ``meta`` passes :func:`plain_meta`.
@@ -106,6 +110,8 @@ async def plain_call_tool(
         raw = {key: value for key, value in raw.items() if key not in foreign}
     result = session._call_tool_adapter.validate_python(raw, by_name=False)
     if isinstance(result, mcp_types.InputRequiredResult):
+        if allow_input_required:
+            return result
         raise _input_required_unexpected("call_tool")
     if not isinstance(result, mcp_types.CallToolResult):
         raise UnexpectedClaimedResult(result)
