@@ -32,6 +32,7 @@ __all__ = [
     "bind_request_context",
     "clear_request_context",
     "configure_logging",
+    "current_request",
     "end_request",
     "get_logger",
     "logs_at",
@@ -146,8 +147,18 @@ def begin_request(request_id: str, rpc: str) -> Token[RequestContext | None]:
 
 
 def end_request(token: Token[RequestContext | None]) -> None:
-    """Unbinds what :func:`begin_request` bound."""
-    _REQUEST.reset(token)
+    """Unbinds what :func:`begin_request` bound. A stream's end can run in another context than its
+    start (gRPC closing the generator of a stream cut at shutdown): there, the request is unbound
+    in that context instead (``reset`` refuses a token of another context)."""
+    try:
+        _REQUEST.reset(token)
+    except ValueError:
+        _REQUEST.set(None)
+
+
+def current_request() -> RequestContext | None:
+    """The request bound by :func:`begin_request` in this context, if any."""
+    return _REQUEST.get()
 
 
 def logs_at(level: int) -> bool:
@@ -168,6 +179,14 @@ def _request_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) ->
         fields["rpc"] = request.rpc
     fields.update(event_dict)
     return fields
+
+
+# Until configure_logging runs (a library user's process, tests that host services in process),
+# structlog's default chain writes the lines: the request's fields go into it as well, as bound
+# context always did.
+if not structlog.is_configured():
+    _defaults = list(structlog.get_config()["processors"])
+    structlog.configure(processors=[*_defaults[:1], _request_processor, *_defaults[1:]])
 
 
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from toolscout_kit.logging import (
     bind_request_context,
     clear_request_context,
     configure_logging,
+    current_request,
     end_request,
     get_logger,
     redact,
@@ -98,3 +100,12 @@ def test_a_line_below_the_configured_level_is_dropped_and_one_at_it_is_written(
     events = [json.loads(line)["event"] for line in capsys.readouterr().out.strip().splitlines()]
     assert events[-2:] == ["kept", "now kept"]
     assert "dropped" not in events
+
+
+def test_a_request_ended_in_another_context_than_it_began_is_unbound_there_without_an_error() -> None:
+    """gRPC may close a stream's generator (its interceptors' end) in another context than the one
+    that began it, e.g. when shutdown cuts the stream: that must not raise."""
+    token = contextvars.copy_context().run(begin_request, "r-1", "/svc/Method")
+    other = contextvars.copy_context()
+    other.run(end_request, token)  # a token of another context: no ValueError
+    assert other.run(current_request) is None
