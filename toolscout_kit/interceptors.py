@@ -1,11 +1,10 @@
 """Server interceptors: tracing, observability, error translation, auth, request decoding, stream
 shutdown.
 
-Each says what it does around a method's behaviour as :class:`_Hooks` (work before it, after it,
-around each unit of it); one wrapper, :func:`_wrapped`, applies them to unary and streaming
-methods alike. :class:`InterceptorChain` runs a whole chain as one interceptor: gRPC resolves one
-interceptor per RPC instead of one per link, and a unary method gets one wrapper that runs every
-link's hooks in order (:func:`_chained`) instead of one coroutine layer per link. The order in
+Each says what it does around a method's behaviour as :class:`~toolscout_kit.interceptor_chain.Hooks`
+(work before it, after it, around each unit of it), and
+:class:`~toolscout_kit.interceptor_chain.InterceptorChain` runs them all as one interceptor
+(:mod:`toolscout_kit.interceptor_chain`: the wrapping machinery). The order in
 :func:`toolscout_kit.server.start_server` matters: tracing is outermost
 (the RPC's log lines and metrics carry its span), requests are decoded by the innermost one
 (:class:`DecodeInterceptor`), so a request without a valid token is refused before its bytes are
@@ -15,15 +14,12 @@ with a traceback.
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import contextlib
 import hmac
-import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from typing import Any
 
 import grpc
@@ -31,6 +27,13 @@ from opentelemetry.context import Context, attach, detach
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 from toolscout.client import SERVICE_STATUS_METADATA
 
+from toolscout_kit.interceptor_chain import (
+    Deserializer,
+    Hooks,
+    InterceptorChain,
+    Link,
+    WrappingInterceptor,
+)
 from toolscout_kit.logging import begin_request, end_request, get_logger, logs_at
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import reply_status
@@ -64,131 +67,6 @@ TOKEN_FREE_PREFIXES = ("/grpc.health.v1.Health/",)
 MALFORMED_REQUEST_MESSAGE = "malformed request: not a valid protobuf message for this method"
 SHUTDOWN_MESSAGE = "the server is shutting down; reconnect to continue"
 
-Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
-Deserializer = Callable[[bytes], Any] | None
-# enter(request, context) -> (the request the behaviour gets, state for leave)
-Enter = Callable[[Any, grpc.aio.ServicerContext], Awaitable[tuple[Any, Any]]]
-# leave(context, state, exception or None) -> True when the exception is handled (the RPC then ends
-# without a reply: None, or the end of the stream)
-Leave = Callable[[grpc.aio.ServicerContext, Any, BaseException | None], Awaitable[bool]]
-# step(awaitable, context) -> its result: runs each unit of work (the whole unary call, or each item
-# of a stream)
-Step = Callable[[Awaitable[Any], grpc.aio.ServicerContext], Awaitable[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Hooks:
-    """What an interceptor does around one method's behaviour; every part is optional."""
-
-    enter: Enter | None = None
-    leave: Leave | None = None
-    step: Step | None = None
-
-
-def _wrapped(behavior: Behavior, hooks: _Hooks) -> Behavior:
-    """``behavior`` with ``hooks`` around it: the one wrapper of every interceptor, for unary
-    methods (coroutines, and streams written with ``context.write``) and async-generator streams."""
-    enter, leave, step = hooks.enter, hooks.leave, hooks.step
-
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            state = None
-            if enter is not None:
-                request, state = await enter(request, context)
-            try:
-                items = behavior(request, context)
-                try:
-                    while True:
-                        try:
-                            item = await (anext(items) if step is None else step(anext(items), context))
-                        except StopAsyncIteration:
-                            break
-                        yield item
-                finally:
-                    await items.aclose()
-            except BaseException as exc:
-                if leave is None or not await leave(context, state, exc):
-                    raise
-            else:
-                if leave is not None:
-                    await leave(context, state, None)
-
-        return stream
-
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        state = None
-        if enter is not None:
-            request, state = await enter(request, context)
-        try:
-            work = behavior(request, context)
-            result = await (work if step is None else step(work, context))
-        except BaseException as exc:
-            if leave is None or not await leave(context, state, exc):
-                raise
-            return None
-        if leave is not None:
-            await leave(context, state, None)
-        return result
-
-    return unary
-
-
-def _chained(behavior: Behavior, links: Sequence[_Hooks]) -> Behavior:
-    """``behavior`` inside every link of ``links`` (outermost first), as :func:`_wrapped` applied
-    once per link from the innermost out would give it, in one coroutine for a unary method.
-
-    The same rules hold per link: a link whose ``enter`` ran gets its ``leave``, with the
-    exception that left the links inside it (a ``leave`` that raises passes its own exception
-    outwards); a ``leave`` that handles an exception ends the RPC without a reply, and the links
-    outside it see a normal return. Streams, and links with a ``step``, are nested as before."""
-    if not links:
-        return behavior
-    if len(links) == 1 or inspect.isasyncgenfunction(behavior) or any(h.step is not None for h in links):
-        for hooks in reversed(links):
-            behavior = _wrapped(behavior, hooks)
-        return behavior
-    enters = tuple(h.enter for h in links)
-    leaves = tuple(h.leave for h in links)
-
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        states: list[Any] = []
-        failure: BaseException | None = None
-        result = None
-        try:
-            for enter in enters:
-                state = None
-                if enter is not None:
-                    request, state = await enter(request, context)
-                states.append(state)
-            result = await behavior(request, context)
-        except BaseException as exc:
-            failure = exc
-        for index in range(len(states) - 1, -1, -1):
-            leave = leaves[index]
-            if leave is None:
-                continue
-            try:
-                handled = await leave(context, states[index], failure)
-            except BaseException as exc:
-                failure = exc
-                continue
-            if failure is not None and handled:
-                failure, result = None, None
-        if failure is not None:
-            raise failure
-        return result
-
-    return unary
-
-
-_MAKERS = (
-    ("unary_unary", grpc.unary_unary_rpc_method_handler),
-    ("unary_stream", grpc.unary_stream_rpc_method_handler),
-    ("stream_unary", grpc.stream_unary_rpc_method_handler),
-    ("stream_stream", grpc.stream_stream_rpc_method_handler),
-)
-
 
 def _split(method: str) -> tuple[str, str]:
     service, _, name = method.lstrip("/").rpartition("/")
@@ -205,76 +83,6 @@ def _code_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> gr
     return grpc.StatusCode.UNKNOWN if exc is not None else grpc.StatusCode.OK
 
 
-class _WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
-    """Wraps each method's behaviour once; the wrapped handler is reused for every later call."""
-
-    # Unary requests reach the hooks as raw bytes (gRPC is given no deserializer).
-    decodes = False
-
-    def __init__(self) -> None:
-        # method -> (the handler gRPC gave us, our wrapped copy). Rewrapping per call cost more
-        # than the interceptors' own work on hot RPCs (bench/pool_latency.py).
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    @abc.abstractmethod
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
-        """This interceptor's work around ``method`` (None: the behaviour is left as it is).
-        ``deserializer`` is given only to an interceptor that ``decodes``."""
-
-    def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
-        """``behavior`` wrapped with this interceptor's work."""
-        hooks = self._hooks(method, deserializer)
-        return behavior if hooks is None else _wrapped(behavior, hooks)
-
-    def _rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        kind, make = next((k, m) for k, m in _MAKERS if getattr(handler, k) is not None)
-        deserializer = handler.request_deserializer
-        raw = self.decodes and kind.startswith("unary_") and deserializer is not None
-        return make(
-            self._around(getattr(handler, kind), method, deserializer if raw else None),
-            request_deserializer=None if raw else deserializer,
-            response_serializer=handler.response_serializer,
-        )
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._rewrap(handler, method)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
-
-
-# What an InterceptorChain is made of: the interceptors of this module.
-Link = _WrappingInterceptor
-
-
-class InterceptorChain(_WrappingInterceptor):
-    """``links`` (outermost first) as one interceptor: each method is wrapped once with the hooks
-    of every link (:func:`_chained`), as gRPC would run the links one inside the other."""
-
-    def __init__(self, links: Sequence[Link]) -> None:
-        super().__init__()
-        self._links = tuple(links)
-        # Requests are decoded by the link that decodes (the innermost, by the rule above).
-        self.decodes = any(link.decodes for link in self._links)
-
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
-        raise NotImplementedError  # _around asks each link instead
-
-    def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
-        links = [link._hooks(method, deserializer if link.decodes else None) for link in self._links]
-        return _chained(behavior, [hooks for hooks in links if hooks is not None])
-
-
 # gRPC codes that mark a server span as failed (OpenTelemetry's RPC conventions): the others are
 # the caller's doing (bad input, not found, cancelled) or an answer (ABORTED: outcome unknown).
 _SERVER_ERRORS = frozenset(
@@ -289,7 +97,7 @@ _SERVER_ERRORS = frozenset(
 )
 
 
-class TracingInterceptor(_WrappingInterceptor):
+class TracingInterceptor(WrappingInterceptor):
     """One SERVER span per RPC (OpenTelemetry's RPC conventions), continuing the caller's W3C trace
     context from the request metadata. Installed outermost, so that the log lines and metrics of
     the RPC carry it. Health, reflection and endless streams (watches) are not traced."""
@@ -299,7 +107,7 @@ class TracingInterceptor(_WrappingInterceptor):
         self._tracing = tracing
         self._untraced = untraced
 
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
         if method.startswith(OPEN_METHOD_PREFIXES) or method in self._untraced:
             return None
         name = method.lstrip("/")
@@ -324,10 +132,10 @@ class TracingInterceptor(_WrappingInterceptor):
             span.end()
             return False
 
-        return _Hooks(enter=enter, leave=leave)
+        return Hooks(enter=enter, leave=leave)
 
 
-class ObservabilityInterceptor(_WrappingInterceptor):
+class ObservabilityInterceptor(WrappingInterceptor):
     """Binds request id + method to the log context and records the gRPC server metrics.
 
     The request id is the caller's ``x-request-id``, else one made when a log line first needs it
@@ -338,7 +146,7 @@ class ObservabilityInterceptor(_WrappingInterceptor):
         super().__init__()
         self._metrics = metrics
 
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
         service, name = _split(method)
         handled = self._metrics.handled
         by_code: dict[grpc.StatusCode, Any] = {}
@@ -373,7 +181,7 @@ class ObservabilityInterceptor(_WrappingInterceptor):
             end_request(token)
             return False
 
-        return _Hooks(enter=enter, leave=leave)
+        return Hooks(enter=enter, leave=leave)
 
 
 def _caller_gone(context: grpc.aio.ServicerContext, exc: Exception) -> bool:
@@ -397,11 +205,11 @@ async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext) -> None:
     await context.abort(code, details, trailing_metadata=_marked(context))
 
 
-class ErrorInterceptor(_WrappingInterceptor):
+class ErrorInterceptor(WrappingInterceptor):
     """Turns domain errors into their status code; anything else into a generic INTERNAL."""
 
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
-        return _Hooks(leave=_translate)
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
+        return Hooks(leave=_translate)
 
 
 async def _translate(context: grpc.aio.ServicerContext, state: Any, exc: BaseException | None) -> bool:
@@ -414,7 +222,7 @@ async def _translate(context: grpc.aio.ServicerContext, state: Any, exc: BaseExc
     return False  # unreachable: abort raises
 
 
-class AuthInterceptor(_WrappingInterceptor):
+class AuthInterceptor(WrappingInterceptor):
     """Requires ``authorization: Bearer <token>`` on every RPC except health's."""
 
     def __init__(self, token: str) -> None:
@@ -428,7 +236,7 @@ class AuthInterceptor(_WrappingInterceptor):
                 return hmac.compare_digest(given, self._expected)
         return False
 
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
         if method.startswith(TOKEN_FREE_PREFIXES):
             return None
 
@@ -441,10 +249,10 @@ class AuthInterceptor(_WrappingInterceptor):
                 )
             return request, None
 
-        return _Hooks(enter=enter)
+        return Hooks(enter=enter)
 
 
-class DecodeInterceptor(_WrappingInterceptor):
+class DecodeInterceptor(WrappingInterceptor):
     """Decodes unary requests itself: a malformed one gets INVALID_ARGUMENT with a fixed message.
 
     Installed innermost, so the interceptors outside it (auth above all) run before any byte of
@@ -453,7 +261,7 @@ class DecodeInterceptor(_WrappingInterceptor):
 
     decodes = True
 
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
         if deserializer is None:
             return None
         parse = deserializer
@@ -471,10 +279,10 @@ class DecodeInterceptor(_WrappingInterceptor):
                 )
                 raise  # unreachable: abort raises
 
-        return _Hooks(enter=enter)
+        return Hooks(enter=enter)
 
 
-class ShutdownInterceptor(_WrappingInterceptor):
+class ShutdownInterceptor(WrappingInterceptor):
     """Ends server streams that never end on their own (watches) once ``shutdown`` is set.
 
     Graceful shutdown waits for RPCs in flight; a ``WatchCatalog`` or health ``Watch`` stream is
@@ -487,7 +295,7 @@ class ShutdownInterceptor(_WrappingInterceptor):
         self._shutdown = shutdown
         self._methods = methods
 
-    def _hooks(self, method: str, deserializer: Deserializer) -> _Hooks | None:
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
         if method not in self._methods:
             return None
         shutdown = self._shutdown
@@ -521,4 +329,4 @@ class ShutdownInterceptor(_WrappingInterceptor):
 
         # Each item of a stream (and a streaming method written with context.write, such as
         # grpc's health Watch, as a whole) stops at shutdown.
-        return _Hooks(step=until_shutdown)
+        return Hooks(step=until_shutdown)

@@ -8,7 +8,8 @@ from typing import Any
 import grpc
 import pytest
 
-from toolscout_kit.interceptors import ErrorInterceptor, ShutdownInterceptor, _chained, _Hooks, _wrapped
+from toolscout_kit.interceptor_chain import Hooks, chained, wrapped
+from toolscout_kit.interceptors import ErrorInterceptor, ShutdownInterceptor
 
 
 class _GoneContext:
@@ -92,11 +93,11 @@ class _Failing(Exception):
 
 def _recording_links(
     events: list[str], count: int, fail_enter: int, fail_leave: int, handles: int
-) -> list[_Hooks]:
+) -> list[Hooks]:
     """``count`` links that record what they see; link ``fail_enter`` raises on the way in, link
     ``fail_leave`` raises on the way out, link ``handles`` handles any exception."""
 
-    def link(index: int) -> _Hooks:
+    def link(index: int) -> Hooks:
         async def enter(request: Any, context: Any) -> tuple[Any, Any]:
             events.append(f"enter {index}")
             if index == fail_enter:
@@ -109,7 +110,7 @@ def _recording_links(
                 raise _Failing(f"leave {index}")
             return exc is not None and index == handles
 
-        return _Hooks(enter=enter, leave=leave)
+        return Hooks(enter=enter, leave=leave)
 
     return [link(i) for i in range(count)]
 
@@ -135,16 +136,16 @@ async def test_a_chain_in_one_wrapper_behaves_as_its_links_nested(
         return f"reply to {request}"
 
     verdicts = []
-    for chained in (True, False):
+    for in_one in (True, False):
         events: list[str] = []
         links = _recording_links(events, 3, fail_enter, fail_leave, handles)
-        if chained:
-            wrapped = _chained(behaviour, links)
+        if in_one:
+            behavior = chained(behaviour, links)
         else:
-            wrapped = behaviour
+            behavior = behaviour
             for hooks in reversed(links):
-                wrapped = _wrapped(wrapped, hooks)
-        verdicts.append((await _outcome(wrapped), events))
+                behavior = wrapped(behavior, hooks)
+        verdicts.append((await _outcome(behavior), events))
     assert verdicts[0] == verdicts[1]
 
 
