@@ -210,6 +210,7 @@ class CallStreams:
         task = asyncio.create_task(self._run(request, stream))
         calls[call_id] = task
         task.add_done_callback(lambda _: calls.pop(call_id, None))
+        task.add_done_callback(_retrieved)  # a stream torn down leaves nobody to read its outcome
 
     async def _run(self, request: mcp_pool_pb2.CallToolStreamRequest, stream: _Stream) -> None:
         """One call, answered as CallTool would answer it; counted and logged as a CallTool."""
