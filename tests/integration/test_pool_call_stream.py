@@ -183,3 +183,15 @@ async def test_each_call_on_the_stream_is_counted_as_a_call_tool(
         await client.call_tool("fixture__nope")
     assert _on_stream(client)
     assert (handled("OK"), handled("NOT_FOUND")) == (3, 1)
+
+
+async def test_a_client_closed_with_a_call_in_flight_cancels_it_on_the_server(
+    stack: tuple[McpPool, RunningServer], tmp_path: Path
+) -> None:
+    pool_client = tc.AsyncPoolClient.connect(stack[1].address)
+    waiting = asyncio.create_task(pool_client.call_tool("fixture__hang", {}))
+    assert await wait_for_lines(tmp_path / "called.log", 1) == ["hang"]
+    await pool_client.close()
+    with pytest.raises(tc.CancelledError):
+        await waiting
+    assert len(await wait_for_lines(tmp_path / "cancelled.log", 1)) == 1
