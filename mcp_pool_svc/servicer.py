@@ -52,13 +52,13 @@ from mcp_pool_svc.errors import (
 )
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.relay import QueuedRelay, RelayEvent, host_capabilities
-from toolscout_kit.logging import begin_request, get_logger
+from toolscout_kit.interceptors import RpcRecord
+from toolscout_kit.logging import begin_request
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import reply_status
 
 __all__ = ["CallStreams", "McpPoolServicer", "owner_metadata", "refusal_metadata"]
 
-log = get_logger(__name__)
 
 # Seconds a cancelled relayed call's server has to withdraw the requests it still has out to the
 # gone caller before the pool answers them with an error.
@@ -76,10 +76,15 @@ def _call_refusals(context: grpc.aio.ServicerContext[Any, Any]) -> Iterator[None
         raise
 
 
-def _deadline(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
-    remaining = context.time_remaining()
-    # Finish a little before the caller's deadline, so that it gets the pool's answer.
+def _within(remaining: float | None) -> float | None:
+    """The seconds the pool gives a request whose caller has ``remaining`` seconds left (None: no
+    deadline): a little less, so that the caller gets the pool's answer (and the MCP server its
+    cancellation) rather than its own timeout."""
     return max(remaining - 0.05, 0.001) if remaining is not None else None
+
+
+def _deadline(context: grpc.aio.ServicerContext[Any, Any]) -> float | None:
+    return _within(context.time_remaining())
 
 
 def _kind(value: int, what: str) -> FeatureKind:
@@ -98,9 +103,6 @@ async def _feature_reply(
 
 SERVICE = "toolscout.mcp_pool.v1.McpPool"
 CALL_TOOL_METHOD = f"/{SERVICE}/CallTool"
-# As CallTool: finish (and cancel on the MCP server) a little before the caller's deadline, so that
-# the caller gets the pool's answer rather than its own timeout.
-_DEADLINE_MARGIN = 0.05
 _DUPLICATE_ID = "a call with this id is already in flight on this stream"
 
 
@@ -145,8 +147,7 @@ class CallStreams:
         self._pool = pool
         self._stopping = False
         self._streams: set[_Stream] = set()
-        self._handled = metrics.handled if metrics is not None else None
-        self._seconds = metrics.handling_seconds.labels(SERVICE, "CallTool") if metrics is not None else None
+        self._record = RpcRecord(metrics, CALL_TOOL_METHOD) if metrics is not None else None
 
     async def drain(self, within: float) -> None:
         """Stops every stream reading new calls; waits (up to ``within`` seconds) for them to answer
@@ -218,8 +219,7 @@ class CallStreams:
         # The task's own copy of the log context: this call's request id (made when a line needs
         # it), not the stream's.
         begin_request("", CALL_TOOL_METHOD)
-        remaining = request.deadline_seconds
-        deadline = max(remaining - _DEADLINE_MARGIN, 0.001) if remaining > 0 else None
+        deadline = _within(request.deadline_seconds or None)
         code = grpc.StatusCode.OK
         try:
             result = await self._pool.call(wire.call_request(request.call), deadline=deadline)
@@ -235,14 +235,11 @@ class CallStreams:
         # Counted before the answer goes out (as a unary call is counted before gRPC writes its
         # reply): whoever reads the metrics after the answer sees the call.
         elapsed = time.perf_counter() - started
-        if self._handled is not None and self._seconds is not None:
-            self._handled.labels(SERVICE, "CallTool", code.name).inc()
-            self._seconds.observe(elapsed)
+        if self._record is not None:
+            self._record.count(code, elapsed)
         await stream.answer(answer)
-        # As the observability interceptor logs an RPC: successes at DEBUG, failures at INFO.
-        (log.debug if code is grpc.StatusCode.OK else log.info)(
-            "rpc", code=code.name, duration_ms=round(elapsed * 1000, 3), stream=True
-        )
+        if self._record is not None:
+            self._record.log(code, elapsed, stream=True)
 
 
 _CHORES: set[asyncio.Future[Any]] = set()
@@ -309,10 +306,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     async def CallTool(
         self, request: mcp_pool_pb2.CallToolRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> mcp_pool_pb2.CallToolResponse:
-        remaining = context.time_remaining()
-        # Finish (and cancel on the MCP server) a little before the caller's deadline so the
-        # caller gets our DEADLINE_EXCEEDED rather than its own.
-        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        deadline = _deadline(context)
         try:
             result = await self._pool.call(wire.call_request(request), deadline=deadline)
         except (ServerUnavailableError, UserAuthorizationRequiredError) as err:
@@ -341,8 +335,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         self, request: mcp_pool_pb2.CallToolRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[mcp_pool_pb2.CallToolEvent]:
         """CallTool, with the server's progress notifications streamed before the result."""
-        remaining = context.time_remaining()
-        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        deadline = _deadline(context)
         events: asyncio.Queue[RelayEvent] = asyncio.Queue()
 
         async def relay(progress: float, total: float | None, message: str | None) -> None:
@@ -362,8 +355,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         """CallTool with the server's requests, log messages and progress relayed to the caller
         and its answers back (:mod:`mcp_pool_svc.relay`); a caller that closes its side first
         cancels the call."""
-        remaining = context.time_remaining()
-        deadline = max(remaining - 0.05, 0.001) if remaining is not None else None
+        deadline = _deadline(context)
         first = await anext(aiter(request_iterator), None)
         if first is None or not first.HasField("start"):
             raise InvalidToolArgumentsError("CallToolRelay starts with a `start` message (the call)")

@@ -168,14 +168,8 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     @abc.abstractmethod
-    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
-        """This interceptor's work around ``method`` (None: the behaviour is left as it is).
-        ``deserializer`` is given only to an interceptor that ``decodes``."""
-
     def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
         """``behavior`` wrapped with this interceptor's work."""
-        hooks = self._hooks(method, deserializer)
-        return behavior if hooks is None else wrapped(behavior, hooks)
 
     def _rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         kind, make = next((k, m) for k, m in _MAKERS if getattr(handler, k) is not None)
@@ -204,8 +198,18 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor, abc.ABC):
         return rewrapped
 
 
-# What an InterceptorChain is made of: the interceptors of this module.
-Link = WrappingInterceptor
+class Link(WrappingInterceptor):
+    """One interceptor that says its work as :class:`Hooks` (the kit's interceptors): it runs alone,
+    or as a link of an :class:`InterceptorChain`."""
+
+    @abc.abstractmethod
+    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
+        """This interceptor's work around ``method`` (None: the behaviour is left as it is).
+        ``deserializer`` is given only to an interceptor that ``decodes``."""
+
+    def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
+        hooks = self._hooks(method, deserializer)
+        return behavior if hooks is None else wrapped(behavior, hooks)
 
 
 class InterceptorChain(WrappingInterceptor):
@@ -217,9 +221,6 @@ class InterceptorChain(WrappingInterceptor):
         self._links = tuple(links)
         # Requests are decoded by the link that decodes (the innermost, by the rule above).
         self.decodes = any(link.decodes for link in self._links)
-
-    def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
-        raise NotImplementedError  # _around asks each link instead
 
     def _around(self, behavior: Behavior, method: str, deserializer: Deserializer = None) -> Behavior:
         links = [link._hooks(method, deserializer if link.decodes else None) for link in self._links]

@@ -32,7 +32,6 @@ from toolscout_kit.interceptor_chain import (
     Hooks,
     InterceptorChain,
     Link,
-    WrappingInterceptor,
 )
 from toolscout_kit.logging import begin_request, end_request, get_logger, logs_at
 from toolscout_kit.metrics import GrpcServerMetrics
@@ -50,6 +49,7 @@ __all__ = [
     "InterceptorChain",
     "Link",
     "ObservabilityInterceptor",
+    "RpcRecord",
     "ShutdownInterceptor",
     "TracingInterceptor",
 ]
@@ -97,7 +97,7 @@ _SERVER_ERRORS = frozenset(
 )
 
 
-class TracingInterceptor(WrappingInterceptor):
+class TracingInterceptor(Link):
     """One SERVER span per RPC (OpenTelemetry's RPC conventions), continuing the caller's W3C trace
     context from the request metadata. Installed outermost, so that the log lines and metrics of
     the RPC carry it. Health, reflection and endless streams (watches) are not traced."""
@@ -135,23 +135,50 @@ class TracingInterceptor(WrappingInterceptor):
         return Hooks(enter=enter, leave=leave)
 
 
-class ObservabilityInterceptor(WrappingInterceptor):
-    """Binds request id + method to the log context and records the gRPC server metrics.
+class RpcRecord:
+    """One method's share of the gRPC server metrics and its ``rpc`` log line: what the
+    observability interceptor records for each RPC, and a servicer for each call it runs on a
+    stream of its own (the pool's ``CallToolStream`` records each call as a ``CallTool``). The
+    counter's child per status code is looked up once."""
+
+    def __init__(self, metrics: GrpcServerMetrics, method: str) -> None:
+        self._service, self._name = _split(method)
+        self._handled = metrics.handled
+        self._by_code: dict[grpc.StatusCode, Any] = {}
+        self._seconds = metrics.handling_seconds.labels(self._service, self._name)
+        self._logged = not method.startswith(OPEN_METHOD_PREFIXES)
+
+    def count(self, code: grpc.StatusCode, elapsed: float) -> None:
+        counter = self._by_code.get(code)
+        if counter is None:
+            counter = self._by_code[code] = self._handled.labels(self._service, self._name, code.name)
+        counter.inc()
+        self._seconds.observe(elapsed, exemplar())
+
+    def log(self, code: grpc.StatusCode, elapsed: float, **fields: Any) -> None:
+        if not self._logged:
+            return
+        # Successful RPCs are counted in metrics; a log line each would cost more than the RPC
+        # itself on hot paths (search, calls), so they are DEBUG. Failures are INFO.
+        if code != grpc.StatusCode.OK:
+            _log.info("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3), **fields)
+        elif logs_at(logging.DEBUG):
+            _log.debug("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3), **fields)
+
+
+class ObservabilityInterceptor(Link):
+    """Binds request id + method to the log context and records the gRPC server metrics
+    (:class:`RpcRecord`).
 
     The request id is the caller's ``x-request-id``, else one made when a log line first needs it
-    (:class:`~toolscout_kit.logging.RequestContext`). The counter's child per status code is
-    looked up once per method and code."""
+    (:class:`~toolscout_kit.logging.RequestContext`)."""
 
     def __init__(self, metrics: GrpcServerMetrics) -> None:
         super().__init__()
         self._metrics = metrics
 
     def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
-        service, name = _split(method)
-        handled = self._metrics.handled
-        by_code: dict[grpc.StatusCode, Any] = {}
-        seconds = self._metrics.handling_seconds.labels(service, name)
-        logged = not method.startswith(OPEN_METHOD_PREFIXES)
+        record = RpcRecord(self._metrics, method)
 
         async def enter(request: Any, context: grpc.aio.ServicerContext) -> tuple[Any, Any]:
             request_id = ""
@@ -166,18 +193,8 @@ class ObservabilityInterceptor(WrappingInterceptor):
             started, token = state
             code = _code_of(context, exc)
             elapsed = time.perf_counter() - started
-            counter = by_code.get(code)
-            if counter is None:
-                counter = by_code[code] = handled.labels(service, name, code.name)
-            counter.inc()
-            seconds.observe(elapsed, exemplar())
-            if logged:
-                # Successful RPCs are counted in metrics; a log line each would cost more than the
-                # RPC itself on hot paths (search, calls), so they are DEBUG. Failures are INFO.
-                if code != grpc.StatusCode.OK:
-                    _log.info("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
-                elif logs_at(logging.DEBUG):
-                    _log.debug("rpc", code=code.name, duration_ms=round(elapsed * 1000, 3))
+            record.count(code, elapsed)
+            record.log(code, elapsed)
             end_request(token)
             return False
 
@@ -205,7 +222,7 @@ async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext) -> None:
     await context.abort(code, details, trailing_metadata=_marked(context))
 
 
-class ErrorInterceptor(WrappingInterceptor):
+class ErrorInterceptor(Link):
     """Turns domain errors into their status code; anything else into a generic INTERNAL."""
 
     def _hooks(self, method: str, deserializer: Deserializer) -> Hooks | None:
@@ -222,7 +239,7 @@ async def _translate(context: grpc.aio.ServicerContext, state: Any, exc: BaseExc
     return False  # unreachable: abort raises
 
 
-class AuthInterceptor(WrappingInterceptor):
+class AuthInterceptor(Link):
     """Requires ``authorization: Bearer <token>`` on every RPC except health's."""
 
     def __init__(self, token: str) -> None:
@@ -252,7 +269,7 @@ class AuthInterceptor(WrappingInterceptor):
         return Hooks(enter=enter)
 
 
-class DecodeInterceptor(WrappingInterceptor):
+class DecodeInterceptor(Link):
     """Decodes unary requests itself: a malformed one gets INVALID_ARGUMENT with a fixed message.
 
     Installed innermost, so the interceptors outside it (auth above all) run before any byte of
@@ -282,7 +299,7 @@ class DecodeInterceptor(WrappingInterceptor):
         return Hooks(enter=enter)
 
 
-class ShutdownInterceptor(WrappingInterceptor):
+class ShutdownInterceptor(Link):
     """Ends server streams that never end on their own (watches) once ``shutdown`` is set.
 
     Graceful shutdown waits for RPCs in flight; a ``WatchCatalog`` or health ``Watch`` stream is
