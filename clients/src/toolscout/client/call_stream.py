@@ -28,13 +28,15 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from toolscout.client._base import NOT_REACHABLE_MESSAGE
 from toolscout.client.errors import error_for_code, not_sent_error, translate_rpc_error
 from toolscout.mcp_pool.v1 import mcp_pool_pb2
 
 __all__ = ["CallStream", "StreamUnsupported"]
 
 METHOD = "/toolscout.mcp_pool.v1.McpPool/CallTool"
-_NOT_OPENED = "the pool did not take the call stream (not reachable); the call was not sent"
+# The client's one sentence for a pool it could not reach (toolscout.client._base).
+_NOT_OPENED = NOT_REACHABLE_MESSAGE.format(why="its call stream could not be opened")
 _STOPPED = "the pool stopped taking calls on its call stream; the call was not sent"
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
