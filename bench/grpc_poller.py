@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"EventEngine": "", "core poller": GRPC_EXPERIMENTS_DEFAULT}
 
 # Both ends in one script: ``serve`` prints its port; ``ping ADDRESS ROUNDS SIZE`` prints the figures.
-PROGRAM = r'''
+PROGRAM = r"""
 import asyncio, json, sys, time
 import grpc
 
@@ -84,7 +84,7 @@ if sys.argv[1] == "serve":
     asyncio.run(serve())
 else:
     asyncio.run(ping(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
-'''
+"""
 
 
 def _try(experiments: str, rounds: int, size: int) -> dict[str, dict[str, float]]:
