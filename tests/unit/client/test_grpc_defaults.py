@@ -15,7 +15,6 @@ import sys
 import textwrap
 
 import pytest
-
 from toolscout import GRPC_EXPERIMENTS_DEFAULT
 
 ENTRY_POINTS = [
