@@ -11,7 +11,8 @@ echo, ``--rounds`` times per try. Each try starts both processes afresh with one
 
 The two settings take turns, ``--tries`` each, so that the machine's load weighs on both alike.
 Reported per setting: p50 and p90 of the round trip on the open stream and of a unary call (the
-median over the tries), with the 1-minute load average.
+median over the tries), with the 1-minute load average. The floor beside them: the same message
+echoed by a plain asyncio TCP server in the same server process (no gRPC), timed in the same loop.
 
 Run: uv run --frozen python bench/grpc_poller.py [--rounds 3000] [--tries 4] [--size 300]
 Writes bench/results/grpc_poller.json.
@@ -32,6 +33,7 @@ from toolscout import GRPC_EXPERIMENTS_DEFAULT
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"EventEngine": "", "core poller": GRPC_EXPERIMENTS_DEFAULT}
+KINDS = ("stream", "unary", "asyncio")
 
 # Both ends in one script: ``serve`` prints its port; ``ping ADDRESS ROUNDS SIZE`` prints the figures.
 PROGRAM = r"""
@@ -55,35 +57,47 @@ async def serve():
     server.add_generic_rpc_handlers((handlers,))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    print(port, flush=True)
+
+    async def echo_bytes(reader, writer):
+        while data := await reader.read(65536):
+            writer.write(data)
+
+    plain = await asyncio.start_server(echo_bytes, "127.0.0.1", 0)
+    print(port, plain.sockets[0].getsockname()[1], flush=True)
     await server.wait_for_termination()
 
 def quantiles(samples):
     samples.sort()
     return {"p50": samples[len(samples) // 2] * 1e3, "p90": samples[int(len(samples) * 0.9)] * 1e3}
 
-async def ping(address, rounds, size):
+async def ping(port, plain_port, rounds, size):
     message = b"x" * size
-    async with grpc.aio.insecure_channel(address) as channel:
+    reader, writer = await asyncio.open_connection("127.0.0.1", plain_port)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stream = channel.stream_stream("/bench.Echo/Stream", same, same)()
         unary = channel.unary_unary("/bench.Echo/Unary", same, same)
-        on_stream, calls = [], []
+        on_stream, calls, plain = [], [], []
         for i in range(rounds + 200):
             started = time.perf_counter()
             await stream.write(message)
             await stream.read()
             middle = time.perf_counter()
             await unary(message)
+            last = time.perf_counter()
+            writer.write(message)
+            await reader.readexactly(size)
             if i >= 200:
                 on_stream.append(middle - started)
-                calls.append(time.perf_counter() - middle)
+                calls.append(last - middle)
+                plain.append(time.perf_counter() - last)
         await stream.done_writing()
-    print(json.dumps({"stream": quantiles(on_stream), "unary": quantiles(calls)}))
+    writer.close()
+    print(json.dumps({"stream": quantiles(on_stream), "unary": quantiles(calls), "asyncio": quantiles(plain)}))
 
 if sys.argv[1] == "serve":
     asyncio.run(serve())
 else:
-    asyncio.run(ping(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    asyncio.run(ping(*map(int, sys.argv[2:6])))
 """
 
 
@@ -94,11 +108,11 @@ def _try(experiments: str, rounds: int, size: int) -> dict[str, dict[str, float]
     )
     try:
         assert server.stdout is not None
-        port = server.stdout.readline().strip()
-        if not port.isdigit():
-            raise RuntimeError(f"the echo server did not start: {port!r}")
+        ports = server.stdout.readline().split()
+        if len(ports) != 2 or not all(port.isdigit() for port in ports):
+            raise RuntimeError(f"the echo server did not start: {ports!r}")
         done = subprocess.run(
-            [sys.executable, "-c", PROGRAM, "ping", f"127.0.0.1:{port}", str(rounds), str(size)],
+            [sys.executable, "-c", PROGRAM, "ping", *ports, str(rounds), str(size)],
             env=env,
             capture_output=True,
             text=True,
@@ -134,8 +148,7 @@ def main() -> int:
             )
     summary = {
         name: {
-            kind: {q: statistics.median(t[kind][q] for t in runs) for q in ("p50", "p90")}
-            for kind in ("stream", "unary")
+            kind: {q: statistics.median(t[kind][q] for t in runs) for q in ("p50", "p90")} for kind in KINDS
         }
         for name, runs in tries.items()
     }
@@ -148,6 +161,7 @@ def main() -> int:
             f"  {name:<12} GRPC_EXPERIMENTS={SETTINGS[name] or '(empty)':<44}"
             f" stream p50 {kinds['stream']['p50']:.3f} p90 {kinds['stream']['p90']:.3f} ms"
             f"   unary p50 {kinds['unary']['p50']:.3f} p90 {kinds['unary']['p90']:.3f} ms"
+            f"   (asyncio p50 {kinds['asyncio']['p50']:.3f} ms)"
         )
     out = ROOT / "bench" / "results" / "grpc_poller.json"
     out.write_text(

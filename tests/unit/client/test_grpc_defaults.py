@@ -13,9 +13,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from importlib import metadata
 
 import pytest
-from toolscout import GRPC_EXPERIMENTS_DEFAULT
+from toolscout import GRPC_EXPERIMENTS_DEFAULT, grpc_default_applies
 
 ENTRY_POINTS = [
     "mcp_pool_svc.__main__",
@@ -58,6 +59,21 @@ def _run(args: list[str], env_changes: dict[str, str | None]) -> subprocess.Comp
     return subprocess.run(
         [sys.executable, *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
+
+
+def test_the_default_is_for_the_grpcio_installed() -> None:
+    """A grpcio upgrade fails here until the default is measured on it (bench/grpc_poller.py,
+    bench/gateway_call_overhead.py) and its release added to ``toolscout.GRPC_MEASURED``."""
+    installed = metadata.version("grpcio")
+    assert grpc_default_applies(installed), f"grpcio {installed}: not measured with the default"
+
+
+def test_other_grpcio_releases_keep_grpcs_own_default() -> None:
+    assert grpc_default_applies("1.85.1")
+    assert grpc_default_applies("1.85.0rc1")
+    assert not grpc_default_applies("1.86.0")
+    assert not grpc_default_applies("2.0.0")
+    assert not grpc_default_applies("")
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)
