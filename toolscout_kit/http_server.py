@@ -15,9 +15,7 @@ own choice when it is installed: about half the server's CPU per request of the 
 (bench/README, "the lean path"). uvicorn writes a response's head and its body as they are sent
 (two ``send`` calls, two TCP segments for a small answer); the writes of one turn of the event
 loop go out as one here (:class:`_Coalescing`: a JSON answer is one segment, about 10 µs of CPU
-and 20 µs of wall time less per request on loopback), and a response's last write goes out as the
-response completes, not after the rest of the app's turn (what the app does after its last
-``send`` no longer delays the answer).
+and 20 µs of wall time less per request on loopback).
 """
 
 from __future__ import annotations
@@ -61,15 +59,14 @@ class _Coalescing(asyncio.Transport):
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self._pending:
-            self._loop.call_soon(self.flush)
+            self._loop.call_soon(self._flush)
         self._pending.append(data)
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
             self.write(data)
 
-    def flush(self) -> None:
-        """Hands on what is pending now (a response is complete: nothing of it is left to join)."""
+    def _flush(self) -> None:
         if not self._pending:
             return
         data = b"".join(self._pending)
@@ -78,7 +75,7 @@ class _Coalescing(asyncio.Transport):
             self._transport.write(data)
 
     def close(self) -> None:
-        self.flush()
+        self._flush()
         self._transport.close()
 
     def abort(self) -> None:
@@ -86,7 +83,7 @@ class _Coalescing(asyncio.Transport):
         self._transport.abort()
 
     def write_eof(self) -> None:
-        self.flush()
+        self._flush()
         self._transport.write_eof()
 
     def can_write_eof(self) -> bool:
@@ -133,11 +130,6 @@ def _timed_http(seconds: float) -> type[HttpToolsProtocol]:
                 transport = _Coalescing(transport, self.loop)
             super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn's is a Transport
             self.loop.call_later(seconds, self._headers_due)
-
-        def on_response_complete(self) -> None:
-            if isinstance(self.transport, _Coalescing):
-                self.transport.flush()
-            super().on_response_complete()
 
         def _headers_due(self) -> None:
             if self.cycle is None and not self.transport.is_closing():
