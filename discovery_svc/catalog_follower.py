@@ -37,6 +37,7 @@ from toolscout.client import AsyncPoolClient, CatalogMerger, Tool, ToolscoutClie
 from discovery_svc.catalog import Catalog, ParsedTool
 from discovery_svc.metrics import DiscoveryMetrics
 from toolscout_kit.logging import get_logger
+from toolscout_kit.memory import release_soon
 from toolscout_kit.status import error_from_client
 
 __all__ = [
@@ -367,6 +368,7 @@ class CatalogFollower:
             seconds=round(seconds, 4),
         )
         self._on_catalog(catalog)
+        release_soon(len(catalog))  # the shards' decoded snapshots and the build's garbage
 
     def _convert(self, server: str, digest: bytes, listed: tuple[Tool, ...]) -> tuple[ParsedTool, ...]:
         cached = self._tools.get(digest) or self._previous.get(digest)

@@ -54,6 +54,7 @@ from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.relay import QueuedRelay, RelayEvent, host_capabilities
 from toolscout_kit.interceptors import RpcRecord
 from toolscout_kit.logging import begin_request
+from toolscout_kit.memory import release_soon
 from toolscout_kit.metrics import GrpcServerMetrics
 from toolscout_kit.status import reply_status
 
@@ -301,6 +302,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
         except NotOwnerError as err:
             context.set_trailing_metadata(owner_metadata(err))
             raise
+        release_soon(len(catalog.tools))  # once the answer's bytes have gone
         return wire.tool_catalog_pb(catalog)
 
     async def CallTool(
@@ -390,6 +392,7 @@ class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):
     ) -> AsyncIterator[mcp_pool_pb2.WatchCatalogResponse]:
         async for snapshot in self._pool.watch_catalog(request.known_version):
             yield wire.catalog_snapshot_pb(snapshot)
+            release_soon(len(snapshot.tools))
 
     # --- resources, resource templates, prompts, completion, logging ------------------------
 
