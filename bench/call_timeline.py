@@ -31,7 +31,6 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -132,12 +131,7 @@ def main() -> int:
         work = Path(work_dir)
         root = ROOT
         if args.commit:
-            root = work / "checkout"
-            root.mkdir()
-            archive = subprocess.run(
-                ["git", "archive", args.commit], cwd=ROOT, capture_output=True, check=True
-            )
-            subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
+            root = gb.checkout(args.commit, work / "checkout")
         marks = work / "marks.txt"
         marks.touch()
         os.environ["TOOLSCOUT_TIMELINE"] = str(marks)  # read by the services' sitecustomize

@@ -479,6 +479,15 @@ def _example_http_server() -> Any:
         _stop(process)
 
 
+def checkout(commit: str, into: Path) -> Path:
+    """``commit``'s tree extracted into the new folder ``into`` (``git archive``): another
+    commit's services, run with this venv, beside this tree's."""
+    into.mkdir()
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 def _wait_http(
     url: str, process: subprocess.Popen[bytes], *, expect_any: bool = False, within: float = 60
 ) -> None:

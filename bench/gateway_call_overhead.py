@@ -173,13 +173,7 @@ def main() -> int:
         work = Path(work_dir)
         deployments = [("this tree", ROOT)]
         if args.baseline != "none":
-            base = work / "baseline"
-            base.mkdir()
-            archive = subprocess.run(
-                ["git", "archive", args.baseline], cwd=ROOT, capture_output=True, check=True
-            )
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-            deployments.append((args.baseline, base))
+            deployments.append((args.baseline, gb.checkout(args.baseline, work / "baseline")))
         text_url = stack.enter_context(gb._example_http_server())
         gateways: dict[str, str] = {}
         pids: dict[str, int] = {}

@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -160,13 +159,7 @@ def main() -> int:
         work = Path(work_dir)
         roots = {"this tree": ROOT}
         if args.baseline:
-            base = work / "baseline"
-            base.mkdir()
-            archive = subprocess.run(
-                ["git", "archive", args.baseline], cwd=ROOT, capture_output=True, check=True
-            )
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-            roots[args.baseline] = base
+            roots[args.baseline] = gb.checkout(args.baseline, work / "baseline")
         text_url = stack.enter_context(gb._example_http_server())
         urls, pids = {}, {}
         for name, root in roots.items():

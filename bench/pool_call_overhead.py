@@ -123,10 +123,7 @@ def main() -> int:
         contextlib.ExitStack() as stack,
     ):
         work = Path(work_dir)
-        base = work / "baseline-src"
-        base.mkdir()
-        archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        base = gb.checkout(args.baseline, work / "baseline-src")
         text_url = stack.enter_context(gb._example_http_server())
         targets: dict[str, str] = {}
         pids: dict[str, int] = {}
