@@ -19,7 +19,7 @@ from toolscout.client.testing import FakePool
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server
 from mcp_pool_svc.supervisor import ServerState
-from tests.support.mcp_servers import live_descendants, misbehaving_config, wait_for_lines, wait_until_gone
+from tests.support.mcp_servers import live_descendants, logging_fixture_pool, wait_for_lines, wait_until_gone
 from toolscout_kit.config import parse_config
 from toolscout_kit.server import RunningServer
 
@@ -28,23 +28,7 @@ UNARY = [("x-request-id", "unary-for-comparison")]
 
 
 def _config(tmp_path: Path) -> Any:
-    return parse_config(
-        {
-            "servers": {
-                "fixture": misbehaving_config(
-                    "--cancel-log",
-                    str(tmp_path / "cancelled.log"),
-                    "--call-log",
-                    str(tmp_path / "called.log"),
-                ),
-                "dead": misbehaving_config("--exit-at-start"),
-            },
-            "toolscout": {
-                "pool": {"initial_backoff": 0.05, "crash_loop_restarts": 1, "failed_retry_interval": 300}
-            },
-        },
-        base_dir=tmp_path,
-    )
+    return parse_config(logging_fixture_pool(tmp_path), base_dir=tmp_path)
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ __all__ = [
     "filesystem_bin",
     "free_port",
     "live_descendants",
+    "logging_fixture_pool",
     "memory_bin",
     "memory_server_config",
     "misbehaving_config",
@@ -79,6 +80,23 @@ def example_server_config(name: str, **extra: Any) -> dict[str, Any]:
 def misbehaving_config(*flags: str, **extra: Any) -> dict[str, Any]:
     """A stdio server config entry for the misbehaving fixture with the given flags."""
     return {"command": sys.executable, "args": [str(MISBEHAVING_SERVER), *flags], **extra}
+
+
+def logging_fixture_pool(tmp_path: Path, **pool: Any) -> dict[str, Any]:
+    """A pool's config (to parse) of the misbehaving fixture logging its calls and cancellations
+    into ``tmp_path`` (``called.log``, ``cancelled.log``) and a ``dead`` server that exits at start;
+    quick to restart, slow to retry a failed server; ``pool`` adds or replaces pool settings."""
+    return {
+        "servers": {
+            "fixture": misbehaving_config(
+                "--cancel-log", str(tmp_path / "cancelled.log"), "--call-log", str(tmp_path / "called.log")
+            ),
+            "dead": misbehaving_config("--exit-at-start"),
+        },
+        "toolscout": {
+            "pool": {"initial_backoff": 0.05, "crash_loop_restarts": 1, "failed_retry_interval": 300, **pool}
+        },
+    }
 
 
 def time_server_config(**extra: Any) -> dict[str, Any]:
