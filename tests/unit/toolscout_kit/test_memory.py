@@ -35,7 +35,6 @@ _FRAGMENTED = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim: Linux only")
 def test_a_trim_gives_the_freed_heap_back() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _FRAGMENTED], capture_output=True, text=True, timeout=120, check=True
@@ -63,6 +62,14 @@ async def test_large_work_schedules_one_trim_a_second_small_work_none(
     memory.release_soon(50_000)
     await asyncio.sleep(0.2)
     assert trims == [True, True]
+
+
+async def test_without_glibc_nothing_is_trimmed_nor_scheduled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: None)
+    monkeypatch.setattr(memory, "_SCHEDULE", memory._Schedule())
+    assert memory.release_freed_memory() is False
+    memory.release_soon(50_000)
+    assert memory._SCHEDULE.due == 0.0
 
 
 def test_outside_an_event_loop_nothing_is_scheduled(monkeypatch: pytest.MonkeyPatch) -> None:
