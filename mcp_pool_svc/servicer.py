@@ -42,6 +42,7 @@ from toolscout.client import (
     RelayedLog,
     wire,
 )
+from toolscout.client.call_stream import METHOD as CALL_TOOL_METHOD
 from toolscout.mcp_pool.v1 import mcp_pool_pb2, mcp_pool_pb2_grpc
 
 from mcp_pool_svc.errors import (
@@ -102,8 +103,6 @@ async def _feature_reply(
         return wire.feature_reply_pb(await reply)
 
 
-SERVICE = "toolscout.mcp_pool.v1.McpPool"
-CALL_TOOL_METHOD = f"/{SERVICE}/CallTool"
 _DUPLICATE_ID = "a call with this id is already in flight on this stream"
 
 

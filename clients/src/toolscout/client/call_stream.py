@@ -34,6 +34,7 @@ from toolscout.mcp_pool.v1 import mcp_pool_pb2
 
 __all__ = ["CallStream", "StreamUnsupported"]
 
+# The method every call here stands for, on both sides (the pool counts and logs its calls as it).
 METHOD = "/toolscout.mcp_pool.v1.McpPool/CallTool"
 # The client's one sentence for a pool it could not reach (toolscout.client._base).
 _NOT_OPENED = NOT_REACHABLE_MESSAGE.format(why="its call stream could not be opened")
