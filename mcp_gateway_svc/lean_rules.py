@@ -22,7 +22,13 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
-from mcp_types import CORE_RESULT_TYPES, SERVER_INFO_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    CORE_RESULT_TYPES,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
 from mcp_types import methods as spec_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
@@ -41,9 +47,6 @@ PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 # client capabilities and client info members (others are ignored; by alias only).
 _CHECKED_CAPABILITIES = frozenset({"elicitation", "experimental", "extensions", "roots", "sampling"})
 _INFO_TEXTS = ("description", "title", "websiteUrl")
-_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 
 
 def accepted(version: str, params: Mapping[str, Any]) -> bool:
@@ -76,10 +79,10 @@ def _surely_valid(version: str, params: Mapping[str, Any]) -> bool:
         return meta is None or (type(meta) is dict and "progressToken" not in meta)
     if version not in MODERN_PROTOCOL_VERSIONS or type(meta) is not dict:
         return False
-    capabilities = meta.get(_CLIENT_CAPABILITIES)
-    info = meta.get(_CLIENT_INFO)
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
+    info = meta.get(CLIENT_INFO_META_KEY)
     return (
-        type(meta.get(_PROTOCOL_VERSION)) is str
+        type(meta.get(PROTOCOL_VERSION_META_KEY)) is str
         and type(capabilities) is dict
         and capabilities.keys().isdisjoint(_CHECKED_CAPABILITIES)
         and "progressToken" not in meta
