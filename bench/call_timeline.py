@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -155,24 +154,20 @@ def main() -> int:
         f"  call through the gateway p50 {through:.3f} ms; direct p50 {direct:.3f} ms; added {through - direct:+.3f} ms"
     )
     out = ROOT / "bench" / "results" / f"call_timeline_{args.client}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "command": "uv run --frozen python bench/call_timeline.py "
-                f"--calls {args.calls} --client {args.client}"
-                + (f" --commit {args.commit}" if args.commit else ""),
-                "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "load_1m": [round(x, 2) for x in loads],
-                "calls": counted,
-                "segments_p50_ms": {f"{a}->{b}": round(ms, 3) for (a, b), ms in segments.items()},
-                "through_p50_ms": round(through, 3),
-                "direct_p50_ms": round(direct, 3),
-            },
-            indent=2,
-        )
-        + "\n"
+    gb.save_json(
+        out,
+        {
+            "command": "uv run --frozen python bench/call_timeline.py "
+            f"--calls {args.calls} --client {args.client}"
+            + (f" --commit {args.commit}" if args.commit else ""),
+            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_1m": [round(x, 2) for x in loads],
+            "calls": counted,
+            "segments_p50_ms": {f"{a}->{b}": round(ms, 3) for (a, b), ms in segments.items()},
+            "through_p50_ms": round(through, 3),
+            "direct_p50_ms": round(direct, 3),
+        },
     )
-    print(f"saved in {out.relative_to(ROOT)}")
     return 0
 
 

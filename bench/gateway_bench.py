@@ -479,6 +479,13 @@ def _example_http_server() -> Any:
         _stop(process)
 
 
+def save_json(path: Path, record: dict[str, Any]) -> Path:
+    """A bench's figures written to ``path`` as indented JSON, and where said on stdout."""
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"saved in {path.relative_to(ROOT)}")
+    return path
+
+
 def checkout(commit: str, into: Path) -> Path:
     """``commit``'s tree extracted into the new folder ``into`` (``git archive``): another
     commit's services, run with this venv, beside this tree's."""

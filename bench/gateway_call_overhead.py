@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -222,23 +221,19 @@ def main() -> int:
     print("CPU ms per call over the run (every row's calls together):")
     for name, value in per_call.items():
         print(f"  {name:<24} {value:6.3f}")
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "command": "uv run --frozen python bench/gateway_call_overhead.py "
-                f"--baseline {args.baseline} --calls {args.calls}"
-                + (f" --peers {' '.join(peer_modes)}" if peer_modes else ""),
-                "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "load_average": {"mean": load, "min": min(loads), "max": max(loads)},
-                "calls": args.calls,
-                "rows": rows,
-                "cpu_ms_per_call": per_call,
-            },
-            indent=2,
-        )
-        + "\n"
+    gb.save_json(
+        RESULTS,
+        {
+            "command": "uv run --frozen python bench/gateway_call_overhead.py "
+            f"--baseline {args.baseline} --calls {args.calls}"
+            + (f" --peers {' '.join(peer_modes)}" if peer_modes else ""),
+            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average": {"mean": load, "min": min(loads), "max": max(loads)},
+            "calls": args.calls,
+            "rows": rows,
+            "cpu_ms_per_call": per_call,
+        },
     )
-    print(f"saved in {RESULTS.relative_to(ROOT)}")
     return 0
 
 

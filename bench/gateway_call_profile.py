@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import re
 import sys
@@ -194,8 +193,7 @@ def main() -> int:
             print(f"  {owner:<58} {value:6.2f}")
         print(f"  {'total':<58} {cpu_ms:6.2f}")
     out = ROOT / "bench" / "results" / "gateway_call_profile.json"
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"saved in {out.relative_to(ROOT)}")
+    gb.save_json(out, record)
     return 0
 
 

@@ -31,7 +31,11 @@ from pathlib import Path
 
 from toolscout import GRPC_EXPERIMENTS_DEFAULT
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gateway_bench as gb  # save_json
+
+ROOT = gb.ROOT
 SETTINGS = {"EventEngine": "", "core poller": GRPC_EXPERIMENTS_DEFAULT}
 KINDS = ("stream", "unary", "asyncio")
 
@@ -164,22 +168,18 @@ def main() -> int:
             f"   (asyncio p50 {kinds['asyncio']['p50']:.3f} ms)"
         )
     out = ROOT / "bench" / "results" / "grpc_poller.json"
-    out.write_text(
-        json.dumps(
-            {
-                "rounds": args.rounds,
-                "tries": args.tries,
-                "size": args.size,
-                "load": [min(loads), max(loads)],
-                "settings": SETTINGS,
-                "summary": summary,
-                "tries_by_setting": tries,
-            },
-            indent=2,
-        )
-        + "\n"
+    gb.save_json(
+        out,
+        {
+            "rounds": args.rounds,
+            "tries": args.tries,
+            "size": args.size,
+            "load": [min(loads), max(loads)],
+            "settings": SETTINGS,
+            "summary": summary,
+            "tries_by_setting": tries,
+        },
     )
-    print(f"saved in {out.relative_to(ROOT)}")
     return 0
 
 

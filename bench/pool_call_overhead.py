@@ -197,8 +197,7 @@ def main() -> int:
         for name, value in split.items():
             print(f"  {value:6.3f}  {name}")
     path = ROOT / "bench" / "results" / f"pool_call_overhead_{args.kind}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"saved in {path.relative_to(ROOT)}")
+    gb.save_json(path, out)
     return 0
 
 

@@ -42,6 +42,10 @@ from mcp.client.session import ClientRequestContext  # noqa: E402
 
 from tests.support.mcp_servers import _running, free_port  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gateway_bench as gb  # noqa: E402  # save_json
+
 RESULTS = ROOT / "bench" / "results" / "relay_latency.json"
 _UNARY = "host declares nothing (CallTool)"
 _RELAYED = "host declares sampling (CallToolRelay)"
@@ -242,20 +246,16 @@ def main() -> int:
                 up.wait(timeout=30)
     load = os.getloadavg()
     print(f"load average {load[0]:.1f}")
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "command": "uv run --frozen python bench/relay_latency.py "
-                f"--calls {args.calls} --ticks {args.ticks} --open {args.open}",
-                "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "load_average": load,
-                **figures,
-            },
-            indent=2,
-        )
-        + "\n"
+    gb.save_json(
+        RESULTS,
+        {
+            "command": "uv run --frozen python bench/relay_latency.py "
+            f"--calls {args.calls} --ticks {args.ticks} --open {args.open}",
+            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average": load,
+            **figures,
+        },
     )
-    print(f"saved in {RESULTS.relative_to(ROOT)}")
     return 0
 
 
