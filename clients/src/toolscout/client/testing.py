@@ -341,7 +341,10 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
                 await self.script.step(sent, context)
                 yield wire.catalog_snapshot_pb(update)
                 sent += 1
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
+            # A caller gone while the stream waits for the next snapshot cancels it here; one gone
+            # while gRPC is still writing the last snapshot leaves it suspended at ``yield``, and
+            # it is closed there afterwards.
             self.script.cancelled.set()
             raise
         finally:
