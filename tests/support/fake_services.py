@@ -207,7 +207,7 @@ class _Orchestrator(orchestrator_pb2_grpc.OrchestratorServicer):
                 await self.s.step(i, context)
                 yield event
             yield orchestrator_pb2.ChatEvent(final=self._final(request))
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # as FakePool.WatchCatalog: either way, gone
             self.s.cancelled.set()
             raise
 
