@@ -129,13 +129,18 @@ def forecast_call(city: str = "Berlin") -> ScriptedCall:
     return ScriptedCall("weather__get_forecast", {"location": {"city": city}, "days": 2})
 
 
+def _writes_started(pool: RunningServer) -> float:
+    # ``text__wait`` is not annotated read-only: the pool takes the server's write turn right
+    # before it sends the call, and counts the wait.
+    labels = {"server": "text"}
+    return pool.registry.get_sample_value("toolscout_pool_write_lock_wait_seconds_count", labels) or 0.0
+
+
 def _calls_cancelled(pool: RunningServer) -> float:
-    labels = {
-        "grpc_service": "toolscout.mcp_pool.v1.McpPool",
-        "grpc_method": "CallTool",
-        "grpc_code": "CANCELLED",
-    }
-    return pool.registry.get_sample_value("grpc_server_handled_total", labels) or 0.0
+    # The pool's own count of calls that ended cancelled: a call goes on the call stream or as a
+    # unary CallTool (with a trace context to carry), and both end there.
+    labels = {"server": "text", "outcome": "cancelled"}
+    return pool.registry.get_sample_value("toolscout_pool_tool_calls_total", labels) or 0.0
 
 
 async def _until(predicate: Any) -> None:
@@ -297,10 +302,14 @@ async def test_tools_rejected_falls_back_to_no_tools_and_says_so(stack: Stack, f
 async def test_cancel_during_a_slow_tool_cancels_the_pool_call(stack: Stack, fake: FakeProvider) -> None:
     fake.script(Reply.calls(ScriptedCall("text__wait", {"seconds": 30})))
     before = _calls_cancelled(stack.servers[0])
+    started = _writes_started(stack.servers[0])
     call = stack.stub.StreamChat(chat("wait"), timeout=WAIT)
     async for event in call:
         if event.WhichOneof("event") == "tool_call_started":
             break
+    # Cancelled once the pool runs the call (on a fresh stack the orchestrator's first call may
+    # still be on its way to the pool when the event arrives).
+    await _until(lambda: _writes_started(stack.servers[0]) > started)
     call.cancel()
     await _until(lambda: _calls_cancelled(stack.servers[0]) > before)
     assert len(fake.requests) == 1
