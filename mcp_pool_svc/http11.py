@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 transport for the pool's streamable-HTTP clients: asyncio streams and ``h11``.
+"""A lean HTTP/1.1 transport for the pool's streamable-HTTP clients: asyncio streams and ``httptools``.
 
 The pool's calls to streamable-HTTP servers go through the ``mcp`` SDK's transport on a shared
 ``httpx2`` client (:class:`~mcp_pool_svc.session.HttpClients`). Profiled (bench/README, "Round 3"),
@@ -6,7 +6,10 @@ a third of the pool's CPU per call went to ``httpcore2``'s connection pool and i
 streams (an async-library lookup per read and write, a lock and a wrapper per layer), around the
 few microseconds ``h11`` itself spends on the bytes. This transport sits under the same
 ``httpx2.AsyncClient`` (auth, redirects, the SDK's headers and SSE reading are unchanged) and
-does the socket work with asyncio's streams directly. :meth:`LeanHttpTransport.exchange` is the same
+does the socket work with asyncio's streams directly. Responses are read by ``httptools``
+(llhttp, in C: the parser the gateway's uvicorn uses); requests are written here, checked as
+``h11`` (the pure-Python parser this transport used before) checks them: ~50 µs of CPU per
+exchange with ``h11``, ~4 µs this way (bench/README, "Round 7"). :meth:`LeanHttpTransport.exchange` is the same
 exchange without ``httpx2``'s request and response objects (the lean POST reads a plain JSON answer
 with it, :mod:`mcp_pool_svc.lean`); each connection keeps one timer for its read and write
 timeouts, moved on only when it fires early, instead of one made and cancelled per read.
@@ -25,21 +28,44 @@ environment names; those requests never reach this one).
 from __future__ import annotations
 
 import asyncio
+import re
 import select
 import ssl
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import NamedTuple
 
-import h11
+import httptools
 import httpx2
 
-__all__ = ["Body", "LeanHttpTransport"]
+__all__ = ["Body", "Head", "LeanHttpTransport"]
 
 _READ_SIZE = 65536
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
+# RFC 9110's token (a method, a header's name) and field value (no control character but a tab
+# inside, no white space at either end), as h11 checks them before sending.
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
+_FIELD_VALUE = re.compile(rb"(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?")
+_TARGET = re.compile(rb"[\x21-\x7e\x80-\xff]+")
+_DIGITS = re.compile(rb"[0-9]+")
 
 Origin = tuple[bytes, bytes, int]
+
+
+class Head(NamedTuple):
+    """A response's status line and headers (names as the server wrote them, in its order)."""
+
+    status_code: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+
+
+class _End:
+    """The response's end (the body read whole)."""
+
+
+_END = _End()
 
 
 def _readable(writer: asyncio.StreamWriter) -> bool:
@@ -52,15 +78,183 @@ def _readable(writer: asyncio.StreamWriter) -> bool:
     return bool(poll.poll(0))
 
 
-class _Connection:
-    """One TCP (or TLS) connection and its HTTP/1.1 state."""
+def _head_lines(
+    method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]
+) -> tuple[list[bytes], bool, int | None]:
+    """A request's head, line by line, whether its body is chunked, and its declared length.
 
-    __slots__ = ("_timer", "deadline", "h11", "idle_since", "reader", "timed_out", "writer")
+    Raises:
+        httpx2.LocalProtocolError: a method, target or header HTTP/1.1 cannot carry as given.
+    """
+    if not _TOKEN.fullmatch(method):
+        raise httpx2.LocalProtocolError(f"illegal method {method!r}")
+    if not _TARGET.fullmatch(target):
+        raise httpx2.LocalProtocolError(f"illegal request target {target!r}")
+    lines = [b"%s %s HTTP/1.1\r\n" % (method, target)]
+    host = chunked = False
+    length: bytes | None = None
+    for name, value in headers:
+        if not _TOKEN.fullmatch(name):
+            raise httpx2.LocalProtocolError(f"illegal header name {name!r}")
+        if not _FIELD_VALUE.fullmatch(value):
+            raise httpx2.LocalProtocolError(f"illegal header value {value!r}")
+        lower = name.lower()
+        if lower == b"host":
+            host = True
+        elif lower == b"content-length":
+            if not _DIGITS.fullmatch(value) or (length is not None and value != length):
+                raise httpx2.LocalProtocolError("bad Content-Length")
+            length = value
+        elif lower == b"transfer-encoding":
+            if value.lower() != b"chunked" or chunked:
+                raise httpx2.LocalProtocolError("Only Transfer-Encoding: chunked is supported")
+            chunked = True
+        lines.append(b"%s: %s\r\n" % (name, value))
+    if not host:
+        raise httpx2.LocalProtocolError("Missing mandatory Host: header")
+    if chunked and length is not None:
+        raise httpx2.LocalProtocolError("Content-Length and Transfer-Encoding: chunked together")
+    lines.append(b"\r\n")
+    return lines, chunked, None if length is None else int(length)
+
+
+def _request_bytes(
+    method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: list[bytes]
+) -> bytes:
+    """A request's head and body as they go out, checked as h11 checks them: the head's names and
+    values, a Host header, and the body framed as the head says (chunked, or its Content-Length;
+    no body without either).
+
+    Raises:
+        httpx2.LocalProtocolError: not a request HTTP/1.1 can carry as given.
+    """
+    lines, chunked, length = _head_lines(method, target, headers)
+    if chunked:
+        for chunk in body:
+            if chunk:
+                lines += (b"%x\r\n" % len(chunk), chunk, b"\r\n")
+        lines.append(b"0\r\n\r\n")
+    elif sum(map(len, body)) != (length or 0):
+        raise httpx2.LocalProtocolError("the body's length is not its declared Content-Length")
+    else:
+        lines += body
+    return b"".join(lines)
+
+
+class _Response:
+    """The parser's callbacks for the responses to one request: its events, in order."""
+
+    __slots__ = (
+        "_headers",
+        "_parser",
+        "_reason",
+        "bodiless",
+        "done",
+        "events",
+        "extra",
+        "framed",
+        "keep_alive",
+        "started",
+    )
+
+    def __init__(self, *, bodiless: bool = False) -> None:
+        self.bodiless = bodiless  # the answer to a HEAD request: no body, whatever its headers say
+        self.events: deque[Head | bytes | _End] = deque()
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._reason = b""
+        self.started = False  # a final (not 1xx) response's head arrived
+        self.framed = False  # its length is known (Content-Length or chunked), not "until the close"
+        self.keep_alive = False
+        self.done = False
+        self.extra = False  # bytes after the response: the connection is not reused
+
+    def feed(self, data: bytes) -> None:
+        """Raises: httpx2.RemoteProtocolError: not an HTTP/1.1 response."""
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            raise httpx2.RemoteProtocolError("the server switched protocols") from None
+        except httptools.HttpParserError as err:
+            if not self.done:
+                raise httpx2.RemoteProtocolError(str(err) or "the server broke HTTP/1.1") from None
+            self.extra = True
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            self.extra = True
+        self._headers = []
+        self._reason = b""
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        if self.done:
+            return
+        status = self._parser.get_status_code()
+        self.keep_alive = self._parser.should_keep_alive() and self._parser.get_http_version() == "1.1"
+        if status >= 200:
+            self.started = True
+            self.framed = status in (204, 304) or any(
+                name.lower() in (b"content-length", b"transfer-encoding") for name, _ in self._headers
+            )
+        self.events.append(Head(status, self._reason, self._headers))
+        if self.started and self.bodiless:
+            # The parser would wait for the body the headers announce; the connection is not reused.
+            self.done = True
+            self.keep_alive = False
+            self.events.append(_END)
+
+    def on_body(self, body: bytes) -> None:
+        if not self.done and body:
+            self.events.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.started and not self.done:
+            self.done = True
+            self.events.append(_END)
+
+    def closed(self) -> None:
+        """The server closed the connection.
+
+        Raises:
+            httpx2.RemoteProtocolError: before the response's end.
+        """
+        if self.done:
+            return
+        if not self.started:
+            raise httpx2.RemoteProtocolError("Server disconnected without sending a response.")
+        if self.framed:
+            raise httpx2.RemoteProtocolError("peer closed connection without sending complete message body")
+        # A response without a length ends with its connection.
+        self.done = True
+        self.keep_alive = False
+        self.events.append(_END)
+
+
+class _Connection:
+    """One TCP (or TLS) connection and its exchange under way."""
+
+    __slots__ = (
+        "_timer",
+        "deadline",
+        "idle_since",
+        "keep_alive",
+        "reader",
+        "response",
+        "timed_out",
+        "writer",
+    )
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.response = _Response()
+        self.keep_alive = True  # this side did not say it closes the connection
         self.idle_since = 0.0
         self.timed_out = False
         # When the read or write under way times out (None: none is). One timer per connection,
@@ -83,6 +277,11 @@ class _Connection:
             and self.reader.exception() is None
             and not _readable(self.writer)
         )
+
+    def finished(self) -> bool:
+        """The exchange ended as HTTP/1.1 lets the connection carry another."""
+        response = self.response
+        return response.done and response.keep_alive and self.keep_alive and not response.extra
 
     def close(self) -> None:
         if self._timer is not None:
@@ -113,18 +312,6 @@ class _Connection:
         else:
             self._timer = loop.call_at(deadline, self._check)
 
-    async def send(self, request: httpx2.Request, limit: float | None) -> None:
-        """Writes the request head and body.
-
-        Raises:
-            httpx2.LocalProtocolError, httpx2.WriteError, httpx2.WriteTimeout.
-        """
-        chunks = []
-        async for chunk in request.stream:  # type: ignore[union-attr]  # an httpx2 request's is async
-            if chunk:
-                chunks.append(chunk)
-        await self.send_parts(request.method, request.url.raw_path, request.headers.raw, chunks, limit)
-
     async def send_parts(
         self,
         method: bytes | str,
@@ -138,15 +325,14 @@ class _Connection:
         Raises:
             httpx2.LocalProtocolError, httpx2.WriteError, httpx2.WriteTimeout.
         """
-        try:
-            out = self.h11.send(h11.Request(method=method, target=target, headers=headers))
-            chunks = [out] if out else []
-            for chunk in body:
-                chunks.append(self.h11.send(h11.Data(data=chunk)) or b"")
-            chunks.append(self.h11.send(h11.EndOfMessage()) or b"")
-        except h11.LocalProtocolError as err:
-            raise httpx2.LocalProtocolError(str(err)) from None
-        self.writer.write(b"".join(chunks))
+        if isinstance(method, str):
+            method = method.encode("ascii")
+        data = _request_bytes(method, target, headers, body)
+        self.keep_alive = not any(
+            name.lower() == b"connection" and b"close" in value.lower() for name, value in headers
+        )
+        self.response = _Response(bodiless=method == b"HEAD")
+        self.writer.write(data)
         if self.writer.transport.get_write_buffer_size() == 0:
             return
         if limit:
@@ -160,22 +346,16 @@ class _Connection:
         finally:
             self.deadline = None
 
-    async def next_event(self, limit: float | None) -> Any:
-        """The next HTTP event of the response, reading as needed.
+    async def next_event(self, limit: float | None) -> Head | bytes | _End:
+        """The next event of the response (a head, a piece of its body, its end), reading as needed.
 
         Raises:
             httpx2.RemoteProtocolError: the server broke HTTP, or closed the connection early.
             httpx2.ReadError, httpx2.ReadTimeout.
         """
-        while True:
-            try:
-                event = self.h11.next_event()
-            except h11.RemoteProtocolError as err:
-                raise httpx2.RemoteProtocolError(str(err)) from None
-            if event is not h11.NEED_DATA:
-                if isinstance(event, h11.ConnectionClosed):
-                    raise httpx2.RemoteProtocolError("Server disconnected without sending a response.")
-                return event
+        response = self.response
+        events = response.events
+        while not events:
             if limit:
                 self._arm(limit)
             try:
@@ -188,10 +368,11 @@ class _Connection:
                 self.deadline = None
             if self.timed_out:
                 raise httpx2.ReadTimeout("timed out reading the response")
-            try:
-                self.h11.receive_data(data)
-            except RuntimeError as err:  # data after the server said it closes
-                raise httpx2.RemoteProtocolError(str(err)) from None
+            if data:
+                response.feed(data)
+            else:
+                response.closed()
+        return events.popleft()
 
 
 class Body(httpx2.AsyncByteStream):
@@ -211,9 +392,9 @@ class Body(httpx2.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while not self._complete:
             event = await self._conn.next_event(self._timeout)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            if isinstance(event, bytes):
+                yield event
+            elif event is _END:
                 self._complete = True
 
     async def read_all(self) -> bytes:
@@ -222,9 +403,9 @@ class Body(httpx2.AsyncByteStream):
         try:
             while True:
                 event = await self._conn.next_event(self._timeout)
-                if isinstance(event, h11.Data):
-                    parts.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
+                if isinstance(event, bytes):
+                    parts.append(event)
+                elif event is _END:
                     self._complete = True
                     return b"".join(parts)
         finally:
@@ -235,8 +416,7 @@ class Body(httpx2.AsyncByteStream):
             return
         self._closed = True
         conn = self._conn
-        if self._complete and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
-            conn.h11.start_next_cycle()
+        if self._complete and conn.finished():
             self._transport.release(self._origin, conn)
         else:
             conn.close()
@@ -306,7 +486,7 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
         head, stream = await self.exchange(request.method, url, request.headers.raw, body, timeouts)
         return httpx2.Response(
             head.status_code,
-            headers=head.headers.raw_items(),
+            headers=head.headers,
             stream=stream,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
         )
@@ -318,7 +498,7 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
         headers: list[tuple[bytes, bytes]],
         body: list[bytes],
         timeouts: Mapping[str, float | None],
-    ) -> tuple[h11.Response, Body]:
+    ) -> tuple[Head, Body]:
         """Sends one request (its whole head in ``headers``) and reads the response's head; the
         body is read from the returned stream. Without ``httpx2``'s request and response objects:
         :class:`~mcp_pool_svc.lean.LeanPost` reads a plain JSON answer with this.
@@ -336,12 +516,12 @@ class LeanHttpTransport(httpx2.AsyncBaseTransport):
         try:
             await conn.send_parts(method, url.raw_path, headers, body, timeouts.get("write"))
             event = await conn.next_event(read_timeout)
-            while isinstance(event, h11.InformationalResponse):
+            while isinstance(event, Head) and event.status_code < 200:  # 1xx: informational
                 event = await conn.next_event(read_timeout)
         except BaseException:
             conn.close()
             raise
-        assert isinstance(event, h11.Response)
+        assert isinstance(event, Head)
         return event, Body(self, origin, conn, read_timeout)
 
     async def aclose(self) -> None:

@@ -201,7 +201,7 @@ class LeanPost:
         status = head.status_code
         content_type = encoding = b""
         cookie = False
-        for raw_name, value in head.headers.raw_items():
+        for raw_name, value in head.headers:
             name = raw_name.lower()
             if name == b"content-type":
                 content_type = value.lower()
@@ -225,7 +225,7 @@ class LeanPost:
         # Anything else is read as the client's response is (SSE, errors, redirects, cookies).
         response = httpx2.Response(
             status,
-            headers=head.headers.raw_items(),
+            headers=head.headers,
             stream=stream,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": head.reason},
         )

@@ -115,3 +115,190 @@ async def test_a_refused_connect_is_a_connect_error() -> None:
         with pytest.raises(httpx2.ConnectError):
             await transport.exchange(b"POST", url, _head(url), [b"{}"], {"connect": 5.0})
         await transport.aclose()
+
+
+# --- the response as HTTP/1.1 frames it, read by httptools ------------------------------------------
+
+
+async def _exchange(
+    transport: LeanHttpTransport,
+    url: httpx2.URL,
+    method: bytes = b"POST",
+    headers: list[tuple[bytes, bytes]] | None = None,
+    body: list[bytes] | None = None,
+) -> tuple[int, bytes]:
+    head, stream = await transport.exchange(
+        method,
+        url,
+        _head(url) if headers is None else headers,
+        [b"{}"] if body is None else body,
+        {"read": 5.0},
+    )
+    return head.status_code, await stream.read_all()
+
+
+def _answering(*answers: bytes) -> Handler:
+    """A server that answers each request on a connection with the next of ``answers`` (then
+    waits for the client to close)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for answer in answers:
+            await _read_request(reader)
+            writer.write(answer)
+            await writer.drain()
+        await reader.read()
+
+    return handle
+
+
+async def test_a_chunked_answer_is_read_whole_and_its_connection_kept() -> None:
+    chunked = b'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\n{"a\r\n4\r\n":1}\r\n0\r\n\r\n'
+    transport = LeanHttpTransport()
+    async with _server(_answering(chunked, chunked)) as (url, accepted):
+        assert await _exchange(transport, url) == (200, b'{"a":1}')
+        assert await _exchange(transport, url) == (200, b'{"a":1}')
+        assert len(accepted) == 1
+    await transport.aclose()
+
+
+async def test_an_answer_without_a_length_ends_with_its_connection_which_is_not_reused() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{"until": ')
+        await writer.drain()
+        writer.write(b'"the close"}')
+        await writer.drain()
+
+    transport = LeanHttpTransport()
+    async with _server(handle) as (url, accepted):
+        assert await _exchange(transport, url) == (200, b'{"until": "the close"}')
+        assert await _exchange(transport, url) == (200, b'{"until": "the close"}')
+        assert len(accepted) == 2
+    await transport.aclose()
+
+
+async def test_an_informational_answer_is_skipped() -> None:
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\n{}"
+    transport = LeanHttpTransport()
+    async with _server(_answering(answer)) as (url, _):
+        assert await _exchange(transport, url) == (201, b"{}")
+    await transport.aclose()
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}", "the server closes it"),
+        (b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}", "HTTP/1.0"),
+        (_ANSWER + b"HTTP/1.1 200 OK\r\n", "bytes nobody asked for after the answer"),
+    ],
+)
+async def test_a_connection_http_does_not_let_carry_another_request_is_not_reused(
+    answer: bytes, why: str
+) -> None:
+    transport = LeanHttpTransport()
+    async with _server(_answering(answer, answer)) as (url, accepted):
+        assert await _exchange(transport, url) == (200, b"{}"), why
+        await _exchange(transport, url)
+        assert len(accepted) == 2, why
+    await transport.aclose()
+
+
+async def test_a_request_saying_it_closes_its_connection_does_not_reuse_it() -> None:
+    transport = LeanHttpTransport()
+    async with _server(_answering(_ANSWER, _ANSWER)) as (url, accepted):
+        closing = [*_head(url), (b"connection", b"close")]
+        assert await _exchange(transport, url, headers=closing) == (200, b"{}")
+        assert await _exchange(transport, url) == (200, b"{}")
+        assert len(accepted) == 2
+    await transport.aclose()
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (b"", "Server disconnected without sending a response."),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{}", "without sending complete message body"),
+        (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", "Invalid header"),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+            "switched",
+        ),
+    ],
+)
+async def test_an_answer_that_breaks_http_is_a_remote_protocol_error(answer: bytes, message: str) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(answer)
+        await writer.drain()
+
+    transport = LeanHttpTransport()
+    async with _server(handle) as (url, _):
+        with pytest.raises(httpx2.RemoteProtocolError, match=message):
+            await _exchange(transport, url)
+    await transport.aclose()
+
+
+async def test_the_answer_to_a_head_request_has_no_body() -> None:
+    transport = LeanHttpTransport()
+    async with _server(_answering(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")) as (url, _):
+        head = [(b"host", url.netloc)]
+        assert await _exchange(transport, url, method=b"HEAD", headers=head, body=[]) == (200, b"")
+    await transport.aclose()
+
+
+# --- the request as it goes out ---------------------------------------------------------------------
+
+
+async def test_a_chunked_request_body_goes_out_in_chunks() -> None:
+    received: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.readuntil(b"0\r\n\r\n"))
+        writer.write(_ANSWER)
+        await writer.drain()
+        await reader.read()
+
+    transport = LeanHttpTransport()
+    async with _server(handle) as (url, _):
+        head = [(b"host", url.netloc), (b"Transfer-Encoding", b"chunked")]
+        assert await _exchange(transport, url, headers=head, body=[b'{"a"', b"", b":1}"]) == (200, b"{}")
+    assert received == [
+        b'POST /mcp HTTP/1.1\r\nhost: %s\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
+        % url.netloc
+    ]
+    await transport.aclose()
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "body", "message"),
+    [
+        (b"POST", [(b"x-injected", b"a\r\nx-evil: 1")], [b"{}"], "illegal header value"),
+        (b"POST", [(b"bad name", b"1")], [b"{}"], "illegal header name"),
+        (b"POST", [(b"x-padded", b" 1")], [b"{}"], "illegal header value"),
+        (b"PO ST", [], [b"{}"], "illegal method"),
+        (b"POST", [(b"content-length", b"3")], [b"{}"], "declared Content-Length"),
+        (b"POST", [(b"content-length", b"2"), (b"content-length", b"3")], [b"{}"], "bad Content-Length"),
+        (b"POST", [(b"content-length", b"-2")], [b"{}"], "bad Content-Length"),
+        (b"POST", [(b"transfer-encoding", b"gzip")], [b"{}"], "chunked is supported"),
+        (b"POST", [(b"content-length", b"2"), (b"transfer-encoding", b"chunked")], [b"{}"], "together"),
+        (b"GET", [], [b"{}"], "declared Content-Length"),
+        (b"GET", "no host", [], "Host"),
+    ],
+)
+async def test_a_request_http_cannot_carry_is_refused_before_anything_is_sent(
+    method: bytes, headers: list[tuple[bytes, bytes]] | str, body: list[bytes], message: str
+) -> None:
+    received: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read())
+
+    transport = LeanHttpTransport()
+    async with _server(handle) as (url, _):
+        head = [] if headers == "no host" else [(b"host", url.netloc), *headers]
+        with pytest.raises(httpx2.LocalProtocolError, match=message):
+            await transport.exchange(method, url, head, body, {"read": 5.0})
+        await transport.aclose()
+        await asyncio.sleep(0.05)
+    assert received in ([], [b""])
