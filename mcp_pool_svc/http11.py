@@ -42,6 +42,9 @@ import httpx2
 __all__ = ["Body", "Head", "LeanHttpTransport"]
 
 _READ_SIZE = 65536
+# A response head past this is refused, as h11 refuses one past its 16 KiB (a server sending
+# headers without end would otherwise grow the pool's memory without end).
+_MAX_HEAD_BYTES = 64 * 1024
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 # RFC 9110's token (a method, a header's name) and field value (no control character but a tab
 # inside, no white space at either end), as h11 checks them before sending.
@@ -145,6 +148,7 @@ class _Response:
     """The parser's callbacks for the responses to one request: its events, in order."""
 
     __slots__ = (
+        "_head_bytes",
         "_headers",
         "_parser",
         "_reason",
@@ -162,6 +166,7 @@ class _Response:
         self.events: deque[Head | bytes | _End] = deque()
         self._parser = httptools.HttpResponseParser(self)
         self._headers: list[tuple[bytes, bytes]] = []
+        self._head_bytes = 0
         self._reason = b""
         self.started = False  # a final (not 1xx) response's head arrived
         self.framed = False  # its length is known (Content-Length or chunked), not "until the close"
@@ -179,18 +184,25 @@ class _Response:
             if not self.done:
                 raise httpx2.RemoteProtocolError(str(err) or "the server broke HTTP/1.1") from None
             self.extra = True
+        if self._head_bytes > _MAX_HEAD_BYTES and not self.done:
+            raise httpx2.RemoteProtocolError(f"the response's head is over {_MAX_HEAD_BYTES} bytes")
 
     def on_message_begin(self) -> None:
         if self.done:
             self.extra = True
         self._headers = []
+        self._head_bytes = 0
         self._reason = b""
 
     def on_status(self, reason: bytes) -> None:
-        self._reason += reason
+        self._head_bytes += len(reason)
+        if self._head_bytes <= _MAX_HEAD_BYTES:
+            self._reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes <= _MAX_HEAD_BYTES:
+            self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         if self.done:
@@ -203,6 +215,7 @@ class _Response:
                 name.lower() in (b"content-length", b"transfer-encoding") for name, _ in self._headers
             )
         self.events.append(Head(status, self._reason, self._headers))
+        self._headers = []  # (a chunked body's trailers, if any, are not the head's)
         if self.started and self.bodiless:
             # The parser would wait for the body the headers announce; the connection is not reused.
             self.done = True

@@ -177,6 +177,16 @@ async def test_an_answer_without_a_length_ends_with_its_connection_which_is_not_
     await transport.aclose()
 
 
+async def test_a_chunked_answers_trailers_are_not_its_head() -> None:
+    chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-trailer: 1\r\n\r\n"
+    transport = LeanHttpTransport()
+    async with _server(_answering(chunked)) as (url, _):
+        head, stream = await transport.exchange(b"POST", url, _head(url), [b"{}"], {"read": 5.0})
+        assert await stream.read_all() == b"{}"
+        assert head.headers == [(b"transfer-encoding", b"chunked")]
+    await transport.aclose()
+
+
 async def test_an_informational_answer_is_skipped() -> None:
     answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\n{}"
     transport = LeanHttpTransport()
@@ -220,6 +230,7 @@ async def test_a_request_saying_it_closes_its_connection_does_not_reuse_it() -> 
         (b"", "Server disconnected without sending a response."),
         (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{}", "without sending complete message body"),
         (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", "Invalid header"),
+        (b"HTTP/1.1 200 OK\r\n" + b"x-big: %s\r\n" % (b"a" * 1000) * 70, "head is over 65536 bytes"),
         (
             b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
             "switched",
