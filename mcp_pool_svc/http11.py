@@ -238,6 +238,7 @@ class _Response:
             httpx2.RemoteProtocolError: before the response's end.
         """
         if self.done:
+            self.events.append(_END)  # (read past its end: the end again, not a wait for more)
             return
         if not self.started:
             raise httpx2.RemoteProtocolError("Server disconnected without sending a response.")
