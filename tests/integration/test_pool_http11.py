@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 import httpx2
 import pytest
 
-from mcp_pool_svc.http11 import LeanHttpTransport
+from mcp_pool_svc.http11 import _END, Head, LeanHttpTransport, _Response
 
 _ANSWER = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -313,3 +313,17 @@ async def test_a_request_http_cannot_carry_is_refused_before_anything_is_sent(
         await transport.aclose()
         await asyncio.sleep(0.05)
     assert received in ([], [b""])
+
+
+def test_a_response_read_past_its_end_gives_its_end_again() -> None:
+    # (what next_event asks when the connection ends after the response: not a wait for more)
+    response = _Response()
+    response.feed(_ANSWER)
+    assert list(response.events) == [
+        Head(200, b"OK", [(b"content-type", b"application/json"), (b"content-length", b"2")]),
+        b"{}",
+        _END,
+    ]
+    response.events.clear()
+    response.closed()
+    assert list(response.events) == [_END]
