@@ -20,6 +20,7 @@ import zipfile
 from collections.abc import Iterator
 from email.parser import Parser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,9 +184,11 @@ def _config(path: Path, venv: Path, provider_urls: tuple[str, str], **search: ob
         "servers": {
             "notes": {"command": str(venv / "bin" / "python"), "args": [str(EXAMPLE_SERVERS["notes"])]}
         },
+        # Every service on a port of its own choosing, the gateway too: its default (50054) is
+        # what the README's `toolscout up` takes, which another test may be running meanwhile.
         "toolscout": {
             name: {"listen": "127.0.0.1:0", "metrics_port": -1}
-            for name in ("pool", "discovery", "orchestrator")
+            for name in ("pool", "discovery", "orchestrator", "gateway")
         }
         | ({"search": search} if search else {}),
     }
@@ -212,27 +215,32 @@ def test_a_stack_from_the_wheels_serves_an_example_server_and_the_client_calls_i
         stderr=subprocess.PIPE,
         text=True,
     )
+    events: list[dict[str, Any]] = []
+    ready = None
     try:
         assert up.stdout is not None
-        events = []
         for line in up.stdout:  # the process is bounded by communicate(timeout) below
             events.append(json.loads(line))
             kinds = {(e["event"], e.get("state")) for e in events}
             if {("ready", None), ("server", "ready")} <= kinds:
                 break
-        ready = next(e for e in events if e["event"] == "ready")
-        script = tmp_path / "client.py"
-        script.write_text(CLIENT_SCRIPT)
-        done = _run(
-            venv / "bin" / "python",
-            script,
-            ready["endpoints"]["pool"],
-            ready["endpoints"]["orchestrator"],
-            cwd=tmp_path,
-        )
+        ready = next((e for e in events if e["event"] == "ready"), None)
+        if ready is not None:
+            script = tmp_path / "client.py"
+            script.write_text(CLIENT_SCRIPT)
+            done = _run(
+                venv / "bin" / "python",
+                script,
+                ready["endpoints"]["pool"],
+                ready["endpoints"]["orchestrator"],
+                cwd=tmp_path,
+            )
     finally:
         up.terminate()
         _, err = up.communicate(timeout=60)
+    assert ready is not None, (
+        f"toolscout up ended before it was ready (exit {up.returncode}): {events}\n{err}"
+    )
     assert up.returncode == 0, err
     got = json.loads(done.stdout)
     assert got["version"] == VERSION
