@@ -18,7 +18,12 @@ connected client, one upstream session reused, FastMCP's own HTTP server), calle
 own names; ``--peers reuse fresh`` adds ``create_proxy(url)`` (a fresh upstream client per
 request) too. Its CPU per call is the proxy process's.
 
+``--result-chars N`` adds rows for the read-only tool reversing a JSON listing of N characters: a
+result of that size, as real tools return (the pool counts a result's tokens against the host's
+budget; see bench/README, round 8).
+
 Run: uv run --frozen python bench/gateway_call_overhead.py [--baseline 7b63f4b|none] [--calls 300] [--peers]
+     [--result-chars 4000]
 Writes bench/results/gateway_call_overhead.json.
 """
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -47,6 +53,21 @@ import gateway_bench as gb  # the bench's stack and call helpers
 ROOT = gb.ROOT
 RESULTS = ROOT / "bench" / "results" / "gateway_call_overhead.json"
 Timed = Callable[[str], Awaitable[float]]
+Kinds = dict[str, tuple[str, dict[str, Any], str]]  # kind: (tool, arguments, the answer's start)
+
+
+def _listing(chars: int) -> str:
+    """A JSON listing (what tools commonly return), pretty-printed, cut to ``chars`` characters."""
+    items = [
+        {
+            "id": i,
+            "name": f"item {i}",
+            "tags": ["alpha", "beta"],
+            "note": "a line of text, with punctuation; 12345.",
+        }
+        for i in range(chars // 60 + 1)
+    ]
+    return json.dumps(items, indent=2)[:chars]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -54,9 +75,9 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-def _raw(client: httpx2.AsyncClient, url: str, through: bool) -> Timed:
+def _raw(client: httpx2.AsyncClient, url: str, through: bool, kinds: Kinds) -> Timed:
     async def call(kind: str) -> float:
-        tool, arguments, expected = gb.CALL_TOOLS[kind]
+        tool, arguments, expected = kinds[kind]
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if through:
             params = {"name": "call_tool", "arguments": {"name": f"text__{tool}", "arguments": arguments}}
@@ -70,9 +91,9 @@ def _raw(client: httpx2.AsyncClient, url: str, through: bool) -> Timed:
     return call
 
 
-def _sdk(session: Any, through: bool) -> Timed:
+def _sdk(session: Any, through: bool, kinds: Kinds) -> Timed:
     async def call(kind: str) -> float:
-        tool, arguments, expected = gb.CALL_TOOLS[kind]
+        tool, arguments, expected = kinds[kind]
         started = time.perf_counter()
         if through:
             answer = await session.call_tool("call_tool", {"name": f"text__{tool}", "arguments": arguments})
@@ -87,7 +108,12 @@ def _sdk(session: Any, through: bool) -> Timed:
 
 
 async def _measure(
-    text_url: str, gateways: dict[str, str], calls: int, warmup: int, peers: dict[str, str] | None = None
+    text_url: str,
+    gateways: dict[str, str],
+    calls: int,
+    warmup: int,
+    peers: dict[str, str] | None = None,
+    kinds: Kinds = gb.CALL_TOOLS,
 ) -> tuple[dict[str, dict[str, list[float]]], list[float]]:
     """``{client_kind: {target: [ms, ...]}}`` (targets: direct, each gateway, each peer proxy), and
     the loads seen. A peer is called like the server itself (the proxy keeps the tools' names)."""
@@ -96,22 +122,22 @@ async def _measure(
 
     targets = {"direct": text_url, **gateways, **(peers or {})}
     samples: dict[str, dict[str, list[float]]] = {
-        f"{client}_{kind}": {t: [] for t in targets} for client in ("raw", "sdk") for kind in gb.CALL_TOOLS
+        f"{client}_{kind}": {t: [] for t in targets} for client in ("raw", "sdk") for kind in kinds
     }
     loads: list[float] = []
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
         callers: dict[str, dict[str, Timed]] = {"raw": {}, "sdk": {}}
         for name, url in targets.items():
-            callers["raw"][name] = _raw(client, url, name in gateways)
+            callers["raw"][name] = _raw(client, url, name in gateways, kinds)
             streams = await stack.enter_async_context(streamable_http_client(url))
             session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
             await session.initialize()
-            callers["sdk"][name] = _sdk(session, name in gateways)
+            callers["sdk"][name] = _sdk(session, name in gateways, kinds)
         gateway_names = [*gateways, *(peers or {})]
         for i in range(warmup + calls):
             order = ["direct", *(gateway_names if i % 2 else reversed(gateway_names))]
-            for kind in gb.CALL_TOOLS:
+            for kind in kinds:
                 for client_name, by_target in callers.items():
                     for target in order:
                         elapsed = await by_target[target](kind)
@@ -158,6 +184,12 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300, help="rounds (each round calls every row once)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument(
+        "--result-chars",
+        type=int,
+        default=0,
+        help="also call the read-only tool on a JSON listing of this many characters (a result as large)",
+    )
+    parser.add_argument(
         "--peers",
         nargs="*",
         choices=("reuse", "fresh"),
@@ -187,10 +219,16 @@ def main() -> int:
             name = f"FastMCP proxy ({mode})"
             peers[name], pids[f"{name} process"] = stack.enter_context(_fastmcp_proxy(text_url, mode))
         before = _cpu(pids)
-        samples, loads = asyncio.run(_measure(text_url, gateways, args.calls, args.warmup, peers))
+        kinds = dict(gb.CALL_TOOLS)
+        if args.result_chars > 0:
+            text = _listing(args.result_chars)
+            kinds[f"read_only_{args.result_chars}ch"] = ("reverse", {"text": text}, text[::-1][:40])
+        samples, loads = asyncio.run(_measure(text_url, gateways, args.calls, args.warmup, peers, kinds))
         spent = {name: v - before[name] for name, v in _cpu(pids).items()}
-    # Each deployment served the same calls: 2 kinds x 2 clients per round, plus the warm-up.
-    per_call = {name: round(v * 1000 / ((args.calls + args.warmup) * 4), 3) for name, v in spent.items()}
+    # Each deployment served the same calls: every kind x 2 clients per round, plus the warm-up.
+    per_call = {
+        name: round(v * 1000 / ((args.calls + args.warmup) * 2 * len(kinds)), 3) for name, v in spent.items()
+    }
     load = round(statistics.fmean(loads), 2)
     rows: dict[str, Any] = {}
     for key, by_target in samples.items():
@@ -211,11 +249,11 @@ def main() -> int:
         f"tools/call through the gateway vs direct, {args.calls} rounds, load average {load} (min {min(loads):.1f}, max {max(loads):.1f}):"
     )
     for key, row in rows.items():
-        print(f"  {key:<16} direct p50 {row['direct']['p50_ms']:6.2f} p99 {row['direct']['p99_ms']:6.2f} ms")
+        print(f"  {key:<22} direct p50 {row['direct']['p50_ms']:6.2f} p99 {row['direct']['p99_ms']:6.2f} ms")
         for name in [*gateways, *peers]:
             r = row[name]
             print(
-                f"  {'':<16} {name:<22} p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:6.2f} ms   "
+                f"  {'':<22} {name:<22} p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:6.2f} ms   "
                 f"added p50 {r['added_p50_ms']:+6.2f} ms (per round {r['added_per_round_p50_ms']:+6.2f})   load {load}"
             )
     print("CPU ms per call over the run (every row's calls together):")
@@ -226,6 +264,7 @@ def main() -> int:
         {
             "command": "uv run --frozen python bench/gateway_call_overhead.py "
             f"--baseline {args.baseline} --calls {args.calls}"
+            + (f" --result-chars {args.result_chars}" if args.result_chars else "")
             + (f" --peers {' '.join(peer_modes)}" if peer_modes else ""),
             "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load_average": {"mean": load, "min": min(loads), "max": max(loads)},

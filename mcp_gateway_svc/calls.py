@@ -300,6 +300,8 @@ class ToolCaller:
         if owner is not None and owner.budget:
             fields.update(
                 result_budget_tokens=owner.budget,
+                # (hosts are not told a result's tokens: the pool counts one that fits after answering)
+                defer_token_counts=True,
                 structured_copy=StructuredCopy.TEXT,
                 principal=owner.principal,
                 conversation=owner.conversation,

@@ -17,6 +17,7 @@ a sharded client reads from the right one.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections import OrderedDict
@@ -30,7 +31,14 @@ from toolscout.client.sharding import result_handle
 from mcp_pool_svc.errors import InvalidToolArgumentsError, ResultHandleExpiredError, ResultHandleNotFoundError
 from toolscout_kit.config import ResultsSettings
 from toolscout_kit.result_reading import ReadOut, grep, project, read_page
-from toolscout_kit.shaping import MIN_BUDGET_TOKENS, Shaped, ShapingPolicy, StructuredCopy, shape_result
+from toolscout_kit.shaping import (
+    MIN_BUDGET_TOKENS,
+    Shaped,
+    ShapingPolicy,
+    StructuredCopy,
+    count_result,
+    shape_result,
+)
 from toolscout_kit.tokens import check_encoding
 
 __all__ = ["ResultKeeper"]
@@ -39,6 +47,11 @@ __all__ = ["ResultKeeper"]
 _TOMBSTONES = 10_000
 # Results shorter than this are shaped on the event loop; longer ones in a worker thread.
 _INLINE_CHARS = 256_000
+
+
+def _size(result: CallToolResult) -> int:
+    """The characters (and binary bytes) of a result."""
+    return sum(len(b.text) + len(b.data) for b in result.content) + len(result.structured_content_json)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,29 +112,43 @@ class ResultKeeper:
             raise InvalidToolArgumentsError("preview_tokens must not be negative")
         check_encoding(request.token_encoding)
 
-    async def shape(
-        self, request: CallRequest, result: CallToolResult, has_output_schema: bool
-    ) -> CallToolResult:
-        """``result`` shaped to the request's budget (unchanged without one), the whole kept when
-        a preview replaced it."""
-        if request.result_budget_tokens <= 0:
-            return result
+    def policy(self, request: CallRequest, server: str, has_output_schema: bool) -> ShapingPolicy:
+        """How a result of ``server`` is shaped for ``request`` (which has a budget): its budget, or
+        the server's ``result_budget`` when that is smaller."""
         budget = request.result_budget_tokens
-        server_budget = self._server_budget(result.server)
+        server_budget = self._server_budget(server)
         if server_budget is not None:
             budget = min(budget, server_budget)
-        encoding = check_encoding(request.token_encoding)
-        policy = ShapingPolicy(
+        return ShapingPolicy(
             budget_tokens=budget,
             preview_tokens=min(request.preview_tokens or self._settings.preview_tokens, budget),
-            encoding=encoding,
+            encoding=check_encoding(request.token_encoding),
             structured_copy=request.structured_copy or StructuredCopy.TEXT,
             keep_structured=has_output_schema,
             handle_ttl_seconds=self._settings.handle_ttl,
         )
+
+    def count_later(self, result: CallToolResult, encoding: str, record: Callable[[int], None]) -> None:
+        """Counts ``result``'s tokens once the answer that carries it has gone out (in the event
+        loop's next turn; in a thread for a large result, as :meth:`shape` shapes one) and gives
+        them to ``record``: for a caller that does not wait for them (``defer_token_counts``)."""
+
+        def count() -> int:
+            return count_result(result.content, result.structured_content_json, encoding).tokens
+
+        loop = asyncio.get_running_loop()
+        if _size(result) <= _INLINE_CHARS:
+            loop.call_soon(lambda: record(count()))
+        else:
+            loop.run_in_executor(None, count).add_done_callback(lambda counted: record(counted.result()))
+
+    async def shape(
+        self, request: CallRequest, result: CallToolResult, policy: ShapingPolicy
+    ) -> CallToolResult:
+        """``result`` shaped to ``policy`` (:meth:`policy`), the whole kept when a preview replaced it."""
+        budget, encoding = policy.budget_tokens, policy.encoding
         handle = result_handle(self._shard(), secrets.token_urlsafe(12))
         what = f"{result.server}/{result.tool}"
-        size = sum(len(b.text) + len(b.data) for b in result.content) + len(result.structured_content_json)
 
         def run() -> Shaped:
             return shape_result(
@@ -129,7 +156,7 @@ class ResultKeeper:
             )
 
         # A large result takes tens of milliseconds per MB to shape: off the event loop.
-        shaped = run() if size <= _INLINE_CHARS else await anyio.to_thread.run_sync(run)
+        shaped = run() if _size(result) <= _INLINE_CHARS else await anyio.to_thread.run_sync(run)
         expires = 0.0
         if shaped.document is not None:
             expires = self._keep(

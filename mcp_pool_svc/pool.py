@@ -75,6 +75,7 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
 from toolscout_kit.oauth_client import RemoteAuth
+from toolscout_kit.shaping import fits_unchanged
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["McpPool", "ReshardResult", "reply_line_limit"]
@@ -487,14 +488,26 @@ class McpPool:
             if request.result_budget_tokens <= 0:
                 return result
             listed = self.catalog.lookup(server, tool)
-            shaped = await self._results.shape(request, result, bool(listed and listed.output_schema_json))
-            kept = shaped.result_handle != ""
-            self._metrics.result_tokens(server, shaped.tokens_returned, shaped.tokens_delivered, kept)
-            totals = self._result_totals.setdefault(server, [0, 0, 0])
-            totals[0] += shaped.tokens_returned
-            totals[1] += shaped.tokens_delivered
-            totals[2] += int(kept)
+            policy = self._results.policy(request, server, bool(listed and listed.output_schema_json))
+            if request.defer_token_counts and fits_unchanged(
+                result.content, result.structured_content_json, policy
+            ):
+                # Unchanged, and its caller does not read its counts: they are taken after the answer.
+                self._results.count_later(
+                    result, policy.encoding, lambda tokens: self._shaped(server, tokens, tokens, False)
+                )
+                return result
+            shaped = await self._results.shape(request, result, policy)
+            self._shaped(server, shaped.tokens_returned, shaped.tokens_delivered, shaped.result_handle != "")
             return shaped
+
+    def _shaped(self, server: str, returned: int, delivered: int, kept: bool) -> None:
+        """One result shaped to a budget, in the metrics and the server's status totals."""
+        self._metrics.result_tokens(server, returned, delivered, kept)
+        totals = self._result_totals.setdefault(server, [0, 0, 0])
+        totals[0] += returned
+        totals[1] += delivered
+        totals[2] += int(kept)
 
     async def read_result(self, request: ReadRequest) -> ResultRead:
         """A page, grep or JMESPath projection of a result this pool kept behind a handle

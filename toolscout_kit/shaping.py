@@ -19,6 +19,11 @@ Memory: a large result is never copied whole. JSON is walked in place (``raw_dec
 one array item at a time), token figures of long texts are estimated from windows
 (:func:`~toolscout_kit.tokens.estimate_tokens`), and the document handed back is the result's own
 string when it has a single text (the usual case).
+
+Counting is the costly part for a result that fits (a few hundred microseconds per kilobyte, in
+pure Python): :func:`fits_unchanged` tells from the result's size alone that it would come back
+unchanged, so that a caller that does not need its token figures before the answer can take them
+after it (:func:`count_result`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ __all__ = [
     "ShapingPolicy",
     "StructuredCopy",
     "compact_json_text",
+    "count_result",
+    "fits_unchanged",
     "json_sketch",
     "shape_result",
 ]
@@ -144,9 +151,46 @@ def _dedupe(
 
 def _block_tokens(block: ContentBlock, encoding: str) -> TokenCount:
     if block.data:
-        return TokenCount(math.ceil(4 * math.ceil(len(block.data) / 3) / BASE64_CHARS_PER_TOKEN), True)
-    text = block.text or (block.uri + block.name)
-    return estimate_tokens(text, encoding)
+        return _binary_tokens(block)
+    return estimate_tokens(_block_text(block), encoding)
+
+
+def _binary_tokens(block: ContentBlock) -> TokenCount:
+    return TokenCount(math.ceil(4 * math.ceil(len(block.data) / 3) / BASE64_CHARS_PER_TOKEN), True)
+
+
+def _block_text(block: ContentBlock) -> str:
+    return block.text or (block.uri + block.name)
+
+
+def _returned(counts: list[TokenCount], structured: TokenCount) -> TokenCount:
+    return TokenCount(
+        sum(c.tokens for c in counts) + structured.tokens,
+        structured.estimated or any(c.estimated for c in counts),
+    )
+
+
+def count_result(content: tuple[ContentBlock, ...], structured_json: str, encoding: str) -> TokenCount:
+    """The tokens of a result as returned: :func:`shape_result`'s ``tokens_returned``."""
+    return _returned(
+        [_block_tokens(b, encoding) for b in content], estimate_tokens(structured_json, encoding)
+    )
+
+
+def fits_unchanged(content: tuple[ContentBlock, ...], structured_json: str, policy: ShapingPolicy) -> bool:
+    """Whether :func:`shape_result` surely hands the result back unchanged (its tokens delivered
+    as returned), known without counting: a text's UTF-8 length bounds its tokens (and the
+    estimate of a long one), a binary block's figure is its size. False means "not sure"."""
+    if policy.structured_copy is not StructuredCopy.TEXT and (
+        structured_json or any(_looks_like_json(b.text) for b in content)
+    ):
+        return False  # (a duplicated copy may be dropped)
+    bound = max_tokens(structured_json)
+    for block in content:
+        bound += _binary_tokens(block).tokens if block.data else max_tokens(_block_text(block))
+        if bound > policy.budget_tokens:
+            return False
+    return bound <= policy.budget_tokens
 
 
 # --- the JSON sketch ------------------------------------------------------------------------------
@@ -464,10 +508,7 @@ def shape_result(
     budget = policy.budget_tokens
     counts = {id(b): _block_tokens(b, enc) for b in content}
     structured_count = estimate_tokens(structured_json, enc)
-    returned = TokenCount(
-        sum(c.tokens for c in counts.values()) + structured_count.tokens,
-        structured_count.estimated or any(c.estimated for c in counts.values()),
-    )
+    returned = _returned([counts[id(b)] for b in content], structured_count)
     if returned.tokens <= budget and (
         policy.structured_copy is StructuredCopy.TEXT
         or (not structured_json and not any(_looks_like_json(b.text) for b in content))

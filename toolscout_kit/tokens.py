@@ -103,14 +103,32 @@ def _encoder(name: str) -> Any:
 
 
 def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
-    """Exact tokens of ``text`` in ``encoding`` (special-token strings count as ordinary text)."""
-    return len(_encoder(encoding).encode_ordinary(text)) if text else 0
+    """Exact tokens of ``text`` in ``encoding`` (special-token strings count as ordinary text; a
+    lone surrogate, which JSON's ``\\ud800`` escapes can give, as the replacement character, as
+    tiktoken counts it)."""
+    if not text:
+        return 0
+    try:
+        return len(_encoder(encoding).encode_ordinary(text))
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return len(_encoder(encoding).encode_ordinary(text))
+
+
+# Up to this many characters a non-ASCII text's bound is its UTF-8 length, measured; past it, four
+# bytes a character (no copy of a long text).
+_MEASURED_CHARS = 65_536
 
 
 def max_tokens(text: str) -> int:
-    """An upper bound on the tokens of ``text`` in any byte-level BPE: its UTF-8 length, without
-    encoding it (non-ASCII characters are at most 4 bytes)."""
-    return len(text) if text.isascii() else 4 * len(text)
+    """An upper bound on the tokens of ``text`` in any byte-level BPE: its UTF-8 length (a lone
+    surrogate counts as the 3 bytes of the replacement character it is counted as), or for a long
+    non-ASCII text 4 bytes a character, without encoding it."""
+    if text.isascii():
+        return len(text)
+    if len(text) > _MEASURED_CHARS:
+        return 4 * len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)

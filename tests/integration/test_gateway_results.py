@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import httpx2
@@ -22,7 +22,9 @@ import pytest_asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from toolscout import client as tc
 
+from mcp_pool_svc.pool import McpPool
 from tests.support.gateway import MODERN, GatewayStack, gateway_stack
 from tests.support.mcp_servers import everything_bin, example_server_config
 from toolscout_kit.config import parse_config
@@ -48,6 +50,16 @@ def _needle() -> str:
 
 
 NEEDLE = _needle()
+
+
+class _RecordingPool(McpPool):
+    """The pool the stack hosts, keeping every call's request as the gateway sent it."""
+
+    requests: ClassVar[list[tc.CallRequest]] = []
+
+    async def call(self, request: tc.CallRequest, **options: Any) -> tc.CallToolResult:
+        self.requests.append(request)
+        return await super().call(request, **options)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -78,7 +90,7 @@ async def gw(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayS
     with pytest.MonkeyPatch.context() as env:
         for name, value in TOKENS.items():
             env.setenv(name, value)
-        async with gateway_stack(config) as running:
+        async with gateway_stack(config, pool_object=_RecordingPool(config)) as running:
             yield running
 
 
@@ -137,6 +149,32 @@ async def test_a_host_gets_a_preview_and_a_resource_link_it_reads_and_another_te
     assert refused.is_error
     assert f"no result handle '{handle}'" in _text(refused)
     assert README[1000:1100] not in _text(refused)
+
+
+async def _everything_status(gw: GatewayStack) -> tc.ServerStatus:
+    async with tc.AsyncPoolClient.connect(gw.stack.pool.address) as pool:
+        (everything,) = [s for s in await pool.list_servers() if s.name == "everything"]
+    return everything
+
+
+async def test_a_result_within_the_budget_reaches_the_host_whole_and_is_counted_after_the_answer(
+    gw: GatewayStack,
+) -> None:
+    message = "a short answer, well within the budget; " * 20
+    before = await _everything_status(gw)
+    http, client = _client(gw.url, "TEAM_A_TOKEN")
+    with anyio.fail_after(WAIT):
+        async with http, client as host:
+            result = await host.call_tool("everything__echo", {"message": message})
+    assert not result.is_error
+    assert _text(result) == f"Echo: {message}"
+    # The gateway does not wait for the tokens of a result that fits: the pool counts it after.
+    (request,) = [r for r in _RecordingPool.requests if message in r.arguments_json]
+    assert (request.result_budget_tokens, request.defer_token_counts) == (BUDGET, True)
+    after = await _everything_status(gw)
+    tokens = count_tokens(f"Echo: {message}")
+    assert after.result_tokens_returned - before.result_tokens_returned == tokens
+    assert after.result_tokens_delivered - before.result_tokens_delivered == tokens
 
 
 async def test_a_host_matched_by_client_name_gets_its_own_budget(gw: GatewayStack) -> None:

@@ -3,6 +3,7 @@ budgets, previews with a handle, ReadResult bound to its caller, expiry, sharded
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -86,6 +87,36 @@ async def test_without_a_budget_the_result_comes_whole(client: tc.AsyncPoolClien
     assert result.result_handle == ""
     assert README in result.text
     assert result.tokens_returned == 0
+
+
+async def test_deferred_token_counts_come_after_the_answer_and_are_the_ones_counted_before(
+    client: tc.AsyncPoolClient,
+) -> None:
+    # The gateway's way (defer_token_counts): a result that fits unchanged is answered without
+    # its counts, and the pool counts it afterwards for its status and metrics.
+    # (3,000 characters of the README: their UTF-8 length, the bound, is within the budget)
+    request = dataclasses.replace(_echo(4000), arguments_json=json.dumps({"message": README[:3000]}))
+    counted = await client.call(request)
+    assert counted.tokens_returned == counted.tokens_delivered > 0
+    (before,) = [s for s in await client.list_servers() if s.name == "everything"]
+    assert before.result_tokens_returned == counted.tokens_returned
+
+    deferred = await client.call(dataclasses.replace(request, defer_token_counts=True))
+    assert (deferred.tokens_returned, deferred.tokens_delivered, deferred.result_handle) == (0, 0, "")
+    assert deferred.content == counted.content
+    assert deferred.structured_content_json == counted.structured_content_json
+    (after,) = [s for s in await client.list_servers() if s.name == "everything"]
+    assert after.result_tokens_returned == 2 * counted.tokens_returned
+    assert after.result_tokens_delivered == 2 * counted.tokens_delivered
+
+
+async def test_deferred_token_counts_leave_a_result_over_the_budget_shaped_and_counted(
+    client: tc.AsyncPoolClient,
+) -> None:
+    result = await client.call(dataclasses.replace(_echo(2000), defer_token_counts=True))
+    assert result.result_handle.startswith("r0-")
+    assert count_tokens(result.content[0].text) == result.tokens_delivered <= 500
+    assert result.tokens_returned > 20 * result.tokens_delivered
 
 
 async def test_read_result_greps_pages_and_stays_within_its_budget(client: tc.AsyncPoolClient) -> None:

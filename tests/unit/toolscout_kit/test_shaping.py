@@ -15,10 +15,12 @@ from toolscout_kit.shaping import (
     ShapingPolicy,
     StructuredCopy,
     compact_json_text,
+    count_result,
+    fits_unchanged,
     json_sketch,
     shape_result,
 )
-from toolscout_kit.tokens import count_tokens
+from toolscout_kit.tokens import count_tokens, max_tokens
 
 
 def _text(text: str) -> ContentBlock:
@@ -38,6 +40,62 @@ def _random_json(rng: random.Random, depth: int = 0) -> Any:
     if depth < 4 and roll < 0.5:
         return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 12))]
     return rng.choice([1, -2.5, 1e-7, True, None, "a b\n\t c", 'é ✓ \\ "', 12345678901234567890])
+
+
+def _random_result(rng: random.Random) -> tuple[tuple[ContentBlock, ...], str]:
+    pieces = ["word ", "é", "✓", "😀", "\ud800", "\n", "  ", '{"a": [1, 2]}', "0123456789", "x" * 700]
+    blocks: list[ContentBlock] = []
+    for _ in range(rng.randint(0, 3)):
+        if rng.random() < 0.2:
+            blocks.append(ContentBlock("image", data=bytes(rng.randint(0, 900)), mime_type="image/png"))
+        else:
+            blocks.append(_text("".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))))
+    structured = json.dumps({"result": "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))})
+    return tuple(blocks), structured if rng.random() < 0.5 else ""
+
+
+@pytest.mark.parametrize("copy", list(StructuredCopy))
+def test_a_result_said_to_fit_unchanged_is_shaped_unchanged_on_random_results(copy: StructuredCopy) -> None:
+    rng = random.Random(7)  # noqa: S311  # reproducible test data, not secrets
+    said = 0
+    for _ in range(400):
+        content, structured = _random_result(rng)
+        policy = ShapingPolicy(budget_tokens=rng.choice([100, 300, 1000, 3000]), structured_copy=copy)
+        shaped = shape_result(content, structured, policy, handle="h-1", what="srv/tool")
+        counted = count_result(content, structured, policy.encoding)
+        assert (counted.tokens, counted.estimated) == (shaped.tokens_returned, shaped.estimated)
+        if fits_unchanged(content, structured, policy):
+            said += 1
+            assert (shaped.content, shaped.structured_content_json) == (content, structured)
+            assert shaped.tokens_delivered == shaped.tokens_returned <= policy.budget_tokens
+            assert shaped.document is None
+    assert said > 100  # (the bound is not so loose that it never says so)
+
+
+def test_fits_unchanged_is_not_sure_past_the_bound_or_where_a_copy_may_be_dropped() -> None:
+    text = "a" * 600  # 600 bytes, far fewer tokens
+    assert count_tokens(text) < 500 < max_tokens(text)
+    assert not fits_unchanged((_text(text),), "", ShapingPolicy(budget_tokens=500))
+    assert fits_unchanged((_text(text),), "", ShapingPolicy(budget_tokens=600))
+    listing = (_text('{"a": 1}'),)
+    assert fits_unchanged(listing, '{"a": 1}', ShapingPolicy(budget_tokens=500))
+    assert not fits_unchanged(
+        listing, '{"a": 1}', ShapingPolicy(budget_tokens=500, structured_copy=StructuredCopy.STRUCTURED)
+    )
+
+
+def test_a_long_text_is_counted_from_windows_within_its_bound() -> None:
+    text = "naïve café — " * 2_000  # past the exact count: estimated
+    (counted,) = (count_result((_text(text),), "", "o200k_base"),)
+    assert counted.estimated
+    assert counted.tokens <= max_tokens(text) == len(text.encode())
+
+
+def test_lone_surrogates_are_counted_as_the_replacement_character() -> None:
+    # json.loads gives them from "\\ud800" escapes; counting must not fail on them.
+    assert count_tokens("a\ud800b") == count_tokens("a\ufffdb")
+    assert count_tokens("\ud83d\ude00") == count_tokens("😀")  # a pair, as UTF-16 reads it
+    assert max_tokens("a\ud800b") == 5 >= count_tokens("a\ud800b")
 
 
 def test_compaction_is_lossless_on_random_documents() -> None:

@@ -506,6 +506,9 @@ class CallRequest(InputRoundRequest):
     conversation: str = ""
     # The preview's size in tokens (0: the pool's configured one).
     preview_tokens: int = 0
+    # A result that fits the budget unchanged comes back without its token counts (0), counted
+    # by the pool after it answers (for a caller that does not read them: it saves the counting).
+    defer_token_counts: bool = False
 
     @classmethod
     def to(

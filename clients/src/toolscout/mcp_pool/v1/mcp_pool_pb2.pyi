@@ -134,7 +134,7 @@ class ListToolsResponse(_message.Message):
     def __init__(self, tools: _Optional[_Iterable[_Union[_common_pb2.Tool, _Mapping]]] = ..., catalog_version: _Optional[str] = ..., shard: _Optional[_Union[ShardInfo, _Mapping]] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds", "result_budget_tokens", "token_encoding", "structured_copy", "principal", "conversation", "preview_tokens", "accept_input_required", "input_responses_json", "request_state", "host_capabilities_json")
+    __slots__ = ("server", "tool", "llm_name", "arguments_json", "meta_json", "timeout_seconds", "result_budget_tokens", "token_encoding", "structured_copy", "principal", "conversation", "preview_tokens", "accept_input_required", "input_responses_json", "request_state", "host_capabilities_json", "defer_token_counts")
     SERVER_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     LLM_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +151,7 @@ class CallToolRequest(_message.Message):
     INPUT_RESPONSES_JSON_FIELD_NUMBER: _ClassVar[int]
     REQUEST_STATE_FIELD_NUMBER: _ClassVar[int]
     HOST_CAPABILITIES_JSON_FIELD_NUMBER: _ClassVar[int]
+    DEFER_TOKEN_COUNTS_FIELD_NUMBER: _ClassVar[int]
     server: str
     tool: str
     llm_name: str
@@ -167,7 +168,8 @@ class CallToolRequest(_message.Message):
     input_responses_json: str
     request_state: str
     host_capabilities_json: str
-    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., result_budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ..., structured_copy: _Optional[_Union[StructuredCopy, str]] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., preview_tokens: _Optional[int] = ..., accept_input_required: _Optional[bool] = ..., input_responses_json: _Optional[str] = ..., request_state: _Optional[str] = ..., host_capabilities_json: _Optional[str] = ...) -> None: ...
+    defer_token_counts: bool
+    def __init__(self, server: _Optional[str] = ..., tool: _Optional[str] = ..., llm_name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., meta_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., result_budget_tokens: _Optional[int] = ..., token_encoding: _Optional[str] = ..., structured_copy: _Optional[_Union[StructuredCopy, str]] = ..., principal: _Optional[str] = ..., conversation: _Optional[str] = ..., preview_tokens: _Optional[int] = ..., accept_input_required: _Optional[bool] = ..., input_responses_json: _Optional[str] = ..., request_state: _Optional[str] = ..., host_capabilities_json: _Optional[str] = ..., defer_token_counts: _Optional[bool] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
     __slots__ = ("content", "structured_content_json", "is_error", "truncated", "server", "tool", "duration_seconds", "tokens_returned", "tokens_delivered", "tokens_estimated", "result_handle", "handle_expires_unix", "meta_json", "jsonrpc_error_code", "input_required_json")
