@@ -60,6 +60,7 @@ from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provid
 from pydantic import ValidationError
 
 from mcp_pool_svc.http11 import LeanHttpTransport
+from mcp_pool_svc.lines import parse_message
 
 __all__ = ["LEAN_IDS_FROM", "LeanPost", "lean_call"]
 
@@ -325,7 +326,7 @@ class LeanPost:
             result: dict[str, Any] = message["result"]
             return result
         try:
-            parsed = jsonrpc_message_adapter.validate_json(data, by_name=False)
+            parsed = parse_message(data)
         except ValidationError as err:
             raise MCPError(mcp_types.PARSE_ERROR, f"Failed to parse {where}: {err}") from None
         if isinstance(parsed, JSONRPCError):

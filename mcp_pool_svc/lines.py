@@ -5,6 +5,7 @@ tens of megabytes long. :class:`LineSplitter` looks for newlines only in the byt
 received and joins a line's pieces once, when the line ends, so reading is linear in its size.
 A line longer than the cap is not kept: the splitter keeps only its first and last few
 kilobytes (enough to find the JSON-RPC ``id`` so the one call can be refused) and its length.
+:func:`parse_message` reads the JSON-RPC message of a line (or of an SSE event).
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["LineSplitter", "OversizedLine", "request_id_of"]
+import mcp_types
+
+from toolscout_kit.json_text import server_json
+
+__all__ = ["LineSplitter", "OversizedLine", "parse_message", "request_id_of"]
 
 # How much of an oversized line is kept at each end.
 _EDGE = 4096
@@ -101,3 +106,21 @@ def request_id_of(line: OversizedLine) -> int | str | None:
     if raw.startswith(b'"'):
         return raw[1:-1].decode("utf-8", errors="replace")
     return int(raw)
+
+
+def parse_message(data: str | bytes) -> mcp_types.JSONRPCMessage:
+    """The JSON-RPC message in ``data``, as the SDK's transports read one (pydantic's strict
+    JSON), except that a lone surrogate escape (``"\\ud800"``), which that parser refuses, is read
+    as U+FFFD (:func:`~toolscout_kit.json_text.server_json`): a server that sends one still has
+    its answer read, instead of the call waiting for its timeout.
+
+    Raises:
+        ValueError: not a JSON-RPC message (pydantic's ``ValidationError``).
+    """
+    try:
+        return mcp_types.jsonrpc_message_adapter.validate_json(data, by_name=False)
+    except ValueError:
+        lenient = server_json(data)
+        if lenient is None:
+            raise
+        return mcp_types.jsonrpc_message_adapter.validate_python(lenient, by_name=False)

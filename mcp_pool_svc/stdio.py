@@ -34,7 +34,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, ObjectReceiveStream, Ob
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from mcp_pool_svc.lines import LineSplitter, OversizedLine, request_id_of
+from mcp_pool_svc.lines import LineSplitter, OversizedLine, parse_message, request_id_of
 from mcp_pool_svc.reaper import SERVER_TAG_ENV, Reaper, descendants_of, kill_leftovers, new_server_tag
 from toolscout_kit.logging import get_logger
 
@@ -70,7 +70,7 @@ def describe_exit(status: int | None) -> str:
 
 def _parse(line: bytes) -> SessionMessage | Exception:
     try:
-        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        return SessionMessage(parse_message(line))
     except ValueError as err:
         # Passed on as a value: the session reports it and keeps reading.
         return err

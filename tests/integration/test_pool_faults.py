@@ -154,7 +154,7 @@ async def test_a_server_writing_garbage_to_stdout_is_reported_and_never_served(
     assert status.state is not ServerState.READY
     assert "no answer to initialize" in status.last_error
     assert "invalid message from the server" in status.last_error
-    assert [t.server for t in pool.list_tools().tools] == ["healthy"] * 10
+    assert [t.server for t in pool.list_tools().tools] == ["healthy"] * 11
     await assert_healthy_still_serves(pool)
 
 

@@ -65,7 +65,7 @@ async def test_list_servers_reports_each_server_with_its_state_and_health_servic
     assert by_name["fixture"].state == pb.SERVER_STATE_READY
     assert by_name["fixture"].transport == "stdio"
     assert by_name["fixture"].server_info == "misbehaving 1.0"
-    assert by_name["fixture"].tool_count == 10
+    assert by_name["fixture"].tool_count == 11
     assert dead.restarts == 1
     assert "closed the connection while starting" in dead.last_error
     async with grpc.aio.insecure_channel(server.address) as channel:
@@ -111,6 +111,21 @@ async def test_call_tool_by_llm_name_returns_content_and_structured_content(stub
     assert [(c.type, c.text) for c in resp.content] == [("text", "hello")]
     assert json.loads(resp.structured_content_json) == {"text": "hello"}
     assert (resp.server, resp.tool, resp.is_error, resp.truncated) == ("fixture", "echo", False, False)
+
+
+@pytest.mark.parametrize("budget", [0, 2000])
+async def test_a_result_with_a_lone_surrogate_arrives_with_the_replacement_character(
+    stub: Any, budget: int
+) -> None:
+    # Valid JSON from the server ("\\ud800"), but not valid Unicode: protobuf refused the string,
+    # and the call failed. Each such character arrives as U+FFFD, wherever the result has text.
+    resp = await stub.CallTool(
+        pb.CallToolRequest(server="fixture", tool="lone_surrogate", result_budget_tokens=budget), timeout=10
+    )
+    assert [(c.type, c.text) for c in resp.content] == [("text", "a\ufffdb")]
+    assert json.loads(resp.structured_content_json) == {"text": "a\ufffdb"}
+    assert json.loads(resp.meta_json) == {"note": "\ufffd"}
+    assert not resp.is_error
 
 
 async def test_a_tool_error_reaches_the_caller_with_the_servers_own_text(stub: Any) -> None:

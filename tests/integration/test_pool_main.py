@@ -68,7 +68,7 @@ async def test_the_service_serves_exports_metrics_and_stops_its_servers_on_sigte
         metrics = await asyncio.to_thread(_scrape, metrics_port)
         assert 'toolscout_pool_tool_calls_total{outcome="ok",server="fixture"} 1.0' in metrics
         assert 'toolscout_pool_server_up{server="fixture"} 1.0' in metrics
-        assert 'toolscout_pool_catalog_tools{server="fixture"} 10.0' in metrics
+        assert 'toolscout_pool_catalog_tools{server="fixture"} 11.0' in metrics
         assert 'toolscout_pool_tool_call_duration_seconds_count{outcome="ok",server="fixture"} 1.0' in metrics
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 30) == 0

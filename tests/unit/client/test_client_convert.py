@@ -220,3 +220,23 @@ def test_a_tools_task_support_is_read_from_its_definitions_execution() -> None:
         t.Tool(server="s", name="t", llm_name="s__t", extra_json='{"execution":"optional"}').task_support
         == ""
     )
+
+
+def test_strings_with_lone_surrogates_reach_the_wire_with_the_replacement_character() -> None:
+    # What a JSON "\\ud800" escape decodes to: protobuf refuses it, so each becomes U+FFFD (and two
+    # halves of a pair the character they encode); a message without one is built as it is.
+    block = t.ContentBlock("text", text="a\ud800b", raw_json='{"type":"text","x":"\udfff"}')
+    result = t.CallToolResult(
+        content=(block,), structured_content_json='{"t":"\ud83d\ude00"}', meta_json='{"m":"\ud800"}'
+    )
+    message = conv.call_tool_result_pb(result)
+    assert (message.content[0].text, message.content[0].raw_json) == (
+        "a\ufffdb",
+        '{"type":"text","x":"\ufffd"}',
+    )
+    assert (message.structured_content_json, message.meta_json) == ('{"t":"😀"}', '{"m":"\ufffd"}')
+    log = conv.relayed_log_pb(t.RelayedLog("info", "l\ud800", '"\ud800"'))
+    assert (log.logger, log.data_json) == ("l\ufffd", '"\ufffd"')
+    assert conv.relayed_request_pb(t.RelayedRequest(1, "m", '{"a":"\udc00"}')).params_json == '{"a":"\ufffd"}'
+    assert conv.call_progress_pb(t.CallProgress(1.0, None, "\ud800")).message == "\ufffd"
+    assert conv.well_formed("plain é") == "plain é"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from mcp_pool_svc.lines import LineSplitter, OversizedLine, request_id_of
+import mcp_types
+import pytest
+from pydantic import ValidationError
+
+from mcp_pool_svc.lines import LineSplitter, OversizedLine, parse_message, request_id_of
 
 
 def test_lines_split_across_chunks_come_out_whole_and_in_order() -> None:
@@ -50,3 +54,21 @@ def test_the_id_of_an_oversized_reply_is_read_from_either_end() -> None:
 def test_an_id_nested_inside_the_result_is_never_taken_for_the_replys() -> None:
     nested_last = json.dumps({"result": {"text": "z" * 20_000, "item": {"id": 5}}}).encode()
     assert request_id_of(_oversized(nested_last)) is None
+
+
+def test_a_message_with_a_lone_surrogate_escape_is_read_with_the_replacement_character() -> None:
+    # pydantic's JSON parser refuses "\\ud800" (valid JSON, not Unicode); the call's answer must
+    # still be read, not dropped while the call waits for its timeout.
+    line = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"a\\ud800b"}]}}'
+    message = parse_message(line)
+    assert isinstance(message, mcp_types.JSONRPCResponse)
+    assert (message.id, message.result["content"][0]["text"]) == (7, "a\ufffdb")
+    assert parse_message(b'{"jsonrpc":"2.0","id":1,"result":{}}') == mcp_types.JSONRPCResponse(
+        jsonrpc="2.0", id=1, result={}
+    )
+    for broken in (
+        b'{"jsonrpc":"2.0","id":1,"result":"\\ud800"',
+        b'{"jsonrpc":"1.0","id":1,"result":{"a":"\\ud800"}}',
+    ):
+        with pytest.raises(ValidationError):
+            parse_message(broken)

@@ -18,6 +18,7 @@ from toolscout_kit.json_text import (
     nested_deeper_than,
     parse_json,
     parse_json_object,
+    server_json,
 )
 
 # Strings that look like structure to a naive scan.
@@ -141,3 +142,11 @@ def test_the_lenient_form_reads_anything_unusable_as_none() -> None:
     assert json_object_or_none('{"a": [1]}') == {"a": [1]}
     for text in ("", " ", "[]", "{", "[" * 100_000, '{"a": "\\ud800"}', "null"):
         assert json_object_or_none(text) is None
+
+
+def test_server_json_reads_lone_surrogates_as_the_replacement_character_and_nothing_else() -> None:
+    text = '{"a": "x\\ud800y", "\\udc00k": ["\\ud83d\\ude00", 1.5, null]}'
+    assert server_json(text) == server_json(text.encode()) == {"a": "x\ufffdy", "\ufffdk": ["😀", 1.5, None]}
+    # Not what it is for: no surrogate escape, not JSON, or NaN (which the strict parser refuses too).
+    for other in ('{"a": "x"}', '{"a": "\\ud800"', '{"a": "\\ud800", "n": NaN}', "[Infinity]"):
+        assert server_json(other) is None

@@ -52,6 +52,31 @@ M = TypeVar("M", bound=Message)
 _CONVERTED_KINDS = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_ENUM)
 
 
+def well_formed(text: str) -> str:
+    """``text`` as UTF-8 (and so protobuf) can carry it: a lone surrogate, which a JSON ``\\ud800``
+    escape decodes to, becomes U+FFFD; two that make a pair become the character they encode."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _well_formed_field(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed(value)
+    if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+        return [well_formed(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+def _build(message_type: type[M], fields: dict[str, Any]) -> M:
+    """``message_type(**fields)``. A string protobuf refuses (one with a lone surrogate, from an MCP
+    server's JSON) is made :func:`well_formed` and the message built again: a tool result, a log
+    line or a relayed request from such a server still arrives. The check is protobuf's own, made
+    as it copies the strings in, so a message without one costs nothing more."""
+    try:
+        return message_type(**fields)
+    except UnicodeEncodeError:
+        return message_type(**{name: _well_formed_field(value) for name, value in fields.items()})
+
+
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     """Reads ``names`` of an object as a tuple (``attrgetter`` returns a bare value for one name)."""
     if not names:
@@ -101,7 +126,7 @@ class _Alike(Generic[V, M]):
         # A field without presence left at its default is not set (the same message; a call's
         # request has a dozen such fields, each set one by one).
         fields = {n: v for n in self._plain if (v := getattr(x, n)) or n in self._present}
-        return self._message_type(**(fields | converted))
+        return _build(self._message_type, fields | converted)
 
 
 # --- common ---------------------------------------------------------------------------------------
@@ -206,7 +231,7 @@ def relayed_request(m: mcp_pool_pb2.RelayedRequest) -> t.RelayedRequest:
 
 
 def relayed_request_pb(x: t.RelayedRequest) -> mcp_pool_pb2.RelayedRequest:
-    return mcp_pool_pb2.RelayedRequest(id=x.id, method=x.method, params_json=x.params_json)
+    return _build(mcp_pool_pb2.RelayedRequest, {"id": x.id, "method": x.method, "params_json": x.params_json})
 
 
 def relay_answer(m: mcp_pool_pb2.RelayAnswer) -> t.RelayAnswer:
@@ -214,8 +239,14 @@ def relay_answer(m: mcp_pool_pb2.RelayAnswer) -> t.RelayAnswer:
 
 
 def relay_answer_pb(x: t.RelayAnswer) -> mcp_pool_pb2.RelayAnswer:
-    return mcp_pool_pb2.RelayAnswer(
-        id=x.id, result_json=x.result_json, error_code=x.error_code, error_message=x.error_message
+    return _build(
+        mcp_pool_pb2.RelayAnswer,
+        {
+            "id": x.id,
+            "result_json": x.result_json,
+            "error_code": x.error_code,
+            "error_message": x.error_message,
+        },
     )
 
 
@@ -224,12 +255,18 @@ def relayed_log(m: mcp_pool_pb2.RelayedLog) -> t.RelayedLog:
 
 
 def relayed_log_pb(x: t.RelayedLog) -> mcp_pool_pb2.RelayedLog:
-    return mcp_pool_pb2.RelayedLog(level=x.level, logger=x.logger, data_json=x.data_json)
+    return _build(mcp_pool_pb2.RelayedLog, {"level": x.level, "logger": x.logger, "data_json": x.data_json})
 
 
 def call_progress_pb(x: t.CallProgress) -> mcp_pool_pb2.CallProgress:
-    return mcp_pool_pb2.CallProgress(
-        progress=x.progress, total=x.total or 0.0, has_total=x.total is not None, message=x.message
+    return _build(
+        mcp_pool_pb2.CallProgress,
+        {
+            "progress": x.progress,
+            "total": x.total or 0.0,
+            "has_total": x.total is not None,
+            "message": x.message,
+        },
     )
 
 
