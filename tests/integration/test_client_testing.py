@@ -31,6 +31,9 @@ async def test_a_down_server_is_refused_not_sent_and_an_unmarked_unavailable_is_
         with pytest.raises(tc.NotFoundError, match="Unknown tool 'nope__x'"):
             await pool.call_tool("nope__x")
     assert [c.request.name for c in fake.calls] == ["weather__get_forecast", "get_current_time", "nope__x"]
+    # Plain calls go on the call stream, as to a pool; each counts and fails as a CallTool.
+    assert all(c.streamed for c in fake.calls)
+    assert fake.script.attempts["CallTool"] == 4
     assert [r.server for r in fake.refused] == ["time"]
     assert [t.llm_name for t in fake.ran] == ["weather__get_forecast"]
 
@@ -84,3 +87,32 @@ async def test_a_kept_result_is_read_by_its_owner_only_a_page_or_the_matching_li
     assert found.text == "line 700: needle"
     assert found.next_offset == -1
     assert [r.principal for r in fake.reads] == ["alice", "alice", "mallory", "alice"]
+
+
+async def test_a_streamed_call_past_its_deadline_is_cancelled_in_the_fake_as_in_a_pool() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def hang(request: tc.CallRequest, tool: tc.Tool) -> tc.CallToolResult:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+    fake = FakePool([tc.Tool("slow", "wait", "slow__wait"), tc.Tool("time", "now", "time__now")], answer=hang)
+    async with fake.serve() as target, tc.AsyncPoolClient.connect(target) as pool:
+        with pytest.raises(tc.DeadlineExceededError):
+            await pool.call_tool("slow__wait", deadline=0.5)
+        await asyncio.wait_for(cancelled.wait(), WAIT)
+        # A caller that gives up cancels its call on the stream too; the stream serves on.
+        started.clear()
+        cancelled.clear()
+        waiting = asyncio.create_task(pool.call_tool("time__now"))
+        await asyncio.wait_for(started.wait(), WAIT)
+        waiting.cancel()
+        await asyncio.wait_for(cancelled.wait(), WAIT)
+    (first, second) = fake.calls
+    assert [first.streamed, second.streamed] == [True, True]
+    assert 0 < (first.time_remaining or 0) <= 0.5

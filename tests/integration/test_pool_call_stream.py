@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from toolscout import client as tc
 from toolscout.client.testing import FakePool
+from toolscout.mcp_pool.v1 import mcp_pool_pb2_grpc
 
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.server import build_server
@@ -137,15 +138,21 @@ async def test_a_stopping_pool_answers_the_calls_it_read_then_ends_the_stream(
     assert err.value.not_sent
 
 
+class _PoolWithoutTheStream(FakePool):
+    """A pool of a version before the call stream: gRPC answers its ``CallToolStream`` UNIMPLEMENTED."""
+
+    CallToolStream = mcp_pool_pb2_grpc.McpPoolServicer.CallToolStream  # type: ignore[assignment]
+
+
 async def test_a_pool_without_the_stream_is_called_with_call_tool() -> None:
-    fake = FakePool([tc.Tool("weather", "get_forecast", "weather__get_forecast")])
+    fake = _PoolWithoutTheStream([tc.Tool("weather", "get_forecast", "weather__get_forecast")])
     async with fake.serve() as target, tc.AsyncPoolClient.connect(target) as pool_client:
         for _ in range(2):
             result = await pool_client.call_tool("weather__get_forecast", {"city": "Oslo"})
             assert result.text == 'called weather__get_forecast with {"city":"Oslo"}'
         assert pool_client._call_stream is not None
         assert pool_client._call_stream.unsupported
-    assert len(fake.calls) == 2
+    assert [c.streamed for c in fake.calls] == [False, False]
 
 
 async def test_each_call_on_the_stream_is_counted_as_a_call_tool(

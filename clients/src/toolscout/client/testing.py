@@ -7,6 +7,8 @@ anything runs, as ``UNAVAILABLE`` with the pool's explicit not-sent mark
 (:data:`~toolscout.client.NOT_SENT_METADATA`) and the owners in the trailing metadata, so a
 :class:`~toolscout.client.AsyncShardedPoolClient` routes it on; a down server's calls are refused
 the same way; an unknown tool is ``NOT_FOUND``; a tool's own failure is a result with ``is_error``.
+It serves the call stream (``CallToolStream``) as the pool does, where the async client sends a
+plain call: each call answered as ``CallTool`` answers it, cancelled when its caller gives up.
 Results kept behind a handle are read with ``ReadResult`` from :meth:`FakePool.keep`: bound to a
 principal and conversation like the pool's (anyone else's read is ``NOT_FOUND``), a page of
 characters from ``offset`` (about four per budget token) or the lines containing ``pattern``;
@@ -31,6 +33,7 @@ library's own dependencies.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -117,10 +120,45 @@ class Script:
 
 @dataclass(frozen=True)
 class ReceivedCall:
-    """A ``CallTool`` the fake received, and the seconds its caller's deadline had left."""
+    """A call the fake received, the seconds its caller's deadline had left, and whether it came
+    on the call stream (``CallToolStream``, where the client library sends a plain call) rather
+    than as a ``CallTool``."""
 
     request: CallRequest
     time_remaining: float | None
+    streamed: bool = False
+
+
+class _Aborted(Exception):
+    """A call on the stream ended with a status, as ``context.abort`` ends a ``CallTool``."""
+
+    def __init__(self, code: Any, details: str, trailing: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(details)
+        self.code, self.details, self.trailing = code, details, trailing
+
+    def answer(self, call_id: int) -> mcp_pool_pb2.CallToolStreamResponse:
+        entries = [mcp_pool_pb2.MetadataEntry(key=key, value=value) for key, value in self.trailing]
+        return mcp_pool_pb2.CallToolStreamResponse(
+            id=call_id, code=self.code.value[0], details=self.details, trailing_metadata=entries
+        )
+
+
+class _StreamCall:
+    """What one call on the stream sees in place of ``CallTool``'s context: the stream's metadata,
+    its own deadline (``deadline_seconds``), and an ``abort`` that ends the call (not the stream)."""
+
+    def __init__(self, context: Any, deadline_seconds: float) -> None:
+        self._context = context
+        self._deadline = time.monotonic() + deadline_seconds if deadline_seconds > 0 else None
+
+    def invocation_metadata(self) -> Any:
+        return self._context.invocation_metadata()
+
+    def time_remaining(self) -> float | None:
+        return None if self._deadline is None else max(self._deadline - time.monotonic(), 0.0)
+
+    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> None:
+        raise _Aborted(code, details, tuple(trailing_metadata))
 
 
 @dataclass(frozen=True)
@@ -282,9 +320,64 @@ class FakePool(mcp_pool_pb2_grpc.McpPoolServicer):
         return wire.tool_catalog_pb(ToolCatalog(tools, self.catalog_version, self.shard))
 
     async def CallTool(self, request: Any, context: Any) -> mcp_pool_pb2.CallToolResponse:
+        return await self._call(request, context, streamed=False)
+
+    async def CallToolStream(
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[mcp_pool_pb2.CallToolStreamResponse]:
+        """The call stream, as the pool serves it: each call answered as ``CallTool`` would answer
+        it (a status and trailing metadata in place of a result), in the order the calls end; a
+        cancel message cancels its call. Each call counts, records and fails as a ``CallTool``
+        (:class:`Script`), as the pool counts and logs it."""
+        # Taken at once, as the pool takes it: the client writes nothing before this.
+        await context.send_initial_metadata(())
+        answers: asyncio.Queue[mcp_pool_pb2.CallToolStreamResponse | None] = asyncio.Queue()
+        running: dict[int, asyncio.Task[None]] = {}
+
+        async def run(message: Any) -> None:
+            try:
+                result = await self._call(
+                    message.call, _StreamCall(context, message.deadline_seconds), streamed=True
+                )
+                answer = mcp_pool_pb2.CallToolStreamResponse(id=message.id, result=result)
+            except _Aborted as aborted:
+                answer = aborted.answer(message.id)
+            except asyncio.CancelledError:
+                answer = _Aborted(grpc.StatusCode.CANCELLED, "cancelled by the caller").answer(message.id)
+            except Exception as err:  # an answer that raised: what gRPC makes of a handler's error
+                answer = _Aborted(grpc.StatusCode.UNKNOWN, f"Unexpected {type(err).__name__}: {err}").answer(
+                    message.id
+                )
+            finally:
+                running.pop(message.id, None)
+            await answers.put(answer)
+
+        async def read() -> None:
+            try:
+                async for message in request_iterator:
+                    if message.cancel:
+                        if (task := running.get(message.id)) is not None:
+                            task.cancel()
+                    elif message.id not in running:
+                        running[message.id] = asyncio.create_task(run(message))
+                if running:
+                    await asyncio.wait(list(running.values()))
+            finally:
+                await answers.put(None)  # the caller closed its side and every call was answered
+
+        reader = asyncio.create_task(read())
+        try:
+            while (answer := await answers.get()) is not None:
+                yield answer
+        finally:
+            reader.cancel()
+            for task in list(running.values()):
+                task.cancel()
+
+    async def _call(self, request: Any, context: Any, *, streamed: bool) -> mcp_pool_pb2.CallToolResponse:
         await self.script.enter("CallTool", request, context)
         call = wire.call_request(request)
-        self.calls.append(ReceivedCall(call, context.time_remaining()))
+        self.calls.append(ReceivedCall(call, context.time_remaining(), streamed))
         tool = self._tool(call)
         server = call.server or (tool.server if tool is not None else call.llm_name.split(_SEPARATOR, 1)[0])
         if server in self.elsewhere or server in self.down:
