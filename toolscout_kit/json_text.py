@@ -161,10 +161,9 @@ def server_json(data: str | bytes) -> Any | None:
     if found is None:
         return None
     try:
-        value = json.loads(data, parse_constant=_refuse_constant)
+        return _well_formed_value(json.loads(data, parse_constant=_refuse_constant))
     except (ValueError, RecursionError):
         return None
-    return _well_formed_value(value)
 
 
 def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

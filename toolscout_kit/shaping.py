@@ -20,8 +20,8 @@ one array item at a time), token figures of long texts are estimated from window
 (:func:`~toolscout_kit.tokens.estimate_tokens`), and the document handed back is the result's own
 string when it has a single text (the usual case).
 
-Counting is the costly part for a result that fits (a few hundred microseconds per kilobyte, in
-pure Python): :func:`fits_unchanged` tells from the result's size alone that it would come back
+Counting is the costly part for a result that fits (about 0.1 ms per kilobyte of text, in pure
+Python): :func:`fits_unchanged` tells from the result's size alone that it would come back
 unchanged, so that a caller that does not need its token figures before the answer can take them
 after it (:func:`count_result`).
 """
