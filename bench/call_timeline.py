@@ -18,8 +18,12 @@ the direct call. A mark whose function is gone in the measured code is left out 
 merge). ``--commit`` measures another commit (``git archive`` into a temporary folder, run with
 this venv) instead of this tree.
 
+``--result-chars N``: the read-only tool reverses a JSON listing of N characters instead of "abc"
+(a result as large: where the time of a larger result goes).
+
 Run: uv run --frozen python bench/call_timeline.py [--calls 500] [--client raw|sdk] [--commit COMMIT]
-Writes bench/results/call_timeline_<client>.json.
+     [--result-chars 4000]
+Writes bench/results/call_timeline_<client>.json (``call_timeline_<client>_<N>ch.json`` with ``--result-chars``).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ def _mark(path: Path, name: str) -> None:
 
 
 async def _drive(
-    url: str, text_url: str, calls: int, client_kind: str, marks: Path
+    url: str, text_url: str, calls: int, client_kind: str, marks: Path, kinds: gco.Kinds
 ) -> tuple[list[float], list[float]]:
     """(direct ms, gateway ms) per round; the gateway calls are marked C0/C1 in ``marks``."""
     from mcp.client.session import ClientSession
@@ -72,7 +76,7 @@ async def _drive(
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
         if client_kind == "raw":
-            through, direct = gco._raw(client, url, True), gco._raw(client, text_url, False)
+            through, direct = gco._raw(client, url, True, kinds), gco._raw(client, text_url, False, kinds)
         else:
             pair = []
             for target in (url, text_url):
@@ -80,7 +84,7 @@ async def _drive(
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 await session.initialize()
                 pair.append(session)
-            through, direct = gco._sdk(pair[0], True), gco._sdk(pair[1], False)
+            through, direct = gco._sdk(pair[0], True, kinds), gco._sdk(pair[1], False, kinds)
         for _ in range(30):  # warm-up
             await direct("read_only")
             await through("read_only")
@@ -122,7 +126,17 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--client", choices=("raw", "sdk"), default="raw")
     parser.add_argument("--commit", help="measure this commit's services instead of this tree's")
+    parser.add_argument(
+        "--result-chars",
+        type=int,
+        default=0,
+        help="the read-only tool reverses a JSON listing of this many characters (0: 'abc')",
+    )
     args = parser.parse_args()
+    kinds = dict(gb.CALL_TOOLS)
+    if args.result_chars > 0:
+        text = gco._listing(args.result_chars)
+        kinds["read_only"] = ("reverse", {"text": text}, text[::-1][:40])
     with (
         tempfile.TemporaryDirectory(prefix="toolscout-timeline-") as work_dir,
         contextlib.ExitStack() as stack,
@@ -139,13 +153,14 @@ def main() -> int:
             gb.process_stack(text_url, work, root, preload=ROOT / "bench" / "_timeline")
         )
         loads = [os.getloadavg()[0]]
-        directs, throughs = asyncio.run(_drive(url, text_url, args.calls, args.client, marks))
+        directs, throughs = asyncio.run(_drive(url, text_url, args.calls, args.client, marks, kinds))
         loads.append(os.getloadavg()[0])
         segments, counted = _segments(marks)
     direct, through = statistics.median(directs), statistics.median(throughs)
     what = args.commit or "this tree"
     print(
-        f"tools/call timeline, {what}, {args.client} client, read-only tool, {counted} calls, "
+        f"tools/call timeline, {what}, {args.client} client, read-only tool"
+        f"{f' ({args.result_chars}-character result)' if args.result_chars else ''}, {counted} calls, "
         f"load {loads[0]:.1f}-{loads[1]:.1f}:"
     )
     for (a, b), ms in segments.items():
@@ -153,13 +168,15 @@ def main() -> int:
     print(
         f"  call through the gateway p50 {through:.3f} ms; direct p50 {direct:.3f} ms; added {through - direct:+.3f} ms"
     )
-    out = ROOT / "bench" / "results" / f"call_timeline_{args.client}.json"
+    sized = f"_{args.result_chars}ch" if args.result_chars else ""
+    out = ROOT / "bench" / "results" / f"call_timeline_{args.client}{sized}.json"
     gb.save_json(
         out,
         {
             "command": "uv run --frozen python bench/call_timeline.py "
             f"--calls {args.calls} --client {args.client}"
-            + (f" --commit {args.commit}" if args.commit else ""),
+            + (f" --commit {args.commit}" if args.commit else "")
+            + (f" --result-chars {args.result_chars}" if args.result_chars else ""),
             "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load_1m": [round(x, 2) for x in loads],
             "calls": counted,

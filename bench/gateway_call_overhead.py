@@ -75,7 +75,7 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-def _raw(client: httpx2.AsyncClient, url: str, through: bool, kinds: Kinds) -> Timed:
+def _raw(client: httpx2.AsyncClient, url: str, through: bool, kinds: Kinds = gb.CALL_TOOLS) -> Timed:
     async def call(kind: str) -> float:
         tool, arguments, expected = kinds[kind]
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
@@ -91,7 +91,7 @@ def _raw(client: httpx2.AsyncClient, url: str, through: bool, kinds: Kinds) -> T
     return call
 
 
-def _sdk(session: Any, through: bool, kinds: Kinds) -> Timed:
+def _sdk(session: Any, through: bool, kinds: Kinds = gb.CALL_TOOLS) -> Timed:
     async def call(kind: str) -> float:
         tool, arguments, expected = kinds[kind]
         started = time.perf_counter()
