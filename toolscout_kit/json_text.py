@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any
 
-from toolscout.client.wire import well_formed
+from toolscout.client.wire import well_formed_value
 
 from toolscout_kit.errors import InvalidArgumentError
 
@@ -141,16 +141,6 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _well_formed_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return well_formed(value)
-    if isinstance(value, list):
-        return [_well_formed_value(item) for item in value]
-    if isinstance(value, dict):
-        return {well_formed(key): _well_formed_value(item) for key, item in value.items()}
-    return value
-
-
 def server_json(data: str | bytes) -> Any | None:
     """JSON from an MCP server that a strict parser (pydantic's) refused because it escapes a lone
     surrogate (``"\\ud800"``: valid JSON, not valid Unicode), read with each such character as
@@ -161,7 +151,7 @@ def server_json(data: str | bytes) -> Any | None:
     if found is None:
         return None
     try:
-        return _well_formed_value(json.loads(data, parse_constant=_refuse_constant))
+        return well_formed_value(json.loads(data, parse_constant=_refuse_constant))
     except (ValueError, RecursionError):
         return None
 

@@ -58,11 +58,15 @@ def well_formed(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _well_formed_field(value: Any) -> Any:
+def well_formed_value(value: Any) -> Any:
+    """``value`` with every string in it (in lists, tuples and dicts, keys too) :func:`well_formed`;
+    anything else as it is."""
     if isinstance(value, str):
         return well_formed(value)
-    if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
-        return [well_formed(v) if isinstance(v, str) else v for v in value]
+    if isinstance(value, list | tuple):
+        return [well_formed_value(item) for item in value]
+    if isinstance(value, dict):
+        return {well_formed_value(key): well_formed_value(item) for key, item in value.items()}
     return value
 
 
@@ -74,7 +78,7 @@ def _build(message_type: type[M], fields: dict[str, Any]) -> M:
     try:
         return message_type(**fields)
     except UnicodeEncodeError:
-        return message_type(**{name: _well_formed_field(value) for name, value in fields.items()})
+        return message_type(**{name: well_formed_value(value) for name, value in fields.items()})
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
