@@ -37,11 +37,15 @@ from toolscout_kit.shaping import (
     ShapingPolicy,
     StructuredCopy,
     count_result,
+    fits_unchanged,
     shape_result,
 )
 from toolscout_kit.tokens import check_encoding
 
-__all__ = ["ResultKeeper"]
+__all__ = ["Counted", "ResultKeeper"]
+
+# Told a shaped result's tokens (returned, delivered) and whether it was kept behind a handle.
+Counted = Callable[[int, int, bool], None]
 
 # Expired or dropped handles remembered (to tell their owner so), at most.
 _TOMBSTONES = 10_000
@@ -112,7 +116,7 @@ class ResultKeeper:
             raise InvalidToolArgumentsError("preview_tokens must not be negative")
         check_encoding(request.token_encoding)
 
-    def policy(self, request: CallRequest, server: str, has_output_schema: bool) -> ShapingPolicy:
+    def _policy(self, request: CallRequest, server: str, has_output_schema: bool) -> ShapingPolicy:
         """How a result of ``server`` is shaped for ``request`` (which has a budget): its budget, or
         the server's ``result_budget`` when that is smaller."""
         budget = request.result_budget_tokens
@@ -128,24 +132,43 @@ class ResultKeeper:
             handle_ttl_seconds=self._settings.handle_ttl,
         )
 
-    def count_later(self, result: CallToolResult, encoding: str, record: Callable[[int], None]) -> None:
-        """Counts ``result``'s tokens once the answer that carries it has gone out (in the event
-        loop's next turn; in a thread for a large result, as :meth:`shape` shapes one) and gives
-        them to ``record``: for a caller that does not wait for them (``defer_token_counts``)."""
+    async def shape(
+        self, request: CallRequest, result: CallToolResult, has_output_schema: bool, counted: Counted
+    ) -> CallToolResult:
+        """``result`` shaped to the request's budget, the whole kept when a preview replaced it;
+        ``counted`` gets its tokens (returned, delivered) and whether it was kept.
 
+        With ``defer_token_counts``, a result that surely fits unchanged (:func:`fits_unchanged`)
+        comes back at once, without its counts: it is counted once the answer that carries it has
+        gone out (the event loop's next turn; a thread for a large result, as a large one is shaped).
+        """
+        policy = self._policy(request, result.server, has_output_schema)
+        if request.defer_token_counts and fits_unchanged(
+            result.content, result.structured_content_json, policy
+        ):
+            self._count_later(result, policy.encoding, counted)
+            return result
+        shaped = await self._shaped(request, result, policy)
+        counted(shaped.tokens_returned, shaped.tokens_delivered, shaped.result_handle != "")
+        return shaped
+
+    def _count_later(self, result: CallToolResult, encoding: str, counted: Counted) -> None:
         def count() -> int:
             return count_result(result.content, result.structured_content_json, encoding).tokens
+
+        def record(tokens: int) -> None:
+            counted(tokens, tokens, False)
 
         loop = asyncio.get_running_loop()
         if _size(result) <= _INLINE_CHARS:
             loop.call_soon(lambda: record(count()))
         else:
-            loop.run_in_executor(None, count).add_done_callback(lambda counted: record(counted.result()))
+            loop.run_in_executor(None, count).add_done_callback(lambda done: record(done.result()))
 
-    async def shape(
+    async def _shaped(
         self, request: CallRequest, result: CallToolResult, policy: ShapingPolicy
     ) -> CallToolResult:
-        """``result`` shaped to ``policy`` (:meth:`policy`), the whole kept when a preview replaced it."""
+        """``result`` shaped to ``policy``, the whole kept when a preview replaced it."""
         budget, encoding = policy.budget_tokens, policy.encoding
         handle = result_handle(self._shard(), secrets.token_urlsafe(12))
         what = f"{result.server}/{result.tool}"

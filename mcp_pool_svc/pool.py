@@ -75,7 +75,6 @@ from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
 from toolscout_kit.names import unknown_name
 from toolscout_kit.oauth_client import RemoteAuth
-from toolscout_kit.shaping import fits_unchanged
 from toolscout_kit.tracing import NO_TRACING, Tracing
 
 __all__ = ["McpPool", "ReshardResult", "reply_line_limit"]
@@ -488,20 +487,12 @@ class McpPool:
             if request.result_budget_tokens <= 0:
                 return result
             listed = self.catalog.lookup(server, tool)
-            policy = self._results.policy(request, server, bool(listed and listed.output_schema_json))
-            if request.defer_token_counts and fits_unchanged(
-                result.content, result.structured_content_json, policy
-            ):
-                # Unchanged, and its caller does not read its counts: they are taken after the answer.
-                self._results.count_later(
-                    result, policy.encoding, lambda tokens: self._shaped(server, tokens, tokens, False)
-                )
-                return result
-            shaped = await self._results.shape(request, result, policy)
-            self._shaped(server, shaped.tokens_returned, shaped.tokens_delivered, shaped.result_handle != "")
-            return shaped
+            has_schema = bool(listed and listed.output_schema_json)
+            return await self._results.shape(
+                request, result, has_schema, functools.partial(self._counted, server)
+            )
 
-    def _shaped(self, server: str, returned: int, delivered: int, kept: bool) -> None:
+    def _counted(self, server: str, returned: int, delivered: int, kept: bool) -> None:
         """One result shaped to a budget, in the metrics and the server's status totals."""
         self._metrics.result_tokens(server, returned, delivered, kept)
         totals = self._result_totals.setdefault(server, [0, 0, 0])
