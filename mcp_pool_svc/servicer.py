@@ -261,13 +261,7 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
 def _refused(
     call_id: int, code: grpc.StatusCode, details: str, metadata: tuple[tuple[str, str], ...]
 ) -> mcp_pool_pb2.CallToolStreamResponse:
-    entries = [
-        mcp_pool_pb2.MetadataEntry(key=key, value=value)
-        for key, value in (*metadata, *SERVICE_STATUS_METADATA)
-    ]
-    return mcp_pool_pb2.CallToolStreamResponse(
-        id=call_id, code=code.value[0], details=details, trailing_metadata=entries
-    )
+    return wire.call_stream_refusal_pb(call_id, code, details, (*metadata, *SERVICE_STATUS_METADATA))
 
 
 class McpPoolServicer(mcp_pool_pb2_grpc.McpPoolServicer):

@@ -137,10 +137,7 @@ class _Aborted(Exception):
         self.code, self.details, self.trailing = code, details, trailing
 
     def answer(self, call_id: int) -> mcp_pool_pb2.CallToolStreamResponse:
-        entries = [mcp_pool_pb2.MetadataEntry(key=key, value=value) for key, value in self.trailing]
-        return mcp_pool_pb2.CallToolStreamResponse(
-            id=call_id, code=self.code.value[0], details=self.details, trailing_metadata=entries
-        )
+        return wire.call_stream_refusal_pb(call_id, self.code, self.details, self.trailing)
 
 
 class _StreamCall:

@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
+import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
@@ -276,6 +277,17 @@ def call_progress_pb(x: t.CallProgress) -> mcp_pool_pb2.CallProgress:
 
 def call_tool_result_pb(x: t.CallToolResult) -> mcp_pool_pb2.CallToolResponse:
     return _CALL_TOOL_RESULT.message(x, content=[content_block_pb(b) for b in x.content])
+
+
+def call_stream_refusal_pb(
+    call_id: int, code: grpc.StatusCode, details: str, trailing: Iterable[tuple[str, str]]
+) -> mcp_pool_pb2.CallToolStreamResponse:
+    """The call stream's answer to call ``call_id`` that ``CallTool`` would have ended with status
+    ``code`` (never OK), ``details`` and ``trailing`` metadata."""
+    entries = [mcp_pool_pb2.MetadataEntry(key=key, value=value) for key, value in trailing]
+    return mcp_pool_pb2.CallToolStreamResponse(
+        id=call_id, code=code.value[0], details=details, trailing_metadata=entries
+    )
 
 
 # --- McpPool: resources, resource templates, prompts, completion, logging ------------------------
