@@ -135,8 +135,7 @@ def main() -> int:
     args = parser.parse_args()
     kinds = dict(gb.CALL_TOOLS)
     if args.result_chars > 0:
-        text = gco._listing(args.result_chars)
-        kinds["read_only"] = ("reverse", {"text": text}, text[::-1][:40])
+        kinds["read_only"] = gco.sized_read_only(args.result_chars)
     with (
         tempfile.TemporaryDirectory(prefix="toolscout-timeline-") as work_dir,
         contextlib.ExitStack() as stack,

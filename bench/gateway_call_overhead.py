@@ -56,8 +56,9 @@ Timed = Callable[[str], Awaitable[float]]
 Kinds = dict[str, tuple[str, dict[str, Any], str]]  # kind: (tool, arguments, the answer's start)
 
 
-def _listing(chars: int) -> str:
-    """A JSON listing (what tools commonly return), pretty-printed, cut to ``chars`` characters."""
+def sized_read_only(chars: int) -> tuple[str, dict[str, Any], str]:
+    """The read-only tool (``reverse``) called on a JSON listing (what tools commonly return),
+    pretty-printed and cut to ``chars`` characters: a result as large. A :data:`Kinds` value."""
     items = [
         {
             "id": i,
@@ -67,7 +68,8 @@ def _listing(chars: int) -> str:
         }
         for i in range(chars // 60 + 1)
     ]
-    return json.dumps(items, indent=2)[:chars]
+    text = json.dumps(items, indent=2)[:chars]
+    return "reverse", {"text": text}, text[::-1][:40]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -221,8 +223,7 @@ def main() -> int:
         before = _cpu(pids)
         kinds = dict(gb.CALL_TOOLS)
         if args.result_chars > 0:
-            text = _listing(args.result_chars)
-            kinds[f"read_only_{args.result_chars}ch"] = ("reverse", {"text": text}, text[::-1][:40])
+            kinds[f"read_only_{args.result_chars}ch"] = sized_read_only(args.result_chars)
         samples, loads = asyncio.run(_measure(text_url, gateways, args.calls, args.warmup, peers, kinds))
         spent = {name: v - before[name] for name, v in _cpu(pids).items()}
     # Each deployment served the same calls: every kind x 2 clients per round, plus the warm-up.
