@@ -87,6 +87,8 @@ _log = get_logger(__name__)
 # per-call timeout and (with a margin) the CallTool RPC's deadline. MCP has no timeout field of its
 # own: a client that gives up cancels the request instead, which cancels the RPC too.
 TIMEOUT_META_KEY = "toolscout/timeoutSeconds"
+# What a caller is told of a call that end_calls() ended.
+_ENDED_AT_STOP = "the gateway stopped before the tool answered, and the call was cancelled."
 # Reserved by the protocol for its own use (protocol version, client info, progress tokens): not
 # the MCP server's business, so not passed on with the call.
 _RESERVED_META = re.compile(r"^(?:io\.modelcontextprotocol/|toolscout/)|^progress(?:Token|_token)$")
@@ -201,6 +203,19 @@ class ToolCaller:
         self._metrics = metrics
         self._login = user_login
         self._rounds = rounds if rounds is not None else InputRounds()
+        # The tasks awaiting the pool's answer to a call, and those of them end_calls() cancelled.
+        self._running: set[asyncio.Task[Any]] = set()
+        self._ended: set[asyncio.Task[Any]] = set()
+
+    def end_calls(self) -> int:
+        """Ends every call still waiting for the pool (the gateway is stopping and its grace is
+        over); returns how many. Each one's RPC is cancelled, which cancels it at the MCP server,
+        and its caller is answered that the outcome is unknown: the tool may have run."""
+        ended = [task for task in self._running if not task.done()]
+        for task in ended:
+            self._ended.add(task)
+            task.cancel()
+        return len(ended)
 
     async def call(
         self,
@@ -317,22 +332,14 @@ class ToolCaller:
             **fields,
         )
         try:
-            result = await rpc(
-                self._pool.call(
-                    request,
-                    server_hint=tool.server,
-                    # The pool bounds a call by the server's call_timeout; the caller's own timeout,
-                    # when it gave one, bounds the RPC (the client adds a margin for the answer).
-                    deadline=None,
-                    progress=relayed.progress if relayed.relay is None else None,
-                    relay=relayed.relay,
-                )
-            )
+            result = await self._sent(request, tool.server, relayed)
         except ToolscoutClientError as err:
             server = authorization_required(err)
             if server is not None:
                 return await self._sign_in_first(tool, server, principal, asker), "authorization_required"
             return self._failed(tool, error_from_client(err, "pool"))
+        if result is None:
+            return error_result(outcome_unknown_text(tool.llm_name, _ENDED_AT_STOP)), "unknown"
         if result.jsonrpc_error_code:
             raise MCPError(result.jsonrpc_error_code, result.text)
         if result.input_required_json:
@@ -341,6 +348,33 @@ class ToolCaller:
             )
             return asked, "input_required"
         return result, "tool_error" if result.is_error else "ok"
+
+    async def _sent(self, request: CallRequest, server: str, relayed: _Relayed) -> CallToolResult | None:
+        """The pool's answer to ``request``; None when :meth:`end_calls` ended the call."""
+        task = asyncio.current_task()
+        if task is None:  # (never: a request is answered in a task)
+            raise RuntimeError("a tool call outside a task")
+        self._running.add(task)
+        try:
+            return await rpc(
+                self._pool.call(
+                    request,
+                    server_hint=server,
+                    # The pool bounds a call by the server's call_timeout; the caller's own timeout,
+                    # when it gave one, bounds the RPC (the client adds a margin for the answer).
+                    deadline=None,
+                    progress=relayed.progress if relayed.relay is None else None,
+                    relay=relayed.relay,
+                )
+            )
+        except asyncio.CancelledError:
+            if task not in self._ended:
+                raise
+            task.uncancel()
+            return None
+        finally:
+            self._running.discard(task)
+            self._ended.discard(task)
 
     async def _sign_in_first(
         self, tool: Tool, server: str, principal: str, asker: LoginAsker | None

@@ -44,6 +44,7 @@ are used: its streamable-HTTP session managers (the whole MCP transport), its re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import json
@@ -250,6 +251,16 @@ async def _reply(
     await send({"type": "http.response.body", "body": body.encode()})
 
 
+async def _ended(send: Send) -> None:
+    """Ends the answer of a request that the gateway's stop cut short: a 503 if it had not begun,
+    else the end of its body (a client reading a stream sees it end without the answer)."""
+    try:
+        await _reply(send, 503, "the gateway stopped before this request was answered")
+    except RuntimeError:  # the answer had begun
+        with contextlib.suppress(RuntimeError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 async def _plain(send: Send, status: int, body: dict[str, Any]) -> None:
     await send(
         {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
@@ -311,10 +322,25 @@ class GatewayFront:
         self._read_timeout = read_timeout
         self._max_sessions = max_sessions
         self._tenant_quota = tenant_quota
-        # Requests being answered (not counting GET streams): shutdown lets them finish.
-        self.inflight = 0
+        # The tasks of the requests being answered (not counting GET streams): shutdown lets them
+        # finish, then ends those still running (end_requests).
+        self._requests: set[asyncio.Task[Any]] = set()
+        self._ending: set[asyncio.Task[Any]] = set()
         self.idle = asyncio.Event()
         self.idle.set()
+        # Set once the stop's grace is over: every MCP request is answered 503 from then on.
+        self._closed = False
+
+    def end_requests(self) -> int:
+        """Refuses every MCP request from now on (the gateway is stopping and its grace is over)
+        and ends those still being answered; returns how many it ended. Each is answered 503 if
+        its answer had not begun, else its answer ends."""
+        self._closed = True
+        ending = [task for task in self._requests if not task.done()]
+        for task in ending:
+            self._ending.add(task)
+            task.cancel()
+        return len(ending)
 
     async def _reject(self, send: Send, status: int, reason: str, message: str, **kw: Any) -> None:
         self._metrics.rejections.labels(reason).inc()
@@ -384,7 +410,8 @@ class GatewayFront:
             await console(scope, receive, send)
 
     async def _own_path(self, path: str, send: Send) -> bool:
-        """Answers the probes and the peer lookup; False for anything else."""
+        """Answers the probes and the peer lookup, and refuses every other request once the gateway
+        has closed (:meth:`end_requests`); False for anything else."""
         if path == "/healthz":
             await _plain(send, 200, {"status": "serving"})
         elif path == "/readyz":
@@ -396,6 +423,8 @@ class GatewayFront:
             await _plain(send, 200, metadata)
         elif _endpoint_key(path) is None:
             await _reply(send, 404, "not found: the MCP endpoints are /mcp and /mcp/<toolset>")
+        elif self._closed:
+            await self._reject(send, 503, "stopping", "the gateway is stopping")
         else:
             return False
         return True
@@ -533,9 +562,9 @@ class GatewayFront:
         message: dict[str, Any] | None = None,
     ) -> None:
         scope = {**scope, REQUEST_INFO_KEY: info}
-        counted = scope["method"] != "GET"
-        if counted:
-            self.inflight += 1
+        task = asyncio.current_task() if scope["method"] != "GET" else None
+        if task is not None:
+            self._requests.add(task)
             self.idle.clear()
         try:
             if (
@@ -549,10 +578,16 @@ class GatewayFront:
                 await _cancelled_on_disconnect(manager, scope, receive, self._sending(send, info))
             else:
                 await manager.handle_request(scope, receive, self._sending(send, info))
+        except asyncio.CancelledError:
+            if task is None or task not in self._ending:
+                raise
+            task.uncancel()
+            await _ended(send)
         finally:
-            if counted:
-                self.inflight -= 1
-                if not self.inflight:
+            if task is not None:
+                self._requests.discard(task)
+                self._ending.discard(task)
+                if not self._requests:
                     self.idle.set()
 
     async def _lean_call(

@@ -264,6 +264,10 @@ class McpHandlers:
         # With tokens, a list may be cached only within one authorization context.
         self._cache_scope: Any = "private" if private_lists else "public"
 
+    def end_calls(self) -> int:
+        """Ends the tool calls still waiting for the pool (:meth:`ToolCaller.end_calls`)."""
+        return self._caller.end_calls()
+
     async def close(self) -> None:
         """Stops following the pool's features."""
         if self._features is not None:

@@ -44,7 +44,7 @@ from mcp_gateway_svc.user_tools import UserToolViews
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
-from toolscout_kit.host import RunningServer, bind_socket, open_metrics
+from toolscout_kit.host import DRAIN_MARGIN, RunningServer, bind_socket, open_metrics
 from toolscout_kit.http_server import HttpListener
 from toolscout_kit.logging import get_logger
 from toolscout_kit.metrics import MetricsEndpoint, new_registry
@@ -287,12 +287,29 @@ def _listener(
     front: GatewayFront,
     managers: dict[str, StreamableHTTPSessionManager],
     parts: _FrontParts,
+    handlers: McpHandlers,
 ) -> HttpListener:
     async def refuse() -> None:
         for endpoint in parts.endpoints.opened():
             endpoint.listen.close()
         if parts.console is not None:
             await parts.console.close()  # its event streams end
+
+    async def end_requests() -> None:
+        # The grace is over: a tool call still running is cancelled and answered that its outcome
+        # is unknown; any other request still running is ended after that, and new ones refused.
+        calls = handlers.end_calls()
+        if calls:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(front.idle.wait(), DRAIN_MARGIN)
+        requests = front.end_requests()
+        if calls or requests:
+            _log.warning(
+                "the shutdown grace is over: ended the requests still running",
+                grace_seconds=settings.shutdown_grace,
+                tool_calls=calls,
+                other_requests=requests,
+            )
 
     return HttpListener(
         front,
@@ -302,6 +319,7 @@ def _listener(
         idle=front.idle,
         lifespans=[manager.run() for manager in managers.values()],
         on_refuse=[refuse],
+        end_requests=end_requests,
     )
 
 
@@ -379,7 +397,7 @@ async def build_server(
         return default is not None and default.view is not None and default.following
 
     front = _front(settings, address, parts, managers, ready, handlers)
-    listener = _listener(settings, sock, front, managers, parts)
+    listener = _listener(settings, sock, front, managers, parts, handlers)
     running = RunningGateway(
         listener,
         sock,

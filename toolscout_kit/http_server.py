@@ -5,8 +5,10 @@ lifecycle like the gRPC services through :class:`HttpListener`: bound by the hos
 :func:`~toolscout_kit.host.bind_socket` before anything answers; refusing runs the app's own
 refusals (readiness turns false through :attr:`~toolscout_kit.host.RunningServer.stopping`, event
 streams end); closing lets the requests in flight finish within the grace (the app's ``idle``
-event), then leaves the app's lifespans (the MCP SDK's session managers: sessions and their
-streams end) and stops uvicorn.
+event); then the app refuses new requests and ends those still running (``end_requests``: they
+are answered at once, so that the stop takes the grace and not uvicorn's own timeout on top of it, and no request
+task is cancelled by uvicorn, which logs each with its traceback); then it leaves the app's
+lifespans (the MCP SDK's session managers: sessions and their streams end) and stops uvicorn.
 
 uvicorn runs without its own signal handling (the host owns the signals), and closes a connection
 whose first request's headers have not all arrived within the read timeout (uvicorn itself times
@@ -144,7 +146,9 @@ class HttpListener:
 
     ``lifespans`` are entered before serving and left once the requests in flight are done (the
     SDK's session managers); ``idle`` is set whenever no request is being answered; ``on_refuse``
-    runs first at shutdown (what ends the app's endless streams).
+    runs first at shutdown (what ends the app's endless streams); ``end_requests`` runs when the
+    grace is over (or nothing is in flight any more): the app ends what is still running and
+    refuses new requests.
     """
 
     def __init__(
@@ -157,6 +161,7 @@ class HttpListener:
         idle: asyncio.Event,
         lifespans: Sequence[AbstractAsyncContextManager[object]] = (),
         on_refuse: Sequence[Callable[[], Awaitable[None]]] = (),
+        end_requests: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         config = uvicorn.Config(
             app,
@@ -171,6 +176,7 @@ class HttpListener:
         self._idle = idle
         self._lifespans = list(lifespans)
         self._on_refuse = list(on_refuse)
+        self._end_requests = end_requests
         self._exit = asyncio.Event()
         self._started = asyncio.Event()
         self._closed = asyncio.Event()
@@ -205,9 +211,14 @@ class HttpListener:
             await refusal()
 
     async def close(self, grace: float) -> None:
-        self._server.config.timeout_graceful_shutdown = max(int(grace), 1)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), max(grace - DRAIN_MARGIN, 0.0))
+        if self._end_requests is not None:
+            await self._end_requests()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), DRAIN_MARGIN)
+        # What is left (a request the app could not end) uvicorn cancels after a second.
+        self._server.config.timeout_graceful_shutdown = 1
         self._exit.set()
         if self._task is not None:
             await self._closed.wait()

@@ -238,9 +238,14 @@ class UpProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
-            raise
-        finally:
             self._close()
+            # What it logged while stopping says what held it up.
+            raise TimeoutError(
+                f"toolscout up did not stop within {timeout}s of signal {sig}; it was killed. "
+                f"Its stderr ends with:\n{self.stderr[-6000:]}\nIts output ends with:\n"
+                f"{''.join(self.lines[-20:])}"
+            ) from None
+        self._close()
         return self.process.returncode
 
     def _close(self) -> None:
