@@ -167,6 +167,8 @@ class HttpListener:
             app,
             lifespan="off",
             log_level="warning",
+            # Its lines go to the process's own logging (one line each: toolscout_kit.logging).
+            log_config=None,
             access_log=False,
             http=_timed_http(read_timeout),
             timeout_graceful_shutdown=max(int(shutdown_grace), 1),

@@ -214,10 +214,25 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     )
     if not _configured:
         # Third-party libraries log through stdlib; keep them quiet unless asked.
-        logging.basicConfig(
-            level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(name)s: %(message)s"
-        )
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_LibraryFormatter("%(name)s: %(message)s"))
+        logging.basicConfig(level=max(numeric, logging.WARNING), handlers=[handler])
     _configured = True
+
+
+class _LibraryFormatter(logging.Formatter):
+    """A library's line, one line: an exception it logs with its traceback (the MCP SDK's "Error
+    parsing SSE message" when a closed session still gets an event, uvicorn's "Exception in ASGI
+    application") is named after the message instead, and the line is redacted like ours."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage().strip()
+        if record.exc_info and record.exc_info[0] is not None:
+            error = record.exc_info[1]
+            detail = without_internals(str(error)) if error is not None else ""
+            message = f"{message} ({record.exc_info[0].__name__}{': ' + detail if detail else ''})"
+        line = f"{record.name}: {' '.join(message.split())}"
+        return redact(line)
 
 
 class _Logger:

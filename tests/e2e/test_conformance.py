@@ -77,3 +77,10 @@ def test_results_that_lack_result_type_are_passed_on_and_pass_through_the_gatewa
     assert {s: run.verdict("2026-07-28", mode, s) for s in lenient} == dict.fromkeys(lenient, "pass")
     # Said once for the server, however many such results passed.
     assert run.gateway_output.count("mcp_server_result_incomplete") == 1
+
+
+def test_the_whole_run_through_the_gateway_logs_no_traceback(run: ConformanceRun) -> None:
+    # The libraries' own lines too (the MCP SDK's client logged one when a session it had closed
+    # still got an event): one line each, an exception named after the message.
+    at = run.gateway_output.find("Traceback")
+    assert at < 0, run.gateway_output[max(at - 500, 0) : at + 2000]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -109,3 +111,29 @@ def test_a_request_ended_in_another_context_than_it_began_is_unbound_there_witho
     other = contextvars.copy_context()
     other.run(end_request, token)  # a token of another context: no ValueError
     assert other.run(current_request) is None
+
+
+_LIBRARY_LINES = """
+import logging
+from toolscout_kit.logging import configure_logging
+configure_logging("INFO")
+try:
+    raise RuntimeError("read failed at ipv4:127.0.0.1:5000\\nwith Bearer abcdefghijklmnopqrstuvwxyz0123")
+except RuntimeError:
+    logging.getLogger("mcp.client.streamable_http").exception("Error parsing SSE message")
+logging.getLogger("uvicorn.error").error("Cancel %s running task(s)", 2)
+logging.getLogger("httpx").info("below the libraries' level")
+"""
+
+
+def test_a_librarys_lines_are_one_line_each_naming_an_exception_without_its_traceback() -> None:
+    # A process of its own: logging is configured once per process (pytest's own handlers sit on
+    # the root logger here).
+    done = subprocess.run(
+        [sys.executable, "-c", _LIBRARY_LINES], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stderr.splitlines() == [
+        "mcp.client.streamable_http: Error parsing SSE message (RuntimeError: read failed at with Bearer "
+        "[REDACTED])",
+        "uvicorn.error: Cancel 2 running task(s)",
+    ]
