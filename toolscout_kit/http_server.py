@@ -6,9 +6,9 @@ lifecycle like the gRPC services through :class:`HttpListener`: bound by the hos
 refusals (readiness turns false through :attr:`~toolscout_kit.host.RunningServer.stopping`, event
 streams end); closing lets the requests in flight finish within the grace (the app's ``idle``
 event); then the app refuses new requests and ends those still running (``end_requests``: they
-are answered at once, so that the stop takes the grace and not uvicorn's own timeout on top of it, and no request
-task is cancelled by uvicorn, which logs each with its traceback); then it leaves the app's
-lifespans (the MCP SDK's session managers: sessions and their streams end) and stops uvicorn.
+are answered at once, so that the stop takes the grace and not uvicorn's own timeout on top of
+it, and uvicorn cancels no request task); then it leaves the app's lifespans (the MCP SDK's
+session managers: sessions and their streams end) and stops uvicorn.
 
 uvicorn runs without its own signal handling (the host owns the signals), and closes a connection
 whose first request's headers have not all arrived within the read timeout (uvicorn itself times
