@@ -195,8 +195,9 @@ async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(
             # Reflection describes the whole API: it needs the token too (health alone is open).
             reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
             anonymous = reflection.ServerReflectionInfo(timeout=5)
-            await anonymous.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+            # (the refusal may end the stream before the request is written: write raises it then)
             with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await anonymous.write(reflection_pb2.ServerReflectionRequest(list_services=""))
                 await anonymous.read()
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
             allowed = reflection.ServerReflectionInfo(
