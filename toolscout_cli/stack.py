@@ -220,6 +220,14 @@ def _record(
     return path is not None
 
 
+def _grace(config: ToolscoutConfig) -> float:
+    """The longest ``shutdown_grace`` of the services: what a stop waits at most for a request."""
+    services = config.toolscout
+    return max(
+        s.shutdown_grace for s in (services.pool, services.discovery, services.orchestrator, services.gateway)
+    )
+
+
 async def _stop_all(servers: list[tuple[str, Any]]) -> None:
     """Stopping the pool's server (or a shard process) also stops its MCP servers. The services
     that call the pool first, one by one; then every pool shard at once (each takes its MCP
@@ -266,7 +274,7 @@ async def _up(
                 await _walkthrough(stop, servers, config, out, cli)
             await stop.wait()
         if not out.json_mode:
-            out.line("stopping…")
+            out.line(f"stopping… (what is in flight gets up to {_grace(config):g} s)")
     finally:
         if recorded:
             remove_record(config_path)

@@ -408,6 +408,10 @@ def test_up_for_a_person_prints_state_lines_and_keeps_logs_out_of_the_terminal(t
     assert not [line for line in up.lines if line.lstrip().startswith("{")], up.lines
     assert up.stderr == ""
     assert lines[-1].split()[0] == "…"
+    assert [line.rstrip("\n") for line in up.lines[-2:]] == [
+        "stopping… (what is in flight gets up to 10 s)",
+        "stopped.",
+    ]
     logged = log.read_text()
     assert "boom" in logged  # the server's own stderr
     assert '"level": "warning"' in logged

@@ -172,6 +172,11 @@ async def test_metrics_endpoint_serves_grpc_counters_after_calls(server: Running
     assert f'grpc_server_handling_seconds_count{{grpc_method="ListServers",grpc_service="{SERVICE}"}}' in text
 
 
+async def _write_then_read(stream: Any, request: Any) -> Any:
+    await stream.write(request)
+    return await stream.read()
+
+
 async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -197,8 +202,7 @@ async def test_auth_rejects_missing_or_wrong_token_and_accepts_the_right_one(
             anonymous = reflection.ServerReflectionInfo(timeout=5)
             # (the refusal may end the stream before the request is written: write raises it then)
             with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await anonymous.write(reflection_pb2.ServerReflectionRequest(list_services=""))
-                await anonymous.read()
+                await _write_then_read(anonymous, reflection_pb2.ServerReflectionRequest(list_services=""))
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
             allowed = reflection.ServerReflectionInfo(
                 metadata=(("authorization", "Bearer s3cret-token"),), timeout=5
