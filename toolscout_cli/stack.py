@@ -33,7 +33,7 @@ from toolscout_cli.walkthrough import run_walkthrough
 from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, resolve_config_path
 from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
-from toolscout_kit.host import serve_until_signal, stop_on_signals
+from toolscout_kit.host import RunningServer, serve_until_signal, stop_on_signals
 from toolscout_kit.logging import configure_logging
 from toolscout_kit.preflight import check_free, gateway_auth, missing_api_keys, service_endpoints
 from toolscout_kit.shards import ShardIdentity
@@ -228,14 +228,29 @@ def _grace(config: ToolscoutConfig) -> float:
     )
 
 
-async def _stop_all(servers: list[tuple[str, Any]]) -> None:
+async def _stop_all(servers: list[tuple[str, Any]], grace: float) -> None:
     """Stopping the pool's server (or a shard process) also stops its MCP servers. The services
     that call the pool first, one by one; then every pool shard at once (each takes its MCP
-    servers' shutdown time: one after another, a sharded stack took N times as long)."""
+    servers' shutdown time: one after another, a sharded stack took N times as long).
+
+    One deadline, ``grace`` seconds from now, for the services of this process: what is in flight
+    anywhere gets at most that long (and no more than its service's own grace), not a grace per
+    service one after another. What a later service still runs came from other callers (the
+    gateway ended its own calls), which had that time already. A shard process keeps its own
+    grace from the SIGTERM it gets."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+
+    async def stop(running: Any) -> None:
+        if isinstance(running, RunningServer):
+            await running.stop(min(running.shutdown_grace, max(deadline - loop.time(), 0.0)))
+        else:
+            await running.stop()
+
     for name, running in reversed(servers):
         if not name.startswith("pool"):
-            await running.stop()
-    await asyncio.gather(*(running.stop() for name, running in servers if name.startswith("pool")))
+            await stop(running)
+    await asyncio.gather(*(stop(running) for name, running in servers if name.startswith("pool")))
 
 
 async def _up(
@@ -278,7 +293,7 @@ async def _up(
     finally:
         if recorded:
             remove_record(config_path)
-        await _stop_all(servers)
+        await _stop_all(servers, _grace(config))
     if out.json_mode:
         out.json({"event": "stopped"})
     else:
