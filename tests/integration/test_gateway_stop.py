@@ -145,8 +145,8 @@ async def test_another_request_still_running_when_the_grace_ends_is_answered_503
     async with gateway_stack(_config(tmp_path)) as gw, _uvicorn_records() as uvicorn_logs:
         answer = asyncio.ensure_future(post(gw.url, read, headers={"mcp-protocol-version": LEGACY}))
         try:
-            # (nothing tells when the read has reached the server: the stop waits out the grace)
-            await asyncio.sleep(GRACE)
+            read_log = await wait_for_lines(tmp_path / "called.log", 1, within=WAIT)
+            assert read_log == ["read:misbehaving://forever"]
             with structlog.testing.capture_logs() as logs:
                 await gw.gateway.stop(GRACE)
             with anyio.fail_after(WAIT):
