@@ -89,6 +89,9 @@ async def build_server(
     binding = ServiceBinding(SERVICE_NAME, orchestrator_pb2_grpc.add_OrchestratorServicer_to_server, servicer)
     server = await start.serve(binding, undo=[downstream.close])
     server.add_reload(downstream.reshard)
+    # Chats still running when the grace ends are answered ABORTED (outcome unknown), not cut by
+    # gRPC's own cancellation.
+    server.add_drain(servicer.drain)
     server.add_cleanup(downstream.close)
     server.add_cleanup(models.aclose)  # runs first: the providers' clients before the services'
     return server

@@ -25,12 +25,14 @@ from orchestrator_svc.loop import (
     ChatLoop,
     ChatOutcome,
     ChatRequest,
+    EventSink,
     ToolsDiscoveredEvent,
     UsageEvent,
 )
 from orchestrator_svc.messages import Message, Usage
 from orchestrator_svc.providers.registry import ModelRegistry
 from toolscout_kit.config import ToolscoutConfig, ToolSpec
+from toolscout_kit.errors import OutcomeUnknownError
 
 __all__ = ["OrchestratorServicer"]
 
@@ -115,13 +117,51 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         self._loop = loop
         self._models = models
         self._config = config
+        # The tasks running a chat, and those of them drain() ended.
+        self._running: set[asyncio.Task[Any]] = set()
+        self._ended: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def drain(self, within: float) -> None:
+        """Gives the chats running ``within`` seconds (the server is stopping), then ends those
+        still running: each is answered ABORTED, saying that a tool it was running may or may not
+        have taken effect (its RPC to the pool is cancelled, and the pool cancels it at the MCP
+        server)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), within)
+        for task in [task for task in self._running if not task.done()]:
+            self._ended.add(task)
+            task.cancel()
+
+    async def _run(
+        self, chat: ChatRequest, time_limit: float | None, events: EventSink | None = None
+    ) -> ChatOutcome:
+        task = asyncio.current_task()
+        if task is None:  # (never: an RPC is answered in a task)
+            raise RuntimeError("a chat outside a task")
+        self._running.add(task)
+        self._idle.clear()
+        try:
+            return await self._loop.run(chat, time_limit=time_limit, events=events)
+        except asyncio.CancelledError:
+            if task not in self._ended:
+                raise
+            task.uncancel()
+            raise OutcomeUnknownError(
+                "the orchestrator stopped before this chat finished; a tool it was running may or "
+                "may not have taken effect"
+            ) from None
+        finally:
+            self._running.discard(task)
+            self._ended.discard(task)
+            if not self._running:
+                self._idle.set()
 
     async def Chat(
         self, request: pb.ChatRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ChatResponse:
-        result = await self._loop.run(
-            request_in(request, principal_of(context)), time_limit=context.time_remaining()
-        )
+        result = await self._run(request_in(request, principal_of(context)), context.time_remaining())
         return response_out(result)
 
     async def StreamChat(
@@ -135,7 +175,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
 
         async def produce() -> ChatOutcome:
             try:
-                return await self._loop.run(chat, time_limit=context.time_remaining(), events=sink)
+                return await self._run(chat, context.time_remaining(), events=sink)
             finally:
                 await queue.put(None)
 
