@@ -50,11 +50,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         config = parse_config(
             {
                 "clients": {
-                    "oai": {
-                        "provider": "openai",
-                        "base_url": fake.openai_base_url,
-                        "api_key": "sk-e2e-0123456789abc",
-                    },
+                    "oai": fake.openai_client(),
                     "claude": {
                         "provider": "anthropic",
                         "base_url": fake.anthropic_base_url,

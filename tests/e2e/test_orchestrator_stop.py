@@ -65,13 +65,7 @@ async def _stack(tmp_path: Path) -> AsyncIterator[tuple[FakeProvider, RunningSer
     async with FakeProvider() as fake:
         config = parse_config(
             {
-                "clients": {
-                    "oai": {
-                        "provider": "openai",
-                        "base_url": fake.openai_base_url,
-                        "api_key": "sk-e2e-0123456789abc",
-                    }
-                },
+                "clients": {"oai": fake.openai_client()},
                 "models": {"gpt": {"client": "oai", "model": "gpt-e2e"}},
                 "servers": {"text": example_server_config("text")},
             },
@@ -128,32 +122,29 @@ async def test_a_streamed_chat_still_running_when_the_grace_ends_is_aborted_sayi
     assert len(fake.requests) == 1  # the chat went no further
 
 
-async def test_a_chat_still_running_when_the_grace_ends_is_aborted_saying_why(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("seconds", "grace", "answer"),
+    [(30, GRACE, f"ABORTED: {_ENDED}"), (0.3, WAIT, "done waiting")],
+    ids=["still_running", "ends_within_the_grace"],
+)
+async def test_a_chat_ending_within_the_grace_is_answered_and_one_still_running_is_aborted_saying_why(
+    tmp_path: Path, seconds: float, grace: float, answer: str
+) -> None:
     async with _stack(tmp_path) as (fake, pool, orchestrator):
-        fake.script(Reply.calls(ScriptedCall("text__wait", {"seconds": 30})), Reply.answer("late"))
+        fake.script(
+            Reply.calls(ScriptedCall("text__wait", {"seconds": seconds})), Reply.answer("done waiting")
+        )
         started = _calls_started(pool)
         async with grpc.aio.insecure_channel(orchestrator.address) as channel:
             chat = asyncio.ensure_future(
                 orchestrator_pb2_grpc.OrchestratorStub(channel).Chat(_chat("wait"), timeout=WAIT)
             )
             await _until(lambda: _calls_started(pool) > started)
-            await orchestrator.stop(GRACE)
-            with pytest.raises(grpc.aio.AioRpcError) as ended:
-                await chat
-    assert ended.value.code() == grpc.StatusCode.ABORTED
-    assert ended.value.details() == _ENDED
-
-
-async def test_a_chat_that_ends_within_the_grace_is_answered_as_usual(tmp_path: Path) -> None:
-    async with _stack(tmp_path) as (fake, pool, orchestrator):
-        fake.script(Reply.calls(ScriptedCall("text__wait", {"seconds": 0.3})), Reply.answer("done waiting"))
-        started = _calls_started(pool)
-        async with grpc.aio.insecure_channel(orchestrator.address) as channel:
-            chat = asyncio.ensure_future(
-                orchestrator_pb2_grpc.OrchestratorStub(channel).Chat(_chat("wait"), timeout=WAIT)
-            )
-            await _until(lambda: _calls_started(pool) > started)
-            stopping = asyncio.ensure_future(orchestrator.stop(WAIT))
-            reply = await chat
+            stopping = asyncio.ensure_future(orchestrator.stop(grace))
+            (outcome,) = await asyncio.gather(chat, return_exceptions=True)
             await stopping
-    assert reply.messages[-1].content == "done waiting"
+    if isinstance(outcome, grpc.aio.AioRpcError):
+        assert f"{outcome.code().name}: {outcome.details()}" == answer
+    else:
+        assert isinstance(outcome, pb.ChatResponse), outcome
+        assert outcome.messages[-1].content == answer

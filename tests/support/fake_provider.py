@@ -229,6 +229,10 @@ class FakeProvider:
     def anthropic_base_url(self) -> str:
         return self.url
 
+    def openai_client(self, api_key: str = "sk-e2e-0123456789abc") -> dict[str, Any]:
+        """An entry of a config's ``clients``: this provider's OpenAI API."""
+        return {"provider": "openai", "base_url": self.openai_base_url, "api_key": api_key}
+
     # --- scripting ---------------------------------------------------------------------------
 
     def script(self, *replies: Reply) -> None:
