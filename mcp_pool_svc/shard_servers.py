@@ -129,7 +129,12 @@ class ShardServers:
             for task in pending:
                 task.cancel()
             if pending:
-                await asyncio.wait(pending, timeout=self._stop_timeout)
+                slow = sorted(name for name, task in self._tasks.items() if task in pending)
+                log.warning("mcp_servers_stop_slow", servers=slow, seconds=self._stop_timeout)
+                _done, pending = await asyncio.wait(pending, timeout=self._stop_timeout)
+            if pending:
+                stuck = sorted(name for name, task in self._tasks.items() if task in pending)
+                log.error("mcp_servers_stop_stuck", servers=stuck, seconds=self._stop_timeout)
         self._tasks.clear()
 
     async def reshard(self, config: ToolscoutConfig) -> ReshardResult:
