@@ -58,6 +58,7 @@ from toolscout_kit.errors import (
     ResourceExhaustedError,
     UnavailableError,
 )
+from toolscout_kit.inflight import InFlight
 from toolscout_kit.logging import get_logger
 from toolscout_kit.status import (
     PeerUnavailableError,
@@ -203,19 +204,14 @@ class ToolCaller:
         self._metrics = metrics
         self._login = user_login
         self._rounds = rounds if rounds is not None else InputRounds()
-        # The tasks awaiting the pool's answer to a call, and those of them end_calls() cancelled.
-        self._running: set[asyncio.Task[Any]] = set()
-        self._ended: set[asyncio.Task[Any]] = set()
+        # The calls waiting for the pool's answer.
+        self._calls = InFlight()
 
     def end_calls(self) -> int:
         """Ends every call still waiting for the pool (the gateway is stopping and its grace is
         over); returns how many. Each one's RPC is cancelled, which cancels it at the MCP server,
         and its caller is answered that the outcome is unknown: the tool may have run."""
-        ended = [task for task in self._running if not task.done()]
-        for task in ended:
-            self._ended.add(task)
-            task.cancel()
-        return len(ended)
+        return self._calls.end_all()
 
     async def call(
         self,
@@ -351,11 +347,7 @@ class ToolCaller:
 
     async def _sent(self, request: CallRequest, server: str, relayed: _Relayed) -> CallToolResult | None:
         """The pool's answer to ``request``; None when :meth:`end_calls` ended the call."""
-        task = asyncio.current_task()
-        if task is None:  # (never: a request is answered in a task)
-            raise RuntimeError("a tool call outside a task")
-        self._running.add(task)
-        try:
+        with self._calls.track():
             return await rpc(
                 self._pool.call(
                     request,
@@ -367,14 +359,7 @@ class ToolCaller:
                     relay=relayed.relay,
                 )
             )
-        except asyncio.CancelledError:
-            if task not in self._ended:
-                raise
-            task.uncancel()
-            return None
-        finally:
-            self._running.discard(task)
-            self._ended.discard(task)
+        return None  # (the block absorbed end_calls' cancellation)
 
     async def _sign_in_first(
         self, tool: Tool, server: str, principal: str, asker: LoginAsker | None

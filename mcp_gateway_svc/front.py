@@ -92,6 +92,7 @@ from mcp_gateway_svc.sessions import SessionRegistry, end_session
 from mcp_gateway_svc.user_login import base_url, is_login_path
 from toolscout_kit.config import GatewayMode
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.inflight import InFlight
 from toolscout_kit.logging import get_logger
 
 if TYPE_CHECKING:
@@ -322,12 +323,10 @@ class GatewayFront:
         self._read_timeout = read_timeout
         self._max_sessions = max_sessions
         self._tenant_quota = tenant_quota
-        # The tasks of the requests being answered (not counting GET streams): shutdown lets them
-        # finish, then ends those still running (end_requests).
-        self._requests: set[asyncio.Task[Any]] = set()
-        self._ending: set[asyncio.Task[Any]] = set()
-        self.idle = asyncio.Event()
-        self.idle.set()
+        # The requests being answered (not counting GET streams): shutdown lets them finish, then
+        # ends those still running (end_requests).
+        self._requests = InFlight()
+        self.idle = self._requests.idle
         # Set once the stop's grace is over: every MCP request is answered 503 from then on.
         self._closed = False
 
@@ -336,11 +335,7 @@ class GatewayFront:
         and ends those still being answered; returns how many it ended. Each is answered 503 if
         its answer had not begun, else its answer ends."""
         self._closed = True
-        ending = [task for task in self._requests if not task.done()]
-        for task in ending:
-            self._ending.add(task)
-            task.cancel()
-        return len(ending)
+        return self._requests.end_all()
 
     async def _reject(self, send: Send, status: int, reason: str, message: str, **kw: Any) -> None:
         self._metrics.rejections.labels(reason).inc()
@@ -562,11 +557,7 @@ class GatewayFront:
         message: dict[str, Any] | None = None,
     ) -> None:
         scope = {**scope, REQUEST_INFO_KEY: info}
-        task = asyncio.current_task() if scope["method"] != "GET" else None
-        if task is not None:
-            self._requests.add(task)
-            self.idle.clear()
-        try:
+        with self._requests.track(counted=scope["method"] != "GET") as request:
             if (
                 message is not None
                 and self._lean is not None
@@ -578,17 +569,8 @@ class GatewayFront:
                 await _cancelled_on_disconnect(manager, scope, receive, self._sending(send, info))
             else:
                 await manager.handle_request(scope, receive, self._sending(send, info))
-        except asyncio.CancelledError:
-            if task is None or task not in self._ending:
-                raise
-            task.uncancel()
+        if request.ended:
             await _ended(send)
-        finally:
-            if task is not None:
-                self._requests.discard(task)
-                self._ending.discard(task)
-                if not self._requests:
-                    self.idle.set()
 
     async def _lean_call(
         self, info: RequestInfo, message: dict[str, Any], manager: StreamableHTTPSessionManager, http: _Http

@@ -129,13 +129,15 @@ class ShardServers:
             for task in pending:
                 task.cancel()
             if pending:
-                slow = sorted(name for name, task in self._tasks.items() if task in pending)
-                log.warning("mcp_servers_stop_slow", servers=slow, seconds=self._stop_timeout)
+                log.warning("mcp_servers_stop_slow", servers=self._names(pending), seconds=self._stop_timeout)
                 _done, pending = await asyncio.wait(pending, timeout=self._stop_timeout)
             if pending:
-                stuck = sorted(name for name, task in self._tasks.items() if task in pending)
-                log.error("mcp_servers_stop_stuck", servers=stuck, seconds=self._stop_timeout)
+                log.error("mcp_servers_stop_stuck", servers=self._names(pending), seconds=self._stop_timeout)
         self._tasks.clear()
+
+    def _names(self, tasks: set[asyncio.Task[None]]) -> list[str]:
+        """The servers whose supervisor tasks are among ``tasks``, sorted."""
+        return sorted(name for name, task in self._tasks.items() if task in tasks)
 
     async def reshard(self, config: ToolscoutConfig) -> ReshardResult:
         """Applies the shard count and placement of ``config`` to the servers this shard started with.

@@ -33,6 +33,7 @@ from orchestrator_svc.messages import Message, Usage
 from orchestrator_svc.providers.registry import ModelRegistry
 from toolscout_kit.config import ToolscoutConfig, ToolSpec
 from toolscout_kit.errors import OutcomeUnknownError
+from toolscout_kit.inflight import InFlight
 
 __all__ = ["OrchestratorServicer"]
 
@@ -117,46 +118,26 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         self._loop = loop
         self._models = models
         self._config = config
-        # The tasks running a chat, and those of them drain() ended.
-        self._running: set[asyncio.Task[Any]] = set()
-        self._ended: set[asyncio.Task[Any]] = set()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        # The chats running.
+        self._chats = InFlight()
 
     async def drain(self, within: float) -> None:
         """Gives the chats running ``within`` seconds (the server is stopping), then ends those
         still running: each is answered ABORTED, saying that a tool it was running may or may not
         have taken effect (its RPC to the pool is cancelled, and the pool cancels it at the MCP
         server)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), within)
-        for task in [task for task in self._running if not task.done()]:
-            self._ended.add(task)
-            task.cancel()
+        await self._chats.end_after(within)
 
     async def _run(
         self, chat: ChatRequest, time_limit: float | None, events: EventSink | None = None
     ) -> ChatOutcome:
-        task = asyncio.current_task()
-        if task is None:  # (never: an RPC is answered in a task)
-            raise RuntimeError("a chat outside a task")
-        self._running.add(task)
-        self._idle.clear()
-        try:
+        with self._chats.track():
             return await self._loop.run(chat, time_limit=time_limit, events=events)
-        except asyncio.CancelledError:
-            if task not in self._ended:
-                raise
-            task.uncancel()
-            raise OutcomeUnknownError(
-                "the orchestrator stopped before this chat finished; a tool it was running may or "
-                "may not have taken effect"
-            ) from None
-        finally:
-            self._running.discard(task)
-            self._ended.discard(task)
-            if not self._running:
-                self._idle.set()
+        # (the block absorbed drain's cancellation)
+        raise OutcomeUnknownError(
+            "the orchestrator stopped before this chat finished; a tool it was running may or may not "
+            "have taken effect"
+        )
 
     async def Chat(
         self, request: pb.ChatRequest, context: grpc.aio.ServicerContext[Any, Any]
