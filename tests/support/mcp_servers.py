@@ -7,6 +7,7 @@ Everything here starts real processes. Waits are bounded; HTTP servers get a fre
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -40,6 +41,7 @@ __all__ = [
     "everything_bin",
     "example_server_config",
     "filesystem_bin",
+    "fixed_port",
     "free_port",
     "live_descendants",
     "logging_fixture_pool",
@@ -205,6 +207,29 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def fixed_port() -> int:
+    """A port free on 127.0.0.1 a moment ago, below the kernel's ephemeral range: for a port a
+    config names before its server starts. One from :func:`free_port` lies in that range, where any
+    outgoing connection (the tests make many) can take it meanwhile and hold it."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = secrets.randbelow(max(low - 20_000, 1)) + 20_000
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
 
 
 @dataclass(frozen=True)
