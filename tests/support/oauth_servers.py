@@ -9,9 +9,11 @@ which :class:`_Lines` collects so that a test can wait (bounded) for an event.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -140,13 +142,21 @@ class AuthServer:
 
     def introspections(self) -> int:
         """How many introspection requests came so far."""
-        return len(self.lines.matching(lambda i: i.get("event") == "introspection"))
+        return self._count(lambda i: i.get("event") == "introspection")
 
     def grants(self, grant_type: str) -> int:
         """How many tokens were issued with ``grant_type`` so far."""
-        return len(
-            self.lines.matching(lambda i: i.get("event") == "grant" and i.get("grant_type") == grant_type)
-        )
+        return self._count(lambda i: i.get("event") == "grant" and i.get("grant_type") == grant_type)
+
+    def _count(self, predicate: Callable[[dict[str, Any]], bool]) -> int:
+        # The provider prints an event before it answers the request, but a thread reads what it
+        # prints: a line printed just now may not be read yet. The provider prints a mark on
+        # request; once the mark is read, so is every event before it.
+        mark = secrets.token_hex(8)
+        with urllib.request.urlopen(f"{self.issuer}/_mark?n={mark}", timeout=10) as reply:  # noqa: S310 - a local URL
+            assert reply.status == 204
+        self.lines.wait_for(lambda i: i.get("event") == "mark" and i.get("n") == mark, within=10)
+        return len(self.lines.matching(predicate))
 
 
 @contextmanager

@@ -12,7 +12,9 @@
 // $OIDC_PROVIDER_MODULE is the installed package's entry file (node_modules/oidc-provider/lib/index.js).
 // Prints one JSON line {"issuer": ...} once listening (port $PORT, default any), then one JSON line
 // per event: {"event": "grant", "grant_type": ...} for each token issued, {"event": "revoked"},
-// {"event": "introspection"} for each introspection request.
+// {"event": "introspection"} for each introspection request. GET /_mark?n=<n> prints
+// {"event": "mark", "n": "<n>"} and answers 204: a reader that has read that line has read every
+// line printed before it (tests count events only after such a mark).
 
 import { generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -114,6 +116,12 @@ async function approve(req, res) {
 
 const callback = provider.callback();
 server.on('request', (req, res) => {
+  if (req.url.startsWith('/_mark?')) {
+    emit({ event: 'mark', n: new URL(req.url, issuer).searchParams.get('n') });
+    res.statusCode = 204;
+    res.end();
+    return;
+  }
   if (req.url.startsWith('/token/introspection')) emit({ event: 'introspection' });
   if (req.url.startsWith('/interaction/')) {
     approve(req, res).catch((err) => {
