@@ -73,7 +73,7 @@ from mcp_gateway_svc.bodies import (
     read_body,
     replaying,
 )
-from mcp_gateway_svc.console import is_console_path
+from mcp_gateway_svc.console import is_console_path, is_event_stream
 from mcp_gateway_svc.endpoints import Endpoints
 from mcp_gateway_svc.handlers import REQUEST_INFO_KEY, McpHandlers, RequestInfo
 from mcp_gateway_svc.host_modes import Opening, matched_mode, opening_of
@@ -401,8 +401,14 @@ class GatewayFront:
             await self._reject(send, 421, "bad_host", "Invalid Host header")
         elif not self._guard.origin_ok(headers.get("origin")):
             await self._reject(send, 403, "bad_origin", "Invalid Origin header")
+        elif self._closed:
+            await self._reject(send, 503, "stopping", "the gateway is stopping")
         else:
-            await console(scope, receive, send)
+            # A page's event stream is endless: the console ends those when the stop begins.
+            with self._requests.track(counted=not is_event_stream(scope["path"])) as request:
+                await console(scope, receive, send)
+            if request.ended:
+                await _ended(send)
 
     async def _own_path(self, path: str, send: Send) -> bool:
         """Answers the probes and the peer lookup, and refuses every other request once the gateway

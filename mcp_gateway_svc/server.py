@@ -296,18 +296,21 @@ def _listener(
             await parts.console.close()  # its event streams end
 
     async def end_requests() -> None:
-        # The grace is over: a tool call still running is cancelled and answered that its outcome
-        # is unknown; any other request still running is ended after that, and new ones refused.
+        # The grace is over: a tool call or a console chat still running is cancelled and answered
+        # that its outcome is unknown; any other request still running is ended after that, and
+        # new ones refused.
         calls = handlers.end_calls()
-        if calls:
+        chats = parts.console.chat.end_turns() if parts.console is not None else 0
+        if calls or chats:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(front.idle.wait(), DRAIN_MARGIN)
         requests = front.end_requests()
-        if calls or requests:
+        if calls or chats or requests:
             _log.warning(
                 "the shutdown grace is over: ended the requests still running",
                 grace_seconds=settings.shutdown_grace,
                 tool_calls=calls,
+                console_chats=chats,
                 other_requests=requests,
             )
 

@@ -5,6 +5,6 @@ the search playground, a chat with its tool calls, and token figures (see README
 only its path rule, which the gateway's front imports.
 """
 
-from mcp_gateway_svc.console.paths import PREFIX, is_console_path
+from mcp_gateway_svc.console.paths import PREFIX, is_console_path, is_event_stream
 
-__all__ = ["PREFIX", "is_console_path"]
+__all__ = ["PREFIX", "is_console_path", "is_event_stream"]

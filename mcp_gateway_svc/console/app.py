@@ -32,7 +32,7 @@ from toolscout.client.sharded import AsyncShardedPoolClient
 from mcp_gateway_svc.console.access import COOKIE, Access, ConsoleSession, Viewer, csrf_ok, same_origin
 from mcp_gateway_svc.console.chat import ChatRunner
 from mcp_gateway_svc.console.data import CatalogFollower, ConsoleData, problem_text
-from mcp_gateway_svc.console.paths import PREFIX
+from mcp_gateway_svc.console.paths import EVENTS, PREFIX
 from mcp_gateway_svc.front import Tenants
 from toolscout_kit.config import ToolscoutConfig
 from toolscout_kit.logging import get_logger
@@ -96,7 +96,7 @@ class Console:
                         Route("/login", self._login, methods=["GET", "POST"]),
                         Route("/logout", self._logout, methods=["POST"]),
                         Route("/servers", page(self._servers)),
-                        Route("/servers/events", page(self._server_events)),
+                        Route(EVENTS, page(self._server_events)),
                         Route("/catalog", page(self._catalog)),
                         Route("/catalog/schema", page(self._schema)),
                         Route("/search", page(self._search)),

@@ -32,6 +32,7 @@ from toolscout.client import (
 from toolscout.client.types import ChatEvent, ChatResult
 
 from mcp_gateway_svc.console.data import problem_text
+from toolscout_kit.inflight import InFlight
 from toolscout_kit.logging import get_logger
 from toolscout_kit.tracing import Tracing
 
@@ -40,6 +41,10 @@ __all__ = ["ChatRunner"]
 _log = get_logger(__name__)
 # Seconds one console chat turn may take (the orchestrator's own limits apply within).
 _TURN_DEADLINE = 300.0
+# What the page gets for a turn the gateway's stop ended (ChatRunner.end_turns).
+ENDED_AT_STOP = (
+    "The gateway stopped before this chat finished; a tool it was running may or may not have taken effect."
+)
 
 
 def _sse(payload: dict[str, Any]) -> str:
@@ -132,6 +137,14 @@ class ChatRunner:
         self._tracing = tracing
         self._trace_url = trace_url
         self.savings = ChatTotals()
+        # The turns running; the gateway's stop ends those still running at the end of its grace.
+        self._turns = InFlight()
+        self.idle = self._turns.idle
+
+    def end_turns(self) -> int:
+        """Ends every turn still running (its orchestrator call is cancelled, and the page is
+        told the turn was cut short); returns how many."""
+        return self._turns.end_all()
 
     @property
     def available(self) -> bool:
@@ -171,18 +184,21 @@ class ChatRunner:
                 deadline=_TURN_DEADLINE,
                 metadata=metadata,
             )
-            async for event in stream:
-                if isinstance(event, ChatFinished):
-                    result = event.result
-                    history.extend([user, *result.messages])
-                    state["loaded"] = list(result.loaded_tools)
-                    state["turns"].append({"user": message, "answer": result.text})
-                    self.savings.add(result.stats)
-                    yield _sse(_finished(result))
-                    continue
-                payload = _event(event)
-                if payload is not None:
-                    yield _sse(payload)
+            with self._turns.track() as turn:
+                async for event in stream:
+                    if isinstance(event, ChatFinished):
+                        result = event.result
+                        history.extend([user, *result.messages])
+                        state["loaded"] = list(result.loaded_tools)
+                        state["turns"].append({"user": message, "answer": result.text})
+                        self.savings.add(result.stats)
+                        yield _sse(_finished(result))
+                        continue
+                    payload = _event(event)
+                    if payload is not None:
+                        yield _sse(payload)
+            if turn.ended:
+                yield _sse({"type": "error", "message": ENDED_AT_STOP})
         except ToolscoutClientError as err:
             _log.info("console chat failed", error=type(err).__name__)
             yield _sse({"type": "error", "message": problem_text(err)})

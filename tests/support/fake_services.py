@@ -73,6 +73,9 @@ class FakeState(Script):
         ]
     )
     chat_events: list[orchestrator_pb2.ChatEvent] = field(default_factory=list)
+    # StreamChat sends its events, then waits for this before its final answer (never set: the
+    # chat never finishes).
+    chat_gate: asyncio.Event | None = None
 
 
 def _pool(state: FakeState) -> FakePool:
@@ -206,6 +209,8 @@ class _Orchestrator(orchestrator_pb2_grpc.OrchestratorServicer):
             for i, event in enumerate(events):
                 await self.s.step(i, context)
                 yield event
+            if self.s.chat_gate is not None:
+                await self.s.chat_gate.wait()
             yield orchestrator_pb2.ChatEvent(final=self._final(request))
         except (asyncio.CancelledError, GeneratorExit):  # as FakePool.WatchCatalog: either way, gone
             self.s.cancelled.set()
