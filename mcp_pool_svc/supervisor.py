@@ -80,6 +80,10 @@ def backoff_delay(attempt: int, initial: float, maximum: float, rng: random.Rand
 _Exit = Literal["stop", "idle"]
 # A session that lasted this long was healthy: the next restart starts the backoff again.
 _STABLE_SECONDS = 10.0
+# Seconds a ready remote session has, once asked to stop, to close politely: the transport ends the
+# session at the server (streamable HTTP: its DELETE), so the server need not keep it until its own
+# timeout. Past this, the close is cancelled as any other.
+_POLITE_CLOSE = 2.0
 
 
 class Supervisor:
@@ -276,8 +280,15 @@ class Supervisor:
         self._stop.set()
         self._poke.set()
         self._wake.set()
-        if self._attempt is not None:
-            self._attempt.cancel()
+        attempt = self._attempt
+        if attempt is None:
+            return
+        if self._conn is not None and isinstance(self.config, RemoteServerConfig):
+            # Ready: its monitor returns at the poke and the connection closes as usual, bounded.
+            attempt.deadline = min(attempt.deadline, anyio.current_time() + _POLITE_CLOSE)
+        else:
+            # Starting (it may be stuck in initialize), or a process: its own teardown is shielded.
+            attempt.cancel()
 
     @property
     def _idle_timeout(self) -> float | None:

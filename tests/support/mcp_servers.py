@@ -50,6 +50,7 @@ __all__ = [
     "misbehaving_config",
     "running_everything",
     "running_example_http",
+    "running_http_fixture",
     "time_server_config",
     "ts_sdk_dir",
     "wait_for_lines",
@@ -283,6 +284,15 @@ def _running(
         yield HttpServer(url=f"http://127.0.0.1:{port}{path}", port=port, process=process)
     finally:
         _stop(process)
+
+
+@contextmanager
+def running_http_fixture(
+    argv: list[str], *, port: int, path: str = "/mcp", timeout: float = 30.0
+) -> Iterator[HttpServer]:
+    """A fixture server started by ``argv``, listening on 127.0.0.1:``port`` (given in ``argv``)."""
+    with _running(argv, port=port, path=path, timeout=timeout) as server:
+        yield server
 
 
 @contextmanager
