@@ -59,6 +59,7 @@ from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.relay import CallRouter, HostSession, context_relay, without_host_capabilities
 from mcp_pool_svc.stdio import stdio_transport
 from toolscout_kit.config import RemoteServerConfig, StdioServerConfig
+from toolscout_kit.json_text import LoneSurrogateEscapes
 from toolscout_kit.oauth_client import OAuthProvider, RemoteAuth, reporting_failure
 
 __all__ = [
@@ -273,7 +274,7 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            return await self.inner.handle_async_request(request)
+            response = await self.inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as err:
             request_id = _request_id(request)
             if request_id is None:
@@ -290,9 +291,41 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
                 ).encode(),
                 request=request,
             )
+        headers = response.headers
+        if (
+            headers.get("content-type", "").startswith(_JSON_TYPES)
+            and headers.get("content-encoding", "identity") == "identity"
+        ):
+            response.stream = _WellFormed(response.stream)
+        return response
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+# The answers the SDK's transport parses as JSON (a body, or an SSE stream's events).
+_JSON_TYPES = ("application/json", "text/event-stream")
+
+
+class _WellFormed(httpx2.AsyncByteStream):
+    """A response body with each lone surrogate's escape rewritten as U+FFFD's
+    (:class:`~toolscout_kit.json_text.LoneSurrogateEscapes`): the SDK's parser refuses a whole
+    message for one, and the answer it carried would be lost (the call waiting for its timeout),
+    where the pool's own parsers read it as U+FFFD (:func:`~toolscout_kit.json_text.server_json`)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        rewriter = LoneSurrogateEscapes()
+        async for piece in self._inner:
+            if out := rewriter.feed(piece):
+                yield out
+        if rest := rewriter.end():
+            yield rest
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _not_sent_error(err: Exception) -> mcp_types.ErrorData:

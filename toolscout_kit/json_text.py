@@ -12,7 +12,8 @@ is parsed here, so that one set of limits holds everywhere and no parser error b
 * **Lone surrogates** (``"\\ud800"``) parse in Python but are not Unicode: they make any later
   UTF-8 encoding (a hash, a log line, a reply) fail. They are refused, escaped or raw.
   What an MCP *server* sends is read the other way (:func:`server_json`): each one becomes U+FFFD,
-  as a lenient peer reads it, so that its answer still arrives.
+  as a lenient peer reads it, so that its answer still arrives. :class:`LoneSurrogateEscapes` does
+  the same to the bytes of a stream, for a parser that is not ours (the ``mcp`` SDK's transport).
 * **Everything else** the ``json`` module refuses (syntax, integers over Python's digit limit) is
   the caller's error too, reported with the parser's reason and column.
 
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "JsonSyntaxError",
     "JsonTextError",
+    "LoneSurrogateEscapes",
     "json_depth_bound",
     "json_object_or_empty",
     "json_object_or_none",
@@ -154,6 +156,60 @@ def server_json(data: str | bytes) -> Any | None:
         return well_formed_value(json.loads(data, parse_constant=_refuse_constant))
     except (ValueError, RecursionError):
         return None
+
+
+# Every escape, a valid surrogate pair's two as one (left alone), a lone surrogate's (rewritten).
+_ESCAPES = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\.",
+    re.DOTALL,
+)
+# The end of a text that may be a surrogate's escape (or a pair's) cut short: its fate depends on
+# what comes next. A whole low surrogate is not among them (it is lone unless a high one precedes
+# it, and then this matches from the high one).
+_CUT_SHORT = re.compile(
+    rb"\\(?:u(?:[dD](?:[89abAB](?:[0-9a-fA-F](?:[0-9a-fA-F]"
+    rb"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]?)?)?)?)?)?)?|[c-fC-F][0-9a-fA-F]?)?)?)?\Z"
+)
+_REPLACEMENT = rb"\ufffd"
+
+
+def _rewrite(match: re.Match[bytes]) -> bytes:
+    return _REPLACEMENT if len(match[0]) == 6 else match[0]
+
+
+class LoneSurrogateEscapes:
+    """Rewrites, in JSON text that arrives in pieces, each escape of a lone surrogate
+    (``\\ud800``) as ``\\ufffd``; a pair's escapes and every other byte pass unchanged.
+
+    A strict parser (pydantic's, under the ``mcp`` SDK's transport) refuses the whole message for
+    one such escape, and the answer it carried is lost; a JavaScript server writes one whenever it
+    cuts a string inside a pair. :meth:`feed` returns what can be decided so far: an escape cut
+    short at a piece's end waits for the next piece (a few bytes, never a line's end: a JSON
+    message or an SSE event is never held back). The text is the stream's from its start, so an
+    escaped backslash (``\\\\u``) is told from an escape.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        data = self._held + piece if self._held else piece
+        cut = _CUT_SHORT.search(data, max(len(data) - 12, 0))
+        if cut is None:
+            ready, self._held = data, b""
+        else:
+            start = cut.start()
+            while start > 0 and data[start - 1] == 0x5C:  # from the start of its backslash run
+                start -= 1
+            ready, self._held = data[:start], data[start:]
+        return _ESCAPES.sub(_rewrite, ready) if _SURROGATE_ESCAPE_BYTES.search(ready) else ready
+
+    def end(self) -> bytes:
+        """What is still held (the stream ended): decided as it is."""
+        held, self._held = self._held, b""
+        return _ESCAPES.sub(_rewrite, held) if _SURROGATE_ESCAPE_BYTES.search(held) else held
 
 
 def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

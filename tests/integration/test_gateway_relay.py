@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +23,19 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from toolscout import client as tc
 
 from tests.support.gateway import GatewayStack, gateway_stack
-from tests.support.mcp_servers import REPO_ROOT, HttpServer, _running, free_port, wait_for_lines
+from tests.support.mcp_servers import RELAY_SERVER, running_relay_http, wait_for_lines
 from toolscout_kit.config import parse_config
 
-SERVER = REPO_ROOT / "tests" / "fixtures" / "relay" / "server.py"
+SERVER = RELAY_SERVER
 WAIT = 30.0
 
 pytestmark = pytest.mark.asyncio
 
 
-@contextmanager
-def _http_server(record: Path, transport: str = "http") -> Iterator[HttpServer]:
-    port = free_port()
-    argv = [sys.executable, str(SERVER), str(record), transport, "--port", str(port)]
-    with _running(argv, port=port, path="/mcp") as server:
-        yield server
-
-
 @pytest.fixture(params=["stdio", "http"])
 async def gw(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[GatewayStack]:
     record = tmp_path / "record.txt"
-    with nullcontext() if request.param == "stdio" else _http_server(record) as http:
+    with nullcontext() if request.param == "stdio" else running_relay_http(record) as http:
         entry: dict[str, Any] = (
             {"command": sys.executable, "args": [str(SERVER), str(record)]}
             if http is None
@@ -174,7 +166,7 @@ async def test_a_host_without_a_capability_gets_the_server_the_spec_error_and_is
 async def test_two_concurrent_calls_each_get_their_own_hosts_sampling(tmp_path: Path) -> None:
     # Streamable HTTP: each call's requests come on its own stream, so both can be in flight.
     record = tmp_path / "record.txt"
-    with _http_server(record) as http:
+    with running_relay_http(record) as http:
         config = parse_config(
             {
                 "namespace_tools": False,
@@ -235,7 +227,7 @@ async def test_a_handshake_era_hosts_call_to_a_server_spoken_to_in_2026_runs_in_
 ) -> None:
     # 2026-07-28 has no requests from the server to the client: the relayed call gets a session of
     # the host's era of its own, while the pool's session stays 2026-07-28.
-    with _http_server(tmp_path / "record.txt", "dual-http") as http:
+    with running_relay_http(tmp_path / "record.txt", transport="dual-http") as http:
         config = parse_config(
             {
                 "namespace_tools": False,
@@ -338,7 +330,7 @@ async def test_a_2026_host_asking_for_no_log_messages_gets_none_on_the_unary_pat
 async def test_a_2026_hosts_log_level_reaches_a_server_spoken_to_in_2026(tmp_path: Path) -> None:
     # 2026-07-28 servers log only when the request asks them to (_meta logLevel): the host's level
     # goes on with the call, and the server's messages at or above it come back.
-    with _http_server(tmp_path / "record.txt", "dual-http") as http:
+    with running_relay_http(tmp_path / "record.txt", transport="dual-http") as http:
         config = parse_config(
             {
                 "namespace_tools": False,

@@ -6,28 +6,21 @@ logging each DELETE it gets.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.supervisor import ServerState
-from tests.support.mcp_servers import REPO_ROOT, HttpServer, free_port, running_http_fixture, wait_for_lines
+from tests.support.mcp_servers import running_relay_http, wait_for_lines
 from toolscout_kit.config import parse_config
 
-SERVER = REPO_ROOT / "tests" / "fixtures" / "relay" / "server.py"
 WAIT = 30.0
 
 
-@contextmanager
-def _relay(tmp: Path, *flags: str) -> Iterator[HttpServer]:
-    port = free_port()
-    argv = [sys.executable, str(SERVER), str(tmp / "record.txt"), "http", "--port", str(port)]
-    with running_http_fixture([*argv, "--delete-log", str(tmp / "deletes.txt"), *flags], port=port) as server:
-        yield server
+def _relay(tmp: Path, *flags: str) -> Any:
+    return running_relay_http(tmp / "record.txt", "--delete-log", str(tmp / "deletes.txt"), *flags)
 
 
 async def _ready_pool(url: str) -> McpPool:

@@ -34,6 +34,7 @@ __all__ = [
     "MEMORY_PACKAGE",
     "MEMORY_VERSION",
     "MISBEHAVING_SERVER",
+    "RELAY_SERVER",
     "REPO_ROOT",
     "TS_SDK_PACKAGE",
     "TS_SDK_VERSION",
@@ -50,7 +51,7 @@ __all__ = [
     "misbehaving_config",
     "running_everything",
     "running_example_http",
-    "running_http_fixture",
+    "running_relay_http",
     "time_server_config",
     "ts_sdk_dir",
     "wait_for_lines",
@@ -63,6 +64,7 @@ EXAMPLE_SERVERS: dict[str, Path] = {
     name: EXAMPLES_DIR / f"{name}.py" for name in ("notes", "weather", "text", "media")
 }
 MISBEHAVING_SERVER = REPO_ROOT / "tests" / "fixtures" / "misbehaving" / "server.py"
+RELAY_SERVER = REPO_ROOT / "tests" / "fixtures" / "relay" / "server.py"
 
 EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"
@@ -287,11 +289,12 @@ def _running(
 
 
 @contextmanager
-def running_http_fixture(
-    argv: list[str], *, port: int, path: str = "/mcp", timeout: float = 30.0
-) -> Iterator[HttpServer]:
-    """A fixture server started by ``argv``, listening on 127.0.0.1:``port`` (given in ``argv``)."""
-    with _running(argv, port=port, path=path, timeout=timeout) as server:
+def running_relay_http(record: Path, *flags: str, transport: str = "http") -> Iterator[HttpServer]:
+    """``tests/fixtures/relay/server.py`` over streamable HTTP on 127.0.0.1 (``transport``: ``http``,
+    revision 2025-11-25, or ``dual-http``), recording to ``record``; ``flags`` as it takes them."""
+    port = free_port()
+    argv = [sys.executable, str(RELAY_SERVER), str(record), transport, "--port", str(port), *flags]
+    with _running(argv, port=port, path="/mcp") as server:
         yield server
 
 

@@ -8,11 +8,13 @@ import random
 from typing import Any
 
 import pytest
+from pydantic_core import from_json
 
 from toolscout_kit.errors import InvalidArgumentError
 from toolscout_kit.json_text import (
     MAX_JSON_DEPTH,
     JsonTextError,
+    LoneSurrogateEscapes,
     json_depth_bound,
     json_object_or_none,
     nested_deeper_than,
@@ -150,3 +152,76 @@ def test_server_json_reads_lone_surrogates_as_the_replacement_character_and_noth
     # Not what it is for: no surrogate escape, not JSON, or NaN (which the strict parser refuses too).
     for other in ('{"a": "x"}', '{"a": "\\ud800"', '{"a": "\\ud800", "n": NaN}', "[Infinity]"):
         assert server_json(other) is None
+
+
+# Pieces of string contents, as JSON escapes them (what a JavaScript server writes included).
+_STRING_PIECES = [
+    "plain",
+    "\\ud800",  # a lone high surrogate
+    "\\udfff",  # a lone low one
+    "\\ud83d\\ude00",  # a pair (an emoji)
+    "\\ude00\\ud83d",  # a pair's halves swapped: two lone ones
+    "\\ud83d\\ud83d\\ude00",  # a lone high, then a pair
+    "\\\\ud800",  # an escaped backslash, then the text "ud800"
+    "\\\\\\ud800",  # an escaped backslash, then a lone surrogate
+    '\\u00e9\\n\\"',
+    "é中",
+    "\\uD800\\uDC00",  # upper-case hex
+]
+
+
+def _server_text(rng: random.Random) -> bytes:
+    """A JSON message as a server writes it: strings of random pieces, keys and values."""
+
+    def string() -> str:
+        return '"' + "".join(rng.choice(_STRING_PIECES) for _ in range(rng.randint(0, 4))) + '"'
+
+    members = ", ".join(f"{string()}: [{string()}, {rng.randint(0, 9)}]" for _ in range(rng.randint(1, 4)))
+    return ("{" + members + "}").encode()
+
+
+def _decoded(text: bytes) -> Any:
+    """What a lenient reader makes of the text: each lone surrogate as U+FFFD."""
+    value = server_json(text)
+    return json.loads(text) if value is None else value
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lone_surrogate_escapes_are_rewritten_in_any_pieces_and_nothing_else_changes(seed: int) -> None:
+    rng = random.Random(seed)  # noqa: S311  # reproducible test data, not secrets
+    text = _server_text(rng)
+    cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(0, 12))))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    rewriter = LoneSurrogateEscapes()
+    out = b"".join(rewriter.feed(piece) for piece in pieces) + rewriter.end()
+    # The strict parser reads it, as the lenient one read the original.
+    assert from_json(out) == _decoded(text)
+    # Byte for byte the same where there was nothing to rewrite.
+    if from_json(out) == json.loads(text):
+        assert out == text
+
+
+def test_every_cut_of_a_message_gives_the_same_bytes() -> None:
+    text = b'{"a": "x\\ud83d\\ude00\\ud800\\\\ud800\\\\\\udc00y"}\n\n'
+    whole = LoneSurrogateEscapes()
+    expected = whole.feed(text) + whole.end()
+    assert expected == b'{"a": "x\\ud83d\\ude00\\ufffd\\\\ud800\\\\\\ufffdy"}\n\n'
+    for cut in range(1, len(text)):
+        rewriter = LoneSurrogateEscapes()
+        assert rewriter.feed(text[:cut]) + rewriter.feed(text[cut:]) + rewriter.end() == expected, cut
+    for size in (1, 2, 3, 5):
+        rewriter = LoneSurrogateEscapes()
+        pieces = [rewriter.feed(text[i : i + size]) for i in range(0, len(text), size)]
+        assert b"".join(pieces) + rewriter.end() == expected
+
+
+def test_a_message_or_an_event_is_never_held_back() -> None:
+    rewriter = LoneSurrogateEscapes()
+    # A piece ending with a whole message (or SSE event) gives all of it at once.
+    for piece in (b'data: {"a": "\\ud800"}\n\n', b'{"b": "\\\\"}', b'{"c": "\\ud83d\\ude00"}\n'):
+        assert rewriter.feed(piece).endswith(piece[-2:])
+    # Only an escape cut short is held, until the next piece decides it.
+    assert rewriter.feed(b'{"d": "\\ud83d') == b'{"d": "'
+    assert rewriter.feed(b'\\ude00"}') == b'\\ud83d\\ude00"}'
+    assert rewriter.feed(b'{"e": "\\ud83d') == b'{"e": "'
+    assert rewriter.feed(b'x"}') == b'\\ufffdx"}'
