@@ -107,6 +107,19 @@ class _Lines:
         with self._changed:
             return [i for i in self.items if predicate(i)]
 
+    def settled(self, base_url: str, predicate: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """:meth:`matching`, once every line the process printed so far has been read.
+
+        The process prints a line before it answers the request the line is about, but a thread
+        reads what it prints: a line printed just now may not be read yet. So the process is asked
+        to print a mark (``GET <base_url>/_mark``); once the mark is read, so is every line before it.
+        """
+        mark = secrets.token_hex(8)
+        with urllib.request.urlopen(f"{base_url}/_mark?n={mark}", timeout=10) as reply:  # noqa: S310 - a local URL
+            assert reply.status == 204
+        self.wait_for(lambda i: i.get("event") == "mark" and i.get("n") == mark, within=10)
+        return self.matching(predicate)
+
 
 def _stop(process: subprocess.Popen[str]) -> None:
     if process.poll() is None:
@@ -149,14 +162,7 @@ class AuthServer:
         return self._count(lambda i: i.get("event") == "grant" and i.get("grant_type") == grant_type)
 
     def _count(self, predicate: Callable[[dict[str, Any]], bool]) -> int:
-        # The provider prints an event before it answers the request, but a thread reads what it
-        # prints: a line printed just now may not be read yet. The provider prints a mark on
-        # request; once the mark is read, so is every event before it.
-        mark = secrets.token_hex(8)
-        with urllib.request.urlopen(f"{self.issuer}/_mark?n={mark}", timeout=10) as reply:  # noqa: S310 - a local URL
-            assert reply.status == 204
-        self.lines.wait_for(lambda i: i.get("event") == "mark" and i.get("n") == mark, within=10)
-        return len(self.lines.matching(predicate))
+        return len(self.lines.settled(self.issuer, predicate))
 
 
 @contextmanager
@@ -201,7 +207,11 @@ class ProtectedServer:
 
     def subjects(self) -> list[str | None]:
         """The subject of each ``whoami`` call so far, in order."""
-        return [i.get("subject") for i in self.lines.matching(lambda i: i.get("call") == "whoami")]
+        return [i.get("subject") for i in self.lines.settled(self._base, lambda i: i.get("call") == "whoami")]
+
+    @property
+    def _base(self) -> str:
+        return self.url.removesuffix("/mcp")
 
     def wait_subjects(self, count: int, within: float = 30.0) -> list[str | None]:
         """The subjects once at least ``count`` calls were printed (bounded: then as many as came)."""
@@ -215,7 +225,9 @@ class ProtectedServer:
     def requests(self) -> list[tuple[str, str | None]]:
         """(kind, subject) of every request answered so far, in order: ``whoami`` (the tool),
         ``resource``, ``prompt`` or ``complete``."""
-        return [(str(i["call"]), i.get("subject")) for i in self.lines.matching(lambda i: "call" in i)]
+        return [
+            (str(i["call"]), i.get("subject")) for i in self.lines.settled(self._base, lambda i: "call" in i)
+        ]
 
     def wait_requests(self, count: int, within: float = 30.0) -> list[tuple[str, str | None]]:
         """:meth:`requests` once at least ``count`` were printed (bounded: then as many as came)."""

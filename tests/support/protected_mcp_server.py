@@ -6,7 +6,8 @@ naming ``ISSUER``. Tokens are JWTs checked against the issuer's JWKS (signature,
 this server, expiry, scope ``mcp:tools``). The tool ``whoami``, the resource ``whoami://subject``,
 the prompt ``whoami`` and every completion answer with the token's subject; each is printed as a
 JSON line ``{"call": "whoami" | "resource" | "prompt" | "complete", "subject": ...}`` after the
-first line ``{"url": ...}``. Its listings depend on the subject: a resource ``whoami://<subject>``
+first line ``{"url": ...}``. ``GET /_mark?n=<n>`` prints ``{"event": "mark", "n": "<n>"}`` and answers
+204: a reader that has read it has read every line printed before it. Its listings depend on the subject: a resource ``whoami://<subject>``
 and a prompt ``whoami_<subject>`` are listed to that subject only (not printed); with
 ``--per-subject-tools`` so is a tool ``notebook_<subject>`` (its description names the subject;
 a call answers ``notebook of: <subject>``, and is printed as ``{"call": "notebook", ...}``).
@@ -19,6 +20,7 @@ import socket
 import sys
 import threading
 from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import httpx2
@@ -190,13 +192,33 @@ def build(issuer: str, url: str, *, per_subject_tools: bool = False) -> MCPServe
     return server
 
 
+class _Marks:
+    """Answers ``GET /_mark?n=<n>`` (see the module's doc); everything else is the app's."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/_mark":
+            mark = parse_qs(scope["query_string"].decode()).get("n", [""])[0]
+            with _PRINTING:
+                sys.stdout.write(json.dumps({"event": "mark", "n": mark}) + "\n")
+                sys.stdout.flush()
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await self._app(scope, receive, send)
+
+
 async def main(issuer: str, per_subject_tools: bool) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     # Listening before the URL is printed: a client that connects at once waits in the backlog.
     sock.listen(128)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    app = build(issuer, url, per_subject_tools=per_subject_tools).streamable_http_app(host="127.0.0.1")
+    app = _Marks(
+        build(issuer, url, per_subject_tools=per_subject_tools).streamable_http_app(host="127.0.0.1")
+    )
     print(json.dumps({"url": url}), flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     await server.serve(sockets=[sock])
