@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 
 import psutil
@@ -139,14 +140,22 @@ def _run_default(buildah: Buildah, image: str, name: str) -> tuple[list[str], st
         reader.join(timeout=10)
         if process.stdout is not None:
             process.stdout.close()
-    log = subprocess.run(
-        buildah.run_argv(container, ["sh", "-c", "cat /tmp/toolscout-up-*.log"]),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    ).stdout
+    # A `buildah run` right after the one just stopped can fail while buildah still releases the
+    # container (seen once on a loaded machine: nothing read); it is tried again, bounded, and
+    # what it said is kept for the assertion's message.
+    for _attempt in range(5):
+        read = subprocess.run(
+            buildah.run_argv(container, ["sh", "-c", "cat /tmp/toolscout-up-*.log"]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if read.returncode == 0 and read.stdout:
+            break
+        time.sleep(2)
     buildah("rm", container)
+    log = read.stdout or f"(no log read: exit {read.returncode}, stderr {read.stderr!r})"
     return lines, log
 
 
