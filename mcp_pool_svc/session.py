@@ -46,6 +46,7 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
@@ -274,7 +275,7 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            response = await self.inner.handle_async_request(request)
+            return await self.inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as err:
             request_id = _request_id(request)
             if request_id is None:
@@ -291,6 +292,27 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
                 ).encode(),
                 request=request,
             )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+# The answers the SDK's transports parse as JSON (a body, or an SSE stream's events).
+_JSON_TYPES = ("application/json", "text/event-stream")
+
+
+class _WellFormedTransport(httpx2.AsyncBaseTransport):
+    """The HTTP transport under the ``mcp`` SDK's (streamable HTTP and SSE alike): JSON and SSE
+    bodies arrive with each lone surrogate's escape rewritten as U+FFFD's
+    (:class:`~toolscout_kit.json_text.LoneSurrogateEscapes`). The SDK's parser refuses a whole
+    message for one, and the answer it carried would be lost (the call waiting for its timeout);
+    the pool's own parsers read it as U+FFFD (:func:`~toolscout_kit.json_text.server_json`)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
         headers = response.headers
         if (
             headers.get("content-type", "").startswith(_JSON_TYPES)
@@ -303,15 +325,23 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-# The answers the SDK's transport parses as JSON (a body, or an SSE stream's events).
-_JSON_TYPES = ("application/json", "text/event-stream")
+def _sse_http_client(
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+) -> httpx2.AsyncClient:
+    """The client the SDK makes for an SSE server (:func:`~mcp.shared._httpx_utils.create_mcp_http_client`:
+    its timeouts, no redirects followed), on a :class:`_WellFormedTransport`."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        auth=auth,
+        transport=_WellFormedTransport(httpx2.AsyncHTTPTransport()),
+    )
 
 
 class _WellFormed(httpx2.AsyncByteStream):
-    """A response body with each lone surrogate's escape rewritten as U+FFFD's
-    (:class:`~toolscout_kit.json_text.LoneSurrogateEscapes`): the SDK's parser refuses a whole
-    message for one, and the answer it carried would be lost (the call waiting for its timeout),
-    where the pool's own parsers read it as U+FFFD (:func:`~toolscout_kit.json_text.server_json`)."""
+    """A response body as :class:`_WellFormedTransport` gives it."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -384,7 +414,7 @@ class HttpClients:
             client = httpx2.AsyncClient(
                 headers=config.headers or None,
                 timeout=httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT),
-                transport=transport,
+                transport=_WellFormedTransport(transport),
             )
             entry = self._clients[key] = (client, transport)
         return entry
@@ -407,6 +437,7 @@ async def _remote_transport(
                 headers=config.headers,
                 timeout=config.connect_timeout,
                 sse_read_timeout=_SSE_READ_TIMEOUT,
+                httpx_client_factory=_sse_http_client,
                 auth=auth,
             ) as streams,
             reporting_failure(auth),

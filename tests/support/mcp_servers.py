@@ -290,11 +290,12 @@ def _running(
 
 @contextmanager
 def running_relay_http(record: Path, *flags: str, transport: str = "http") -> Iterator[HttpServer]:
-    """``tests/fixtures/relay/server.py`` over streamable HTTP on 127.0.0.1 (``transport``: ``http``,
-    revision 2025-11-25, or ``dual-http``), recording to ``record``; ``flags`` as it takes them."""
+    """``tests/fixtures/relay/server.py`` over HTTP on 127.0.0.1 (``transport``: ``http``, streamable
+    HTTP at revision 2025-11-25; ``sse``, the SSE transport at ``/sse``; ``dual-http``), recording
+    to ``record``; ``flags`` as it takes them."""
     port = free_port()
     argv = [sys.executable, str(RELAY_SERVER), str(record), transport, "--port", str(port), *flags]
-    with _running(argv, port=port, path="/mcp") as server:
+    with _running(argv, port=port, path="/sse" if transport == "sse" else "/mcp") as server:
         yield server
 
 
