@@ -21,8 +21,9 @@ mid-way (a cancelled 2026-07-28 call: closing the POST is its cancellation) clos
 ``httpx2``'s default context. Failures are ``httpx2``'s exceptions, with the same meaning: a
 connect that failed (``ConnectError``, ``ConnectTimeout``) sent nothing, which
 :class:`~mcp_pool_svc.session._NotSentTransport` relies on. Not supported: HTTP/2 (the pool's
-clients do not ask for it) and proxies (``httpx2`` mounts its own transports for the proxies the
-environment names; those requests never reach this one).
+clients do not ask for it) and proxies (the pool's clients mount ``httpx2``'s own transports for
+the proxies the environment names, :func:`~mcp_pool_svc.session._proxy_mounts`; those requests
+never reach this one).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ import anyio
 import httpx2
 import mcp_types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from httpx2._utils import get_environment_proxies
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -301,28 +302,32 @@ class _NotSentTransport(httpx2.AsyncBaseTransport):
 _JSON_TYPES = ("application/json", "text/event-stream")
 
 
-class _WellFormedTransport(httpx2.AsyncBaseTransport):
-    """The HTTP transport under the ``mcp`` SDK's (streamable HTTP and SSE alike): JSON and SSE
-    bodies arrive with each lone surrogate's escape rewritten as U+FFFD's
+async def _well_formed(response: httpx2.Response) -> None:
+    """A response hook of the clients under the ``mcp`` SDK's transports (streamable HTTP and SSE
+    alike): JSON and SSE bodies arrive with each lone surrogate's escape rewritten as U+FFFD's
     (:class:`~toolscout_kit.json_text.LoneSurrogateEscapes`). The SDK's parser refuses a whole
     message for one, and the answer it carried would be lost (the call waiting for its timeout);
-    the pool's own parsers read it as U+FFFD (:func:`~toolscout_kit.json_text.server_json`)."""
+    the pool's own parsers read it as U+FFFD (:func:`~toolscout_kit.json_text.server_json`). A hook,
+    not a transport, so that it holds on every transport a client routes to (a proxy's too)."""
+    headers = response.headers
+    if (
+        headers.get("content-type", "").startswith(_JSON_TYPES)
+        and headers.get("content-encoding", "identity") == "identity"
+    ):
+        response.stream = _WellFormed(response.stream)
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self.inner = inner
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self.inner.handle_async_request(request)
-        headers = response.headers
-        if (
-            headers.get("content-type", "").startswith(_JSON_TYPES)
-            and headers.get("content-encoding", "identity") == "identity"
-        ):
-            response.stream = _WellFormed(response.stream)
-        return response
+_HOOKS: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {"response": [_well_formed]}
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+
+def _proxy_mounts() -> dict[str, httpx2.AsyncBaseTransport | None]:
+    """The environment's proxies (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) as
+    ``httpx2`` mounts them for a client of its own making: a client given a transport (the pool's
+    HTTP/1.1 one) would skip them, and a server behind a proxy would never be reached."""
+    return {
+        pattern: None if proxy is None else httpx2.AsyncHTTPTransport(proxy=proxy)
+        for pattern, proxy in get_environment_proxies().items()
+    }
 
 
 def _sse_http_client(
@@ -331,17 +336,17 @@ def _sse_http_client(
     auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """The client the SDK makes for an SSE server (:func:`~mcp.shared._httpx_utils.create_mcp_http_client`:
-    its timeouts, no redirects followed), on a :class:`_WellFormedTransport`."""
+    its timeouts, no redirects followed, the environment's proxies), with :func:`_well_formed`."""
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         auth=auth,
-        transport=_WellFormedTransport(httpx2.AsyncHTTPTransport()),
+        event_hooks=_HOOKS,
     )
 
 
 class _WellFormed(httpx2.AsyncByteStream):
-    """A response body as :class:`_WellFormedTransport` gives it."""
+    """A response body as :func:`_well_formed` leaves it."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -414,7 +419,9 @@ class HttpClients:
             client = httpx2.AsyncClient(
                 headers=config.headers or None,
                 timeout=httpx2.Timeout(config.connect_timeout, read=_SSE_READ_TIMEOUT),
-                transport=_WellFormedTransport(transport),
+                transport=transport,
+                mounts=_proxy_mounts(),
+                event_hooks=_HOOKS,
             )
             entry = self._clients[key] = (client, transport)
         return entry
