@@ -41,7 +41,13 @@ from toolscout_kit.config import OAuthConfig, RemoteServerConfig
 from toolscout_kit.errors import ToolscoutError
 from toolscout_kit.logging import redact
 from toolscout_kit.names import unknown_name
-from toolscout_kit.oauth_approval import Approver, AuthorizationError, HeadlessApprover, LoopbackApprover
+from toolscout_kit.oauth_approval import (
+    Approver,
+    AuthorizationError,
+    HeadlessApprover,
+    LoopbackApprover,
+    redirect_uri_of,
+)
 from toolscout_kit.oauth_client import RemoteAuth
 from toolscout_kit.token_keys import TOKEN_KEY_ENV, TOKEN_KEY_PREVIOUS_ENV
 from toolscout_kit.token_store import STACK_PRINCIPAL, TokenStore
@@ -52,9 +58,10 @@ __all__ = ["run_auth", "run_connect"]
 _SECRET_VAR = "TOOLSCOUT_CONNECT_CLIENT_SECRET"  # noqa: S105 - a variable name
 
 
-def _approver(args: argparse.Namespace, out: Output) -> Approver:
+def _approver(args: argparse.Namespace, out: Output, auth: OAuthConfig | None) -> Approver:
+    redirect_uri = redirect_uri_of(auth)
     if args.headless:
-        return HeadlessApprover()
+        return HeadlessApprover(redirect_uri)
 
     def announce(url: str) -> None:
         out.note(f"toolscout: authorize at: {url}")
@@ -62,7 +69,7 @@ def _approver(args: argparse.Namespace, out: Output) -> Approver:
         if not args.no_browser:
             webbrowser.open(url)
 
-    return LoopbackApprover(announce)
+    return LoopbackApprover(announce, redirect_uri)
 
 
 def _arguments(text: str) -> dict[str, Any]:
@@ -148,7 +155,7 @@ def run_connect(args: argparse.Namespace, out: Output, environ: Mapping[str, str
         )
     except ValueError as err:
         raise CliError(_first_problem(err), EXIT_USAGE) from None
-    remote = RemoteAuth(env, approver=lambda name, auth: _approver(args, out))
+    remote = RemoteAuth(env, approver=lambda name, auth: _approver(args, out, auth))
 
     async def inspect(conn: Connection) -> dict[str, Any]:
         with anyio.fail_after(args.timeout):
@@ -258,7 +265,7 @@ def run_auth(args: argparse.Namespace, out: Output, environ: Mapping[str, str] |
         with anyio.fail_after(server.connect_timeout):
             return len(await conn.list_tools())
 
-    approver = _approver(args, out)
+    approver = _approver(args, out, server.auth)
     remote = RemoteAuth(env, store=store, approver=lambda _name, _auth: approver)
     try:
         # A login is a new authorization: what was stored for the server goes first.

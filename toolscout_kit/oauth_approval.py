@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import anyio
@@ -21,6 +21,9 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from toolscout_kit.errors import FailedPreconditionError
 
+if TYPE_CHECKING:
+    from toolscout_kit.config import OAuthConfig
+
 __all__ = [
     "DEFAULT_REDIRECT_URI",
     "Approver",
@@ -28,11 +31,19 @@ __all__ = [
     "HeadlessApprover",
     "LoopbackApprover",
     "NoApprover",
+    "redirect_uri_of",
 ]
 
 # A loopback redirect (RFC 8252 §7.3); the same for every flow so that a client registered by one
 # (`toolscout auth login`) is usable by the next (the pool's refresh, a headless re-authorization).
 DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
+
+
+def redirect_uri_of(auth: OAuthConfig | None) -> str:
+    """The redirect URI a server's authorizations use: its ``auth.redirect_uri``, else the default."""
+    return (auth.redirect_uri if auth is not None else None) or DEFAULT_REDIRECT_URI
+
+
 # How long a person has to approve at the printed URL.
 _APPROVAL_TIMEOUT = 300.0
 _HEADLESS_HOPS = 10
@@ -133,7 +144,8 @@ class LoopbackApprover:
             server = await asyncio.start_server(handle, parts.hostname, parts.port)
         except OSError as err:
             raise AuthorizationError(
-                f"cannot listen for the redirect on {parts.hostname}:{parts.port}: {err.strerror}"
+                f"cannot listen for the redirect on {parts.hostname}:{parts.port}: {err.strerror} "
+                "(another program holds it: set the server's auth.redirect_uri to another loopback port)"
             ) from None
         async with server:
             self.announce(authorization_url)

@@ -59,6 +59,7 @@ from toolscout_kit.oauth_approval import (
     AuthorizationError,
     HeadlessApprover,
     NoApprover,
+    redirect_uri_of,
 )
 from toolscout_kit.token_store import STACK_PRINCIPAL, CredentialKey, TokenStore, TokenStoreError
 
@@ -167,9 +168,12 @@ class OAuthProvider(OAuthClientProvider):
         context = self.context
         context.current_tokens = OAuthToken.model_validate(entry["tokens"]) if entry.get("tokens") else None
         stored_client = entry.get("client")
-        context.client_info = self._preregistered or (
-            OAuthClientInformationFull.model_validate(stored_client) if stored_client else None
-        )
+        stored = OAuthClientInformationFull.model_validate(stored_client) if stored_client else None
+        if stored is not None and not self._redirects_match(stored):
+            # Registered for another redirect URI (auth.redirect_uri changed since): a new
+            # authorization would be refused with it, so the client registers again.
+            stored = None
+        context.client_info = self._preregistered or stored
         with contextlib.suppress(ValidationError, KeyError):
             if context.oauth_metadata is None and entry.get("authorization_server"):
                 context.oauth_metadata = OAuthMetadata.model_validate(entry["authorization_server"])
@@ -180,6 +184,10 @@ class OAuthProvider(OAuthClientProvider):
         tokens = context.current_tokens
         context.token_expiry_time = _ahead(entry.get("expires_at"), tokens.expires_in if tokens else None)
         self._initialized = True
+
+    def _redirects_match(self, client: OAuthClientInformationFull) -> bool:
+        wanted = self.context.client_metadata.redirect_uris or []
+        return not wanted or not client.redirect_uris or str(wanted[0]) in map(str, client.redirect_uris)
 
     def _expire_early(self) -> None:
         tokens = self.context.current_tokens
@@ -378,9 +386,9 @@ class RemoteAuth:
         if self.approver is not None:
             approver = self.approver(name, config.auth)
         elif config.auth.headless:
-            approver = HeadlessApprover()
+            approver = HeadlessApprover(redirect_uri_of(config.auth))
         else:
-            approver = NoApprover(name)
+            approver = NoApprover(name, redirect_uri_of(config.auth))
         return build_provider(
             config.url,
             config.auth,

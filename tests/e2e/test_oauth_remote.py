@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -23,7 +24,7 @@ from cryptography.fernet import Fernet
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.supervisor import ServerState
 from tests.support.cli_stack import CLI, UpProcess, run_cli
-from tests.support.mcp_servers import REPO_ROOT
+from tests.support.mcp_servers import REPO_ROOT, fixed_port
 from tests.support.oauth_servers import (
     AuthServer,
     ProtectedServer,
@@ -241,7 +242,10 @@ def test_auth_login_waits_for_the_browsers_redirect_on_the_loopback(
 ) -> None:
     env = {**os.environ, "TOOLSCOUT_TOKEN_FILE": str(tmp_path / "t.json")}
     env.pop("TOOLSCOUT_CONFIG", None)
-    config_file = _config(tmp_path / "config.json", protected.url)
+    # A port of its own (auth.redirect_uri): the default 33418 lies in the kernel's ephemeral range,
+    # where any outgoing connection of the test run can hold it at that moment.
+    redirect = f"http://127.0.0.1:{fixed_port()}/callback"
+    config_file = _config(tmp_path / "config.json", protected.url, redirect_uri=redirect)
     login = subprocess.Popen(
         [*CLI, "auth", "login", "protected", "--no-browser", "-c", str(config_file)],
         stdout=subprocess.PIPE,
@@ -255,6 +259,7 @@ def test_auth_login_waits_for_the_browsers_redirect_on_the_loopback(
         line = login.stderr.readline()  # blocks until the CLI prints the URL (bounded by its own timeout)
         assert line.startswith("toolscout: authorize at: "), line
         url = line.removeprefix("toolscout: authorize at: ").strip()
+        assert parse_qs(urlsplit(url).query)["redirect_uri"] == [redirect]
         # The person's browser: the authorization server approves, then redirects to the CLI.
         with httpx2.Client(follow_redirects=True, timeout=30) as browser:
             page = browser.get(url)

@@ -93,6 +93,11 @@ class OAuthConfig(Strict):
     # The pool fetches the authorization URL itself when it has no token (only for authorization
     # servers that approve without a person, as test servers do); otherwise run `toolscout auth login`.
     headless: Flag = False
+    # Where the browser's redirect comes back to `toolscout auth login` (a loopback http URL with
+    # its port); unset: http://127.0.0.1:33418/callback.
+    redirect_uri: str | None = Field(
+        default=None, pattern=r"^http://(127\.0\.0\.1|localhost|\[::1\]):[0-9]{1,5}/[^?#\s]*$"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> OAuthConfig:
