@@ -24,7 +24,7 @@ from cryptography.fernet import Fernet
 from mcp_pool_svc.pool import McpPool
 from mcp_pool_svc.supervisor import ServerState
 from tests.support.cli_stack import CLI, UpProcess, run_cli
-from tests.support.mcp_servers import REPO_ROOT, fixed_port
+from tests.support.mcp_servers import REPO_ROOT, free_port
 from tests.support.oauth_servers import (
     AuthServer,
     ProtectedServer,
@@ -244,7 +244,7 @@ def test_auth_login_waits_for_the_browsers_redirect_on_the_loopback(
     env.pop("TOOLSCOUT_CONFIG", None)
     # A port of its own (auth.redirect_uri): the default 33418 lies in the kernel's ephemeral range,
     # where any outgoing connection of the test run can hold it at that moment.
-    redirect = f"http://127.0.0.1:{fixed_port()}/callback"
+    redirect = f"http://127.0.0.1:{free_port()}/callback"
     config_file = _config(tmp_path / "config.json", protected.url, redirect_uri=redirect)
     login = subprocess.Popen(
         [*CLI, "auth", "login", "protected", "--no-browser", "-c", str(config_file)],

@@ -42,7 +42,6 @@ __all__ = [
     "everything_bin",
     "example_server_config",
     "filesystem_bin",
-    "fixed_port",
     "free_port",
     "live_descendants",
     "logging_fixture_pool",
@@ -205,13 +204,6 @@ def memory_server_config(memory_file: Path, **extra: Any) -> dict[str, Any]:
     return {"command": str(memory_bin()), "env": {"MEMORY_FILE_PATH": str(memory_file)}, **extra}
 
 
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
@@ -219,10 +211,14 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def fixed_port() -> int:
-    """A port free on 127.0.0.1 a moment ago, below the kernel's ephemeral range: for a port a
-    config names before its server starts. One from :func:`free_port` lies in that range, where any
-    outgoing connection (the tests make many) can take it meanwhile and hold it."""
+def free_port() -> int:
+    """A port free on 127.0.0.1 a moment ago, below the kernel's ephemeral range.
+
+    Tests name ports before their servers start (in a config, on a command line). A port the
+    kernel hands out for port 0 lies in the ephemeral range, where any outgoing connection (the
+    tests make many) can take it meanwhile and hold it: fresh runs failed with "address already in
+    use" that way (a pool shard, the OAuth login's redirect). Below that range only another
+    listener can take it, and it would have to pick the same port in the same moment."""
     low = _ephemeral_low()
     for _ in range(200):
         port = secrets.randbelow(max(low - 20_000, 1)) + 20_000
@@ -232,7 +228,9 @@ def fixed_port() -> int:
             except OSError:
                 continue
             return port
-    return free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.mcp_servers import REPO_ROOT, fixed_port
+from tests.support.mcp_servers import REPO_ROOT, free_port
 
 __all__ = ["Service", "ShardedStack", "running_sharded_stack", "scrape"]
 
@@ -151,7 +151,7 @@ class ShardedStack:
         of its own choosing, and returns once its log says where both listen.
 
         Only the shards' addresses (named in the config) are picked beforehand, below the kernel's
-        ephemeral range (:func:`~tests.support.mcp_servers.fixed_port`): one picked inside it was
+        ephemeral range (:func:`~tests.support.mcp_servers.free_port`): one picked inside it was
         taken by another process's outgoing connection in the meantime (a fresh run, once).
         """
         log = self.tmp / f"{name}.log"
@@ -241,7 +241,7 @@ async def running_sharded_stack(
 ) -> AsyncIterator[ShardedStack]:
     """``shards`` pool processes (0: one unsharded pool) and discovery (and the orchestrator), all
     stopped on exit."""
-    stack = ShardedStack(tmp, document, [fixed_port() for _ in range(max(shards, 1) + spare)], shards)
+    stack = ShardedStack(tmp, document, [free_port() for _ in range(max(shards, 1) + spare)], shards)
     try:
         await asyncio.gather(*(stack.start_pool(k) for k in range(max(shards, 1))))
         await stack.start_discovery()
