@@ -168,12 +168,9 @@ class OAuthProvider(OAuthClientProvider):
         context = self.context
         context.current_tokens = OAuthToken.model_validate(entry["tokens"]) if entry.get("tokens") else None
         stored_client = entry.get("client")
-        stored = OAuthClientInformationFull.model_validate(stored_client) if stored_client else None
-        if stored is not None and not self._redirects_match(stored):
-            # Registered for another redirect URI (auth.redirect_uri changed since): a new
-            # authorization would be refused with it, so the client registers again.
-            stored = None
-        context.client_info = self._preregistered or stored
+        context.client_info = self._preregistered or (
+            OAuthClientInformationFull.model_validate(stored_client) if stored_client else None
+        )
         with contextlib.suppress(ValidationError, KeyError):
             if context.oauth_metadata is None and entry.get("authorization_server"):
                 context.oauth_metadata = OAuthMetadata.model_validate(entry["authorization_server"])
@@ -184,10 +181,6 @@ class OAuthProvider(OAuthClientProvider):
         tokens = context.current_tokens
         context.token_expiry_time = _ahead(entry.get("expires_at"), tokens.expires_in if tokens else None)
         self._initialized = True
-
-    def _redirects_match(self, client: OAuthClientInformationFull) -> bool:
-        wanted = self.context.client_metadata.redirect_uris or []
-        return not wanted or not client.redirect_uris or str(wanted[0]) in map(str, client.redirect_uris)
 
     def _expire_early(self) -> None:
         tokens = self.context.current_tokens

@@ -13,7 +13,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from tests.support.mcp_servers import free_port
 from toolscout_kit.config import OAuthConfig, RemoteServerConfig
-from toolscout_kit.oauth_approval import AuthorizationError, LoopbackApprover, NoApprover, redirect_uri_of
+from toolscout_kit.oauth_approval import AuthorizationError, LoopbackApprover, NoApprover
 from toolscout_kit.oauth_client import (
     RemoteAuth,
     StoredCredentials,
@@ -96,27 +96,6 @@ async def test_a_stored_token_is_treated_as_expired_a_little_early(tmp_path: Pat
     # A tenth of a 30 s lifetime ahead of the real expiry.
     assert 26 < expiry - time.time() <= 27
     assert provider.context.is_token_valid()
-
-
-async def test_a_client_registered_for_another_redirect_uri_registers_again(tmp_path: Path) -> None:
-    store = TokenStore(tmp_path / "t.json")
-    storage = StoredCredentials(store, "stack", URL, issuer="https://as.example")
-    old = "http://127.0.0.1:33418/callback"
-    await storage.set_client_info(OAuthClientInformationFull(client_id="c1", redirect_uris=[old]))
-
-    async def client_of(auth: OAuthConfig) -> OAuthClientInformationFull | None:
-        approver = NoApprover("x", redirect_uri_of(auth))
-        provider = build_provider(URL, auth, store=store, approver=approver, environ={})
-        await provider._initialize()
-        return provider.context.client_info
-
-    # Registered for the redirect URI it uses: kept.
-    kept = await client_of(OAuthConfig(issuer="https://as.example"))
-    assert kept is not None
-    assert kept.client_id == "c1"
-    # auth.redirect_uri changed since: a new authorization would be refused with that client.
-    moved = OAuthConfig(issuer="https://as.example", redirect_uri="http://127.0.0.1:28418/callback")
-    assert await client_of(moved) is None
 
 
 @pytest.mark.parametrize(
