@@ -341,6 +341,10 @@ class GatewayFront:
         self._metrics.rejections.labels(reason).inc()
         await _reply(send, status, message, **kw)
 
+    async def _refuse_stopping(self, send: Send) -> None:
+        """Every request but the probes once the stop's grace is over (:meth:`end_requests`)."""
+        await self._reject(send, 503, "stopping", "the gateway is stopping")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
@@ -402,7 +406,7 @@ class GatewayFront:
         elif not self._guard.origin_ok(headers.get("origin")):
             await self._reject(send, 403, "bad_origin", "Invalid Origin header")
         elif self._closed:
-            await self._reject(send, 503, "stopping", "the gateway is stopping")
+            await self._refuse_stopping(send)
         else:
             # A page's event stream is endless: the console ends those when the stop begins.
             with self._requests.track(counted=not is_event_stream(scope["path"])) as request:
@@ -425,7 +429,7 @@ class GatewayFront:
         elif _endpoint_key(path) is None:
             await _reply(send, 404, "not found: the MCP endpoints are /mcp and /mcp/<toolset>")
         elif self._closed:
-            await self._reject(send, 503, "stopping", "the gateway is stopping")
+            await self._refuse_stopping(send)
         else:
             return False
         return True

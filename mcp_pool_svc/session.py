@@ -47,7 +47,7 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
@@ -335,14 +335,10 @@ def _sse_http_client(
     timeout: httpx2.Timeout | None = None,
     auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
-    """The client the SDK makes for an SSE server (:func:`~mcp.shared._httpx_utils.create_mcp_http_client`:
-    its timeouts, no redirects followed, the environment's proxies), with :func:`_well_formed`."""
-    return httpx2.AsyncClient(
-        headers=headers,
-        timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        auth=auth,
-        event_hooks=_HOOKS,
-    )
+    """The client the SDK makes for an SSE server, with :func:`_well_formed` among its hooks."""
+    client = create_mcp_http_client(headers, timeout, auth)
+    client.event_hooks = {**client.event_hooks, "response": [*client.event_hooks["response"], _well_formed]}
+    return client
 
 
 class _WellFormed(httpx2.AsyncByteStream):

@@ -34,6 +34,7 @@ from orchestrator_svc.providers.registry import ModelRegistry
 from toolscout_kit.config import ToolscoutConfig, ToolSpec
 from toolscout_kit.errors import OutcomeUnknownError
 from toolscout_kit.inflight import InFlight
+from toolscout_kit.status import chat_ended_text
 
 __all__ = ["OrchestratorServicer"]
 
@@ -134,10 +135,7 @@ class OrchestratorServicer(orchestrator_pb2_grpc.OrchestratorServicer):
         with self._chats.track():
             return await self._loop.run(chat, time_limit=time_limit, events=events)
         # (the block absorbed drain's cancellation)
-        raise OutcomeUnknownError(
-            "the orchestrator stopped before this chat finished; a tool it was running may or may not "
-            "have taken effect"
-        )
+        raise OutcomeUnknownError(chat_ended_text("orchestrator"))
 
     async def Chat(
         self, request: pb.ChatRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -177,6 +177,11 @@ def _rewrite(match: re.Match[bytes]) -> bytes:
     return _REPLACEMENT if len(match[0]) == 6 else match[0]
 
 
+def _rewritten(data: bytes) -> bytes:
+    """``data`` (whole escapes only) with each lone surrogate's escape rewritten."""
+    return _ESCAPES.sub(_rewrite, data) if _SURROGATE_ESCAPE_BYTES.search(data) else data
+
+
 class LoneSurrogateEscapes:
     """Rewrites, in JSON text that arrives in pieces, each escape of a lone surrogate
     (``\\ud800``) as ``\\ufffd``; a pair's escapes and every other byte pass unchanged.
@@ -204,12 +209,12 @@ class LoneSurrogateEscapes:
             while start > 0 and data[start - 1] == 0x5C:  # from the start of its backslash run
                 start -= 1
             ready, self._held = data[:start], data[start:]
-        return _ESCAPES.sub(_rewrite, ready) if _SURROGATE_ESCAPE_BYTES.search(ready) else ready
+        return _rewritten(ready)
 
     def end(self) -> bytes:
         """What is still held (the stream ended): decided as it is."""
         held, self._held = self._held, b""
-        return _ESCAPES.sub(_rewrite, held) if _SURROGATE_ESCAPE_BYTES.search(held) else held
+        return _rewritten(held)
 
 
 def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

@@ -6,7 +6,8 @@ so through the client library ``toolscout.client`` and turns its errors into dom
 
 Who wrote a status is told by its trailing metadata and its class by its code, never by reading
 its text. What a model reads about a failed call is written here too, once:
-:func:`outcome_unknown_text` says that a call which was sent and then lost may or may not have run
+:func:`outcome_unknown_text` says that a call which was sent and then lost may or may not have run,
+:func:`chat_ended_text` that a chat a stopping service ended may have had a tool take effect
 (``without_internals``, re-exported from the kit's logging module where the other redactions live,
 takes peer addresses and exception names out of a text a model reads).
 """
@@ -36,6 +37,7 @@ __all__ = [
     "GENERIC_INTERNAL_MESSAGE",
     "STATUS_BY_CATEGORY",
     "PeerUnavailableError",
+    "chat_ended_text",
     "error_from_client",
     "outcome_unknown_text",
     "reply_status",
@@ -145,6 +147,15 @@ def error_from_client(err: ToolscoutClientError, what: str) -> ToolscoutError:
     if category is UnavailableError:
         return PeerUnavailableError(what, details)
     return category(f"{what}: {details}" if details else what)
+
+
+def chat_ended_text(service: str) -> str:
+    """What the caller of a chat reads when ``service`` (the orchestrator, or the gateway for its
+    console) stopped and ended the chat while it ran."""
+    return (
+        f"the {service} stopped before this chat finished; a tool it was running may or may not have "
+        "taken effect"
+    )
 
 
 def outcome_unknown_text(name: str, detail: str = "") -> str:

@@ -34,6 +34,7 @@ from toolscout.client.types import ChatEvent, ChatResult
 from mcp_gateway_svc.console.data import problem_text
 from toolscout_kit.inflight import InFlight
 from toolscout_kit.logging import get_logger
+from toolscout_kit.status import chat_ended_text
 from toolscout_kit.tracing import Tracing
 
 __all__ = ["ChatRunner"]
@@ -42,9 +43,7 @@ _log = get_logger(__name__)
 # Seconds one console chat turn may take (the orchestrator's own limits apply within).
 _TURN_DEADLINE = 300.0
 # What the page gets for a turn the gateway's stop ended (ChatRunner.end_turns).
-ENDED_AT_STOP = (
-    "The gateway stopped before this chat finished; a tool it was running may or may not have taken effect."
-)
+ENDED_AT_STOP = chat_ended_text("gateway").capitalize() + "."
 
 
 def _sse(payload: dict[str, Any]) -> str:
