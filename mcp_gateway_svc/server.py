@@ -44,6 +44,7 @@ from mcp_gateway_svc.user_tools import UserToolViews
 from toolscout_kit.channels import create_channel
 from toolscout_kit.config import GatewaySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.event_loop import loop_name
 from toolscout_kit.host import DRAIN_MARGIN, RunningServer, bind_socket, open_metrics
 from toolscout_kit.http_server import HttpListener
 from toolscout_kit.logging import get_logger
@@ -461,4 +462,5 @@ def _announce(
         auth=not auth.open,
         replica=replica.id,
         console=running.console_url,
+        event_loop=loop_name(),
     )

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from toolscout_kit import event_loop
 from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.logging import configure_logging
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _die_with_parent(spec.parent)
     log_into(spec.log_level, sys.stderr)
     try:
-        asyncio.run(_serve(spec))
+        event_loop.run(_serve(spec))
     except (asyncio.CancelledError, KeyboardInterrupt):
         return 0  # stopped while starting
     except ConfigError as err:

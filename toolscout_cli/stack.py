@@ -30,6 +30,7 @@ from toolscout_cli.output import Output
 from toolscout_cli.shard_process import ShardProcess, ShardSpec, log_into
 from toolscout_cli.stack_state import remove_record, shard_overrides, write_record
 from toolscout_cli.walkthrough import run_walkthrough
+from toolscout_kit import event_loop
 from toolscout_kit.config import CONFIG_ENV, ToolscoutConfig, resolve_config_path
 from toolscout_kit.entrypoint import skip_exit_collection
 from toolscout_kit.errors import ConfigError
@@ -441,7 +442,7 @@ def run_up(
             # (`out` keeps the terminal's stderr for the CLI's own messages.)
             files.enter_context(contextlib.redirect_stderr(stream))
         try:
-            return asyncio.run(
+            return event_loop.run(
                 _up(
                     config,
                     out,
@@ -559,7 +560,7 @@ def run_serve(
         options["discovery_target"] = discovery_target
     try:
         path = resolve_config_path(config_path) if config_path else None
-        return asyncio.run(_serve(_BUILDERS[service], config, path, **options))
+        return event_loop.run(_serve(_BUILDERS[service], config, path, **options))
     except ConfigError as err:
         raise CliError(err.message, EXIT_USAGE) from None
     finally:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from toolscout_kit import event_loop
 from toolscout_kit.config import CONFIG_ENV, load_config, resolve_config_path
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.host import RunningServer, serve_until_signal, stop_on_signals
@@ -81,7 +81,7 @@ def run_service(
         )
 
     try:
-        asyncio.run(main())
+        event_loop.run(main())
     except ConfigError as err:
         log.error("cannot start", error=err.message)
         return 2

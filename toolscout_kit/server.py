@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from toolscout_kit.config import SecuritySettings, ToolscoutConfig
 from toolscout_kit.errors import ConfigError
+from toolscout_kit.event_loop import loop_name
 from toolscout_kit.host import (
     DRAIN_MARGIN,
     Cleanup,
@@ -299,6 +300,7 @@ async def start_server(
         metrics_port=running.metrics_port,
         services=names,
         auth=bool(os.environ.get(security.auth_token_env, "")),
+        event_loop=loop_name(),
     )
     return running
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import signal
@@ -21,6 +22,7 @@ import pytest
 from tests.support.cli_stack import CLI, UpProcess, run_cli, stack_config, wait_gone
 from tests.support.mcp_servers import REPO_ROOT, example_server_config, free_port
 from tests.support.sharded_stack import wait_serving
+from toolscout_kit.event_loop import EVENT_LOOP_ENV
 
 pytestmark = pytest.mark.e2e
 
@@ -91,6 +93,19 @@ def test_up_with_a_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     assert "no configuration given" in done.stderr
 
 
+@pytest.mark.parametrize("command", ["up", "serve"])
+def test_an_event_loop_that_is_not_one_exits_2_with_one_line(tmp_path: Path, command: str) -> None:
+    marker = uuid.uuid4().hex
+    notes = example_server_config("notes", env={"TS_CLI_TEST_MARKER": marker})
+    config = stack_config(tmp_path / "config.json", extra_servers={"notes": notes})
+    args = ["up"] if command == "up" else ["serve", "pool", "--listen", "127.0.0.1:0"]
+    done = run_cli(*args, "-c", str(config), env={EVENT_LOOP_ENV: "trio"})
+    assert done.returncode == 2, done.stderr
+    assert f"{EVENT_LOOP_ENV} must be one of uvloop, asyncio (or unset), got 'trio'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _marked(marker) == set()  # no MCP server was started
+
+
 def _marked(marker: str) -> set[int]:
     found = set()
     for proc in psutil.process_iter():
@@ -118,15 +133,22 @@ def test_up_on_a_port_in_use_exits_2_and_stops_the_servers_it_started(tmp_path: 
     assert _marked(marker) == set()
 
 
-def test_serve_runs_one_service_until_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("chosen", "loop"), [(None, "uvloop"), ("asyncio", "asyncio")])
+def test_serve_runs_one_service_until_sigterm(tmp_path: Path, chosen: str | None, loop: str) -> None:
+    """On uvloop by default (``TOOLSCOUT_EVENT_LOOP=asyncio``: asyncio's loop), its stdio servers
+    reaped when it stops either way."""
     port = free_port()
     config = stack_config(tmp_path / "config.json")
+    env = {key: value for key, value in os.environ.items() if key != EVENT_LOOP_ENV}
+    if chosen is not None:
+        env[EVENT_LOOP_ENV] = chosen
     process = subprocess.Popen(
         [*CLI, "serve", "pool", "-c", str(config), "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO_ROOT,
+        env=env,
     )
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()], daemon=True)
@@ -134,8 +156,9 @@ def test_serve_runs_one_service_until_sigterm(tmp_path: Path) -> None:
     try:
         # The service logs JSON to stdout (like python -m mcp_pool_svc); wait for its start line.
         deadline = time.monotonic() + 90
-        while '"server started"' not in lines.get(timeout=max(deadline - time.monotonic(), 0.01)):
+        while '"server started"' not in (line := lines.get(timeout=max(deadline - time.monotonic(), 0.01))):
             pass
+        assert json.loads(line)["event_loop"] == loop
         done = run_cli("servers", "--json", "--pool-target", f"127.0.0.1:{port}")
         assert done.returncode == 0, done.stderr
         assert {s["name"] for s in json.loads(done.stdout)["servers"]} == {"notes", "time", "weather"}

@@ -43,6 +43,7 @@ OLDEST = {
     "protobuf": "7.35.1",
     "openai": "3.0.0",
     "anthropic": "2.0.0",
+    "uvloop": "0.21.0",
 }
 PACKAGES = ("toolscout_kit", "mcp_pool_svc", "discovery_svc", "orchestrator_svc", "toolscout_cli")
 
