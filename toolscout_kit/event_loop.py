@@ -7,9 +7,9 @@ asyncio's loop anyway, ``uvloop`` insists on uvloop; the loop a service runs on 
 ``server started`` / ``gateway started`` log line (``event_loop``).
 
 Why: in ``bench/gateway_call_overhead.py`` interleaved against the same tree on asyncio's loop, uvloop
-took 5–7 % off the pool's and the gateway's CPU per ``tools/call`` (bench/README, round 9): their
-per-call work is spread thin, and the loop's own share (callbacks, tasks, socket readiness) is one of
-the larger pieces left.
+took 3–5 % off the pool's CPU per ``tools/call`` and 6–8 % off the gateway's, and 0.2–0.3 ms off the
+call's added p50 (bench/README, round 9): their per-call work is spread thin, and the loop's own
+share (callbacks, tasks, socket readiness) is one of the larger pieces left.
 """
 
 from __future__ import annotations
