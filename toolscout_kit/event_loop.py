@@ -18,16 +18,17 @@ import asyncio
 import importlib
 import os
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from toolscout_kit.errors import ConfigError
 
-__all__ = ["EVENT_LOOP_ENV", "LOOPS", "loop_name", "run"]
+__all__ = ["EVENT_LOOP_ENV", "LOOPS", "EventLoop", "loop_name", "run"]
 
 T = TypeVar("T")
 
 EVENT_LOOP_ENV = "TOOLSCOUT_EVENT_LOOP"
-LOOPS = ("uvloop", "asyncio")
+EventLoop = Literal["uvloop", "asyncio"]
+LOOPS: tuple[EventLoop, ...] = get_args(EventLoop)
 
 
 def _factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -67,7 +68,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-def loop_name() -> str:
+def loop_name() -> EventLoop:
     """The running loop's kind for logs: ``uvloop`` or ``asyncio``."""
     module = type(asyncio.get_running_loop()).__module__
     return "uvloop" if module.startswith("uvloop") else "asyncio"

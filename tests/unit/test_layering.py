@@ -1,7 +1,8 @@
 """The layering the design promises, checked on the source: only servers and servicers speak gRPC.
 
 Domain modules are plain Python; services reach each other through the client library
-(``toolscout.client``), never through hand-built stubs.
+(``toolscout.client``), never through hand-built stubs. Every process starts its event loop through
+the kit (:func:`toolscout_kit.event_loop.run`).
 """
 
 from __future__ import annotations
@@ -99,3 +100,29 @@ def test_the_cli_reaches_services_through_their_public_entry_points_only(module:
         if name.split(".")[0] in services and not _public_entry_point(name)
     )
     assert offenders == []
+
+
+# Calls that start an event loop of their own: only toolscout_kit/event_loop.py makes them.
+_LOOP_STARTS = {
+    ("asyncio", "run"),
+    ("asyncio", "Runner"),
+    ("asyncio", "new_event_loop"),
+    ("uvloop", "run"),
+    ("uvloop", "install"),
+}
+
+
+def test_every_loop_of_a_toolscout_process_is_started_by_the_kit() -> None:
+    """``asyncio.run`` or a loop made by hand anywhere else would run on asyncio's loop unnoticed."""
+    found = sorted(
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for package in ("toolscout_kit", *SERVICE_PACKAGES)
+        for path in (ROOT / package).rglob("*.py")
+        if path != ROOT / "toolscout_kit" / "event_loop.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and (node.func.value.id, node.func.attr) in _LOOP_STARTS
+    )
+    assert found == []

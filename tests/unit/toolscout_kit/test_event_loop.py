@@ -4,26 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import sys
-from pathlib import Path
 
 import pytest
 
-from toolscout_kit import event_loop
 from toolscout_kit.errors import ConfigError
 from toolscout_kit.event_loop import EVENT_LOOP_ENV, loop_name, run
-
-ROOT = Path(__file__).resolve().parents[3]
-# Every package whose code runs in a toolscout process.
-PRODUCT = (
-    "toolscout_kit",
-    "toolscout_cli",
-    "mcp_pool_svc",
-    "mcp_gateway_svc",
-    "discovery_svc",
-    "orchestrator_svc",
-)
 
 
 async def _running() -> tuple[str, str]:
@@ -63,17 +49,3 @@ def test_without_uvloop_asyncio_runs_unless_uvloop_is_insisted_on(monkeypatch: p
     monkeypatch.setenv(EVENT_LOOP_ENV, "uvloop")
     with pytest.raises(ConfigError, match="TOOLSCOUT_EVENT_LOOP=uvloop, but uvloop is not installed here"):
         run(_running())
-
-
-def test_every_loop_of_a_toolscout_process_is_started_by_run() -> None:
-    """``asyncio.run`` or a loop made by hand anywhere else would run on asyncio's loop unnoticed."""
-    starts = re.compile(r"\basyncio\.(?:run|Runner|new_event_loop)\(|\buvloop\.(?:run|install)\(")
-    found = [
-        f"{path.relative_to(ROOT)}:{number}"
-        for package in PRODUCT
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if path != Path(event_loop.__file__)
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if starts.search(line.split("#")[0])
-    ]
-    assert found == []
