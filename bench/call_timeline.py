@@ -9,10 +9,15 @@ monotonic clock as a call passes (the services' code is unchanged):
          ``mcp`` SDK client's ``call_tool``)
   G1     the gateway's ASGI entry          G4  its answer starts to go out
   G2/G3  the gateway's pool client: ``AsyncPoolClient.call`` entered / returned
+  Gw/Gx  its write of the call on the pool's call stream entered / returned (gRPC reported it sent)
+  Pr     the pool read the call off the stream
   P1/P4  the pool: ``McpPool.call`` entered / returned
   P2/P3  the pool's lean POST to the MCP server: sent / answered
+  Pa/Pb  the pool's write of the answer on the stream entered / returned
+  Gd     the gateway's stream reader hands the answer to the waiting call
 
-Each segment's p50 over the calls is printed, with the direct call (this script straight to the
+Each segment's p50 over the calls is printed (the marks in a call's order; Gx and Pb, which a
+write's completion reports while the call has moved on, as their own spans), with the direct call (this script straight to the
 text server, interleaved round by round) beside it: the gateway's added time is the timeline minus
 the direct call. A mark whose function is gone in the measured code is left out (its segments
 merge). ``--commit`` measures another commit (``git archive`` into a temporary folder, run with
@@ -47,18 +52,26 @@ import gateway_bench as gb  # the stack
 import gateway_call_overhead as gco  # the timed callers
 
 ROOT = gb.ROOT
-ORDER = ("C0", "G1", "G2", "P1", "P2", "P3", "P4", "G3", "G4", "C1")
+ORDER = ("C0", "G1", "G2", "Gw", "Pr", "P1", "P2", "P3", "P4", "Pa", "Gd", "G3", "G4", "C1")
 WHAT = {
     ("C0", "G1"): "client sends; gateway reads the request",
     ("G1", "G2"): "gateway: admission, body, checks, request to the pool",
-    ("G2", "P1"): "gRPC to the pool; pool decodes",
+    ("G2", "Gw"): "gateway: the call's message built",
+    ("Gw", "Pr"): "gRPC to the pool; the pool reads it off the stream",
+    ("Pr", "P1"): "pool: the call's task started, request decoded",
     ("P1", "P2"): "pool: routing, argument check, SDK request",
     ("P2", "P3"): "HTTP to the MCP server and its work (the direct call's part)",
     ("P3", "P4"): "pool: answer read, validated, converted",
-    ("P4", "G3"): "pool encodes; gRPC back; gateway decodes",
+    ("P4", "Pa"): "pool: the answer's message built",
+    ("Pa", "Gd"): "gRPC back; the gateway's reader takes the answer",
+    ("Gd", "G3"): "gateway: the call resumes, result decoded",
     ("G3", "G4"): "gateway: result to its JSON-RPC answer",
     ("G4", "C1"): "gateway writes; client reads the answer",
+    # Not in a call's order: each write's completion, reported while the call goes on.
+    ("Gw", "Gx"): "the gateway's write of the call, until gRPC reports it sent",
+    ("Pa", "Pb"): "the pool's write of the answer, until gRPC reports it sent",
 }
+SPANS = (("Gw", "Gx"), ("Pa", "Pb"))
 
 
 def _mark(path: Path, name: str) -> None:
@@ -99,24 +112,23 @@ async def _drive(
 
 
 def _segments(marks: Path) -> tuple[dict[tuple[str, str], float], int]:
-    """p50 ms of each segment between consecutive marks seen, over the calls after START."""
+    """p50 ms of each segment between consecutive marks seen (and of each write's span), over the
+    calls after START."""
     lines = marks.read_text().split()
     events = list(zip(lines[::2], map(int, lines[1::2]), strict=True))
     start = max(i for i, (name, _) in enumerate(events) if name == "START")
     calls: list[dict[str, int]] = []
-    current: dict[str, int] | None = None
     for name, ns in events[start + 1 :]:
         if name == "C0":
-            current = {"C0": ns}
-        elif current is not None:
-            current.setdefault(name, ns)  # the first time a call passes (a retry's marks repeat)
-            if name == "C1":
-                calls.append(current)
-                current = None
+            calls.append({"C0": ns})
+        elif calls:
+            # The first time a call passes (a retry's marks repeat); a write's completion may be
+            # reported after the client has its answer (C1), before the next call starts.
+            calls[-1].setdefault(name, ns)
+    calls = [c for c in calls if "C1" in c]
     seen = [m for m in ORDER if all(m in c for c in calls)]
-    return {
-        (a, b): statistics.median((c[b] - c[a]) / 1e6 for c in calls) for a, b in itertools.pairwise(seen)
-    }, len(calls)
+    pairs = [*itertools.pairwise(seen), *(s for s in SPANS if all(m in c for c in calls for m in s))]
+    return {(a, b): statistics.median((c[b] - c[a]) / 1e6 for c in calls) for a, b in pairs}, len(calls)
 
 
 def main() -> int:

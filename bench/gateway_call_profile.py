@@ -1,19 +1,23 @@
-"""Where the gateway's CPU goes during ``tools/call``: py-spy samples shared out by owner.
+"""Where the gateway's (or the pool's) CPU goes during ``tools/call``: py-spy samples shared out by owner.
 
 The services of ``bench/gateway_bench.py``'s ``process_stack`` run as their own processes (the
-text server over streamable HTTP); the gateway is sampled with py-spy (``record --format raw``, 250
-Hz) while calls go through it, each round a raw 2026-07-28 POST and an ``mcp`` SDK client session
-call of ``call_tool`` for the unannotated and the read-only tool. Each sample goes to the innermost
-frame that names an owner (the table's rows); the shares are scaled to the gateway's CPU per call
-over the sampling (``psutil`` user + system). py-spy is not a dependency: give its path
+text server over streamable HTTP); the gateway (``--process pool``: the pool) is sampled with
+py-spy (``record --native --format raw``, 250 Hz) while calls go through the gateway, each round a
+raw 2026-07-28 POST and an ``mcp`` SDK client session call of ``call_tool`` for the unannotated and
+the read-only tool. A sample whose innermost frame is a wait (``epoll_wait``, a futex, ...) is
+left out: py-spy's own idle detection does not see these on every machine (on a Firecracker VM it
+counted the event loop's and gRPC's poller's waits as busy, 30-40 % of all samples). Each other
+sample goes to the innermost frame that names an owner (the table's rows; gRPC's Cython and
+native frames count as gRPC's); the shares are scaled to the process's CPU per call over the
+sampling (``psutil`` user + system, every thread). py-spy is not a dependency: give its path
 (``--py-spy``; e.g. ``uv venv /tmp/spy && uv pip install --python /tmp/spy/bin/python py-spy``).
 The profiler itself slows the process. ``--baseline COMMIT`` runs that commit's services too (a
-``git archive`` copy, as ``bench/gateway_call_overhead.py`` does) and samples both gateways at once,
-the calls interleaved round by round, so that the machine's load weighs on both alike.
+``git archive`` copy, as ``bench/gateway_call_overhead.py`` does) and samples both at once, the
+calls interleaved round by round, so that the machine's load weighs on both alike.
 
 Run: uv run --frozen python bench/gateway_call_profile.py --py-spy /tmp/spy/bin/py-spy [--seconds 30]
-     [--baseline db9b8ff] [--raw DIR (keeps py-spy's raw samples)]
-Writes bench/results/gateway_call_profile.json.
+     [--process gateway|pool] [--baseline db9b8ff] [--raw DIR (keeps py-spy's raw samples)]
+Writes bench/results/gateway_call_profile.json (``pool_call_profile.json`` with ``--process pool``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,10 @@ ROOT = gb.ROOT
 OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("uvicorn, h11 / httptools, starlette (HTTP server)", ("uvicorn/", "h11/", "httptools/", "starlette/")),
     ("grpc.aio, Python side (the CallTool RPC)", ("grpc/",)),
-    ("mcp SDK server (transport, session manager, runner)", ("mcp/server/", "mcp/shared/", "sse_starlette/")),
+    (
+        "mcp SDK (server transport and sessions, shared code)",
+        ("mcp/server/", "mcp/shared/", "sse_starlette/"),
+    ),
     ("mcp_types / pydantic (validation, results)", ("mcp_types/", "pydantic/", "pydantic_core/")),
     (
         "the front and the lean path (admission, body, replies)",
@@ -57,6 +64,11 @@ OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("handlers, ToolCaller, metrics", ("mcp_gateway_svc/",)),
+    (
+        "the pool's POST to the MCP server (lean path, HTTP/1.1)",
+        ("mcp_pool_svc/lean.py", "mcp_pool_svc/http11.py"),
+    ),
+    ("the pool's call stream, call path and results", ("mcp_pool_svc/",)),
     ("client library (stub, wire conversion)", ("toolscout/client/",)),
     ("toolscout_kit (argument check, logging, tracing)", ("toolscout_kit/",)),
     ("anyio", ("anyio/",)),
@@ -64,15 +76,49 @@ OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("prometheus_client", ("prometheus_client/",)),
 )
 OTHER = "asyncio, the event loop, other"
-_FRAME_PATH = re.compile(r"\(([^()]*):\d+\)$")
+# A Python frame ``name (path:line)``, a native one ``name (file.c:line)``, ``name (lib.so)`` or
+# ``0x7f.. (lib.so)``: the path or library.
+_FRAME_PATH = re.compile(r"\(([^()]*?)(?::\d+)?\)$")
+# Innermost frames of a thread that waits (the event loop's poll, gRPC's poller, a lock).
+WAITS = frozenset(
+    {
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+        "poll",
+        "ppoll",
+        "select",
+        "pselect",
+        "nanosleep",
+        "clock_nanosleep",
+        "futex_wait",
+        "futex_abstimed_wait",
+        "__futex_abstimed_wait_common",
+        "__futex_abstimed_wait_common64",
+        "syscall",
+        "do_futex_wait",
+        "sem_wait",
+        "sem_timedwait",
+        "pthread_cond_wait",
+        "pthread_cond_timedwait",
+        "EpollSelector.select",
+    }
+)
+
+
+_LOOP_RUNNERS = ("Runner.run (", "run_until_complete (", "BaseEventLoop.run_forever (")
 
 
 def owner_of(stack: str) -> str | None:
     """The owner of one py-spy raw stack (``frame;frame;...``), None for a thread waiting."""
     frames = stack.split(";")
-    leaf = frames[-1]
-    if "EpollSelector.select" in leaf or leaf.startswith(("select (", "Thread.run (")):
+    if frames[-1].split(" (", 1)[0] in WAITS:
         return None
+    # Only what runs inside the event loop: the frames that started it (the entry point,
+    # ``toolscout_kit.event_loop.run``) name no owner of the work.
+    starts = [i for i, frame in enumerate(frames) if frame.startswith(_LOOP_RUNNERS)]
+    if starts:
+        frames = frames[starts[-1] + 1 :]
     for frame in reversed(frames):
         match = _FRAME_PATH.search(frame)
         path = match.group(1) if match else ""
@@ -95,8 +141,8 @@ def shares(raw: Path) -> Counter[str]:
 async def _drive(
     urls: dict[str, str], pids: dict[str, int], seconds: float, py_spy: str, work: Path
 ) -> dict[str, tuple[int, float]]:
-    """Calls through each gateway in turn while py-spy samples them all; per gateway, (calls, its
-    CPU ms per call)."""
+    """Calls through each deployment's gateway in turn while py-spy samples the processes in
+    ``pids``; per deployment, (calls, the sampled process's CPU ms per call)."""
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -112,27 +158,27 @@ async def _drive(
             for pair in callers.values():
                 for call in pair:
                     await call("unannotated")
-        gateways = {name: psutil.Process(pid) for name, pid in pids.items()}
+        sampled = {name: psutil.Process(pid) for name, pid in pids.items()}
         spies = [
             await asyncio.create_subprocess_exec(
-                *(py_spy, "record", "-r", "250", "--format", "raw", "-d", str(int(seconds))),
+                *(py_spy, "record", "--native", "-r", "250", "--format", "raw", "-d", str(int(seconds))),
                 *("-o", str(work / f"{name}.raw"), "--pid", str(process.pid)),
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL,
             )
-            for name, process in gateways.items()
+            for name, process in sampled.items()
         ]
         await asyncio.sleep(1)  # py-spy attached
-        before = {name: sum(p.cpu_times()[:2]) for name, p in gateways.items()}
+        before = {name: sum(p.cpu_times()[:2]) for name, p in sampled.items()}
         started, rounds = time.monotonic(), 0
         while time.monotonic() - started < seconds - 2:
-            # The gateways in turn, their order alternating: the load hits both alike.
+            # The deployments in turn, their order alternating: the load hits both alike.
             for name in list(callers) if rounds % 2 else reversed(list(callers)):
                 for kind in gb.CALL_TOOLS:
                     for call in callers[name]:
                         await call(kind)
             rounds += 1
-        spent = {name: sum(p.cpu_times()[:2]) - before[name] for name, p in gateways.items()}
+        spent = {name: sum(p.cpu_times()[:2]) - before[name] for name, p in sampled.items()}
         for spy in spies:
             await spy.wait()
     calls = rounds * len(gb.CALL_TOOLS) * 2
@@ -146,8 +192,11 @@ def main() -> int:
     parser.add_argument("--py-spy", required=True, help="the py-spy executable")
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument(
+        "--process", choices=("gateway", "pool"), default="gateway", help="the service sampled"
+    )
+    parser.add_argument(
         "--baseline",
-        help="a commit whose gateway is sampled beside this tree's (git archive), calls interleaved",
+        help="a commit whose services are sampled beside this tree's (git archive), calls interleaved",
     )
     parser.add_argument("--raw", type=Path, help="a folder to keep py-spy's raw samples in")
     args = parser.parse_args()
@@ -164,7 +213,7 @@ def main() -> int:
         for name, root in roots.items():
             (work / f"stack-{len(urls)}").mkdir()
             urls[name], _ = stack.enter_context(gb.process_stack(text_url, work / f"stack-{len(urls)}", root))
-            pids[name] = gb.STACK_PIDS["gateway"]
+            pids[name] = gb.STACK_PIDS[args.process]
         measured = asyncio.run(_drive(urls, pids, args.seconds, args.py_spy, work))
         counted = {name: shares(work / f"{name}.raw") for name in urls}
         if args.raw:
@@ -174,25 +223,29 @@ def main() -> int:
     load = round(os.getloadavg()[0], 1)
     record: dict[str, Any] = {
         "command": "uv run --frozen python bench/gateway_call_profile.py --py-spy PY_SPY "
-        f"--seconds {args.seconds:g}" + (f" --baseline {args.baseline}" if args.baseline else ""),
+        f"--seconds {args.seconds:g} --process {args.process}"
+        + (f" --baseline {args.baseline}" if args.baseline else ""),
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "load_1m": load,
-        "gateways": {},
+        "process": args.process,
+        "deployments": {},
     }
     for name, (calls, cpu_ms) in measured.items():
         total = sum(counted[name].values()) or 1
         rows = {owner: round(cpu_ms * n / total, 3) for owner, n in counted[name].most_common()}
-        record["gateways"][name] = {
+        record["deployments"][name] = {
             "calls": calls,
             "samples": total,
             "cpu_ms_per_call": round(cpu_ms, 3),
             "by_owner_ms": rows,
         }
-        print(f"gateway CPU ms per call by owner, {name} ({calls} calls, {total} samples, load {load}):")
+        print(
+            f"{args.process} CPU ms per call by owner, {name} ({calls} calls, {total} samples, load {load}):"
+        )
         for owner, value in rows.items():
             print(f"  {owner:<58} {value:6.2f}")
         print(f"  {'total':<58} {cpu_ms:6.2f}")
-    out = ROOT / "bench" / "results" / "gateway_call_profile.json"
+    out = ROOT / "bench" / "results" / f"{args.process}_call_profile.json"
     gb.save_json(out, record)
     return 0
 

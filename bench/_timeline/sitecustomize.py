@@ -37,6 +37,17 @@ def _around(function: Any, enter: str, leave: str) -> Any:
     return wrapper
 
 
+def _enter(function: Any, name: str) -> Any:
+    """A plain function marked as it is called."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        mark(name)
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
 def _front(function: Any) -> Any:
     """The gateway's ASGI entry: G1 as a request arrives, G4 as its answer starts to go out."""
 
@@ -54,10 +65,21 @@ def _front(function: Any) -> Any:
     return wrapper
 
 
-# module -> [(class name, attribute, wrap)]
+# module -> [(class name or "" for a module's function, attribute, wrap)]
 _TARGETS: dict[str, list[tuple[str, str, Any]]] = {
     "mcp_gateway_svc.front": [("GatewayFront", "__call__", _front)],
     "toolscout.client.aio": [("AsyncPoolClient", "call", lambda f: _around(f, "G2", "G3"))],
+    # The call stream: the gateway's write of the call (entered / returned: gRPC reported it
+    # written), the answer handed to the waiting call.
+    "toolscout.client.call_stream": [
+        ("_Open", "write", lambda f: _around(f, "Gw", "Gx")),
+        ("", "_deliver", lambda f: _enter(f, "Gd")),
+    ],
+    # The pool's side of it: the call read off the stream, its answer's write entered / returned.
+    "mcp_pool_svc.servicer": [
+        ("CallStreams", "_take", lambda f: _enter(f, "Pr")),
+        ("_Stream", "answer", lambda f: _around(f, "Pa", "Pb")),
+    ],
     "mcp_pool_svc.pool": [("McpPool", "call", lambda f: _around(f, "P1", "P4"))],
     # The POST itself: on the pool's HTTP/1.1 connection directly, or through httpx2 (the first
     # mark a call passes counts).
@@ -79,9 +101,9 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         self._inner.exec_module(module)
         for cls_name, attribute, wrap in _TARGETS[self._name]:
-            cls = getattr(module, cls_name, None)
-            if cls is not None and attribute in vars(cls):
-                setattr(cls, attribute, wrap(vars(cls)[attribute]))
+            owner = getattr(module, cls_name, None) if cls_name else module
+            if owner is not None and attribute in vars(owner):
+                setattr(owner, attribute, wrap(vars(owner)[attribute]))
 
 
 class _Finder(importlib.abc.MetaPathFinder):
