@@ -101,6 +101,8 @@ WAITS = frozenset(
         "sem_timedwait",
         "pthread_cond_wait",
         "pthread_cond_timedwait",
+        "sem_clockwait",
+        "PyThread_acquire_lock_timed",
         "EpollSelector.select",
     }
 )
@@ -112,7 +114,9 @@ _LOOP_RUNNERS = ("Runner.run (", "run_until_complete (", "BaseEventLoop.run_fore
 def owner_of(stack: str) -> str | None:
     """The owner of one py-spy raw stack (``frame;frame;...``), None for a thread waiting."""
     frames = stack.split(";")
-    if frames[-1].split(" (", 1)[0] in WAITS:
+    # The innermost frame with a name (libc's own are often bare addresses).
+    named = next((frame for frame in reversed(frames) if not frame.startswith("0x")), "")
+    if named.split(" (", 1)[0] in WAITS:
         return None
     # Only what runs inside the event loop: the frames that started it (the entry point,
     # ``toolscout_kit.event_loop.run``) name no owner of the work.

@@ -124,13 +124,30 @@ def _field_text(field: Any, depth: int) -> Iterator[str]:
     yield from _schema_text(field, depth + 1)
 
 
-def document_tokens(doc: SearchDoc, *, name_weight: int = NAME_WEIGHT) -> list[str]:
-    """The bag of words indexed for one tool."""
+def document_tokens(
+    doc: SearchDoc,
+    *,
+    name_weight: int = NAME_WEIGHT,
+    bodies: dict[tuple[str, int], list[str]] | None = None,
+) -> list[str]:
+    """The bag of words indexed for one tool.
+
+    ``bodies``: the words of the description and schema already found, by (description, the
+    schema's ``id``), for an index build over docs that share them (a fleet runs the same server
+    many times; the catalog follower keeps one parsed schema per distinct schema). The docs must
+    stay alive while it is used (an ``id`` is unique only among live objects).
+    """
     tokens = tokenize(doc.name) * name_weight
     tokens += tokenize(doc.server)
-    tokens += tokenize(doc.description)
-    for text in _schema_text(doc.input_schema):
-        tokens += tokenize(text)
+    key = (doc.description, id(doc.input_schema))
+    body = bodies.get(key) if bodies is not None else None
+    if body is None:
+        body = tokenize(doc.description)
+        for text in _schema_text(doc.input_schema):
+            body += tokenize(text)
+        if bodies is not None:
+            bodies[key] = body
+    tokens += body
     return tokens
 
 
@@ -224,7 +241,10 @@ class SearchIndex:
             self._postings = Postings((), (), (), ())
             return
         # rank-bm25 divides by the average length; an all-empty corpus gets one dummy token each.
-        corpus = [document_tokens(d, name_weight=name_weight) or ["\x00"] for d in ordered]
+        # The words of a description and schema that many tools share are found once.
+        bodies: dict[tuple[str, int], list[str]] = {}
+        corpus = [document_tokens(d, name_weight=name_weight, bodies=bodies) or ["\x00"] for d in ordered]
+        del bodies
         bm25 = _LuceneBM25(corpus)
         del corpus
         # One posting per (term, document): three flat columns, no per-posting Python objects.

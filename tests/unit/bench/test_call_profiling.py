@@ -53,6 +53,23 @@ def test_a_thread_waiting_is_no_owners_sample() -> None:
     )
     assert profile.owner_of(f"{poller};epoll_wait (epoll_wait.c:30)") is None
     assert profile.owner_of(f"{poller};__futex_abstimed_wait_common (futex-internal.c:57)") is None
+    # A thread pool's worker waiting for work: libc's frames below the wait are bare addresses.
+    worker = ";".join(
+        [
+            "Thread.run (threading.py:982)",
+            "_worker (concurrent/futures/thread.py:81)",
+            "_queue_SimpleQueue_get_impl (_queuemodule.c:253)",
+            "PyThread_acquire_lock_timed (libpython3.11.so.1.0)",
+            "0x7f00ac2aed90 (libc.so.6)",
+            "0x7f00ac2a3f16 (libc.so.6)",
+        ]
+    )
+    assert profile.owner_of(worker) is None
+    # Busy in a library whose frames have no names: not a wait.
+    assert (
+        profile.owner_of(_stack("McpPool.call (mcp_pool_svc/pool.py:300)", "0x7f28 (pydantic_core/x.so)"))
+        is not None
+    )
 
 
 def test_the_loops_own_work_is_not_the_entry_points() -> None:

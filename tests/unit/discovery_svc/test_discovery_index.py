@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from collections import Counter
@@ -339,3 +340,31 @@ def test_one_common_term_query_uses_the_precomputed_ranking_and_matches_a_full_s
     index, reference = SearchIndex(catalog), _FullScan(catalog)
     for limit, skip in [(5, set()), (10, set()), (5, set(reference.top("common", 3, set()))), (50, set())]:
         assert keys(index.search("common", limit, skip=skip)) == reference.top("common", limit, skip)
+
+
+def test_docs_sharing_a_description_and_schema_index_as_copies_would() -> None:
+    """A fleet's servers share one parsed schema per distinct schema: the build finds their words
+    once, and the index is the one that separate copies of every schema give."""
+    schema = {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}}
+    description = "Weather forecast for a city."
+    shared = [doc(f"team{i}", "forecast", description, schema) for i in range(5)]
+    copied = [doc(f"team{i}", "forecast", description, copy.deepcopy(schema)) for i in range(5)]
+    built, expected = SearchIndex(shared).postings, SearchIndex(copied).postings
+    assert built._term == expected._term
+    for column in ("_start", "ids", "_weights"):
+        assert getattr(built, column).tolist() == getattr(expected, column).tolist(), column
+    assert [hit.key for hit in SearchIndex(shared).search("city forecast", 5)] == [d.key for d in copied]
+
+
+def test_docs_with_one_description_and_different_schemas_keep_their_own_words() -> None:
+    def schema(param: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {param: {"type": "string"}}}
+
+    index = SearchIndex(
+        [
+            doc("a", "lookup", "Looks it up.", schema("zipcode")),
+            doc("b", "lookup", "Looks it up.", schema("isbn")),
+        ]
+    )
+    assert [hit.key for hit in index.search("isbn", 5)] == ["b__lookup"]
+    assert [hit.key for hit in index.search("zipcode", 5)] == ["a__lookup"]
