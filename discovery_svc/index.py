@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import math
 import re
-from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
@@ -247,21 +247,23 @@ class SearchIndex:
         del bodies
         bm25 = _LuceneBM25(corpus)
         del corpus
-        # One posting per (term, document): three flat columns, no per-posting Python objects.
-        vocab: dict[str, int] = {}
-        term_of, doc_of, weight = array("i"), array("i"), array("d")
-        idf, k1_plus_1 = bm25.idf, k1 + 1.0
-        for doc_id, (freqs, length) in enumerate(zip(bm25.doc_freqs, bm25.doc_len, strict=True)):
-            norm = k1 * (1.0 - b + b * length / bm25.avgdl)
-            for term, tf in freqs.items():
-                term_id = vocab.get(term)
-                if term_id is None:
-                    term_id = vocab[term] = len(vocab)
-                term_of.append(term_id)
-                doc_of.append(doc_id)
-                weight.append(idf[term] * tf * k1_plus_1 / (tf + norm))
-        del bm25
-        self._postings = Postings(list(vocab), term_of, doc_of, weight)
+        # One posting per (term, document), in three flat columns made without a Python loop over
+        # the postings (a million at 50,000 tools): terms numbered as first met, documents in
+        # order, each document's terms as it first met them. Weights as
+        # idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)), evaluated in that order.
+        freqs = bm25.doc_freqs
+        total = sum(map(len, freqs))
+        number = {term: i for i, term in enumerate(dict.fromkeys(chain.from_iterable(freqs)))}
+        term_of = np.fromiter(map(number.__getitem__, chain.from_iterable(freqs)), np.int32, total)
+        doc_of = np.repeat(
+            np.arange(len(freqs), dtype=np.int32), np.fromiter(map(len, freqs), np.int64, len(freqs))
+        )
+        tf = np.fromiter(chain.from_iterable(map(dict.values, freqs)), np.float64, total)
+        idf = np.fromiter(map(bm25.idf.__getitem__, number), np.float64, len(number))
+        norm = k1 * (1.0 - b + b * np.asarray(bm25.doc_len, dtype=np.float64) / bm25.avgdl)
+        weight = idf[term_of] * tf * (k1 + 1.0) / (tf + norm[doc_of])
+        del bm25, freqs
+        self._postings = Postings(list(number), term_of, doc_of, weight)
 
     def __len__(self) -> int:
         return len(self._keys)

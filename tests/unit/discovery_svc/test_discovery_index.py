@@ -10,8 +10,19 @@ from typing import Any
 
 import pytest
 
-from discovery_svc.index import SearchDoc, SearchHit, SearchIndex, document_tokens, normalize_name
+from discovery_svc.index import (
+    K1,
+    B,
+    SearchDoc,
+    SearchHit,
+    SearchIndex,
+    _LuceneBM25,
+    document_tokens,
+    normalize_name,
+)
 from discovery_svc.text import tokenize
+from tests.support.discovery_catalogs import load_jsonl_tools
+from tests.support.mcp_servers import REPO_ROOT
 
 
 def doc(
@@ -368,3 +379,30 @@ def test_docs_with_one_description_and_different_schemas_keep_their_own_words() 
     )
     assert [hit.key for hit in index.search("isbn", 5)] == ["b__lookup"]
     assert [hit.key for hit in index.search("zipcode", 5)] == ["a__lookup"]
+
+
+def test_postings_are_the_per_posting_formula_on_a_real_catalog() -> None:
+    """The columns made in bulk hold what one loop over every posting gives, bit for bit: terms
+    numbered as first met, documents in order, weight = idf * tf * (k1 + 1) / (tf + k1 * (1 - b +
+    b * length / avgdl)) (livemcpbench's 527 tools and a copy under other names: shared bodies)."""
+    tools = load_jsonl_tools(REPO_ROOT.parent / "shared" / "data" / "livemcpbench.tools.jsonl")
+    docs = [
+        SearchDoc(f"{copy}{t.llm_name}", f"{copy}{t.server}", t.name, t.description, t.input_schema)
+        for copy in ("", "z")
+        for t in tools
+    ]
+    index = SearchIndex(docs)
+    ordered = sorted(docs, key=lambda d: (d.server, d.key))
+    bm25 = _LuceneBM25([document_tokens(d) or ["\x00"] for d in ordered])
+    vocab: dict[str, int] = {}
+    expected: list[tuple[int, int, float]] = []
+    for doc_id, (freqs, length) in enumerate(zip(bm25.doc_freqs, bm25.doc_len, strict=True)):
+        norm = K1 * (1.0 - B + B * length / bm25.avgdl)
+        for term, tf in freqs.items():
+            term_id = vocab.setdefault(term, len(vocab))
+            expected.append((term_id, doc_id, bm25.idf[term] * tf * (K1 + 1.0) / (tf + norm)))
+    expected.sort(key=lambda posting: posting[0])  # stable: by term, documents in order within
+    postings = index.postings
+    assert postings._term == vocab
+    assert postings.ids.tolist() == [doc_id for _, doc_id, _ in expected]
+    assert postings._weights.tolist() == [weight for _, _, weight in expected]
