@@ -40,7 +40,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from numpy.typing import ArrayLike
 
 __all__ = [
     "CandidateMask",
@@ -127,7 +126,7 @@ class Postings:
     __slots__ = ("_cache", "_rank", "_rank_at", "_start", "_term", "_upper", "_weights", "ids")
 
     def __init__(
-        self, terms: Sequence[str], term_of: ArrayLike, doc_of: ArrayLike, weight: ArrayLike
+        self, terms: Sequence[str], term_of: npt.ArrayLike, doc_of: npt.ArrayLike, weight: npt.ArrayLike
     ) -> None:
         """``terms``: the vocabulary; the three columns give one posting each (term number, doc
         id, contribution), doc ids non-decreasing (the order documents are read in)."""
