@@ -56,7 +56,7 @@ from pydantic import ValidationError
 
 from mcp_pool_svc.catalog import ListedTool, listed_tool_from_mcp
 from mcp_pool_svc.http11 import LeanHttpTransport
-from mcp_pool_svc.lean import LeanPost
+from mcp_pool_svc.lean import LeanPost, lean_call
 from mcp_pool_svc.reaper import Reaper
 from mcp_pool_svc.relay import CallRouter, HostSession, context_relay, without_host_capabilities
 from mcp_pool_svc.stdio import stdio_transport
@@ -147,6 +147,7 @@ class Connection:
 
     async def list_tools(self) -> list[ListedTool]:
         """Every tool of the server, following pagination cursors; records the pages' cache hint.
+        Each page of a 2026-07-28 streamable-HTTP server is one direct POST (:mod:`mcp_pool_svc.lean`).
 
         Raises:
             MCPError: the server refused, or its reply is not a valid listing (``INVALID_LISTING``,
@@ -158,7 +159,8 @@ class Connection:
         while True:
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
             try:
-                page = await self.session.list_tools(params=params)
+                with lean_call():
+                    page = await self.session.list_tools(params=params)
             except ValidationError as err:
                 problem = err.errors(include_url=False, include_input=False)[0]
                 where = ".".join(str(part) for part in problem["loc"]) or "the result"

@@ -106,6 +106,18 @@ async def test_a_plain_call_over_http_is_one_direct_post_and_the_rest_take_the_s
     assert int(relayed.content[0].text) < LEAN_IDS_FROM
 
 
+async def test_a_2026_listing_is_one_direct_post_and_lists_every_tool(pool: McpPool, record: Path) -> None:
+    """The pool's ``tools/list`` to a 2026-07-28 server takes the lean path too (the fixture notes
+    each listing's JSON-RPC id beside its record); the tools it lists are the stdio side's."""
+    ids = [int(line) for line in record.with_name(record.name + ".lists").read_text().split()]
+    assert ids
+    assert all(i >= LEAN_IDS_FROM for i in ids)
+    over_http = sorted(t.name for t in pool.catalog.snapshot(servers=["http"]).tools)
+    over_stdio = sorted(t.name for t in pool.catalog.snapshot(servers=["stdio"]).tools)
+    assert over_http == over_stdio
+    assert len(over_http) > 5
+
+
 @pytest.mark.parametrize("tool", ["rich", "fail", "refuse"])
 async def test_results_come_back_as_the_sdk_path_gives_them(pool: McpPool, tool: str) -> None:
     over_http = await _call(pool, "http", tool)
