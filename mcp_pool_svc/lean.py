@@ -11,9 +11,9 @@ dispatcher (:class:`~mcp_pool_svc.session._LenientDispatcher`) uses for a call t
 nothing else (:func:`lean_call`: no relay, no progress, no timeout of the SDK's own). The
 session stamps the request and validates the result as before (result type, ``resultType``, the
 tool's output schema), so results pass unchanged. The pool's listings take it too
-(:meth:`~mcp_pool_svc.session.Connection.list_tools`): at fleet scale the SDK's validation of each
-reply's JSON-RPC envelope, before the session validates the same tools again, was a copy of every
-listing held at once (the pool's RSS on the 1,000-server fleet: 354 MB with it, 240 MB without).
+(:meth:`~mcp_pool_svc.session.Connection.list_tools`): the SDK's transport validates each reply's
+JSON-RPC envelope before the session validates the same tools again, and on the 1,000-server fleet
+the pool held 354 MB that way against 240 MB on this path (bench/README, round 10).
 
 The POST goes out on the server's HTTP/1.1 transport (:mod:`mcp_pool_svc.http11`) directly while
 the shared client holds no cookies: the client's headers, the request's, and a plain JSON answer
