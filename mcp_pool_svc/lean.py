@@ -76,9 +76,9 @@ LEAN_IDS_FROM = 1 << 40
 # Set by the pool for the duration of a call that may take the lean path.
 _LEAN: contextvars.ContextVar[bool] = contextvars.ContextVar("toolscout_lean_call", default=False)
 _HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-# Options of a request that the lean path leaves to the SDK's own.
 # The requests that may take it (inside ``lean_call``).
 _LEAN_METHODS = frozenset({"tools/call", "tools/list"})
+# Options of a request that the lean path leaves to the SDK's own.
 _SDK_OPTIONS = frozenset({"on_progress", "timeout", "resumption_token", "on_resumption_token", "request_id"})
 
 

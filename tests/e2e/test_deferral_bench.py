@@ -12,7 +12,6 @@ variable that points at them, and the README's rows are still checked against th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,6 +21,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.bench_scripts import load_bench_script
+from tests.support.discovery_catalogs import SHARED_DATA
 from tests.support.mcp_servers import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
@@ -29,19 +30,11 @@ pytestmark = pytest.mark.e2e
 
 def _data_dir() -> Path:
     # The shared data sets sit beside the project (../shared/data) unless TOOLSCOUT_BENCH_DATA says.
-    return Path(os.environ.get("TOOLSCOUT_BENCH_DATA") or REPO_ROOT.parent / "shared" / "data")
+    return Path(os.environ.get("TOOLSCOUT_BENCH_DATA") or SHARED_DATA)
 
 
 def _bench() -> ModuleType:
-    # bench/ holds scripts, not a package: load the module from its file (its imports need bench/).
-    sys.path.insert(0, str(REPO_ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("deferral_bench", REPO_ROOT / "bench" / "deferral_bench.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["deferral_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("deferral_bench")
 
 
 # conversation -> (arguments, first line, calls per stable chat, stable vs append under GPT-5.6 rules)

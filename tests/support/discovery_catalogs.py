@@ -21,9 +21,12 @@ from toolscout_kit.config import ToolscoutConfig, parse_config
 EXAMPLE_CONFIG = REPO_ROOT / "examples" / "casual_mcp_config.json"
 EXAMPLE_TOOLS = REPO_ROOT / "bench" / "data" / "example.tools.jsonl"
 EXAMPLE_QUERIES = REPO_ROOT / "bench" / "data" / "example.queries.jsonl"
+# The real tool catalogs and query sets beside the project.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 __all__ = [
     "EXAMPLE_QUERIES",
+    "SHARED_DATA",
     "catalog",
     "config",
     "example_catalog",

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.support.bench_scripts import load_bench_script
 from tests.support.mcp_servers import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "bench"
 
 
-def _plots() -> ModuleType:
-    # bench/ holds scripts, not a package: load the module from its file.
-    spec = importlib.util.spec_from_file_location("bench_plots", REPO_ROOT / "bench" / "plots.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plots = _plots()
+plots = load_bench_script("plots")
 
 
 def _png_size(path: Path) -> tuple[int, int]:

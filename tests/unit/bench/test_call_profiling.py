@@ -3,30 +3,12 @@ bench/call_timeline.py's segments from the services' marks."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-from tests.support.mcp_servers import REPO_ROOT
+from tests.support.bench_scripts import load_bench_script
 
-BENCH = REPO_ROOT / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    # bench/ holds scripts, not a package: load each from its file (they import their neighbours).
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-profile = _load("gateway_call_profile")
-timeline = _load("call_timeline")
+profile = load_bench_script("gateway_call_profile")
+timeline = load_bench_script("call_timeline")
 
 # The frames py-spy --native records above a service's event loop (uvloop).
 _ENTRY = ";".join(
@@ -133,7 +115,7 @@ def test_segments_follow_the_calls_order_and_a_late_write_completion_counts(tmp_
 def test_each_hot_cold_piece_runs_on_the_current_code() -> None:
     """bench/hot_cold.py's pieces call the client library, mcp_types and json as they are now: a
     renamed function or a changed value type fails here, not in the middle of a bench run."""
-    hot_cold = _load("hot_cold")
+    hot_cold = load_bench_script("hot_cold")
     pieces = hot_cold.pieces()
     assert len(pieces) == 7
     for name, piece in pieces.items():

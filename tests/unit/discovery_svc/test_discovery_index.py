@@ -21,8 +21,7 @@ from discovery_svc.index import (
     normalize_name,
 )
 from discovery_svc.text import tokenize
-from tests.support.discovery_catalogs import load_jsonl_tools
-from tests.support.mcp_servers import REPO_ROOT
+from tests.support.discovery_catalogs import SHARED_DATA, load_jsonl_tools
 
 
 def doc(
@@ -385,7 +384,7 @@ def test_postings_are_the_per_posting_formula_on_a_real_catalog() -> None:
     """The columns made in bulk hold what one loop over every posting gives, bit for bit: terms
     numbered as first met, documents in order, weight = idf * tf * (k1 + 1) / (tf + k1 * (1 - b +
     b * length / avgdl)) (livemcpbench's 527 tools and a copy under other names: shared bodies)."""
-    tools = load_jsonl_tools(REPO_ROOT.parent / "shared" / "data" / "livemcpbench.tools.jsonl")
+    tools = load_jsonl_tools(SHARED_DATA / "livemcpbench.tools.jsonl")
     docs = [
         SearchDoc(f"{copy}{t.llm_name}", f"{copy}{t.server}", t.name, t.description, t.input_schema)
         for copy in ("", "z")

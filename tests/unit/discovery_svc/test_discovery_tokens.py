@@ -8,11 +8,8 @@ import pytest
 from toolscout.client import Tool
 
 from discovery_svc.tokens import PROVIDERS, TokenCounter, definition_json
-from tests.support.discovery_catalogs import load_jsonl_tools, make_tool
-from tests.support.mcp_servers import REPO_ROOT
+from tests.support.discovery_catalogs import SHARED_DATA, load_jsonl_tools, make_tool
 from toolscout_kit.errors import InvalidArgumentError
-
-DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 def test_providers_map_to_encodings_and_anthropic_is_an_estimate() -> None:
@@ -105,7 +102,7 @@ def _whole(counter: TokenCounter, tool: Tool, provider: str) -> int:
 def test_a_tools_count_is_its_whole_definitions_on_every_real_catalog(provider: str) -> None:
     """Every tool of the five catalogs in ../shared/data (8,662, most with names the counter
     splits off their definition): the count is exactly what counting the whole definition gives."""
-    tools = [tool for path in sorted(DATA.glob("*.tools.jsonl")) for tool in load_jsonl_tools(path)]
+    tools = [tool for path in sorted(SHARED_DATA.glob("*.tools.jsonl")) for tool in load_jsonl_tools(path)]
     assert len(tools) > 8000
     counter = TokenCounter()
     enc = counter.encoding_for(provider)
